@@ -1,0 +1,173 @@
+"""Turn a Hugging Face `config.json` (as a dict) into a ModelSpec. Pure: no file access here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.errors import SpecError
+from ..core.specs import DTYPE_ALIASES, AttentionLayer, MLASpec, ModelSpec, MoESpec, Quantization
+
+REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
+
+
+def _text_config(cfg: dict) -> dict:
+    """Multimodal checkpoints (Gemma 3, Llama 4, Mistral 3) keep the language model under text_config."""
+    text = cfg.get("text_config")
+    if isinstance(text, dict) and "hidden_size" in text:
+        merged = {k: v for k, v in cfg.items() if k != "text_config"}
+        merged.update(text)
+        merged["quantization_config"] = cfg.get("quantization_config") or text.get("quantization_config")
+        return merged
+    return cfg
+
+
+def _dtype(cfg: dict) -> str:
+    raw = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16").replace("torch.", "")
+    dtype = DTYPE_ALIASES.get(raw.lower(), "bfloat16")
+    # vLLM's dtype "auto" serves a float32 checkpoint in bfloat16 (16-bit is what GPUs serve)
+    return "bfloat16" if dtype == "float32" else dtype
+
+
+def parse_quantization(qc: dict | None, is_moe: bool, model: str) -> Quantization | None:
+    """The checkpoint's declared quantization (`quantization_config`), or None for unquantized weights."""
+    if not qc:
+        return None
+    method = str(qc.get("quant_method") or qc.get("quant_algo") or "").lower()
+    if method == "fp8":
+        block = qc.get("weight_block_size")
+        return Quantization("fp8", block=tuple(block) if block else None)
+    if method in ("awq", "gptq", "gptq_marlin", "awq_marlin", "auto-round", "auto_round"):
+        bits = int(qc.get("bits") or qc.get("w_bit") or 4)
+        group = int(qc.get("group_size") or qc.get("q_group_size") or 128)
+        zeros = bool(qc.get("zero_point", True)) if method.startswith("awq") else not bool(qc.get("sym", True))
+        if bits == 8:
+            return Quantization("int8")
+        if bits != 4:
+            raise SpecError("quantization_config.bits", f"{model}: {bits}-bit {method} is not supported", "4 or 8")
+        return Quantization("int4", group_size=group if group > 0 else None, has_zeros=zeros)
+    if method == "mxfp4":
+        return Quantization("mxfp4", experts_only=is_moe)
+    if method in ("modelopt", "modelopt_fp4", "nvfp4"):
+        algo = str(qc.get("quant_algo") or qc.get("quantization", {}).get("quant_algo") or method).upper()
+        return Quantization("nvfp4") if "FP4" in algo else Quantization("fp8")
+    if method == "compressed-tensors":
+        groups = qc.get("config_groups") or {}
+        weights = next(iter(groups.values()), {}).get("weights", {}) if groups else {}
+        bits = int(weights.get("num_bits", 8))
+        kind = str(weights.get("type", "int"))
+        if bits == 4 and kind == "float":
+            return Quantization("nvfp4")
+        if bits == 4:
+            return Quantization("int4", group_size=weights.get("group_size") or 128,
+                                has_zeros=not weights.get("symmetric", True))
+        return Quantization("fp8" if kind == "float" else "int8")
+    raise SpecError("quantization_config.quant_method", f"{model}: quantization {method!r} is not supported",
+                    "fp8, awq, gptq, compressed-tensors, mxfp4, modelopt (fp8/nvfp4)")
+
+
+def _layers(cfg: dict, model_type: str, n_layers: int, kv_heads: int, head_dim: int, mla: MLASpec | None):
+    if mla is not None:
+        width = mla.kv_lora_rank + mla.qk_rope_head_dim
+        return tuple(AttentionLayer("mla", mla_width=width) for _ in range(n_layers))
+    window = cfg.get("sliding_window")
+    kinds: list[tuple[str, int | None]]
+    if isinstance(cfg.get("layer_types"), list):
+        names = cfg["layer_types"]
+        kinds = [("sliding", window) if "sliding" in t else ("chunked", cfg.get("attention_chunk_size"))
+                 if "chunk" in t else ("full", None) for t in names]
+    elif model_type == "gemma2" and window:
+        kinds = [("sliding", window) if i % 2 == 0 else ("full", None) for i in range(n_layers)]
+    elif model_type.startswith("gemma3") and window:
+        pattern = int(cfg.get("sliding_window_pattern") or 6)
+        kinds = [("full", None) if (i + 1) % pattern == 0 else ("sliding", window) for i in range(n_layers)]
+    elif model_type.startswith("llama4") and cfg.get("attention_chunk_size"):
+        # every 4th layer is a global (NoPE) layer; the rest attend within a chunk
+        kinds = [("full", None) if (i + 1) % 4 == 0 else ("chunked", cfg["attention_chunk_size"])
+                 for i in range(n_layers)]
+    elif window and model_type in ("mistral", "mixtral", "phi3") and cfg.get("use_sliding_window", True):
+        kinds = [("sliding", window)] * n_layers
+    else:
+        kinds = [("full", None)] * n_layers
+    return tuple(AttentionLayer(kind, num_kv_heads=kv_heads, head_dim=head_dim, window=w) for kind, w in kinds)
+
+
+def _moe(cfg: dict, model_type: str, n_layers: int) -> MoESpec | None:
+    experts = cfg.get("num_local_experts") or cfg.get("n_routed_experts") or cfg.get("num_experts")
+    if not experts or int(experts) <= 1:
+        return None
+    top_k = int(cfg.get("num_experts_per_tok") or cfg.get("experts_per_token") or cfg.get("moe_topk") or 2)
+    inter = int(cfg.get("moe_intermediate_size") or cfg["intermediate_size"])
+    shared = int(cfg.get("n_shared_experts") or 0)
+    shared_inter = int(cfg.get("moe_intermediate_size") or 0) if shared else 0
+    if cfg.get("shared_expert_intermediate_size"):  # Qwen2-MoE
+        shared, shared_inter = 1, int(cfg["shared_expert_intermediate_size"])
+    if model_type.startswith("llama4"):
+        shared, shared_inter = 1, inter
+        step = int(cfg.get("interleave_moe_layer_step") or 1)
+        layers = tuple(i for i in range(n_layers) if (i + 1) % step == 0)
+    elif model_type.startswith("deepseek"):
+        first_dense = int(cfg.get("first_k_dense_replace") or 0)
+        freq = int(cfg.get("moe_layer_freq") or 1)
+        layers = tuple(i for i in range(first_dense, n_layers) if i % freq == 0)
+    elif cfg.get("decoder_sparse_step") or cfg.get("mlp_only_layers"):
+        step = int(cfg.get("decoder_sparse_step") or 1)
+        dense = set(cfg.get("mlp_only_layers") or [])
+        layers = tuple(i for i in range(n_layers) if i not in dense and (i + 1) % step == 0)
+    else:
+        layers = tuple(range(n_layers))
+    return MoESpec(num_experts=int(experts), experts_per_token=top_k, expert_intermediate_size=inter,
+                   num_shared_experts=shared, shared_intermediate_size=shared_inter, moe_layers=layers,
+                   expert_bias=model_type == "gpt_oss")
+
+
+def spec_from_config(raw: dict[str, Any], model_id: str, source: str, *, params_published: str | None = None,
+                     weight_bytes_exact: int | None = None) -> ModelSpec:
+    """Build a ModelSpec from a config.json dict; raises SpecError naming the first missing field."""
+    if not isinstance(raw, dict):
+        raise SpecError("config.json", f"{model_id}: expected a JSON object", "a Hugging Face config.json")
+    cfg = _text_config(raw)
+    for name in REQUIRED:
+        if cfg.get(name) in (None, ""):
+            raise SpecError(f"config.json:{name}", f"{model_id}: missing field {name!r}",
+                            "a config.json with " + ", ".join(REQUIRED))
+    archs = [str(a) for a in raw.get("architectures") or []]
+    model_type = str(cfg.get("model_type") or raw.get("model_type") or "llama")
+    hidden = int(cfg["hidden_size"])
+    n_layers = int(cfg["num_hidden_layers"])
+    heads = int(cfg["num_attention_heads"])
+    kv_heads = int(cfg.get("num_key_value_heads") or heads)
+    head_dim = int(cfg.get("head_dim") or hidden // heads)
+    intermediate = int(cfg.get("intermediate_size_mlp") or cfg.get("intermediate_size") or 4 * hidden)
+    mla = None
+    if cfg.get("kv_lora_rank"):
+        mla = MLASpec(q_lora_rank=cfg.get("q_lora_rank"), kv_lora_rank=int(cfg["kv_lora_rank"]),
+                      qk_nope_head_dim=int(cfg["qk_nope_head_dim"]), qk_rope_head_dim=int(cfg["qk_rope_head_dim"]),
+                      v_head_dim=int(cfg["v_head_dim"]))
+    moe = _moe(cfg, model_type, n_layers)
+    rotary = mla.qk_rope_head_dim if mla else int(head_dim * float(cfg.get("partial_rotary_factor") or 1.0))
+    tie = cfg.get("tie_word_embeddings")
+    if tie is None:
+        tie = model_type.startswith("gemma")  # Gemma ties by default; others (Llama, Qwen) default to untied
+    is_eagle3 = any("eagle3" in a.lower() for a in archs) or cfg.get("draft_vocab_size") is not None
+    is_eagle = any("eagle" in a.lower() for a in archs) and not is_eagle3
+    return ModelSpec(
+        model_id=model_id, source=source, model_type=model_type, hidden_size=hidden, num_layers=n_layers,
+        num_attention_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim, vocab_size=int(cfg["vocab_size"]),
+        intermediate_size=intermediate, layers=_layers(cfg, model_type, n_layers, kv_heads, head_dim, mla),
+        max_position_embeddings=int(cfg.get("max_position_embeddings") or 4096), dtype=_dtype(cfg),
+        tie_word_embeddings=bool(tie),
+        attention_bias=bool(cfg.get("attention_bias", model_type == "qwen2")),
+        qk_norm=model_type in ("qwen3", "qwen3_moe") or model_type.startswith("gemma3"),
+        norms_per_layer=4 if model_type.startswith("gemma") else 2, rotary_dim=rotary, moe=moe, mla=mla,
+        quantization=parse_quantization(cfg.get("quantization_config"), moe is not None, model_id),
+        num_mtp_layers=int(cfg.get("num_nextn_predict_layers") or 0),
+        draft_vocab_size=int(cfg["draft_vocab_size"]) if cfg.get("draft_vocab_size") else None,
+        eagle_fc_inputs=3 if is_eagle3 else (2 if is_eagle else 0),
+        final_logit_softcapping=cfg.get("final_logit_softcapping"),
+        weight_bytes_exact=weight_bytes_exact, params_published=params_published,
+    )
+
+
+def as_eagle_head(m: ModelSpec) -> ModelSpec:
+    """An EAGLE-1 head built from a one-layer Llama-style config: it fuses 2 hidden states (fc 2H -> H)."""
+    return m if m.eagle_fc_inputs else m.with_(eagle_fc_inputs=2)

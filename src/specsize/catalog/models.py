@@ -1,0 +1,172 @@
+"""Find a model: the embedded catalog, a local config.json or model directory, or the Hugging Face hub.
+
+Order: an existing local path, then the catalog (by Hugging Face id, case-insensitive), then the hub when
+huggingface_hub is installed and the machine is online. Exact weight bytes come from safetensors headers
+(or `model.safetensors.index.json`) when a directory has them.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import struct
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from ..core.errors import SpecError
+from ..core.specs import ModelSpec
+from .configs import spec_from_config
+
+
+@lru_cache(maxsize=1)
+def _catalog_index() -> dict[str, str]:
+    """lower-case id -> resource file name."""
+    folder = resources.files("specsize.catalog") / "data" / "models"
+    index = {}
+    for entry in folder.iterdir():
+        if entry.name.endswith(".json"):
+            index[entry.name[:-5].replace("__", "/").lower()] = entry.name
+    return index
+
+
+@lru_cache(maxsize=None)
+def catalog_entry(model_id: str) -> dict:
+    name = _catalog_index()[model_id.lower()]
+    return json.loads((resources.files("specsize.catalog") / "data" / "models" / name).read_text())
+
+
+def catalog_ids() -> list[str]:
+    return sorted(catalog_entry(key)["id"] for key in _catalog_index())
+
+
+def _from_catalog(model_id: str) -> ModelSpec:
+    entry = catalog_entry(model_id)
+    published = entry.get("params_published") or {}
+    return spec_from_config(entry["config"], entry["id"], f"catalog: {entry['source']}",
+                            params_published=published.get("value") if isinstance(published, dict) else None)
+
+
+def _read_json(path: Path, field: str) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise SpecError(field, f"{path} is not valid JSON ({err.msg} at line {err.lineno})", "a JSON file") from None
+    except OSError as err:
+        raise SpecError(field, f"cannot read {path}: {err.strerror}", "a readable file") from None
+
+
+def safetensors_header(path: Path) -> dict:
+    """The JSON header of one .safetensors file (8-byte little-endian length, then JSON)."""
+    with path.open("rb") as handle:
+        raw = handle.read(8)
+        if len(raw) != 8:
+            raise SpecError("weights", f"{path} is too short to be a safetensors file", "a .safetensors file")
+        (length,) = struct.unpack("<Q", raw)
+        if length > 100_000_000:
+            raise SpecError("weights", f"{path} has an implausible header length", "a .safetensors file")
+        try:
+            return json.loads(handle.read(length))
+        except json.JSONDecodeError:
+            raise SpecError("weights", f"{path} has a corrupt header", "a .safetensors file") from None
+
+
+def safetensors_bytes(directory: Path, skip_layers_from: int | None = None) -> int | None:
+    """Exact weight bytes of a checkpoint directory, or None when it holds no safetensors data.
+
+    Tensors of layers numbered `skip_layers_from` and up (DeepSeek's MTP layers, which vLLM loads only
+    into the drafter) are left out when the shard headers are there to tell them apart.
+    """
+    shards = sorted(directory.glob("*.safetensors"))
+    if shards:
+        total = 0
+        for shard in shards:
+            for name, info in safetensors_header(shard).items():
+                if name == "__metadata__":
+                    continue
+                if skip_layers_from is not None and _layer_number(name) is not None \
+                        and _layer_number(name) >= skip_layers_from:
+                    continue
+                begin, end = info["data_offsets"]
+                total += end - begin
+        return total
+    index = directory / "model.safetensors.index.json"
+    if index.exists():
+        size = _read_json(index, "weights").get("metadata", {}).get("total_size")
+        return int(size) if size else None
+    return None
+
+
+def _layer_number(tensor_name: str) -> int | None:
+    parts = tensor_name.split(".")
+    for i, part in enumerate(parts[:-1]):
+        if part == "layers" and parts[i + 1].isdigit():
+            return int(parts[i + 1])
+    return None
+
+
+def _from_path(path: Path, model_id: str | None = None) -> ModelSpec:
+    config_path = path / "config.json" if path.is_dir() else path
+    if not config_path.exists():
+        raise SpecError("model", f"{path} has no config.json", "a config.json file or a model directory holding one")
+    cfg = _read_json(config_path, "model")
+    name = model_id or (path.name if path.is_dir() else path.parent.name or str(path))
+    exact = None
+    if path.is_dir():
+        text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+        skip = int(text["num_hidden_layers"]) if text.get("num_nextn_predict_layers") else None
+        exact = safetensors_bytes(path, skip)
+    return spec_from_config(cfg, name, f"local: {config_path}", weight_bytes_exact=exact)
+
+
+def _from_hub(model_id: str) -> ModelSpec:
+    """Download config.json and read safetensors metadata from the hub (needs network and huggingface_hub)."""
+    try:
+        import huggingface_hub  # noqa: PLC0415 - optional, only for users who are online
+    except ImportError:
+        raise SpecError("model", f"{model_id!r} is not in the catalog{_suggest(model_id)}",
+                        "a catalog id (specsize models), a local config.json or model directory, "
+                        "or a hub id with huggingface_hub installed") from None
+    try:
+        config_file = huggingface_hub.hf_hub_download(model_id, "config.json")
+    except Exception as err:  # offline, gated, or not found: all read the same to the user
+        raise SpecError("model", f"{model_id!r} is not in the catalog and the hub could not provide it "
+                        f"({type(err).__name__}){_suggest(model_id)}",
+                        "a catalog id (specsize models), a local config.json or model directory") from None
+    exact = None
+    try:
+        meta = huggingface_hub.get_safetensors_metadata(model_id)
+        sizes = {"F64": 8, "F32": 4, "BF16": 2, "F16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
+                 "F8_E4M3": 1, "F8_E5M2": 1, "BOOL": 1}
+        exact = sum(count * sizes.get(dtype, 2) for dtype, count in meta.parameter_count.items()) or None
+    except Exception:  # metadata is a refinement; the config alone still sizes the model
+        exact = None
+    cfg = _read_json(Path(config_file), "model")
+    return spec_from_config(cfg, model_id, f"hub: {model_id}", weight_bytes_exact=exact)
+
+
+def _suggest(model_id: str) -> str:
+    ids = catalog_ids()
+    lowered = {i.lower(): i for i in ids}
+    close = difflib.get_close_matches(model_id.lower(), list(lowered), n=3, cutoff=0.4)
+    if not close:
+        tail = model_id.lower().rsplit("/", 1)[-1]
+        close = [key for key in lowered if tail and tail in key][:3]
+    return "; did you mean " + ", ".join(lowered[c] for c in close) + "?" if close else ""
+
+
+def load_model(ref: str) -> ModelSpec:
+    """A ModelSpec from a catalog id, a local config.json / model directory, or a hub id."""
+    if not ref or not str(ref).strip():
+        raise SpecError("model", "no model given", "a catalog id (specsize models), a config.json or a directory")
+    ref = str(ref).strip()
+    path = Path(ref).expanduser()
+    if path.exists():
+        return _from_path(path)
+    if ref.lower() in _catalog_index():
+        return _from_catalog(ref)
+    if ref.endswith(".json") or ref.startswith((".", "/", "~")):
+        raise SpecError("model", f"{ref} does not exist", "an existing config.json or model directory")
+    if "/" not in ref:
+        raise SpecError("model", f"unknown model {ref!r}{_suggest(ref)}", "a catalog id (see `specsize models`)")
+    return _from_hub(ref)

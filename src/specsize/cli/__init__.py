@@ -1,0 +1,1 @@
+"""Command-line shell: parse, call the library, render."""

@@ -1,0 +1,230 @@
+"""`specsize`: thin shell over the library. Parse, call, render; no arithmetic here.
+
+Exit codes (docs/cli.md): 0 fits, 1 thin, 3 does_not_fit, 2 bad input, 4 internal error.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from .. import __version__
+
+EXIT_FOR_VERDICT = {"fits": 0, "thin": 1, "does_not_fit": 3}
+EXIT_BAD_INPUT = 2
+EXIT_INTERNAL = 4
+
+
+def _fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
+    click.echo(f"specsize: error: {message}", err=True)
+    sys.exit(code)
+
+
+def write_output(text: str, path: str | None, force: bool) -> None:
+    """stdout, or a file written atomically (temporary file, then rename); an existing file needs --force."""
+    if path is None or path == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    target = Path(path)
+    if target.exists() and not force:
+        _fail(f"output: {target} exists; pass --force to replace it")
+    if not target.parent.exists():
+        _fail(f"output: folder {target.parent} does not exist")
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_text(text)
+        os.replace(temporary, target)
+    finally:
+        if temporary.exists():
+            temporary.unlink()
+    click.echo(f"specsize: wrote {target}", err=True)
+
+
+def deployment_options(func):
+    """The flags that describe a deployment; shared by every command that sizes one."""
+    options = [
+        click.argument("deployment_file", required=False, type=click.Path(dir_okay=False)),
+        click.option("--target", help="Target model: catalog id, config.json, model directory or hub id."),
+        click.option("--draft", help="Draft model or head (draft_model, eagle, eagle3, medusa)."),
+        click.option("--method", type=click.Choice(["none", "draft_model", "eagle", "eagle3", "mtp", "medusa", "ngram"]),
+                     help="Speculative method."),
+        click.option("-k", "--num-speculative-tokens", type=int, help="Tokens drafted per step (k)."),
+        click.option("--draft-tp", type=int, help="Tensor parallel size of a separate draft model (default 1)."),
+        click.option("--gpu", help="GPU id from `specsize gpus`."),
+        click.option("--gpus", type=int, help="GPUs in total (a multiple of tp x pp; more means replicas)."),
+        click.option("--tp", type=int, help="Tensor parallel size."),
+        click.option("--pp", type=int, help="Pipeline parallel size."),
+        click.option("--gpu-memory-gib", type=float, help="Override the GPU's memory (GiB as the driver reports it)."),
+        click.option("--gpu-memory-utilization", type=float, help="Fraction of GPU memory the engine may use."),
+        click.option("--max-model-len", type=int),
+        click.option("--max-num-seqs", type=int),
+        click.option("--max-num-batched-tokens", type=int),
+        click.option("--kv-cache-dtype", help="auto or fp8 (fp8_e4m3, fp8_e5m2)."),
+        click.option("--kv-cache-memory-bytes", type=int, help="vLLM's flag: fix the KV pool size in bytes."),
+        click.option("--quantization", help="Override weights: fp8, int8, int4, mxfp4, nvfp4, none."),
+        click.option("--dtype", help="auto, bfloat16, float16, float32."),
+        click.option("--enforce-eager/--no-enforce-eager", default=None, help="No CUDA graphs."),
+        click.option("--block-size", type=int),
+        click.option("--device", type=click.Choice(["cuda", "cpu"]), help="Accelerator the engine runs on."),
+        click.option("--engine", type=click.Choice(["vllm"]), help="Serving engine whose accounting to follow."),
+        click.option("--engine-version", help="Engine release X.Y (default: newest profile)."),
+        click.option("--prompt-tokens", help="Prompt lengths: p50=N,p95=N,p99=N,max=N | N,N,... samples | @FILE."),
+        click.option("--output-tokens", help="Output lengths, same forms as --prompt-tokens."),
+        click.option("--samples-file", type=click.Path(dir_okay=False),
+                     help="JSONL/CSV of requests with prompt_tokens and output_tokens."),
+        click.option("--concurrency", type=int, help="Target concurrent requests."),
+        click.option("--burst-factor", type=float, help="Peak concurrency = concurrency x burst factor."),
+        click.option("--percentile", type=click.Choice(["p50", "p95", "p99", "max"]),
+                     help="Request shape of the worst-case envelope (default p99)."),
+        click.option("--headroom", type=float, help="Headroom policy: below it the verdict is thin (default 0.2)."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+WORKLOAD_FLAGS = ("prompt_tokens", "output_tokens", "samples_file", "concurrency", "burst_factor", "percentile")
+
+
+def load_inputs(kw: dict):
+    """Deployment file (or the embedded default) merged with flags, validated."""
+    from ..catalog.deployment import build_inputs, default_deployment, merge, read_deployment_file  # noqa: PLC0415
+
+    path = kw.pop("deployment_file", None)
+    workload = {name: kw.pop(name, None) for name in WORKLOAD_FLAGS}
+    flags = {key: value for key, value in kw.items() if value is not None}
+    if path:
+        base = read_deployment_file(path)
+    elif "target" in flags:
+        base = {}
+    else:
+        base = default_deployment()
+    if workload.get("samples_file"):
+        workload["samples_file"] = str(Path(workload["samples_file"]).resolve())
+    if any(v is not None for v in workload.values()):
+        flags["workload"] = workload
+        if not (base.get("workload") or {}).get("prompt_tokens") and workload.get("prompt_tokens") is None \
+                and not workload.get("samples_file"):
+            flags["workload"] = {**default_deployment()["workload"], **{k: v for k, v in workload.items() if v}}
+    return build_inputs(merge(base, flags))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(__version__, prog_name="specsize")
+def cli() -> None:
+    """Will a speculative-decoding deployment fit, with headroom, at the load you expect?
+
+    Sizes target + draft weights, the KV cache of both, activations, CUDA graphs and engine overhead per GPU,
+    the way the serving engine accounts for them, against a worst-case workload envelope.
+    """
+
+
+@cli.command()
+@deployment_options
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
+@click.option("-o", "--output", "output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
+@click.option("--force", is_flag=True, help="Replace an existing output file.")
+def plan(fmt: str, output: str | None, force: bool, **kw) -> None:
+    """Plan a deployment: per-GPU memory, KV capacity, envelope, verdict.
+
+    With no arguments it plans the embedded default (Llama-3.1-70B-Instruct with a Llama-3.2-1B-Instruct
+    draft on 4 x H100). Flags override the DEPLOYMENT_FILE. Exit code: 0 fits, 1 thin, 3 does not fit,
+    2 bad input.
+    """
+    from ..engines import resolve_profile  # noqa: PLC0415
+    from ..planner.plan import plan as make_plan  # noqa: PLC0415
+
+    inputs = load_inputs(kw)
+    profile = resolve_profile(inputs.engine, inputs.engine_version)
+    result = make_plan(inputs.deployment, inputs.workload, profile, inputs.headroom)
+    if inputs.workload_defaulted:
+        click.echo("specsize: note: no workload given; using the default envelope of the embedded deployment",
+                   err=True)
+    if fmt == "json":
+        from ..reports import jsonout as renderer  # noqa: PLC0415
+    elif fmt == "markdown":
+        from ..reports import markdown as renderer  # noqa: PLC0415
+    else:
+        from ..reports import text as renderer  # noqa: PLC0415
+    write_output(renderer.render(result), output, force)
+    sys.exit(EXIT_FOR_VERDICT[result.verdict.verdict])
+
+
+@cli.command()
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def models(fmt: str) -> None:
+    """List the embedded model catalog."""
+    import json  # noqa: PLC0415
+
+    from ..catalog import catalog_entry, catalog_ids, load_model  # noqa: PLC0415
+    from ..core.weights import total_params  # noqa: PLC0415
+
+    rows = []
+    for model_id in catalog_ids():
+        spec = load_model(model_id)
+        kinds = sorted({layer.kind for layer in spec.layers})
+        rows.append({"id": model_id, "model_type": spec.model_type, "layers": spec.num_layers,
+                     "params_b": round(total_params(spec) / 1e9, 3), "moe": spec.is_moe,
+                     "attention": "+".join(kinds), "kv_heads": spec.num_kv_heads,
+                     "quantization": spec.quantization.method if spec.quantization else None,
+                     "source": catalog_entry(model_id)["source"]})
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=2))
+        return
+    width = max(len(r["id"]) for r in rows)
+    click.echo(f"{'id':{width}}  {'type':12} {'layers':>6} {'params':>9}  attention     quant")
+    for r in rows:
+        click.echo(f"{r['id']:{width}}  {r['model_type']:12} {r['layers']:>6} {r['params_b']:>8.2f}B  "
+                   f"{r['attention']:13} {r['quantization'] or '-'}")
+
+
+@cli.command()
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def gpus(fmt: str) -> None:
+    """List the GPU catalog (memory as the driver reports it, bandwidth, dense FLOP/s, sources)."""
+    import json  # noqa: PLC0415
+
+    from ..catalog import all_gpus  # noqa: PLC0415
+    from ..core.units import GiB  # noqa: PLC0415
+
+    specs = all_gpus()
+    if fmt == "json":
+        click.echo(json.dumps([{"id": g.gpu_id, "name": g.name, "vendor": g.vendor, "memory_bytes": g.memory_bytes,
+                                "memory_bandwidth_bytes_s": g.memory_bandwidth_bytes_s, "bf16_flops": g.bf16_flops,
+                                "fp8_flops": g.fp8_flops, "interconnect_bytes_s": g.interconnect_bytes_s,
+                                "sources": g.sources} for g in specs], indent=2))
+        return
+    click.echo(f"{'id':20} {'memory GiB':>10} {'HBM TB/s':>9} {'bf16 TFLOP/s':>13} {'fp8 TFLOP/s':>12} {'link GB/s':>10}")
+    for g in specs:
+        fp8 = f"{g.fp8_flops / 1e12:,.0f}" if g.fp8_flops else "-"
+        click.echo(f"{g.gpu_id:20} {g.memory_bytes / GiB:>10.2f} {g.memory_bandwidth_bytes_s / 1e12:>9.2f} "
+                   f"{g.bf16_flops / 1e12:>13,.0f} {fp8:>12} {g.interconnect_bytes_s / 1e9:>10.0f}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    from ..core.errors import SpecError  # noqa: PLC0415
+
+    try:
+        cli.main(args=argv, prog_name="specsize", standalone_mode=False)
+    except SpecError as err:
+        _fail(str(err))
+    except click.exceptions.Abort:
+        _fail("aborted", 130)
+    except click.ClickException as err:
+        message = err.format_message().replace("\n", " ")
+        _fail(message, EXIT_BAD_INPUT if err.exit_code in (1, 2) else err.exit_code)
+    except SystemExit:
+        raise
+    except Exception as err:  # a bug: one line, unless the user asks for the traceback
+        if os.environ.get("SPECSIZE_DEBUG"):
+            raise
+        _fail(f"internal error: {type(err).__name__}: {err} (set SPECSIZE_DEBUG=1 for the traceback)", EXIT_INTERNAL)
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

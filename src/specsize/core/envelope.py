@@ -1,0 +1,132 @@
+"""Workload envelope and verdict: KV demand of the worst case and of the expected mix against the pool.
+
+Per request: prompt + output + k lookahead slots, in whole blocks per layer (a sliding-window layer holds
+at most its window). Worst case: every running request at the chosen percentile shape, at
+concurrency x burst factor (capped by max_num_seqs: the scheduler queues the rest).
+headroom = 1 - demand / capacity. fits: headroom >= policy; thin: 0 <= headroom < policy; else does_not_fit.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .kvcache import request_kv_bytes
+from .memory import MemoryAccount
+from .specs import Workload
+from .units import GiB
+
+FITS, THIN, DOES_NOT_FIT = "fits", "thin", "does_not_fit"
+VERDICTS = (FITS, THIN, DOES_NOT_FIT)
+
+
+@dataclass(frozen=True)
+class ShapeCapacity:
+    label: str  # p50 / p95 / p99 / max
+    prompt_tokens: int
+    output_tokens: int
+    request_tokens: int  # prompt + output + lookahead
+    request_kv_bytes: int
+    max_concurrency: int  # requests of this shape the pool holds at once (before max_num_seqs)
+    within_max_model_len: bool
+
+
+@dataclass(frozen=True)
+class EnvelopeCase:
+    label: str  # "worst_case" or "expected"
+    percentile: str
+    prompt_tokens: int
+    output_tokens: int
+    requested_concurrency: int  # what the load asks for (target, or target x burst)
+    concurrency: int  # what the engine runs at once (<= max_num_seqs)
+    queued: int  # requests the scheduler holds back at max_num_seqs
+    demand_bytes: int
+    capacity_bytes: int
+    headroom_fraction: float
+
+
+@dataclass(frozen=True)
+class Verdict:
+    verdict: str
+    headroom_policy: float
+    worst_case: EnvelopeCase
+    expected: EnvelopeCase
+    shapes: tuple[ShapeCapacity, ...]
+    breaks_first: str
+    reasons: tuple[str, ...]
+
+
+def _headroom(demand: int, capacity: int) -> float:
+    if capacity <= 0:
+        return -math.inf if demand > 0 else 0.0
+    return 1.0 - demand / capacity
+
+
+def _case(mem: MemoryAccount, label: str, percentile: str, prompt: int, output: int, requested: int) -> EnvelopeCase:
+    s = mem.settings
+    k = s.num_speculative_tokens
+    running = min(requested, s.max_num_seqs)
+    per_request = request_kv_bytes(mem.kv_layers, prompt + output + k, s.block_size, in_flight=k + 1)
+    demand = running * per_request
+    capacity = mem.pool_bytes
+    return EnvelopeCase(label=label, percentile=percentile, prompt_tokens=prompt, output_tokens=output,
+                        requested_concurrency=requested, concurrency=running, queued=max(0, requested - running),
+                        demand_bytes=demand, capacity_bytes=capacity, headroom_fraction=_headroom(demand, capacity))
+
+
+def evaluate(mem: MemoryAccount, workload: Workload, headroom_policy: float = 0.20) -> Verdict:
+    s = mem.settings
+    k = s.num_speculative_tokens
+    peak = math.ceil(workload.concurrency * workload.burst_factor - 1e-9)
+    pct = workload.percentile
+    worst = _case(mem, "worst_case", pct, workload.prompt_tokens.at(pct), workload.output_tokens.at(pct), peak)
+    expected = _case(mem, "expected", "p50", workload.prompt_tokens.p50, workload.output_tokens.p50,
+                     workload.concurrency)
+    shapes = []
+    for label in ("p50", "p95", "p99", "max"):
+        prompt, output = workload.prompt_tokens.at(label), workload.output_tokens.at(label)
+        tokens = prompt + output + k
+        per_request = request_kv_bytes(mem.kv_layers, tokens, s.block_size, in_flight=k + 1)
+        shapes.append(ShapeCapacity(label=label, prompt_tokens=prompt, output_tokens=output, request_tokens=tokens,
+                                    request_kv_bytes=per_request,
+                                    max_concurrency=mem.pool_bytes // per_request if per_request else 0,
+                                    within_max_model_len=prompt + output <= s.max_model_len))
+
+    reasons: list[str] = []
+    if mem.startup_problem:
+        reasons.append(mem.startup_problem)
+    worst_shape = next(sh for sh in shapes if sh.label == pct)
+    if not worst_shape.within_max_model_len:
+        reasons.append(f"{pct} requests ({worst_shape.prompt_tokens} + {worst_shape.output_tokens} tokens) exceed "
+                       f"max_model_len={s.max_model_len}: the engine rejects them")
+    if mem.startup_problem or not worst_shape.within_max_model_len or worst.headroom_fraction < 0:
+        verdict = DOES_NOT_FIT
+    elif worst.headroom_fraction < headroom_policy:
+        verdict = THIN
+    else:
+        verdict = FITS
+    breaks_first = _breaks_first(mem, worst, worst_shape, verdict, headroom_policy, reasons)
+    return Verdict(verdict=verdict, headroom_policy=headroom_policy, worst_case=worst, expected=expected,
+                   shapes=tuple(shapes), breaks_first=breaks_first, reasons=tuple(reasons))
+
+
+def _breaks_first(mem: MemoryAccount, worst: EnvelopeCase, shape: ShapeCapacity, verdict: str,
+                  policy: float, reasons: list[str]) -> str:
+    """One sentence a reviewer can read: the first limit this deployment hits as load grows."""
+    if reasons:
+        return reasons[0][0].upper() + reasons[0][1:] + "."
+    s = mem.settings
+    holds = shape.max_concurrency
+    if verdict == DOES_NOT_FIT:
+        return (f"The KV cache: at {worst.concurrency} concurrent {worst.percentile} requests "
+                f"({shape.request_tokens} tokens each) the cache needs {worst.demand_bytes / GiB:.1f} GiB per GPU but "
+                f"holds {worst.capacity_bytes / GiB:.1f} GiB, so the engine preempts and recomputes beyond "
+                f"{holds} such requests.")
+    if worst.queued and holds >= s.max_num_seqs:
+        return (f"The scheduler: max_num_seqs={s.max_num_seqs} caps the {worst.requested_concurrency} requests of the "
+                f"burst, so {worst.queued} wait in the queue while the KV cache still has "
+                f"{worst.headroom_fraction:.0%} headroom.")
+    tail = "thinner than the policy" if verdict == THIN else "within the policy"
+    return (f"The KV cache: it holds {holds} concurrent {worst.percentile} requests ({shape.request_tokens} tokens "
+            f"each) against {worst.concurrency} at peak, {worst.headroom_fraction:.0%} headroom ({tail} of "
+            f"{policy:.0%}); past {holds} the engine preempts.")

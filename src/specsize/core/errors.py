@@ -1,0 +1,28 @@
+"""The one error type the library raises for bad input: it names the field and what is accepted."""
+
+from __future__ import annotations
+
+
+class SpecError(ValueError):
+    """Bad input. `str(err)` is a single line a user can act on."""
+
+    def __init__(self, field: str, problem: str, accepted: str | None = None):
+        self.field = field
+        self.problem = problem
+        self.accepted = accepted
+        text = f"{field}: {problem}"
+        if accepted:
+            text += f" (accepted: {accepted})"
+        super().__init__(text)
+
+
+def require_positive_int(field: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise SpecError(field, f"must be a positive integer, got {value!r}", "an integer >= 1")
+    return value
+
+
+def require_positive_float(field: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise SpecError(field, f"must be a positive number, got {value!r}", "a number > 0")
+    return float(value)

@@ -1,0 +1,67 @@
+"""KV-cache bytes: per token for every layer in the engine's block pool, and per request.
+
+The pool is shared by the target's attention layers and the drafter's (a separate draft model, an
+EAGLE/EAGLE-3 head, MTP layers). Bytes are per GPU (one tensor-parallel rank).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .specs import ModelSpec
+from .units import ceil_div
+from .weights import kv_heads_per_rank
+
+
+@dataclass(frozen=True)
+class KVLayer:
+    owner: str  # "target" or "draft"
+    kind: str  # full / sliding / chunked / mla
+    window: int | None
+    bytes_per_token: int  # on one GPU
+
+
+def model_kv_layers(m: ModelSpec, tp: int, kv_dtype_bytes: int, owner: str, pp: int = 1,
+                    layers: int | None = None) -> tuple[KVLayer, ...]:
+    """The KV layers of `m` held on one GPU of a TP x PP instance (the first, busiest stage with PP).
+
+    `layers` limits to the first N attention layers (MTP: the drafter's layers are shaped like the target's).
+    """
+    chosen = m.layers if layers is None else tuple(m.layers[i % len(m.layers)] for i in range(layers))
+    if pp > 1:
+        chosen = chosen[: ceil_div(len(chosen), pp)]
+    out = []
+    for layer in chosen:
+        if layer.kind == "mla":
+            per_token = layer.mla_width * kv_dtype_bytes  # one latent per token, shared by all heads, not sharded
+        else:
+            per_token = 2 * kv_heads_per_rank(layer.num_kv_heads, tp) * layer.head_dim * kv_dtype_bytes
+        out.append(KVLayer(owner=owner, kind=layer.kind, window=layer.window, bytes_per_token=per_token))
+    return tuple(out)
+
+
+def bytes_per_token(layers: tuple[KVLayer, ...], owner: str | None = None) -> int:
+    return sum(layer.bytes_per_token for layer in layers if owner is None or layer.owner == owner)
+
+
+def layer_blocks(layer: KVLayer, tokens: int, block_size: int, in_flight: int = 1) -> int:
+    """Blocks one sequence of `tokens` holds in `layer` at steady state.
+
+    A full-attention layer holds every token. A sliding-window layer holds the window plus what is being
+    written this step (`in_flight` tokens: 1 for decode, k+1 for verification), plus the partly filled
+    block; a chunked-local layer holds at most one chunk plus a block.
+    """
+    if tokens <= 0:
+        return 0
+    full = ceil_div(tokens, block_size)
+    if layer.kind == "sliding" and layer.window:
+        return min(full, ceil_div(layer.window - 1 + in_flight, block_size) + 1)
+    if layer.kind == "chunked" and layer.window:
+        return min(full, ceil_div(layer.window, block_size) + 1)
+    return full
+
+
+def request_kv_bytes(layers: tuple[KVLayer, ...], tokens: int, block_size: int, in_flight: int = 1) -> int:
+    """KV bytes one sequence of `tokens` (prompt + output + lookahead) needs on one GPU, in whole blocks."""
+    return sum(layer_blocks(layer, tokens, block_size, in_flight) * block_size * layer.bytes_per_token
+               for layer in layers)

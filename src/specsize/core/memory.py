@@ -1,0 +1,323 @@
+"""The per-GPU memory account of one engine instance, the way the serving engine computes it.
+
+    budget      = total * gpu_memory_utilization
+    kv_bytes    = budget - weights(target) - weights(draft) - activation_peak - non_torch [- cuda_graphs]
+    kv_blocks   = floor(kv_bytes / (block_size * kv_bytes_per_token))
+    kv_tokens   = kv_blocks * block_size
+
+How an engine version fills in each term (its profiling pass, its defaults, whether CUDA graphs are
+subtracted) is an `AccountingProfile`: data, defined in `specsize.engines`, never branches here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .errors import SpecError
+from .kvcache import KVLayer, bytes_per_token, layer_blocks, model_kv_layers
+from .specs import DTYPE_BYTES, Deployment, ModelSpec, Quantization, canonical_dtype
+from .units import GiB, ceil_div
+from .weights import WeightBreakdown, weight_breakdown
+
+
+@dataclass(frozen=True)
+class AccountingProfile:
+    """One engine version's memory accounting, as numbers. Coefficients carry the rows they were fitted on."""
+
+    engine: str
+    version: str
+    label: str
+    generation: str  # "V0" / "V1" for vLLM
+    # defaults the engine picks when the user leaves a setting unset
+    default_gpu_memory_utilization: float = 0.9
+    default_max_num_seqs: int = 256
+    default_max_num_seqs_large_gpu: int = 256
+    default_max_num_batched_tokens: int = 2048
+    default_max_num_batched_tokens_large_gpu: int = 2048
+    large_gpu_bytes: int = 70 * GiB  # "large" GPUs get the larger defaults
+    batched_tokens_at_least_max_model_len: bool = False  # V0 without chunked prefill
+    default_block_size: int = 16
+    mla_block_size: int = 16
+    cpu_block_size: int = 128
+    # profiling pass: activation peak = forward + sampler (+ speculation), bytes
+    act_hidden_coef: float = 2.6  # x tokens x hidden x activation bytes
+    act_intermediate_coef: float = 0.73  # x tokens x intermediate-per-rank x activation bytes
+    act_moe_coef: float = 1.0  # x tokens x top_k x (3 x expert-intermediate-per-rank + hidden) x bytes
+    act_vocab_coef: float = 3.2  # x sampler rows x vocab x 4 bytes (fp32 logits and their copies)
+    act_softcap_coef: float = 0.3  # extra, when final_logit_softcapping is set
+    spec_profile_vocab_coef: float = 1.0  # extra fp32 logits rows the profiling pass adds with speculation
+    # memory outside torch's allocator
+    non_torch_bytes: int = int(0.25 * GiB)
+    non_torch_tp_base_bytes: int = 0  # with TP > 1: NCCL and custom all-reduce buffers
+    non_torch_tp_per_rank_bytes: int = 0
+    # CUDA graphs
+    cuda_graph_bytes_per_layer: int = int(0.023 * GiB)
+    cuda_graph_reference_sizes: int = 67  # capture sizes the per-layer figure was measured at
+    cuda_graph_max_capture: int = 512
+    cuda_graph_subtracted: bool = False
+    # start-up
+    refuses_start_below_max_model_len: bool = True
+    reserved_blocks: int = 0
+    sources: tuple[str, ...] = field(default=(), compare=False)
+
+
+@dataclass(frozen=True)
+class ResolvedSettings:
+    gpu_memory_utilization: float
+    max_model_len: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    block_size: int
+    dtype: str
+    kv_cache_dtype: str
+    kv_dtype_bytes: int
+    quantization: Quantization | None
+    enforce_eager: bool
+    num_speculative_tokens: int
+
+
+@dataclass(frozen=True)
+class MemoryAccount:
+    """Per GPU (rank 0, the busiest) of one engine instance. Bytes unless named otherwise."""
+
+    settings: ResolvedSettings
+    total_bytes: int
+    budget_bytes: int
+    weights_target: WeightBreakdown
+    weights_draft_bytes: int
+    activation_peak_bytes: int
+    activation_terms: dict
+    non_torch_bytes: int
+    cuda_graph_bytes: int
+    cuda_graph_counted: bool
+    kv_cache_bytes: int  # what the engine hands to the KV pool (may be <= 0: it refuses to start)
+    kv_layers: tuple[KVLayer, ...]
+    kv_blocks: int
+    kv_cache_tokens: int  # per engine instance, as vLLM's "GPU KV cache size"
+    max_concurrency: float  # requests of max_model_len tokens the pool holds at once
+    unprofiled_runtime_bytes: int  # peaks at run time that the profiling pass did not see
+    startup_problem: str | None
+
+    @property
+    def weights_target_bytes(self) -> int:
+        return self.weights_target.total
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        return bytes_per_token(self.kv_layers)
+
+    @property
+    def kv_bytes_per_token_target(self) -> int:
+        return bytes_per_token(self.kv_layers, "target")
+
+    @property
+    def kv_bytes_per_token_draft(self) -> int:
+        return bytes_per_token(self.kv_layers, "draft")
+
+    @property
+    def pool_bytes(self) -> int:
+        """Bytes of whole blocks in the pool (what requests can actually use)."""
+        return self.kv_blocks * self.settings.block_size * self.kv_bytes_per_token
+
+    @property
+    def used_bytes(self) -> int:
+        """Everything the engine holds on this GPU once started, CUDA graphs included whether or not the
+        engine subtracted them from its budget."""
+        return (self.weights_target_bytes + self.weights_draft_bytes + self.activation_peak_bytes
+                + self.non_torch_bytes + self.cuda_graph_bytes + max(0, self.kv_cache_bytes))
+
+    @property
+    def free_bytes(self) -> int:
+        """Memory of the card left over once the engine has started (negative: it would run out)."""
+        return self.total_bytes - self.used_bytes
+
+
+def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | None) -> ResolvedSettings:
+    e = d.engine
+    target = d.target
+    dtype = target.dtype if e.dtype in (None, "auto") else canonical_dtype(e.dtype, "dtype")
+    if e.kv_cache_dtype in ("auto", None):
+        kv_dtype, kv_bytes = dtype, DTYPE_BYTES[dtype]
+    elif e.kv_cache_dtype.startswith("fp8"):
+        kv_dtype, kv_bytes = e.kv_cache_dtype, 1
+    else:
+        kv_dtype = canonical_dtype(e.kv_cache_dtype, "kv_cache_dtype")
+        kv_bytes = DTYPE_BYTES[kv_dtype]
+    max_model_len = e.max_model_len or target.max_position_embeddings
+    large = d.gpu.memory_bytes >= p.large_gpu_bytes
+    max_num_seqs = e.max_num_seqs or (p.default_max_num_seqs_large_gpu if large else p.default_max_num_seqs)
+    if e.max_num_batched_tokens:
+        batched = e.max_num_batched_tokens
+    else:
+        batched = p.default_max_num_batched_tokens_large_gpu if large else p.default_max_num_batched_tokens
+        if p.batched_tokens_at_least_max_model_len:
+            batched = max(batched, max_model_len)
+    if e.block_size:
+        block_size = e.block_size
+    elif e.device == "cpu":
+        block_size = p.cpu_block_size
+    elif target.mla is not None:
+        block_size = p.mla_block_size
+    else:
+        block_size = p.default_block_size
+    return ResolvedSettings(
+        gpu_memory_utilization=e.gpu_memory_utilization, max_model_len=max_model_len,
+        max_num_seqs=max_num_seqs, max_num_batched_tokens=batched, block_size=block_size, dtype=dtype,
+        kv_cache_dtype=kv_dtype, kv_dtype_bytes=kv_bytes, quantization=quant, enforce_eager=e.enforce_eager,
+        num_speculative_tokens=d.speculative.num_speculative_tokens if d.speculative.enabled else 0,
+    )
+
+
+def draft_weight_bytes(d: Deployment, s: ResolvedSettings) -> int:
+    """Bytes of the drafter on rank 0 (a drafter with TP 1 lives on rank 0 whole)."""
+    sp = d.speculative
+    if sp.method in ("none", "ngram"):
+        return 0
+    if sp.method == "mtp":
+        with_mtp = weight_breakdown(d.target, d.tp, 1, s.dtype, s.quantization, include_mtp=True, rotary_cache=False)
+        without = weight_breakdown(d.target, d.tp, 1, s.dtype, s.quantization, include_mtp=False, rotary_cache=False)
+        return with_mtp.total - without.total
+    draft = sp.draft
+    assert draft is not None
+    if sp.method in ("eagle", "eagle3", "medusa"):
+        # heads reuse the target's embedding (and, except EAGLE-3's reduced vocabulary, its lm_head)
+        share = sp.method != "medusa"
+        return weight_breakdown(draft, d.tp, 1, s.dtype, None, share_embeddings=share).total
+    return weight_breakdown(draft, sp.draft_tp, 1, s.dtype if draft.quantization is None else draft.dtype).total
+
+
+def _forward_activation(m: ModelSpec, tokens: int, tp: int, act_bytes: int, p: AccountingProfile) -> float:
+    hidden = p.act_hidden_coef * tokens * m.hidden_size * act_bytes
+    dense = p.act_intermediate_coef * tokens * (m.intermediate_size // tp) * act_bytes
+    if m.moe is not None and m.moe.moe_layers:
+        moe = m.moe
+        moe_term = (p.act_moe_coef * tokens * moe.experts_per_token
+                    * (3 * moe.expert_intermediate_size // tp + m.hidden_size) * act_bytes)
+        dense = moe_term if len(moe.moe_layers) == m.num_layers else max(dense, moe_term)
+    if m.eagle_fc_inputs:
+        hidden += tokens * m.eagle_fc_inputs * m.hidden_size * act_bytes
+    return hidden + dense
+
+
+def activation_peak(d: Deployment, s: ResolvedSettings, p: AccountingProfile) -> tuple[int, dict, int]:
+    """(bytes the profiling pass peaks at, its terms, bytes a real verification step adds beyond it)."""
+    ab = DTYPE_BYTES[s.dtype]
+    tokens = s.max_num_batched_tokens
+    rows = min(s.max_num_seqs, tokens)
+    target = _forward_activation(d.target, tokens, d.tp, ab, p)
+    draft = 0.0
+    sp = d.speculative
+    if sp.draft is not None and sp.method != "ngram":
+        draft_tp = sp.draft_tp if sp.method == "draft_model" else d.tp
+        draft = _forward_activation(sp.draft, tokens, draft_tp, ab, p)
+    forward = max(target, draft)
+    vocab = d.target.vocab_size
+    logits_row = vocab * 4
+    sampler = p.act_vocab_coef * rows * logits_row
+    if d.target.final_logit_softcapping:
+        sampler += p.act_softcap_coef * rows * logits_row
+    spec = p.spec_profile_vocab_coef * rows * logits_row if sp.enabled else 0.0
+    peak = int(forward + sampler + spec)
+    # At run time a verification step scores k+1 positions per sequence (up to the token budget); the
+    # profiling pass scored fewer rows. The difference is memory the engine did not reserve.
+    runtime_rows = min(rows * (s.num_speculative_tokens + 1), tokens) if sp.enabled else rows
+    profiled_rows = rows * ((1 + p.spec_profile_vocab_coef / p.act_vocab_coef) if sp.enabled else 1)
+    unprofiled = max(0, int((runtime_rows - profiled_rows) * p.act_vocab_coef * logits_row))
+    terms = {"forward_target": int(target), "forward_draft": int(draft), "sampler": int(sampler),
+             "speculation": int(spec), "tokens": tokens, "sampler_rows": rows}
+    return peak, terms, unprofiled
+
+
+def non_torch_bytes(d: Deployment, p: AccountingProfile) -> int:
+    extra = p.non_torch_tp_base_bytes + p.non_torch_tp_per_rank_bytes * d.tp if d.tp > 1 else 0
+    return p.non_torch_bytes + extra
+
+
+def cuda_graph_bytes(d: Deployment, s: ResolvedSettings, p: AccountingProfile, n_layers: int) -> int:
+    if s.enforce_eager or d.engine.device == "cpu":
+        return 0
+    widest = min(s.max_num_seqs * (s.num_speculative_tokens + 1), p.cuda_graph_max_capture)
+    sizes = len([b for b in (1, 2, 4) if b <= widest]) + widest // 8
+    return int(p.cuda_graph_bytes_per_layer * n_layers * sizes / p.cuda_graph_reference_sizes)
+
+
+def kv_layers_for(d: Deployment, kv_dtype_bytes: int) -> tuple[KVLayer, ...]:
+    layers = model_kv_layers(d.target, d.tp, kv_dtype_bytes, "target", d.pp)
+    sp = d.speculative
+    if sp.method == "mtp":
+        layers += model_kv_layers(d.target, d.tp, kv_dtype_bytes, "draft", layers=d.target.num_mtp_layers)
+    elif sp.method in ("draft_model", "eagle", "eagle3") and sp.draft is not None:
+        draft_tp = sp.draft_tp if sp.method == "draft_model" else d.tp
+        layers += model_kv_layers(sp.draft, draft_tp, kv_dtype_bytes, "draft")
+    return layers
+
+
+def max_concurrency_at(layers: tuple[KVLayer, ...], kv_blocks: int, block_size: int, tokens: int,
+                       batched_tokens: int) -> float:
+    """Requests of `tokens` the pool holds at once, as vLLM V1 reports it at start-up.
+
+    Full-attention layers need every token; a sliding-window layer is charged its window plus one chunk
+    of prefill (the engine's own worst case), plus one block.
+    """
+    per_request_layer_blocks = 0
+    for layer in layers:
+        if layer.kind in ("sliding", "chunked") and layer.window:
+            per_request_layer_blocks += ceil_div(min(layer.window - 1 + batched_tokens, tokens), block_size) + 1
+        else:
+            per_request_layer_blocks += ceil_div(tokens, block_size)
+    if per_request_layer_blocks == 0:
+        return float("inf")
+    if all(layer.kind not in ("sliding", "chunked") for layer in layers):
+        return kv_blocks * block_size / tokens
+    return kv_blocks * len(layers) / per_request_layer_blocks
+
+
+def account(d: Deployment, p: AccountingProfile, quant: Quantization | None = None) -> MemoryAccount:
+    """The memory account of rank 0 of one engine instance of deployment `d`."""
+    if d.target.num_attention_heads % d.tp:
+        raise SpecError("tp", f"{d.tp} does not divide the target's {d.target.num_attention_heads} attention heads",
+                        "a divisor of num_attention_heads")
+    quant = quant if quant is not None else d.target.quantization
+    s = resolve_settings(d, p, quant)
+    total = d.gpu.memory_bytes
+    budget = int(total * s.gpu_memory_utilization)
+    w_target = weight_breakdown(d.target, d.tp, d.pp, s.dtype, quant)
+    if d.target.weight_bytes_exact:
+        # exact checkpoint bytes scale the architecture's split (the rotary buffer is not in the checkpoint)
+        arch = weight_breakdown(d.target, 1, 1, s.dtype, quant, rotary_cache=False).total
+        ratio = d.target.weight_bytes_exact / arch if arch else 1.0
+        w_target = WeightBreakdown(
+            embedding=int(w_target.embedding * ratio), lm_head=int(w_target.lm_head * ratio),
+            attention=int(w_target.attention * ratio), mlp=int(w_target.mlp * ratio),
+            norms_and_routers=int(w_target.norms_and_routers * ratio), buffers=w_target.buffers,
+            params=w_target.params)
+    w_draft = draft_weight_bytes(d, s)
+    act, act_terms, unprofiled = activation_peak(d, s, p)
+    non_torch = non_torch_bytes(d, p)
+    layers = kv_layers_for(d, s.kv_dtype_bytes)
+    graphs = cuda_graph_bytes(d, s, p, len(layers))
+    if d.engine.kv_cache_memory_bytes is not None:
+        kv_bytes = d.engine.kv_cache_memory_bytes
+    else:
+        kv_bytes = budget - w_target.total - w_draft - act - non_torch - (graphs if p.cuda_graph_subtracted else 0)
+    per_token = bytes_per_token(layers)
+    per_block = s.block_size * per_token
+    blocks = max(0, kv_bytes // per_block - p.reserved_blocks) if per_block else 0
+    tokens = blocks * s.block_size
+    concurrency = max_concurrency_at(layers, blocks, s.block_size, s.max_model_len, s.max_num_batched_tokens)
+    problem = None
+    if kv_bytes <= 0:
+        problem = (f"no memory is left for the KV cache: the budget of {budget / GiB:.2f} GiB is spent "
+                   f"before the cache ({-kv_bytes / GiB:.2f} GiB short)")
+    elif p.refuses_start_below_max_model_len:
+        one_request = sum(layer_blocks(layer, s.max_model_len, s.block_size) for layer in layers)
+        if one_request > blocks * len(layers):
+            problem = (f"the engine refuses to start: one request of max_model_len={s.max_model_len} tokens "
+                       f"needs more KV cache than the {tokens} tokens available")
+    return MemoryAccount(
+        settings=s, total_bytes=total, budget_bytes=budget, weights_target=w_target, weights_draft_bytes=w_draft,
+        activation_peak_bytes=act, activation_terms=act_terms, non_torch_bytes=non_torch,
+        cuda_graph_bytes=graphs, cuda_graph_counted=p.cuda_graph_subtracted, kv_cache_bytes=kv_bytes,
+        kv_layers=layers, kv_blocks=blocks, kv_cache_tokens=tokens, max_concurrency=concurrency,
+        unprofiled_runtime_bytes=unprofiled, startup_problem=problem,
+    )

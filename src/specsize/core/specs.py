@@ -1,0 +1,227 @@
+"""Domain objects. Validated at the boundary (catalog loaders, CLI); the core trusts them.
+
+Sizes are in the model's own units (heads, dims, tokens); bytes are ints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from .errors import SpecError
+
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+DTYPE_ALIASES = {
+    "fp32": "float32", "float": "float32", "float32": "float32",
+    "bf16": "bfloat16", "bfloat16": "bfloat16",
+    "fp16": "float16", "half": "float16", "float16": "float16",
+}
+KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16", "float32")
+SPEC_METHODS = ("none", "draft_model", "eagle", "eagle3", "mtp", "medusa", "ngram")
+QUANT_METHODS = ("none", "fp8", "int8", "int4", "mxfp4", "nvfp4")
+
+AttentionKind = Literal["full", "sliding", "chunked", "mla"]
+
+
+def canonical_dtype(value: str, field_name: str = "dtype") -> str:
+    key = str(value).lower()
+    if key not in DTYPE_ALIASES:
+        raise SpecError(field_name, f"unknown dtype {value!r}", "bfloat16, float16, float32 (or bf16, fp16, fp32)")
+    return DTYPE_ALIASES[key]
+
+
+@dataclass(frozen=True)
+class AttentionLayer:
+    """The KV-cache shape of one attention layer (whole model, before tensor parallelism)."""
+
+    kind: AttentionKind
+    num_kv_heads: int = 0
+    head_dim: int = 0
+    window: int | None = None  # sliding window or attention chunk, tokens
+    mla_width: int = 0  # kv_lora_rank + qk_rope_head_dim, values per token (MLA only)
+
+
+@dataclass(frozen=True)
+class MoESpec:
+    num_experts: int
+    experts_per_token: int
+    expert_intermediate_size: int
+    num_shared_experts: int = 0
+    shared_intermediate_size: int = 0
+    moe_layers: tuple[int, ...] = ()  # indices of MoE layers; the others are dense
+    expert_bias: bool = False  # gpt-oss experts carry biases
+
+
+@dataclass(frozen=True)
+class MLASpec:
+    q_lora_rank: int | None
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+
+
+@dataclass(frozen=True)
+class Quantization:
+    """How the linear-layer weights are stored. Embeddings, lm_head, norms and routers stay in the model dtype."""
+
+    method: str  # one of QUANT_METHODS except none
+    group_size: int | None = None  # int4: values per scale group; fp8: None = per-channel
+    block: tuple[int, int] | None = None  # fp8 block scales (DeepSeek-V3: 128x128)
+    has_zeros: bool = True  # int4 asymmetric (AWQ / GPTQ zero points)
+    experts_only: bool = False  # mxfp4 in gpt-oss: only the MoE experts are quantized
+    source: str = "declared"  # "declared" (checkpoint quantization_config) or "override"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    model_id: str
+    source: str
+    model_type: str
+    hidden_size: int
+    num_layers: int
+    num_attention_heads: int
+    num_kv_heads: int
+    head_dim: int
+    vocab_size: int
+    intermediate_size: int
+    layers: tuple[AttentionLayer, ...]
+    max_position_embeddings: int
+    dtype: str = "bfloat16"
+    tie_word_embeddings: bool = False
+    attention_bias: bool = False
+    qk_norm: bool = False
+    norms_per_layer: int = 2
+    rotary_dim: int = 0
+    moe: MoESpec | None = None
+    mla: MLASpec | None = None
+    quantization: Quantization | None = None
+    num_mtp_layers: int = 0
+    draft_vocab_size: int | None = None  # EAGLE-3 reduced lm_head
+    eagle_fc_inputs: int = 0  # EAGLE fuses 2 (EAGLE-1) or 3 (EAGLE-3) hidden states through an fc layer
+    final_logit_softcapping: float | None = None
+    weight_bytes_exact: int | None = None  # whole checkpoint, from safetensors headers
+    params_published: str | None = None
+
+    @property
+    def is_moe(self) -> bool:
+        return self.moe is not None
+
+    def with_(self, **changes) -> "ModelSpec":
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    gpu_id: str
+    name: str
+    memory_bytes: int  # as the driver reports it (what torch.cuda.mem_get_info gives as total)
+    memory_bandwidth_bytes_s: float
+    bf16_flops: float  # dense
+    fp8_flops: float | None  # dense; None where the card has no fp8 tensor cores
+    interconnect_bytes_s: float  # per GPU, one direction
+    vendor: str = "nvidia"
+    sources: dict = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass(frozen=True)
+class SpeculativeConfig:
+    method: str = "none"
+    draft: ModelSpec | None = None  # draft_model / eagle / eagle3 / medusa head config; None for mtp/ngram/none
+    num_speculative_tokens: int = 0
+    draft_tp: int = 1
+
+    @property
+    def enabled(self) -> bool:
+        return self.method != "none"
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """What the user sets on the engine. None means: the engine version's default."""
+
+    gpu_memory_utilization: float = 0.9
+    max_model_len: int | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    block_size: int | None = None
+    kv_cache_dtype: str = "auto"
+    dtype: str = "auto"
+    quantization: str | None = None  # override of the checkpoint's
+    enforce_eager: bool = False
+    kv_cache_memory_bytes: int | None = None  # vLLM's own flag: fixes the KV pool, bypassing the budget
+    device: str = "cuda"
+
+
+@dataclass(frozen=True)
+class Deployment:
+    target: ModelSpec
+    gpu: GpuSpec
+    speculative: SpeculativeConfig = SpeculativeConfig()
+    tp: int = 1
+    pp: int = 1
+    num_gpus: int | None = None  # defaults to tp * pp (one engine instance); more means replicas
+    engine: EngineSettings = EngineSettings()
+
+    @property
+    def gpus_per_instance(self) -> int:
+        return self.tp * self.pp
+
+    @property
+    def replicas(self) -> int:
+        return max(1, (self.num_gpus or self.gpus_per_instance) // self.gpus_per_instance)
+
+
+@dataclass(frozen=True)
+class LengthDistribution:
+    """Token lengths by percentile. From samples, percentiles are nearest-rank."""
+
+    p50: int
+    p95: int
+    p99: int
+    max: int
+    samples: int | None = None  # how many samples it came from, if any
+
+    PERCENTILES = ("p50", "p95", "p99", "max")
+
+    def at(self, percentile: str) -> int:
+        if percentile not in self.PERCENTILES:
+            raise SpecError("percentile", f"unknown percentile {percentile!r}", ", ".join(self.PERCENTILES))
+        return getattr(self, percentile)
+
+    @classmethod
+    def from_samples(cls, values: list[int]) -> "LengthDistribution":
+        if not values:
+            raise SpecError("samples", "no samples given", "a non-empty list of token counts")
+        ordered = sorted(values)
+
+        def rank(q: float) -> int:
+            index = max(0, -(-int(q * len(ordered) * 1000) // 1000) - 1)
+            return ordered[min(index, len(ordered) - 1)]
+
+        return cls(p50=rank(0.50), p95=rank(0.95), p99=rank(0.99), max=ordered[-1], samples=len(ordered))
+
+
+@dataclass(frozen=True)
+class Workload:
+    prompt_tokens: LengthDistribution
+    output_tokens: LengthDistribution
+    concurrency: int
+    burst_factor: float = 1.0
+    percentile: str = "p99"  # the request shape of the worst-case envelope
+
+
+def quantization_override(name: str | None, model: ModelSpec) -> Quantization | None:
+    """The Quantization a `--quantization NAME` flag asks for; None keeps the checkpoint's own."""
+    if name is None:
+        return None
+    key = str(name).lower()
+    if key not in QUANT_METHODS:
+        raise SpecError("quantization", f"unknown quantization {name!r}", ", ".join(QUANT_METHODS))
+    if key == "none":
+        return Quantization("none")
+    if key == "int4":
+        return Quantization("int4", group_size=128, has_zeros=True, source="override")
+    if key == "mxfp4":
+        return Quantization("mxfp4", experts_only=model.is_moe, source="override")
+    return Quantization(key, source="override")

@@ -1,0 +1,185 @@
+"""Weight bytes per tensor-parallel rank, from the architecture.
+
+Follows how vLLM shards a checkpoint: vocab-parallel embedding and lm_head (vocab padded to a multiple of
+64, then split), column-parallel q/k/v and gate/up, row-parallel o and down, KV heads replicated when there
+are fewer of them than ranks, MoE experts split by TP (no expert parallelism), norms, routers and MLA's
+down-projections replicated. Quantized linear layers add their scales (and zero points).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .specs import DTYPE_BYTES, ModelSpec, Quantization
+from .units import ceil_div
+
+VOCAB_PADDING = 64  # vLLM's DEFAULT_VOCAB_PADDING_SIZE
+
+
+@dataclass(frozen=True)
+class WeightBreakdown:
+    """Bytes on one GPU, by component."""
+
+    embedding: int
+    lm_head: int
+    attention: int
+    mlp: int
+    norms_and_routers: int
+    buffers: int  # rotary cos/sin cache: allocated with the model, counted in the engine's weights figure
+    params: int  # parameters on this rank (counts, not bytes)
+
+    @property
+    def total(self) -> int:
+        return self.embedding + self.lm_head + self.attention + self.mlp + self.norms_and_routers + self.buffers
+
+
+def kv_heads_per_rank(num_kv_heads: int, tp: int) -> int:
+    """KV heads one rank holds: split when there are at least as many heads as ranks, else replicated."""
+    return max(1, num_kv_heads // tp)
+
+
+def linear_bytes(out_features: int, in_features: int, dtype_bytes: int, quant: Quantization | None,
+                 bias: bool = False) -> int:
+    """Bytes of one linear layer's weight (out x in) as stored, plus its scales and bias."""
+    bias_bytes = out_features * dtype_bytes if bias else 0
+    n = out_features * in_features
+    if quant is None:
+        return n * dtype_bytes + bias_bytes
+    m = quant.method
+    if m in ("fp8", "int8"):
+        if quant.block:
+            bo, bi = quant.block
+            scales = ceil_div(out_features, bo) * ceil_div(in_features, bi) * 4
+        else:
+            scales = out_features * 4  # per-output-channel fp32 scale
+        return n + scales + bias_bytes
+    if m == "int4":
+        group = quant.group_size or 128
+        groups = ceil_div(in_features, group) * out_features
+        zeros = ceil_div(groups, 2) if quant.has_zeros else 0  # 4-bit zero points, packed
+        return ceil_div(n, 2) + groups * 2 + zeros + bias_bytes  # fp16 scales
+    if m == "mxfp4":
+        return ceil_div(n, 2) + ceil_div(n, 32) + bias_bytes  # e8m0 scale per 32 values
+    if m == "nvfp4":
+        return ceil_div(n, 2) + ceil_div(n, 16) + 4 + bias_bytes  # fp8 scale per 16 values + fp32 global
+    raise ValueError(f"unknown quantization method {m}")
+
+
+def padded_vocab(vocab_size: int) -> int:
+    return ceil_div(vocab_size, VOCAB_PADDING) * VOCAB_PADDING
+
+
+def _attention_bytes(m: ModelSpec, tp: int, wb: int, q: Quantization | None) -> tuple[int, int]:
+    """(bytes, params) of one attention block on one rank."""
+    h = m.hidden_size
+    if m.mla is not None:
+        a = m.mla
+        heads = m.num_attention_heads // tp
+        qk_head = a.qk_nope_head_dim + a.qk_rope_head_dim
+        parts = []
+        if a.q_lora_rank:
+            parts.append((a.q_lora_rank, h))  # q_a_proj, replicated
+            parts.append((heads * qk_head, a.q_lora_rank))  # q_b_proj, column-parallel
+        else:
+            parts.append((heads * qk_head, h))
+        parts.append((a.kv_lora_rank + a.qk_rope_head_dim, h))  # kv_a_proj_with_mqa, replicated
+        parts.append((heads * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank))  # kv_b_proj
+        parts.append((h, heads * a.v_head_dim))  # o_proj, row-parallel
+        norms = (a.q_lora_rank or 0) + a.kv_lora_rank
+        b = sum(linear_bytes(o, i, wb, q) for o, i in parts) + norms * wb
+        p = sum(o * i for o, i in parts) + norms
+        return b, p
+    heads = m.num_attention_heads // tp
+    kvh = kv_heads_per_rank(m.num_kv_heads, tp)
+    d = m.head_dim
+    qkv_out = (heads + 2 * kvh) * d
+    b = linear_bytes(qkv_out, h, wb, q, bias=m.attention_bias)
+    b += linear_bytes(h, heads * d, wb, q, bias=m.attention_bias and m.model_type == "gpt_oss")
+    p = qkv_out * h + h * heads * d + (qkv_out if m.attention_bias else 0)
+    if m.qk_norm:
+        b += 2 * d * wb
+        p += 2 * d
+    if m.model_type == "gpt_oss":  # learned attention-sink logit per head
+        b += heads * 4
+        p += heads
+    return b, p
+
+
+def _mlp_bytes(m: ModelSpec, layer: int, tp: int, wb: int, q: Quantization | None) -> tuple[int, int, int]:
+    """(bytes, params, router bytes) of one layer's MLP or MoE block on one rank."""
+    h = m.hidden_size
+    moe = m.moe
+    if moe is None or layer not in moe.moe_layers:
+        inter = m.intermediate_size // tp
+        dense_q = None if (q and q.experts_only) else q
+        return (linear_bytes(2 * inter, h, wb, dense_q) + linear_bytes(h, inter, wb, dense_q), 3 * h * inter, 0)
+    inter = moe.expert_intermediate_size // tp
+    one = linear_bytes(2 * inter, h, wb, q, bias=moe.expert_bias) + linear_bytes(h, inter, wb, q, bias=moe.expert_bias)
+    b = moe.num_experts * one
+    p = moe.num_experts * 3 * h * inter
+    if moe.num_shared_experts:
+        s_inter = moe.shared_intermediate_size * moe.num_shared_experts // tp
+        shared_q = None if (q and q.experts_only) else q
+        b += linear_bytes(2 * s_inter, h, wb, shared_q) + linear_bytes(h, s_inter, wb, shared_q)
+        p += 3 * h * s_inter
+    router = moe.num_experts * h * wb + (moe.num_experts * 4 if m.model_type in ("deepseek_v3", "gpt_oss") else 0)
+    return b, p, router
+
+
+def weight_breakdown(m: ModelSpec, tp: int = 1, pp: int = 1, dtype: str | None = None,
+                     quant: Quantization | None = None, *, include_mtp: bool = False,
+                     share_embeddings: bool = False, rotary_cache: bool = True) -> WeightBreakdown:
+    """Bytes of `m` on the busiest GPU of a TP x PP instance.
+
+    `share_embeddings` drops the embedding and lm_head (an EAGLE head or MTP layer that reuses the
+    target's). `quant` overrides the checkpoint's declared quantization.
+    """
+    wb = DTYPE_BYTES[dtype or m.dtype]
+    q = quant if quant is not None else m.quantization
+    h = m.hidden_size
+    vocab_rank = padded_vocab(m.vocab_size) // tp
+    embedding = 0 if share_embeddings else vocab_rank * h * wb
+    lm_vocab_rank = padded_vocab(m.draft_vocab_size) // tp if m.draft_vocab_size else vocab_rank
+    if share_embeddings and not m.draft_vocab_size:
+        lm_head = 0
+    elif m.tie_word_embeddings and not m.draft_vocab_size:
+        lm_head = 0
+    else:
+        lm_head = lm_vocab_rank * h * wb
+    params = (embedding + lm_head) // wb
+
+    n_layers = m.num_layers + (m.num_mtp_layers if include_mtp else 0)
+    layers_per_stage = ceil_div(n_layers, pp)
+    attention = mlp = norms = 0
+    # The busiest stage: with PP, the first holds the embedding, the last the lm_head; take the layer
+    # share of one stage plus the larger of the two (whole layers of the stage with the most).
+    layer_ids = range(layers_per_stage) if pp > 1 else range(n_layers)
+    for layer in layer_ids:
+        lid = layer if layer < m.num_layers else m.num_layers - 1  # MTP layers are shaped like the last
+        ab, ap = _attention_bytes(m, tp, wb, q)
+        mb, mp, rb = _mlp_bytes(m, lid, tp, wb, q)
+        attention += ab
+        mlp += mb
+        norms += m.norms_per_layer * h * wb + rb
+        params += ap + mp + m.norms_per_layer * h + rb // wb
+    if pp > 1:
+        embedding, lm_head = max(embedding, lm_head), 0
+    norms += h * wb  # final norm
+    params += h
+    if include_mtp and m.num_mtp_layers:
+        # DeepSeek MTP: enorm + hnorm + eh_proj (2H -> H) per layer; embedding and head shared with the target
+        extra = m.num_mtp_layers * (2 * h * wb + linear_bytes(h, 2 * h, wb, None))
+        norms += extra
+        params += m.num_mtp_layers * (2 * h + 2 * h * h)
+    if m.eagle_fc_inputs:
+        fc = linear_bytes(h, m.eagle_fc_inputs * h, wb, None, bias=m.eagle_fc_inputs == 2)
+        mlp += fc
+        params += m.eagle_fc_inputs * h * h
+    buffers = m.max_position_embeddings * m.rotary_dim * wb if (rotary_cache and m.rotary_dim) else 0
+    return WeightBreakdown(embedding=embedding, lm_head=lm_head, attention=attention, mlp=mlp,
+                           norms_and_routers=norms, buffers=buffers, params=params)
+
+
+def total_params(m: ModelSpec) -> int:
+    """Parameter count of the whole checkpoint (TP=1, every layer), for comparison with published counts."""
+    return weight_breakdown(m, tp=1, rotary_cache=False).params

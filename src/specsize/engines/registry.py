@@ -1,0 +1,32 @@
+"""Which accounting profile an engine name and version select."""
+
+from __future__ import annotations
+
+import re
+
+from ..core.errors import SpecError
+from ..core.memory import AccountingProfile
+from . import vllm
+
+ENGINES = {"vllm": vllm.PROFILES}
+
+
+def resolve_profile(engine: str = "vllm", version: str | None = None) -> AccountingProfile:
+    """The profile of the newest range that starts at or before `version` (default: the newest)."""
+    if engine not in ENGINES:
+        raise SpecError("engine", f"unknown engine {engine!r}", ", ".join(sorted(ENGINES)))
+    table = ENGINES[engine]
+    if version in (None, "", "latest"):
+        return table[-1][1]
+    match = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.\d+)?(?:\S*)", str(version).strip())
+    covered = f"{table[0][0][0]}.{table[0][0][1]} or later, as X.Y"
+    if not match:
+        raise SpecError("engine_version", f"cannot read version {version!r}", covered)
+    wanted = (int(match.group(1)), int(match.group(2)))
+    chosen = None
+    for start, profile in table:
+        if wanted >= start:
+            chosen = profile
+    if chosen is None:
+        raise SpecError("engine_version", f"{engine} {version} is older than any accounting profile", covered)
+    return chosen

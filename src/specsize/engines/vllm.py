@@ -1,0 +1,86 @@
+"""vLLM's memory accounting, one profile per range of releases.
+
+Every coefficient names the calibration rows it was fitted on (../shared/calibration/vllm_startup_logs.jsonl);
+bench/accuracy_vllm.py prints the error on every row. Differences between releases:
+
+- V0 engine (0.6-0.7 default; VLLM_USE_V1=0 later): eager-style profiling over max_num_batched_tokens =
+  max(2048, max_model_len) without chunked prefill, 256 sequences; CUDA graphs captured after the KV cache
+  is sized (not subtracted).
+- V1 0.8-0.10: torch.compile'd profiling pass, 2048 batched tokens / 256 sequences by default for serving.
+- V1 0.11-0.20: defaults grow to 8192 / 1024 on GPUs of 70 GiB and more; CUDA graph memory is estimated
+  and printed but not subtracted (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS off; rows r2-llmdplanner-*).
+- V1 0.21 and later: the CUDA graph estimate is subtracted from the budget by default (row
+  vllm-issue-46462-a: "default since v0.21.0").
+"""
+
+from __future__ import annotations
+
+from ..core.memory import AccountingProfile
+from ..core.units import GiB
+
+_V1_SOURCES = (
+    "activation coefficients: least squares over r2-llmdplanner-llama31-8b-tp1, -qwen25-7b-tp1, "
+    "-llama33-70b-fp8-tp4, -llama31-8b-fp32 (vLLM 0.19.0 start-up logs); softcap term from -gemma2-2b; "
+    "MoE term from -mixtral-8x7b-tp2",
+    "non-torch: 0.25 GiB at TP1 (r2-llmdplanner-*-tp1); 2.07 GiB at TP2, 2.21 GiB at TP4 (custom all-reduce "
+    "and NCCL buffers; r2-llmdplanner-llama31-8b-tp2, -llama33-70b-fp8-tp4)",
+    "CUDA graphs: 0.023 GiB per attention layer at 67 capture sizes, from the 'Estimated CUDA graph memory' "
+    "lines of the r2-llmdplanner-* rows",
+)
+
+_V1_COMMON = dict(
+    engine="vllm",
+    generation="V1",
+    act_hidden_coef=2.58,
+    act_intermediate_coef=0.73,
+    act_vocab_coef=3.20,
+    act_softcap_coef=0.31,
+    act_moe_coef=0.84,
+    spec_profile_vocab_coef=1.0,
+    non_torch_bytes=int(0.25 * GiB),
+    non_torch_tp_base_bytes=int(1.68 * GiB),
+    non_torch_tp_per_rank_bytes=int(0.07 * GiB),
+    cuda_graph_bytes_per_layer=int(0.023 * GiB),
+    default_block_size=16,
+    mla_block_size=64,  # FlashMLA's page size on Hopper
+    cpu_block_size=128,
+    sources=_V1_SOURCES,
+)
+
+V0 = AccountingProfile(
+    engine="vllm", version="0.6", label="vLLM 0.6-0.7 (V0 engine)", generation="V0",
+    default_max_num_seqs=256, default_max_num_seqs_large_gpu=256,
+    default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=2048,
+    batched_tokens_at_least_max_model_len=True,
+    act_hidden_coef=7.97, act_intermediate_coef=0.79, act_vocab_coef=5.09, act_softcap_coef=0.31, act_moe_coef=0.84,
+    spec_profile_vocab_coef=1.0,
+    non_torch_bytes=int(0.35 * GiB), non_torch_tp_base_bytes=0, non_torch_tp_per_rank_bytes=int(0.005 * GiB),
+    cuda_graph_subtracted=False, default_block_size=16, mla_block_size=16,
+    sources=("activation coefficients: least squares over vllm-issue-10517-b, rlswarm-issue-92-a, "
+             "vllm-issue-16883-a, vllm-pull-10511-a (V0 worker profiling)",
+             "non-torch: 0.35 GiB (vllm-issue-10517-b), 0.37 GiB at TP4 eager (vllm-issue-16883-a)"),
+)
+
+V1_EARLY = AccountingProfile(
+    version="0.8", label="vLLM 0.8-0.10 (V1 engine)",
+    default_max_num_seqs=256, default_max_num_seqs_large_gpu=256,
+    default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=2048,
+    cuda_graph_subtracted=False, **_V1_COMMON,
+)
+
+V1_019 = AccountingProfile(
+    version="0.19", label="vLLM 0.11-0.20 (V1; CUDA graph estimate printed, not subtracted)",
+    default_max_num_seqs=256, default_max_num_seqs_large_gpu=1024,
+    default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=8192,
+    cuda_graph_subtracted=False, **_V1_COMMON,
+)
+
+V1_LATEST = AccountingProfile(
+    version="0.32", label="vLLM 0.21-0.32 (V1; CUDA graph estimate subtracted from the budget)",
+    default_max_num_seqs=256, default_max_num_seqs_large_gpu=1024,
+    default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=8192,
+    cuda_graph_subtracted=True, **_V1_COMMON,
+)
+
+# (first release covered, profile), oldest first
+PROFILES = (((0, 6), V0), ((0, 8), V1_EARLY), ((0, 11), V1_019), ((0, 21), V1_LATEST))

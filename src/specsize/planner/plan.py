@@ -1,0 +1,123 @@
+"""Plan one deployment: the engine's memory account, the workload envelope, the verdict.
+
+Everything a report shows is a field of `PlanResult` first; renderers only format.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..core.envelope import Verdict, evaluate
+from ..core.errors import SpecError
+from ..core.memory import AccountingProfile, MemoryAccount, account
+from ..core.specs import Deployment, Workload, quantization_override
+from ..core.units import GiB
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    deployment: Deployment
+    workload: Workload
+    profile: AccountingProfile
+    memory: MemoryAccount
+    verdict: Verdict
+    warnings: tuple[str, ...]
+
+
+def validate(d: Deployment, w: Workload, headroom: float) -> None:
+    """Checks that need the whole deployment (single fields are checked where they are read)."""
+    e = d.engine
+    if not 0 < e.gpu_memory_utilization <= 1:
+        raise SpecError("gpu_memory_utilization", f"must be in (0, 1], got {e.gpu_memory_utilization}",
+                        "a fraction such as 0.9")
+    for name in ("tp", "pp"):
+        value = getattr(d, name)
+        if not isinstance(value, int) or value < 1:
+            raise SpecError(name, f"must be a positive integer, got {value!r}", "1, 2, 4, 8, ...")
+    if d.num_gpus is not None and d.num_gpus < d.gpus_per_instance:
+        raise SpecError("gpus", f"{d.num_gpus} GPUs cannot hold one instance of tp x pp = {d.gpus_per_instance}",
+                        f"a multiple of {d.gpus_per_instance}")
+    heads = d.target.num_attention_heads
+    if heads % d.tp:
+        raise SpecError("tp", f"{d.tp} does not divide the target's {heads} attention heads",
+                        "a divisor of " + str(heads) + ": " + ", ".join(str(t) for t in range(1, heads + 1)
+                                                                       if heads % t == 0 and t <= 64))
+    kv = d.target.num_kv_heads
+    if d.target.mla is None and kv % d.tp and d.tp % kv:
+        raise SpecError("tp", f"{d.tp} neither divides nor is a multiple of the target's {kv} KV heads",
+                        "a divisor or multiple of " + str(kv))
+    sp = d.speculative
+    if sp.enabled and sp.num_speculative_tokens < 1:
+        raise SpecError("num_speculative_tokens", f"must be >= 1 with method {sp.method}, got "
+                        f"{sp.num_speculative_tokens}", "an integer >= 1")
+    if sp.method in ("draft_model", "eagle", "eagle3", "medusa") and sp.draft is None:
+        raise SpecError("draft", f"method {sp.method} needs a draft model or head", "a catalog id or config path")
+    if sp.method == "mtp" and d.target.num_mtp_layers < 1:
+        raise SpecError("method", f"mtp needs a target with MTP layers; {d.target.model_id} has none "
+                        "(num_nextn_predict_layers)", "draft_model, eagle, eagle3, medusa, ngram, none")
+    if sp.method == "draft_model" and sp.draft is not None:
+        if sp.draft.num_attention_heads % sp.draft_tp:
+            raise SpecError("draft_tp", f"{sp.draft_tp} does not divide the draft's {sp.draft.num_attention_heads} "
+                            "attention heads", "a divisor of the draft's attention heads")
+        if sp.draft.vocab_size != d.target.vocab_size and abs(sp.draft.vocab_size - d.target.vocab_size) > 1024:
+            raise SpecError("draft", f"{sp.draft.model_id} has a vocabulary of {sp.draft.vocab_size} tokens, "
+                            f"the target {d.target.vocab_size}: a draft model must share the target's tokenizer",
+                            "a draft of the target's model family")
+    for name in ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size"):
+        value = getattr(e, name)
+        if value is not None and (not isinstance(value, int) or value < 1):
+            raise SpecError(name, f"must be a positive integer, got {value!r}", "an integer >= 1")
+    if e.kv_cache_memory_bytes is not None and e.kv_cache_memory_bytes < 0:
+        raise SpecError("kv_cache_memory_bytes", "must not be negative", "bytes >= 0")
+    if not 0 <= headroom < 1:
+        raise SpecError("headroom", f"must be in [0, 1), got {headroom}", "a fraction such as 0.2")
+    if w.concurrency < 1:
+        raise SpecError("concurrency", f"must be >= 1, got {w.concurrency}", "an integer >= 1")
+    if not w.burst_factor >= 1:
+        raise SpecError("burst_factor", f"must be >= 1, got {w.burst_factor}", "a number >= 1 (1 = no burst)")
+    for side in ("prompt_tokens", "output_tokens"):
+        dist = getattr(w, side)
+        values = [dist.p50, dist.p95, dist.p99, dist.max]
+        if any(v < (1 if side == "prompt_tokens" else 0) for v in values):
+            raise SpecError(side, f"lengths must be positive, got {values}", "token counts >= 1")
+        if values != sorted(values):
+            raise SpecError(side, f"percentiles must not decrease (p50 <= p95 <= p99 <= max), got {values}",
+                            "p50 <= p95 <= p99 <= max")
+
+
+def plan(d: Deployment, w: Workload, profile: AccountingProfile, headroom: float = 0.20) -> PlanResult:
+    validate(d, w, headroom)
+    quant = quantization_override(d.engine.quantization, d.target)
+    if quant is not None and quant.method == "none":
+        d = Deployment(target=d.target.with_(quantization=None, weight_bytes_exact=None), gpu=d.gpu,
+                       speculative=d.speculative, tp=d.tp, pp=d.pp, num_gpus=d.num_gpus, engine=d.engine)
+        quant = None
+    elif quant is not None:
+        # The checkpoint's exact bytes describe its own format, not the override's
+        d = Deployment(target=d.target.with_(weight_bytes_exact=None), gpu=d.gpu, speculative=d.speculative,
+                       tp=d.tp, pp=d.pp, num_gpus=d.num_gpus, engine=d.engine)
+    mem = account(d, profile, quant)
+    s = mem.settings
+    if s.max_model_len > d.target.max_position_embeddings:
+        raise SpecError("max_model_len", f"{s.max_model_len} exceeds the target's max_position_embeddings "
+                        f"({d.target.max_position_embeddings})", f"at most {d.target.max_position_embeddings}")
+    verdict = evaluate(mem, w, headroom)
+    warnings = []
+    reserve = mem.total_bytes - mem.budget_bytes
+    if mem.unprofiled_runtime_bytes:
+        level = "exceeds" if mem.unprofiled_runtime_bytes > reserve else "fits in"
+        warnings.append(
+            f"verification of {s.num_speculative_tokens + 1} positions for {min(s.max_num_seqs, s.max_num_batched_tokens)}"
+            f" sequences needs {mem.unprofiled_runtime_bytes / GiB:.2f} GiB of logits the profiling pass did not "
+            f"reserve; it {level} the {reserve / GiB:.2f} GiB outside the budget")
+    if not mem.cuda_graph_counted and mem.cuda_graph_bytes and mem.cuda_graph_bytes > reserve:
+        warnings.append(f"CUDA graphs take about {mem.cuda_graph_bytes / GiB:.2f} GiB outside the budget, more than "
+                        f"the {reserve / GiB:.2f} GiB gpu_memory_utilization leaves free")
+    if d.gpu.vendor == "amd":
+        warnings.append("AMD GPUs: vLLM's ROCm build follows the same accounting; the profile was fitted on NVIDIA "
+                        "start-up logs")
+    if d.speculative.method == "draft_model" and d.speculative.draft_tp == 1 and d.tp > 1:
+        warnings.append(f"the draft model runs unsharded on rank 0 (draft_tp=1): that GPU holds "
+                        f"{mem.weights_draft_bytes / GiB:.2f} GiB more than its peers and sets the pool size")
+    return PlanResult(deployment=d, workload=w, profile=profile, memory=mem, verdict=verdict,
+                      warnings=tuple(warnings))

@@ -1,0 +1,1 @@
+"""Renderers: text (rich), JSON, Markdown. They format result objects; they compute nothing."""

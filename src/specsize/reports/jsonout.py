@@ -1,0 +1,87 @@
+"""The JSON contract of `specsize plan` (docs/json.md). Add fields freely; never rename or remove one."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict
+
+from ..core.envelope import EnvelopeCase
+from ..planner.plan import PlanResult
+
+SCHEMA_VERSION = "1.0"
+
+
+def _finite(x: float) -> float | None:
+    return round(x, 6) if math.isfinite(x) else None
+
+
+def _case(c: EnvelopeCase) -> dict:
+    return {
+        "percentile": c.percentile, "prompt_tokens": c.prompt_tokens, "output_tokens": c.output_tokens,
+        "requested_concurrency": c.requested_concurrency, "concurrency": c.concurrency, "queued": c.queued,
+        "demand_bytes": c.demand_bytes, "capacity_bytes": c.capacity_bytes,
+        "headroom_fraction": _finite(c.headroom_fraction),
+    }
+
+
+def plan_to_dict(r: PlanResult) -> dict:
+    m, v, d, s = r.memory, r.verdict, r.deployment, r.memory.settings
+    sp = d.speculative
+    w = r.workload
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "verdict": v.verdict,
+        "headroom_fraction": _finite(v.worst_case.headroom_fraction),
+        "headroom_policy": v.headroom_policy,
+        "breaks_first": v.breaks_first,
+        "reasons": list(v.reasons),
+        "warnings": list(r.warnings),
+        "kv_cache_tokens": m.kv_cache_tokens,
+        "kv_blocks": m.kv_blocks,
+        "block_size": s.block_size,
+        "max_concurrency": round(m.max_concurrency, 4) if math.isfinite(m.max_concurrency) else None,
+        "max_concurrency_tokens": s.max_model_len,
+        "kv_bytes_per_token": {"target": m.kv_bytes_per_token_target, "draft": m.kv_bytes_per_token_draft,
+                               "total": m.kv_bytes_per_token},
+        "per_gpu": {
+            "total_bytes": m.total_bytes, "budget_bytes": m.budget_bytes,
+            "weights_target_bytes": m.weights_target_bytes, "weights_draft_bytes": m.weights_draft_bytes,
+            "activation_peak_bytes": m.activation_peak_bytes, "non_torch_bytes": m.non_torch_bytes,
+            "cuda_graph_bytes": m.cuda_graph_bytes, "cuda_graph_in_budget": m.cuda_graph_counted,
+            "kv_cache_bytes": m.kv_cache_bytes, "kv_pool_bytes": m.pool_bytes,
+            "used_bytes": m.used_bytes, "free_bytes": m.free_bytes,
+            "unprofiled_runtime_bytes": m.unprofiled_runtime_bytes,
+            "weights_target_detail": {k: val for k, val in asdict(m.weights_target).items()},
+            "activation_detail": dict(m.activation_terms),
+        },
+        "envelope": _case(v.worst_case),
+        "expected": _case(v.expected),
+        "shapes": [asdict(shape) for shape in v.shapes],
+        "engine": {"name": r.profile.engine, "profile_version": r.profile.version, "profile": r.profile.label,
+                   "sources": list(r.profile.sources)},
+        "gpus": {"gpu": d.gpu.gpu_id, "per_instance": d.gpus_per_instance, "replicas": d.replicas,
+                 "total": d.replicas * d.gpus_per_instance},
+        "inputs": {
+            "target": d.target.model_id, "target_source": d.target.source,
+            "draft": sp.draft.model_id if sp.draft else None, "method": sp.method,
+            "num_speculative_tokens": sp.num_speculative_tokens, "draft_tp": sp.draft_tp,
+            "gpu": d.gpu.gpu_id, "gpu_memory_bytes": d.gpu.memory_bytes, "gpu_memory_source": d.gpu.sources.get("memory"),
+            "tp": d.tp, "pp": d.pp, "gpus": d.num_gpus,
+            "gpu_memory_utilization": s.gpu_memory_utilization, "max_model_len": s.max_model_len,
+            "max_num_seqs": s.max_num_seqs, "max_num_batched_tokens": s.max_num_batched_tokens,
+            "block_size": s.block_size, "dtype": s.dtype, "kv_cache_dtype": s.kv_cache_dtype,
+            "quantization": s.quantization.method if s.quantization else None,
+            "enforce_eager": s.enforce_eager, "kv_cache_memory_bytes": d.engine.kv_cache_memory_bytes,
+            "device": d.engine.device,
+            "workload": {
+                "prompt_tokens": asdict(w.prompt_tokens), "output_tokens": asdict(w.output_tokens),
+                "concurrency": w.concurrency, "burst_factor": w.burst_factor, "percentile": w.percentile,
+            },
+            "headroom": v.headroom_policy,
+        },
+    }
+
+
+def render(r: PlanResult) -> str:
+    return json.dumps(plan_to_dict(r), indent=2) + "\n"

@@ -1,0 +1,25 @@
+"""Markdown output: the same rows as the terminal, as GitHub tables."""
+
+from __future__ import annotations
+
+from ..planner.plan import PlanResult
+from . import rows
+
+
+def _table(header: tuple[str, ...], body: list[tuple[str, ...]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in body]
+    return out
+
+
+def render(r: PlanResult) -> str:
+    lines = [f"# specsize plan: {rows.title(r)}", "", f"**{rows.headline(r)}**", "",
+             f"What breaks first: {r.verdict.breaks_first}", "", "## Per-GPU memory (rank 0)", ""]
+    lines += _table(rows.BREAKDOWN_HEADER, rows.breakdown(r))
+    lines += [""] + [f"- {line}" for line in rows.summary_lines(r)]
+    lines += ["", "## Workload envelope", ""] + _table(rows.ENVELOPE_HEADER, rows.envelope_rows(r))
+    lines += ["", "## Capacity per request shape", ""] + _table(rows.SHAPES_HEADER, rows.shape_rows(r))
+    notes = [f"- **{reason}**" for reason in r.verdict.reasons] + [f"- {w}" for w in r.warnings]
+    if notes:
+        lines += ["", "## Notes", ""] + notes
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,95 @@
+"""The rows every human-readable renderer shows, built once from a PlanResult (formatting only)."""
+
+from __future__ import annotations
+
+import math
+
+from ..core.units import GiB
+from ..planner.plan import PlanResult
+
+VERDICT_WORDS = {"fits": "FITS", "thin": "THIN", "does_not_fit": "DOES NOT FIT"}
+
+
+def gib(n: int) -> str:
+    return f"{n / GiB:,.2f}"
+
+
+def pct(x: float) -> str:
+    return f"{x:.1%}" if math.isfinite(x) else "-inf"
+
+
+def title(r: PlanResult) -> str:
+    d = r.deployment
+    sp = d.speculative
+    spec = "no speculation" if not sp.enabled else (
+        f"{sp.method} {sp.draft.model_id if sp.draft else ''} k={sp.num_speculative_tokens}".replace("  ", " "))
+    return (f"{d.target.model_id} + {spec} on {d.gpus_per_instance} x {d.gpu.gpu_id} "
+            f"(TP={d.tp}, PP={d.pp}), {r.profile.label}")
+
+
+def headline(r: PlanResult) -> str:
+    v = r.verdict
+    return (f"{VERDICT_WORDS[v.verdict]}: worst-case headroom {pct(v.worst_case.headroom_fraction)} "
+            f"(policy {v.headroom_policy:.0%})")
+
+
+def breakdown(r: PlanResult) -> list[tuple[str, str, str]]:
+    """(term, GiB per GPU, note) for the per-GPU memory table."""
+    m = r.memory
+    s = m.settings
+    d = r.deployment
+    graphs_note = "subtracted from the budget" if m.cuda_graph_counted else "outside the budget (not subtracted)"
+    if s.enforce_eager:
+        graphs_note = "enforce_eager: none captured"
+    draft_note = d.speculative.draft.model_id if d.speculative.draft else (
+        "MTP layers" if d.speculative.method == "mtp" else "none")
+    return [
+        ("GPU memory (driver)", gib(m.total_bytes), d.gpu.sources.get("memory", "")[:60]),
+        (f"budget (x {s.gpu_memory_utilization:g})", gib(m.budget_bytes), "gpu_memory_utilization"),
+        ("target weights", gib(m.weights_target_bytes),
+         f"{s.dtype}" + (f", {s.quantization.method}" if s.quantization else "") + f", TP={d.tp}"),
+        ("draft weights", gib(m.weights_draft_bytes), draft_note),
+        ("activation peak", gib(m.activation_peak_bytes),
+         f"profiling pass: {s.max_num_batched_tokens} tokens, {m.activation_terms['sampler_rows']} sequences"),
+        ("non-torch", gib(m.non_torch_bytes), "CUDA context" + (", NCCL / all-reduce buffers" if d.tp > 1 else "")),
+        ("CUDA graphs", gib(m.cuda_graph_bytes), graphs_note),
+        ("KV cache", gib(max(0, m.kv_cache_bytes)),
+         f"{m.kv_cache_tokens:,} tokens in {m.kv_blocks:,} blocks of {s.block_size}"),
+        ("free after start-up", gib(m.free_bytes), "what the card has left"),
+    ]
+
+
+def envelope_rows(r: PlanResult) -> list[tuple[str, ...]]:
+    out = []
+    for case in (r.verdict.worst_case, r.verdict.expected):
+        out.append((
+            "worst case" if case.label == "worst_case" else "expected mix",
+            f"{case.percentile}: {case.prompt_tokens:,} + {case.output_tokens:,}",
+            f"{case.concurrency}" + (f" (+{case.queued} queued)" if case.queued else ""),
+            gib(case.demand_bytes), gib(case.capacity_bytes), pct(case.headroom_fraction),
+        ))
+    return out
+
+
+ENVELOPE_HEADER = ("case", "request shape (prompt + output tokens)", "concurrent", "KV demand GiB/GPU",
+                   "KV capacity GiB/GPU", "headroom")
+SHAPES_HEADER = ("shape", "prompt", "output", "tokens incl. lookahead", "KV per request GiB/GPU", "max concurrent")
+BREAKDOWN_HEADER = ("term", "GiB per GPU", "note")
+
+
+def shape_rows(r: PlanResult) -> list[tuple[str, ...]]:
+    return [(sh.label, f"{sh.prompt_tokens:,}", f"{sh.output_tokens:,}", f"{sh.request_tokens:,}",
+             f"{sh.request_kv_bytes / GiB:.3f}",
+             f"{sh.max_concurrency:,}" + ("" if sh.within_max_model_len else " (over max_model_len)"))
+            for sh in r.verdict.shapes]
+
+
+def summary_lines(r: PlanResult) -> list[str]:
+    m = r.memory
+    lines = [
+        f"KV cache per token (per GPU): target {m.kv_bytes_per_token_target:,} B + draft "
+        f"{m.kv_bytes_per_token_draft:,} B = {m.kv_bytes_per_token:,} B",
+        f"GPU KV cache size: {m.kv_cache_tokens:,} tokens; maximum concurrency for "
+        f"{m.settings.max_model_len:,} tokens per request: {m.max_concurrency:.2f}x",
+    ]
+    return lines

@@ -1,0 +1,38 @@
+"""Terminal output with rich tables."""
+
+from __future__ import annotations
+
+import io
+
+from ..planner.plan import PlanResult
+from . import rows
+
+
+def render(r: PlanResult, width: int = 110) -> str:
+    from rich.console import Console  # noqa: PLC0415 - rich loads only when text is rendered
+    from rich.table import Table  # noqa: PLC0415
+
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=width, force_terminal=False, no_color=True, highlight=False)
+    console.print(rows.title(r))
+    console.print(rows.headline(r))
+    console.print(f"What breaks first: {r.verdict.breaks_first}")
+
+    def table(header: tuple[str, ...], body: list[tuple[str, ...]], title: str, right: set[int]) -> Table:
+        t = Table(title=title, title_justify="left")
+        for i, name in enumerate(header):
+            t.add_column(name, justify="right" if i in right else "left")
+        for row in body:
+            t.add_row(*row)
+        return t
+
+    console.print(table(rows.BREAKDOWN_HEADER, rows.breakdown(r), "Per-GPU memory (rank 0)", {1}))
+    for line in rows.summary_lines(r):
+        console.print(line)
+    console.print(table(rows.ENVELOPE_HEADER, rows.envelope_rows(r), "Workload envelope", {2, 3, 4, 5}))
+    console.print(table(rows.SHAPES_HEADER, rows.shape_rows(r), "Capacity per request shape", {1, 2, 3, 4, 5}))
+    for reason in r.verdict.reasons:
+        console.print(f"! {reason}")
+    for warning in r.warnings:
+        console.print(f"note: {warning}")
+    return buffer.getvalue()

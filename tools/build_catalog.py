@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""Regenerate the embedded model catalog from ../shared/model-configs.
+
+Each catalog entry is one JSON file: {"id", "config", "source", "copy_kind", "params_published", "notes"}.
+The config is kept exactly as found; specsize reads it with the same loader as a user's config.json.
+Run: python3 dev.py catalog [--shared PATH]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "src" / "specsize" / "catalog" / "data" / "models"
+
+# Published checkpoints whose architecture is identical to a vendored config (same fields, other weights).
+# Each alias names the entry it borrows and why that is exact.
+ALIASES = {
+    "mistralai/Mixtral-8x7B-Instruct-v0.1": (
+        "mistralai/Mixtral-8x7B-v0.1",
+        "Instruct fine-tune of the base model; architecture fields identical (Mistral AI model card).",
+    ),
+    "mistralai/Mixtral-8x22B-Instruct-v0.1": (
+        "mistralai/Mixtral-8x22B-v0.1",
+        "Instruct fine-tune of the base model; architecture fields identical (Mistral AI model card).",
+    ),
+    "meta-llama/Meta-Llama-3.1-8B-Instruct": (
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "Former repository name of the same checkpoint.",
+    ),
+    "meta-llama/Meta-Llama-3.1-70B-Instruct": (
+        "meta-llama/Llama-3.1-70B-Instruct",
+        "Former repository name of the same checkpoint.",
+    ),
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shared", default=str(ROOT.parent / "shared" / "model-configs"))
+    args = ap.parse_args()
+    src = Path(args.shared)
+    OUT.mkdir(parents=True, exist_ok=True)
+    for old in OUT.glob("*.json"):
+        old.unlink()
+    entries = {}
+    for cfg in sorted(src.glob("*/*/config.json")):
+        model_id = f"{cfg.parent.parent.name}/{cfg.parent.name}"
+        meta = json.loads((cfg.parent / "source.json").read_text())
+        entries[model_id] = {
+            "id": model_id,
+            "config": json.loads(cfg.read_text()),
+            "source": meta.get("source"),
+            "copy_kind": meta.get("copy_kind"),
+            "params_published": meta.get("params_published"),
+            "notes": meta.get("notes"),
+        }
+    for alias, (base, why) in ALIASES.items():
+        entry = dict(entries[base])
+        entry.update(id=alias, alias_of=base, notes=f"{why} {entry.get('notes') or ''}".strip())
+        entries[alias] = entry
+    for model_id, entry in sorted(entries.items()):
+        (OUT / (model_id.replace("/", "__") + ".json")).write_text(json.dumps(entry, indent=1) + "\n")
+    print(f"wrote {len(entries)} catalog entries to {OUT}")
+
+
+if __name__ == "__main__":
+    main()
