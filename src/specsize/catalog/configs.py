@@ -158,7 +158,7 @@ def spec_from_config(raw: dict[str, Any], model_id: str, source: str, *, params_
         tie_word_embeddings=bool(tie),
         attention_bias=bool(cfg.get("attention_bias", model_type == "qwen2")),
         qk_norm=model_type in ("qwen3", "qwen3_moe") or model_type.startswith("gemma3"),
-        norms_per_layer=4 if model_type.startswith("gemma") else 2, rotary_dim=rotary, moe=moe, mla=mla,
+        norms_per_layer=4 if model_type.startswith("gemma") else (3 if is_eagle3 else 2), rotary_dim=rotary, moe=moe, mla=mla,
         quantization=parse_quantization(cfg.get("quantization_config"), moe is not None, model_id),
         num_mtp_layers=int(cfg.get("num_nextn_predict_layers") or 0),
         draft_vocab_size=int(cfg["draft_vocab_size"]) if cfg.get("draft_vocab_size") else None,

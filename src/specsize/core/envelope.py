@@ -101,7 +101,7 @@ def evaluate(mem: MemoryAccount, workload: Workload, headroom_policy: float = 0.
                        f"max_model_len={s.max_model_len}: the engine rejects them")
     if mem.startup_problem or not worst_shape.within_max_model_len or worst.headroom_fraction < 0:
         verdict = DOES_NOT_FIT
-    elif worst.headroom_fraction < headroom_policy:
+    elif worst.headroom_fraction < headroom_policy - 1e-9:  # exactly at the policy fits (float ratios)
         verdict = THIN
     else:
         verdict = FITS

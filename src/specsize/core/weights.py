@@ -93,9 +93,11 @@ def _attention_bytes(m: ModelSpec, tp: int, wb: int, q: Quantization | None) -> 
     kvh = kv_heads_per_rank(m.num_kv_heads, tp)
     d = m.head_dim
     qkv_out = (heads + 2 * kvh) * d
-    b = linear_bytes(qkv_out, h, wb, q, bias=m.attention_bias)
+    # an EAGLE-3 head attends over [token embedding ; fused hidden state]: q/k/v take 2 x hidden inputs
+    qkv_in = 2 * h if m.eagle_fc_inputs == 3 else h
+    b = linear_bytes(qkv_out, qkv_in, wb, q, bias=m.attention_bias)
     b += linear_bytes(h, heads * d, wb, q, bias=m.attention_bias and m.model_type == "gpt_oss")
-    p = qkv_out * h + h * heads * d + (qkv_out if m.attention_bias else 0)
+    p = qkv_out * qkv_in + h * heads * d + (qkv_out if m.attention_bias else 0)
     if m.qk_norm:
         b += 2 * d * wb
         p += 2 * d

@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""Speed of planning. Targets (issue #2): one plan through the library < 5 ms; `specsize plan --help` and
+`specsize plan --format json` < 0.5 s wall time from a warm virtual environment.
+
+Run: python3 dev.py bench   (or .venv/bin/python bench/speed.py)
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from specsize.catalog.deployment import build_inputs, default_deployment
+from specsize.engines import resolve_profile
+from specsize.planner.plan import plan
+
+
+def time_library(repeats: int = 500) -> list[float]:
+    inputs = build_inputs(default_deployment())  # loading models is done once, as in a planning loop
+    profile = resolve_profile()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        plan(inputs.deployment, inputs.workload, profile, inputs.headroom)
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+def time_cli(args: list[str], repeats: int = 7) -> list[float]:
+    exe = Path(sys.executable).with_name("specsize")
+    samples = []
+    for _ in range(repeats + 1):
+        start = time.perf_counter()
+        subprocess.run([str(exe), *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        samples.append(time.perf_counter() - start)
+    return samples[1:]  # the first run warms the file cache
+
+
+def main() -> int:
+    lib = time_library()
+    rows = [("plan() through the library", statistics.median(lib), max(lib), 0.005)]
+    for label, args in (("specsize plan --help", ["plan", "--help"]),
+                        ("specsize plan --format json", ["plan", "--format", "json"])):
+        samples = time_cli(args)
+        rows.append((label, statistics.median(samples), max(samples), 0.5))
+    print(f"{'what':32} {'median':>10} {'max':>10} {'target':>8}  met")
+    for label, median, worst, target in rows:
+        print(f"{label:32} {median * 1e3:8.2f}ms {worst * 1e3:8.2f}ms {target * 1e3:6.0f}ms  "
+              f"{'yes' if median < target else 'NO'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,157 @@
+"""Loaders: catalog ids, local config.json, model directories with safetensors headers, the hub path."""
+
+import json
+import struct
+import sys
+import types
+
+import pytest
+
+from specsize.catalog import catalog_ids, gpu_ids, load_gpu, load_model
+from specsize.core.errors import SpecError
+from specsize.core.weights import weight_breakdown
+
+REQUIRED_GPUS = ["H100-SXM-80GB", "H100-PCIe-80GB", "H200-141GB", "H20-96GB", "B200-180GB", "GB200-186GB",
+                 "B300-288GB", "A100-40GB", "A100-80GB", "A40-48GB", "L40S-48GB", "L4-24GB", "A10G-24GB",
+                 "RTX-3090-24GB", "RTX-4090-24GB", "RTX-5090-32GB", "RTX-6000-Ada-48GB", "RTX-PRO-6000-96GB",
+                 "MI300X-192GB", "MI325X-256GB", "MI355X-288GB"]
+
+TINY = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256,
+        "max_position_embeddings": 128, "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
+
+
+def test_every_shared_config_is_in_the_catalog(shared):
+    ids = set(catalog_ids())
+    for cfg in (shared / "model-configs").glob("*/*/config.json"):
+        assert f"{cfg.parent.parent.name}/{cfg.parent.name}" in ids
+        assert load_model(f"{cfg.parent.parent.name}/{cfg.parent.name}").num_layers > 0
+
+
+def test_catalog_is_case_insensitive_and_carries_source():
+    m = load_model("META-LLAMA/llama-3.1-8b-instruct")
+    assert m.model_id == "meta-llama/Llama-3.1-8B-Instruct" and m.source.startswith("catalog: ")
+
+
+def test_gpu_catalog_has_every_required_id_with_sources():
+    assert set(REQUIRED_GPUS) <= set(gpu_ids())
+    for gpu_id in REQUIRED_GPUS:
+        g = load_gpu(gpu_id)
+        assert g.memory_bytes > 0 and g.memory_bandwidth_bytes_s > 0 and g.bf16_flops > 0
+        assert g.sources["memory"] and g.sources["performance"]
+    assert abs(load_gpu("H100-SXM-80GB").memory_bytes / 2**30 - 79.19) < 0.005  # as the driver reports it
+
+
+def test_gpu_memory_override():
+    assert load_gpu("L4-24GB", 30).memory_bytes == 30 * 2**30
+
+
+def test_local_config_json(shared):
+    path = shared / "model-configs" / "Qwen" / "Qwen3-8B" / "config.json"
+    m = load_model(str(path))
+    assert m.num_layers == 36 and m.head_dim == 128 and m.source.startswith("local: ")
+
+
+def _write_safetensors(path, tensors):
+    header, offset = {}, 0
+    for name, (dtype, shape, nbytes) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    raw = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + b"\0" * offset)
+
+
+def test_model_directory_with_safetensors_headers(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(TINY))
+    _write_safetensors(tmp_path / "model-00001.safetensors",
+                       {"model.embed_tokens.weight": ("BF16", [256, 64], 256 * 64 * 2)})
+    _write_safetensors(tmp_path / "model-00002.safetensors",
+                       {"model.layers.0.mlp.up_proj.weight": ("BF16", [128, 64], 128 * 64 * 2),
+                        "lm_head.weight": ("BF16", [256, 64], 256 * 64 * 2)})
+    m = load_model(str(tmp_path))
+    assert m.weight_bytes_exact == (256 * 64 + 128 * 64 + 256 * 64) * 2
+
+
+def test_model_directory_with_index_only(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(TINY))
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 123456},
+                                                                       "weight_map": {}}))
+    assert load_model(str(tmp_path)).weight_bytes_exact == 123456
+
+
+def test_exact_bytes_scale_the_plan(tmp_path):
+    from specsize.core.memory import account
+    from specsize.core.specs import Deployment
+    from specsize.engines import resolve_profile
+
+    (tmp_path / "config.json").write_text(json.dumps(TINY))
+    m = load_model(str(tmp_path))
+    arch = weight_breakdown(m, rotary_cache=False).total
+    exact = m.with_(weight_bytes_exact=arch * 2)
+    gpu = load_gpu("L4-24GB")
+    w1 = account(Deployment(target=m, gpu=gpu), resolve_profile()).weights_target_bytes
+    w2 = account(Deployment(target=exact, gpu=gpu), resolve_profile()).weights_target_bytes
+    rotary = 128 * 16 * 2
+    assert abs((w2 - rotary) - 2 * (w1 - rotary)) <= 8
+
+
+def test_hub_path_through_local_files(tmp_path, monkeypatch):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(TINY))
+    fake = types.ModuleType("huggingface_hub")
+    calls = []
+
+    def hf_hub_download(repo_id, filename):
+        calls.append((repo_id, filename))
+        return str(config)
+
+    fake.hf_hub_download = hf_hub_download
+    fake.get_safetensors_metadata = lambda repo_id: types.SimpleNamespace(parameter_count={"BF16": 1000, "F32": 10})
+    monkeypatch.setitem(sys.modules, "huggingface_hub", fake)
+    m = load_model("someone/tiny-llama")
+    assert calls == [("someone/tiny-llama", "config.json")]
+    assert m.weight_bytes_exact == 1000 * 2 + 10 * 4 and m.source == "hub: someone/tiny-llama"
+
+
+def test_hub_unreachable_is_a_clear_error(monkeypatch):
+    fake = types.ModuleType("huggingface_hub")
+
+    def offline(repo_id, filename):
+        raise ConnectionError("offline")
+
+    fake.hf_hub_download = offline
+    monkeypatch.setitem(sys.modules, "huggingface_hub", fake)
+    with pytest.raises(SpecError, match="hub could not provide it"):
+        load_model("meta-llama/Llama-3.1-8B-Instuct")
+
+
+def test_config_missing_fields(tmp_path):
+    cfg = dict(TINY)
+    del cfg["num_attention_heads"]
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(SpecError, match="num_attention_heads"):
+        load_model(str(tmp_path / "config.json"))
+
+
+@pytest.mark.parametrize("model_id,kinds", [
+    ("google/gemma-3-1b-it", {"sliding": 22, "full": 4}),
+    ("openai/gpt-oss-120b", {"sliding": 18, "full": 18}),
+    ("meta-llama/Llama-4-Scout-17B-16E-Instruct", {"chunked": 36, "full": 12}),
+    ("deepseek-ai/DeepSeek-R1", {"mla": 61}),
+    ("Qwen/Qwen2.5-3B-Instruct", {"full": 36}),  # use_sliding_window false: window is inert
+])
+def test_attention_kinds(model_id, kinds):
+    m = load_model(model_id)
+    counts = {}
+    for layer in m.layers:
+        counts[layer.kind] = counts.get(layer.kind, 0) + 1
+    assert counts == kinds
+
+
+def test_moe_layout():
+    v3 = load_model("deepseek-ai/DeepSeek-V3")
+    assert len(v3.moe.moe_layers) == 58 and v3.moe.num_shared_experts == 1  # first 3 layers dense
+    maverick = load_model("meta-llama/Llama-4-Maverick-17B-128E-Instruct")
+    assert len(maverick.moe.moe_layers) == 24 and maverick.intermediate_size == 16384
+    gpt = load_model("openai/gpt-oss-20b")
+    assert gpt.quantization.method == "mxfp4" and gpt.quantization.experts_only

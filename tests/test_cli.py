@@ -1,0 +1,136 @@
+"""The command line: exit codes, the JSON contract on stdout, one-line errors, never overwriting output."""
+
+import json
+
+import pytest
+
+from specsize.cli.main import main
+
+
+def run(capsys, *args):
+    with pytest.raises(SystemExit) as exc:
+        main(list(args))
+    out, err = capsys.readouterr()
+    return exc.value.code, out, err
+
+
+def test_default_plan_text(capsys):
+    code, out, err = run(capsys, "plan")
+    assert code == 1  # the embedded default is thin
+    assert "THIN" in out and "What breaks first" in out and "KV cache" in out
+    assert "Llama-3.2-1B-Instruct" in out
+
+
+def test_json_contract_on_stdout_only(capsys):
+    code, out, err = run(capsys, "plan", "--format", "json")
+    data = json.loads(out)
+    assert code == 1 and data["verdict"] == "thin" and data["schema_version"] == "1.0"
+    for key in ("headroom_fraction", "kv_cache_tokens", "max_concurrency", "inputs"):
+        assert key in data
+    assert set(data["kv_bytes_per_token"]) == {"target", "draft", "total"}
+    for key in ("total_bytes", "budget_bytes", "weights_target_bytes", "weights_draft_bytes",
+                "activation_peak_bytes", "non_torch_bytes", "cuda_graph_bytes", "kv_cache_bytes"):
+        assert isinstance(data["per_gpu"][key], int)
+    for key in ("demand_bytes", "capacity_bytes", "concurrency", "prompt_tokens", "output_tokens"):
+        assert key in data["envelope"]
+    assert data["kv_bytes_per_token"]["total"] == 81_920 + 32_768
+
+
+def test_fits_and_does_not_fit_exit_codes(capsys):
+    code, _, _ = run(capsys, "plan", "--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB",
+                     "--max-model-len", "8192", "--concurrency", "4", "--prompt-tokens", "p50=500,p99=2000",
+                     "--output-tokens", "p50=100,p99=400")
+    assert code == 0
+    code, out, _ = run(capsys, "plan", "--target", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "L4-24GB",
+                       "--format", "json")
+    assert code == 3 and json.loads(out)["verdict"] == "does_not_fit"
+
+
+def test_flags_override_file(tmp_path, capsys):
+    spec = tmp_path / "d.yaml"
+    spec.write_text("target: meta-llama/Llama-3.1-8B-Instruct\ngpu: A100-80GB\nmax_model_len: 4096\n"
+                    "workload:\n  prompt_tokens: {p50: 100, p99: 1000}\n  output_tokens: {p50: 10, p99: 100}\n"
+                    "  concurrency: 2\n")
+    code, out, _ = run(capsys, "plan", str(spec), "--gpu", "H200-141GB", "--format", "json")
+    data = json.loads(out)
+    assert data["inputs"]["gpu"] == "H200-141GB" and data["inputs"]["max_model_len"] == 4096 and code == 0
+
+
+def test_markdown_and_output_file_never_overwritten(tmp_path, capsys):
+    target = tmp_path / "plan.md"
+    code, out, err = run(capsys, "plan", "--format", "markdown", "-o", str(target))
+    assert code == 1 and out == "" and target.read_text().startswith("# specsize plan")
+    target.write_text("mine")
+    code, _, err = run(capsys, "plan", "--format", "markdown", "-o", str(target))
+    assert code == 2 and "exists" in err and target.read_text() == "mine"
+    code, _, _ = run(capsys, "plan", "--format", "markdown", "-o", str(target), "--force")
+    assert code == 1 and target.read_text().startswith("# specsize plan")
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--target", "meta-llama/Llama-3.1-8B-Instuct"], "did you mean meta-llama/Llama-3.1-8B-Instruct"),
+    (["--target", "llama-3.1-8b"], "did you mean"),
+    (["--gpu", "H100"], "did you mean"),
+    (["--max-num-seqs", "0"], "max_num_seqs"),
+    (["--tp", "0"], "tp"),
+    (["--concurrency", "0"], "concurrency"),
+    (["--gpu-memory-utilization", "0"], "gpu_memory_utilization"),
+    (["--gpu-memory-utilization", "1.5"], "gpu_memory_utilization"),
+    (["--tp", "3"], "does not divide"),
+    (["--method", "draft_model", "-k", "0"], "num_speculative_tokens"),
+    (["--max-model-len", "-5"], "max_model_len"),
+    (["--prompt-tokens", "p50=10,p99=5"], "percentiles must not decrease"),
+    (["--burst-factor", "0.5"], "burst_factor"),
+    (["--headroom", "1.2"], "headroom"),
+    (["--kv-cache-dtype", "int3"], "kv_cache_dtype"),
+    (["--quantization", "int3"], "quantization"),
+    (["--engine-version", "0.2"], "engine_version"),
+    (["--method", "mtp", "-k", "1"], "mtp needs a target with MTP layers"),
+])
+def test_bad_input_is_one_line_exit_2(capsys, args, needle):
+    code, out, err = run(capsys, "plan", *args)
+    assert code == 2, err
+    assert needle in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and out == ""
+
+
+def test_malformed_yaml_and_unknown_key(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("target: [unclosed\n")
+    code, _, err = run(capsys, "plan", str(bad))
+    assert code == 2 and "not valid YAML" in err and len(err.strip().splitlines()) == 1
+    unknown = tmp_path / "unknown.yaml"
+    unknown.write_text("target: meta-llama/Llama-3.1-8B-Instruct\ngpu_count: 4\n")
+    code, _, err = run(capsys, "plan", str(unknown))
+    assert code == 2 and "gpu_count" in err and "accepted" in err
+
+
+def test_config_missing_fields_via_cli(tmp_path, capsys):
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"hidden_size": 64, "num_hidden_layers": 2}))
+    code, _, err = run(capsys, "plan", "--target", str(cfg), "--gpu", "L4-24GB")
+    assert code == 2 and "num_attention_heads" in err
+
+
+def test_samples_workload(tmp_path, capsys):
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("\n".join(json.dumps({"prompt_tokens": 100 * i, "output_tokens": 10 * i}) for i in range(1, 101)))
+    code, out, _ = run(capsys, "plan", "--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB",
+                       "--samples-file", str(trace), "--concurrency", "2", "--format", "json")
+    wl = json.loads(out)["inputs"]["workload"]
+    assert wl["prompt_tokens"]["p99"] == 9900 and wl["prompt_tokens"]["max"] == 10000  # nearest rank
+    assert wl["output_tokens"]["p50"] == 500
+
+
+def test_catalog_listings(capsys):
+    code, out, _ = run(capsys, "models", "--format", "json")
+    assert code == 0 and any(m["id"] == "deepseek-ai/DeepSeek-V3" for m in json.loads(out))
+    code, out, _ = run(capsys, "gpus")
+    assert code == 0 and "MI355X-288GB" in out
+
+
+def test_engine_version_selects_profile(capsys):
+    _, out, _ = run(capsys, "plan", "--engine-version", "0.19.0", "--format", "json")
+    assert json.loads(out)["engine"]["profile_version"] == "0.19"
+    _, out, _ = run(capsys, "plan", "--engine-version", "0.6.3", "--format", "json")
+    assert json.loads(out)["engine"]["profile_version"] == "0.6"

@@ -1,0 +1,26 @@
+"""Every example deployment file parses and plans; the embedded default matches its example copy."""
+
+from pathlib import Path
+
+import pytest
+
+from specsize.catalog.deployment import build_inputs, default_deployment, read_deployment_file
+from specsize.engines import resolve_profile
+from specsize.planner.plan import plan
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_example_plans(path):
+    inputs = build_inputs(read_deployment_file(path))
+    result = plan(inputs.deployment, inputs.workload, resolve_profile(), inputs.headroom)
+    assert result.verdict.verdict in ("fits", "thin", "does_not_fit")
+    assert not inputs.workload_defaulted
+
+
+def test_default_matches_its_example():
+    example = read_deployment_file(Path(EXAMPLES[0]).with_name("llama70b-draft1b-4xh100.yaml"))
+    default = default_deployment()
+    default.pop("name")
+    assert default == example

@@ -1,0 +1,107 @@
+"""The engine's budget equation, KV bytes per token and block rounding, against hand-derived figures and
+against what real vLLM start-ups printed (../shared/calibration)."""
+
+import pytest
+
+from specsize.core.kvcache import layer_blocks, request_kv_bytes
+from specsize.core.memory import account, max_concurrency_at
+from specsize.core.units import GiB
+
+from helpers import calibration_rows, deployment, profile
+
+
+def test_gqa_kv_bytes_per_token_and_tp2():
+    # Llama-3.1-8B: 32 layers x 2 (K,V) x 8 KV heads x 128 x 2 bytes = 131,072; TP2 halves the heads per rank
+    assert account(deployment(), profile()).kv_bytes_per_token == 131_072
+    assert account(deployment(tp=2), profile()).kv_bytes_per_token == 65_536
+
+
+def test_tp8_replicates_nothing_and_tp16_would_replicate():
+    # 70B at TP8: 1 KV head per rank: 80 x 2 x 1 x 128 x 2 = 40,960 B per token per GPU
+    assert account(deployment("meta-llama/Llama-3.1-70B-Instruct", tp=8), profile()).kv_bytes_per_token == 40_960
+
+
+def test_mla_latent_is_not_sharded_and_fp8_halves_it():
+    # DeepSeek-V3: 61 layers x (kv_lora_rank 512 + rope 64) x 2 bytes = 70,272 B per token on every rank
+    d = deployment("deepseek-ai/DeepSeek-V3", gpu="H200-141GB", tp=8)
+    m = account(d, profile())
+    assert m.kv_bytes_per_token == 61 * 576 * 2 == 70_272
+    assert m.settings.block_size == 64  # FlashMLA pages
+    m8 = account(deployment("deepseek-ai/DeepSeek-V3", gpu="H200-141GB", tp=8, kv_cache_dtype="fp8"), profile())
+    assert m8.kv_bytes_per_token == 35_136
+
+
+def test_sliding_window_request_demand_and_vllm_concurrency():
+    m = account(deployment("google/gemma-2-2b-it"), profile())
+    # 26 layers x 2 x 4 KV heads x 256 x 2 bytes = 106,496 per token; half are sliding (window 4096)
+    assert m.kv_bytes_per_token == 106_496
+    # 10,000 tokens: full layers ceil(10000/16) = 625 blocks; sliding min(625, ceil(4096/16) + 1 = 257)
+    assert request_kv_bytes(m.kv_layers, 10_000, 16) == 13 * 16 * 4096 * (625 + 257)
+    # vLLM 0.19 printed 670,160 tokens (41,885 blocks) and "Maximum concurrency for 8,192 tokens: 81.73x":
+    # 41,885 x 26 layer-blocks / (13 x 512 full + 13 x 513 sliding, charged window-1 + 8192 batched + 1)
+    assert round(max_concurrency_at(m.kv_layers, 41_885, 16, 8192, 8192), 2) == 81.73
+
+
+def test_sliding_layer_blocks_bounded_by_window():
+    m = account(deployment("openai/gpt-oss-20b"), profile())
+    sliding = next(layer for layer in m.kv_layers if layer.kind == "sliding")
+    assert layer_blocks(sliding, 100_000, 16) == -(-128 // 16) + 1  # window 128 -> 8 blocks + 1
+    assert layer_blocks(sliding, 100, 16) == 7
+
+
+def test_budget_equation_and_block_rounding_with_fixed_pool():
+    # 70B TP4 + 1B draft unsharded on rank 0: 81,920 + 32,768 = 114,688 B per token; 16-token blocks of
+    # 1,835,008 B; a 10 GiB pool holds floor(10,737,418,240 / 1,835,008) = 5,851 blocks = 93,616 tokens
+    d = deployment("meta-llama/Llama-3.1-70B-Instruct", tp=4, draft="meta-llama/Llama-3.2-1B-Instruct",
+                   method="draft_model", k=4, kv_cache_memory_bytes=10 * GiB)
+    m = account(d, profile())
+    assert (m.kv_bytes_per_token_target, m.kv_bytes_per_token_draft) == (81_920, 32_768)
+    assert m.kv_blocks == 5_851 and m.kv_cache_tokens == 93_616
+    assert m.weights_draft_bytes == 2_488_406_016  # the whole 1B draft (draft_tp=1)
+
+
+def test_budget_terms_add_up():
+    m = account(deployment(gpu_memory_utilization=0.95, max_model_len=8192), profile("0.19"))
+    expected = m.budget_bytes - m.weights_target_bytes - m.activation_peak_bytes - m.non_torch_bytes
+    assert m.kv_cache_bytes == expected  # 0.19 does not subtract CUDA graphs
+    latest = account(deployment(gpu_memory_utilization=0.95, max_model_len=8192), profile())
+    assert latest.kv_cache_bytes == expected - latest.cuda_graph_bytes
+
+
+def test_eagle_head_kv_shares_pool():
+    d = deployment(draft="sgl-project/SpecForge-llama3-8B-eagle3", method="eagle3", k=3)
+    m = account(d, profile())
+    assert m.kv_bytes_per_token_draft == 2 * 8 * 128 * 2  # one layer at the target's KV width
+    assert m.weights_draft_bytes < 1 * GiB  # embedding shared with the target
+
+
+def test_mtp_adds_one_mla_layer():
+    d = deployment("deepseek-ai/DeepSeek-V3", gpu="H200-141GB", tp=8, method="mtp", k=1)
+    m = account(d, profile())
+    assert m.kv_bytes_per_token_draft == 576 * 2
+    assert 1.0 * GiB < m.weights_draft_bytes < 3 * GiB  # ~14B-parameter MTP module / 8 ranks, fp8
+
+
+def test_ngram_adds_no_weights_or_kv():
+    m = account(deployment(method="ngram", k=4), profile())
+    assert m.weights_draft_bytes == 0 and m.kv_bytes_per_token_draft == 0
+
+
+def test_enforce_eager_drops_cuda_graphs():
+    assert account(deployment(enforce_eager=True), profile()).cuda_graph_bytes == 0
+
+
+@pytest.mark.parametrize("row_id", ["r2-llmdplanner-llama31-8b-tp1", "r2-llmdplanner-llama31-8b-kvfp8",
+                                    "r2-llmdplanner-llama31-8b-tp2", "r2-llmdplanner-qwen25-7b-tp1"])
+def test_real_vllm_startups_within_one_percent(row_id):
+    row = calibration_rows().get(row_id)
+    if row is None:
+        pytest.skip("calibration data not beside this checkout")
+    from specsize.catalog import load_gpu
+
+    d = deployment(row["target_model"], tp=row["tensor_parallel_size"], kv_cache_dtype=row["kv_cache_dtype"],
+                   gpu_memory_utilization=row["gpu_memory_utilization"], max_model_len=row["max_model_len"])
+    assert load_gpu("H100-SXM-80GB").memory_bytes == round(row["total_gpu_memory_gib"] * GiB)
+    m = account(d, profile(row["engine_version"]))
+    assert abs(m.weights_target_bytes / GiB / row["model_weights_gib"] - 1) < 0.01
+    assert abs(m.kv_cache_tokens / row["kv_cache_tokens"] - 1) < 0.01
