@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Speed of planning. Targets (issue #2): one plan through the library < 5 ms; `specsize plan --help` and
-`specsize plan --format json` < 0.5 s wall time from a warm virtual environment.
+"""Speed of planning. Targets: one plan through the library < 5 ms and `specsize plan --help` / `specsize plan --format json`
+< 0.5 s wall time from a warm virtual environment (issue #2); the speed-up table for 16 batch sizes x 8
+values of k < 50 ms (issue #3).
 
 Run: python3 dev.py bench   (or .venv/bin/python bench/speed.py)
 """
@@ -14,7 +15,10 @@ import time
 from pathlib import Path
 
 from specsize.catalog.deployment import build_inputs, default_deployment
+from specsize.catalog.gpus import load_efficiency
+from specsize.core.memory import account
 from specsize.engines import resolve_profile
+from specsize.planner.perf import Acceptance, speedup_table
 from specsize.planner.plan import plan
 
 
@@ -25,6 +29,33 @@ def time_library(repeats: int = 500) -> list[float]:
     for _ in range(repeats):
         start = time.perf_counter()
         plan(inputs.deployment, inputs.workload, profile, inputs.headroom)
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+def time_plan_with_perf(repeats: int = 200) -> list[float]:
+    inputs = build_inputs(default_deployment())
+    profile = resolve_profile()
+    eff = load_efficiency(inputs.deployment.gpu)
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        plan(inputs.deployment, inputs.workload, profile, inputs.headroom, efficiency=eff,
+             acceptance=Acceptance(rate=0.7))
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+def time_speedup_table(repeats: int = 20) -> list[float]:
+    inputs = build_inputs(default_deployment())
+    d = inputs.deployment
+    mem = account(d, resolve_profile())
+    eff = load_efficiency(d.gpu)
+    batches = [2 ** i for i in range(16)]
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        speedup_table(d, mem, eff, Acceptance(rate=0.7), batches, list(range(1, 9)), 2048)
         samples.append(time.perf_counter() - start)
     return samples
 
@@ -42,6 +73,10 @@ def time_cli(args: list[str], repeats: int = 7) -> list[float]:
 def main() -> int:
     lib = time_library()
     rows = [("plan() through the library", statistics.median(lib), max(lib), 0.005)]
+    with_perf = time_plan_with_perf()
+    rows.append(("plan() with the perf section", statistics.median(with_perf), max(with_perf), 0.005))
+    table = time_speedup_table()
+    rows.append(("speed-up table 16 B x 8 k", statistics.median(table), max(table), 0.050))
     for label, args in (("specsize plan --help", ["plan", "--help"]),
                         ("specsize plan --format json", ["plan", "--format", "json"])):
         samples = time_cli(args)

@@ -134,3 +134,48 @@ def test_engine_version_selects_profile(capsys):
     assert json.loads(out)["engine"]["profile_version"] == "0.19"
     _, out, _ = run(capsys, "plan", "--engine-version", "0.6.3", "--format", "json")
     assert json.loads(out)["engine"]["profile_version"] == "0.6"
+
+
+def test_plan_perf_section(capsys):
+    code, out, _ = run(capsys, "plan", "--format", "json", "--acceptance-rate", "0.7", "--tpot-slo-ms", "30")
+    perf = json.loads(out)["perf"]
+    for key in ("tpot_s", "tpot_s_no_spec", "speedup", "throughput_tok_s", "throughput_tok_s_no_spec",
+                "crossover_batch", "best_k", "tokens_per_pass"):
+        assert key in perf
+    assert perf["tokens_per_pass"] == pytest.approx((1 - 0.7 ** 5) / 0.3)
+    assert perf["speedup"] == pytest.approx(perf["tpot_s_no_spec"] / perf["tpot_s"])
+    assert perf["max_concurrency_for_tpot_slo"] >= 1
+
+
+def test_plan_without_acceptance_prices_no_speculation_only(capsys):
+    _, out, _ = run(capsys, "plan", "--format", "json")
+    perf = json.loads(out)["perf"]
+    assert perf["speedup"] is None and perf["tpot_s_no_spec"] > 0 and "acceptance not given" in perf["note"]
+
+
+def test_speedup_json_contract(capsys):
+    code, out, _ = run(capsys, "speedup", "--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB",
+                       "--method", "ngram", "-k", "2,4", "--batch-size", "1,16,512", "--mean-accepted-length", "2.2",
+                       "--measured-at-k", "4", "--format", "json",
+                       "--candidate", "method=eagle3,draft=sgl-project/SpecForge-llama3-8B-eagle3,acceptance=0.75")
+    data = json.loads(out)
+    assert code == 0 and len(data["rows"]) == 6
+    for row in data["rows"]:
+        assert set(("batch_size", "k", "tokens_per_pass", "tpot_s", "tpot_s_no_spec", "speedup", "throughput_tok_s",
+                    "throughput_tok_s_no_spec")) <= set(row)
+        assert row["speedup"] == pytest.approx(row["tpot_s_no_spec"] / row["tpot_s"])
+    assert set(data["crossover_batch"]) == {"2", "4"} and set(data["best_k"]) == {"1", "16", "512"}
+    assert data["candidates"][0]["method"] == "eagle3"
+
+
+@pytest.mark.parametrize("args,needle", [
+    ([], "acceptance"),
+    (["--acceptance-rate", "1.5"], "acceptance_rate"),
+    (["--mean-accepted-length", "9", "--measured-at-k", "3"], "mean_accepted_length"),
+    (["--acceptance-rate", "0.5", "--batch-size", "0"], "batch_size"),
+    (["--acceptance-rate", "0.5", "--candidate", "method=eagle3"], "candidate"),
+])
+def test_speedup_bad_input(capsys, args, needle):
+    code, _, err = run(capsys, "speedup", "--method", "ngram", "-k", "3", "--target",
+                       "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB", *args)
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1

@@ -277,3 +277,44 @@ def build_inputs(data: dict) -> PlanInputs:
     return PlanInputs(deployment=deployment, workload=_workload(workload_data), engine=engine,
                       engine_version=None if version is None else str(version), headroom=headroom,
                       workload_defaulted=defaulted, raw=data)
+
+
+CANDIDATE_KEYS = {"method", "draft", "acceptance", "acceptance_rate", "mean_accepted_length", "k", "draft_tp"}
+
+
+def parse_candidate(text: str) -> dict:
+    """`method=eagle3,draft=ID,acceptance=0.8,k=3` -> {"speculative": SpeculativeConfig, "rate", "mean", "k"}."""
+    fields = {}
+    for part in str(text).split(","):
+        if not part.strip():
+            continue
+        key, sep, value = part.partition("=")
+        key = key.strip().lower()
+        if not sep or key not in CANDIDATE_KEYS:
+            raise SpecError("candidate", f"cannot read {part.strip()!r} in {text!r}",
+                            "method=M,draft=MODEL,acceptance=A or mean_accepted_length=T,k=K")
+        fields[key] = value.strip()
+    method = fields.get("method")
+    if method not in SPEC_METHODS or method == "none":
+        raise SpecError("candidate", f"method {method!r} in {text!r}", ", ".join(m for m in SPEC_METHODS if m != "none"))
+    rate = fields.get("acceptance") or fields.get("acceptance_rate")
+    mean = fields.get("mean_accepted_length")
+    if (rate is None) == (mean is None):
+        raise SpecError("candidate", f"{text!r} needs exactly one of acceptance=A or mean_accepted_length=T",
+                        "acceptance=A or mean_accepted_length=T")
+    draft = None
+    if fields.get("draft"):
+        draft = load_model(fields["draft"])
+        if method == "eagle":
+            draft = as_eagle_head(draft)
+    elif method in ("draft_model", "eagle", "eagle3", "medusa"):
+        raise SpecError("candidate", f"method {method} in {text!r} needs draft=MODEL", "draft=MODEL")
+    try:
+        k = int(fields["k"]) if "k" in fields else None
+        rate_value = float(rate) if rate is not None else None
+        mean_value = float(mean) if mean is not None else None
+        draft_tp = int(fields.get("draft_tp", 1))
+    except ValueError as err:
+        raise SpecError("candidate", f"{text!r}: {err}", "numbers for acceptance, mean_accepted_length, k") from None
+    spec = SpeculativeConfig(method=method, draft=draft, num_speculative_tokens=k or 1, draft_tp=draft_tp)
+    return {"label": text, "speculative": spec, "rate": rate_value, "mean": mean_value, "k": k}

@@ -24,7 +24,7 @@ def gpu_ids() -> list[str]:
 
 def _spec(row: dict, memory_bytes: int | None = None) -> GpuSpec:
     return GpuSpec(
-        gpu_id=row["id"], name=row["name"], vendor=row["vendor"],
+        gpu_id=row["id"], name=row["name"], vendor=row["vendor"], family=row.get("family", "unknown"),
         memory_bytes=memory_bytes if memory_bytes is not None else from_gib(row["memory_gib"]),
         memory_bandwidth_bytes_s=row["memory_bandwidth_bytes_s"], bf16_flops=row["bf16_flops"],
         fp8_flops=row["fp8_flops"], interconnect_bytes_s=row["interconnect_bytes_s"],
@@ -60,3 +60,26 @@ def load_gpu(gpu_id: str | None, memory_gib: float | None = None) -> GpuSpec:
     if memory is not None:
         spec.sources["memory"] = f"--gpu-memory-gib {memory_gib:g}"
     return spec
+
+
+@lru_cache(maxsize=1)
+def _efficiency_rows() -> dict:
+    return json.loads((resources.files("specsize.catalog") / "data" / "efficiency.json").read_text())["families"]
+
+
+def load_efficiency(gpu: GpuSpec, overrides: dict | None = None) -> "Efficiency":
+    """The calibrated efficiencies of the GPU's family, with any field overridden by the user."""
+    from ..core.perf import Efficiency  # noqa: PLC0415
+
+    rows = _efficiency_rows()
+    row = dict(rows.get(gpu.family, rows["unknown"]))
+    for key, value in (overrides or {}).items():
+        if value is None:
+            continue
+        if key not in row or key == "source":
+            raise SpecError(key, "unknown efficiency field", ", ".join(k for k in row if k != "source"))
+        if not value > 0:
+            raise SpecError(key, f"must be positive, got {value}", "a number > 0")
+        row[key] = float(value)
+        row["source"] = row["source"] + f"; {key} overridden by the user"
+    return Efficiency(family=gpu.family, **row)

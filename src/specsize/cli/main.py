@@ -52,7 +52,7 @@ def deployment_options(func):
         click.option("--draft", help="Draft model or head (draft_model, eagle, eagle3, medusa)."),
         click.option("--method", type=click.Choice(["none", "draft_model", "eagle", "eagle3", "mtp", "medusa", "ngram"]),
                      help="Speculative method."),
-        click.option("-k", "--num-speculative-tokens", type=int, help="Tokens drafted per step (k)."),
+        click.option("-k", "--num-speculative-tokens", help="Tokens drafted per step (k); `speedup` takes a list K,K,..."),
         click.option("--draft-tp", type=int, help="Tensor parallel size of a separate draft model (default 1)."),
         click.option("--gpu", help="GPU id from `specsize gpus`."),
         click.option("--gpus", type=int, help="GPUs in total (a multiple of tp x pp; more means replicas)."),
@@ -88,6 +88,72 @@ def deployment_options(func):
 
 
 WORKLOAD_FLAGS = ("prompt_tokens", "output_tokens", "samples_file", "concurrency", "burst_factor", "percentile")
+PERF_FLAGS = ("acceptance_rate", "mean_accepted_length", "measured_at_k", "tree_topk", "num_draft_tokens",
+              "tpot_slo_ms", "memory_efficiency", "compute_efficiency", "step_overhead_ms")
+
+
+def perf_options(func):
+    """Inputs of the performance model: acceptance (never guessed), tree drafting, SLO, efficiencies."""
+    options = [
+        click.option("--acceptance-rate", type=float, help="Per-token acceptance rate a in [0, 1]."),
+        click.option("--mean-accepted-length", type=float,
+                     help="Mean tokens per target pass incl. the bonus token, as measured (see --measured-at-k)."),
+        click.option("--measured-at-k", type=int, help="k at which --mean-accepted-length was measured "
+                     "(default: the deployment's k)."),
+        click.option("--tree-topk", type=int, default=1, show_default=True, help="Tree drafting: top-k branches."),
+        click.option("--num-draft-tokens", type=int, help="Tree drafting: tokens verified per sequence (N)."),
+        click.option("--tpot-slo-ms", type=float, help="TPOT target: report the concurrency that still meets it."),
+        click.option("--memory-efficiency", type=float, help="Override the achieved fraction of HBM bandwidth."),
+        click.option("--compute-efficiency", type=float, help="Override the achieved fraction of FLOP/s."),
+        click.option("--step-overhead-ms", type=float, help="Override the fixed cost of one forward step (ms)."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def perf_inputs(kw: dict, gpu, default_k: int | None):
+    """(efficiency, acceptance or None, tpot SLO in s, tree) from the perf flags (popped from kw)."""
+    from ..catalog.gpus import load_efficiency  # noqa: PLC0415
+    from ..core.errors import SpecError  # noqa: PLC0415
+    from ..planner.perf import Acceptance, Tree  # noqa: PLC0415
+
+    f = {name: kw.pop(name, None) for name in PERF_FLAGS}
+    if f["acceptance_rate"] is not None and f["mean_accepted_length"] is not None:
+        raise SpecError("acceptance_rate", "give either --acceptance-rate or --mean-accepted-length, not both",
+                        "one of the two")
+    acceptance = None
+    if f["acceptance_rate"] is not None or f["mean_accepted_length"] is not None:
+        acceptance = Acceptance(rate=f["acceptance_rate"], mean_accepted_length=f["mean_accepted_length"],
+                                measured_at_k=f["measured_at_k"] or default_k)
+    if f["tree_topk"] is not None and f["tree_topk"] < 1:
+        raise SpecError("tree_topk", f"must be >= 1, got {f['tree_topk']}", "an integer >= 1")
+    if f["num_draft_tokens"] is not None and f["num_draft_tokens"] < 1:
+        raise SpecError("num_draft_tokens", f"must be >= 1, got {f['num_draft_tokens']}", "an integer >= 1")
+    if f["tpot_slo_ms"] is not None and not f["tpot_slo_ms"] > 0:
+        raise SpecError("tpot_slo_ms", f"must be positive, got {f['tpot_slo_ms']}", "milliseconds > 0")
+    overrides = {"memory": f["memory_efficiency"], "compute": f["compute_efficiency"],
+                 "step_overhead_s": f["step_overhead_ms"] / 1e3 if f["step_overhead_ms"] else None}
+    for key in ("memory", "compute"):
+        if overrides[key] is not None and not 0 < overrides[key] <= 1:
+            raise SpecError(f"{key}_efficiency", f"must be in (0, 1], got {overrides[key]}", "a fraction")
+    eff = load_efficiency(gpu, overrides)
+    tree = Tree(topk=f["tree_topk"] or 1, num_draft_tokens=f["num_draft_tokens"])
+    return eff, acceptance, (f["tpot_slo_ms"] / 1e3 if f["tpot_slo_ms"] else None), tree
+
+
+def parse_int_list(value: str | None, field: str) -> list[int] | None:
+    from ..core.errors import SpecError  # noqa: PLC0415
+
+    if value is None:
+        return None
+    try:
+        items = [int(v) for v in str(value).replace(" ", "").split(",") if v]
+    except ValueError:
+        raise SpecError(field, f"cannot read {value!r}", "an integer or a comma-separated list") from None
+    if not items:
+        raise SpecError(field, "empty list", "an integer or a comma-separated list")
+    return items
 
 
 def load_inputs(kw: dict):
@@ -95,6 +161,13 @@ def load_inputs(kw: dict):
     from ..catalog.deployment import build_inputs, default_deployment, merge, read_deployment_file  # noqa: PLC0415
 
     path = kw.pop("deployment_file", None)
+    ks = parse_int_list(kw.get("num_speculative_tokens"), "num_speculative_tokens")
+    if ks is not None:
+        if len(ks) > 1:
+            from ..core.errors import SpecError  # noqa: PLC0415
+
+            raise SpecError("num_speculative_tokens", f"plan takes one k, got {len(ks)}", "a single integer")
+        kw["num_speculative_tokens"] = ks[0]
     workload = {name: kw.pop(name, None) for name in WORKLOAD_FLAGS}
     flags = {key: value for key, value in kw.items() if value is not None}
     if path:
@@ -125,6 +198,7 @@ def cli() -> None:
 
 @cli.command()
 @deployment_options
+@perf_options
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
 @click.option("-o", "--output", "output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
 @click.option("--force", is_flag=True, help="Replace an existing output file.")
@@ -138,9 +212,13 @@ def plan(fmt: str, output: str | None, force: bool, **kw) -> None:
     from ..engines import resolve_profile  # noqa: PLC0415
     from ..planner.plan import plan as make_plan  # noqa: PLC0415
 
+    perf_flags = {name: kw.pop(name, None) for name in PERF_FLAGS}
     inputs = load_inputs(kw)
+    d = inputs.deployment
+    eff, acceptance, slo, tree = perf_inputs(perf_flags, d.gpu, d.speculative.num_speculative_tokens or None)
     profile = resolve_profile(inputs.engine, inputs.engine_version)
-    result = make_plan(inputs.deployment, inputs.workload, profile, inputs.headroom)
+    result = make_plan(d, inputs.workload, profile, inputs.headroom, efficiency=eff, acceptance=acceptance,
+                       tpot_slo_s=slo, tree=tree)
     if inputs.workload_defaulted:
         click.echo("specsize: note: no workload given; using the default envelope of the embedded deployment",
                    err=True)
@@ -152,6 +230,52 @@ def plan(fmt: str, output: str | None, force: bool, **kw) -> None:
         from ..reports import text as renderer  # noqa: PLC0415
     write_output(renderer.render(result), output, force)
     sys.exit(EXIT_FOR_VERDICT[result.verdict.verdict])
+
+
+@cli.command()
+@deployment_options
+@perf_options
+@click.option("--batch-size", "batch_sizes", default="1,2,4,8,16,32,64,128", show_default=True,
+              help="Batch sizes B[,B...].")
+@click.option("--context-len", type=int, default=2048, show_default=True, help="Context length L of each sequence.")
+@click.option("--candidate", "candidates", multiple=True,
+              help="Compare another drafter: method=M[,draft=MODEL][,acceptance=A|mean_accepted_length=T][,k=K]. "
+                   "Repeatable.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
+@click.option("-o", "--output", "output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
+@click.option("--force", is_flag=True, help="Replace an existing output file.")
+def speedup(batch_sizes: str, context_len: int, candidates: tuple[str, ...], fmt: str, output: str | None,
+            force: bool, **kw) -> None:
+    """What speculation is worth at each batch size and k: TPOT, throughput, speed-up, crossover, best k.
+
+    Takes the deployment flags of `plan`; acceptance must be given (--acceptance-rate or
+    --mean-accepted-length). speed-up = TPOT without speculation / TPOT with it, at the same batch size.
+    """
+    from ..core.errors import SpecError  # noqa: PLC0415
+    from ..engines import resolve_profile  # noqa: PLC0415
+    from ..planner.speedup import compare_drafters  # noqa: PLC0415
+
+    batches = parse_int_list(batch_sizes, "batch_size")
+    ks = parse_int_list(kw.get("num_speculative_tokens"), "num_speculative_tokens")
+    kw["num_speculative_tokens"] = None if ks is None else ks[0]
+    perf_flags = {name: kw.pop(name, None) for name in PERF_FLAGS}
+    inputs = load_inputs(kw)
+    d = inputs.deployment
+    eff, acceptance, _, tree = perf_inputs(perf_flags, d.gpu, d.speculative.num_speculative_tokens or None)
+    if acceptance is None:
+        raise SpecError("acceptance_rate", "speedup needs the acceptance of the drafter",
+                        "--acceptance-rate A or --mean-accepted-length T (measured, never assumed)")
+    if context_len < 1:
+        raise SpecError("context_len", f"must be >= 1, got {context_len}", "tokens >= 1")
+    if d.gpu.memory_bandwidth_bytes_s <= 0:
+        raise SpecError("gpu", "a GPU given only by --gpu-memory-gib has no bandwidth or FLOP/s", "a catalog GPU id")
+    profile = resolve_profile(inputs.engine, inputs.engine_version)
+    result = compare_drafters(d, profile, eff, acceptance, batches, ks or [d.speculative.num_speculative_tokens],
+                              context_len, tree, candidates)
+    from ..reports import speedup as renderer  # noqa: PLC0415
+
+    write_output(renderer.render(result, fmt), output, force)
+    sys.exit(0)
 
 
 @cli.command()

@@ -121,6 +121,7 @@ class GpuSpec:
     fp8_flops: float | None  # dense; None where the card has no fp8 tensor cores
     interconnect_bytes_s: float  # per GPU, one direction
     vendor: str = "nvidia"
+    family: str = "unknown"  # selects the calibrated efficiencies of the performance model
     sources: dict = field(default_factory=dict, compare=False, hash=False)
 
 

@@ -185,3 +185,16 @@ def weight_breakdown(m: ModelSpec, tp: int = 1, pp: int = 1, dtype: str | None =
 def total_params(m: ModelSpec) -> int:
     """Parameter count of the whole checkpoint (TP=1, every layer), for comparison with published counts."""
     return weight_breakdown(m, tp=1, rotary_cache=False).params
+
+
+def expert_bytes_per_rank(m: ModelSpec, tp: int, dtype: str | None = None,
+                          quant: Quantization | None = None) -> tuple[int, int]:
+    """(bytes, params) of one routed expert of one MoE layer on one rank; (0, 0) for a dense model."""
+    if m.moe is None:
+        return 0, 0
+    wb = DTYPE_BYTES[dtype or m.dtype]
+    q = quant if quant is not None else m.quantization
+    inter = m.moe.expert_intermediate_size // tp
+    h = m.hidden_size
+    bias = m.moe.expert_bias
+    return (linear_bytes(2 * inter, h, wb, q, bias=bias) + linear_bytes(h, inter, wb, q, bias=bias), 3 * h * inter)

@@ -12,6 +12,7 @@ from ..core.errors import SpecError
 from ..core.memory import AccountingProfile, MemoryAccount, account
 from ..core.specs import Deployment, Workload, quantization_override
 from ..core.units import GiB
+from .perf import Acceptance, PerfSummary, Tree, summarize
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,7 @@ class PlanResult:
     memory: MemoryAccount
     verdict: Verdict
     warnings: tuple[str, ...]
+    perf: PerfSummary | None = None
 
 
 def validate(d: Deployment, w: Workload, headroom: float) -> None:
@@ -85,7 +87,10 @@ def validate(d: Deployment, w: Workload, headroom: float) -> None:
                             "p50 <= p95 <= p99 <= max")
 
 
-def plan(d: Deployment, w: Workload, profile: AccountingProfile, headroom: float = 0.20) -> PlanResult:
+def plan(d: Deployment, w: Workload, profile: AccountingProfile, headroom: float = 0.20, *,
+         efficiency=None, acceptance: Acceptance | None = None, tpot_slo_s: float | None = None,
+         tree: Tree = Tree()) -> PlanResult:
+    """The memory account, envelope and verdict; with `efficiency`, the performance section too."""
     validate(d, w, headroom)
     quant = quantization_override(d.engine.quantization, d.target)
     if quant is not None and quant.method == "none":
@@ -119,5 +124,13 @@ def plan(d: Deployment, w: Workload, profile: AccountingProfile, headroom: float
     if d.speculative.method == "draft_model" and d.speculative.draft_tp == 1 and d.tp > 1:
         warnings.append(f"the draft model runs unsharded on rank 0 (draft_tp=1): that GPU holds "
                         f"{mem.weights_draft_bytes / GiB:.2f} GiB more than its peers and sets the pool size")
+    perf = None
+    if efficiency is not None and d.gpu.memory_bandwidth_bytes_s > 0:
+        batch = max(1, min(w.concurrency, s.max_num_seqs))
+        context = w.prompt_tokens.p50 + w.output_tokens.p50 // 2
+        perf = summarize(d, mem, efficiency, acceptance, batch, context, w.prompt_tokens.p50, tpot_slo_s, tree)
+        if perf.speedup is not None and perf.speedup < 1:
+            below = f"; it pays below {perf.crossover_batch} sequences" if perf.crossover_batch else ""
+            warnings.append(f"at {batch} concurrent requests speculation is a slowdown ({perf.speedup:.2f}x){below}")
     return PlanResult(deployment=d, workload=w, profile=profile, memory=mem, verdict=verdict,
-                      warnings=tuple(warnings))
+                      warnings=tuple(warnings), perf=perf)

@@ -25,6 +25,17 @@ def _case(c: EnvelopeCase) -> dict:
     }
 
 
+def perf_to_dict(r: PlanResult) -> dict | None:
+    p = r.perf
+    if p is None:
+        return None
+    gpus = r.deployment.gpus_per_instance
+    out = asdict(p)
+    out["throughput_tok_s_per_gpu"] = p.throughput_tok_s / gpus if p.throughput_tok_s is not None else None
+    out["throughput_tok_s_no_spec_per_gpu"] = p.throughput_tok_s_no_spec / gpus
+    return out
+
+
 def plan_to_dict(r: PlanResult) -> dict:
     m, v, d, s = r.memory, r.verdict, r.deployment, r.memory.settings
     sp = d.speculative
@@ -55,6 +66,7 @@ def plan_to_dict(r: PlanResult) -> dict:
             "weights_target_detail": {k: val for k, val in asdict(m.weights_target).items()},
             "activation_detail": dict(m.activation_terms),
         },
+        "perf": perf_to_dict(r),
         "envelope": _case(v.worst_case),
         "expected": _case(v.expected),
         "shapes": [asdict(shape) for shape in v.shapes],

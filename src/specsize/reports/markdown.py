@@ -19,6 +19,10 @@ def render(r: PlanResult) -> str:
     lines += [""] + [f"- {line}" for line in rows.summary_lines(r)]
     lines += ["", "## Workload envelope", ""] + _table(rows.ENVELOPE_HEADER, rows.envelope_rows(r))
     lines += ["", "## Capacity per request shape", ""] + _table(rows.SHAPES_HEADER, rows.shape_rows(r))
+    if r.perf is not None:
+        lines += ["", "## Performance", ""] + _table(rows.PERF_HEADER, rows.perf_rows(r))
+        if r.perf.note:
+            lines += ["", f"Note: {r.perf.note}"]
     notes = [f"- **{reason}**" for reason in r.verdict.reasons] + [f"- {w}" for w in r.warnings]
     if notes:
         lines += ["", "## Notes", ""] + notes

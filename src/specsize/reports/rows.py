@@ -93,3 +93,31 @@ def summary_lines(r: PlanResult) -> list[str]:
         f"{m.settings.max_model_len:,} tokens per request: {m.max_concurrency:.2f}x",
     ]
     return lines
+
+
+PERF_HEADER = ("", "no speculation", "with speculation")
+
+
+def perf_rows(r: PlanResult) -> list[tuple[str, str, str]]:
+    p = r.perf
+    if p is None:
+        return []
+
+    def ms(x):
+        return "-" if x is None else f"{x * 1e3:.2f} ms"
+
+    def tps(x):
+        return "-" if x is None else f"{x:,.0f} tok/s"
+
+    rows = [("TPOT at batch {} (context {:,})".format(p.batch_size, p.context_len), ms(p.tpot_s_no_spec), ms(p.tpot_s)),
+            ("throughput per engine", tps(p.throughput_tok_s_no_spec), tps(p.throughput_tok_s)),
+            ("TTFT (p50 prompt, no queue)", ms(p.ttft_s), ms(p.ttft_s))]
+    if p.speedup is not None:
+        rows.append(("speed-up (TPOT)", "1.00x", f"{p.speedup:.2f}x"))
+        rows.append(("tokens per target pass", "1", f"{p.tokens_per_pass:.2f} (a = {p.acceptance_rate:.3f})"))
+        rows.append(("crossover batch (speed-up < 1)", "", str(p.crossover_batch or "none up to max_num_seqs")))
+        rows.append((f"best k at batch {p.batch_size}", "", str(p.best_k)))
+    if p.tpot_slo_s:
+        rows.append((f"concurrency meeting TPOT <= {p.tpot_slo_s * 1e3:g} ms", "",
+                     str(p.max_concurrency_for_tpot_slo)))
+    return rows

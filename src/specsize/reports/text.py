@@ -31,6 +31,11 @@ def render(r: PlanResult, width: int = 110) -> str:
         console.print(line)
     console.print(table(rows.ENVELOPE_HEADER, rows.envelope_rows(r), "Workload envelope", {2, 3, 4, 5}))
     console.print(table(rows.SHAPES_HEADER, rows.shape_rows(r), "Capacity per request shape", {1, 2, 3, 4, 5}))
+    if r.perf is not None:
+        console.print(table(rows.PERF_HEADER, rows.perf_rows(r), f"Performance ({r.perf.bound_no_spec}-bound decode)",
+                            {1, 2}))
+        if r.perf.note:
+            console.print(f"note: {r.perf.note}")
     for reason in r.verdict.reasons:
         console.print(f"! {reason}")
     for warning in r.warnings:

@@ -1,0 +1,297 @@
+"""Step times and what speculation is worth, per engine instance. Pure: no I/O.
+
+One forward pass of B sequences, each scoring q new tokens over a context of L tokens, on one GPU of a
+TP group:
+
+    time = max(flops / (peak_flops x eff_compute), bytes / (bandwidth x eff_memory))
+           + step overhead + 2 all-reduces per layer (TP > 1)
+
+bytes = weights read once per step (for MoE: the shared part plus every distinct expert the step's B x q
+tokens touch) + the KV cache of every sequence's context; flops = 2 x active parameters x tokens +
+attention over the context. A speculative step is one verification pass of k+1 positions per sequence,
+the drafter's k steps and a fixed per-step cost (rejection sampling, bookkeeping):
+
+    tokens_per_pass = (1 - a^(k+1)) / (1 - a)          (Leviathan et al. 2023, eq. 1)
+    speedup(B)      = tokens_per_pass x t_decode(B) / t_spec_step(B)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .errors import SpecError
+from .kvcache import model_kv_layers
+from .specs import DTYPE_BYTES, Deployment, GpuSpec, ModelSpec, Quantization
+from .weights import expert_bytes_per_rank, padded_vocab, weight_breakdown
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """Achieved fractions of a GPU family's peaks and fixed per-step costs (calibrated; overridable)."""
+
+    family: str
+    memory: float  # achieved fraction of HBM bandwidth in decode
+    compute: float  # achieved fraction of dense tensor FLOP/s in large GEMMs
+    step_overhead_s: float  # per target forward: launches, sampler, scheduler
+    spec_step_overhead_s: float  # per speculative step, every method: rejection sampler, bookkeeping
+    draft_step_overhead_s: float  # per drafter forward
+    draft_setup_overhead_s: float  # per speculative step with a model-based drafter: its pass over the accepted tokens
+    allreduce_latency_s: float  # per all-reduce
+    ngram_per_seq_s: float = 2e-5  # CPU prompt-lookup per sequence per step
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class ModelCost:
+    """What one forward of a model costs on one GPU, precomputed once (per GPU, bytes and params)."""
+
+    dense_bytes: int  # weights read every step whatever the routing
+    dense_params: int  # parameters that multiply every token
+    expert_bytes: int  # one routed expert of one MoE layer
+    expert_params: int
+    moe_layers: int
+    num_experts: int
+    top_k: int
+    kv_layers: tuple  # (bytes per token, window or None, heads on this GPU x head dim) per attention layer
+    hidden: int
+    n_layers: int
+    act_bytes: int
+    tp: int
+    fp8_compute: bool
+
+
+@dataclass(frozen=True)
+class StepTime:
+    time_s: float
+    flops: float
+    bytes: float
+    bound: str  # "memory" or "compute" (or "overhead" when neither dominates the fixed costs)
+
+
+def tokens_per_pass(acceptance: float, k: int) -> float:
+    """Expected tokens a verification pass yields (accepted drafts + the bonus token)."""
+    if k < 0:
+        raise SpecError("num_speculative_tokens", f"must be >= 0, got {k}", "an integer >= 0")
+    if not 0 <= acceptance <= 1:
+        raise SpecError("acceptance_rate", f"must be in [0, 1], got {acceptance}", "a per-token rate in [0, 1]")
+    if acceptance == 1:
+        return float(k + 1)
+    return (1 - acceptance ** (k + 1)) / (1 - acceptance)
+
+
+def acceptance_from_mean_length(mean_length: float, k: int) -> float:
+    """The per-token rate a whose tokens_per_pass(a, k) equals the mean accepted length (incl. bonus)."""
+    if k < 1:
+        raise SpecError("num_speculative_tokens", f"must be >= 1, got {k}", "an integer >= 1")
+    if not 1 <= mean_length <= k + 1:
+        raise SpecError("mean_accepted_length", f"{mean_length} is outside [1, k+1] = [1, {k + 1}] for k={k}",
+                        f"a number from 1 to {k + 1}")
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if tokens_per_pass(mid, k) < mean_length:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def tree_tokens_per_pass(acceptance: float, depth: int, topk: int, num_draft_tokens: int) -> float:
+    """Tree drafting (SGLang EAGLE): top-`topk` candidates per depth make each depth's acceptance
+    1 - (1 - a)^topk; the chain of `depth` such levels is capped by the `num_draft_tokens` verified."""
+    a_level = 1 - (1 - acceptance) ** max(1, topk)
+    return min(tokens_per_pass(a_level, depth), float(num_draft_tokens + 1))
+
+
+def model_cost(m: ModelSpec, tp: int, dtype: str, quant: Quantization | None, *, share_embeddings: bool = False,
+               kv_dtype_bytes: int = 2, layers: int | None = None, include_mtp_only: bool = False) -> ModelCost:
+    if include_mtp_only:
+        full = weight_breakdown(m, tp, 1, dtype, quant, include_mtp=True, rotary_cache=False)
+        base = weight_breakdown(m, tp, 1, dtype, quant, include_mtp=False, rotary_cache=False)
+        # the MTP module reads its layer plus the shared lm_head
+        dense_bytes = full.total - base.total + base.lm_head
+        per_layer_expert, expert_params = expert_bytes_per_rank(m, tp, dtype, quant)
+        moe_layers = m.num_mtp_layers if m.moe else 0
+        routed = moe_layers * m.moe.num_experts * per_layer_expert if m.moe else 0
+        dense_bytes -= routed
+        dense_params = (full.params - base.params) + base.lm_head // DTYPE_BYTES[dtype] - (
+            moe_layers * m.moe.num_experts * expert_params if m.moe else 0)
+        n_layers = m.num_mtp_layers
+    else:
+        w = weight_breakdown(m, tp, 1, dtype, quant, share_embeddings=share_embeddings, rotary_cache=False)
+        per_layer_expert, expert_params = expert_bytes_per_rank(m, tp, dtype, quant)
+        moe_layers = len(m.moe.moe_layers) if m.moe else 0
+        routed_bytes = moe_layers * (m.moe.num_experts if m.moe else 0) * per_layer_expert
+        # an embedding lookup reads B rows, not the table; a tied table is read whole as the lm_head
+        tied = w.lm_head == 0 and not share_embeddings
+        emb_bytes = 0 if tied else w.embedding
+        dense_bytes = w.total - emb_bytes - routed_bytes
+        emb_params = emb_bytes // DTYPE_BYTES[dtype]
+        dense_params = w.params - emb_params - moe_layers * (m.moe.num_experts if m.moe else 0) * expert_params
+        n_layers = m.num_layers
+    kv = []
+    heads = m.num_attention_heads // tp
+    for layer in model_kv_layers(m, tp, kv_dtype_bytes, "x", layers=layers if layers else None):
+        width = heads * (m.mla.kv_lora_rank + m.mla.qk_rope_head_dim) if m.mla else heads * m.head_dim
+        kv.append((layer.bytes_per_token, layer.window, width))
+    return ModelCost(dense_bytes=dense_bytes, dense_params=max(0, dense_params), expert_bytes=per_layer_expert,
+                     expert_params=expert_params, moe_layers=moe_layers,
+                     num_experts=m.moe.num_experts if m.moe else 0, top_k=m.moe.experts_per_token if m.moe else 0,
+                     kv_layers=tuple(kv), hidden=m.hidden_size, n_layers=n_layers, act_bytes=DTYPE_BYTES[dtype],
+                     tp=tp, fp8_compute=bool(quant and quant.method in ("fp8", "nvfp4", "mxfp4")))
+
+
+def distinct_experts(num_experts: int, top_k: int, tokens: int) -> float:
+    """Expected distinct experts that `tokens` tokens, each routed to top_k of num_experts, touch."""
+    if num_experts == 0 or tokens <= 0:
+        return 0.0
+    return num_experts * (1 - (1 - top_k / num_experts) ** tokens)
+
+
+def forward_time(c: ModelCost, gpu: GpuSpec, eff: Efficiency, batch: int, q: int, context: int,
+                 overhead: bool = True) -> StepTime:
+    """One forward of `batch` sequences scoring `q` new tokens each over `context` tokens of history."""
+    tokens = batch * q
+    touched = distinct_experts(c.num_experts, c.top_k, tokens)
+    weight_bytes = c.dense_bytes + c.moe_layers * touched * c.expert_bytes
+    kv_bytes = 0.0
+    attn_flops = 0.0
+    for per_token, window, width in c.kv_layers:
+        span = min(context, window) if window else context
+        kv_bytes += batch * span * per_token
+        attn_flops += 4.0 * tokens * span * width
+    flops = 2.0 * tokens * (c.dense_params + c.moe_layers * c.top_k * c.expert_params) + attn_flops
+    bytes_moved = weight_bytes + kv_bytes + 2.0 * tokens * c.hidden * c.act_bytes * c.n_layers
+    peak = gpu.fp8_flops if (c.fp8_compute and gpu.fp8_flops) else gpu.bf16_flops
+    t_compute = flops / (peak * eff.compute) if peak else 0.0
+    t_memory = bytes_moved / (gpu.memory_bandwidth_bytes_s * eff.memory) if gpu.memory_bandwidth_bytes_s else 0.0
+    comm = 0.0
+    if c.tp > 1:
+        payload = tokens * c.hidden * c.act_bytes * 2 * (c.tp - 1) / c.tp
+        link = gpu.interconnect_bytes_s or 1e12
+        comm = 2 * c.n_layers * (eff.allreduce_latency_s + payload / link)
+    fixed = eff.step_overhead_s if overhead else 0.0
+    core = max(t_compute, t_memory)
+    return StepTime(time_s=core + comm + fixed, flops=flops, bytes=bytes_moved,
+                    bound="compute" if t_compute > t_memory else "memory")
+
+
+@dataclass(frozen=True)
+class SpecCosts:
+    """Everything needed to price steps of one deployment, built once."""
+
+    target: ModelCost
+    draft: ModelCost | None
+    draft_gpu_tp: int
+    method: str
+    gpu: GpuSpec
+    eff: Efficiency
+    verify_width: int  # positions scored per sequence in a verification pass
+    draft_steps: int  # drafter forwards per speculative step
+    draft_width: int  # tokens per sequence in each drafter forward (tree top-k)
+
+
+def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization | None, kv_dtype_bytes: int,
+                k: int | None = None, tree_topk: int = 1, num_draft_tokens: int | None = None) -> SpecCosts:
+    sp = d.speculative
+    k = sp.num_speculative_tokens if k is None else k
+    target = model_cost(d.target, d.tp, dtype, quant, kv_dtype_bytes=kv_dtype_bytes)
+    draft = None
+    draft_tp = d.tp
+    if sp.method == "draft_model" and sp.draft is not None:
+        draft_tp = sp.draft_tp
+        draft = model_cost(sp.draft, sp.draft_tp, dtype, sp.draft.quantization, kv_dtype_bytes=kv_dtype_bytes)
+    elif sp.method in ("eagle", "eagle3") and sp.draft is not None:
+        head = model_cost(sp.draft, d.tp, dtype, None, share_embeddings=True, kv_dtype_bytes=kv_dtype_bytes)
+        if sp.method == "eagle" and not sp.draft.draft_vocab_size:
+            # EAGLE-1 heads project through the target's lm_head every draft step
+            lm_head = padded_vocab(d.target.vocab_size) // d.tp * d.target.hidden_size * DTYPE_BYTES[dtype]
+            head = ModelCost(**{**head.__dict__, "dense_bytes": head.dense_bytes + lm_head,
+                                "dense_params": head.dense_params + lm_head // DTYPE_BYTES[dtype]})
+        draft = head
+    elif sp.method == "mtp":
+        draft = model_cost(d.target, d.tp, dtype, quant, kv_dtype_bytes=kv_dtype_bytes, include_mtp_only=True,
+                           layers=d.target.num_mtp_layers)
+    elif sp.method == "medusa" and sp.draft is not None:
+        draft = model_cost(sp.draft, d.tp, dtype, None, kv_dtype_bytes=kv_dtype_bytes)
+        draft = ModelCost(**{**draft.__dict__, "kv_layers": ()})  # Medusa heads keep no KV cache
+    width = num_draft_tokens if (tree_topk > 1 and num_draft_tokens) else k
+    steps = 1 if sp.method == "medusa" else (0 if sp.method in ("ngram", "none") else k)
+    return SpecCosts(target=target, draft=draft, draft_gpu_tp=draft_tp, method=sp.method, gpu=d.gpu, eff=eff,
+                     verify_width=width + 1, draft_steps=steps, draft_width=max(1, tree_topk))
+
+
+def decode_step(c: SpecCosts, batch: int, context: int) -> StepTime:
+    return forward_time(c.target, c.gpu, c.eff, batch, 1, context)
+
+
+def spec_step_time(c: SpecCosts, batch: int, context: int) -> float:
+    """One speculative step: drafting, one verification pass of verify_width positions, fixed costs."""
+    verify = forward_time(c.target, c.gpu, c.eff, batch, c.verify_width, context).time_s
+    if c.method == "ngram":
+        return verify + c.eff.spec_step_overhead_s + c.eff.ngram_per_seq_s * batch
+    draft = 0.0
+    if c.draft is not None and c.draft_steps:
+        one = forward_time(c.draft, c.gpu, c.eff, batch, c.draft_width, context, overhead=False).time_s
+        draft = c.draft_steps * (one + c.eff.draft_step_overhead_s) + c.eff.draft_setup_overhead_s
+    return verify + c.eff.spec_step_overhead_s + draft
+
+
+@dataclass(frozen=True)
+class SpeedupPoint:
+    batch_size: int
+    k: int
+    tokens_per_pass: float
+    tpot_s: float
+    tpot_s_no_spec: float
+    speedup: float
+    throughput_tok_s: float
+    throughput_tok_s_no_spec: float
+    bound_no_spec: str
+
+
+def speedup_point(c: SpecCosts, batch: int, context: int, per_pass: float, k: int) -> SpeedupPoint:
+    plain = decode_step(c, batch, context)
+    step = spec_step_time(c, batch, context)
+    tpot = step / per_pass
+    return SpeedupPoint(batch_size=batch, k=k, tokens_per_pass=per_pass, tpot_s=tpot, tpot_s_no_spec=plain.time_s,
+                        speedup=plain.time_s / tpot, throughput_tok_s=batch / tpot,
+                        throughput_tok_s_no_spec=batch / plain.time_s, bound_no_spec=plain.bound)
+
+
+def crossover_batch(points: list[SpeedupPoint]) -> int | None:
+    """The smallest batch size at which speculation stops paying (speed-up < 1), among those given."""
+    for p in sorted(points, key=lambda p: p.batch_size):
+        if p.speedup < 1:
+            return p.batch_size
+    return None
+
+
+def prefill_time(c: SpecCosts, prompt_tokens: int, chunk: int, context_batch: int = 0) -> float:
+    """Time to prefill one prompt in chunks of `chunk` tokens (each chunk one engine step)."""
+    total = 0.0
+    done = 0
+    while done < prompt_tokens:
+        size = min(chunk, prompt_tokens - done)
+        total += forward_time(c.target, c.gpu, c.eff, 1, size, done + size // 2).time_s
+        done += size
+    return total
+
+
+def concurrency_for_tpot(tpot_at, slo_s: float, upper: int) -> int:
+    """The largest concurrency in [1, upper] whose TPOT (tpot_at(B), non-decreasing in B) meets the SLO; 0 if none."""
+    if tpot_at(1) > slo_s:
+        return 0
+    lo, hi = 1, upper
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if tpot_at(mid) <= slo_s:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def safe_ratio(a: float, b: float) -> float:
+    return a / b if b else math.inf

@@ -1,0 +1,167 @@
+"""What speculation is worth for a deployment: speed-up tables, crossover batch, best k, latency at a load.
+
+Acceptance is always an explicit input (a per-token rate, or a mean accepted length measured at some k);
+without it, only the no-speculation figures are given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..core.errors import SpecError
+from ..core.memory import MemoryAccount
+from ..core.perf import (Efficiency, SpecCosts, SpeedupPoint, acceptance_from_mean_length, build_costs,
+                         concurrency_for_tpot, crossover_batch, decode_step, prefill_time, speedup_point,
+                         tokens_per_pass, tree_tokens_per_pass)
+from ..core.specs import Deployment, SpeculativeConfig
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    rate: float | None = None
+    mean_accepted_length: float | None = None
+    measured_at_k: int | None = None
+    source: str = "user"
+
+    def per_token(self, default_k: int) -> float:
+        if self.rate is not None:
+            if not 0 <= self.rate <= 1:
+                raise SpecError("acceptance_rate", f"must be in [0, 1], got {self.rate}", "a rate in [0, 1]")
+            return self.rate
+        if self.mean_accepted_length is None:
+            raise SpecError("acceptance_rate", "no acceptance given",
+                            "--acceptance-rate A or --mean-accepted-length T")
+        return acceptance_from_mean_length(self.mean_accepted_length, self.measured_at_k or default_k)
+
+
+@dataclass(frozen=True)
+class Tree:
+    topk: int = 1
+    num_draft_tokens: int | None = None  # None: a chain of k
+
+
+def _tokens_per_pass(a: float, k: int, tree: Tree) -> float:
+    if tree.topk > 1:
+        return tree_tokens_per_pass(a, k, tree.topk, tree.num_draft_tokens or k * tree.topk)
+    return tokens_per_pass(a, k)
+
+
+def _costs(d: Deployment, mem: MemoryAccount, eff: Efficiency, k: int, tree: Tree) -> SpecCosts:
+    s = mem.settings
+    if d.speculative.enabled and k != d.speculative.num_speculative_tokens:
+        d = replace(d, speculative=replace(d.speculative, num_speculative_tokens=k))
+    return build_costs(d, eff, s.dtype, s.quantization, s.kv_dtype_bytes, k=k, tree_topk=tree.topk,
+                       num_draft_tokens=tree.num_draft_tokens if tree.topk > 1 else None)
+
+
+@dataclass(frozen=True)
+class SpeedupTable:
+    rows: tuple[SpeedupPoint, ...]
+    crossover_batch: dict  # k -> B or None
+    best_k: dict  # B -> k
+    acceptance_rate: float
+    context_len: int
+
+
+def speedup_table(d: Deployment, mem: MemoryAccount, eff: Efficiency, acceptance: Acceptance,
+                  batch_sizes: list[int], ks: list[int], context_len: int, tree: Tree = Tree()) -> SpeedupTable:
+    if not d.speculative.enabled:
+        raise SpecError("method", "a speed-up needs a speculative method", "draft_model, eagle, eagle3, mtp, medusa, ngram")
+    for b in batch_sizes:
+        if b < 1:
+            raise SpecError("batch_size", f"must be >= 1, got {b}", "integers >= 1")
+    for k in ks:
+        if k < 1:
+            raise SpecError("num_speculative_tokens", f"must be >= 1, got {k}", "integers >= 1")
+    a = acceptance.per_token(d.speculative.num_speculative_tokens or ks[0])
+    rows = []
+    crossover, best = {}, {}
+    for k in ks:
+        costs = _costs(d, mem, eff, k, tree)
+        per_pass = _tokens_per_pass(a, k, tree)
+        points = [speedup_point(costs, b, context_len, per_pass, k) for b in batch_sizes]
+        rows += points
+        crossover[k] = crossover_batch(points)
+    for b in batch_sizes:
+        at_b = [r for r in rows if r.batch_size == b]
+        best[b] = max(at_b, key=lambda r: r.speedup).k
+    return SpeedupTable(rows=tuple(rows), crossover_batch=crossover, best_k=best, acceptance_rate=a,
+                        context_len=context_len)
+
+
+@dataclass(frozen=True)
+class PerfSummary:
+    batch_size: int
+    context_len: int
+    acceptance_rate: float | None
+    tokens_per_pass: float | None
+    tpot_s: float | None
+    tpot_s_no_spec: float
+    speedup: float | None
+    throughput_tok_s: float | None
+    throughput_tok_s_no_spec: float
+    crossover_batch: int | None
+    best_k: int | None
+    ttft_s: float
+    bound_no_spec: str
+    max_concurrency_for_tpot_slo: int | None
+    tpot_slo_s: float | None
+    note: str | None
+
+
+def find_crossover(costs: SpecCosts, per_pass: float, context: int, upper: int) -> int | None:
+    """Smallest batch in [1, upper] with speed-up < 1 (speed-up falls with batch once compute-bound)."""
+    def slower(b: int) -> bool:
+        return speedup_point(costs, b, context, per_pass, 0).speedup < 1
+
+    if not slower(upper):
+        return None
+    lo, hi = 1, upper
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if slower(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def summarize(d: Deployment, mem: MemoryAccount, eff: Efficiency, acceptance: Acceptance | None,
+              batch_size: int, context_len: int, prompt_len: int, tpot_slo_s: float | None = None,
+              tree: Tree = Tree(), k_range: range = range(1, 9)) -> PerfSummary:
+    s = mem.settings
+    k = d.speculative.num_speculative_tokens
+    spec_on = d.speculative.enabled
+    plain_costs = _costs(replace(d, speculative=SpeculativeConfig()), mem, eff, 0, Tree())
+    plain = decode_step(plain_costs, batch_size, context_len)
+    ttft = prefill_time(plain_costs, prompt_len, s.max_num_batched_tokens)
+    upper = max(1, s.max_num_seqs)
+    note = None
+    if not spec_on or acceptance is None:
+        note = None if not spec_on else ("acceptance not given: pass --acceptance-rate or --mean-accepted-length "
+                                         "to price speculation")
+
+        def tpot_plain(b: int) -> float:
+            return decode_step(plain_costs, b, context_len).time_s
+
+        slo = concurrency_for_tpot(tpot_plain, tpot_slo_s, upper) if tpot_slo_s else None
+        return PerfSummary(batch_size=batch_size, context_len=context_len, acceptance_rate=None,
+                           tokens_per_pass=None, tpot_s=None, tpot_s_no_spec=plain.time_s, speedup=None,
+                           throughput_tok_s=None, throughput_tok_s_no_spec=batch_size / plain.time_s,
+                           crossover_batch=None, best_k=None, ttft_s=ttft, bound_no_spec=plain.bound,
+                           max_concurrency_for_tpot_slo=slo, tpot_slo_s=tpot_slo_s, note=note)
+    a = acceptance.per_token(k)
+    costs = _costs(d, mem, eff, k, tree)
+    per_pass = _tokens_per_pass(a, k, tree)
+    point = speedup_point(costs, batch_size, context_len, per_pass, k)
+    best = max(k_range, key=lambda kk: speedup_point(_costs(d, mem, eff, kk, tree), batch_size, context_len,
+                                                     _tokens_per_pass(a, kk, tree), kk).speedup)
+    slo = None
+    if tpot_slo_s:
+        slo = concurrency_for_tpot(lambda b: speedup_point(costs, b, context_len, per_pass, k).tpot_s,
+                                   tpot_slo_s, upper)
+    return PerfSummary(batch_size=batch_size, context_len=context_len, acceptance_rate=a, tokens_per_pass=per_pass,
+                       tpot_s=point.tpot_s, tpot_s_no_spec=point.tpot_s_no_spec, speedup=point.speedup,
+                       throughput_tok_s=point.throughput_tok_s, throughput_tok_s_no_spec=point.throughput_tok_s_no_spec,
+                       crossover_batch=find_crossover(costs, per_pass, context_len, upper), best_k=best, ttft_s=ttft,
+                       bound_no_spec=plain.bound, max_concurrency_for_tpot_slo=slo, tpot_slo_s=tpot_slo_s, note=note)

@@ -1,0 +1,75 @@
+"""Rendering of `specsize speedup`: the contract in docs/json.md, a terminal table, Markdown."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+from ..planner.speedup import DrafterResult, SpeedupReport
+
+ROW_FIELDS = ("batch_size", "k", "tokens_per_pass", "tpot_s", "tpot_s_no_spec", "speedup", "throughput_tok_s",
+              "throughput_tok_s_no_spec")
+
+
+def _table_dict(r: DrafterResult) -> dict:
+    t = r.table
+    return {
+        "rows": [{f: getattr(p, f) for f in ROW_FIELDS} | {"bound_no_spec": p.bound_no_spec} for p in t.rows],
+        "crossover_batch": {str(k): b for k, b in t.crossover_batch.items()},
+        "best_k": {str(b): k for b, k in t.best_k.items()},
+        "acceptance_rate": t.acceptance_rate,
+    }
+
+
+def to_dict(report: SpeedupReport) -> dict:
+    own, others = report.drafters[0], report.drafters[1:]
+    out = {"schema_version": "1.0", **_table_dict(own), "context_len": report.context_len,
+           "method": own.method, "draft": own.draft, "kv_cache_tokens": own.kv_cache_tokens,
+           "efficiency": asdict(report.efficiency),
+           "candidates": [{"label": c.label, "method": c.method, "draft": c.draft, "kv_cache_tokens": c.kv_cache_tokens,
+                           "weights_draft_bytes": c.weights_draft_bytes, **_table_dict(c)} for c in others]}
+    return out
+
+
+def _grid(r: DrafterResult) -> list[list[str]]:
+    ks = sorted({p.k for p in r.table.rows})
+    batches = sorted({p.batch_size for p in r.table.rows})
+    lookup = {(p.batch_size, p.k): p for p in r.table.rows}
+    rows = []
+    for b in batches:
+        plain = lookup[(b, ks[0])]
+        cells = [str(b), f"{plain.tpot_s_no_spec * 1e3:.2f}"]
+        for k in ks:
+            p = lookup[(b, k)]
+            cells.append(f"{p.speedup:.2f}x ({p.tpot_s * 1e3:.1f} ms)")
+        cells.append(str(r.table.best_k[b]))
+        rows.append(cells)
+    header = ["batch", "TPOT no spec ms"] + [f"k={k}" for k in ks] + ["best k"]
+    return [header] + rows
+
+
+def _summary(r: DrafterResult) -> str:
+    cross = ", ".join(f"k={k}: {'none' if b is None else f'B={b}'}" for k, b in r.table.crossover_batch.items())
+    return (f"{r.label}: acceptance a={r.table.acceptance_rate:.3f}; KV cache {r.kv_cache_tokens:,} tokens; "
+            f"speed-up < 1 from {cross}")
+
+
+def render(report: SpeedupReport, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(to_dict(report), indent=2) + "\n"
+    lines = [f"speed-up = TPOT without speculation / TPOT with it, same batch; context {report.context_len:,} tokens; "
+             f"{report.deployment.target.model_id} on {report.deployment.gpus_per_instance} x "
+             f"{report.deployment.gpu.gpu_id}"]
+    for r in report.drafters:
+        grid = _grid(r)
+        lines.append("")
+        lines.append(("### " if fmt == "markdown" else "") + _summary(r))
+        if fmt == "markdown":
+            lines.append("")
+            lines.append("| " + " | ".join(grid[0]) + " |")
+            lines.append("|" + "|".join("---" for _ in grid[0]) + "|")
+            lines += ["| " + " | ".join(row) + " |" for row in grid[1:]]
+        else:
+            widths = [max(len(row[i]) for row in grid) for i in range(len(grid[0]))]
+            lines += ["  ".join(cell.rjust(w) for cell, w in zip(row, widths)) for row in grid]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,123 @@
+"""Performance model: step times worked out by hand on a GPU of round numbers, speculation economics,
+and invariants."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from specsize.catalog import load_gpu, load_model
+from specsize.catalog.gpus import load_efficiency
+from specsize.core.memory import account
+from specsize.core.perf import (Efficiency, acceptance_from_mean_length, build_costs, forward_time, model_cost,
+                                spec_step_time, speedup_point, tokens_per_pass)
+from specsize.core.specs import Deployment, EngineSettings, GpuSpec, SpeculativeConfig
+from specsize.engines import resolve_profile
+from specsize.planner.perf import Acceptance, speedup_table
+
+ROUND_GPU = GpuSpec("round", "round", 80 * 2**30, memory_bandwidth_bytes_s=1e12, bf16_flops=1e15, fp8_flops=None,
+                    interconnect_bytes_s=1e11)
+IDEAL = Efficiency("ideal", memory=1.0, compute=1.0, step_overhead_s=0.0, spec_step_overhead_s=0.0,
+                   draft_step_overhead_s=0.0, draft_setup_overhead_s=0.0, allreduce_latency_s=0.0)
+PARAMS_1B = 1_235_814_400  # Llama-3.2-1B (tied embeddings): see test_weights
+
+
+def cost_1b():
+    return model_cost(load_model("meta-llama/Llama-3.2-1B-Instruct"), 1, "bfloat16", None)
+
+
+def test_memory_bound_decode_by_hand():
+    # batch 1, one token, 1,000 tokens of context: weights 1,235,814,400 x 2 B (the tied table is read as the
+    # lm_head) + KV 1,000 x 32,768 B + activations 2 x 2048 x 2 B x 16 layers = 2,504,527,872 B at 1e12 B/s
+    t = forward_time(cost_1b(), ROUND_GPU, IDEAL, batch=1, q=1, context=1000)
+    assert t.bound == "memory"
+    assert t.bytes == PARAMS_1B * 2 + 1000 * 32_768 + 2 * 2048 * 2 * 16
+    assert t.time_s == pytest.approx(2_504_527_872 / 1e12, rel=1e-12)
+
+
+def test_compute_bound_prefill_by_hand():
+    # 4,096 tokens at once, no context: 2 x 4,096 x 1,235,814,400 flops = 1.0124e13 at 1e15 -> 10.12 ms,
+    # while the bytes (2.47e9 + 2 x 4096 x 2048 x 2 x 16) take 3.0 ms
+    t = forward_time(cost_1b(), ROUND_GPU, IDEAL, batch=1, q=4096, context=0)
+    assert t.bound == "compute"
+    assert t.time_s == pytest.approx(2 * 4096 * PARAMS_1B / 1e15, rel=1e-12)
+
+
+def test_overheads_add():
+    eff = Efficiency("x", 1.0, 1.0, step_overhead_s=1e-3, spec_step_overhead_s=2e-4, draft_step_overhead_s=0,
+                     draft_setup_overhead_s=0, allreduce_latency_s=0)
+    base = forward_time(cost_1b(), ROUND_GPU, IDEAL, 1, 1, 0).time_s
+    assert forward_time(cost_1b(), ROUND_GPU, eff, 1, 1, 0).time_s == pytest.approx(base + 1e-3)
+
+
+def test_tokens_per_pass_formula():
+    assert tokens_per_pass(0.0, 5) == 1.0
+    assert tokens_per_pass(1.0, 5) == 6.0
+    assert tokens_per_pass(0.6, 1) == pytest.approx(1.6)
+    assert tokens_per_pass(0.5, 3) == pytest.approx(1 + 0.5 + 0.25 + 0.125)
+
+
+@given(st.floats(0.01, 0.99), st.integers(1, 12))
+def test_mean_accepted_length_round_trip(a, k):
+    assert acceptance_from_mean_length(tokens_per_pass(a, k), k) == pytest.approx(a, abs=1e-6)
+
+
+def _deployment(method="draft_model", draft="meta-llama/Llama-3.2-1B-Instruct", k=4, gpu="H100-SXM-80GB"):
+    spec = SpeculativeConfig(method, load_model(draft) if draft else None, k)
+    return Deployment(target=load_model("meta-llama/Llama-3.1-8B-Instruct"), gpu=load_gpu(gpu), speculative=spec,
+                      engine=EngineSettings(max_model_len=8192))
+
+
+def test_acceptance_zero_never_speeds_up():
+    d = _deployment()
+    mem = account(d, resolve_profile())
+    table = speedup_table(d, mem, load_efficiency(d.gpu), Acceptance(rate=0.0), [1, 8, 64, 256], [1, 4, 8], 2048)
+    assert all(row.speedup <= 1 for row in table.rows)
+    assert table.crossover_batch == {1: 1, 4: 1, 8: 1}
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.floats(0.3, 0.95), st.integers(1, 8), st.sampled_from(["draft_model", "ngram", "eagle3"]))
+def test_speedup_never_grows_with_batch_once_compute_bound(a, k, method):
+    draft = {"draft_model": "meta-llama/Llama-3.2-1B-Instruct", "ngram": None,
+             "eagle3": "sgl-project/SpecForge-llama3-8B-eagle3"}[method]
+    d = _deployment(method, draft, k)
+    mem = account(d, resolve_profile())
+    costs = build_costs(d, load_efficiency(d.gpu), "bfloat16", None, 2)
+    per_pass = tokens_per_pass(a, k)
+    previous = None
+    for b in [2 ** i for i in range(13)]:
+        verify = forward_time(costs.target, costs.gpu, costs.eff, b, k + 1, 1024)
+        decode = forward_time(costs.target, costs.gpu, costs.eff, b, 1, 1024)
+        point = speedup_point(costs, b, 1024, per_pass, k)
+        if verify.bound == "compute" and decode.bound == "compute":
+            if previous is not None:
+                assert point.speedup <= previous + 1e-9
+            previous = point.speedup
+    assert mem.kv_cache_tokens > 0
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.floats(1e11, 1e13), st.floats(1.01, 4), st.integers(1, 512), st.integers(1, 32_000))
+def test_more_bandwidth_never_slows_decode(bandwidth, factor, batch, context):
+    slow = GpuSpec("a", "a", 1, bandwidth, 1e15, None, 1e11)
+    fast = GpuSpec("b", "b", 1, bandwidth * factor, 1e15, None, 1e11)
+    eff = Efficiency("x", 0.8, 0.6, 1e-3, 1e-4, 1e-4, 5e-4, 1e-5)
+    c = cost_1b()
+    assert forward_time(c, fast, eff, batch, 1, context).time_s <= forward_time(c, slow, eff, batch, 1, context).time_s
+
+
+def test_moe_verification_touches_more_experts():
+    # Mixtral: 8 experts top-2; one token touches 2, six tokens 8 x (1 - (6/8)^6) = 6.58 on average
+    c = model_cost(load_model("mistralai/Mixtral-8x7B-v0.1"), 2, "bfloat16", None)
+    one = forward_time(c, ROUND_GPU, IDEAL, 1, 1, 0)
+    six = forward_time(c, ROUND_GPU, IDEAL, 1, 6, 0)
+    expert_share = c.moe_layers * c.expert_bytes
+    assert six.bytes - one.bytes == pytest.approx(expert_share * (8 * (1 - 0.75 ** 6) - 2) + 2 * 5 * 4096 * 2 * 32)
+
+
+def test_ngram_step_has_no_drafter_forward():
+    d = _deployment("ngram", None, 3)
+    costs = build_costs(d, load_efficiency(d.gpu), "bfloat16", None, 2)
+    verify = forward_time(costs.target, costs.gpu, costs.eff, 8, 4, 1000).time_s
+    assert spec_step_time(costs, 8, 1000) == pytest.approx(verify + costs.eff.spec_step_overhead_s
+                                                           + 8 * costs.eff.ngram_per_seq_s)
