@@ -179,3 +179,46 @@ def test_speedup_bad_input(capsys, args, needle):
     code, _, err = run(capsys, "speedup", "--method", "ngram", "-k", "3", "--target",
                        "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB", *args)
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_simulate_json_and_series(tmp_path, capsys):
+    series = tmp_path / "series.csv"
+    code, out, _ = run(capsys, "simulate", "--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB",
+                       "--method", "ngram", "-k", "3", "--acceptance-rate", "0.5", "--max-model-len", "8192",
+                       "--rate", "4", "--duration", "60", "--prompt-tokens-median", "500", "--prompt-tokens-p99",
+                       "2000", "--output-tokens-median", "100", "--output-tokens-p99", "400", "--burst-factor", "2",
+                       "--burst-start", "20", "--burst-duration", "10", "--seed", "3", "--format", "json",
+                       "--series", str(series))
+    sim = json.loads(out)["sim"]
+    assert code == 0 and sim["sustains"] is True
+    for key in ("throughput_tok_s", "preemptions", "max_queue", "kv_peak_fraction"):
+        assert key in sim and key in sim["no_spec"]
+    for key in ("p50", "p99"):
+        assert sim["ttft_s"][key] > 0 and sim["tpot_s"][key] > 0
+    assert sim["tpot_s"]["p50"] < sim["no_spec"]["tpot_s"]["p50"]  # n-gram at a=0.5 pays at this load
+    header = series.read_text().splitlines()[0]
+    assert header == "t,running,waiting,kv_used_fraction,preemptions"
+
+
+def test_simulate_needs_acceptance_with_speculation(capsys):
+    code, _, err = run(capsys, "simulate", "--duration", "10")
+    assert code == 2 and "acceptance" in err
+
+
+def test_simulate_replays_a_trace(tmp_path, capsys):
+    trace = tmp_path / "azure.csv"
+    rows = ["TIMESTAMP,ContextTokens,GeneratedTokens"]
+    rows += [f"2023-11-16 18:15:{10 + i // 10:02d}.{i % 10}000000,{200 + i},{20 + i % 7}" for i in range(40)]
+    trace.write_text("\n".join(rows) + "\n")
+    code, out, _ = run(capsys, "simulate", "--target", "meta-llama/Llama-3.2-1B-Instruct", "--gpu", "L4-24GB",
+                       "--max-model-len", "4096", "--trace", str(trace), "--format", "json", "--no-compare")
+    sim = json.loads(out)["sim"]
+    assert code == 0 and sim["requests"] == 40 and sim["completed"] == 40 and sim["no_spec"] is None
+
+
+def test_plan_simulate_folds_into_verdict(capsys):
+    code, out, _ = run(capsys, "plan", "--format", "json", "--simulate", "--acceptance-rate", "0.7",
+                       "--sim-duration", "120")
+    data = json.loads(out)
+    assert data["simulation"]["method"] == "draft_model"
+    assert data["verdict"] in ("thin", "does_not_fit") and code in (1, 3)

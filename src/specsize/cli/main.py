@@ -202,7 +202,11 @@ def cli() -> None:
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
 @click.option("-o", "--output", "output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
 @click.option("--force", is_flag=True, help="Replace an existing output file.")
-def plan(fmt: str, output: str | None, force: bool, **kw) -> None:
+@click.option("--simulate", "run_sim", is_flag=True,
+              help="Also simulate the envelope's burst scenario and use the result in the verdict.")
+@click.option("--sim-duration", type=float, default=300.0, show_default=True, help="Seconds of arrivals simulated.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the simulation.")
+def plan(fmt: str, output: str | None, force: bool, run_sim: bool, sim_duration: float, seed: int, **kw) -> None:
     """Plan a deployment: per-GPU memory, KV capacity, envelope, verdict.
 
     With no arguments it plans the embedded default (Llama-3.1-70B-Instruct with a Llama-3.2-1B-Instruct
@@ -219,6 +223,10 @@ def plan(fmt: str, output: str | None, force: bool, **kw) -> None:
     profile = resolve_profile(inputs.engine, inputs.engine_version)
     result = make_plan(d, inputs.workload, profile, inputs.headroom, efficiency=eff, acceptance=acceptance,
                        tpot_slo_s=slo, tree=tree)
+    if run_sim:
+        from ..planner.scenario import with_simulation  # noqa: PLC0415
+
+        result = with_simulation(result, inputs, eff, acceptance, slo, tree, sim_duration, seed)
     if inputs.workload_defaulted:
         click.echo("specsize: note: no workload given; using the default envelope of the embedded deployment",
                    err=True)
@@ -276,6 +284,103 @@ def speedup(batch_sizes: str, context_len: int, candidates: tuple[str, ...], fmt
 
     write_output(renderer.render(result, fmt), output, force)
     sys.exit(0)
+
+
+def _progress_callback():
+    """A rich progress bar on stderr when it is a terminal; nothing otherwise (logs stay clean)."""
+    if not sys.stderr.isatty():
+        return None, None
+    from rich.console import Console  # noqa: PLC0415
+    from rich.progress import Progress  # noqa: PLC0415
+
+    bar = Progress(console=Console(stderr=True), transient=True)
+    task = bar.add_task("simulating", total=None)
+
+    def update(done: int, total: int) -> None:
+        bar.update(task, completed=done, total=total)
+
+    return bar, update
+
+
+def write_series(series: dict, path: str, force: bool) -> None:
+    """The simulation's time series as CSV (or Parquet when pyarrow is installed)."""
+    from ..core.errors import SpecError  # noqa: PLC0415
+
+    columns = list(series)
+    if path.endswith(".parquet"):
+        try:
+            import pyarrow as pa  # noqa: PLC0415
+            import pyarrow.parquet as pq  # noqa: PLC0415
+        except ImportError:
+            raise SpecError("series", "writing Parquet needs pyarrow (pip install pyarrow)", "a .csv path") from None
+        target = Path(path)
+        if target.exists() and not force:
+            _fail(f"series: {target} exists; pass --force to replace it")
+        temporary = target.with_name(f".{target.name}.tmp")
+        pq.write_table(pa.table({c: series[c] for c in columns}), temporary)
+        os.replace(temporary, target)
+        return
+    lines = [",".join(columns)]
+    for row in zip(*(series[c] for c in columns)):
+        lines.append(",".join(f"{v:.6g}" if isinstance(v, float) else str(v) for v in row))
+    write_output("\n".join(lines) + "\n", path, force)
+
+
+@cli.command()
+@deployment_options
+@perf_options
+@click.option("--rate", type=float, help="Requests/s (default: what keeps --concurrency requests in flight).")
+@click.option("--duration", type=float, default=600.0, show_default=True, help="Seconds of arrivals.")
+@click.option("--prompt-tokens-median", type=float)
+@click.option("--prompt-tokens-p99", type=float)
+@click.option("--output-tokens-median", type=float)
+@click.option("--output-tokens-p99", type=float)
+@click.option("--burst-start", type=float, help="Seconds; the burst multiplies the rate by --burst-factor.")
+@click.option("--burst-duration", type=float)
+@click.option("--on-off", help="Repeating bursts PERIOD,ON seconds at x --burst-factor.")
+@click.option("--ramp-to", type=float, help="Ramp the rate linearly from --rate to this over the duration.")
+@click.option("--trace", type=click.Path(dir_okay=False), help="Replay a CSV/JSONL trace (Azure columns accepted).")
+@click.option("--acceptance-spread", type=float, default=0.0, show_default=True,
+              help="Std. dev. of per-request acceptance (Beta-distributed around the mean).")
+@click.option("--prefix-hit-rate", type=float, default=0.0, show_default=True)
+@click.option("--ttft-slo-ms", type=float, help="TTFT limit for goodput.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--no-compare", is_flag=True, help="Skip the run without speculation.")
+@click.option("--series", "series_path", type=click.Path(dir_okay=False),
+              help="Write the time series (KV occupancy, running, waiting, preemptions) to CSV or Parquet.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("-o", "--output", "output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
+@click.option("--force", is_flag=True, help="Replace existing output files.")
+def simulate(fmt: str, output: str | None, force: bool, series_path: str | None, **kw) -> None:
+    """Replay steady state and bursts on a continuous-batching, paged-KV server, spec vs no-spec.
+
+    Exit code 0 when the deployment sustains the load without cache thrashing, scheduling instability or
+    queue growth (docs/simulation.md), 1 when it does not, 2 on bad input.
+    """
+    from ..planner.scenario import run_simulation  # noqa: PLC0415
+    from ..reports import simulation as renderer  # noqa: PLC0415
+
+    sim = {name: kw.pop(name) for name in ("rate", "duration", "prompt_tokens_median", "prompt_tokens_p99",
+                                           "output_tokens_median", "output_tokens_p99", "burst_start",
+                                           "burst_duration", "on_off", "ramp_to", "trace", "acceptance_spread",
+                                           "prefix_hit_rate", "ttft_slo_ms", "seed", "no_compare")}
+    perf_flags = {name: kw.pop(name, None) for name in PERF_FLAGS}
+    burst_factor = kw.get("burst_factor")
+    inputs = load_inputs(kw)
+    d = inputs.deployment
+    eff, acceptance, tpot_slo, tree = perf_inputs(perf_flags, d.gpu, d.speculative.num_speculative_tokens or None)
+    bar, update = _progress_callback()
+    if bar is not None:
+        bar.start()
+    try:
+        report = run_simulation(inputs, eff, acceptance, tpot_slo, tree, sim, burst_factor, update)
+    finally:
+        if bar is not None:
+            bar.stop()
+    write_output(renderer.render(report, fmt), output, force)
+    if series_path:
+        write_series(report.spec.series, series_path, force)
+    sys.exit(0 if report.spec.sustains else 1)
 
 
 @cli.command()

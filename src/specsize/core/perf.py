@@ -142,6 +142,69 @@ def model_cost(m: ModelSpec, tp: int, dtype: str, quant: Quantization | None, *,
                      tp=tp, fp8_compute=bool(quant and quant.method in ("fp8", "nvfp4", "mxfp4")))
 
 
+@dataclass(frozen=True)
+class StepCoefficients:
+    """A model's forward priced on one GPU as a closed form of a step's composition (for fast loops)."""
+
+    dense_bytes: float
+    expert_bytes_per_layer: float  # one routed expert, summed over MoE layers
+    num_experts: int
+    top_k: int
+    flops_per_token: float
+    attn_flops_per_pair: float  # per (new token x context token)
+    act_bytes_per_token: float
+    kv_full_bytes_per_token: float  # context bytes per token of the full-attention layers
+    kv_windows: tuple  # (window, bytes per token) of the sliding / chunked layers
+    inv_flops: float  # 1 / (peak x efficiency), s per flop
+    inv_bandwidth: float  # 1 / (bandwidth x efficiency), s per byte
+    comm_fixed_s: float  # all-reduce latency per step
+    comm_per_token_s: float
+    overhead_s: float
+
+
+def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = True) -> StepCoefficients:
+    peak = gpu.fp8_flops if (c.fp8_compute and gpu.fp8_flops) else gpu.bf16_flops
+    full = sum(b for b, window, _ in c.kv_layers if not window)
+    windows: dict[int, float] = {}
+    for b, window, _ in c.kv_layers:
+        if window:
+            windows[window] = windows.get(window, 0) + b
+    comm_fixed = comm_token = 0.0
+    if c.tp > 1:
+        link = gpu.interconnect_bytes_s or 1e12
+        comm_fixed = 2 * c.n_layers * eff.allreduce_latency_s
+        comm_token = 2 * c.n_layers * c.hidden * c.act_bytes * 2 * (c.tp - 1) / c.tp / link
+    return StepCoefficients(
+        dense_bytes=c.dense_bytes, expert_bytes_per_layer=c.moe_layers * c.expert_bytes, num_experts=c.num_experts,
+        top_k=c.top_k, flops_per_token=2.0 * (c.dense_params + c.moe_layers * c.top_k * c.expert_params),
+        attn_flops_per_pair=4.0 * sum(width for _, _, width in c.kv_layers),
+        act_bytes_per_token=2.0 * c.hidden * c.act_bytes * c.n_layers, kv_full_bytes_per_token=full,
+        kv_windows=tuple(windows.items()),
+        inv_flops=1.0 / (peak * eff.compute) if peak else 0.0,
+        inv_bandwidth=1.0 / (gpu.memory_bandwidth_bytes_s * eff.memory) if gpu.memory_bandwidth_bytes_s else 0.0,
+        comm_fixed_s=comm_fixed, comm_per_token_s=comm_token, overhead_s=eff.step_overhead_s if overhead else 0.0)
+
+
+def step_time(co: StepCoefficients, tokens: float, context_tokens: float, window_tokens: tuple,
+              pairs: float) -> tuple[float, float, float, bool]:
+    """(seconds, flops, bytes, compute-bound?) of one forward over `tokens` new tokens.
+
+    `context_tokens`: sum of the sequences' context lengths (full-attention layers read all of it);
+    `window_tokens`: per window of `co.kv_windows`, the sum of min(context, window); `pairs`: sum of
+    new tokens x context over sequences (attention flops).
+    """
+    touched = distinct_experts(co.num_experts, co.top_k, tokens)
+    kv = co.kv_full_bytes_per_token * context_tokens
+    for (_, per_token), span in zip(co.kv_windows, window_tokens):
+        kv += per_token * span
+    moved = co.dense_bytes + touched * co.expert_bytes_per_layer + kv + co.act_bytes_per_token * tokens
+    flops = co.flops_per_token * tokens + co.attn_flops_per_pair * pairs
+    t_compute = flops * co.inv_flops
+    t_memory = moved * co.inv_bandwidth
+    comm = co.comm_fixed_s + co.comm_per_token_s * tokens if co.comm_fixed_s or co.comm_per_token_s else 0.0
+    return max(t_compute, t_memory) + comm + co.overhead_s, flops, moved, t_compute > t_memory
+
+
 def distinct_experts(num_experts: int, top_k: int, tokens: int) -> float:
     """Expected distinct experts that `tokens` tokens, each routed to top_k of num_experts, touch."""
     if num_experts == 0 or tokens <= 0:
@@ -152,29 +215,10 @@ def distinct_experts(num_experts: int, top_k: int, tokens: int) -> float:
 def forward_time(c: ModelCost, gpu: GpuSpec, eff: Efficiency, batch: int, q: int, context: int,
                  overhead: bool = True) -> StepTime:
     """One forward of `batch` sequences scoring `q` new tokens each over `context` tokens of history."""
-    tokens = batch * q
-    touched = distinct_experts(c.num_experts, c.top_k, tokens)
-    weight_bytes = c.dense_bytes + c.moe_layers * touched * c.expert_bytes
-    kv_bytes = 0.0
-    attn_flops = 0.0
-    for per_token, window, width in c.kv_layers:
-        span = min(context, window) if window else context
-        kv_bytes += batch * span * per_token
-        attn_flops += 4.0 * tokens * span * width
-    flops = 2.0 * tokens * (c.dense_params + c.moe_layers * c.top_k * c.expert_params) + attn_flops
-    bytes_moved = weight_bytes + kv_bytes + 2.0 * tokens * c.hidden * c.act_bytes * c.n_layers
-    peak = gpu.fp8_flops if (c.fp8_compute and gpu.fp8_flops) else gpu.bf16_flops
-    t_compute = flops / (peak * eff.compute) if peak else 0.0
-    t_memory = bytes_moved / (gpu.memory_bandwidth_bytes_s * eff.memory) if gpu.memory_bandwidth_bytes_s else 0.0
-    comm = 0.0
-    if c.tp > 1:
-        payload = tokens * c.hidden * c.act_bytes * 2 * (c.tp - 1) / c.tp
-        link = gpu.interconnect_bytes_s or 1e12
-        comm = 2 * c.n_layers * (eff.allreduce_latency_s + payload / link)
-    fixed = eff.step_overhead_s if overhead else 0.0
-    core = max(t_compute, t_memory)
-    return StepTime(time_s=core + comm + fixed, flops=flops, bytes=bytes_moved,
-                    bound="compute" if t_compute > t_memory else "memory")
+    co = coefficients(c, gpu, eff, overhead)
+    windows = tuple(batch * min(context, window) for window, _ in co.kv_windows)
+    seconds, flops, moved, compute = step_time(co, batch * q, batch * context, windows, batch * q * context)
+    return StepTime(time_s=seconds, flops=flops, bytes=moved, bound="compute" if compute else "memory")
 
 
 @dataclass(frozen=True)

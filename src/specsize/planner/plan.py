@@ -24,6 +24,7 @@ class PlanResult:
     verdict: Verdict
     warnings: tuple[str, ...]
     perf: PerfSummary | None = None
+    simulation: object | None = None  # planner.simulate.SimulationReport, with `plan --simulate`
 
 
 def validate(d: Deployment, w: Workload, headroom: float) -> None:

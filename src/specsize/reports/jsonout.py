@@ -36,6 +36,14 @@ def perf_to_dict(r: PlanResult) -> dict | None:
     return out
 
 
+def _simulation(r: PlanResult) -> dict | None:
+    if r.simulation is None:
+        return None
+    from ..planner.simulate import report_to_dict  # noqa: PLC0415
+
+    return report_to_dict(r.simulation)
+
+
 def plan_to_dict(r: PlanResult) -> dict:
     m, v, d, s = r.memory, r.verdict, r.deployment, r.memory.settings
     sp = d.speculative
@@ -67,6 +75,7 @@ def plan_to_dict(r: PlanResult) -> dict:
             "activation_detail": dict(m.activation_terms),
         },
         "perf": perf_to_dict(r),
+        "simulation": _simulation(r),
         "envelope": _case(v.worst_case),
         "expected": _case(v.expected),
         "shapes": [asdict(shape) for shape in v.shapes],

@@ -23,6 +23,10 @@ def render(r: PlanResult) -> str:
         lines += ["", "## Performance", ""] + _table(rows.PERF_HEADER, rows.perf_rows(r))
         if r.perf.note:
             lines += ["", f"Note: {r.perf.note}"]
+    if r.simulation is not None:
+        from . import simulation  # noqa: PLC0415
+
+        lines += ["", "## Simulated burst scenario", "", "```", simulation.render(r.simulation, "text").rstrip(), "```"]
     notes = [f"- **{reason}**" for reason in r.verdict.reasons] + [f"- {w}" for w in r.warnings]
     if notes:
         lines += ["", "## Notes", ""] + notes

@@ -36,6 +36,11 @@ def render(r: PlanResult, width: int = 110) -> str:
                             {1, 2}))
         if r.perf.note:
             console.print(f"note: {r.perf.note}")
+    if r.simulation is not None:
+        from . import simulation  # noqa: PLC0415
+
+        console.print("Simulated burst scenario")
+        console.print(simulation.render(r.simulation, "text"), end="")
     for reason in r.verdict.reasons:
         console.print(f"! {reason}")
     for warning in r.warnings:

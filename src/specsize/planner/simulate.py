@@ -1,0 +1,235 @@
+"""Simulate a deployment under a request stream, spec vs no-spec, and judge whether it holds.
+
+The deployment "sustains the expected request shape without cache thrashing, scheduling instability or
+queue growth" when none of these trips (thresholds in `Thresholds`, documented in docs/simulation.md):
+
+- cache thrashing: more than `preemptions_per_request` preemptions per completed request;
+- queue growth: requests left unfinished when the run ends, or a drain after the last arrival longer than
+  `drain_factor` x the p50 end-to-end latency (and `min_drain_s`);
+- scheduling instability: p99 TTFT of the last quarter of arrivals above `ttft_growth` x that of the first
+  quarter (and above `min_ttft_s`): latency that keeps degrading instead of settling.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from ..core.memory import MemoryAccount
+from ..core.perf import Efficiency, build_costs, coefficients
+from ..core.specs import Deployment, SpeculativeConfig, Workload
+from ..simulator.engine import EngineConfig, SimResult, simulate
+from ..simulator.workload import AcceptanceSpec, Burst, LengthSpec, RateProfile, Requests, generate
+from .perf import Acceptance, Tree
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    preemptions_per_request: float = 0.01
+    drain_factor: float = 3.0
+    min_drain_s: float = 30.0
+    ttft_growth: float = 3.0
+    min_ttft_s: float = 1.0
+
+
+@dataclass(frozen=True)
+class Slo:
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+
+
+def engine_config(d: Deployment, mem: MemoryAccount, eff: Efficiency, tree: Tree = Tree(),
+                  prefix_hit_rate: float = 0.0) -> EngineConfig:
+    s = mem.settings
+    k = s.num_speculative_tokens if d.speculative.enabled else 0
+    costs = build_costs(d, eff, s.dtype, s.quantization, s.kv_dtype_bytes, k=k, tree_topk=tree.topk,
+                        num_draft_tokens=tree.num_draft_tokens if tree.topk > 1 else None)
+    draft = coefficients(costs.draft, d.gpu, eff, overhead=False) if costs.draft is not None else None
+    return EngineConfig(
+        num_blocks=mem.kv_blocks, block_size=s.block_size, max_num_seqs=s.max_num_seqs,
+        max_num_batched_tokens=s.max_num_batched_tokens, k=k, target=coefficients(costs.target, d.gpu, eff),
+        draft=draft, draft_steps=costs.draft_steps, draft_width=costs.draft_width,
+        spec_step_overhead_s=eff.spec_step_overhead_s if k else 0.0,
+        draft_setup_overhead_s=eff.draft_setup_overhead_s if draft is not None else 0.0,
+        draft_step_overhead_s=eff.draft_step_overhead_s,
+        cpu_draft_per_seq_s=eff.ngram_per_seq_s if d.speculative.method == "ngram" else 0.0,
+        prefix_hit_rate=prefix_hit_rate)
+
+
+def _pct(values: np.ndarray) -> dict:
+    v = values[~np.isnan(values)]
+    if not len(v):
+        return {"p50": None, "p90": None, "p99": None, "mean": None}
+    p50, p90, p99 = np.percentile(v, [50, 90, 99])
+    return {"p50": float(p50), "p90": float(p90), "p99": float(p99), "mean": float(v.mean())}
+
+
+@dataclass
+class SimSummary:
+    label: str
+    requests: int
+    completed: int
+    unfinished: int
+    ttft_s: dict
+    tpot_s: dict
+    e2e_s: dict
+    throughput_tok_s: float
+    goodput_req_s: float | None
+    preemptions: int
+    recomputed_tokens: int
+    max_queue: int
+    kv_peak_fraction: float
+    steps: int
+    end_time_s: float
+    littles_law: dict
+    sustains: bool
+    problems: list[str]
+    series: dict = field(repr=False)
+
+
+def summarize(label: str, r: SimResult, req: Requests, slo: Slo, th: Thresholds) -> SimSummary:
+    completed = int(r.finished.sum())
+    window = float(req.arrival_s[-1]) if len(req) else 0.0
+    span = max(r.end_time_s, 1e-9)
+    throughput = float(r.output_tokens[r.finished].sum()) / span
+    goodput = None
+    if slo.ttft_s or slo.tpot_s:
+        ok = r.finished.copy()
+        if slo.ttft_s:
+            ok &= r.ttft_s <= slo.ttft_s
+        if slo.tpot_s:
+            ok &= np.nan_to_num(r.tpot_s, nan=0.0) <= slo.tpot_s
+        goodput = float(ok.sum()) / span
+    e2e = _pct(r.e2e_s)
+    problems = []
+    if completed and r.preemptions > th.preemptions_per_request * completed:
+        problems.append(f"cache thrashing: {r.preemptions} preemptions for {completed} completed requests "
+                        f"({r.recomputed_tokens:,} tokens recomputed)")
+    unfinished = len(req) - completed
+    drain = r.end_time_s - window
+    if unfinished:
+        problems.append(f"queue growth: {unfinished} requests unfinished when the run stopped")
+    elif e2e["p50"] is not None and drain > max(th.min_drain_s, th.drain_factor * e2e["p50"]):
+        problems.append(f"queue growth: {drain:.0f} s to drain the backlog after the last arrival "
+                        f"(p50 end-to-end {e2e['p50']:.1f} s)")
+    if len(req) >= 40:
+        quarter = len(req) // 4
+        first = r.ttft_s[:quarter]
+        last = r.ttft_s[-quarter:]
+        f99 = np.nanpercentile(first, 99) if np.isfinite(first).any() else math.nan
+        l99 = np.nanpercentile(last, 99) if np.isfinite(last).any() else math.inf
+        if l99 > th.ttft_growth * f99 and l99 > th.min_ttft_s:
+            problems.append(f"scheduling instability: p99 TTFT grows from {f99:.2f} s (first quarter) to "
+                            f"{l99:.2f} s (last quarter)")
+    in_system = r.area_in_system / span
+    rate = len(req) / span
+    mean_e2e = float(np.nanmean(r.e2e_s)) if completed else math.nan
+    return SimSummary(
+        label=label, requests=len(req), completed=completed, unfinished=unfinished, ttft_s=_pct(r.ttft_s),
+        tpot_s=_pct(r.tpot_s), e2e_s=e2e, throughput_tok_s=throughput, goodput_req_s=goodput,
+        preemptions=r.preemptions, recomputed_tokens=r.recomputed_tokens,
+        max_queue=int(r.series["waiting"].max()) if len(r.series["waiting"]) else 0,
+        kv_peak_fraction=float(r.series["kv_used_fraction"].max()) if len(r.series["kv_used_fraction"]) else 0.0,
+        steps=r.steps, end_time_s=r.end_time_s,
+        littles_law={"mean_in_system": in_system, "arrival_rate_x_mean_e2e": rate * mean_e2e},
+        sustains=not problems, problems=problems, series=r.series)
+
+
+@dataclass
+class SimulationReport:
+    spec: SimSummary
+    no_spec: SimSummary | None
+    description: str
+    seed: int
+
+
+def run(d: Deployment, mem_spec: MemoryAccount, mem_plain: MemoryAccount | None, eff: Efficiency, req: Requests,
+        seed: int, slo: Slo = Slo(), th: Thresholds = Thresholds(), tree: Tree = Tree(),
+        prefix_hit_rate: float = 0.0, progress=None) -> SimulationReport:
+    """Simulate the deployment as given and, when `mem_plain` is given, the same without speculation."""
+    spec_cfg = engine_config(d, mem_spec, eff, tree, prefix_hit_rate)
+    label = d.speculative.method if d.speculative.enabled else "none"
+    spec = summarize(label, simulate(spec_cfg, req, seed, progress=progress), req, slo, th)
+    plain = None
+    if mem_plain is not None and d.speculative.enabled:
+        plain_d = replace(d, speculative=SpeculativeConfig())
+        plain_cfg = engine_config(plain_d, mem_plain, eff, Tree(), prefix_hit_rate)
+        plain = summarize("none", simulate(plain_cfg, req, seed), req, slo, th)
+    return SimulationReport(spec=spec, no_spec=plain, description=req.description, seed=seed)
+
+
+def acceptance_spec(acceptance: Acceptance | None, k: int, spread: float = 0.0) -> AcceptanceSpec:
+    if acceptance is None:
+        return AcceptanceSpec(0.0)
+    return AcceptanceSpec(acceptance.per_token(k), spread)
+
+
+def burst_requests(w: Workload, rate: float, duration_s: float, max_model_len: int, acceptance: AcceptanceSpec,
+                   seed: int, burst_start_s: float | None = None, burst_duration_s: float | None = None) -> Requests:
+    """The envelope's burst scenario: Poisson at `rate`, x burst_factor for a window, lognormal lengths
+    from the workload's p50 and p99."""
+    start = duration_s / 3 if burst_start_s is None else burst_start_s
+    length = duration_s / 6 if burst_duration_s is None else burst_duration_s
+    bursts = (Burst(start, length, w.burst_factor),) if w.burst_factor > 1 else ()
+    limit = max_model_len
+    prompt = LengthSpec.lognormal(w.prompt_tokens.p50, w.prompt_tokens.p99, maximum=min(w.prompt_tokens.max, limit - 1))
+    output = LengthSpec.lognormal(max(1, w.output_tokens.p50), w.output_tokens.p99,
+                                  maximum=max(1, min(w.output_tokens.max, limit - w.prompt_tokens.p50)))
+    req = generate(RateProfile(rate, bursts), duration_s, prompt, output, acceptance, seed)
+    return replace(req, description=f"envelope burst: Poisson {rate:.2f} req/s for {duration_s:g} s, "
+                                    f"x{w.burst_factor:g} from {start:g} s for {length:g} s")
+
+
+def lognormal_mean(median: float, p99: float) -> float:
+    """Mean of the lognormal with this median and p99 (what a long run of sampled lengths averages to)."""
+    if p99 <= median:
+        return float(median)
+    sigma = math.log(p99 / median) / 2.3263478740408408
+    return median * math.exp(sigma * sigma / 2)
+
+
+def rate_for_concurrency(d: Deployment, mem: MemoryAccount, eff: Efficiency, w: Workload,
+                         acceptance: Acceptance | None, tree: Tree = Tree()) -> float:
+    """Requests/s that keep `w.concurrency` requests in flight: Little's law, rate = L / W, where W is the
+    TTFT plus the mean output times a TPOT stretched by the share of each step spent prefilling the
+    arrivals' prompts (utilisation u = rate x mean prompt x prefill seconds per token), solved by iteration."""
+    from ..core.perf import forward_time  # noqa: PLC0415
+    from .perf import _costs  # noqa: PLC0415
+    from .perf import summarize as perf_summary  # noqa: PLC0415
+
+    s = mem.settings
+    batch = max(1, min(w.concurrency, s.max_num_seqs))
+    prompt_mean = lognormal_mean(w.prompt_tokens.p50, w.prompt_tokens.p99)
+    output_mean = lognormal_mean(max(1, w.output_tokens.p50), w.output_tokens.p99)
+    context = int(prompt_mean + output_mean / 2)
+    p = perf_summary(d, mem, eff, acceptance if d.speculative.enabled else None, batch, context,
+                     int(prompt_mean), None, tree)
+    tpot = p.tpot_s if p.tpot_s is not None else p.tpot_s_no_spec
+    plain = _costs(replace(d, speculative=SpeculativeConfig()), mem, eff, 0, Tree())
+    chunk = s.max_num_batched_tokens
+    per_token = forward_time(plain.target, d.gpu, eff, 1, chunk, context).time_s / chunk
+    rate = w.concurrency / (p.ttft_s + output_mean * tpot)
+    for _ in range(50):
+        u = min(0.95, rate * prompt_mean * per_token)
+        latency = p.ttft_s / (1 - u) + output_mean * tpot / (1 - u)
+        rate = 0.5 * rate + 0.5 * w.concurrency / latency
+    return rate
+
+
+def report_to_dict(rep: SimulationReport) -> dict:
+    def one(s: SimSummary) -> dict:
+        return {"ttft_s": s.ttft_s, "tpot_s": s.tpot_s, "e2e_s": s.e2e_s, "throughput_tok_s": s.throughput_tok_s,
+                "goodput_req_s": s.goodput_req_s, "preemptions": s.preemptions,
+                "recomputed_tokens": s.recomputed_tokens, "max_queue": s.max_queue,
+                "kv_peak_fraction": s.kv_peak_fraction, "requests": s.requests, "completed": s.completed,
+                "unfinished": s.unfinished, "steps": s.steps, "end_time_s": s.end_time_s,
+                "littles_law": s.littles_law, "sustains": s.sustains, "problems": list(s.problems)}
+
+    out = one(rep.spec)
+    out["method"] = rep.spec.label
+    out["no_spec"] = one(rep.no_spec) if rep.no_spec else None
+    out["scenario"] = rep.description
+    out["seed"] = rep.seed
+    return out

@@ -1,0 +1,40 @@
+"""Rendering of `specsize simulate`: JSON (docs/json.md) or a side-by-side text table."""
+
+from __future__ import annotations
+
+import json
+
+from ..planner.simulate import SimulationReport, report_to_dict
+
+
+def _ms(x):
+    return "-" if x is None else f"{x * 1e3:,.1f}"
+
+
+def render(rep: SimulationReport, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps({"schema_version": "1.0", "sim": report_to_dict(rep)}, indent=2) + "\n"
+    runs = [rep.spec] + ([rep.no_spec] if rep.no_spec else [])
+    header = ["", *(f"{r.label}" + (" (speculation)" if r.label != "none" else " (no speculation)") for r in runs)]
+    rows = [
+        ["requests completed", *(f"{r.completed:,} / {r.requests:,}" for r in runs)],
+        ["TTFT p50 / p99 ms", *(f"{_ms(r.ttft_s['p50'])} / {_ms(r.ttft_s['p99'])}" for r in runs)],
+        ["TPOT p50 / p99 ms", *(f"{_ms(r.tpot_s['p50'])} / {_ms(r.tpot_s['p99'])}" for r in runs)],
+        ["E2E p50 / p99 s", *(f"{r.e2e_s['p50'] or 0:,.2f} / {r.e2e_s['p99'] or 0:,.2f}" for r in runs)],
+        ["throughput tok/s", *(f"{r.throughput_tok_s:,.0f}" for r in runs)],
+        ["goodput req/s", *("-" if r.goodput_req_s is None else f"{r.goodput_req_s:,.2f}" for r in runs)],
+        ["preemptions (recomputed tokens)", *(f"{r.preemptions:,} ({r.recomputed_tokens:,})" for r in runs)],
+        ["max queue", *(f"{r.max_queue:,}" for r in runs)],
+        ["KV peak occupancy", *(f"{r.kv_peak_fraction:.1%}" for r in runs)],
+        ["engine steps", *(f"{r.steps:,}" for r in runs)],
+        ["sustains the load", *("yes" if r.sustains else "NO" for r in runs)],
+    ]
+    widths = [max(len(str(row[i])) for row in [header] + rows) for i in range(len(header))]
+    lines = [f"scenario: {rep.description} (seed {rep.seed})", ""]
+    lines.append("  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(header, widths))))
+    for row in rows:
+        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
+    for r in runs:
+        for problem in r.problems:
+            lines.append(f"! {r.label}: {problem}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,122 @@
+"""Simulator against cases worked out by hand (a GPU of round numbers: 1e12 B/s, 1e15 FLOP/s, ideal
+efficiency, no overheads) and Little's law on a long Poisson run."""
+
+import numpy as np
+import pytest
+
+from specsize.catalog import load_model
+from specsize.core.perf import Efficiency, coefficients, model_cost
+from specsize.core.specs import GpuSpec
+from specsize.simulator.engine import EngineConfig, simulate
+from specsize.simulator.workload import (AcceptanceSpec, LengthSpec, RateProfile, Requests, closed_batch,
+                                         generate)
+
+ROUND_GPU = GpuSpec("round", "round", 80 * 2**30, memory_bandwidth_bytes_s=1e12, bf16_flops=1e15, fp8_flops=None,
+                    interconnect_bytes_s=1e11)
+IDEAL = Efficiency("ideal", 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+W = 2_471_628_800  # Llama-3.2-1B weights read per step (tied table read as the lm_head)
+ACT = 2 * 2048 * 2 * 16  # activation bytes per token
+KV = 32_768  # KV bytes per context token
+
+
+def config(num_blocks=100_000, k=0, max_num_seqs=256, batched=8192):
+    co = coefficients(model_cost(load_model("meta-llama/Llama-3.2-1B-Instruct"), 1, "bfloat16", None),
+                      ROUND_GPU, IDEAL)
+    return EngineConfig(num_blocks=num_blocks, block_size=16, max_num_seqs=max_num_seqs,
+                        max_num_batched_tokens=batched, k=k, target=co)
+
+
+def test_single_request_by_hand():
+    # prefill of 1,000 tokens, no context: memory-bound (2.47e12 flops take 2.47 ms at 1e15, the bytes 2.60 ms)
+    ttft = (W + ACT * 1000) / 1e12
+    # then 4 decode steps over contexts 1000..1003
+    decodes = sum(W + ACT + KV * (1000 + j) for j in range(4)) / 1e12
+    r = simulate(config(), closed_batch(1, 1000, 5), seed=0)
+    assert r.ttft_s[0] == pytest.approx(ttft, rel=1e-9)
+    assert r.e2e_s[0] == pytest.approx(ttft + decodes, rel=1e-9)
+    assert r.tpot_s[0] == pytest.approx(decodes / 4, rel=1e-9)
+    assert r.steps == 5 and r.preemptions == 0
+
+
+def test_closed_batch_exactly_fills_the_pool():
+    # 8 requests of 1,000 + 25 tokens hold at most 1,024 KV tokens each (the last token's KV is never
+    # written) = 64 blocks of 16: 512 blocks hold all 8 at once without preempting
+    r = simulate(config(num_blocks=512), closed_batch(8, 1000, 25), seed=0)
+    assert r.preemptions == 0 and r.finished.all()
+    assert r.series["kv_used_fraction"].max() == pytest.approx(1.0)
+    # one block less and the newest request is preempted when the pool runs out
+    short = simulate(config(num_blocks=511), closed_batch(8, 1000, 25), seed=0)
+    assert short.preemptions >= 1 and short.finished.all()
+
+
+def test_burst_that_must_preempt_by_hand():
+    # two requests of 160 + 161 tokens in a 30-block pool: both grow to 15 blocks (240 tokens) and then need
+    # a 16th each; the newest is preempted (freeing 15), recomputes 240 tokens after the first finishes
+    # (it needs 15 blocks, only 14 are free before that), and then completes alone: exactly 1 preemption
+    r = simulate(config(num_blocks=30), closed_batch(2, 160, 161), seed=0)
+    assert r.preemptions == 1
+    assert r.recomputed_tokens == 240
+    assert r.finished.all()
+    assert r.e2e_s[1] > r.e2e_s[0]
+
+
+def test_speculation_accepts_all_with_acceptance_one():
+    # k=3 and a=1: every step yields 4 tokens, so 1 prefill + ceil(12 / 4) = 3 verification steps make 13
+    r = simulate(config(k=3), closed_batch(1, 100, 13, acceptance=1.0), seed=0)
+    assert r.steps == 4
+    r0 = simulate(config(k=3), closed_batch(1, 100, 13, acceptance=0.0), seed=0)
+    assert r0.steps == 13  # a=0: one token per step
+
+
+def test_littles_law_on_a_long_poisson_run():
+    req = generate(RateProfile(2.0), 3000.0, LengthSpec.lognormal(400, 1600, 4000), LengthSpec.lognormal(100, 400, 800),
+                   AcceptanceSpec(0.0), seed=7)
+    r = simulate(config(num_blocks=20_000, max_num_seqs=64), req, seed=7)
+    assert r.finished.all()
+    offered_rate = len(req) / 3000.0
+    mean_in_system = r.area_in_system / r.end_time_s
+    assert mean_in_system == pytest.approx(offered_rate * np.mean(r.e2e_s), rel=0.02)
+
+
+def test_deterministic_under_seed():
+    req = generate(RateProfile(5.0), 60.0, LengthSpec.lognormal(300, 900), LengthSpec.lognormal(60, 200),
+                   AcceptanceSpec(0.7, 0.1), seed=3)
+    a = simulate(config(k=4), req, seed=11)
+    b = simulate(config(k=4), req, seed=11)
+    c = simulate(config(k=4), req, seed=12)
+    assert np.array_equal(a.e2e_s, b.e2e_s) and a.steps == b.steps
+    assert not np.array_equal(a.e2e_s, c.e2e_s)
+
+
+def test_workload_lognormal_percentiles():
+    rng = np.random.default_rng(0)
+    samples = LengthSpec.lognormal(1000, 4000).sample(rng, 200_000)
+    assert np.median(samples) == pytest.approx(1000, rel=0.02)
+    assert np.percentile(samples, 99) == pytest.approx(4000, rel=0.03)
+
+
+def test_burst_rate_profile():
+    from specsize.simulator.workload import Burst
+
+    profile = RateProfile(10.0, (Burst(100, 50, 3.0),))
+    arrivals = generate(profile, 300, LengthSpec.lognormal(10), LengthSpec.lognormal(10), AcceptanceSpec(0.5),
+                        seed=1).arrival_s
+    inside = ((arrivals >= 100) & (arrivals < 150)).sum() / 50
+    outside = ((arrivals < 100) | (arrivals >= 150)).sum() / 250
+    assert inside == pytest.approx(30, rel=0.15) and outside == pytest.approx(10, rel=0.1)
+
+
+def test_trace_formats(tmp_path):
+    from specsize.catalog.traces import read_trace
+
+    azure = tmp_path / "azure.csv"
+    azure.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                     "2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:50.9951690,396,109\n")
+    t = read_trace(azure)
+    assert t.arrival_s[0] == 0 and t.arrival_s[1] == pytest.approx(4.314579, abs=1e-5)
+    assert t.prompt_tokens == [374, 396] and t.output_tokens == [44, 109]
+    jsonl = tmp_path / "t.jsonl"
+    jsonl.write_text('{"arrival_time": 2.5, "prompt_tokens": 10, "output_tokens": 3}\n'
+                     '{"arrival_time": 1.0, "prompt_tokens": 20, "output_tokens": 4}\n')
+    t = read_trace(jsonl)
+    assert t.arrival_s == [0.0, 1.5] and t.prompt_tokens == [20, 10]
