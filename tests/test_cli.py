@@ -222,3 +222,58 @@ def test_plan_simulate_folds_into_verdict(capsys):
     data = json.loads(out)
     assert data["simulation"]["method"] == "draft_model"
     assert data["verdict"] in ("thin", "does_not_fit") and code in (1, 3)
+
+
+def test_check_gate(tmp_path, capsys):
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "llama70b-draft1b-4xh100.yaml"
+    keep = tmp_path / "gate.json"
+    code, out, _ = run(capsys, "check", str(example), "-o", str(keep))
+    assert code == 1 and out.startswith("thin: worst-case headroom")
+    assert json.loads(keep.read_text())["verdict"] == "thin"
+    code, out, _ = run(capsys, "check", str(example), "--concurrency", "4", "--format", "json")
+    assert code == 0 and json.loads(out)["verdict"] == "fits"
+    code, _, err = run(capsys, "check")
+    assert code == 2 and "deployment file" in err
+
+
+def test_plan_json_has_planner_sections(capsys):
+    code, out, _ = run(capsys, "plan", "--format", "json", "--acceptance-rate", "0.7", "--gpus", "8")
+    data = json.loads(out)
+    assert data["placement"]["failover"]["survivors"] == 1
+    assert data["robustness"]["margins"][0]["input"] == "prompt_tokens"
+    assert {c["engine"] for c in data["engine_commands"]} == {"vllm", "sglang"}
+
+
+def test_plan_emit(capsys):
+    code, out, _ = run(capsys, "plan", "--emit", "vllm")
+    assert code == 1 and "vllm serve meta-llama/Llama-3.1-70B-Instruct" in out and "speculative-config:" in out
+
+
+def test_search_cli(tmp_path, capsys):
+    spec = tmp_path / "s.yaml"
+    spec.write_text("""target: meta-llama/Llama-3.1-8B-Instruct
+drafters:
+  - {method: none}
+  - {method: ngram, acceptance_rate: 0.4}
+ks: [2, 4]
+gpus:
+  - {gpu: L4-24GB, counts: [1, 2], price_per_hour: 0.8}
+  - {gpu: H100-SXM-80GB, counts: [1], price_per_hour: 2.5}
+tp: [1, 2]
+max_num_seqs: [32]
+max_model_len: 8192
+workload: {prompt_tokens: {p50: 500, p99: 2000}, output_tokens: {p50: 100, p99: 400}, concurrency: 4}
+slo: {tpot_p99_ms: 100}
+finalists: 1
+simulate_seconds: 30
+""")
+    code, out, _ = run(capsys, "search", str(spec), "--format", "json")
+    data = json.loads(out)
+    assert code == 0 and data["cheapest"]["confirmed"] is True and data["screened"] > 0
+    assert data["cheapest"]["cost"] <= 2.5
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("target: meta-llama/Llama-3.1-8B-Instruct\ngpus: [{gpu: H100}]\nworkload: {}\n")
+    code, _, err = run(capsys, "search", str(bad))
+    assert code == 2 and "did you mean" in err

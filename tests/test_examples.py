@@ -8,7 +8,9 @@ from specsize.catalog.deployment import build_inputs, default_deployment, read_d
 from specsize.engines import resolve_profile
 from specsize.planner.plan import plan
 
-EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.yaml"))
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+SEARCHES = sorted((ROOT / "examples" / "search").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
@@ -24,3 +26,13 @@ def test_default_matches_its_example():
     default = default_deployment()
     default.pop("name")
     assert default == example
+
+
+@pytest.mark.parametrize("path", SEARCHES, ids=lambda p: p.name)
+def test_search_example_screens(path):
+    from specsize.catalog.gpus import load_efficiency
+    from specsize.catalog.search_spec import read_search_spec
+    from specsize.planner.search import run_search
+
+    result = run_search(read_search_spec(str(path)), resolve_profile(), load_efficiency)
+    assert result.screened > 1000 and result.cheapest is not None

@@ -25,7 +25,7 @@ TOP_KEYS = {
     "target", "draft", "method", "num_speculative_tokens", "draft_tp", "gpu", "gpus", "tp", "pp", "gpu_memory_gib",
     "engine", "engine_version", "device", "gpu_memory_utilization", "max_model_len", "max_num_seqs",
     "max_num_batched_tokens", "kv_cache_dtype", "quantization", "dtype", "enforce_eager", "block_size",
-    "kv_cache_memory_bytes", "workload", "headroom", "name", "description",
+    "kv_cache_memory_bytes", "workload", "headroom", "name", "description", "shared_reserved_gib",
 }
 WORKLOAD_KEYS = {"prompt_tokens", "output_tokens", "concurrency", "burst_factor", "percentile", "samples_file"}
 
@@ -265,8 +265,11 @@ def build_inputs(data: dict) -> PlanInputs:
                    _float(data, "gpu_memory_gib"))
     speculative = SpeculativeConfig(method=method, draft=draft, num_speculative_tokens=k or 0,
                                     draft_tp=_int(data, "draft_tp", 1))
+    reserved = _float(data, "shared_reserved_gib", 0.0)
+    if reserved < 0:
+        raise SpecError("shared_reserved_gib", f"must not be negative, got {reserved}", "GiB >= 0")
     deployment = Deployment(target=target, gpu=gpu, speculative=speculative, tp=tp, pp=pp, num_gpus=gpus,
-                            engine=settings)
+                            engine=settings, shared_reserved_bytes=int(reserved * 2**30))
     workload_data = data.get("workload")
     defaulted = not workload_data
     if defaulted:

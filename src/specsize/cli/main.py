@@ -60,6 +60,8 @@ def deployment_options(func):
         click.option("--pp", type=int, help="Pipeline parallel size."),
         click.option("--gpu-memory-gib", type=float, help="Override the GPU's memory (GiB as the driver reports it)."),
         click.option("--gpu-memory-utilization", type=float, help="Fraction of GPU memory the engine may use."),
+        click.option("--shared-reserved-gib", type=float,
+                     help="GiB of each GPU another workload holds (shared pools)."),
         click.option("--max-model-len", type=int),
         click.option("--max-num-seqs", type=int),
         click.option("--max-num-batched-tokens", type=int),
@@ -206,7 +208,19 @@ def cli() -> None:
               help="Also simulate the envelope's burst scenario and use the result in the verdict.")
 @click.option("--sim-duration", type=float, default=300.0, show_default=True, help="Seconds of arrivals simulated.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the simulation.")
-def plan(fmt: str, output: str | None, force: bool, run_sim: bool, sim_duration: float, seed: int, **kw) -> None:
+@click.option("--emit", type=click.Choice(["vllm", "sglang"]),
+              help="Print the engine's launch command (and vLLM's YAML config) for this plan instead of the report.")
+@click.option("--ttft-slo-ms", type=float, help="TTFT limit: the failover backlog must stay within it.")
+@click.option("--gpus-per-node", type=int, default=8, show_default=True)
+@click.option("--spare", type=int, default=1, show_default=True, help="Replicas (or nodes) that may fail: N+k.")
+@click.option("--failure-unit", type=click.Choice(["replica", "node"]), default="replica", show_default=True)
+@click.option("--storage-gbs", type=float, default=2.0, show_default=True,
+              help="Storage read bandwidth in GB/s for cold starts (local NVMe ~3-7, network volume ~0.5-2).")
+@click.option("--fragile-below", type=float, default=0.15, show_default=True,
+              help="Flag the plan fragile when an input can grow less than this before the verdict flips.")
+def plan(fmt: str, output: str | None, force: bool, run_sim: bool, sim_duration: float, seed: int,
+         emit: str | None, ttft_slo_ms: float | None, gpus_per_node: int, spare: int, failure_unit: str,
+         storage_gbs: float, fragile_below: float, **kw) -> None:
     """Plan a deployment: per-GPU memory, KV capacity, envelope, verdict.
 
     With no arguments it plans the embedded default (Llama-3.1-70B-Instruct with a Llama-3.2-1B-Instruct
@@ -227,6 +241,25 @@ def plan(fmt: str, output: str | None, force: bool, run_sim: bool, sim_duration:
         from ..planner.scenario import with_simulation  # noqa: PLC0415
 
         result = with_simulation(result, inputs, eff, acceptance, slo, tree, sim_duration, seed)
+    from ..core.errors import SpecError  # noqa: PLC0415
+    from ..planner.analysis import analyse_plan  # noqa: PLC0415
+
+    for name, value in (("gpus_per_node", gpus_per_node), ("spare", spare + 1), ("storage_gbs", storage_gbs)):
+        if not value > 0:
+            raise SpecError(name, f"must be positive, got {value}", "a positive number")
+    result = analyse_plan(result, profile, eff, acceptance, gpus_per_node=gpus_per_node, spare=spare,
+                          failure_unit=failure_unit, storage_bandwidth_bytes_s=storage_gbs * 1e9,
+                          ttft_slo_s=ttft_slo_ms / 1e3 if ttft_slo_ms else None, tpot_slo_s=slo,
+                          fragile_below=fragile_below)
+    if emit and fmt == "text":
+        command = next((c for c in result.commands if c.engine == emit), None)
+        if command is None:
+            raise SpecError("emit", f"{emit} cannot serve method {d.speculative.method}", "vllm")
+        text = f"# {command.engine} {command.versions}\n{command.shell}\n"
+        if command.config_yaml:
+            text += "\n" + command.config_yaml
+        write_output(text, output, force)
+        sys.exit(EXIT_FOR_VERDICT[result.verdict.verdict])
     if inputs.workload_defaulted:
         click.echo("specsize: note: no workload given; using the default envelope of the embedded deployment",
                    err=True)
@@ -381,6 +414,73 @@ def simulate(fmt: str, output: str | None, force: bool, series_path: str | None,
     if series_path:
         write_series(report.spec.series, series_path, force)
     sys.exit(0 if report.spec.sustains else 1)
+
+
+@cli.command()
+@click.argument("spec_file", type=click.Path(dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("-o", "--output", "output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
+@click.option("--force", is_flag=True, help="Replace an existing output file.")
+@click.option("--no-simulate", is_flag=True, help="Screen only; do not simulate the finalists.")
+def search(spec_file: str, fmt: str, output: str | None, force: bool, no_simulate: bool) -> None:
+    """Search GPU type x count x TP x replicas x drafter x k x KV dtype x max_num_seqs against an SLO.
+
+    Prints the cheapest configuration that meets the SLO with headroom (confirmed by simulation), the
+    Pareto front of cost vs headroom vs throughput, and why each rejected family fails. Exit 0 when a
+    configuration meets the SLO with headroom, 3 when none does, 2 on bad input.
+    """
+    from ..catalog.gpus import load_efficiency  # noqa: PLC0415
+    from ..catalog.search_spec import read_search_spec  # noqa: PLC0415
+    from ..engines import resolve_profile  # noqa: PLC0415
+    from ..planner.search import run_search  # noqa: PLC0415
+    from ..planner.search_confirm import confirmer  # noqa: PLC0415
+    from ..reports import search as renderer  # noqa: PLC0415
+
+    space = read_search_spec(spec_file)
+    profile = resolve_profile("vllm", space.engine_version)
+    confirm = None if no_simulate else confirmer(space, profile, load_efficiency)
+    result = run_search(space, profile, load_efficiency, confirm)
+    write_output(renderer.render(result, fmt), output, force)
+    sys.exit(0 if result.cheapest is not None else 3)
+
+
+@cli.command()
+@deployment_options
+@perf_options
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("-o", "--output", "output", type=click.Path(dir_okay=False), help="Write the JSON to FILE.")
+@click.option("--force", is_flag=True, help="Replace an existing output file.")
+def check(fmt: str, output: str | None, force: bool, **kw) -> None:
+    """Gate for deployment pipelines: exit 0 fits, 1 thin, 3 does not fit, 2 bad input.
+
+    Prints one line (text) or the plan's JSON; `-o FILE` keeps the JSON for the pipeline either way.
+    """
+    from ..engines import resolve_profile  # noqa: PLC0415
+    from ..planner.plan import plan as make_plan  # noqa: PLC0415
+    from ..reports import jsonout  # noqa: PLC0415
+
+    if not kw.get("deployment_file"):
+        from ..core.errors import SpecError  # noqa: PLC0415
+
+        raise SpecError("deployment", "check needs a deployment file", "specsize check DEPLOYMENT.yaml")
+    perf_flags = {name: kw.pop(name, None) for name in PERF_FLAGS}
+    inputs = load_inputs(kw)
+    d = inputs.deployment
+    eff, acceptance, slo, tree = perf_inputs(perf_flags, d.gpu, d.speculative.num_speculative_tokens or None)
+    profile = resolve_profile(inputs.engine, inputs.engine_version)
+    result = make_plan(d, inputs.workload, profile, inputs.headroom, efficiency=eff, acceptance=acceptance,
+                       tpot_slo_s=slo, tree=tree)
+    document = jsonout.render(result)
+    if output:
+        write_output(document, output, force)
+    if fmt == "json":
+        sys.stdout.write(document)
+    else:
+        v = result.verdict
+        headroom = v.worst_case.headroom_fraction
+        click.echo(f"{v.verdict}: worst-case headroom {headroom:.1%} (policy {v.headroom_policy:.0%}); "
+                   f"{v.breaks_first}")
+    sys.exit(EXIT_FOR_VERDICT[result.verdict.verdict])
 
 
 @cli.command()

@@ -74,16 +74,17 @@ def _case(mem: MemoryAccount, label: str, percentile: str, prompt: int, output: 
                         demand_bytes=demand, capacity_bytes=capacity, headroom_fraction=_headroom(demand, capacity))
 
 
-def evaluate(mem: MemoryAccount, workload: Workload, headroom_policy: float = 0.20) -> Verdict:
+def evaluate(mem: MemoryAccount, workload: Workload, headroom_policy: float = 0.20, detail: bool = True) -> Verdict:
+    """The verdict; with `detail=False` (screening many configurations) only the worst case is worked out."""
     s = mem.settings
     k = s.num_speculative_tokens
     peak = math.ceil(workload.concurrency * workload.burst_factor - 1e-9)
     pct = workload.percentile
     worst = _case(mem, "worst_case", pct, workload.prompt_tokens.at(pct), workload.output_tokens.at(pct), peak)
-    expected = _case(mem, "expected", "p50", workload.prompt_tokens.p50, workload.output_tokens.p50,
-                     workload.concurrency)
+    expected = worst if not detail else _case(mem, "expected", "p50", workload.prompt_tokens.p50,
+                                               workload.output_tokens.p50, workload.concurrency)
     shapes = []
-    for label in ("p50", "p95", "p99", "max"):
+    for label in ("p50", "p95", "p99", "max") if detail else (pct,):
         prompt, output = workload.prompt_tokens.at(label), workload.output_tokens.at(label)
         tokens = prompt + output + k
         per_request = request_kv_bytes(mem.kv_layers, tokens, s.block_size, in_flight=k + 1)

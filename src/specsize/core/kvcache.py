@@ -7,13 +7,14 @@ EAGLE/EAGLE-3 head, MTP layers). Bytes are per GPU (one tensor-parallel rank).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .specs import ModelSpec
 from .units import ceil_div
 from .weights import kv_heads_per_rank
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # identity equality: layer tuples are cached and hashed often
 class KVLayer:
     owner: str  # "target" or "draft"
     kind: str  # full / sliding / chunked / mla
@@ -21,6 +22,7 @@ class KVLayer:
     bytes_per_token: int  # on one GPU
 
 
+@lru_cache(maxsize=4096)
 def model_kv_layers(m: ModelSpec, tp: int, kv_dtype_bytes: int, owner: str, pp: int = 1,
                     layers: int | None = None) -> tuple[KVLayer, ...]:
     """The KV layers of `m` held on one GPU of a TP x PP instance (the first, busiest stage with PP).
@@ -40,6 +42,7 @@ def model_kv_layers(m: ModelSpec, tp: int, kv_dtype_bytes: int, owner: str, pp: 
     return tuple(out)
 
 
+@lru_cache(maxsize=8192)
 def bytes_per_token(layers: tuple[KVLayer, ...], owner: str | None = None) -> int:
     return sum(layer.bytes_per_token for layer in layers if owner is None or layer.owner == owner)
 
@@ -63,5 +66,19 @@ def layer_blocks(layer: KVLayer, tokens: int, block_size: int, in_flight: int = 
 
 def request_kv_bytes(layers: tuple[KVLayer, ...], tokens: int, block_size: int, in_flight: int = 1) -> int:
     """KV bytes one sequence of `tokens` (prompt + output + lookahead) needs on one GPU, in whole blocks."""
-    return sum(layer_blocks(layer, tokens, block_size, in_flight) * block_size * layer.bytes_per_token
-               for layer in layers)
+    total = 0
+    for kind, window, _count, per_token in layer_groups(layers):
+        probe = KVLayer("x", kind, window, 0)
+        total += layer_blocks(probe, tokens, block_size, in_flight) * block_size * per_token
+    return total
+
+
+@lru_cache(maxsize=4096)
+def layer_groups(layers: tuple[KVLayer, ...]) -> tuple[tuple[str, int | None, int, int], ...]:
+    """(kind, window, layer count, bytes per token summed) per distinct kind and window."""
+    groups: dict[tuple[str, int | None], list[int]] = {}
+    for layer in layers:
+        entry = groups.setdefault((layer.kind, layer.window), [0, 0])
+        entry[0] += 1
+        entry[1] += layer.bytes_per_token
+    return tuple((kind, window, count, per_token) for (kind, window), (count, per_token) in groups.items())

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .errors import SpecError
-from .kvcache import KVLayer, bytes_per_token, layer_blocks, model_kv_layers
+from .kvcache import KVLayer, bytes_per_token, layer_blocks, layer_groups, model_kv_layers
 from .specs import DTYPE_BYTES, Deployment, ModelSpec, Quantization, canonical_dtype
 from .units import GiB, ceil_div
 from .weights import WeightBreakdown, weight_breakdown
@@ -259,15 +259,18 @@ def max_concurrency_at(layers: tuple[KVLayer, ...], kv_blocks: int, block_size: 
     Full-attention layers need every token; a sliding-window layer is charged its window plus one chunk
     of prefill (the engine's own worst case), plus one block.
     """
+    groups = layer_groups(layers)
     per_request_layer_blocks = 0
-    for layer in layers:
-        if layer.kind in ("sliding", "chunked") and layer.window:
-            per_request_layer_blocks += ceil_div(min(layer.window - 1 + batched_tokens, tokens), block_size) + 1
+    windowed = False
+    for kind, window, count, _ in groups:
+        if kind in ("sliding", "chunked") and window:
+            windowed = True
+            per_request_layer_blocks += count * (ceil_div(min(window - 1 + batched_tokens, tokens), block_size) + 1)
         else:
-            per_request_layer_blocks += ceil_div(tokens, block_size)
+            per_request_layer_blocks += count * ceil_div(tokens, block_size)
     if per_request_layer_blocks == 0:
         return float("inf")
-    if all(layer.kind not in ("sliding", "chunked") for layer in layers):
+    if not windowed:
         return kv_blocks * block_size / tokens
     return kv_blocks * len(layers) / per_request_layer_blocks
 
@@ -306,11 +309,18 @@ def account(d: Deployment, p: AccountingProfile, quant: Quantization | None = No
     tokens = blocks * s.block_size
     concurrency = max_concurrency_at(layers, blocks, s.block_size, s.max_model_len, s.max_num_batched_tokens)
     problem = None
-    if kv_bytes <= 0:
+    free_at_start = total - d.shared_reserved_bytes
+    if d.shared_reserved_bytes and budget > free_at_start:
+        most = int(free_at_start / total * 100) / 100
+        problem = (f"the engine refuses to start: another workload holds {d.shared_reserved_bytes / GiB:.2f} GiB, "
+                   f"leaving {free_at_start / GiB:.2f} GiB free for a budget of {budget / GiB:.2f} GiB "
+                   f"(gpu_memory_utilization at most {most:.2f})")
+    elif kv_bytes <= 0:
         problem = (f"no memory is left for the KV cache: the budget of {budget / GiB:.2f} GiB is spent "
                    f"before the cache ({-kv_bytes / GiB:.2f} GiB short)")
     elif p.refuses_start_below_max_model_len:
-        one_request = sum(layer_blocks(layer, s.max_model_len, s.block_size) for layer in layers)
+        one_request = sum(count * layer_blocks(KVLayer("x", kind, window, 0), s.max_model_len, s.block_size)
+                          for kind, window, count, _ in layer_groups(layers))
         if one_request > blocks * len(layers):
             problem = (f"the engine refuses to start: one request of max_model_len={s.max_model_len} tokens "
                        f"needs more KV cache than the {tokens} tokens available")

@@ -234,6 +234,8 @@ class SpecCosts:
     verify_width: int  # positions scored per sequence in a verification pass
     draft_steps: int  # drafter forwards per speculative step
     draft_width: int  # tokens per sequence in each drafter forward (tree top-k)
+    target_co: StepCoefficients | None = None
+    draft_co: StepCoefficients | None = None
 
 
 def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization | None, kv_dtype_bytes: int,
@@ -263,21 +265,30 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
     width = num_draft_tokens if (tree_topk > 1 and num_draft_tokens) else k
     steps = 1 if sp.method == "medusa" else (0 if sp.method in ("ngram", "none") else k)
     return SpecCosts(target=target, draft=draft, draft_gpu_tp=draft_tp, method=sp.method, gpu=d.gpu, eff=eff,
-                     verify_width=width + 1, draft_steps=steps, draft_width=max(1, tree_topk))
+                     verify_width=width + 1, draft_steps=steps, draft_width=max(1, tree_topk),
+                     target_co=coefficients(target, d.gpu, eff),
+                     draft_co=coefficients(draft, d.gpu, eff, overhead=False) if draft is not None else None)
+
+
+def uniform_step(co: StepCoefficients, batch: int, q: int, context: int) -> StepTime:
+    """`batch` sequences scoring `q` tokens each over `context` tokens, from precomputed coefficients."""
+    windows = tuple(batch * min(context, window) for window, _ in co.kv_windows)
+    seconds, flops, moved, compute = step_time(co, batch * q, batch * context, windows, batch * q * context)
+    return StepTime(time_s=seconds, flops=flops, bytes=moved, bound="compute" if compute else "memory")
 
 
 def decode_step(c: SpecCosts, batch: int, context: int) -> StepTime:
-    return forward_time(c.target, c.gpu, c.eff, batch, 1, context)
+    return uniform_step(c.target_co, batch, 1, context)
 
 
 def spec_step_time(c: SpecCosts, batch: int, context: int) -> float:
     """One speculative step: drafting, one verification pass of verify_width positions, fixed costs."""
-    verify = forward_time(c.target, c.gpu, c.eff, batch, c.verify_width, context).time_s
+    verify = uniform_step(c.target_co, batch, c.verify_width, context).time_s
     if c.method == "ngram":
         return verify + c.eff.spec_step_overhead_s + c.eff.ngram_per_seq_s * batch
     draft = 0.0
     if c.draft is not None and c.draft_steps:
-        one = forward_time(c.draft, c.gpu, c.eff, batch, c.draft_width, context, overhead=False).time_s
+        one = uniform_step(c.draft_co, batch, c.draft_width, context).time_s
         draft = c.draft_steps * (one + c.eff.draft_step_overhead_s) + c.eff.draft_setup_overhead_s
     return verify + c.eff.spec_step_overhead_s + draft
 
@@ -318,7 +329,7 @@ def prefill_time(c: SpecCosts, prompt_tokens: int, chunk: int, context_batch: in
     done = 0
     while done < prompt_tokens:
         size = min(chunk, prompt_tokens - done)
-        total += forward_time(c.target, c.gpu, c.eff, 1, size, done + size // 2).time_s
+        total += uniform_step(c.target_co, 1, size, done + size // 2).time_s
         done += size
     return total
 

@@ -73,7 +73,7 @@ class Quantization:
     source: str = "declared"  # "declared" (checkpoint quantization_config) or "override"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # identity equality: cheap hashing for the caches keyed on models
 class ModelSpec:
     model_id: str
     source: str
@@ -163,6 +163,7 @@ class Deployment:
     pp: int = 1
     num_gpus: int | None = None  # defaults to tp * pp (one engine instance); more means replicas
     engine: EngineSettings = EngineSettings()
+    shared_reserved_bytes: int = 0  # memory another workload holds on each GPU (shared pools)
 
     @property
     def gpus_per_instance(self) -> int:

@@ -9,6 +9,7 @@ down-projections replicated. Quantized linear layers add their scales (and zero 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .specs import DTYPE_BYTES, ModelSpec, Quantization
 from .units import ceil_div
@@ -128,6 +129,7 @@ def _mlp_bytes(m: ModelSpec, layer: int, tp: int, wb: int, q: Quantization | Non
     return b, p, router
 
 
+@lru_cache(maxsize=4096)
 def weight_breakdown(m: ModelSpec, tp: int = 1, pp: int = 1, dtype: str | None = None,
                      quant: Quantization | None = None, *, include_mtp: bool = False,
                      share_embeddings: bool = False, rotary_cache: bool = True) -> WeightBreakdown:

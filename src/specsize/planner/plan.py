@@ -5,7 +5,7 @@ Everything a report shows is a field of `PlanResult` first; renderers only forma
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..core.envelope import Verdict, evaluate
 from ..core.errors import SpecError
@@ -25,6 +25,10 @@ class PlanResult:
     warnings: tuple[str, ...]
     perf: PerfSummary | None = None
     simulation: object | None = None  # planner.simulate.SimulationReport, with `plan --simulate`
+    recommendations: tuple = ()  # planner.recommend.Recommendation, ranked
+    robustness: object | None = None  # planner.robustness.Robustness
+    placement: object | None = None  # planner.placement.Placement
+    commands: tuple = ()  # engines.emit.EngineCommand
 
 
 def validate(d: Deployment, w: Workload, headroom: float) -> None:
@@ -88,6 +92,11 @@ def validate(d: Deployment, w: Workload, headroom: float) -> None:
                             "p50 <= p95 <= p99 <= max")
 
 
+def replica_workload(d: Deployment, w: Workload) -> Workload:
+    """The workload's concurrency is the deployment's total; its replicas share it evenly."""
+    return w if d.replicas == 1 else replace(w, concurrency=-(-w.concurrency // d.replicas))
+
+
 def plan(d: Deployment, w: Workload, profile: AccountingProfile, headroom: float = 0.20, *,
          efficiency=None, acceptance: Acceptance | None = None, tpot_slo_s: float | None = None,
          tree: Tree = Tree()) -> PlanResult:
@@ -107,7 +116,8 @@ def plan(d: Deployment, w: Workload, profile: AccountingProfile, headroom: float
     if s.max_model_len > d.target.max_position_embeddings:
         raise SpecError("max_model_len", f"{s.max_model_len} exceeds the target's max_position_embeddings "
                         f"({d.target.max_position_embeddings})", f"at most {d.target.max_position_embeddings}")
-    verdict = evaluate(mem, w, headroom)
+    per_replica = replica_workload(d, w)
+    verdict = evaluate(mem, per_replica, headroom)
     warnings = []
     reserve = mem.total_bytes - mem.budget_bytes
     if mem.unprofiled_runtime_bytes:
@@ -127,7 +137,7 @@ def plan(d: Deployment, w: Workload, profile: AccountingProfile, headroom: float
                         f"{mem.weights_draft_bytes / GiB:.2f} GiB more than its peers and sets the pool size")
     perf = None
     if efficiency is not None and d.gpu.memory_bandwidth_bytes_s > 0:
-        batch = max(1, min(w.concurrency, s.max_num_seqs))
+        batch = max(1, min(per_replica.concurrency, s.max_num_seqs))
         context = w.prompt_tokens.p50 + w.output_tokens.p50 // 2
         perf = summarize(d, mem, efficiency, acceptance, batch, context, w.prompt_tokens.p50, tpot_slo_s, tree)
         if perf.speedup is not None and perf.speedup < 1:

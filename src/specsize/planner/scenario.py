@@ -13,7 +13,7 @@ from ..core.specs import SpeculativeConfig, quantization_override
 from ..engines import resolve_profile
 from ..simulator.workload import AcceptanceSpec, Burst, LengthSpec, RateProfile, from_arrays, generate
 from .perf import Acceptance, Tree
-from .plan import validate
+from .plan import replica_workload, validate
 from .simulate import SimulationReport, Slo, acceptance_spec, rate_for_concurrency, run
 
 
@@ -21,6 +21,7 @@ def run_simulation(inputs: PlanInputs, eff: Efficiency, acceptance: Acceptance |
                    tree: Tree, sim: dict, burst_factor: float | None, progress=None) -> SimulationReport:
     d, w = inputs.deployment, inputs.workload
     validate(d, w, inputs.headroom)
+    w = replica_workload(d, w)  # one engine instance is simulated: it gets its replica's share of the load
     if d.gpu.memory_bandwidth_bytes_s <= 0:
         raise SpecError("gpu", "simulation needs a catalog GPU (bandwidth and FLOP/s)", "a GPU id from `specsize gpus`")
     if d.speculative.enabled and acceptance is None:
@@ -45,10 +46,13 @@ def run_simulation(inputs: PlanInputs, eff: Efficiency, acceptance: Acceptance |
         t = read_trace(sim["trace"])
         per_request = t.acceptance if t.acceptance else acc.sample(__import__("numpy").random.default_rng(sim["seed"]),
                                                                    len(t.arrival_s))
-        req = from_arrays(t.arrival_s, t.prompt_tokens, t.output_tokens, per_request, maximum=limit,
-                          description=f"trace {sim['trace']} ({len(t.arrival_s)} requests)")
+        share = slice(0, None, d.replicas)  # requests spread round-robin over the replicas
+        req = from_arrays(t.arrival_s[share], t.prompt_tokens[share], t.output_tokens[share],
+                          list(per_request)[share], maximum=limit,
+                          description=f"trace {sim['trace']} ({len(t.arrival_s)} requests"
+                                      + (f", 1/{d.replicas} per replica)" if d.replicas > 1 else ")"))
     else:
-        rate = sim["rate"] or rate_for_concurrency(d, mem, eff, w, acceptance, tree)
+        rate = sim["rate"] / d.replicas if sim["rate"] else rate_for_concurrency(d, mem, eff, w, acceptance, tree)
         if not rate > 0:
             raise SpecError("rate", f"must be positive, got {rate}", "requests/s > 0")
         factor = burst_factor if burst_factor is not None else w.burst_factor

@@ -44,6 +44,35 @@ def _simulation(r: PlanResult) -> dict | None:
     return report_to_dict(r.simulation)
 
 
+def _robustness(r: PlanResult) -> dict | None:
+    rob = r.robustness
+    if rob is None:
+        return None
+    return {"margins": [asdict(m) for m in rob.margins], "acceptance_floor": rob.acceptance_floor,
+            "acceptance_current": rob.acceptance_current, "fragile": rob.fragile,
+            "fragile_reasons": list(rob.fragile_reasons)}
+
+
+def _placement(r: PlanResult) -> dict | None:
+    p = r.placement
+    if p is None:
+        return None
+    st = p.storage
+    out = {"gpus_per_node": p.gpus_per_node, "nodes": p.nodes, "replicas_per_node": list(p.replicas_per_node),
+           "storage": {"artefacts": [asdict(a) for a in st.artefacts], "disk_bytes_per_node": st.disk_bytes_per_node,
+                       "host_ram_bytes_per_node": st.host_ram_bytes_per_node,
+                       "read_bytes_per_node": st.read_bytes_per_node, "cold_start_s": st.cold_start_s,
+                       "cold_start_cached_s": st.cold_start_cached_s},
+           "failover": None}
+    if p.failover is not None:
+        f = asdict(p.failover)
+        f["headroom"] = _finite(f["headroom"])
+        for key in ("backlog_requests", "added_wait_s"):
+            f[key] = f[key] if math.isfinite(f[key]) else None
+        out["failover"] = f
+    return out
+
+
 def plan_to_dict(r: PlanResult) -> dict:
     m, v, d, s = r.memory, r.verdict, r.deployment, r.memory.settings
     sp = d.speculative
@@ -76,6 +105,12 @@ def plan_to_dict(r: PlanResult) -> dict:
         },
         "perf": perf_to_dict(r),
         "simulation": _simulation(r),
+        "recommendations": [asdict(x) | {"headroom_after": _finite(x.headroom_after),
+                                         "headroom_gained": _finite(x.headroom_gained)} for x in r.recommendations],
+        "robustness": _robustness(r),
+        "placement": _placement(r),
+        "engine_commands": [{"engine": c.engine, "versions": c.versions, "argv": list(c.argv), "shell": c.shell,
+                             "config_yaml": c.config_yaml} for c in r.commands],
         "envelope": _case(v.worst_case),
         "expected": _case(v.expected),
         "shapes": [asdict(shape) for shape in v.shapes],

@@ -27,6 +27,13 @@ def render(r: PlanResult) -> str:
         from . import simulation  # noqa: PLC0415
 
         lines += ["", "## Simulated burst scenario", "", "```", simulation.render(r.simulation, "text").rstrip(), "```"]
+    for title, section in (("Recommendations (ranked)", rows.recommendation_lines(r)),
+                           ("How far the inputs may move", rows.robustness_lines(r)),
+                           ("Placement, storage and failover", rows.placement_lines(r))):
+        if section:
+            lines += ["", f"## {title}", ""] + [line if line[:1].isdigit() else f"- {line}" for line in section]
+    for command in r.commands:
+        lines += ["", f"## {command.engine} command ({command.versions})", "", "```", command.shell, "```"]
     notes = [f"- **{reason}**" for reason in r.verdict.reasons] + [f"- {w}" for w in r.warnings]
     if notes:
         lines += ["", "## Notes", ""] + notes

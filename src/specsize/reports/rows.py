@@ -121,3 +121,35 @@ def perf_rows(r: PlanResult) -> list[tuple[str, str, str]]:
         rows.append((f"concurrency meeting TPOT <= {p.tpot_slo_s * 1e3:g} ms", "",
                      str(p.max_concurrency_for_tpot_slo)))
     return rows
+
+
+def recommendation_lines(r: PlanResult) -> list[str]:
+    return [f"{i}. {x.description}" for i, x in enumerate(r.recommendations, start=1)]
+
+
+def robustness_lines(r: PlanResult) -> list[str]:
+    rob = r.robustness
+    if rob is None:
+        return []
+    lines = [m.sentence for m in rob.margins]
+    if rob.acceptance_floor is not None:
+        lines.append(f"acceptance: speculation pays down to a = {rob.acceptance_floor:.2f} "
+                     f"(now {rob.acceptance_current:.2f})")
+    lines.append("FRAGILE: " + "; ".join(rob.fragile_reasons) if rob.fragile else "not fragile")
+    return lines
+
+
+def placement_lines(r: PlanResult) -> list[str]:
+    p = r.placement
+    if p is None:
+        return []
+    st = p.storage
+    lines = [f"{p.nodes} node(s) of {p.gpus_per_node} GPUs; replicas per node: "
+             + ", ".join(str(n) for n in p.replicas_per_node)]
+    lines += [f"disk per node {st.disk_bytes_per_node / GiB:,.1f} GiB: "
+              + "; ".join(f"{a.name} {a.bytes / GiB:,.1f} GiB" for a in st.artefacts)]
+    lines.append(f"host RAM while loading ~{st.host_ram_bytes_per_node / GiB:,.0f} GiB per node; cold start "
+                 f"{st.cold_start_s:,.0f} s ({st.cold_start_cached_s:,.0f} s with a warm compile cache)")
+    if p.failover is not None:
+        lines.append(p.failover.sentence)
+    return lines

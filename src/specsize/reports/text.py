@@ -41,6 +41,16 @@ def render(r: PlanResult, width: int = 110) -> str:
 
         console.print("Simulated burst scenario")
         console.print(simulation.render(r.simulation, "text"), end="")
+    for title, lines in (("Recommendations (ranked)", rows.recommendation_lines(r)),
+                         ("How far the inputs may move", rows.robustness_lines(r)),
+                         ("Placement, storage and failover", rows.placement_lines(r))):
+        if lines:
+            console.print(title)
+            for line in lines:
+                console.print(f"  {line}")
+    if r.commands:
+        console.print("Deploy with (specsize plan --emit vllm | sglang for the full command)")
+        console.print(f"  {r.commands[0].shell}")
     for reason in r.verdict.reasons:
         console.print(f"! {reason}")
     for warning in r.warnings:

@@ -1,0 +1,141 @@
+"""Search specifications (YAML) -> a SearchSpace of catalog objects. See docs/search.md for the format."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..core.errors import SpecError
+from ..core.specs import KV_CACHE_DTYPES, EngineSettings, SpeculativeConfig, Workload
+from .configs import as_eagle_head
+from .deployment import _float, _int, _workload, read_deployment_file
+from .gpus import load_gpu
+from .models import load_model
+
+SPEC_KEYS = {"target", "drafters", "ks", "gpus", "tp", "kv_cache_dtypes", "max_num_seqs", "max_model_len",
+             "gpu_memory_utilization", "max_num_batched_tokens", "quantization", "workload", "slo", "headroom",
+             "gpus_per_node", "finalists", "simulate_seconds", "engine_version", "name", "description"}
+DRAFTER_KEYS = {"method", "draft", "acceptance_rate", "mean_accepted_length", "measured_at_k", "ks", "label",
+                "draft_tp"}
+SLO_KEYS = {"ttft_p99_ms", "tpot_p99_ms", "request_rate", "throughput_tok_s"}
+
+
+@dataclass(frozen=True)
+class DrafterOption:
+    label: str
+    speculative: SpeculativeConfig  # num_speculative_tokens filled per k by the search
+    acceptance_rate: float | None
+    mean_accepted_length: float | None
+    measured_at_k: int | None
+    ks: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class GpuOption:
+    gpu: object  # GpuSpec
+    counts: tuple[int, ...]
+    price_per_hour: float | None
+
+
+@dataclass(frozen=True)
+class SearchSlo:
+    ttft_p99_s: float | None = None
+    tpot_p99_s: float | None = None
+    request_rate: float | None = None
+    throughput_tok_s: float | None = None
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    name: str
+    target: object  # ModelSpec
+    drafters: tuple[DrafterOption, ...]
+    gpus: tuple[GpuOption, ...]
+    tps: tuple[int, ...]
+    kv_cache_dtypes: tuple[str, ...]
+    max_num_seqs: tuple[int, ...]
+    engine: EngineSettings
+    workload: Workload
+    slo: SearchSlo
+    headroom: float
+    gpus_per_node: int
+    finalists: int
+    simulate_seconds: float
+    engine_version: str | None
+
+
+def _list(data: dict, key: str, default: list) -> list:
+    value = data.get(key, default)
+    if not isinstance(value, list) or not value:
+        raise SpecError(key, f"must be a non-empty list, got {value!r}", "a YAML list")
+    return value
+
+
+def _drafter(item: dict, default_ks: list[int]) -> DrafterOption:
+    if not isinstance(item, dict):
+        raise SpecError("drafters", f"each drafter must be a mapping, got {item!r}", ", ".join(sorted(DRAFTER_KEYS)))
+    unknown = set(item) - DRAFTER_KEYS
+    if unknown:
+        raise SpecError("drafters", f"unknown key(s) {', '.join(sorted(unknown))}", ", ".join(sorted(DRAFTER_KEYS)))
+    method = str(item.get("method", "none"))
+    draft = None
+    if item.get("draft"):
+        draft = load_model(str(item["draft"]))
+        if method == "eagle":
+            draft = as_eagle_head(draft)
+    elif method in ("draft_model", "eagle", "eagle3", "medusa"):
+        raise SpecError("drafters", f"method {method} needs a draft", "draft: MODEL")
+    rate, mean = item.get("acceptance_rate"), item.get("mean_accepted_length")
+    if method != "none" and (rate is None) == (mean is None):
+        raise SpecError("drafters", f"{method}: give exactly one of acceptance_rate or mean_accepted_length",
+                        "acceptance_rate or mean_accepted_length (measured, never assumed)")
+    ks = tuple(int(k) for k in item.get("ks", default_ks)) if method != "none" else (0,)
+    label = str(item.get("label") or (method + (f" {draft.model_id}" if draft else "")))
+    return DrafterOption(label=label, speculative=SpeculativeConfig(method, draft, 0, int(item.get("draft_tp", 1))),
+                         acceptance_rate=rate, mean_accepted_length=mean,
+                         measured_at_k=item.get("measured_at_k"), ks=ks)
+
+
+def read_search_spec(path: str) -> SearchSpace:
+    data = read_deployment_file(path)
+    unknown = set(data) - SPEC_KEYS
+    if unknown:
+        raise SpecError(sorted(unknown)[0], "unknown key in a search spec", ", ".join(sorted(SPEC_KEYS)))
+    if not data.get("target"):
+        raise SpecError("target", "no target model given", "a catalog id or config path")
+    target = load_model(str(data["target"]))
+    ks = [int(k) for k in _list(data, "ks", [1, 2, 3, 4, 5])]
+    drafters = tuple(_drafter(item, ks) for item in _list(data, "drafters", [{"method": "none"}]))
+    gpus = []
+    for item in _list(data, "gpus", []):
+        if not isinstance(item, dict) or "gpu" not in item:
+            raise SpecError("gpus", f"each entry needs a gpu id, got {item!r}", "{gpu: ID, counts: [..], price_per_hour: X}")
+        counts = tuple(int(c) for c in item.get("counts", [1, 2, 4, 8]))
+        if any(c < 1 for c in counts):
+            raise SpecError("gpus.counts", f"must be positive, got {counts}", "integers >= 1")
+        price = item.get("price_per_hour")
+        gpus.append(GpuOption(load_gpu(str(item["gpu"])), counts, float(price) if price is not None else None))
+    kv = tuple(str(v) for v in _list(data, "kv_cache_dtypes", ["auto"]))
+    for value in kv:
+        if value not in KV_CACHE_DTYPES:
+            raise SpecError("kv_cache_dtypes", f"unknown value {value!r}", ", ".join(KV_CACHE_DTYPES))
+    slo_data = data.get("slo") or {}
+    unknown = set(slo_data) - SLO_KEYS
+    if unknown:
+        raise SpecError("slo", f"unknown key(s) {', '.join(sorted(unknown))}", ", ".join(sorted(SLO_KEYS)))
+    slo = SearchSlo(ttft_p99_s=slo_data["ttft_p99_ms"] / 1e3 if slo_data.get("ttft_p99_ms") else None,
+                    tpot_p99_s=slo_data["tpot_p99_ms"] / 1e3 if slo_data.get("tpot_p99_ms") else None,
+                    request_rate=slo_data.get("request_rate"), throughput_tok_s=slo_data.get("throughput_tok_s"))
+    engine = EngineSettings(gpu_memory_utilization=_float(data, "gpu_memory_utilization", 0.9),
+                            max_model_len=_int(data, "max_model_len"),
+                            max_num_batched_tokens=_int(data, "max_num_batched_tokens"),
+                            quantization=data.get("quantization"))
+    if not data.get("workload"):
+        raise SpecError("workload", "a search needs the workload envelope", "prompt_tokens, output_tokens, concurrency")
+    return SearchSpace(
+        name=str(data.get("name") or path), target=target, drafters=drafters, gpus=tuple(gpus),
+        tps=tuple(int(t) for t in _list(data, "tp", [1, 2, 4, 8])), kv_cache_dtypes=kv,
+        max_num_seqs=tuple(int(v) for v in _list(data, "max_num_seqs", [64, 128, 256])), engine=engine,
+        workload=_workload(data["workload"]), slo=slo, headroom=_float(data, "headroom", 0.2),
+        gpus_per_node=_int(data, "gpus_per_node", 8), finalists=_int(data, "finalists", 3, minimum=0),
+        simulate_seconds=_float(data, "simulate_seconds", 120.0),
+        engine_version=None if data.get("engine_version") is None else str(data["engine_version"]))

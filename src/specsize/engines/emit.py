@@ -1,0 +1,131 @@
+"""Engine launch commands for a plan: `vllm serve` (and its YAML config form) and SGLang's launch_server.
+
+Flag names are recorded in data/engine_flags.json from each engine's argument definitions; the tests check
+every emitted flag against them (and against the engine's own parser when it is importable).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+from ..core.errors import SpecError
+from ..core.memory import MemoryAccount
+from ..core.specs import Deployment
+
+
+@lru_cache(maxsize=1)
+def engine_flags() -> dict:
+    return json.loads((resources.files("specsize.engines") / "data" / "engine_flags.json").read_text())
+
+
+@dataclass(frozen=True)
+class EngineCommand:
+    engine: str
+    versions: str
+    argv: tuple[str, ...]
+    config_yaml: str | None  # vLLM's --config file form
+
+    @property
+    def shell(self) -> str:
+        return " ".join(shlex.quote(a) for a in self.argv)
+
+
+def _kv_dtype(value: str, engine: str) -> str | None:
+    if value in ("auto", None):
+        return None
+    if value == "fp8":
+        return "fp8" if engine == "vllm" else "fp8_e4m3"
+    return value
+
+
+def _speculative_config(d: Deployment) -> dict | None:
+    sp = d.speculative
+    if not sp.enabled:
+        return None
+    method = {"draft_model": "draft_model", "eagle": "eagle", "eagle3": "eagle3", "mtp": "mtp", "medusa": "medusa",
+              "ngram": "ngram"}[sp.method]
+    out: dict = {"method": method, "num_speculative_tokens": sp.num_speculative_tokens}
+    if sp.draft is not None:
+        out["model"] = sp.draft.model_id
+    if sp.method == "draft_model":
+        out["draft_tensor_parallel_size"] = sp.draft_tp
+    if sp.method == "ngram":
+        out["prompt_lookup_max"] = 4
+        out["prompt_lookup_min"] = 2
+    return out
+
+
+def vllm_command(d: Deployment, mem: MemoryAccount) -> EngineCommand:
+    s = mem.settings
+    e = d.engine
+    options: dict[str, object] = {
+        "tensor-parallel-size": d.tp,
+        "pipeline-parallel-size": d.pp,
+        "gpu-memory-utilization": s.gpu_memory_utilization,
+        "max-model-len": s.max_model_len,
+        "max-num-seqs": s.max_num_seqs,
+        "max-num-batched-tokens": s.max_num_batched_tokens,
+        "block-size": s.block_size,
+        "dtype": s.dtype,
+    }
+    kv = _kv_dtype(e.kv_cache_dtype, "vllm")
+    if kv:
+        options["kv-cache-dtype"] = kv
+    if e.kv_cache_memory_bytes is not None:
+        options["kv-cache-memory-bytes"] = e.kv_cache_memory_bytes
+    if e.quantization and e.quantization != "none":
+        options["quantization"] = {"int4": "awq_marlin", "int8": "compressed-tensors"}.get(e.quantization, e.quantization)
+    spec = _speculative_config(d)
+    if spec:
+        options["speculative-config"] = json.dumps(spec, separators=(",", ":"))
+    argv = ["vllm", "serve", d.target.model_id]
+    for key, value in options.items():
+        argv += [f"--{key}", str(value)]
+    if s.enforce_eager:
+        argv.append("--enforce-eager")
+    lines = [f"# vllm serve {d.target.model_id} --config this.yaml"]
+    for key, value in options.items():
+        rendered = f"'{value}'" if key == "speculative-config" else value
+        lines.append(f"{key}: {rendered}")
+    if s.enforce_eager:
+        lines.append("enforce-eager: true")
+    return EngineCommand("vllm", engine_flags()["vllm"]["versions"], tuple(argv), "\n".join(lines) + "\n")
+
+
+def sglang_command(d: Deployment, mem: MemoryAccount) -> EngineCommand:
+    s = mem.settings
+    e = d.engine
+    sp = d.speculative
+    argv = ["python", "-m", "sglang.launch_server", "--model-path", d.target.model_id, "--tp-size", str(d.tp)]
+    if d.pp > 1:
+        argv += ["--pp-size", str(d.pp)]
+    argv += ["--mem-fraction-static", str(s.gpu_memory_utilization), "--context-length", str(s.max_model_len),
+             "--max-running-requests", str(s.max_num_seqs), "--chunked-prefill-size", str(s.max_num_batched_tokens),
+             "--dtype", s.dtype, "--page-size", str(s.block_size)]
+    kv = _kv_dtype(e.kv_cache_dtype, "sglang")
+    if kv:
+        argv += ["--kv-cache-dtype", kv]
+    if e.quantization and e.quantization != "none":
+        argv += ["--quantization", {"int4": "awq_marlin", "int8": "w8a8_int8"}.get(e.quantization, e.quantization)]
+    if s.enforce_eager:
+        argv.append("--disable-cuda-graph")
+    if sp.enabled:
+        algorithm = {"draft_model": "STANDALONE", "eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN",
+                     "ngram": "NGRAM"}.get(sp.method)
+        if algorithm is None:
+            raise SpecError("emit", f"SGLang has no {sp.method} speculative algorithm",
+                            "draft_model, eagle, eagle3, mtp, ngram")
+        argv += ["--speculative-algorithm", algorithm]
+        if sp.draft is not None:
+            argv += ["--speculative-draft-model-path", sp.draft.model_id]
+        argv += ["--speculative-num-steps", str(sp.num_speculative_tokens), "--speculative-eagle-topk", "1",
+                 "--speculative-num-draft-tokens", str(sp.num_speculative_tokens + 1)]
+    return EngineCommand("sglang", engine_flags()["sglang"]["versions"], tuple(argv), None)
+
+
+def emitted_flags(command: EngineCommand) -> list[str]:
+    return [a for a in command.argv if a.startswith("--")]

@@ -1,0 +1,181 @@
+"""Replicas across nodes, N+k failover, shared GPUs, storage and cold start.
+
+- Placement: each replica's TP x PP group lives inside one node (GPUs per node, default 8); replicas fill
+  nodes in order.
+- Failover: with `spare` replicas (or the replicas of `spare` nodes) down, the survivors take the whole
+  peak load; each one's concurrency and its headroom then, from a re-plan.
+- Cold start: the bytes each node must read (target and drafter checkpoints) over the storage bandwidth,
+  plus engine start-up (profiling, CUDA graphs, torch.compile) from `StartupCosts`; while a replica
+  restarts, the survivors' backlog grows when the load exceeds what they can serve, and the added wait
+  must stay inside the TTFT SLO.
+- Storage per node: every artefact that must be present (checkpoints as stored, quantized variants,
+  compile caches) and the host RAM needed while loading.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from ..core.errors import SpecError
+from ..core.memory import AccountingProfile
+from ..core.specs import DTYPE_BYTES, Deployment, ModelSpec, Workload
+from ..core.units import GiB
+from ..core.weights import weight_breakdown
+from .plan import PlanResult, plan
+
+
+@dataclass(frozen=True)
+class StartupCosts:
+    """Engine start-up besides reading weights; estimates, each overridable."""
+
+    engine_init_s: float = 30.0  # process start, memory profiling, KV allocation, CUDA graph capture
+    compile_s: float = 40.0  # torch.compile without a cache
+    compile_cached_s: float = 8.0  # with a warm compile cache on the node
+    compile_cache_bytes: int = int(0.5 * GiB)  # per model (target, drafter)
+    loader_ram_bytes_per_rank: int = 2 * GiB  # worker process + safetensors read buffers
+    source: str = ("estimates: vLLM start-up logs print 'init engine (profile, create kv cache, warmup model) took' "
+                   "20-60 s on H100-class GPUs and torch.compile 20-60 s on a cold cache; not calibrated on a row")
+
+
+@dataclass(frozen=True)
+class Artefact:
+    name: str
+    bytes: int
+    note: str
+
+
+@dataclass(frozen=True)
+class Storage:
+    artefacts: tuple[Artefact, ...]
+    disk_bytes_per_node: int
+    host_ram_bytes_per_node: int
+    read_bytes_per_node: int  # what a cold start reads from storage
+    cold_start_s: float
+    cold_start_cached_s: float
+
+
+@dataclass(frozen=True)
+class Failover:
+    replicas: int
+    lost: int
+    survivors: int
+    load_per_survivor: int  # concurrent requests at peak
+    verdict: str
+    headroom: float
+    tpot_s: float | None
+    cold_start_s: float
+    backlog_requests: float  # queued while the lost capacity restarts
+    added_wait_s: float
+    within_ttft_slo: bool | None
+    sentence: str
+
+
+@dataclass(frozen=True)
+class Placement:
+    gpus_per_node: int
+    nodes: int
+    replicas_per_node: tuple[int, ...]
+    failover: Failover | None
+    storage: Storage
+
+
+def checkpoint_bytes(m: ModelSpec, include_mtp: bool = True) -> int:
+    """Bytes of the checkpoint as stored (exact when safetensors headers were read)."""
+    if m.weight_bytes_exact:
+        return m.weight_bytes_exact
+    dtype = m.dtype if m.dtype in DTYPE_BYTES else "bfloat16"
+    return weight_breakdown(m, 1, 1, dtype, None, include_mtp=include_mtp, rotary_cache=False).total
+
+
+def storage(d: Deployment, result: PlanResult, bandwidth_bytes_s: float, costs: StartupCosts,
+            replicas_on_node: int) -> Storage:
+    arts = [Artefact("target checkpoint", checkpoint_bytes(d.target), d.target.model_id)]
+    quant = result.memory.settings.quantization
+    if quant is not None and quant.source == "override":
+        serving = weight_breakdown(d.target, 1, 1, result.memory.settings.dtype, quant, rotary_cache=False).total
+        arts.append(Artefact(f"{quant.method} variant (optional, pre-quantized)", serving,
+                             "quantized at load from the stored checkpoint unless saved"))
+    if d.speculative.draft is not None:
+        arts.append(Artefact("drafter checkpoint", checkpoint_bytes(d.speculative.draft), d.speculative.draft.model_id))
+    models = 1 + (d.speculative.draft is not None)
+    if not result.memory.settings.enforce_eager:
+        arts.append(Artefact("torch.compile cache", costs.compile_cache_bytes * models, "per node, reused across restarts"))
+    disk = sum(a.bytes for a in arts)
+    read = sum(a.bytes for a in arts if "checkpoint" in a.name)
+    ranks = d.gpus_per_instance * replicas_on_node
+    largest_rank_share = max(a.bytes for a in arts if "checkpoint" in a.name) // max(1, d.tp)
+    ram = ranks * costs.loader_ram_bytes_per_rank + largest_rank_share
+    if bandwidth_bytes_s <= 0:
+        raise SpecError("storage_bandwidth", f"must be positive, got {bandwidth_bytes_s}", "bytes/s > 0 (e.g. 2 GB/s)")
+    read_s = read / bandwidth_bytes_s
+    compile_s = 0.0 if result.memory.settings.enforce_eager else costs.compile_s
+    compile_cached = 0.0 if result.memory.settings.enforce_eager else costs.compile_cached_s
+    return Storage(artefacts=tuple(arts), disk_bytes_per_node=disk, host_ram_bytes_per_node=ram,
+                   read_bytes_per_node=read, cold_start_s=read_s + costs.engine_init_s + compile_s,
+                   cold_start_cached_s=read_s + costs.engine_init_s + compile_cached)
+
+
+def place(result: PlanResult, profile: AccountingProfile, gpus_per_node: int = 8, spare: int = 1,
+          unit: str = "replica", storage_bandwidth_bytes_s: float = 2e9, costs: StartupCosts = StartupCosts(),
+          efficiency=None, acceptance=None, ttft_slo_s: float | None = None, warm_cache: bool = True) -> Placement:
+    d, w = result.deployment, result.workload
+    per_instance = d.gpus_per_instance
+    if per_instance > gpus_per_node:
+        raise SpecError("gpus_per_node", f"a replica needs {per_instance} GPUs (tp x pp) but a node has "
+                        f"{gpus_per_node}", f"at least {per_instance}, or a smaller tp x pp")
+    per_node = gpus_per_node // per_instance
+    replicas = d.replicas
+    layout = []
+    left = replicas
+    while left > 0:
+        layout.append(min(per_node, left))
+        left -= per_node
+    st = storage(d, result, storage_bandwidth_bytes_s, costs, max(layout))
+    if unit not in ("replica", "node"):
+        raise SpecError("failure_unit", f"unknown unit {unit!r}", "replica, node")
+    lost = spare if unit == "replica" else sum(sorted(layout, reverse=True)[:spare])
+    failover = None
+    if spare > 0:
+        failover = _failover(result, profile, replicas, lost, st, efficiency, acceptance, ttft_slo_s, warm_cache)
+    return Placement(gpus_per_node=gpus_per_node, nodes=len(layout), replicas_per_node=tuple(layout),
+                     failover=failover, storage=st)
+
+
+def _failover(result: PlanResult, profile: AccountingProfile, replicas: int, lost: int, st: Storage, efficiency,
+              acceptance, ttft_slo_s: float | None, warm_cache: bool) -> Failover:
+    d, w = result.deployment, result.workload
+    survivors = replicas - lost
+    restart = st.cold_start_cached_s if warm_cache else st.cold_start_s
+    if survivors <= 0:
+        return Failover(replicas, lost, 0, 0, "does_not_fit", -math.inf, None, restart, math.inf, math.inf,
+                        False if ttft_slo_s else None,
+                        f"with {lost} of {replicas} replicas down nothing serves for {restart:.0f} s")
+    per_survivor = math.ceil(w.concurrency / survivors)  # the workload's concurrency is the total
+    survivors_only = replace(d, num_gpus=survivors * d.gpus_per_instance)
+    after = plan(survivors_only, w, profile, result.verdict.headroom_policy, efficiency=efficiency,
+                 acceptance=acceptance if d.speculative.enabled else None)
+    tpot = None
+    backlog = added_wait = 0.0
+    if after.perf is not None:
+        tpot = after.perf.tpot_s or after.perf.tpot_s_no_spec
+        # per replica: requests/s it can serve at its max useful batch vs what arrives for it
+        s = after.memory.settings
+        capacity_batch = min(s.max_num_seqs, max(1, next(
+            (sh.max_concurrency for sh in after.verdict.shapes if sh.label == "p50"), s.max_num_seqs)))
+        mean_output = max(1, w.output_tokens.p50)
+        served = capacity_batch / (tpot * mean_output + after.perf.ttft_s)
+        arriving = per_survivor / (tpot * mean_output + after.perf.ttft_s)
+        excess = max(0.0, arriving - served)
+        backlog = excess * restart
+        added_wait = backlog / served if served > 0 else math.inf
+    within = None if ttft_slo_s is None else added_wait <= ttft_slo_s
+    headroom = after.verdict.worst_case.headroom_fraction
+    sentence = (f"with {lost} of {replicas} replicas down, each of {survivors} survivors takes {per_survivor} "
+                f"concurrent requests: {after.verdict.verdict}, headroom {headroom:.0%}"
+                + (f", TPOT {tpot * 1e3:.1f} ms" if tpot else "")
+                + f"; the lost capacity is back after {restart:.0f} s"
+                + (f", by then {backlog:.0f} requests queue ({added_wait:.1f} s extra wait)" if backlog else ""))
+    return Failover(replicas=replicas, lost=lost, survivors=survivors, load_per_survivor=per_survivor,
+                    verdict=after.verdict.verdict, headroom=headroom, tpot_s=tpot, cold_start_s=restart,
+                    backlog_requests=backlog, added_wait_s=added_wait, within_ttft_slo=within, sentence=sentence)

@@ -1,0 +1,194 @@
+"""Ranked fixes for a thin or failing plan, each re-planned with its numbers.
+
+Every candidate change is applied to the deployment and planned again. Its price is what it costs:
+extra GPUs (as a fraction of the instance), the TPOT it gives up (when acceptance and efficiencies are
+known), and a fixed quality or safety price for lossy changes. Ranking: changes that bring the plan to
+`fits` first, then headroom regained per unit of price.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from ..core.envelope import DOES_NOT_FIT, FITS, THIN
+from ..core.memory import AccountingProfile
+from ..core.specs import Deployment, SpeculativeConfig, Workload
+from ..core.units import GiB
+from .perf import Acceptance
+from .plan import PlanResult, plan
+
+QUALITY_PRICE = {"kv_fp8": 0.05, "weights_fp8": 0.10, "weights_int4": 0.20}
+RANK = {FITS: 2, THIN: 1, DOES_NOT_FIT: 0}
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    action: str  # machine-readable kind
+    description: str  # one line with the numbers
+    verdict_after: str
+    headroom_after: float
+    headroom_gained: float
+    extra_gpus: int
+    tpot_change: float | None  # relative change of TPOT at the expected load (+ = slower); None if unknown
+    price: float
+    score: float
+    changes: dict  # the settings to change (names as in deployment files)
+
+
+def _catalog_alternatives(d: Deployment):
+    """Smaller draft models and EAGLE heads in the catalog that fit the target's vocabulary and width."""
+    from ..catalog import catalog_ids, load_model  # noqa: PLC0415 - the planner may read the catalog
+    from ..core.weights import total_params  # noqa: PLC0415
+
+    target = d.target
+    current = d.speculative.draft
+    current_params = total_params(current) if current is not None else math.inf
+    drafts, heads = [], []
+    for model_id in catalog_ids():
+        m = load_model(model_id)
+        if m.vocab_size != target.vocab_size or m.model_id == target.model_id:
+            continue
+        if m.num_layers == 1 and m.hidden_size == target.hidden_size:
+            heads.append(m)
+        elif m.num_layers > 1 and total_params(m) < current_params and total_params(m) < total_params(target) / 4:
+            drafts.append(m)
+    drafts.sort(key=total_params, reverse=True)
+    return drafts[:2], heads[:1]
+
+
+def candidates(d: Deployment, w: Workload, result: PlanResult) -> list[tuple[str, str, Deployment, Workload, int, str]]:
+    """(action, description, deployment, workload, extra GPUs, price key) for every change worth trying."""
+    out = []
+    s = result.memory.settings
+    sp = d.speculative
+    e = d.engine
+    if sp.enabled and sp.num_speculative_tokens > 1:
+        for k in range(sp.num_speculative_tokens - 1, 0, -1):
+            out.append(("lower_k", f"lower num_speculative_tokens from {sp.num_speculative_tokens} to {k}",
+                        replace(d, speculative=replace(sp, num_speculative_tokens=k)), w, 0, ""))
+    if sp.method == "draft_model":
+        drafts, heads = _catalog_alternatives(d)
+        for head in heads:
+            method = "eagle3" if head.eagle_fc_inputs == 3 else "eagle"
+            out.append(("eagle_head", f"replace the draft model by the {method.upper()} head {head.model_id}",
+                        replace(d, speculative=SpeculativeConfig(method, head, sp.num_speculative_tokens)), w, 0, ""))
+        for draft in drafts:
+            out.append(("smaller_draft", f"use the smaller draft {draft.model_id}",
+                        replace(d, speculative=replace(sp, draft=draft)), w, 0, ""))
+        if d.tp > 1 and sp.draft_tp == 1:
+            out.append(("draft_tp", f"shard the draft over the instance (draft_tp={d.tp})",
+                        replace(d, speculative=replace(sp, draft_tp=d.tp)), w, 0, ""))
+    if sp.enabled:
+        out.append(("no_speculation", "serve without speculation",
+                    replace(d, speculative=SpeculativeConfig()), w, 0, ""))
+    if e.kv_cache_dtype == "auto" and s.kv_dtype_bytes > 1:
+        out.append(("kv_fp8", "store the KV cache in fp8 (kv_cache_dtype=fp8)",
+                    replace(d, engine=replace(e, kv_cache_dtype="fp8")), w, 0, "kv_fp8"))
+    peak = math.ceil(w.concurrency * w.burst_factor)
+    if s.max_num_seqs > peak:
+        out.append(("max_num_seqs", f"lower max_num_seqs from {s.max_num_seqs} to the peak concurrency {peak}",
+                    replace(d, engine=replace(e, max_num_seqs=peak)), w, 0, ""))
+    longest = w.prompt_tokens.max + w.output_tokens.max + s.num_speculative_tokens
+    fitted_len = -(-longest // s.block_size) * s.block_size
+    if s.max_model_len > fitted_len and result.memory.startup_problem:
+        out.append(("max_model_len", f"lower max_model_len from {s.max_model_len} to {fitted_len} (the longest request)",
+                    replace(d, engine=replace(e, max_model_len=fitted_len)), w, 0, ""))
+    if s.quantization is None and d.gpu.fp8_flops:
+        out.append(("weights_fp8", "quantize the weights to fp8",
+                    replace(d, engine=replace(e, quantization="fp8")), w, 0, "weights_fp8"))
+    elif s.quantization is None:
+        out.append(("weights_int4", "quantize the weights to int4 (AWQ/GPTQ, group 128)",
+                    replace(d, engine=replace(e, quantization="int4")), w, 0, "weights_int4"))
+    heads = d.target.num_attention_heads
+    if heads % (d.tp * 2) == 0 and d.tp * 2 <= 8:
+        extra = d.tp * d.pp * d.replicas
+        out.append(("higher_tp", f"double tensor parallelism to TP={d.tp * 2} ({extra} more GPUs)",
+                    replace(d, tp=d.tp * 2, num_gpus=(d.num_gpus or d.gpus_per_instance) * 2), w, extra, ""))
+    replicas = d.replicas
+    more = replace(d, num_gpus=(replicas + 1) * d.gpus_per_instance)
+    out.append(("add_replica", f"add a replica ({d.gpus_per_instance} more GPUs): {replicas + 1} replicas share the "
+                f"{w.concurrency} concurrent requests", more, w, d.gpus_per_instance, ""))
+    if d.shared_reserved_bytes:
+        most = int((result.memory.total_bytes - d.shared_reserved_bytes) / result.memory.total_bytes * 100) / 100
+        if most < s.gpu_memory_utilization and most > 0.3:
+            out.append(("lower_utilization", f"lower gpu_memory_utilization to {most:.2f}: another workload holds "
+                        f"{d.shared_reserved_bytes / GiB:.2f} GiB of each GPU",
+                        replace(d, engine=replace(e, gpu_memory_utilization=most)), w, 0, ""))
+    reserve = result.memory.total_bytes - result.memory.budget_bytes
+    at_risk = result.memory.unprofiled_runtime_bytes + (0 if result.memory.cuda_graph_counted
+                                                        else result.memory.cuda_graph_bytes)
+    if at_risk > reserve:
+        need = (at_risk - reserve) / result.memory.total_bytes
+        lower = math.floor((s.gpu_memory_utilization - need) * 100) / 100
+        if lower > 0.5:
+            out.append(("lower_utilization", f"lower gpu_memory_utilization to {lower:.2f}: CUDA graphs and "
+                        f"verification logits need {at_risk / GiB:.2f} GiB outside the budget",
+                        replace(d, engine=replace(e, gpu_memory_utilization=lower)), w, 0, ""))
+    return out
+
+
+def recommend(result: PlanResult, profile: AccountingProfile, efficiency=None, acceptance: Acceptance | None = None,
+              limit: int = 8) -> list[Recommendation]:
+    """Ranked changes for `result` (empty when it already fits)."""
+    d, w = result.deployment, result.workload
+    m = result.memory
+    outside = m.unprofiled_runtime_bytes + (0 if m.cuda_graph_counted else m.cuda_graph_bytes)
+    if result.verdict.verdict == FITS and outside <= m.total_bytes - m.budget_bytes:
+        return []
+    base_headroom = result.verdict.worst_case.headroom_fraction
+    base_tpot = result.perf.tpot_s or result.perf.tpot_s_no_spec if result.perf else None
+    policy = result.verdict.headroom_policy
+    recs = []
+    for action, text, nd, nw, extra, price_key in candidates(d, w, result):
+        try:
+            after = plan(nd, nw, profile, policy, efficiency=efficiency,
+                         acceptance=acceptance if nd.speculative.enabled else None)
+        except Exception:  # a change the engine cannot take (e.g. TP beyond the heads): not a fix
+            continue
+        gained = after.verdict.worst_case.headroom_fraction - base_headroom
+        if not math.isfinite(gained):
+            gained = 1.0 if math.isfinite(after.verdict.worst_case.headroom_fraction) else 0.0
+        tpot_change = None
+        if base_tpot and after.perf is not None:
+            new_tpot = after.perf.tpot_s or after.perf.tpot_s_no_spec
+            tpot_change = new_tpot / base_tpot - 1
+        price = extra / max(1, d.gpus_per_instance * d.replicas) + QUALITY_PRICE.get(price_key, 0.0)
+        price += max(0.0, tpot_change or 0.0)
+        if action == "lower_utilization":
+            gained = max(gained, 0.0)
+            price += 0.02
+        if gained <= 0 and action != "lower_utilization":
+            continue
+        score = gained / (0.01 + price)
+        headroom_after = after.verdict.worst_case.headroom_fraction
+        speed = "" if tpot_change is None else f", TPOT {tpot_change:+.0%}"
+        if tpot_change is not None and action in ("eagle_head", "smaller_draft"):
+            speed += " at the current acceptance (measure this drafter's)"
+        description = (f"{text}: headroom {base_headroom:.0%} -> {headroom_after:.0%} ({after.verdict.verdict})"
+                       f"{speed}" + (f", +{extra} GPUs" if extra else ""))
+        recs.append(Recommendation(action=action, description=description, verdict_after=after.verdict.verdict,
+                                   headroom_after=headroom_after, headroom_gained=gained, extra_gpus=extra,
+                                   tpot_change=tpot_change, price=price, score=score,
+                                   changes=_changes(d, nd, w, nw)))
+    recs.sort(key=lambda r: (RANK[r.verdict_after] >= RANK[FITS], r.score), reverse=True)
+    return recs[:limit]
+
+
+def _changes(d: Deployment, nd: Deployment, w: Workload, nw: Workload) -> dict:
+    out = {}
+    if nd.speculative != d.speculative:
+        out["method"] = nd.speculative.method
+        out["num_speculative_tokens"] = nd.speculative.num_speculative_tokens
+        if nd.speculative.draft is not None:
+            out["draft"] = nd.speculative.draft.model_id
+        out["draft_tp"] = nd.speculative.draft_tp
+    for name in ("kv_cache_dtype", "max_num_seqs", "max_model_len", "quantization", "gpu_memory_utilization"):
+        if getattr(nd.engine, name) != getattr(d.engine, name):
+            out[name] = getattr(nd.engine, name)
+    if nd.tp != d.tp:
+        out["tp"] = nd.tp
+        out["gpus"] = nd.num_gpus
+    if nd.num_gpus != d.num_gpus and nd.tp == d.tp:
+        out["gpus"] = nd.num_gpus
+    return out

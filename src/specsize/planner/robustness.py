@@ -1,0 +1,165 @@
+"""How far each uncertain input may move before the verdict flips.
+
+For prompt lengths, output lengths, concurrency and burst factor: the largest factor (up to `ceiling`) by
+which the input can grow with the verdict unchanged, found by bisection on re-planned verdicts (a plan that
+does not fit reports how far the input must shrink instead). For acceptance: the rate below which
+speculation stops paying at the expected load (or misses the TPOT SLO when one is given). A plan is fragile
+when any growth margin is below `fragile_below` (default 15%) or acceptance can fall by less than
+`fragile_acceptance` (default 0.05) before speculation stops paying.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from ..core.envelope import evaluate
+from ..core.memory import MemoryAccount
+from ..core.specs import LengthDistribution, Workload
+from .perf import Acceptance, summarize
+from .plan import PlanResult, replica_workload
+
+RANK = {"fits": 2, "thin": 1, "does_not_fit": 0}
+
+
+@dataclass(frozen=True)
+class Margin:
+    input: str
+    factor: float | None  # the largest growth factor that keeps the verdict (None: holds up to the ceiling)
+    limit_value: float | None  # the input's value at that factor
+    current_value: float
+    sentence: str
+
+
+@dataclass(frozen=True)
+class Robustness:
+    margins: tuple[Margin, ...]
+    acceptance_floor: float | None  # rate below which speculation stops paying (or misses the TPOT SLO)
+    acceptance_current: float | None
+    fragile: bool
+    fragile_reasons: tuple[str, ...]
+
+
+def _scale(dist: LengthDistribution, factor: float) -> LengthDistribution:
+    return LengthDistribution(*(max(1, math.ceil(v * factor)) for v in (dist.p50, dist.p95, dist.p99, dist.max)))
+
+
+def scaled_workload(w: Workload, name: str, factor: float) -> Workload:
+    if name == "prompt_tokens":
+        return replace(w, prompt_tokens=_scale(w.prompt_tokens, factor))
+    if name == "output_tokens":
+        return replace(w, output_tokens=_scale(w.output_tokens, factor))
+    if name == "concurrency":
+        return replace(w, concurrency=max(1, math.floor(w.concurrency * factor)))
+    if name == "burst_factor":
+        return replace(w, burst_factor=max(1.0, w.burst_factor * factor))
+    raise ValueError(name)
+
+
+def _verdict(d, mem: MemoryAccount, w: Workload, policy: float) -> str:
+    """The verdict for the deployment's total workload `w` (its replicas share it)."""
+    return evaluate(mem, replica_workload(d, w), policy, detail=False).verdict
+
+
+def _flip_factor(d, mem: MemoryAccount, w: Workload, name: str, policy: float, base: str, ceiling: float) -> float | None:
+    """The largest factor in [1, ceiling] with the verdict still `base` (None if it holds at the ceiling)."""
+    if _verdict(d, mem, scaled_workload(w, name, ceiling), policy) == base:
+        return None
+    lo, hi = 1.0, ceiling
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        if _verdict(d, mem, scaled_workload(w, name, mid), policy) == base:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-4:
+            break
+    return lo
+
+
+def _shrink_factor(d, mem: MemoryAccount, w: Workload, name: str, policy: float, base: str) -> float | None:
+    """For a plan that does not hold: the largest factor < 1 at which the verdict improves."""
+    if RANK[_verdict(d, mem, scaled_workload(w, name, 0.01), policy)] <= RANK[base]:
+        return None
+    lo, hi = 0.01, 1.0
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        if RANK[_verdict(d, mem, scaled_workload(w, name, mid), policy)] > RANK[base]:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-4:
+            break
+    return lo
+
+
+LABELS = {"prompt_tokens": "prompt length (all percentiles)", "output_tokens": "output length (all percentiles)",
+          "concurrency": "concurrency", "burst_factor": "burst factor"}
+
+
+def _fmt(name: str, value: float) -> str:
+    return f"{value:.2f}" if name == "burst_factor" else f"{int(value):,}"
+
+
+def _current(w: Workload, name: str) -> float:
+    return {"prompt_tokens": w.prompt_tokens.at(w.percentile), "output_tokens": w.output_tokens.at(w.percentile),
+            "concurrency": w.concurrency, "burst_factor": w.burst_factor}[name]
+
+
+def analyse(result: PlanResult, efficiency=None, acceptance: Acceptance | None = None, ceiling: float = 10.0,
+            fragile_below: float = 0.15, fragile_acceptance: float = 0.05,
+            tpot_slo_s: float | None = None) -> Robustness:
+    mem, w = result.memory, result.workload
+    d = result.deployment
+    policy = result.verdict.headroom_policy
+    base = result.verdict.verdict
+    margins, reasons = [], []
+    for name in ("prompt_tokens", "output_tokens", "concurrency", "burst_factor"):
+        current = _current(w, name)
+        if base == "does_not_fit":
+            factor = _shrink_factor(d, mem, w, name, policy, base)
+            limit = None if factor is None else _current(scaled_workload(w, name, factor), name)
+            sentence = (f"{LABELS[name]}: no reduction alone makes it fit" if factor is None else
+                        f"{LABELS[name]}: must fall to {_fmt(name, limit)} ({factor - 1:+.0%}) before the plan improves")
+        else:
+            factor = _flip_factor(d, mem, w, name, policy, base, ceiling)
+            limit = None if factor is None else _current(scaled_workload(w, name, factor), name)
+            sentence = (f"{LABELS[name]}: holds beyond x{ceiling:g}" if factor is None else
+                        f"{LABELS[name]}: holds up to {_fmt(name, limit)} ({factor - 1:+.0%}); beyond it the plan turns "
+                        f"{'thin' if base == 'fits' else 'does_not_fit'}")
+            if factor is not None and factor - 1 < fragile_below:
+                reasons.append(f"{LABELS[name]} can grow only {factor - 1:.0%} before the verdict flips")
+        margins.append(Margin(name, factor, limit, current, sentence))
+    floor = current_rate = None
+    if efficiency is not None and acceptance is not None and d.speculative.enabled and result.perf is not None:
+        k = d.speculative.num_speculative_tokens
+        current_rate = acceptance.per_token(k)
+        s = mem.settings
+        batch = result.perf.batch_size
+        context = result.perf.context_len
+
+        def pays(a: float) -> bool:
+            p = summarize(d, mem, efficiency, Acceptance(rate=a), batch, context, w.prompt_tokens.p50, None)
+            if tpot_slo_s is not None:
+                return p.tpot_s <= tpot_slo_s
+            return p.speedup >= 1.0
+
+        if not pays(current_rate):
+            floor = current_rate
+        elif pays(0.0):
+            floor = 0.0
+        else:
+            lo, hi = 0.0, current_rate
+            for _ in range(30):
+                mid = (lo + hi) / 2
+                if pays(mid):
+                    hi = mid
+                else:
+                    lo = mid
+            floor = hi
+        if current_rate - floor < fragile_acceptance:
+            reasons.append(f"acceptance can fall only from {current_rate:.2f} to {floor:.2f} before speculation "
+                           f"stops paying" + (" within the TPOT SLO" if tpot_slo_s else ""))
+        del s
+    return Robustness(margins=tuple(margins), acceptance_floor=floor, acceptance_current=current_rate,
+                      fragile=bool(reasons), fragile_reasons=tuple(reasons))

@@ -1,0 +1,240 @@
+"""Work back from the SLO: search GPU type x count x TP x replicas x drafter x k x KV dtype x max_num_seqs.
+
+Analytic screen of every configuration (memory account, worst-case envelope, TPOT and TTFT from the
+performance model), then the Pareto front of cost vs headroom vs throughput, the cheapest configuration that
+meets the SLO with headroom, why each rejected family (GPU x drafter) fails, and a simulation of the
+finalists to confirm them.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, replace
+
+from ..core.envelope import DOES_NOT_FIT, FITS, evaluate
+from ..core.errors import SpecError
+from ..core.memory import AccountingProfile, account
+from ..core.perf import build_costs, decode_step, prefill_time, spec_step_time, tokens_per_pass
+from ..core.specs import Deployment, quantization_override
+from .perf import Acceptance
+
+STATUS_ORDER = ("ok", "thin", "misses_tpot", "misses_ttft", "misses_throughput", "does_not_fit")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    gpu: str
+    gpus: int
+    tp: int
+    replicas: int
+    drafter: str
+    method: str
+    k: int
+    kv_cache_dtype: str
+    max_num_seqs: int
+    status: str
+    reason: str
+    headroom: float
+    tpot_s: float | None
+    ttft_s: float | None
+    throughput_tok_s: float | None
+    cost: float
+    cost_unit: str
+    kv_cache_tokens: int
+    confirmed: bool | None = None
+    simulation: dict | None = None
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    name: str
+    screened: int
+    skipped: int
+    screen_seconds: float
+    candidates: tuple[Candidate, ...]
+    cheapest: Candidate | None
+    pareto: tuple[Candidate, ...]
+    rejected_families: tuple[dict, ...]
+    finalists: tuple[Candidate, ...]
+
+
+def _valid_tp(target, tp: int, gpus: int) -> bool:
+    if gpus % tp or target.num_attention_heads % tp:
+        return False
+    if target.mla is None and target.num_kv_heads % tp and tp % target.num_kv_heads:
+        return False
+    return True
+
+
+def screen(space, profile: AccountingProfile, efficiency_for) -> tuple[list[Candidate], int]:
+    """Every configuration of the space, judged analytically. `efficiency_for(gpu)` gives efficiencies."""
+    w = space.workload
+    slo = space.slo
+    policy = space.headroom
+    out: list[Candidate] = []
+    skipped = 0
+    quant = quantization_override(space.engine.quantization, space.target)
+    costs_cache: dict = {}
+    peak_total = math.ceil(w.concurrency * w.burst_factor - 1e-9)
+    ctx = w.prompt_tokens.p99 + w.output_tokens.p99 // 2
+    for option in space.gpus:
+        gpu = option.gpu
+        eff = efficiency_for(gpu)
+        unit = "$/h" if option.price_per_hour is not None else "GPUs"
+        for count in option.counts:
+            for tp in space.tps:
+                if tp > space.gpus_per_node or not _valid_tp(space.target, tp, count):
+                    skipped += 1
+                    continue
+                replicas = count // tp
+                per_replica = replace(w, concurrency=-(-w.concurrency // replicas))
+                for drafter in space.drafters:
+                    acceptance = None
+                    if drafter.speculative.method != "none":
+                        given = Acceptance(rate=drafter.acceptance_rate,
+                                           mean_accepted_length=drafter.mean_accepted_length,
+                                           measured_at_k=drafter.measured_at_k or drafter.ks[0])
+                        acceptance = Acceptance(rate=given.per_token(drafter.ks[0]))  # convert once
+                    for k in drafter.ks:
+                        spec = replace(drafter.speculative, num_speculative_tokens=k)
+                        for kv in space.kv_cache_dtypes:
+                            for mns in space.max_num_seqs:
+                                engine = replace(space.engine, kv_cache_dtype=kv, max_num_seqs=mns)
+                                d = Deployment(target=space.target, gpu=gpu, speculative=spec, tp=tp, num_gpus=count,
+                                               engine=engine)
+                                try:
+                                    mem = account(d, profile, quant)
+                                except SpecError:
+                                    skipped += 1
+                                    continue
+                                cost = count * option.price_per_hour if option.price_per_hour is not None else count
+                                out.append(_judge(d, mem, per_replica, policy, slo, eff, acceptance, k, replicas, ctx,
+                                                  peak_total, costs_cache, drafter.label, cost, unit))
+    return out, skipped
+
+
+def _judge(d, mem, w, policy, slo, eff, acceptance, k, replicas, ctx, peak_total, cache, label, cost, unit):
+    s = mem.settings
+    verdict = evaluate(mem, w, policy, detail=False)
+    headroom = verdict.worst_case.headroom_fraction
+    base = dict(gpu=d.gpu.gpu_id, gpus=d.num_gpus, tp=d.tp, replicas=replicas, drafter=label,
+                method=d.speculative.method, k=k, kv_cache_dtype=d.engine.kv_cache_dtype, max_num_seqs=s.max_num_seqs,
+                headroom=headroom, cost=cost, cost_unit=unit, kv_cache_tokens=mem.kv_cache_tokens)
+    if verdict.verdict == DOES_NOT_FIT:
+        reason = verdict.reasons[0] if verdict.reasons else (
+            f"KV demand at {verdict.worst_case.concurrency} p99 requests exceeds the pool ({headroom:.0%} headroom)")
+        return Candidate(status="does_not_fit", reason=reason, tpot_s=None, ttft_s=None, throughput_tok_s=None, **base)
+    key = (d.gpu.gpu_id, d.tp, label, k, d.engine.kv_cache_dtype)
+    costs = cache.get(key)
+    if costs is None:
+        costs = cache[key] = build_costs(d, eff, s.dtype, s.quantization, s.kv_dtype_bytes, k=k)
+    batch = max(1, min(verdict.worst_case.concurrency, s.max_num_seqs))
+    if d.speculative.enabled and acceptance is not None:
+        tpot = spec_step_time(costs, batch, ctx) / tokens_per_pass(acceptance.per_token(k), k)
+    else:
+        tpot = decode_step(costs, batch, ctx).time_s
+    ttft = prefill_time(costs, w.prompt_tokens.p99, s.max_num_batched_tokens)
+    # decode steps share the GPU with the prefill of arriving prompts: at utilisation u of prefill work, a
+    # token takes 1 / (1 - u) longer (rate from Little's law at this concurrency)
+    chunk = s.max_num_batched_tokens
+    per_prefill_token = prefill_time(costs, chunk, chunk) / chunk
+    rate = w.concurrency / (ttft + max(1, w.output_tokens.p50) * tpot)
+    u = rate * w.prompt_tokens.p50 * per_prefill_token
+    if u >= 0.95:
+        return Candidate(status="misses_throughput", reason=f"prefilling the prompts alone needs {u:.0%} of the GPU",
+                         tpot_s=None, ttft_s=ttft, throughput_tok_s=None, **base)
+    tpot /= 1 - u
+    ttft /= 1 - u
+    throughput = replicas * batch / tpot
+    checks = []
+    if slo.tpot_p99_s and tpot > slo.tpot_p99_s:
+        checks.append(("misses_tpot", f"TPOT {tpot * 1e3:.1f} ms at {batch} sequences > {slo.tpot_p99_s * 1e3:g} ms"))
+    if slo.ttft_p99_s:
+        if ttft > slo.ttft_p99_s:
+            checks.append(("misses_ttft", f"p99 prompt prefill {ttft * 1e3:.0f} ms > {slo.ttft_p99_s * 1e3:g} ms"))
+        elif verdict.worst_case.queued:
+            checks.append(("misses_ttft", f"max_num_seqs={s.max_num_seqs} queues {verdict.worst_case.queued} "
+                                          "requests at peak"))
+    if slo.throughput_tok_s and throughput < slo.throughput_tok_s:
+        checks.append(("misses_throughput", f"{throughput:,.0f} tok/s < {slo.throughput_tok_s:,.0f} tok/s"))
+    if slo.request_rate:
+        served = replicas * batch / (ttft + max(1, w.output_tokens.p50) * tpot)
+        if served < slo.request_rate:
+            checks.append(("misses_throughput", f"serves {served:.2f} req/s < {slo.request_rate:g} req/s"))
+    if checks:
+        status, reason = checks[0]
+    elif verdict.verdict == FITS:
+        status, reason = "ok", f"meets the SLO with {headroom:.0%} headroom"
+    else:
+        status, reason = "thin", f"meets the SLO but headroom {headroom:.0%} < policy {policy:.0%}"
+    return Candidate(status=status, reason=reason, tpot_s=tpot, ttft_s=ttft, throughput_tok_s=throughput, **base)
+
+
+def pareto_front(cands: list[Candidate]) -> list[Candidate]:
+    """Configurations meeting the SLO that no other beats on cost, headroom and throughput at once."""
+    pool = sorted((c for c in cands if c.status in ("ok", "thin")),
+                  key=lambda c: (c.cost, -c.headroom, -(c.throughput_tok_s or 0)))
+    front: list[Candidate] = []
+    for c in pool:
+        dominated = any(f.cost <= c.cost and f.headroom >= c.headroom and (f.throughput_tok_s or 0)
+                        >= (c.throughput_tok_s or 0) for f in front)
+        if not dominated:
+            front.append(c)
+    return front
+
+
+def rejected_families(cands: list[Candidate]) -> list[dict]:
+    families: dict[tuple[str, str], list[Candidate]] = {}
+    for c in cands:
+        families.setdefault((c.gpu, c.drafter), []).append(c)
+    out = []
+    for (gpu, drafter), members in families.items():
+        if any(c.status == "ok" for c in members):
+            continue
+        best = min(members, key=lambda c: (STATUS_ORDER.index(c.status), -c.headroom))
+        out.append({"gpu": gpu, "drafter": drafter, "status": best.status, "configurations": len(members),
+                    "why": f"closest: {best.gpus} GPUs, TP={best.tp}, k={best.k}, kv={best.kv_cache_dtype}, "
+                           f"max_num_seqs={best.max_num_seqs}: {best.reason}"})
+    return out
+
+
+def run_search(space, profile: AccountingProfile, efficiency_for, confirm=None) -> SearchResult:
+    """Screen the space; `confirm(candidate) -> (confirmed, summary dict)` simulates the finalists."""
+    start = time.perf_counter()
+    cands, skipped = screen(space, profile, efficiency_for)
+    elapsed = time.perf_counter() - start
+    def slack(c: Candidate) -> float:
+        """How far inside the SLO the screen puts a configuration (the more, the likelier it confirms)."""
+        margins = [1.0]
+        if space.slo.tpot_p99_s and c.tpot_s:
+            margins.append(1 - c.tpot_s / space.slo.tpot_p99_s)
+        if space.slo.ttft_p99_s and c.ttft_s:
+            margins.append(1 - c.ttft_s / space.slo.ttft_p99_s)
+        return min(margins)
+
+    ok = sorted((c for c in cands if c.status == "ok"), key=lambda c: (c.cost, -round(slack(c), 2), -c.headroom))
+    finalists: list[Candidate] = []
+    if confirm is None:
+        finalists = ok[: space.finalists]
+        cheapest = ok[0] if ok else None
+    else:
+        # simulate in cost order until `finalists` are confirmed (at most 10x as many runs); configurations
+        # that differ from a rejected one only in max_num_seqs are not simulated again
+        rejected: set = set()
+        runs = 0
+        for c in ok:
+            if sum(1 for f in finalists if f.confirmed) >= space.finalists or runs >= 10 * max(1, space.finalists):
+                break
+            family = (c.gpu, c.gpus, c.tp, c.drafter, c.k, c.kv_cache_dtype)
+            if family in rejected:
+                continue
+            confirmed, summary = confirm(c)
+            runs += 1
+            finalists.append(replace(c, confirmed=confirmed, simulation=summary))
+            if not confirmed:
+                rejected.add(family)
+        cheapest = next((c for c in finalists if c.confirmed), None)
+    return SearchResult(name=space.name, screened=len(cands), skipped=skipped, screen_seconds=elapsed,
+                        candidates=tuple(cands), cheapest=cheapest, pareto=tuple(pareto_front(cands)),
+                        rejected_families=tuple(rejected_families(cands)), finalists=tuple(finalists))

@@ -1,0 +1,62 @@
+"""Rendering of `specsize search`: JSON (docs/json.md) or text tables."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict
+
+from ..planner.search import Candidate, SearchResult
+
+
+def _cand(c: Candidate | None) -> dict | None:
+    if c is None:
+        return None
+    out = asdict(c)
+    out["headroom"] = round(c.headroom, 6) if math.isfinite(c.headroom) else None
+    return out
+
+
+def to_dict(r: SearchResult) -> dict:
+    return {"schema_version": "1.0", "name": r.name, "screened": r.screened, "skipped": r.skipped,
+            "screen_seconds": r.screen_seconds, "meets_slo_with_headroom": sum(c.status == "ok" for c in r.candidates),
+            "cheapest": _cand(r.cheapest), "pareto": [_cand(c) for c in r.pareto],
+            "rejected_families": list(r.rejected_families), "finalists": [_cand(c) for c in r.finalists],
+            "status_counts": {s: sum(c.status == s for c in r.candidates)
+                              for s in sorted({c.status for c in r.candidates})}}
+
+
+def _line(c: Candidate) -> str:
+    tpot = "-" if c.tpot_s is None else f"{c.tpot_s * 1e3:.1f} ms"
+    thr = "-" if c.throughput_tok_s is None else f"{c.throughput_tok_s:,.0f} tok/s"
+    confirmed = "" if c.confirmed is None else ("; simulation confirms" if c.confirmed else "; simulation REJECTS")
+    return (f"{c.gpus} x {c.gpu} TP={c.tp} x{c.replicas}, {c.drafter} k={c.k}, kv={c.kv_cache_dtype}, "
+            f"max_num_seqs={c.max_num_seqs}: {c.cost:g} {c.cost_unit}, headroom {c.headroom:.0%}, TPOT {tpot}, "
+            f"{thr}{confirmed}")
+
+
+def render(r: SearchResult, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(to_dict(r), indent=2) + "\n"
+    lines = [f"search {r.name}: {r.screened:,} configurations screened in {r.screen_seconds:.2f} s "
+             f"({r.skipped} invalid skipped)", ""]
+    lines.append("Cheapest that meets the SLO with headroom:")
+    lines.append("  " + (_line(r.cheapest) if r.cheapest else
+                         "none" + (" confirmed by simulation" if r.finalists else "")))
+    if r.finalists:
+        lines += ["", "Finalists, in cost order:"]
+        for c in r.finalists:
+            lines.append(f"  {_line(c)}")
+            if c.simulation and c.simulation.get("problems"):
+                lines.append(f"    simulation: {'; '.join(c.simulation['problems'])}")
+            elif c.simulation and c.confirmed is False:
+                lines.append(f"    simulation: p99 TTFT {c.simulation['ttft_p99_s']:.2f} s, p99 TPOT "
+                             f"{c.simulation['tpot_p99_s'] * 1e3:.1f} ms against the SLO")
+    lines += ["", f"Pareto front (cost vs headroom vs throughput), {len(r.pareto)} configurations:"]
+    lines += [f"  {_line(c)}" for c in r.pareto[:15]]
+    if len(r.pareto) > 15:
+        lines.append(f"  ... {len(r.pareto) - 15} more in --format json")
+    if r.rejected_families:
+        lines += ["", "Rejected families (GPU x drafter) and why:"]
+        lines += [f"  {f['gpu']} / {f['drafter']}: {f['status']} ({f['why']})" for f in r.rejected_families]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,181 @@
+"""Planner: a search whose optimum follows by hand, ranked fixes, failover and cold start, robustness
+margins checked by re-planning at the reported limits, engine commands, the pipeline gate."""
+
+import json
+import shlex
+
+import pytest
+
+from specsize.catalog import load_gpu, load_model
+from specsize.catalog.gpus import load_efficiency
+from specsize.catalog.search_spec import DrafterOption, GpuOption, SearchSlo, SearchSpace
+from specsize.core.specs import Deployment, EngineSettings, LengthDistribution, SpeculativeConfig, Workload
+from specsize.engines import resolve_profile
+from specsize.engines.emit import emitted_flags, engine_flags, sglang_command, vllm_command
+from specsize.planner.perf import Acceptance
+from specsize.planner.placement import StartupCosts, place
+from specsize.planner.plan import plan
+from specsize.planner.recommend import recommend
+from specsize.planner.robustness import analyse, scaled_workload
+from specsize.planner.search import run_search
+
+from helpers import deployment, workload
+
+PROFILE = resolve_profile()
+
+
+def small_space(**overrides):
+    base = dict(
+        name="hand", target=load_model("meta-llama/Llama-3.1-70B-Instruct"),
+        drafters=(DrafterOption("none", SpeculativeConfig(), None, None, None, (0,)),),
+        gpus=(GpuOption(load_gpu("L4-24GB"), (1, 2, 4), 0.8), GpuOption(load_gpu("H200-141GB"), (1, 2), 3.5),
+              GpuOption(load_gpu("B200-180GB"), (1,), 5.5)),
+        tps=(1, 2, 4), kv_cache_dtypes=("auto",), max_num_seqs=(64,), engine=EngineSettings(max_model_len=8192),
+        workload=workload(prompt=(1000, 2000, 4000, 4000), output=(200, 500, 1000, 1000), concurrency=4),
+        slo=SearchSlo(), headroom=0.2, gpus_per_node=8, finalists=1, simulate_seconds=60.0, engine_version=None)
+    base.update(overrides)
+    return SearchSpace(**base)
+
+
+def test_search_optimum_by_hand():
+    # 70B in bf16 is 131.4 GiB of weights: no number of L4s up to 4 (4 x 22 GiB) and no single H200
+    # (budget 0.9 x 139.8 = 125.8 GiB) can hold it; two H200s cost $7/h; one B200 (budget 160.5 GiB)
+    # holds it with ~25 GiB of KV cache (~80k tokens) for 4 x 5,000-token requests, at $5.5/h.
+    result = run_search(small_space(), PROFILE, load_efficiency)
+    best = result.cheapest
+    assert (best.gpu, best.gpus, best.tp, best.cost) == ("B200-180GB", 1, 1, 5.5)
+    h200_single = next(c for c in result.candidates if c.gpu == "H200-141GB" and c.gpus == 1)
+    assert h200_single.status == "does_not_fit"
+    families = {(f["gpu"], f["status"]) for f in result.rejected_families}
+    assert ("L4-24GB", "does_not_fit") in families
+    assert all(c.cost >= 5.5 for c in result.pareto)
+
+
+def test_top_recommendation_lowers_k_when_k_is_the_cause():
+    # pool fixed at 100 blocks of 16; p99 request 100 + 12 tokens + k lookahead slots: with k=20 that is
+    # 132 tokens = 9 blocks x 10 concurrent = 90 blocks (10% headroom, thin); k <= 16 keeps 8 blocks (20%)
+    d = deployment(method="ngram", k=20, kv_cache_memory_bytes=100 * 16 * 131_072, max_model_len=1024)
+    w = workload(prompt=(100, 100, 100, 100), output=(12, 12, 12, 12), concurrency=10)
+    eff = load_efficiency(d.gpu)
+    acceptance = Acceptance(rate=0.5)
+    r = plan(d, w, PROFILE, 0.2, efficiency=eff, acceptance=acceptance)
+    assert r.verdict.verdict == "thin" and r.verdict.worst_case.headroom_fraction == pytest.approx(0.1)
+    recs = recommend(r, PROFILE, eff, acceptance)
+    top = recs[0]
+    assert top.action == "lower_k" and top.verdict_after == "fits"
+    assert top.changes["num_speculative_tokens"] <= 16
+    assert top.headroom_after == pytest.approx(0.2)
+
+
+def test_failover_on_three_replicas_with_cold_start():
+    # 3 replicas of Llama-3.1-8B (TP1) share 30 concurrent requests (10 each); with one down the two
+    # survivors take 15 each. Cold start: 16,060,522,496 B of checkpoint / 2 GB/s = 8.03 s + 30 s engine
+    # start + 8 s of cached torch.compile = 46.03 s
+    d = deployment(gpu="H100-SXM-80GB", max_model_len=8192)
+    d = Deployment(target=d.target, gpu=d.gpu, tp=1, num_gpus=3, engine=d.engine)
+    w = workload(concurrency=30)
+    eff = load_efficiency(d.gpu)
+    r = plan(d, w, PROFILE, 0.2, efficiency=eff)
+    assert r.verdict.worst_case.requested_concurrency == 10
+    p = place(r, PROFILE, gpus_per_node=8, spare=1, storage_bandwidth_bytes_s=2e9, costs=StartupCosts(),
+              efficiency=eff, ttft_slo_s=5.0)
+    f = p.failover
+    assert (f.replicas, f.survivors, f.load_per_survivor) == (3, 2, 15)
+    assert p.storage.read_bytes_per_node == 8_030_261_248 * 2
+    assert f.cold_start_s == pytest.approx(8_030_261_248 * 2 / 2e9 + 30 + 8)
+    assert p.nodes == 1 and p.replicas_per_node == (3,)
+    assert f.verdict in ("fits", "thin") and f.headroom < r.verdict.worst_case.headroom_fraction
+
+
+def test_robustness_limits_hold_inside_and_flip_outside():
+    d = deployment("meta-llama/Llama-3.1-70B-Instruct", tp=4, draft="meta-llama/Llama-3.2-1B-Instruct",
+                   method="draft_model", k=4, max_model_len=32768, max_num_seqs=128)
+    w = workload(prompt=(1500, 4000, 8000, 24000), output=(300, 800, 1200, 2000), concurrency=12, burst=1.5)
+    r = plan(d, w, PROFILE, 0.2)
+    rob = analyse(r)
+    from specsize.core.envelope import evaluate
+
+    for m in rob.margins:
+        assert m.factor is not None
+        inside = evaluate(r.memory, scaled_workload(w, m.input, m.factor), 0.2).verdict
+        outside = evaluate(r.memory, scaled_workload(w, m.input, m.factor * 1.02 + 0.01), 0.2).verdict
+        assert inside == r.verdict.verdict, m
+        assert outside != r.verdict.verdict, m
+
+
+def test_acceptance_floor_is_where_speculation_stops_paying():
+    d = deployment("meta-llama/Llama-3.1-8B-Instruct", draft="meta-llama/Llama-3.2-1B-Instruct",
+                   method="draft_model", k=4, max_model_len=8192)
+    w = workload(concurrency=8)
+    eff = load_efficiency(d.gpu)
+    r = plan(d, w, PROFILE, 0.2, efficiency=eff, acceptance=Acceptance(rate=0.8))
+    rob = analyse(r, eff, Acceptance(rate=0.8))
+    floor = rob.acceptance_floor
+    above = plan(d, w, PROFILE, 0.2, efficiency=eff, acceptance=Acceptance(rate=floor + 0.01)).perf.speedup
+    below = plan(d, w, PROFILE, 0.2, efficiency=eff, acceptance=Acceptance(rate=floor - 0.01)).perf.speedup
+    assert above >= 1 > below
+
+
+EXAMPLES = ["llama70b-draft1b-4xh100.yaml", "llama8b-eagle3-h100.yaml", "deepseek-v3-mtp-8xh200.yaml",
+            "gpt-oss-120b-ngram-h100.yaml"]
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_emitted_flags_are_the_engines_own(name):
+    from pathlib import Path
+
+    from specsize.catalog.deployment import build_inputs, read_deployment_file
+
+    inputs = build_inputs(read_deployment_file(Path(__file__).resolve().parents[1] / "examples" / name))
+    r = plan(inputs.deployment, inputs.workload, PROFILE, inputs.headroom)
+    flags = engine_flags()
+    v = vllm_command(r.deployment, r.memory)
+    assert set(emitted_flags(v)) <= set(flags["vllm"]["flags"])
+    argv = shlex.split(v.shell)
+    if "--speculative-config" in argv:
+        spec = json.loads(argv[argv.index("--speculative-config") + 1])
+        assert set(spec) <= set(flags["vllm"]["speculative_config_keys"])
+        assert spec["num_speculative_tokens"] == inputs.deployment.speculative.num_speculative_tokens
+    assert argv[argv.index("--max-num-seqs") + 1] == str(r.memory.settings.max_num_seqs)
+    sg = sglang_command(r.deployment, r.memory)
+    assert set(emitted_flags(sg)) <= set(flags["sglang"]["flags"])
+    if "--speculative-algorithm" in sg.argv:
+        algorithm = sg.argv[sg.argv.index("--speculative-algorithm") + 1]
+        assert algorithm in flags["sglang"]["speculative_algorithms"]
+
+
+def test_emitted_vllm_command_parses_with_vllms_parser():
+    vllm_args = pytest.importorskip("vllm.engine.arg_utils",
+                                    reason="vLLM is not installed in this environment; flags are checked against "
+                                           "the recorded list instead")
+    from vllm.utils import FlexibleArgumentParser
+
+    parser = vllm_args.EngineArgs.add_cli_args(FlexibleArgumentParser())
+    d = deployment(draft="sgl-project/SpecForge-llama3-8B-eagle3", method="eagle3", k=3, max_model_len=8192)
+    r = plan(d, workload(), PROFILE, 0.2)
+    argv = list(vllm_command(r.deployment, r.memory).argv)
+    args = parser.parse_args(["--model", argv[2], *argv[3:]])
+    assert args.max_num_seqs == r.memory.settings.max_num_seqs
+
+
+def test_emitted_sglang_command_parses_with_sglangs_parser():
+    server_args = pytest.importorskip("sglang.srt.server_args",
+                                      reason="SGLang is not installed in this environment; flags are checked against "
+                                             "the recorded list instead")
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    server_args.ServerArgs.add_cli_args(parser)
+    d = deployment(draft="sgl-project/SpecForge-llama3-8B-eagle3", method="eagle3", k=3, max_model_len=8192)
+    r = plan(d, workload(), PROFILE, 0.2)
+    parser.parse_args(list(sglang_command(r.deployment, r.memory).argv[3:]))
+
+
+def test_shared_pool_refuses_start_and_recommends_lower_utilization():
+    d = deployment(max_model_len=8192, gpu_memory_utilization=0.9)
+    d = Deployment(target=d.target, gpu=d.gpu, engine=d.engine, shared_reserved_bytes=20 * 2**30)
+    r = plan(d, workload(), PROFILE, 0.2)
+    assert r.verdict.verdict == "does_not_fit" and "another workload holds 20.00 GiB" in r.verdict.breaks_first
+    recs = recommend(r, PROFILE)
+    lower = next(x for x in recs if x.action == "lower_utilization")
+    assert lower.changes["gpu_memory_utilization"] == pytest.approx(0.74)  # (79.19 - 20) / 79.19 = 0.747
