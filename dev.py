@@ -5,6 +5,7 @@
     python3 dev.py test [PYTEST ARGS...]  same environment plus test tools, run the whole test suite
     python3 dev.py bench            run the benchmarks in bench/ (accuracy and speed tables)
     python3 dev.py catalog          regenerate the embedded model catalog from ../shared/model-configs
+    python3 dev.py goldens          regenerate the golden Markdown reports in tests/golden
 
 The virtual environment lives in .venv next to this file; it is created once and reused.
 """
@@ -62,10 +63,13 @@ def main(argv: list[str]) -> int:
             print(f"\n=== {script.name}", flush=True)
             rc |= _run([PY, script])
         return rc
+    if task == "goldens":
+        _ensure_venv("test")
+        return _run([PY, ROOT / "tools" / "goldens.py", *rest])
     if task == "catalog":
         _ensure_venv("test")
         return _run([PY, ROOT / "tools" / "build_catalog.py", *rest])
-    print(f"dev.py: unknown task {task!r}; accepted: plan, test, bench, catalog", file=sys.stderr)
+    print(f"dev.py: unknown task {task!r}; accepted: plan, test, bench, catalog, goldens", file=sys.stderr)
     return 2
 
 

@@ -148,7 +148,8 @@ def test_plan_perf_section(capsys):
 
 
 def test_plan_without_acceptance_prices_no_speculation_only(capsys):
-    _, out, _ = run(capsys, "plan", "--format", "json")
+    _, out, _ = run(capsys, "plan", "--format", "json", "--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu",
+                    "H100-SXM-80GB", "--method", "ngram", "-k", "3", "--max-model-len", "8192")
     perf = json.loads(out)["perf"]
     assert perf["speedup"] is None and perf["tpot_s_no_spec"] > 0 and "acceptance not given" in perf["note"]
 
@@ -201,7 +202,8 @@ def test_simulate_json_and_series(tmp_path, capsys):
 
 
 def test_simulate_needs_acceptance_with_speculation(capsys):
-    code, _, err = run(capsys, "simulate", "--duration", "10")
+    code, _, err = run(capsys, "simulate", "--duration", "10", "--target", "meta-llama/Llama-3.1-8B-Instruct",
+                       "--gpu", "H100-SXM-80GB", "--method", "ngram", "-k", "3", "--max-model-len", "8192")
     assert code == 2 and "acceptance" in err
 
 

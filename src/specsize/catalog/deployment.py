@@ -26,7 +26,10 @@ TOP_KEYS = {
     "engine", "engine_version", "device", "gpu_memory_utilization", "max_model_len", "max_num_seqs",
     "max_num_batched_tokens", "kv_cache_dtype", "quantization", "dtype", "enforce_eager", "block_size",
     "kv_cache_memory_bytes", "workload", "headroom", "name", "description", "shared_reserved_gib",
+    "acceptance_rate", "mean_accepted_length", "measured_at_k", "acceptance_source", "security",
 }
+SECURITY_COMPONENTS = ("inference_endpoint", "metrics_endpoint", "dashboard")
+SECURITY_AUTH = ("none", "api_key", "mtls", "oidc", "network_policy", "reverse_proxy", "not_exposed")
 WORKLOAD_KEYS = {"prompt_tokens", "output_tokens", "concurrency", "burst_factor", "percentile", "samples_file"}
 
 
@@ -39,6 +42,11 @@ class PlanInputs:
     headroom: float
     workload_defaulted: bool
     raw: dict  # the merged settings, echoed in the output
+    acceptance_rate: float | None = None  # from the file; flags override
+    mean_accepted_length: float | None = None
+    measured_at_k: int | None = None
+    acceptance_source: str | None = None
+    security: dict | None = None  # component -> {"auth": ..., "note": ...}
 
 
 def default_deployment() -> dict:
@@ -277,9 +285,34 @@ def build_inputs(data: dict) -> PlanInputs:
     if not isinstance(workload_data, dict):
         raise SpecError("workload", "must be a mapping", ", ".join(sorted(WORKLOAD_KEYS)))
     headroom = _float(data, "headroom", 0.20)
+    rate, mean = _float(data, "acceptance_rate"), _float(data, "mean_accepted_length")
+    if rate is not None and mean is not None:
+        raise SpecError("acceptance_rate", "give either acceptance_rate or mean_accepted_length, not both",
+                        "one of the two")
     return PlanInputs(deployment=deployment, workload=_workload(workload_data), engine=engine,
                       engine_version=None if version is None else str(version), headroom=headroom,
-                      workload_defaulted=defaulted, raw=data)
+                      workload_defaulted=defaulted, raw=data, acceptance_rate=rate, mean_accepted_length=mean,
+                      measured_at_k=_int(data, "measured_at_k"),
+                      acceptance_source=None if data.get("acceptance_source") is None else str(data["acceptance_source"]),
+                      security=_security(data.get("security")))
+
+
+def _security(value) -> dict | None:
+    """How each serving component is protected: {component: {"auth": ..., "note": ...}}."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise SpecError("security", "must be a mapping of components", ", ".join(SECURITY_COMPONENTS))
+    out = {}
+    for component, spec in value.items():
+        if component not in SECURITY_COMPONENTS:
+            raise SpecError("security", f"unknown component {component!r}", ", ".join(SECURITY_COMPONENTS))
+        if isinstance(spec, str):
+            spec = {"auth": spec}
+        if not isinstance(spec, dict) or str(spec.get("auth")) not in SECURITY_AUTH:
+            raise SpecError(f"security.{component}.auth", f"unknown value {spec!r}", ", ".join(SECURITY_AUTH))
+        out[component] = {"auth": str(spec["auth"]), "note": str(spec.get("note") or "")}
+    return out
 
 
 CANDIDATE_KEYS = {"method", "draft", "acceptance", "acceptance_rate", "mean_accepted_length", "k", "draft_tp"}

@@ -114,8 +114,9 @@ def perf_options(func):
     return func
 
 
-def perf_inputs(kw: dict, gpu, default_k: int | None):
-    """(efficiency, acceptance or None, tpot SLO in s, tree) from the perf flags (popped from kw)."""
+def perf_inputs(kw: dict, gpu, default_k: int | None, inputs=None):
+    """(efficiency, acceptance or None, tpot SLO in s, tree) from the perf flags (popped from kw); the
+    deployment file's acceptance applies when no flag gives one."""
     from ..catalog.gpus import load_efficiency  # noqa: PLC0415
     from ..core.errors import SpecError  # noqa: PLC0415
     from ..planner.perf import Acceptance, Tree  # noqa: PLC0415
@@ -128,6 +129,10 @@ def perf_inputs(kw: dict, gpu, default_k: int | None):
     if f["acceptance_rate"] is not None or f["mean_accepted_length"] is not None:
         acceptance = Acceptance(rate=f["acceptance_rate"], mean_accepted_length=f["mean_accepted_length"],
                                 measured_at_k=f["measured_at_k"] or default_k)
+    elif inputs is not None and (inputs.acceptance_rate is not None or inputs.mean_accepted_length is not None):
+        acceptance = Acceptance(rate=inputs.acceptance_rate, mean_accepted_length=inputs.mean_accepted_length,
+                                measured_at_k=inputs.measured_at_k or default_k,
+                                source=inputs.acceptance_source or "deployment file")
     if f["tree_topk"] is not None and f["tree_topk"] < 1:
         raise SpecError("tree_topk", f"must be >= 1, got {f['tree_topk']}", "an integer >= 1")
     if f["num_draft_tokens"] is not None and f["num_draft_tokens"] < 1:
@@ -233,7 +238,7 @@ def plan(fmt: str, output: str | None, force: bool, run_sim: bool, sim_duration:
     perf_flags = {name: kw.pop(name, None) for name in PERF_FLAGS}
     inputs = load_inputs(kw)
     d = inputs.deployment
-    eff, acceptance, slo, tree = perf_inputs(perf_flags, d.gpu, d.speculative.num_speculative_tokens or None)
+    eff, acceptance, slo, tree = perf_inputs(perf_flags, d.gpu, d.speculative.num_speculative_tokens or None, inputs)
     profile = resolve_profile(inputs.engine, inputs.engine_version)
     result = make_plan(d, inputs.workload, profile, inputs.headroom, efficiency=eff, acceptance=acceptance,
                        tpot_slo_s=slo, tree=tree)
@@ -302,7 +307,7 @@ def speedup(batch_sizes: str, context_len: int, candidates: tuple[str, ...], fmt
     perf_flags = {name: kw.pop(name, None) for name in PERF_FLAGS}
     inputs = load_inputs(kw)
     d = inputs.deployment
-    eff, acceptance, _, tree = perf_inputs(perf_flags, d.gpu, d.speculative.num_speculative_tokens or None)
+    eff, acceptance, _, tree = perf_inputs(perf_flags, d.gpu, d.speculative.num_speculative_tokens or None, inputs)
     if acceptance is None:
         raise SpecError("acceptance_rate", "speedup needs the acceptance of the drafter",
                         "--acceptance-rate A or --mean-accepted-length T (measured, never assumed)")
@@ -401,7 +406,7 @@ def simulate(fmt: str, output: str | None, force: bool, series_path: str | None,
     burst_factor = kw.get("burst_factor")
     inputs = load_inputs(kw)
     d = inputs.deployment
-    eff, acceptance, tpot_slo, tree = perf_inputs(perf_flags, d.gpu, d.speculative.num_speculative_tokens or None)
+    eff, acceptance, tpot_slo, tree = perf_inputs(perf_flags, d.gpu, d.speculative.num_speculative_tokens or None, inputs)
     bar, update = _progress_callback()
     if bar is not None:
         bar.start()
@@ -414,6 +419,46 @@ def simulate(fmt: str, output: str | None, force: bool, series_path: str | None,
     if series_path:
         write_series(report.spec.series, series_path, force)
     sys.exit(0 if report.spec.sustains else 1)
+
+
+@cli.command()
+@deployment_options
+@perf_options
+@click.option("--format", "fmt", type=click.Choice(["html", "markdown"]), default="html", show_default=True)
+@click.option("-o", "--output", "output", type=click.Path(dir_okay=False),
+              help="Write to FILE (default: stdout for Markdown; HTML needs a file).")
+@click.option("--force", is_flag=True, help="Replace an existing output file.")
+@click.option("--no-simulate", is_flag=True, help="Skip the burst simulation.")
+@click.option("--sim-duration", type=float, default=120.0, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--ttft-slo-ms", type=float)
+def report(fmt: str, output: str | None, force: bool, no_simulate: bool, sim_duration: float, seed: int,
+           ttft_slo_ms: float | None, **kw) -> None:
+    """A report a reviewer can read: verdict, memory per GPU, KV demand vs capacity, speed-up, the burst
+    simulation, recommendations, the engine command and the standards mapping, with inline SVG figures.
+
+    Exit code as `plan`: 0 fits, 1 thin, 3 does not fit, 2 bad input.
+    """
+    from ..engines import resolve_profile  # noqa: PLC0415
+    from ..planner.report import build_report  # noqa: PLC0415
+
+    if fmt == "html" and not output:
+        from ..core.errors import SpecError  # noqa: PLC0415
+
+        raise SpecError("output", "an HTML report needs a file", "-o report.html")
+    perf_flags = {name: kw.pop(name, None) for name in PERF_FLAGS}
+    inputs = load_inputs(kw)
+    d = inputs.deployment
+    eff, acceptance, slo, tree = perf_inputs(perf_flags, d.gpu, d.speculative.num_speculative_tokens or None, inputs)
+    profile = resolve_profile(inputs.engine, inputs.engine_version)
+    data = build_report(inputs, profile, eff, acceptance, slo, tree, simulate=not no_simulate,
+                        sim_duration_s=sim_duration, seed=seed, ttft_slo_s=ttft_slo_ms / 1e3 if ttft_slo_ms else None)
+    if fmt == "html":
+        from ..reports import html as renderer  # noqa: PLC0415
+    else:
+        from ..reports import report_markdown as renderer  # noqa: PLC0415
+    write_output(renderer.render(data), output, force)
+    sys.exit(EXIT_FOR_VERDICT[data.result.verdict.verdict])
 
 
 @cli.command()
@@ -466,7 +511,7 @@ def check(fmt: str, output: str | None, force: bool, **kw) -> None:
     perf_flags = {name: kw.pop(name, None) for name in PERF_FLAGS}
     inputs = load_inputs(kw)
     d = inputs.deployment
-    eff, acceptance, slo, tree = perf_inputs(perf_flags, d.gpu, d.speculative.num_speculative_tokens or None)
+    eff, acceptance, slo, tree = perf_inputs(perf_flags, d.gpu, d.speculative.num_speculative_tokens or None, inputs)
     profile = resolve_profile(inputs.engine, inputs.engine_version)
     result = make_plan(d, inputs.workload, profile, inputs.headroom, efficiency=eff, acceptance=acceptance,
                        tpot_slo_s=slo, tree=tree)

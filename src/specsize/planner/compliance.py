@@ -1,0 +1,124 @@
+"""How a plan maps to the controls a governance review asks about, with this plan's evidence.
+
+- NIST SP 800-53 Rev. 5 SC-5 (Denial-of-Service Protection): capacity and headroom under expected and burst
+  demand — pass when the worst case fits with the policy's headroom (and, when simulated, the burst is
+  sustained), attention when thin, fail when it does not fit.
+- CIS Controls v8, Control 4 (Secure Configuration of Enterprise Assets and Software): the resource limits
+  set explicitly in the emitted engine configuration — pass when every limit is pinned in the command,
+  with each value, and which ones the deployment file left to the engine's version-dependent defaults.
+- NIST CSF 2.0 PR.PS-01 ("Configuration management practices are established and applied"), as the issue
+  maps it to the access configuration of the serving components: the inference endpoint, the metrics
+  endpoint and any cluster dashboard, and whether the plan says how each is protected. (CSF 2.0 files
+  identity and access management under PR.AA; the evidence here is the components' access configuration,
+  part of their configuration baseline.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..core.units import GiB
+from .plan import PlanResult
+
+PASS, ATTENTION, FAIL = "pass", "attention", "fail"
+COMPONENT_NAMES = {"inference_endpoint": "inference endpoint (OpenAI-compatible API)",
+                   "metrics_endpoint": "metrics endpoint (Prometheus /metrics)",
+                   "dashboard": "cluster dashboard"}
+ENGINE_LIMITS = ("gpu_memory_utilization", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size",
+                 "kv_cache_dtype", "tensor_parallel_size")
+
+
+@dataclass(frozen=True)
+class ControlResult:
+    framework: str
+    control: str
+    title: str
+    status: str
+    summary: str
+    evidence: tuple[str, ...]
+
+
+def sc5(r: PlanResult) -> ControlResult:
+    v = r.verdict
+    worst, expected = v.worst_case, v.expected
+    status = {"fits": PASS, "thin": ATTENTION, "does_not_fit": FAIL}[v.verdict]
+    evidence = [
+        f"expected demand: {expected.concurrency} concurrent p50 requests need {expected.demand_bytes / GiB:.1f} GiB "
+        f"of {expected.capacity_bytes / GiB:.1f} GiB KV cache per GPU ({expected.headroom_fraction:.0%} headroom)",
+        f"burst demand: {worst.requested_concurrency} concurrent {worst.percentile} requests "
+        f"({worst.concurrency} running, {worst.queued} queued at max_num_seqs) need {worst.demand_bytes / GiB:.1f} GiB "
+        f"({worst.headroom_fraction:.0%} headroom; policy {v.headroom_policy:.0%})",
+        f"first limit hit: {v.breaks_first}",
+    ]
+    if r.simulation is not None:
+        s = r.simulation.spec
+        evidence.append(f"simulated burst ({r.simulation.description}): "
+                        + ("sustained" if s.sustains else "NOT sustained: " + "; ".join(s.problems))
+                        + f"; p99 TTFT {s.ttft_s['p99'] or 0:.2f} s, {s.preemptions} preemptions")
+        if not s.sustains and status == PASS:
+            status = ATTENTION
+    if r.placement is not None and r.placement.failover is not None:
+        evidence.append(f"failover: {r.placement.failover.sentence}")
+    summary = {PASS: "capacity holds the burst with the policy's headroom",
+               ATTENTION: "capacity holds the burst, but with less headroom than the policy requires",
+               FAIL: "capacity does not hold the burst"}[status]
+    return ControlResult("NIST SP 800-53 Rev. 5", "SC-5", "Denial-of-Service Protection", status, summary,
+                         tuple(evidence))
+
+
+def cis4(r: PlanResult, raw: dict) -> ControlResult:
+    s = r.memory.settings
+    values = {"gpu_memory_utilization": s.gpu_memory_utilization, "max_model_len": s.max_model_len,
+              "max_num_seqs": s.max_num_seqs, "max_num_batched_tokens": s.max_num_batched_tokens,
+              "block_size": s.block_size, "kv_cache_dtype": s.kv_cache_dtype, "tensor_parallel_size": r.deployment.tp}
+    file_keys = {"tensor_parallel_size": "tp"}
+    command = next((c for c in r.commands if c.engine == "vllm"), None)
+    evidence = []
+    defaulted = []
+    for name in ENGINE_LIMITS:
+        key = file_keys.get(name, name)
+        pinned = command is not None and (f"--{name.replace('_', '-')}" in command.argv or name == "kv_cache_dtype")
+        source = "set in the deployment" if raw.get(key) is not None else "engine default, pinned by specsize"
+        if raw.get(key) is None:
+            defaulted.append(name)
+        evidence.append(f"{name} = {values[name]} ({source}){'' if pinned else ' — NOT in the emitted command'}")
+    evidence.append(f"enforce_eager = {s.enforce_eager}; speculative_config pins method "
+                    f"{r.deployment.speculative.method}, k = {r.deployment.speculative.num_speculative_tokens}")
+    status = PASS if command is not None else FAIL
+    summary = ("every resource limit is explicit in the emitted engine configuration"
+               + (f"; {len(defaulted)} came from engine defaults that change between releases — keep the emitted "
+                  "values" if defaulted else ""))
+    if command is None:
+        summary = "no engine command could be emitted for this plan"
+    return ControlResult("CIS Controls v8", "CIS-4", "Secure Configuration of Enterprise Assets and Software", status,
+                         summary, tuple(evidence))
+
+
+def pr_ps01(r: PlanResult, security: dict | None) -> ControlResult:
+    security = security or {}
+    evidence = []
+    missing, open_ = [], []
+    for component, name in COMPONENT_NAMES.items():
+        spec = security.get(component)
+        if spec is None:
+            missing.append(name)
+            evidence.append(f"{name}: the plan does not say how it is protected")
+        elif spec["auth"] == "none":
+            open_.append(name)
+            evidence.append(f"{name}: UNPROTECTED (auth: none){' — ' + spec['note'] if spec['note'] else ''}")
+        else:
+            evidence.append(f"{name}: {spec['auth']}{' — ' + spec['note'] if spec['note'] else ''}")
+    evidence.append("note: vLLM's --api-key guards the /v1 routes only; /metrics on the same port stays open "
+                    "unless the network or a proxy restricts it")
+    if open_:
+        status, summary = FAIL, "unprotected: " + ", ".join(open_)
+    elif missing:
+        status, summary = ATTENTION, "protection not stated for: " + ", ".join(missing)
+    else:
+        status, summary = PASS, "every serving component states how it is authenticated or isolated"
+    return ControlResult("NIST CSF 2.0", "PR.PS-01", "Configuration management practices are established and applied "
+                         "(access configuration of the serving components)", status, summary, tuple(evidence))
+
+
+def controls(r: PlanResult, raw: dict, security: dict | None) -> tuple[ControlResult, ...]:
+    return (sc5(r), cis4(r, raw), pr_ps01(r, security))

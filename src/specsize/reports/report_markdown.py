@@ -1,0 +1,31 @@
+"""The report as Markdown: the plan's tables plus the speed-up grid and the standards section (no figures)."""
+
+from __future__ import annotations
+
+from ..planner.report import ReportData
+from . import markdown
+
+
+def render(data: ReportData) -> str:
+    r = data.result
+    lines = [markdown.render(r).rstrip(), ""]
+    if data.speedup is not None:
+        t = data.speedup
+        ks = sorted({row.k for row in t.rows})
+        batches = sorted({row.batch_size for row in t.rows})
+        lookup = {(row.batch_size, row.k): row for row in t.rows}
+        lines += [f"## Speed-up vs batch size (a = {t.acceptance_rate:.2f}, context {t.context_len:,} tokens)", "",
+                  "| batch | " + " | ".join(f"k={k}" for k in ks) + " | best k |",
+                  "|---|" + "---|" * (len(ks) + 1)]
+        for b in batches:
+            lines.append(f"| {b} | " + " | ".join(f"{lookup[(b, k)].speedup:.2f}x" for k in ks)
+                         + f" | {t.best_k[b]} |")
+        cross = ", ".join(f"k={k}: {'none' if b is None else b}" for k, b in t.crossover_batch.items())
+        lines += ["", f"Crossover batch (speed-up < 1): {cross}", ""]
+    elif data.speedup_note:
+        lines += ["## Speed-up vs batch size", "", data.speedup_note, ""]
+    lines += ["## Standards & framework alignment", ""]
+    for c in data.controls:
+        lines += [f"### {c.framework} {c.control}: {c.title}", "", f"**{c.status.upper()}**: {c.summary}", ""]
+        lines += [f"- {x}" for x in c.evidence] + [""]
+    return "\n".join(lines).rstrip() + "\n"
