@@ -108,6 +108,7 @@ def test_hub_path_through_local_files(tmp_path, monkeypatch):
     fake.hf_hub_download = hf_hub_download
     fake.get_safetensors_metadata = lambda repo_id: types.SimpleNamespace(parameter_count={"BF16": 1000, "F32": 10})
     monkeypatch.setitem(sys.modules, "huggingface_hub", fake)
+    monkeypatch.setattr("specsize.catalog.models._hub_reachable", lambda: True)
     m = load_model("someone/tiny-llama")
     assert calls == [("someone/tiny-llama", "config.json")]
     assert m.weight_bytes_exact == 1000 * 2 + 10 * 4 and m.source == "hub: someone/tiny-llama"
@@ -121,6 +122,7 @@ def test_hub_unreachable_is_a_clear_error(monkeypatch):
 
     fake.hf_hub_download = offline
     monkeypatch.setitem(sys.modules, "huggingface_hub", fake)
+    monkeypatch.setattr("specsize.catalog.models._hub_reachable", lambda: True)
     with pytest.raises(SpecError, match="hub could not provide it"):
         load_model("meta-llama/Llama-3.1-8B-Instuct")
 
@@ -155,3 +157,16 @@ def test_moe_layout():
     assert len(maverick.moe.moe_layers) == 24 and maverick.intermediate_size == 16384
     gpt = load_model("openai/gpt-oss-20b")
     assert gpt.quantization.method == "mxfp4" and gpt.quantization.experts_only
+
+
+def test_offline_machine_answers_at_once(monkeypatch):
+    import time
+
+    fake = types.ModuleType("huggingface_hub")
+    fake.hf_hub_download = lambda *a: (_ for _ in ()).throw(AssertionError("must not be called offline"))
+    monkeypatch.setitem(sys.modules, "huggingface_hub", fake)
+    monkeypatch.setattr("specsize.catalog.models._hub_reachable", lambda: False)
+    start = time.perf_counter()
+    with pytest.raises(SpecError, match="cannot be reached; did you mean meta-llama/Llama-3.1-8B-Instruct"):
+        load_model("meta-llama/Llama-3.1-8B-Instuct")
+    assert time.perf_counter() - start < 1

@@ -1,16 +1,18 @@
-"""Envelope and verdict on a pool of known size: 1,000 blocks of 16 tokens of Llama-3.1-8B (131,072 B/token)."""
+"""Envelope and verdict on a pool of known size: 1,000 usable blocks of 16 tokens of Llama-3.1-8B
+(131,072 B/token); the engine's pool holds one more, the null block no request can use."""
 
 from specsize.core.envelope import evaluate
 from specsize.core.memory import account
 
 from helpers import deployment, profile, workload
 
-POOL = 1_000 * 16 * 131_072  # 2,097,152,000 bytes
+POOL = 1_000 * 16 * 131_072  # 2,097,152,000 bytes usable
+POOL_WITH_NULL_BLOCK = 1_001 * 16 * 131_072
 
 
 def plan_for(concurrency, burst=1.0, k=0, prompt=3000, output=200, **engine):
     method = "ngram" if k else "none"
-    d = deployment(kv_cache_memory_bytes=POOL, max_model_len=8192, method=method, k=k, **engine)
+    d = deployment(kv_cache_memory_bytes=POOL_WITH_NULL_BLOCK, max_model_len=8192, method=method, k=k, **engine)
     m = account(d, profile())
     w = workload(prompt=(1000, 2000, prompt, prompt), output=(100, 150, output, output),
                  concurrency=concurrency, burst=burst)
@@ -19,7 +21,7 @@ def plan_for(concurrency, burst=1.0, k=0, prompt=3000, output=200, **engine):
 
 def test_pool_is_exact():
     m, _ = plan_for(1)
-    assert m.kv_blocks == 1_000 and m.pool_bytes == POOL
+    assert m.kv_blocks == 1_001 and m.usable_blocks == 1_000 and m.pool_bytes == POOL
 
 
 def test_verdicts_by_hand():

@@ -52,9 +52,10 @@ def test_search_optimum_by_hand():
 
 
 def test_top_recommendation_lowers_k_when_k_is_the_cause():
-    # pool fixed at 100 blocks of 16; p99 request 100 + 12 tokens + k lookahead slots: with k=20 that is
-    # 132 tokens = 9 blocks x 10 concurrent = 90 blocks (10% headroom, thin); k <= 16 keeps 8 blocks (20%)
-    d = deployment(method="ngram", k=20, kv_cache_memory_bytes=100 * 16 * 131_072, max_model_len=1024)
+    # pool fixed at 100 usable blocks of 16 (+ the null block); p99 request 100 + 12 tokens + k lookahead slots:
+    # with k=20 that is 132 tokens = 9 blocks x 10 concurrent = 90 blocks (10% headroom, thin); k <= 16 keeps
+    # 8 blocks (20%)
+    d = deployment(method="ngram", k=20, kv_cache_memory_bytes=101 * 16 * 131_072, max_model_len=1024)
     w = workload(prompt=(100, 100, 100, 100), output=(12, 12, 12, 12), concurrency=10)
     eff = load_efficiency(d.gpu)
     acceptance = Acceptance(rate=0.5)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import struct
 from functools import lru_cache
 from importlib import resources
@@ -127,6 +128,10 @@ def _from_hub(model_id: str) -> ModelSpec:
         raise SpecError("model", f"{model_id!r} is not in the catalog{_suggest(model_id)}",
                         "a catalog id (specsize models), a local config.json or model directory, "
                         "or a hub id with huggingface_hub installed") from None
+    if not os.environ.get("HF_HUB_OFFLINE") and not _hub_reachable():
+        raise SpecError("model", f"{model_id!r} is not in the catalog and the Hugging Face hub cannot be reached"
+                        f"{_suggest(model_id)}", "a catalog id (specsize models), a local config.json or model "
+                        "directory") from None
     try:
         config_file = huggingface_hub.hf_hub_download(model_id, "config.json")
     except Exception as err:  # offline, gated, or not found: all read the same to the user
@@ -143,6 +148,20 @@ def _from_hub(model_id: str) -> ModelSpec:
         exact = None
     cfg = _read_json(Path(config_file), "model")
     return spec_from_config(cfg, model_id, f"hub: {model_id}", weight_bytes_exact=exact)
+
+
+def _hub_reachable(timeout_s: float = 2.0) -> bool:
+    """A quick TCP probe, so that an offline machine answers at once instead of after the hub client's retries.
+    The hub client's own endpoint setting (HF_ENDPOINT) is honoured."""
+    import socket  # noqa: PLC0415
+    from urllib.parse import urlparse  # noqa: PLC0415
+
+    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    try:
+        with socket.create_connection((url.hostname, url.port or 443), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
 
 
 def _suggest(model_id: str) -> str:

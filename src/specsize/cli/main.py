@@ -91,7 +91,8 @@ def deployment_options(func):
 
 WORKLOAD_FLAGS = ("prompt_tokens", "output_tokens", "samples_file", "concurrency", "burst_factor", "percentile")
 PERF_FLAGS = ("acceptance_rate", "mean_accepted_length", "measured_at_k", "tree_topk", "num_draft_tokens",
-              "tpot_slo_ms", "memory_efficiency", "compute_efficiency", "step_overhead_ms")
+              "tpot_slo_ms", "memory_efficiency", "compute_efficiency", "step_overhead_ms", "acceptance_from_store",
+              "store")
 
 
 def perf_options(func):
@@ -108,6 +109,9 @@ def perf_options(func):
         click.option("--memory-efficiency", type=float, help="Override the achieved fraction of HBM bandwidth."),
         click.option("--compute-efficiency", type=float, help="Override the achieved fraction of FLOP/s."),
         click.option("--step-overhead-ms", type=float, help="Override the fixed cost of one forward step (ms)."),
+        click.option("--acceptance-from-store", metavar="TAG",
+                     help="Use the newest acceptance recorded under TAG in the calibration store."),
+        click.option("--store", type=click.Path(dir_okay=False), help="Calibration store (SQLite) path."),
     ]
     for option in reversed(options):
         func = option(func)
@@ -126,7 +130,22 @@ def perf_inputs(kw: dict, gpu, default_k: int | None, inputs=None):
         raise SpecError("acceptance_rate", "give either --acceptance-rate or --mean-accepted-length, not both",
                         "one of the two")
     acceptance = None
-    if f["acceptance_rate"] is not None or f["mean_accepted_length"] is not None:
+    if f["acceptance_from_store"]:
+        if f["acceptance_rate"] is not None or f["mean_accepted_length"] is not None:
+            raise SpecError("acceptance_from_store", "give the acceptance once: a rate, a mean length or a store tag",
+                            "one of --acceptance-rate, --mean-accepted-length, --acceptance-from-store")
+        from ..store import Store  # noqa: PLC0415
+
+        with Store(f["store"]) as store:
+            spec = inputs.deployment.speculative if inputs is not None else None
+            found = store.latest_acceptance(f["acceptance_from_store"],
+                                            target=inputs.deployment.target.model_id if inputs else None,
+                                            draft=spec.draft.model_id if spec and spec.draft else None,
+                                            method=spec.method if spec else None)
+        acceptance = Acceptance(rate=found.acceptance_rate, mean_accepted_length=None if found.acceptance_rate
+                                is not None else found.mean_accepted_length,
+                                measured_at_k=found.k or default_k, source=found.provenance)
+    elif f["acceptance_rate"] is not None or f["mean_accepted_length"] is not None:
         acceptance = Acceptance(rate=f["acceptance_rate"], mean_accepted_length=f["mean_accepted_length"],
                                 measured_at_k=f["measured_at_k"] or default_k)
     elif inputs is not None and (inputs.acceptance_rate is not None or inputs.mean_accepted_length is not None):
@@ -526,6 +545,61 @@ def check(fmt: str, output: str | None, force: bool, **kw) -> None:
         click.echo(f"{v.verdict}: worst-case headroom {headroom:.1%} (policy {v.headroom_policy:.0%}); "
                    f"{v.breaks_first}")
     sys.exit(EXIT_FOR_VERDICT[result.verdict.verdict])
+
+
+@cli.group(invoke_without_command=True)
+@click.option("--store", type=click.Path(dir_okay=False), help="Calibration store (SQLite) path.")
+@click.option("--kind", type=click.Choice(["acceptance", "footprint", "live"]))
+@click.option("--tag")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.pass_context
+def calibrations(ctx, store: str | None, kind: str | None, tag: str | None, fmt: str) -> None:
+    """List what the calibration store holds (measured acceptance, footprints, live observations)."""
+    if ctx.invoked_subcommand is not None:
+        ctx.obj = {"store": store}
+        return
+    import json  # noqa: PLC0415
+
+    from ..store import Store  # noqa: PLC0415
+
+    with Store(store) as s:
+        rows = s.list(kind=kind, tag=tag)
+        path = s.path
+    if fmt == "json":
+        click.echo(json.dumps([{**r.__dict__} for r in rows], indent=2, default=str))
+        return
+    click.echo(f"{path}: {len(rows)} observation(s)")
+    for r in rows:
+        figure = (f"a={r.acceptance_rate:.3f}" if r.acceptance_rate is not None else
+                  f"mean accepted length {r.mean_accepted_length:.2f}" if r.mean_accepted_length is not None else "")
+        click.echo(f"#{r.id} {r.created_at} {r.kind} '{r.tag}' {r.method or ''} {r.draft or ''} "
+                   f"{'k=' + str(r.k) if r.k else ''} {figure} ({r.source})")
+
+
+@calibrations.command("add")
+@click.option("--tag", required=True)
+@click.option("--target")
+@click.option("--draft")
+@click.option("--method")
+@click.option("-k", "--num-speculative-tokens", "k", type=int)
+@click.option("--acceptance-rate", type=float)
+@click.option("--mean-accepted-length", type=float)
+@click.option("--source", required=True, help="Where the figure comes from (a benchmark run, a dashboard, ...).")
+@click.pass_context
+def calibrations_add(ctx, tag, target, draft, method, k, acceptance_rate, mean_accepted_length, source) -> None:
+    """Record a measured acceptance by hand (a new row; nothing is overwritten)."""
+    from ..core.errors import SpecError  # noqa: PLC0415
+    from ..store import Store  # noqa: PLC0415
+
+    if (acceptance_rate is None) == (mean_accepted_length is None):
+        raise SpecError("acceptance_rate", "give exactly one of --acceptance-rate or --mean-accepted-length",
+                        "one of the two")
+    if acceptance_rate is not None and not 0 <= acceptance_rate <= 1:
+        raise SpecError("acceptance_rate", f"must be in [0, 1], got {acceptance_rate}", "a rate in [0, 1]")
+    with Store((ctx.obj or {}).get("store")) as s:
+        row = s.add("acceptance", tag, {"entered_by_hand": True}, source, target=target, draft=draft, method=method,
+                    k=k, acceptance_rate=acceptance_rate, mean_accepted_length=mean_accepted_length)
+    click.echo(f"recorded observation #{row}")
 
 
 @cli.command()

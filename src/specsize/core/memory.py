@@ -58,6 +58,9 @@ class AccountingProfile:
     # start-up
     refuses_start_below_max_model_len: bool = True
     reserved_blocks: int = 0
+    null_blocks: int = 0  # blocks the block pool holds back for good (V1's null block)
+    null_block_in_startup_check: bool = False  # the start-up check plans against usable blocks (0.32)
+    token_report: str = "blocks"  # "blocks": tokens = blocks x block_size; "requests": whole requests' worth
     sources: tuple[str, ...] = field(default=(), compare=False)
 
 
@@ -114,10 +117,17 @@ class MemoryAccount:
     def kv_bytes_per_token_draft(self) -> int:
         return bytes_per_token(self.kv_layers, "draft")
 
+    null_blocks: int = 0
+
+    @property
+    def usable_blocks(self) -> int:
+        """Blocks requests can hold: the pool less the engine's null block."""
+        return max(0, self.kv_blocks - self.null_blocks)
+
     @property
     def pool_bytes(self) -> int:
-        """Bytes of whole blocks in the pool (what requests can actually use)."""
-        return self.kv_blocks * self.settings.block_size * self.kv_bytes_per_token
+        """Bytes of the blocks requests can actually use."""
+        return self.usable_blocks * self.settings.block_size * self.kv_bytes_per_token
 
     @property
     def used_bytes(self) -> int:
@@ -253,7 +263,7 @@ def kv_layers_for(d: Deployment, kv_dtype_bytes: int) -> tuple[KVLayer, ...]:
 
 
 def max_concurrency_at(layers: tuple[KVLayer, ...], kv_blocks: int, block_size: int, tokens: int,
-                       batched_tokens: int) -> float:
+                       batched_tokens: int, whole_requests: bool = False) -> float:
     """Requests of `tokens` the pool holds at once, as vLLM V1 reports it at start-up.
 
     Full-attention layers need every token; a sliding-window layer is charged its window plus one chunk
@@ -270,7 +280,7 @@ def max_concurrency_at(layers: tuple[KVLayer, ...], kv_blocks: int, block_size: 
             per_request_layer_blocks += count * ceil_div(tokens, block_size)
     if per_request_layer_blocks == 0:
         return float("inf")
-    if not windowed:
+    if not windowed and not whole_requests:
         return kv_blocks * block_size / tokens
     return kv_blocks * len(layers) / per_request_layer_blocks
 
@@ -306,8 +316,11 @@ def account(d: Deployment, p: AccountingProfile, quant: Quantization | None = No
     per_token = bytes_per_token(layers)
     per_block = s.block_size * per_token
     blocks = max(0, kv_bytes // per_block - p.reserved_blocks) if per_block else 0
-    tokens = blocks * s.block_size
-    concurrency = max_concurrency_at(layers, blocks, s.block_size, s.max_model_len, s.max_num_batched_tokens)
+    whole = p.token_report == "requests"
+    concurrency = max_concurrency_at(layers, blocks, s.block_size, s.max_model_len, s.max_num_batched_tokens, whole)
+    # what the engine prints as its token capacity: blocks x block size, or (newer releases) whole requests
+    # of max_model_len tokens, which differs when max_model_len is not a multiple of the block size
+    tokens = int(concurrency * s.max_model_len) if whole else blocks * s.block_size
     problem = None
     free_at_start = total - d.shared_reserved_bytes
     if d.shared_reserved_bytes and budget > free_at_start:
@@ -321,7 +334,9 @@ def account(d: Deployment, p: AccountingProfile, quant: Quantization | None = No
     elif p.refuses_start_below_max_model_len:
         one_request = sum(count * layer_blocks(KVLayer("x", kind, window, 0), s.max_model_len, s.block_size)
                           for kind, window, count, _ in layer_groups(layers))
-        if one_request > blocks * len(layers):
+        # newer releases check against the usable blocks: the null block is held back first
+        checked = kv_bytes - (per_block if p.null_block_in_startup_check else 0)
+        if one_request * per_block > checked * len(layers):
             problem = (f"the engine refuses to start: one request of max_model_len={s.max_model_len} tokens "
                        f"needs more KV cache than the {tokens} tokens available")
     return MemoryAccount(
@@ -329,5 +344,5 @@ def account(d: Deployment, p: AccountingProfile, quant: Quantization | None = No
         activation_peak_bytes=act, activation_terms=act_terms, non_torch_bytes=non_torch,
         cuda_graph_bytes=graphs, cuda_graph_counted=p.cuda_graph_subtracted, kv_cache_bytes=kv_bytes,
         kv_layers=layers, kv_blocks=blocks, kv_cache_tokens=tokens, max_concurrency=concurrency,
-        unprofiled_runtime_bytes=unprofiled, startup_problem=problem,
+        unprofiled_runtime_bytes=unprofiled, startup_problem=problem, null_blocks=p.null_blocks,
     )

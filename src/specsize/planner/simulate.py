@@ -48,7 +48,7 @@ def engine_config(d: Deployment, mem: MemoryAccount, eff: Efficiency, tree: Tree
                         num_draft_tokens=tree.num_draft_tokens if tree.topk > 1 else None)
     draft = coefficients(costs.draft, d.gpu, eff, overhead=False) if costs.draft is not None else None
     return EngineConfig(
-        num_blocks=mem.kv_blocks, block_size=s.block_size, max_num_seqs=s.max_num_seqs,
+        num_blocks=mem.usable_blocks, block_size=s.block_size, max_num_seqs=s.max_num_seqs,
         max_num_batched_tokens=s.max_num_batched_tokens, k=k, target=coefficients(costs.target, d.gpu, eff),
         draft=draft, draft_steps=costs.draft_steps, draft_width=costs.draft_width,
         spec_step_overhead_s=eff.spec_step_overhead_s if k else 0.0,

@@ -115,6 +115,8 @@ def perf_rows(r: PlanResult) -> list[tuple[str, str, str]]:
     if p.speedup is not None:
         rows.append(("speed-up (TPOT)", "1.00x", f"{p.speedup:.2f}x"))
         rows.append(("tokens per target pass", "1", f"{p.tokens_per_pass:.2f} (a = {p.acceptance_rate:.3f})"))
+        if p.acceptance_source and p.acceptance_source != "user":
+            rows.append(("acceptance from", "", p.acceptance_source))
         rows.append(("crossover batch (speed-up < 1)", "", str(p.crossover_batch or "none up to max_num_seqs")))
         rows.append((f"best k at batch {p.batch_size}", "", str(p.best_k)))
     if p.tpot_slo_s:

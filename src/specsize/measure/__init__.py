@@ -1,0 +1,1 @@
+"""Optional: real runs with PyTorch (specsize[measure]) to check the memory model."""

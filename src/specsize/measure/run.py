@@ -1,0 +1,248 @@
+"""Build the target and the drafter with PyTorch and measure what the memory model predicts.
+
+Random weights from the config by default (the footprint does not depend on the values), or real weights
+from a local model directory. On CUDA the terms come from torch.cuda memory statistics; on CPU from the
+allocator (the bytes of the tensors themselves, and the profiler's record of every allocation for peaks).
+
+Terms measured (Hugging Face modules, eager):
+- weights: bytes of the parameters (a tied table once); the prediction is specsize's weight bytes without
+  the engine's rotary cache (vLLM keeps one; Hugging Face does not);
+- KV: bytes of the cache tensors after a prefill of B sequences of P tokens and one verification pass of
+  k+1 positions, target and drafter (prediction: KV bytes per token x tokens held);
+- activation peak: the largest allocation above weights and cache during the prefill (Hugging Face's eager
+  forward, not vLLM's profiling pass: it is reported, not asserted).
+
+Acceptance (real weights and a prompt file): the drafter proposes k tokens, the target verifies them, with
+greedy verification (accept while the draft token is the target's argmax) and sampled verification
+(Leviathan et al. 2023: accept with min(1, p/q), else resample from max(0, p - q)).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..core.kvcache import model_kv_layers
+from ..core.specs import DTYPE_BYTES, ModelSpec
+from ..core.weights import weight_breakdown
+
+
+@dataclass
+class Term:
+    name: str
+    predicted: float
+    measured: float
+    note: str = ""
+
+    @property
+    def error(self) -> float | None:
+        return None if not self.measured else self.predicted / self.measured - 1
+
+
+@dataclass
+class MeasureResult:
+    device: str
+    dtype: str
+    batch_size: int
+    prompt_tokens: int
+    k: int
+    terms: list[Term] = field(default_factory=list)
+    acceptance: dict | None = None
+
+
+def _torch():
+    import torch  # noqa: PLC0415 - measure is an optional extra: specsize[measure]
+
+    return torch
+
+
+def hf_config(spec_config: dict):
+    from transformers import AutoConfig  # noqa: PLC0415
+
+    cfg = dict(spec_config)
+    text = cfg.get("text_config")
+    if isinstance(text, dict) and "hidden_size" in text:
+        cfg = {**text, "architectures": cfg.get("architectures")}
+    model_type = cfg.pop("model_type", None) or "llama"
+    cfg.pop("quantization_config", None)  # random weights in the serving dtype
+    cfg.pop("architectures", None)
+    cfg.pop("auto_map", None)
+    return AutoConfig.for_model(model_type, **cfg)
+
+
+def build_model(config: dict | None, path: str | None, dtype: str, device: str):
+    """A causal LM with random weights from `config`, or real weights from the local directory `path`."""
+    torch = _torch()
+    from transformers import AutoModelForCausalLM  # noqa: PLC0415
+
+    torch_dtype = getattr(torch, dtype)
+    if path:
+        model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch_dtype)
+    else:
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_config(hf_config(config), torch_dtype=torch_dtype)
+    return model.to(device).eval()
+
+
+def parameter_bytes(model) -> int:
+    seen, total = set(), 0
+    for p in model.parameters():
+        if id(p) in seen:
+            continue
+        seen.add(id(p))
+        total += p.numel() * p.element_size()
+    return total
+
+
+def cache_bytes(cache) -> int:
+    """Bytes of a Hugging Face cache's key and value tensors, whatever its layout."""
+    torch = _torch()
+    total = 0
+    layers = getattr(cache, "layers", None)
+    if layers is not None:
+        for layer in layers:
+            for name in ("keys", "values"):
+                t = getattr(layer, name, None)
+                if isinstance(t, torch.Tensor):
+                    total += t.numel() * t.element_size()
+        return total
+    for name in ("key_cache", "value_cache"):
+        for t in getattr(cache, name, []) or []:
+            if isinstance(t, torch.Tensor):
+                total += t.numel() * t.element_size()
+    return total
+
+
+class _CpuPeak:
+    """Peak bytes allocated by torch on the CPU during a block, from the profiler's memory records."""
+
+    def __enter__(self):
+        torch = _torch()
+        self._prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True)
+        self._prof.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self._prof.__exit__(*exc)
+        events = []
+        for e in self._prof.profiler.function_events:
+            for mem in getattr(e, "cpu_memory_usage", 0), :
+                if mem:
+                    events.append((e.time_range.start, mem))
+        running = peak = 0
+        for _, delta in sorted(events):
+            running += delta
+            peak = max(peak, running)
+        self.peak = peak
+
+
+def measure(target_spec: ModelSpec, target_config: dict | None, target_path: str | None, draft_spec: ModelSpec | None,
+            draft_config: dict | None, draft_path: str | None, *, batch_size: int, prompt_tokens: int, k: int,
+            dtype: str = "bfloat16", device: str | None = None) -> MeasureResult:
+    torch = _torch()
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    wb = DTYPE_BYTES[dtype]
+    result = MeasureResult(device=device, dtype=dtype, batch_size=batch_size, prompt_tokens=prompt_tokens, k=k)
+    models = [("target", target_spec, target_config, target_path)]
+    if draft_spec is not None:
+        models.append(("draft", draft_spec, draft_config, draft_path))
+    for role, spec, config, path in models:
+        if device == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            before = torch.cuda.memory_allocated()
+        model = build_model(config, path, dtype, device)
+        measured_weights = parameter_bytes(model)
+        predicted_weights = weight_breakdown(spec, 1, 1, dtype, None, rotary_cache=False).total
+        result.terms.append(Term(f"{role} weights", predicted_weights, measured_weights,
+                                 "parameters; rotary cache excluded on both sides"))
+        vocab = model.config.vocab_size
+        ids = torch.randint(0, vocab, (batch_size, prompt_tokens), device=device)
+        if device == "cuda":
+            base = torch.cuda.memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
+            with torch.no_grad():
+                out = model(ids, use_cache=True)
+            torch.cuda.synchronize()
+            activation = torch.cuda.max_memory_allocated() - base
+        else:
+            with _CpuPeak() as peak, torch.no_grad():
+                out = model(ids, use_cache=True)
+            activation = peak.peak
+        cache = out.past_key_values
+        # the verification pass: k + 1 new positions per sequence over the prompt's cache
+        verify = torch.randint(0, vocab, (batch_size, k + 1), device=device)
+        with torch.no_grad():
+            out = model(verify, past_key_values=cache, use_cache=True)
+        cache = out.past_key_values
+        held = prompt_tokens + k + 1
+        per_token = sum(layer.bytes_per_token for layer in model_kv_layers(spec, 1, wb, role))
+        result.terms.append(Term(f"{role} KV cache", per_token * batch_size * held, cache_bytes(cache),
+                                 f"{batch_size} sequences x {held} tokens"))
+        result.terms.append(Term(f"{role} activation peak (HF eager prefill)", math.nan, activation,
+                                 "reported, not compared: vLLM's profiling pass differs from an eager forward"))
+        if role == "draft" and k:
+            with torch.no_grad():
+                step = ids[:, -1:]
+                for _ in range(k):
+                    out = model(step, past_key_values=out.past_key_values, use_cache=True)
+                    step = out.logits[:, -1:].argmax(-1)
+        del model, out, cache
+        if device == "cuda":
+            torch.cuda.empty_cache()
+            del before
+    return result
+
+
+def measure_acceptance(target, draft, prompts: list[list[int]], k: int, max_new_tokens: int = 64,
+                       temperature: float = 1.0, seed: int = 0) -> dict:
+    """Acceptance of `draft` against `target` (loaded models) on token-id prompts, greedy and sampled."""
+    torch = _torch()
+    generator = torch.Generator(device="cpu").manual_seed(seed)
+    out = {}
+    for mode in ("greedy", "sampled"):
+        accepted_total = steps = 0
+        per_position = [0] * k
+        for prompt in prompts:
+            tokens = list(prompt)
+            produced = 0
+            while produced < max_new_tokens:
+                context = torch.tensor([tokens], device=next(target.parameters()).device)
+                drafted, q_probs = [], []
+                draft_ctx = context
+                with torch.no_grad():
+                    for _ in range(k):
+                        logits = draft(draft_ctx).logits[0, -1].float()
+                        if mode == "greedy":
+                            token = int(logits.argmax())
+                            q = None
+                        else:
+                            q = torch.softmax(logits / temperature, -1)
+                            token = int(torch.multinomial(q.cpu(), 1, generator=generator))
+                        drafted.append(token)
+                        q_probs.append(q)
+                        draft_ctx = torch.cat([draft_ctx, torch.tensor([[token]], device=draft_ctx.device)], 1)
+                    target_logits = target(draft_ctx).logits[0, -(k + 1):].float()
+                accepted = 0
+                for i, token in enumerate(drafted):
+                    if mode == "greedy":
+                        ok = int(target_logits[i].argmax()) == token
+                    else:
+                        p = torch.softmax(target_logits[i] / temperature, -1)
+                        ratio = float(p[token] / max(float(q_probs[i][token]), 1e-12))
+                        ok = float(torch.rand(1, generator=generator)) < min(1.0, ratio)
+                    if not ok:
+                        break
+                    accepted += 1
+                    per_position[i] += 1
+                accepted_total += accepted
+                steps += 1
+                tokens += drafted[:accepted] + [int(target_logits[accepted].argmax())]
+                produced += accepted + 1
+        mean_length = 1 + accepted_total / max(1, steps)
+        from ..core.perf import acceptance_from_mean_length  # noqa: PLC0415
+
+        out[mode] = {"steps": steps, "mean_accepted_length": mean_length,
+                     "acceptance_rate": acceptance_from_mean_length(min(mean_length, k + 1), k) if k else None,
+                     "per_position": [c / max(1, steps) for c in per_position]}
+    return out

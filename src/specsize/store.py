@@ -1,0 +1,202 @@
+"""The calibration store: measured acceptance, measured footprints and live observations in SQLite.
+
+- One row per observation, with its time and source; nothing is updated or deleted: a new measurement is a
+  new row, and readers take the newest matching one with its provenance.
+- Schema versioned in `meta.schema_version`, upgraded by ordered migrations inside one transaction.
+- A file that is not a specsize store, is corrupt, or has a newer schema than this release knows gives a
+  clear error and is never modified (it is first opened read-only).
+- Concurrent writers: WAL journal, a busy timeout, and one `BEGIN IMMEDIATE` transaction per write.
+
+Default location: $SPECSIZE_STORE, else $XDG_DATA_HOME/specsize/calibration.sqlite, else
+~/.local/share/specsize/calibration.sqlite.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .core.errors import SpecError
+
+SCHEMA_VERSION = 2
+KINDS = ("acceptance", "footprint", "live")
+
+MIGRATIONS = {
+    1: [
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        """CREATE TABLE observations (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            kind TEXT NOT NULL,
+            tag TEXT NOT NULL,
+            target TEXT,
+            draft TEXT,
+            method TEXT,
+            k INTEGER,
+            acceptance_rate REAL,
+            mean_accepted_length REAL,
+            payload TEXT NOT NULL,
+            source TEXT NOT NULL,
+            created_at TEXT NOT NULL)""",
+        "CREATE INDEX observations_kind_tag ON observations (kind, tag, id)",
+    ],
+    2: [
+        # where the observation was made (hostname, GPU, engine version): provenance for later readers
+        "ALTER TABLE observations ADD COLUMN environment TEXT",
+    ],
+}
+
+
+def default_path() -> Path:
+    if os.environ.get("SPECSIZE_STORE"):
+        return Path(os.environ["SPECSIZE_STORE"])
+    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / "specsize" / "calibration.sqlite"
+
+
+@dataclass(frozen=True)
+class Observation:
+    id: int
+    kind: str
+    tag: str
+    target: str | None
+    draft: str | None
+    method: str | None
+    k: int | None
+    acceptance_rate: float | None
+    mean_accepted_length: float | None
+    payload: dict
+    source: str
+    created_at: str
+    environment: str | None
+
+    @property
+    def provenance(self) -> str:
+        return f"store #{self.id} '{self.tag}' ({self.source}, {self.created_at})"
+
+
+def _inspect(path: Path) -> int:
+    """The schema version of an existing store, read without modifying it."""
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(16)
+    except OSError as err:
+        raise SpecError("store", f"cannot read {path}: {err.strerror}", "a specsize calibration store") from None
+    if header and header != b"SQLite format 3\x00":
+        raise SpecError("store", f"{path} is not an SQLite database; it was left untouched",
+                        "a specsize calibration store, or a new path")
+    if not header:
+        return 0
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+        try:
+            tables = {row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if not tables:
+                return 0
+            if "meta" not in tables:
+                raise SpecError("store", f"{path} is an SQLite database but not a specsize store; it was left "
+                                "untouched", "a specsize calibration store, or a new path")
+            row = con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as err:
+        raise SpecError("store", f"{path} is corrupt ({err}); it was left untouched",
+                        "a specsize calibration store, or a new path") from None
+    version = int(row[0]) if row else 0
+    if version > SCHEMA_VERSION:
+        raise SpecError("store", f"{path} has schema version {version}, newer than this specsize understands "
+                        f"({SCHEMA_VERSION}); it was left untouched", "upgrade specsize, or use another --store")
+    return version
+
+
+class Store:
+    def __init__(self, path: str | Path | None = None):
+        self.path = Path(path) if path else default_path()
+        version = _inspect(self.path) if self.path.exists() else 0
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._con = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        self._con.execute("PRAGMA busy_timeout = 30000")
+        if version < SCHEMA_VERSION:
+            self._migrate(version)
+        self._con.execute("PRAGMA journal_mode = WAL")
+
+    def _migrate(self, current: int) -> None:
+        self._con.execute("BEGIN IMMEDIATE")
+        try:
+            # another process may have migrated while we waited for the lock
+            tables = {r[0] for r in self._con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if "meta" in tables:
+                row = self._con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+                current = int(row[0]) if row else current
+            for version in range(current + 1, SCHEMA_VERSION + 1):
+                for statement in MIGRATIONS[version]:
+                    self._con.execute(statement)
+                self._con.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
+                                  (str(version),))
+            self._con.execute("COMMIT")
+        except BaseException:
+            self._con.execute("ROLLBACK")
+            raise
+
+    def close(self) -> None:
+        self._con.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def add(self, kind: str, tag: str, payload: dict, source: str, *, target: str | None = None,
+            draft: str | None = None, method: str | None = None, k: int | None = None,
+            acceptance_rate: float | None = None, mean_accepted_length: float | None = None,
+            environment: str | None = None) -> int:
+        if kind not in KINDS:
+            raise SpecError("kind", f"unknown kind {kind!r}", ", ".join(KINDS))
+        if not tag:
+            raise SpecError("tag", "an observation needs a tag", "a workload tag such as 'chat-v2'")
+        now = datetime.now(timezone.utc).isoformat(timespec="microseconds")
+        self._con.execute("BEGIN IMMEDIATE")
+        try:
+            cursor = self._con.execute(
+                "INSERT INTO observations (kind, tag, target, draft, method, k, acceptance_rate, mean_accepted_length,"
+                " payload, source, created_at, environment) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (kind, tag, target, draft, method, k, acceptance_rate, mean_accepted_length,
+                 json.dumps(payload, sort_keys=True), source, now, environment))
+            self._con.execute("COMMIT")
+        except BaseException:
+            self._con.execute("ROLLBACK")
+            raise
+        return int(cursor.lastrowid)
+
+    def list(self, kind: str | None = None, tag: str | None = None) -> list[Observation]:
+        query = ("SELECT id, kind, tag, target, draft, method, k, acceptance_rate, mean_accepted_length, payload, "
+                 "source, created_at, environment FROM observations")
+        clauses, args = [], []
+        if kind:
+            clauses.append("kind = ?")
+            args.append(kind)
+        if tag:
+            clauses.append("tag = ?")
+            args.append(tag)
+        if clauses:
+            query += " WHERE " + " AND ".join(clauses)
+        query += " ORDER BY id"
+        return [Observation(*row[:9], json.loads(row[9]), *row[10:]) for row in self._con.execute(query, args)]
+
+    def latest_acceptance(self, tag: str, target: str | None = None, draft: str | None = None,
+                          method: str | None = None) -> Observation:
+        """The newest acceptance observation for `tag` (matching target/draft/method where recorded)."""
+        rows = [o for o in self.list(tag=tag) if o.kind in ("acceptance", "live")
+                and (o.acceptance_rate is not None or o.mean_accepted_length is not None)]
+        matching = [o for o in rows if (target is None or o.target in (None, target))
+                    and (draft is None or o.draft in (None, draft)) and (method is None or o.method in (None, method))]
+        if not matching:
+            tags = sorted({o.tag for o in self.list() if o.kind in ("acceptance", "live")})
+            raise SpecError("acceptance_from_store", f"no acceptance recorded for tag {tag!r}"
+                            + (f" and {method} {draft or ''}".rstrip() if method else ""),
+                            ", ".join(tags) if tags else "record one with `specsize calibrations add` or measure")
+        return matching[-1]
