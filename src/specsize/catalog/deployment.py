@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -269,8 +269,14 @@ def build_inputs(data: dict) -> PlanInputs:
     if not 0 < settings.gpu_memory_utilization <= 1:
         raise SpecError("gpu_memory_utilization", f"must be in (0, 1], got {settings.gpu_memory_utilization}",
                         "a fraction such as 0.9")
-    gpu = load_gpu(data.get("gpu") if data.get("gpu") or data.get("gpu_memory_gib") is None else data.get("gpu"),
-                   _float(data, "gpu_memory_gib"))
+    if device == "cpu" and not data.get("gpu"):
+        # vLLM's CPU backend: the pool comes from VLLM_CPU_KVCACHE_SPACE or --kv-cache-memory-bytes
+        memory = _float(data, "gpu_memory_gib") or 64.0
+        gpu = load_gpu(None, memory)
+        gpu = replace(gpu, gpu_id="CPU", name=f"host CPU ({memory:g} GiB)", sources={"memory": "host memory (nominal)"})
+    else:
+        gpu = load_gpu(data.get("gpu") if data.get("gpu") or data.get("gpu_memory_gib") is None else data.get("gpu"),
+                       _float(data, "gpu_memory_gib"))
     speculative = SpeculativeConfig(method=method, draft=draft, num_speculative_tokens=k or 0,
                                     draft_tp=_int(data, "draft_tp", 1))
     reserved = _float(data, "shared_reserved_gib", 0.0)

@@ -189,3 +189,15 @@ def load_model(ref: str) -> ModelSpec:
     if "/" not in ref:
         raise SpecError("model", f"unknown model {ref!r}{_suggest(ref)}", "a catalog id (see `specsize models`)")
     return _from_hub(ref)
+
+
+def load_config_dict(ref: str) -> tuple[dict, str | None]:
+    """(the raw config.json dict, the local model directory or None) of a model reference."""
+    path = Path(str(ref)).expanduser()
+    if path.exists():
+        config_path = path / "config.json" if path.is_dir() else path
+        return _read_json(config_path, "model"), str(path) if path.is_dir() else None
+    if str(ref).lower() in _catalog_index():
+        return dict(catalog_entry(str(ref))["config"]), None
+    raise SpecError("model", f"{ref!r} needs a config: a catalog id, a config.json or a model directory",
+                    "a catalog id (specsize models) or a local path")

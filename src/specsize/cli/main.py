@@ -481,6 +481,179 @@ def report(fmt: str, output: str | None, force: bool, no_simulate: bool, sim_dur
 
 
 @cli.command()
+@deployment_options
+@click.option("--batch-size", type=int, default=2, show_default=True, help="Sequences B in the KV cache.")
+@click.option("--prompt-len", type=int, help="Prompt tokens per sequence (default: the workload's p50, at most 512).")
+@click.option("--weights", type=click.Choice(["random", "local"]), default="random", show_default=True,
+              help="Random weights from the config, or the real weights of a local model directory.")
+@click.option("--prompts", type=click.Path(dir_okay=False),
+              help="JSONL of prompts ({'prompt_ids': [...]} or {'prompt': '...'}) to measure acceptance (local weights).")
+@click.option("--max-new-tokens", type=int, default=64, show_default=True)
+@click.option("--temperature", type=float, default=1.0, show_default=True)
+@click.option("--record", metavar="TAG", help="Record measured acceptance and footprint in the calibration store.")
+@click.option("--store", type=click.Path(dir_okay=False), help="Calibration store (SQLite) path.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def measure(batch_size: int, prompt_len: int | None, weights: str, prompts: str | None, max_new_tokens: int,
+            temperature: float, record: str | None, store: str | None, fmt: str, **kw) -> None:
+    """Build the target and drafter with PyTorch and measure weights, KV cache and activations against the
+    prediction; with real weights and --prompts, measure the pair's acceptance (greedy and sampled).
+
+    Needs `pip install 'specsize[measure]'`. CUDA when present, else CPU.
+    """
+    import json  # noqa: PLC0415
+
+    from ..catalog.models import load_config_dict  # noqa: PLC0415
+    from ..core.errors import SpecError  # noqa: PLC0415
+    from ..measure.run import build_model, measure as run_measure, measure_acceptance  # noqa: PLC0415
+
+    kw_device = kw.get("device")
+    inputs = load_inputs(kw)
+    d = inputs.deployment
+    k = d.speculative.num_speculative_tokens
+    prompt = prompt_len or min(512, inputs.workload.prompt_tokens.p50)
+    if batch_size < 1 or prompt < 1:
+        raise SpecError("batch_size", "batch size and prompt length must be positive", "integers >= 1")
+    target_cfg, target_dir = load_config_dict(str(inputs.raw.get("target")))
+    draft_cfg = draft_dir = None
+    if d.speculative.draft is not None:
+        draft_cfg, draft_dir = load_config_dict(str(inputs.raw.get("draft")))
+    if weights == "local" and (target_dir is None or (d.speculative.draft is not None and draft_dir is None)):
+        raise SpecError("weights", "local weights need local model directories for the target and the drafter",
+                        "--target DIR [--draft DIR] with their safetensors")
+    dtype = d.engine.dtype if d.engine.dtype != "auto" else d.target.dtype
+    device = None if kw_device in (None, "cuda") else "cpu"
+    result = run_measure(d.target, target_cfg, target_dir if weights == "local" else None, d.speculative.draft,
+                         draft_cfg, draft_dir if weights == "local" else None, batch_size=batch_size,
+                         prompt_tokens=prompt, k=k, dtype=dtype, device=device)
+    if prompts:
+        if weights != "local" or d.speculative.draft is None:
+            raise SpecError("prompts", "measuring acceptance needs real weights of a target and a draft model",
+                            "--weights local --target DIR --draft DIR --method draft_model")
+        ids = []
+        for line in Path(prompts).read_text().splitlines():
+            if line.strip():
+                item = json.loads(line)
+                if "prompt_ids" in item:
+                    ids.append([int(t) for t in item["prompt_ids"]])
+                else:
+                    from transformers import AutoTokenizer  # noqa: PLC0415
+
+                    ids.append(AutoTokenizer.from_pretrained(target_dir).encode(item["prompt"]))
+        target_model = build_model(None, target_dir, dtype, result.device)
+        draft_model = build_model(None, draft_dir, dtype, result.device)
+        result.acceptance = measure_acceptance(target_model, draft_model, ids, k, max_new_tokens, temperature)
+    if record:
+        from ..store import Store  # noqa: PLC0415
+
+        with Store(store) as s:
+            payload = {"terms": [t.__dict__ for t in result.terms], "device": result.device,
+                       "batch_size": batch_size, "prompt_tokens": prompt}
+            s.add("footprint", record, payload, "specsize measure", target=d.target.model_id,
+                  draft=d.speculative.draft.model_id if d.speculative.draft else None, method=d.speculative.method, k=k)
+            if result.acceptance:
+                for mode, figures in result.acceptance.items():
+                    s.add("acceptance", record, figures | {"verification": mode}, f"specsize measure ({mode})",
+                          target=d.target.model_id, draft=d.speculative.draft.model_id, method=d.speculative.method,
+                          k=k, acceptance_rate=figures["acceptance_rate"],
+                          mean_accepted_length=figures["mean_accepted_length"])
+    terms = [{"term": t.name, "predicted_bytes": None if t.predicted != t.predicted else int(t.predicted),
+              "measured_bytes": int(t.measured), "error": t.error if t.predicted == t.predicted else None,
+              "note": t.note} for t in result.terms]
+    if fmt == "json":
+        click.echo(json.dumps({"schema_version": "1.0", "device": result.device, "dtype": result.dtype,
+                               "batch_size": batch_size, "prompt_tokens": prompt, "k": k, "terms": terms,
+                               "acceptance": result.acceptance}, indent=2))
+    else:
+        click.echo(f"measured on {result.device} ({result.dtype}), {batch_size} sequences x {prompt} prompt tokens, k={k}")
+        click.echo(f"{'term':44} {'predicted MiB':>14} {'measured MiB':>13} {'error':>8}")
+        for t in terms:
+            predicted = "-" if t["predicted_bytes"] is None else f"{t['predicted_bytes'] / 2**20:,.3f}"
+            error = "-" if t["error"] is None else f"{t['error']:+.2%}"
+            click.echo(f"{t['term']:44} {predicted:>14} {t['measured_bytes'] / 2**20:>13,.3f} {error:>8}")
+        if result.acceptance:
+            for mode, figures in result.acceptance.items():
+                click.echo(f"acceptance ({mode}): mean accepted length {figures['mean_accepted_length']:.2f}, "
+                           f"a = {figures['acceptance_rate']:.3f} over {figures['steps']} steps")
+    sys.exit(0)
+
+
+@cli.command("check-live")
+@click.option("--metrics", "metrics_source", help="A vLLM server's /metrics URL, or a file holding its text.")
+@click.option("--log", "log_file", type=click.Path(dir_okay=False), help="The server's start-up log.")
+@click.option("--plan", "plan_file", required=True, type=click.Path(dir_okay=False),
+              help="The plan to hold reality against (specsize plan --format json -o plan.json).")
+@click.option("--record", metavar="TAG", help="Also record the observation in the calibration store under TAG.")
+@click.option("--store", type=click.Path(dir_okay=False), help="Calibration store (SQLite) path.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def check_live(metrics_source: str | None, log_file: str | None, plan_file: str, record: str | None,
+               store: str | None, fmt: str) -> None:
+    """Hold a running vLLM server against a saved plan: KV capacity and usage, preemptions, acceptance.
+
+    Exit 0 when reality keeps the plan's verdict, 1 when it changes it, 2 on bad input.
+    """
+    import json  # noqa: PLC0415
+    import urllib.request  # noqa: PLC0415
+
+    from ..core.errors import SpecError  # noqa: PLC0415
+    from ..engines.readers import read_metrics, read_startup_log  # noqa: PLC0415
+    from ..planner.live import check  # noqa: PLC0415
+
+    def read_text(path: str, field: str) -> str:
+        try:
+            return Path(path).read_text(errors="replace")
+        except OSError as err:
+            raise SpecError(field, f"cannot read {path}: {err.strerror}", "a readable file") from None
+
+    try:
+        plan = json.loads(read_text(plan_file, "plan"))
+    except json.JSONDecodeError as err:
+        raise SpecError("plan", f"{plan_file} is not JSON ({err.msg})", "specsize plan --format json output") from None
+    if not isinstance(plan, dict):
+        raise SpecError("plan", f"{plan_file} does not hold a plan object", "specsize plan --format json output")
+    metrics = None
+    if metrics_source:
+        if metrics_source.startswith(("http://", "https://")):
+            try:
+                with urllib.request.urlopen(metrics_source, timeout=10) as response:
+                    text = response.read().decode(errors="replace")
+            except Exception as err:
+                raise SpecError("metrics", f"cannot fetch {metrics_source} ({type(err).__name__}: {err})",
+                                "a reachable /metrics URL or a file") from None
+        else:
+            text = read_text(metrics_source, "metrics")
+        metrics = read_metrics(text)
+    log = read_startup_log(read_text(log_file, "log")) if log_file else None
+    result = check(plan, metrics, log)
+    if record:
+        from ..store import Store  # noqa: PLC0415
+
+        inputs = plan.get("inputs") or {}
+        with Store(store) as s:
+            s.add("live", record, result.observed | {"violations": result.violations}, f"check-live {metrics_source}",
+                  target=inputs.get("target"), draft=inputs.get("draft"), method=inputs.get("method"),
+                  k=inputs.get("num_speculative_tokens"), acceptance_rate=result.observed["acceptance_rate"],
+                  mean_accepted_length=result.observed["mean_accepted_length"])
+    if fmt == "json":
+        click.echo(json.dumps({"schema_version": "1.0", "observed": result.observed, "violations": result.violations,
+                               "notes": result.notes, "planned_verdict": result.planned_verdict,
+                               "verdict_now": result.verdict_now, "verdict_changes": result.verdict_changes},
+                              indent=2))
+    else:
+        o = result.observed
+        click.echo(f"plan: {result.planned_verdict}; reality: {result.verdict_now}"
+                   + (" (the verdict changes)" if result.verdict_changes else ""))
+        click.echo(f"observed: KV cache {o['kv_cache_tokens'] or '?'} tokens, usage "
+                   f"{'?' if o['kv_usage_fraction'] is None else format(o['kv_usage_fraction'], '.0%')}, "
+                   f"preemptions {o['preemptions'] if o['preemptions'] is not None else '?'}"
+                   + (f", acceptance {o['acceptance_rate']:.2f}" if o["acceptance_rate"] is not None else ""))
+        for line in result.violations:
+            click.echo(f"! {line}")
+        for line in result.notes:
+            click.echo(f"  {line}")
+    sys.exit(1 if result.verdict_changes else 0)
+
+
+@cli.command()
 @click.argument("spec_file", type=click.Path(dir_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("-o", "--output", "output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")

@@ -51,8 +51,18 @@ class MeasureResult:
 
 
 def _torch():
-    import torch  # noqa: PLC0415 - measure is an optional extra: specsize[measure]
+    import warnings  # noqa: PLC0415
 
+    try:
+        import torch  # noqa: PLC0415 - measure is an optional extra: specsize[measure]
+        import transformers  # noqa: F401, PLC0415
+    except ImportError as err:
+        from ..core.errors import SpecError  # noqa: PLC0415
+
+        raise SpecError("measure", f"needs PyTorch and transformers ({err.name} is missing)",
+                        "pip install 'specsize[measure]' (torch, transformers)") from None
+    warnings.filterwarnings("ignore", category=FutureWarning, message=".*past_key_values.*")
+    warnings.filterwarnings("ignore", category=FutureWarning, module="transformers")
     return torch
 
 
@@ -76,11 +86,19 @@ def build_model(config: dict | None, path: str | None, dtype: str, device: str):
     from transformers import AutoModelForCausalLM  # noqa: PLC0415
 
     torch_dtype = getattr(torch, dtype)
-    if path:
-        model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch_dtype)
-    else:
-        torch.manual_seed(0)
-        model = AutoModelForCausalLM.from_config(hf_config(config), torch_dtype=torch_dtype)
+    torch.manual_seed(0)
+    if not path:  # random weights are drawn where they will live: no host copy of a large model
+        with torch.device(device):
+            try:
+                return AutoModelForCausalLM.from_config(hf_config(config), dtype=torch_dtype).eval()
+            except TypeError:
+                return AutoModelForCausalLM.from_config(hf_config(config), torch_dtype=torch_dtype).eval()
+    try:  # transformers >= 4.56 names it dtype; older releases torch_dtype
+        model = (AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype) if path else
+                 AutoModelForCausalLM.from_config(hf_config(config), dtype=torch_dtype))
+    except TypeError:
+        model = (AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch_dtype) if path else
+                 AutoModelForCausalLM.from_config(hf_config(config), torch_dtype=torch_dtype))
     return model.to(device).eval()
 
 
@@ -139,59 +157,64 @@ class _CpuPeak:
 def measure(target_spec: ModelSpec, target_config: dict | None, target_path: str | None, draft_spec: ModelSpec | None,
             draft_config: dict | None, draft_path: str | None, *, batch_size: int, prompt_tokens: int, k: int,
             dtype: str = "bfloat16", device: str | None = None) -> MeasureResult:
+    """One shape; see measure_shapes for several on the same models."""
+    return measure_shapes(target_spec, target_config, target_path, draft_spec, draft_config, draft_path,
+                          shapes=[(batch_size, prompt_tokens)], k=k, dtype=dtype, device=device)[0]
+
+
+def measure_shapes(target_spec: ModelSpec, target_config: dict | None, target_path: str | None,
+                   draft_spec: ModelSpec | None, draft_config: dict | None, draft_path: str | None, *,
+                   shapes: list[tuple[int, int]], k: int, dtype: str = "bfloat16",
+                   device: str | None = None) -> list[MeasureResult]:
+    """Build each model once and measure it at every (batch size, prompt length) in `shapes`."""
     torch = _torch()
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     wb = DTYPE_BYTES[dtype]
-    result = MeasureResult(device=device, dtype=dtype, batch_size=batch_size, prompt_tokens=prompt_tokens, k=k)
+    results = [MeasureResult(device=device, dtype=dtype, batch_size=b, prompt_tokens=p, k=k) for b, p in shapes]
     models = [("target", target_spec, target_config, target_path)]
     if draft_spec is not None:
         models.append(("draft", draft_spec, draft_config, draft_path))
     for role, spec, config, path in models:
-        if device == "cuda":
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-            before = torch.cuda.memory_allocated()
         model = build_model(config, path, dtype, device)
         measured_weights = parameter_bytes(model)
         predicted_weights = weight_breakdown(spec, 1, 1, dtype, None, rotary_cache=False).total
-        result.terms.append(Term(f"{role} weights", predicted_weights, measured_weights,
-                                 "parameters; rotary cache excluded on both sides"))
-        vocab = model.config.vocab_size
-        ids = torch.randint(0, vocab, (batch_size, prompt_tokens), device=device)
-        if device == "cuda":
-            base = torch.cuda.memory_allocated()
-            torch.cuda.reset_peak_memory_stats()
-            with torch.no_grad():
-                out = model(ids, use_cache=True)
-            torch.cuda.synchronize()
-            activation = torch.cuda.max_memory_allocated() - base
-        else:
-            with _CpuPeak() as peak, torch.no_grad():
-                out = model(ids, use_cache=True)
-            activation = peak.peak
-        cache = out.past_key_values
-        # the verification pass: k + 1 new positions per sequence over the prompt's cache
-        verify = torch.randint(0, vocab, (batch_size, k + 1), device=device)
-        with torch.no_grad():
-            out = model(verify, past_key_values=cache, use_cache=True)
-        cache = out.past_key_values
-        held = prompt_tokens + k + 1
         per_token = sum(layer.bytes_per_token for layer in model_kv_layers(spec, 1, wb, role))
-        result.terms.append(Term(f"{role} KV cache", per_token * batch_size * held, cache_bytes(cache),
-                                 f"{batch_size} sequences x {held} tokens"))
-        result.terms.append(Term(f"{role} activation peak (HF eager prefill)", math.nan, activation,
-                                 "reported, not compared: vLLM's profiling pass differs from an eager forward"))
-        if role == "draft" and k:
+        vocab = model.config.vocab_size
+        for result, (batch_size, prompt_tokens) in zip(results, shapes):
+            result.terms.append(Term(f"{role} weights", predicted_weights, measured_weights,
+                                     "parameters; rotary cache excluded on both sides"))
+            ids = torch.randint(0, vocab, (batch_size, prompt_tokens), device=device)
+            if device == "cuda":
+                torch.cuda.synchronize()
+                base = torch.cuda.memory_allocated()
+                torch.cuda.reset_peak_memory_stats()
+                with torch.no_grad():
+                    out = model(ids, use_cache=True)
+                torch.cuda.synchronize()
+                activation = torch.cuda.max_memory_allocated() - base
+            else:
+                with _CpuPeak() as peak, torch.no_grad():
+                    out = model(ids, use_cache=True)
+                activation = peak.peak
+            # the verification pass: k + 1 new positions per sequence over the prompt's cache
+            verify = torch.randint(0, vocab, (batch_size, k + 1), device=device)
             with torch.no_grad():
-                step = ids[:, -1:]
-                for _ in range(k):
-                    out = model(step, past_key_values=out.past_key_values, use_cache=True)
-                    step = out.logits[:, -1:].argmax(-1)
-        del model, out, cache
+                out = model(verify, past_key_values=out.past_key_values, use_cache=True)
+                if role == "draft" and k:
+                    step = verify[:, -1:]
+                    for _ in range(k):  # the drafter's k steps, one token each
+                        out = model(step, past_key_values=out.past_key_values, use_cache=True)
+                        step = out.logits[:, -1:].argmax(-1)
+            held = prompt_tokens + k + 1 + (k if role == "draft" else 0)
+            result.terms.append(Term(f"{role} KV cache", per_token * batch_size * held, cache_bytes(out.past_key_values),
+                                     f"{batch_size} sequences x {held} tokens"))
+            result.terms.append(Term(f"{role} activation peak (HF eager prefill)", math.nan, activation,
+                                     "reported, not compared: vLLM's profiling pass differs from an eager forward"))
+            del out
+        del model
         if device == "cuda":
             torch.cuda.empty_cache()
-            del before
-    return result
+    return results
 
 
 def measure_acceptance(target, draft, prompts: list[list[int]], k: int, max_new_tokens: int = 64,

