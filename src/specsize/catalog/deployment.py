@@ -229,14 +229,19 @@ def _choice(data: dict, key: str, accepted: tuple[str, ...], default: str) -> st
     return value
 
 
-def build_inputs(data: dict) -> PlanInputs:
-    """Validate the merged settings and load the models and GPU they name."""
-    unknown = set(data) - TOP_KEYS
+def check_keys_and_load_target(data: dict, allowed: set[str], what: str):
+    """Refuse unknown keys (naming the accepted ones) and load the target model a file names."""
+    unknown = set(data) - allowed
     if unknown:
-        raise SpecError(sorted(unknown)[0], "unknown setting", ", ".join(sorted(TOP_KEYS)))
+        raise SpecError(sorted(unknown)[0], f"unknown key in {what}", ", ".join(sorted(allowed)))
     if not data.get("target"):
         raise SpecError("target", "no target model given", "a catalog id (specsize models) or a config.json path")
-    target = load_model(str(data["target"]))
+    return load_model(str(data["target"]))
+
+
+def build_inputs(data: dict) -> PlanInputs:
+    """Validate the merged settings and load the models and GPU they name."""
+    target = check_keys_and_load_target(data, TOP_KEYS, "a deployment")
     method = _choice(data, "method", SPEC_METHODS, "draft_model" if data.get("draft") else "none")
     draft = None
     if data.get("draft") and method not in ("none", "ngram", "mtp"):

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from ..core.errors import SpecError
 from ..core.specs import KV_CACHE_DTYPES, EngineSettings, SpeculativeConfig, Workload
 from .configs import as_eagle_head
-from .deployment import _float, _int, _workload, read_deployment_file
+from .deployment import _float, _int, _workload, check_keys_and_load_target, read_deployment_file
 from .gpus import load_gpu
 from .models import load_model
 
@@ -97,12 +97,7 @@ def _drafter(item: dict, default_ks: list[int]) -> DrafterOption:
 
 def read_search_spec(path: str) -> SearchSpace:
     data = read_deployment_file(path)
-    unknown = set(data) - SPEC_KEYS
-    if unknown:
-        raise SpecError(sorted(unknown)[0], "unknown key in a search spec", ", ".join(sorted(SPEC_KEYS)))
-    if not data.get("target"):
-        raise SpecError("target", "no target model given", "a catalog id or config path")
-    target = load_model(str(data["target"]))
+    target = check_keys_and_load_target(data, SPEC_KEYS, "a search spec")
     ks = [int(k) for k in _list(data, "ks", [1, 2, 3, 4, 5])]
     drafters = tuple(_drafter(item, ks) for item in _list(data, "drafters", [{"method": "none"}]))
     gpus = []

@@ -182,6 +182,22 @@ def parse_int_list(value: str | None, field: str) -> list[int] | None:
     return items
 
 
+def plan_from_flags(kw: dict):
+    """Flags -> (inputs, profile, efficiency, acceptance, TPOT SLO, tree, plan result): what plan, check and
+    report share."""
+    from ..engines import resolve_profile  # noqa: PLC0415
+    from ..planner.plan import plan as make_plan  # noqa: PLC0415
+
+    perf_flags = {name: kw.pop(name, None) for name in PERF_FLAGS}
+    inputs = load_inputs(kw)
+    d = inputs.deployment
+    eff, acceptance, slo, tree = perf_inputs(perf_flags, d.gpu, d.speculative.num_speculative_tokens or None, inputs)
+    profile = resolve_profile(inputs.engine, inputs.engine_version)
+    result = make_plan(d, inputs.workload, profile, inputs.headroom, efficiency=eff, acceptance=acceptance,
+                       tpot_slo_s=slo, tree=tree)
+    return inputs, profile, eff, acceptance, slo, tree, result
+
+
 def load_inputs(kw: dict):
     """Deployment file (or the embedded default) merged with flags, validated."""
     from ..catalog.deployment import build_inputs, default_deployment, merge, read_deployment_file  # noqa: PLC0415
@@ -251,16 +267,8 @@ def plan(fmt: str, output: str | None, force: bool, run_sim: bool, sim_duration:
     draft on 4 x H100). Flags override the DEPLOYMENT_FILE. Exit code: 0 fits, 1 thin, 3 does not fit,
     2 bad input.
     """
-    from ..engines import resolve_profile  # noqa: PLC0415
-    from ..planner.plan import plan as make_plan  # noqa: PLC0415
-
-    perf_flags = {name: kw.pop(name, None) for name in PERF_FLAGS}
-    inputs = load_inputs(kw)
+    inputs, profile, eff, acceptance, slo, tree, result = plan_from_flags(kw)
     d = inputs.deployment
-    eff, acceptance, slo, tree = perf_inputs(perf_flags, d.gpu, d.speculative.num_speculative_tokens or None, inputs)
-    profile = resolve_profile(inputs.engine, inputs.engine_version)
-    result = make_plan(d, inputs.workload, profile, inputs.headroom, efficiency=eff, acceptance=acceptance,
-                       tpot_slo_s=slo, tree=tree)
     if run_sim:
         from ..planner.scenario import with_simulation  # noqa: PLC0415
 
@@ -692,21 +700,13 @@ def check(fmt: str, output: str | None, force: bool, **kw) -> None:
 
     Prints one line (text) or the plan's JSON; `-o FILE` keeps the JSON for the pipeline either way.
     """
-    from ..engines import resolve_profile  # noqa: PLC0415
-    from ..planner.plan import plan as make_plan  # noqa: PLC0415
     from ..reports import jsonout  # noqa: PLC0415
 
     if not kw.get("deployment_file"):
         from ..core.errors import SpecError  # noqa: PLC0415
 
         raise SpecError("deployment", "check needs a deployment file", "specsize check DEPLOYMENT.yaml")
-    perf_flags = {name: kw.pop(name, None) for name in PERF_FLAGS}
-    inputs = load_inputs(kw)
-    d = inputs.deployment
-    eff, acceptance, slo, tree = perf_inputs(perf_flags, d.gpu, d.speculative.num_speculative_tokens or None, inputs)
-    profile = resolve_profile(inputs.engine, inputs.engine_version)
-    result = make_plan(d, inputs.workload, profile, inputs.headroom, efficiency=eff, acceptance=acceptance,
-                       tpot_slo_s=slo, tree=tree)
+    result = plan_from_flags(kw)[-1]
     document = jsonout.render(result)
     if output:
         write_output(document, output, force)

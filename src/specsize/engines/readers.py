@@ -153,6 +153,12 @@ def _quantile(buckets: list[tuple[float, float]], q: float) -> float | None:
     return previous_bound
 
 
+SUMMED = {"vllm:num_preemptions_total": "preemptions", "vllm:num_requests_running": "running",
+          "vllm:num_requests_waiting": "waiting", "vllm:spec_decode_num_drafts_total": "num_drafts",
+          "vllm:spec_decode_num_draft_tokens_total": "draft_tokens",
+          "vllm:spec_decode_num_accepted_tokens_total": "accepted_tokens"}
+
+
 def read_metrics(text: str) -> LiveMetrics:
     """Parse Prometheus text exposition from a vLLM server (prometheus_client's parser)."""
     from prometheus_client.parser import text_string_to_metric_families  # noqa: PLC0415
@@ -183,18 +189,9 @@ def read_metrics(text: str) -> LiveMetrics:
             elif metric in ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"):
                 out.kv_usage_fraction = value
                 out.generation = "V1" if "kv_cache" in metric else "V0"
-            elif metric == "vllm:num_preemptions_total":
-                out.preemptions = (out.preemptions or 0) + value
-            elif metric == "vllm:num_requests_running":
-                out.running = (out.running or 0) + value
-            elif metric == "vllm:num_requests_waiting":
-                out.waiting = (out.waiting or 0) + value
-            elif metric == "vllm:spec_decode_num_drafts_total":
-                out.num_drafts = (out.num_drafts or 0) + value
-            elif metric == "vllm:spec_decode_num_draft_tokens_total":
-                out.draft_tokens = (out.draft_tokens or 0) + value
-            elif metric == "vllm:spec_decode_num_accepted_tokens_total":
-                out.accepted_tokens = (out.accepted_tokens or 0) + value
+            elif metric in SUMMED:  # summed over engines (data parallel) and label sets
+                attribute = SUMMED[metric]
+                setattr(out, attribute, (getattr(out, attribute) or 0) + value)
             elif metric == "vllm:spec_decode_num_accepted_tokens_per_pos_total":
                 position = int(labels.get("position", 0))
                 per_position[position] = per_position.get(position, 0) + value

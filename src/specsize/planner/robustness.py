@@ -61,36 +61,33 @@ def _verdict(d, mem: MemoryAccount, w: Workload, policy: float) -> str:
     return evaluate(mem, replica_workload(d, w), policy, detail=False).verdict
 
 
-def _flip_factor(d, mem: MemoryAccount, w: Workload, name: str, policy: float, base: str, ceiling: float) -> float | None:
-    """The largest factor in [1, ceiling] with the verdict still `base` (None if it holds at the ceiling)."""
-    if _verdict(d, mem, scaled_workload(w, name, ceiling), policy) == base:
-        return None
-    lo, hi = 1.0, ceiling
+def _bisect(holds, lo: float, hi: float) -> float:
+    """The largest x in [lo, hi] for which `holds(x)` (true at lo, false at hi), to 1e-4."""
     for _ in range(40):
         mid = (lo + hi) / 2
-        if _verdict(d, mem, scaled_workload(w, name, mid), policy) == base:
+        if holds(mid):
             lo = mid
         else:
             hi = mid
         if hi - lo < 1e-4:
             break
     return lo
+
+
+def _flip_factor(d, mem: MemoryAccount, w: Workload, name: str, policy: float, base: str, ceiling: float) -> float | None:
+    """The largest factor in [1, ceiling] with the verdict still `base` (None if it holds at the ceiling)."""
+    def same(factor: float) -> bool:
+        return _verdict(d, mem, scaled_workload(w, name, factor), policy) == base
+
+    return None if same(ceiling) else _bisect(same, 1.0, ceiling)
 
 
 def _shrink_factor(d, mem: MemoryAccount, w: Workload, name: str, policy: float, base: str) -> float | None:
     """For a plan that does not hold: the largest factor < 1 at which the verdict improves."""
-    if RANK[_verdict(d, mem, scaled_workload(w, name, 0.01), policy)] <= RANK[base]:
-        return None
-    lo, hi = 0.01, 1.0
-    for _ in range(40):
-        mid = (lo + hi) / 2
-        if RANK[_verdict(d, mem, scaled_workload(w, name, mid), policy)] > RANK[base]:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo < 1e-4:
-            break
-    return lo
+    def better(factor: float) -> bool:
+        return RANK[_verdict(d, mem, scaled_workload(w, name, factor), policy)] > RANK[base]
+
+    return _bisect(better, 0.01, 1.0) if better(0.01) else None
 
 
 LABELS = {"prompt_tokens": "prompt length (all percentiles)", "output_tokens": "output length (all percentiles)",
@@ -134,7 +131,6 @@ def analyse(result: PlanResult, efficiency=None, acceptance: Acceptance | None =
     if efficiency is not None and acceptance is not None and d.speculative.enabled and result.perf is not None:
         k = d.speculative.num_speculative_tokens
         current_rate = acceptance.per_token(k)
-        s = mem.settings
         batch = result.perf.batch_size
         context = result.perf.context_len
 
@@ -148,18 +144,10 @@ def analyse(result: PlanResult, efficiency=None, acceptance: Acceptance | None =
             floor = current_rate
         elif pays(0.0):
             floor = 0.0
-        else:
-            lo, hi = 0.0, current_rate
-            for _ in range(30):
-                mid = (lo + hi) / 2
-                if pays(mid):
-                    hi = mid
-                else:
-                    lo = mid
-            floor = hi
+        else:  # the largest drop in acceptance that still pays
+            floor = current_rate - _bisect(lambda drop: pays(current_rate - drop), 0.0, current_rate)
         if current_rate - floor < fragile_acceptance:
             reasons.append(f"acceptance can fall only from {current_rate:.2f} to {floor:.2f} before speculation "
                            f"stops paying" + (" within the TPOT SLO" if tpot_slo_s else ""))
-        del s
     return Robustness(margins=tuple(margins), acceptance_floor=floor, acceptance_current=current_rate,
                       fragile=bool(reasons), fragile_reasons=tuple(reasons))
