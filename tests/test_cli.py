@@ -279,3 +279,13 @@ simulate_seconds: 30
     bad.write_text("target: meta-llama/Llama-3.1-8B-Instruct\ngpus: [{gpu: H100}]\nworkload: {}\n")
     code, _, err = run(capsys, "search", str(bad))
     assert code == 2 and "did you mean" in err
+
+
+def test_simulate_resamples_lengths_from_a_file(tmp_path, capsys):
+    lengths = tmp_path / "lengths.csv"
+    lengths.write_text("prompt_tokens,output_tokens\n100,20\n300,50\n")
+    code, out, _ = run(capsys, "simulate", "--target", "meta-llama/Llama-3.2-1B-Instruct", "--gpu", "L4-24GB",
+                       "--max-model-len", "4096", "--rate", "2", "--duration", "20", "--burst-factor", "1",
+                       "--lengths-file", str(lengths), "--no-compare", "--format", "json", "--seed", "1")
+    sim = json.loads(out)["sim"]
+    assert code == 0 and sim["completed"] == sim["requests"] > 10

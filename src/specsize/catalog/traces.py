@@ -62,6 +62,10 @@ def read_trace(path: str | Path) -> Trace:
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
         raise SpecError("trace", f"{p} is empty", "a CSV or JSONL file with one request per line")
+    return _parse(lines, p)
+
+
+def _parse(lines: list[str], p: Path) -> Trace:
     try:
         rows = [json.loads(line) for line in lines] if lines[0].lstrip().startswith("{") else \
             list(csv.DictReader(lines))
@@ -84,3 +88,24 @@ def read_trace(path: str | Path) -> Trace:
     return Trace(arrival_s=[arrivals[i] - start for i in order], prompt_tokens=[prompts[i] for i in order],
                  output_tokens=[outputs[i] for i in order],
                  acceptance=[acceptance[i] for i in order] if len(acceptance) == len(arrivals) else None)
+
+
+def read_trace_lengths(path: str | Path) -> Trace:
+    """Prompt and output lengths of a file of requests (arrival times optional), to resample from."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as err:
+        raise SpecError("lengths_file", f"cannot read {p}: {err.strerror}", "a readable CSV or JSONL file") from None
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        raise SpecError("lengths_file", f"{p} is empty", "a CSV or JSONL file with one request per line")
+    if not any(name in lines[0] for name in ARRIVAL):
+        # no arrival column: number the requests so the trace reader can be reused
+        if lines[0].lstrip().startswith("{"):
+            lines = [json.dumps({**json.loads(line), "arrival_time": i}) for i, line in enumerate(lines)]
+        else:
+            lines = [lines[0] + ",arrival_time"] + [f"{line},{i}" for i, line in enumerate(lines[1:])]
+        p = p.with_suffix(".numbered")
+        return _parse(lines, p)
+    return read_trace(path)

@@ -405,6 +405,8 @@ def write_series(series: dict, path: str, force: bool) -> None:
 @click.option("--on-off", help="Repeating bursts PERIOD,ON seconds at x --burst-factor.")
 @click.option("--ramp-to", type=float, help="Ramp the rate linearly from --rate to this over the duration.")
 @click.option("--trace", type=click.Path(dir_okay=False), help="Replay a CSV/JSONL trace (Azure columns accepted).")
+@click.option("--lengths-file", type=click.Path(dir_okay=False),
+              help="Resample prompt and output lengths from this CSV/JSONL (empirical), arrivals as --rate says.")
 @click.option("--acceptance-spread", type=float, default=0.0, show_default=True,
               help="Std. dev. of per-request acceptance (Beta-distributed around the mean).")
 @click.option("--prefix-hit-rate", type=float, default=0.0, show_default=True)
@@ -427,7 +429,8 @@ def simulate(fmt: str, output: str | None, force: bool, series_path: str | None,
 
     sim = {name: kw.pop(name) for name in ("rate", "duration", "prompt_tokens_median", "prompt_tokens_p99",
                                            "output_tokens_median", "output_tokens_p99", "burst_start",
-                                           "burst_duration", "on_off", "ramp_to", "trace", "acceptance_spread",
+                                           "burst_duration", "on_off", "ramp_to", "trace", "lengths_file",
+                                           "acceptance_spread",
                                            "prefix_hit_rate", "ttft_slo_ms", "seed", "no_compare")}
     perf_flags = {name: kw.pop(name, None) for name in PERF_FLAGS}
     burst_factor = kw.get("burst_factor")

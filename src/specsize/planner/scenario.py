@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..catalog.deployment import PlanInputs
-from ..catalog.traces import read_trace
+from ..catalog.traces import read_trace, read_trace_lengths
 from ..core.errors import SpecError
 from ..core.memory import account
 from ..core.perf import Efficiency
@@ -68,12 +68,23 @@ def run_simulation(inputs: PlanInputs, eff: Efficiency, acceptance: Acceptance |
             start = sim["burst_start"] if sim["burst_start"] is not None else sim["duration"] / 3
             length = sim["burst_duration"] if sim["burst_duration"] is not None else sim["duration"] / 6
             bursts = (Burst(start, length, factor),)
-        prompt = LengthSpec.lognormal(sim["prompt_tokens_median"] or w.prompt_tokens.p50,
-                                      sim["prompt_tokens_p99"] or w.prompt_tokens.p99, maximum=limit - 1)
-        output = LengthSpec.lognormal(sim["output_tokens_median"] or max(1, w.output_tokens.p50),
-                                      sim["output_tokens_p99"] or w.output_tokens.p99, maximum=limit // 2)
+        if sim.get("lengths_file"):
+            lengths = read_trace_lengths(sim["lengths_file"])
+            prompt = LengthSpec("empirical", values=tuple(lengths.prompt_tokens), maximum=limit - 1)
+            output = LengthSpec("empirical", values=tuple(lengths.output_tokens), maximum=limit // 2)
+        else:
+            prompt = LengthSpec.lognormal(sim["prompt_tokens_median"] or w.prompt_tokens.p50,
+                                          sim["prompt_tokens_p99"] or w.prompt_tokens.p99, maximum=limit - 1)
+            output = LengthSpec.lognormal(sim["output_tokens_median"] or max(1, w.output_tokens.p50),
+                                          sim["output_tokens_p99"] or w.output_tokens.p99, maximum=limit // 2)
         rates = RateProfile(rate, bursts, on_off, sim["ramp_to"])
         req = generate(rates, sim["duration"], prompt, output, acc, sim["seed"])
+        if sim.get("lengths_file"):  # keep each request's (prompt, output) pair together
+            import numpy as np  # noqa: PLC0415
+
+            pick = np.random.default_rng(sim["seed"] + 1).integers(0, len(lengths.prompt_tokens), len(req))
+            req = replace(req, prompt_tokens=np.minimum(np.asarray(lengths.prompt_tokens)[pick], limit - 1),
+                          output_tokens=np.minimum(np.asarray(lengths.output_tokens)[pick], limit // 2))
         shape = f"Poisson {rate:.2f} req/s for {sim['duration']:g} s"
         if bursts:
             shape += f", x{factor:g} from {bursts[0].start_s:g} s for {bursts[0].duration_s:g} s"
@@ -89,7 +100,7 @@ def run_simulation(inputs: PlanInputs, eff: Efficiency, acceptance: Acceptance |
                progress=progress)
 
 
-DEFAULT_SIM = {"rate": None, "duration": 300.0, "prompt_tokens_median": None, "prompt_tokens_p99": None,
+DEFAULT_SIM = {"rate": None, "duration": 300.0, "lengths_file": None, "prompt_tokens_median": None, "prompt_tokens_p99": None,
                "output_tokens_median": None, "output_tokens_p99": None, "burst_start": None, "burst_duration": None,
                "on_off": None, "ramp_to": None, "trace": None, "acceptance_spread": 0.0, "prefix_hit_rate": 0.0,
                "ttft_slo_ms": None, "seed": 0, "no_compare": False}
