@@ -18,6 +18,7 @@ from ..core.errors import SpecError
 from ..core.specs import (KV_CACHE_DTYPES, SPEC_METHODS, Deployment, EngineSettings, LengthDistribution,
                           SpeculativeConfig, Workload, canonical_dtype)
 from .configs import as_eagle_head
+from .files import read_text
 from .gpus import load_gpu
 from .models import load_model
 
@@ -61,10 +62,7 @@ def read_deployment_file(path: str | Path) -> dict:
     import yaml  # noqa: PLC0415
 
     p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as err:
-        raise SpecError("deployment", f"cannot read {p}: {err.strerror}", "a readable YAML file") from None
+    text = read_text(p, "deployment", "a readable YAML file")
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:
@@ -138,10 +136,7 @@ def read_samples(path: str | Path, column: str | None = None) -> list[int]:
     """Token counts from a file: numbers (one per line or comma-separated), a JSON list, or a JSONL/CSV
     trace whose `column` field holds them."""
     p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as err:
-        raise SpecError("samples_file", f"cannot read {p}: {err.strerror}", "a readable file") from None
+    text = read_text(p, "samples_file", "a readable file")
     values: list[int] = []
     stripped = text.strip()
     try:

@@ -19,6 +19,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ..core.errors import SpecError
+from .files import read_lines
 
 ARRIVAL = ("arrival_time", "arrival_s", "timestamp", "TIMESTAMP", "arrival")
 PROMPT = ("prompt_tokens", "input_tokens", "ContextTokens", "prompt_len")
@@ -54,15 +55,7 @@ def _seconds(value) -> float:
 
 
 def read_trace(path: str | Path) -> Trace:
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as err:
-        raise SpecError("trace", f"cannot read {p}: {err.strerror}", "a readable CSV or JSONL file") from None
-    lines = [line for line in text.splitlines() if line.strip()]
-    if not lines:
-        raise SpecError("trace", f"{p} is empty", "a CSV or JSONL file with one request per line")
-    return _parse(lines, p)
+    return _parse(read_lines(path, "trace"), Path(path))
 
 
 def _parse(lines: list[str], p: Path) -> Trace:
@@ -92,20 +85,11 @@ def _parse(lines: list[str], p: Path) -> Trace:
 
 def read_trace_lengths(path: str | Path) -> Trace:
     """Prompt and output lengths of a file of requests (arrival times optional), to resample from."""
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as err:
-        raise SpecError("lengths_file", f"cannot read {p}: {err.strerror}", "a readable CSV or JSONL file") from None
-    lines = [line for line in text.splitlines() if line.strip()]
-    if not lines:
-        raise SpecError("lengths_file", f"{p} is empty", "a CSV or JSONL file with one request per line")
+    lines = read_lines(path, "lengths_file")
     if not any(name in lines[0] for name in ARRIVAL):
-        # no arrival column: number the requests so the trace reader can be reused
+        # no arrival column: number the requests so the trace parser can be reused
         if lines[0].lstrip().startswith("{"):
             lines = [json.dumps({**json.loads(line), "arrival_time": i}) for i, line in enumerate(lines)]
         else:
             lines = [lines[0] + ",arrival_time"] + [f"{line},{i}" for i, line in enumerate(lines[1:])]
-        p = p.with_suffix(".numbered")
-        return _parse(lines, p)
-    return read_trace(path)
+    return _parse(lines, Path(path))

@@ -609,11 +609,10 @@ def check_live(metrics_source: str | None, log_file: str | None, plan_file: str,
     from ..engines.readers import read_metrics, read_startup_log  # noqa: PLC0415
     from ..planner.live import check  # noqa: PLC0415
 
+    from ..catalog.files import read_text as read_file  # noqa: PLC0415
+
     def read_text(path: str, field: str) -> str:
-        try:
-            return Path(path).read_text(errors="replace")
-        except OSError as err:
-            raise SpecError(field, f"cannot read {path}: {err.strerror}", "a readable file") from None
+        return read_file(path, field, "a readable file")
 
     try:
         plan = json.loads(read_text(plan_file, "plan"))
