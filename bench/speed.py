@@ -22,59 +22,54 @@ from specsize.planner.perf import Acceptance, speedup_table
 from specsize.planner.plan import plan
 
 
-def time_library(repeats: int = 500) -> list[float]:
-    inputs = build_inputs(default_deployment())  # loading models is done once, as in a planning loop
-    profile = resolve_profile()
+def _timed(run, repeats: int, before=None) -> list[float]:
     samples = []
     for _ in range(repeats):
+        if before is not None:
+            before()
         start = time.perf_counter()
-        plan(inputs.deployment, inputs.workload, profile, inputs.headroom)
+        run()
         samples.append(time.perf_counter() - start)
     return samples
+
+
+def _default():
+    inputs = build_inputs(default_deployment())  # loading models is done once, as in a planning loop
+    return inputs, resolve_profile()
+
+
+def time_library(repeats: int = 500) -> list[float]:
+    inputs, profile = _default()
+    return _timed(lambda: plan(inputs.deployment, inputs.workload, profile, inputs.headroom), repeats)
 
 
 def time_library_cold(repeats: int = 50) -> list[float]:
     """Every cache emptied before each plan: the cost of the first plan of a new deployment."""
     from specsize.core import kvcache, weights
 
-    inputs = build_inputs(default_deployment())
-    profile = resolve_profile()
-    samples = []
-    for _ in range(repeats):
+    def clear() -> None:
         for cached in (weights.weight_breakdown, kvcache.model_kv_layers, kvcache.bytes_per_token,
                        kvcache.layer_groups):
             cached.cache_clear()
-        start = time.perf_counter()
-        plan(inputs.deployment, inputs.workload, profile, inputs.headroom)
-        samples.append(time.perf_counter() - start)
-    return samples
+
+    inputs, profile = _default()
+    return _timed(lambda: plan(inputs.deployment, inputs.workload, profile, inputs.headroom), repeats, clear)
 
 
 def time_plan_with_perf(repeats: int = 200) -> list[float]:
-    inputs = build_inputs(default_deployment())
-    profile = resolve_profile()
+    inputs, profile = _default()
     eff = load_efficiency(inputs.deployment.gpu)
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        plan(inputs.deployment, inputs.workload, profile, inputs.headroom, efficiency=eff,
-             acceptance=Acceptance(rate=0.7))
-        samples.append(time.perf_counter() - start)
-    return samples
+    return _timed(lambda: plan(inputs.deployment, inputs.workload, profile, inputs.headroom, efficiency=eff,
+                               acceptance=Acceptance(rate=0.7)), repeats)
 
 
 def time_speedup_table(repeats: int = 20) -> list[float]:
-    inputs = build_inputs(default_deployment())
+    inputs, profile = _default()
     d = inputs.deployment
-    mem = account(d, resolve_profile())
+    mem = account(d, profile)
     eff = load_efficiency(d.gpu)
     batches = [2 ** i for i in range(16)]
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        speedup_table(d, mem, eff, Acceptance(rate=0.7), batches, list(range(1, 9)), 2048)
-        samples.append(time.perf_counter() - start)
-    return samples
+    return _timed(lambda: speedup_table(d, mem, eff, Acceptance(rate=0.7), batches, list(range(1, 9)), 2048), repeats)
 
 
 def time_cli(args: list[str], repeats: int = 7) -> list[float]:

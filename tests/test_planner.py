@@ -9,7 +9,7 @@ import pytest
 from specsize.catalog import load_gpu, load_model
 from specsize.catalog.gpus import load_efficiency
 from specsize.catalog.search_spec import DrafterOption, GpuOption, SearchSlo, SearchSpace
-from specsize.core.specs import Deployment, EngineSettings, LengthDistribution, SpeculativeConfig, Workload
+from specsize.core.specs import Deployment, EngineSettings, SpeculativeConfig
 from specsize.engines import resolve_profile
 from specsize.engines.emit import emitted_flags, engine_flags, sglang_command, vllm_command
 from specsize.planner.perf import Acceptance

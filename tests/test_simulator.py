@@ -8,8 +8,7 @@ from specsize.catalog import load_model
 from specsize.core.perf import Efficiency, coefficients, model_cost
 from specsize.core.specs import GpuSpec
 from specsize.simulator.engine import EngineConfig, simulate
-from specsize.simulator.workload import (AcceptanceSpec, LengthSpec, RateProfile, Requests, closed_batch,
-                                         generate)
+from specsize.simulator.workload import AcceptanceSpec, LengthSpec, RateProfile, closed_batch, generate
 
 ROUND_GPU = GpuSpec("round", "round", 80 * 2**30, memory_bandwidth_bytes_s=1e12, bf16_flops=1e15, fp8_flops=None,
                     interconnect_bytes_s=1e11)

@@ -8,6 +8,7 @@ from functools import lru_cache
 from importlib import resources
 
 from ..core.errors import SpecError
+from ..core.perf import Efficiency
 from ..core.specs import GpuSpec
 from ..core.units import from_gib
 
@@ -67,10 +68,8 @@ def _efficiency_rows() -> dict:
     return json.loads((resources.files("specsize.catalog") / "data" / "efficiency.json").read_text())["families"]
 
 
-def load_efficiency(gpu: GpuSpec, overrides: dict | None = None) -> "Efficiency":
+def load_efficiency(gpu: GpuSpec, overrides: dict | None = None) -> Efficiency:
     """The calibrated efficiencies of the GPU's family, with any field overridden by the user."""
-    from ..core.perf import Efficiency  # noqa: PLC0415
-
     rows = _efficiency_rows()
     row = dict(rows.get(gpu.family, rows["unknown"]))
     for key, value in (overrides or {}).items():

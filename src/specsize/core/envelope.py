@@ -18,6 +18,14 @@ from .units import GiB
 
 FITS, THIN, DOES_NOT_FIT = "fits", "thin", "does_not_fit"
 VERDICTS = (FITS, THIN, DOES_NOT_FIT)
+VERDICT_RANK = {FITS: 2, THIN: 1, DOES_NOT_FIT: 0}  # higher is better
+
+
+def verdict_for(headroom: float, policy: float) -> str:
+    """The headroom rule: below 0 does not fit, below the policy is thin (exactly at it fits)."""
+    if headroom < 0:
+        return DOES_NOT_FIT
+    return THIN if headroom < policy - 1e-9 else FITS  # the tolerance absorbs float ratios
 
 
 @dataclass(frozen=True)
@@ -100,12 +108,10 @@ def evaluate(mem: MemoryAccount, workload: Workload, headroom_policy: float = 0.
     if not worst_shape.within_max_model_len:
         reasons.append(f"{pct} requests ({worst_shape.prompt_tokens} + {worst_shape.output_tokens} tokens) exceed "
                        f"max_model_len={s.max_model_len}: the engine rejects them")
-    if mem.startup_problem or not worst_shape.within_max_model_len or worst.headroom_fraction < 0:
+    if mem.startup_problem or not worst_shape.within_max_model_len:
         verdict = DOES_NOT_FIT
-    elif worst.headroom_fraction < headroom_policy - 1e-9:  # exactly at the policy fits (float ratios)
-        verdict = THIN
     else:
-        verdict = FITS
+        verdict = verdict_for(worst.headroom_fraction, headroom_policy)
     breaks_first = _breaks_first(mem, worst, worst_shape, verdict, headroom_policy, reasons)
     return Verdict(verdict=verdict, headroom_policy=headroom_policy, worst_case=worst, expected=expected,
                    shapes=tuple(shapes), breaks_first=breaks_first, reasons=tuple(reasons))

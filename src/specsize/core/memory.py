@@ -57,7 +57,6 @@ class AccountingProfile:
     cuda_graph_subtracted: bool = False
     # start-up
     refuses_start_below_max_model_len: bool = True
-    reserved_blocks: int = 0
     null_blocks: int = 0  # blocks the block pool holds back for good (V1's null block)
     null_block_in_startup_check: bool = False  # the start-up check plans against usable blocks (0.32)
     token_report: str = "blocks"  # "blocks": tokens = blocks x block_size; "requests": whole requests' worth
@@ -315,7 +314,7 @@ def account(d: Deployment, p: AccountingProfile, quant: Quantization | None = No
         kv_bytes = budget - w_target.total - w_draft - act - non_torch - (graphs if p.cuda_graph_subtracted else 0)
     per_token = bytes_per_token(layers)
     per_block = s.block_size * per_token
-    blocks = max(0, kv_bytes // per_block - p.reserved_blocks) if per_block else 0
+    blocks = max(0, kv_bytes // per_block) if per_block else 0
     whole = p.token_report == "requests"
     concurrency = max_concurrency_at(layers, blocks, s.block_size, s.max_model_len, s.max_num_batched_tokens, whole)
     # what the engine prints as its token capacity: blocks x block size, or (newer releases) whole requests

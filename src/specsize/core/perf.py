@@ -17,7 +17,6 @@ the drafter's k steps and a fixed per-step cost (rejection sampling, bookkeeping
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from .errors import SpecError
@@ -215,10 +214,7 @@ def distinct_experts(num_experts: int, top_k: int, tokens: int) -> float:
 def forward_time(c: ModelCost, gpu: GpuSpec, eff: Efficiency, batch: int, q: int, context: int,
                  overhead: bool = True) -> StepTime:
     """One forward of `batch` sequences scoring `q` new tokens each over `context` tokens of history."""
-    co = coefficients(c, gpu, eff, overhead)
-    windows = tuple(batch * min(context, window) for window, _ in co.kv_windows)
-    seconds, flops, moved, compute = step_time(co, batch * q, batch * context, windows, batch * q * context)
-    return StepTime(time_s=seconds, flops=flops, bytes=moved, bound="compute" if compute else "memory")
+    return uniform_step(coefficients(c, gpu, eff, overhead), batch, q, context)
 
 
 @dataclass(frozen=True)
@@ -323,7 +319,7 @@ def crossover_batch(points: list[SpeedupPoint]) -> int | None:
     return None
 
 
-def prefill_time(c: SpecCosts, prompt_tokens: int, chunk: int, context_batch: int = 0) -> float:
+def prefill_time(c: SpecCosts, prompt_tokens: int, chunk: int) -> float:
     """Time to prefill one prompt in chunks of `chunk` tokens (each chunk one engine step)."""
     total = 0.0
     done = 0
@@ -332,6 +328,12 @@ def prefill_time(c: SpecCosts, prompt_tokens: int, chunk: int, context_batch: in
         total += uniform_step(c.target_co, 1, size, done + size // 2).time_s
         done += size
     return total
+
+
+def prefill_share(c: SpecCosts, rate: float, prompt_tokens: int, chunk: int) -> float:
+    """The fraction of the engine's time spent prefilling arrivals: requests/s x seconds to prefill one
+    prompt. Decode steps share the GPU with that work, so a token takes 1 / (1 - share) longer."""
+    return rate * prefill_time(c, max(1, int(prompt_tokens)), chunk)
 
 
 def concurrency_for_tpot(tpot_at, slo_s: float, upper: int) -> int:
@@ -346,7 +348,3 @@ def concurrency_for_tpot(tpot_at, slo_s: float, upper: int) -> int:
         else:
             hi = mid - 1
     return lo
-
-
-def safe_ratio(a: float, b: float) -> float:
-    return a / b if b else math.inf

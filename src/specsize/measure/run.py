@@ -55,7 +55,7 @@ def _torch():
 
     try:
         import torch  # noqa: PLC0415 - measure is an optional extra: specsize[measure]
-        import transformers  # noqa: F401, PLC0415
+        import transformers  # noqa: F401, PLC0415 - fail early with the install hint
     except ImportError as err:
         from ..core.errors import SpecError  # noqa: PLC0415
 
@@ -142,11 +142,8 @@ class _CpuPeak:
 
     def __exit__(self, *exc):
         self._prof.__exit__(*exc)
-        events = []
-        for e in self._prof.profiler.function_events:
-            for mem in getattr(e, "cpu_memory_usage", 0), :
-                if mem:
-                    events.append((e.time_range.start, mem))
+        events = [(e.time_range.start, e.cpu_memory_usage) for e in self._prof.profiler.function_events
+                  if getattr(e, "cpu_memory_usage", 0)]
         running = peak = 0
         for _, delta in sorted(events):
             running += delta

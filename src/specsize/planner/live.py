@@ -10,12 +10,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from ..core.envelope import VERDICT_RANK as RANK
+from ..core.envelope import verdict_for
 from ..core.errors import SpecError
 from ..core.perf import acceptance_from_mean_length
 from ..engines.readers import LiveMetrics, StartupLog
-
-RANK = {"fits": 2, "thin": 1, "does_not_fit": 0}
-
 
 @dataclass
 class LiveCheck:
@@ -25,12 +24,6 @@ class LiveCheck:
     planned_verdict: str = ""
     verdict_now: str = ""
     verdict_changes: bool = False
-
-
-def _verdict(headroom: float, policy: float) -> str:
-    if headroom < 0:
-        return "does_not_fit"
-    return "thin" if headroom < policy - 1e-9 else "fits"
 
 
 def check(plan: dict, metrics: LiveMetrics | None, log: StartupLog | None) -> LiveCheck:
@@ -109,7 +102,7 @@ def check(plan: dict, metrics: LiveMetrics | None, log: StartupLog | None) -> Li
         result.notes.append(f"{metrics.waiting:.0f} requests waiting now")
     result.verdict_now = plan["verdict"]
     if changed:
-        now = _verdict(headroom_now, policy) if math.isfinite(headroom_now) else "does_not_fit"
+        now = verdict_for(headroom_now, policy) if math.isfinite(headroom_now) else "does_not_fit"
         # a plan that failed for another reason (start-up, max_model_len) cannot get better from the headroom
         if plan.get("reasons") and RANK[now] > RANK[plan["verdict"]]:
             now = plan["verdict"]

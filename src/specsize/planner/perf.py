@@ -46,7 +46,7 @@ def _tokens_per_pass(a: float, k: int, tree: Tree) -> float:
     return tokens_per_pass(a, k)
 
 
-def _costs(d: Deployment, mem: MemoryAccount, eff: Efficiency, k: int, tree: Tree) -> SpecCosts:
+def costs_for(d: Deployment, mem: MemoryAccount, eff: Efficiency, k: int, tree: Tree) -> SpecCosts:
     s = mem.settings
     if d.speculative.enabled and k != d.speculative.num_speculative_tokens:
         d = replace(d, speculative=replace(d.speculative, num_speculative_tokens=k))
@@ -77,7 +77,7 @@ def speedup_table(d: Deployment, mem: MemoryAccount, eff: Efficiency, acceptance
     rows = []
     crossover, best = {}, {}
     for k in ks:
-        costs = _costs(d, mem, eff, k, tree)
+        costs = costs_for(d, mem, eff, k, tree)
         per_pass = _tokens_per_pass(a, k, tree)
         points = [speedup_point(costs, b, context_len, per_pass, k) for b in batch_sizes]
         rows += points
@@ -133,7 +133,7 @@ def summarize(d: Deployment, mem: MemoryAccount, eff: Efficiency, acceptance: Ac
     s = mem.settings
     k = d.speculative.num_speculative_tokens
     spec_on = d.speculative.enabled
-    plain_costs = _costs(replace(d, speculative=SpeculativeConfig()), mem, eff, 0, Tree())
+    plain_costs = costs_for(replace(d, speculative=SpeculativeConfig()), mem, eff, 0, Tree())
     plain = decode_step(plain_costs, batch_size, context_len)
     ttft = prefill_time(plain_costs, prompt_len, s.max_num_batched_tokens)
     upper = max(1, s.max_num_seqs)
@@ -152,10 +152,10 @@ def summarize(d: Deployment, mem: MemoryAccount, eff: Efficiency, acceptance: Ac
                            crossover_batch=None, best_k=None, ttft_s=ttft, bound_no_spec=plain.bound,
                            max_concurrency_for_tpot_slo=slo, tpot_slo_s=tpot_slo_s, note=note)
     a = acceptance.per_token(k)
-    costs = _costs(d, mem, eff, k, tree)
+    costs = costs_for(d, mem, eff, k, tree)
     per_pass = _tokens_per_pass(a, k, tree)
     point = speedup_point(costs, batch_size, context_len, per_pass, k)
-    best = max(k_range, key=lambda kk: speedup_point(_costs(d, mem, eff, kk, tree), batch_size, context_len,
+    best = max(k_range, key=lambda kk: speedup_point(costs_for(d, mem, eff, kk, tree), batch_size, context_len,
                                                      _tokens_per_pass(a, kk, tree), kk).speedup)
     slo = None
     if tpot_slo_s:

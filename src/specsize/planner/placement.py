@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 from ..core.errors import SpecError
 from ..core.memory import AccountingProfile
-from ..core.specs import DTYPE_BYTES, Deployment, ModelSpec, Workload
+from ..core.specs import DTYPE_BYTES, Deployment, ModelSpec
 from ..core.units import GiB
 from ..core.weights import weight_breakdown
 from .plan import PlanResult, plan
@@ -119,7 +119,7 @@ def storage(d: Deployment, result: PlanResult, bandwidth_bytes_s: float, costs: 
 def place(result: PlanResult, profile: AccountingProfile, gpus_per_node: int = 8, spare: int = 1,
           unit: str = "replica", storage_bandwidth_bytes_s: float = 2e9, costs: StartupCosts = StartupCosts(),
           efficiency=None, acceptance=None, ttft_slo_s: float | None = None, warm_cache: bool = True) -> Placement:
-    d, w = result.deployment, result.workload
+    d = result.deployment
     per_instance = d.gpus_per_instance
     if per_instance > gpus_per_node:
         raise SpecError("gpus_per_node", f"a replica needs {per_instance} GPUs (tp x pp) but a node has "

@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from ..core.envelope import DOES_NOT_FIT, FITS, THIN
+from ..core.envelope import FITS
+from ..core.envelope import VERDICT_RANK as RANK
 from ..core.memory import AccountingProfile
 from ..core.specs import Deployment, SpeculativeConfig, Workload
 from ..core.units import GiB
@@ -19,7 +20,6 @@ from .perf import Acceptance
 from .plan import PlanResult, plan
 
 QUALITY_PRICE = {"kv_fp8": 0.05, "weights_fp8": 0.10, "weights_int4": 0.20}
-RANK = {FITS: 2, THIN: 1, DOES_NOT_FIT: 0}
 
 
 @dataclass(frozen=True)

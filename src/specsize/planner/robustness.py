@@ -13,13 +13,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from ..core.envelope import VERDICT_RANK as RANK
 from ..core.envelope import evaluate
 from ..core.memory import MemoryAccount
 from ..core.specs import LengthDistribution, Workload
 from .perf import Acceptance, summarize
 from .plan import PlanResult, replica_workload
 
-RANK = {"fits": 2, "thin": 1, "does_not_fit": 0}
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
 from ..catalog.deployment import PlanInputs
 from ..catalog.traces import read_trace, read_trace_lengths
 from ..core.errors import SpecError
@@ -11,7 +13,7 @@ from ..core.memory import account
 from ..core.perf import Efficiency
 from ..core.specs import SpeculativeConfig, quantization_override
 from ..engines import resolve_profile
-from ..simulator.workload import AcceptanceSpec, Burst, LengthSpec, RateProfile, from_arrays, generate
+from ..simulator.workload import Burst, LengthSpec, RateProfile, from_arrays, generate
 from .perf import Acceptance, Tree
 from .plan import replica_workload, validate
 from .simulate import SimulationReport, Slo, acceptance_spec, rate_for_concurrency, run
@@ -44,8 +46,7 @@ def run_simulation(inputs: PlanInputs, eff: Efficiency, acceptance: Acceptance |
     limit = mem.settings.max_model_len
     if sim["trace"]:
         t = read_trace(sim["trace"])
-        per_request = t.acceptance if t.acceptance else acc.sample(__import__("numpy").random.default_rng(sim["seed"]),
-                                                                   len(t.arrival_s))
+        per_request = t.acceptance or acc.sample(np.random.default_rng(sim["seed"]), len(t.arrival_s))
         share = slice(0, None, d.replicas)  # requests spread round-robin over the replicas
         req = from_arrays(t.arrival_s[share], t.prompt_tokens[share], t.output_tokens[share],
                           list(per_request)[share], maximum=limit,
@@ -80,8 +81,6 @@ def run_simulation(inputs: PlanInputs, eff: Efficiency, acceptance: Acceptance |
         rates = RateProfile(rate, bursts, on_off, sim["ramp_to"])
         req = generate(rates, sim["duration"], prompt, output, acc, sim["seed"])
         if sim.get("lengths_file"):  # keep each request's (prompt, output) pair together
-            import numpy as np  # noqa: PLC0415
-
             pick = np.random.default_rng(sim["seed"] + 1).integers(0, len(lengths.prompt_tokens), len(req))
             req = replace(req, prompt_tokens=np.minimum(np.asarray(lengths.prompt_tokens)[pick], limit - 1),
                           output_tokens=np.minimum(np.asarray(lengths.output_tokens)[pick], limit // 2))

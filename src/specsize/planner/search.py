@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from ..core.envelope import DOES_NOT_FIT, FITS, evaluate
 from ..core.errors import SpecError
 from ..core.memory import AccountingProfile, account
-from ..core.perf import build_costs, decode_step, prefill_time, spec_step_time, tokens_per_pass
+from ..core.perf import build_costs, decode_step, prefill_share, prefill_time, spec_step_time, tokens_per_pass
 from ..core.specs import Deployment, quantization_override
 from .perf import Acceptance
 
@@ -135,12 +135,9 @@ def _judge(d, mem, w, policy, slo, eff, acceptance, k, replicas, ctx, peak_total
     else:
         tpot = decode_step(costs, batch, ctx).time_s
     ttft = prefill_time(costs, w.prompt_tokens.p99, s.max_num_batched_tokens)
-    # decode steps share the GPU with the prefill of arriving prompts: at utilisation u of prefill work, a
-    # token takes 1 / (1 - u) longer (rate from Little's law at this concurrency)
-    chunk = s.max_num_batched_tokens
-    per_prefill_token = prefill_time(costs, chunk, chunk) / chunk
+    # decode shares the GPU with prefilling the arrivals (rate from Little's law at this concurrency)
     rate = w.concurrency / (ttft + max(1, w.output_tokens.p50) * tpot)
-    u = rate * w.prompt_tokens.p50 * per_prefill_token
+    u = prefill_share(costs, rate, w.prompt_tokens.p50, s.max_num_batched_tokens)
     if u >= 0.95:
         return Candidate(status="misses_throughput", reason=f"prefilling the prompts alone needs {u:.0%} of the GPU",
                          tpot_s=None, ttft_s=ttft, throughput_tok_s=None, **base)

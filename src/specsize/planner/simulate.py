@@ -182,37 +182,27 @@ def burst_requests(w: Workload, rate: float, duration_s: float, max_model_len: i
                                     f"x{w.burst_factor:g} from {start:g} s for {length:g} s")
 
 
-def lognormal_mean(median: float, p99: float) -> float:
-    """Mean of the lognormal with this median and p99 (what a long run of sampled lengths averages to)."""
-    if p99 <= median:
-        return float(median)
-    sigma = math.log(p99 / median) / 2.3263478740408408
-    return median * math.exp(sigma * sigma / 2)
-
-
 def rate_for_concurrency(d: Deployment, mem: MemoryAccount, eff: Efficiency, w: Workload,
                          acceptance: Acceptance | None, tree: Tree = Tree()) -> float:
     """Requests/s that keep `w.concurrency` requests in flight: Little's law, rate = L / W, where W is the
     TTFT plus the mean output times a TPOT stretched by the share of each step spent prefilling the
-    arrivals' prompts (utilisation u = rate x mean prompt x prefill seconds per token), solved by iteration."""
-    from ..core.perf import forward_time  # noqa: PLC0415
-    from .perf import _costs  # noqa: PLC0415
+    arrivals' prompts (core.perf.prefill_share), solved by iteration."""
+    from ..core.perf import prefill_share  # noqa: PLC0415
+    from .perf import costs_for  # noqa: PLC0415
     from .perf import summarize as perf_summary  # noqa: PLC0415
 
     s = mem.settings
     batch = max(1, min(w.concurrency, s.max_num_seqs))
-    prompt_mean = lognormal_mean(w.prompt_tokens.p50, w.prompt_tokens.p99)
-    output_mean = lognormal_mean(max(1, w.output_tokens.p50), w.output_tokens.p99)
+    prompt_mean = LengthSpec.lognormal(w.prompt_tokens.p50, w.prompt_tokens.p99).mean
+    output_mean = LengthSpec.lognormal(max(1, w.output_tokens.p50), w.output_tokens.p99).mean
     context = int(prompt_mean + output_mean / 2)
     p = perf_summary(d, mem, eff, acceptance if d.speculative.enabled else None, batch, context,
                      int(prompt_mean), None, tree)
     tpot = p.tpot_s if p.tpot_s is not None else p.tpot_s_no_spec
-    plain = _costs(replace(d, speculative=SpeculativeConfig()), mem, eff, 0, Tree())
-    chunk = s.max_num_batched_tokens
-    per_token = forward_time(plain.target, d.gpu, eff, 1, chunk, context).time_s / chunk
+    plain = costs_for(replace(d, speculative=SpeculativeConfig()), mem, eff, 0, Tree())
     rate = w.concurrency / (p.ttft_s + output_mean * tpot)
     for _ in range(50):
-        u = min(0.95, rate * prompt_mean * per_token)
+        u = min(0.95, prefill_share(plain, rate, prompt_mean, s.max_num_batched_tokens))
         latency = p.ttft_s / (1 - u) + output_mean * tpot / (1 - u)
         rate = 0.5 * rate + 0.5 * w.concurrency / latency
     return rate

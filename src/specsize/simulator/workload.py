@@ -35,12 +35,22 @@ class LengthSpec:
             return cls("fixed", median=median, p99=median, maximum=maximum)
         return cls("lognormal", median=median, p99=p99, maximum=maximum)
 
+    @property
+    def sigma(self) -> float:
+        return math.log(self.p99 / self.median) / Z99 if self.kind == "lognormal" else 0.0
+
+    @property
+    def mean(self) -> float:
+        """What a long run of sampled lengths averages to (before clipping)."""
+        if self.kind == "empirical":
+            return float(np.mean(self.values))
+        return self.median * math.exp(self.sigma ** 2 / 2)
+
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         if self.kind == "fixed":
             out = np.full(n, int(round(self.median)), dtype=np.int64)
         elif self.kind == "lognormal":
-            sigma = math.log(self.p99 / self.median) / Z99
-            out = np.rint(rng.lognormal(math.log(self.median), sigma, n)).astype(np.int64)
+            out = np.rint(rng.lognormal(math.log(self.median), self.sigma, n)).astype(np.int64)
         elif self.kind == "empirical":
             if not self.values:
                 raise SpecError("lengths", "no values to resample", "a non-empty list of token counts")
