@@ -16,7 +16,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from specsize.catalog.gpus import load_efficiency  # noqa: E402
-from specsize.catalog.search_spec import read_search_spec  # noqa: E402
+from specsize.inputs.search_spec import read_search_spec  # noqa: E402
 from specsize.engines import resolve_profile  # noqa: E402
 from specsize.planner.search import screen  # noqa: E402
 

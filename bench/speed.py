@@ -14,7 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-from specsize.catalog.deployment import build_inputs, default_deployment
+from specsize.inputs.load import load_request
+from specsize.inputs.resolve import resolve
 from specsize.catalog.gpus import load_efficiency
 from specsize.core.memory import account
 from specsize.engines import resolve_profile
@@ -34,13 +35,13 @@ def _timed(run, repeats: int, before=None) -> list[float]:
 
 
 def _default():
-    inputs = build_inputs(default_deployment())  # loading models is done once, as in a planning loop
+    inputs = resolve(load_request())  # loading models is done once, as in a planning loop
     return inputs, resolve_profile()
 
 
 def time_library(repeats: int = 500) -> list[float]:
     inputs, profile = _default()
-    return _timed(lambda: plan(inputs.deployment, inputs.workload, profile, inputs.headroom), repeats)
+    return _timed(lambda: plan(inputs.deployment, inputs.workload, profile, inputs.request.headroom), repeats)
 
 
 def time_library_cold(repeats: int = 50) -> list[float]:
@@ -53,13 +54,13 @@ def time_library_cold(repeats: int = 50) -> list[float]:
             cached.cache_clear()
 
     inputs, profile = _default()
-    return _timed(lambda: plan(inputs.deployment, inputs.workload, profile, inputs.headroom), repeats, clear)
+    return _timed(lambda: plan(inputs.deployment, inputs.workload, profile, inputs.request.headroom), repeats, clear)
 
 
 def time_plan_with_perf(repeats: int = 200) -> list[float]:
     inputs, profile = _default()
     eff = load_efficiency(inputs.deployment.gpu)
-    return _timed(lambda: plan(inputs.deployment, inputs.workload, profile, inputs.headroom, efficiency=eff,
+    return _timed(lambda: plan(inputs.deployment, inputs.workload, profile, inputs.request.headroom, efficiency=eff,
                                acceptance=Acceptance(rate=0.7)), repeats)
 
 

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from specsize.catalog.deployment import build_inputs, default_deployment, read_deployment_file
+from specsize.inputs.load import default_deployment, load_request, read_yaml_file
+from specsize.inputs.resolve import resolve
 from specsize.engines import resolve_profile
 from specsize.planner.plan import plan
 
@@ -15,14 +16,14 @@ SEARCHES = sorted((ROOT / "examples" / "search").glob("*.yaml"))
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_example_plans(path):
-    inputs = build_inputs(read_deployment_file(path))
-    result = plan(inputs.deployment, inputs.workload, resolve_profile(), inputs.headroom)
+    inputs = resolve(load_request(path))
+    result = plan(inputs.deployment, inputs.workload, resolve_profile(), inputs.request.headroom)
     assert result.verdict.verdict in ("fits", "thin", "does_not_fit")
     assert not inputs.workload_defaulted
 
 
 def test_default_matches_its_example():
-    example = read_deployment_file(Path(EXAMPLES[0]).with_name("llama70b-draft1b-4xh100.yaml"))
+    example = read_yaml_file(Path(EXAMPLES[0]).with_name("llama70b-draft1b-4xh100.yaml"))
     default = default_deployment()
     default.pop("name")
     assert default == example
@@ -31,7 +32,7 @@ def test_default_matches_its_example():
 @pytest.mark.parametrize("path", SEARCHES, ids=lambda p: p.name)
 def test_search_example_screens(path):
     from specsize.catalog.gpus import load_efficiency
-    from specsize.catalog.search_spec import read_search_spec
+    from specsize.inputs.search_spec import read_search_spec
     from specsize.planner.search import run_search
 
     result = run_search(read_search_spec(str(path)), resolve_profile(), load_efficiency)

@@ -69,7 +69,7 @@ def test_measure_cli_json_and_store(tmp_path, capsys):
     data = json.loads(capsys.readouterr().out)
     weights = next(t for t in data["terms"] if t["term"] == "target weights")
     assert weights["error"] == 0.0 and data["device"] == "cpu"
-    from specsize.store import Store
+    from specsize.adapters.store import Store
 
     with Store(store) as s:
         assert [o.kind for o in s.list(tag="tiny")] == ["footprint"]

@@ -8,7 +8,7 @@ import pytest
 
 from specsize.catalog import load_gpu, load_model
 from specsize.catalog.gpus import load_efficiency
-from specsize.catalog.search_spec import DrafterOption, GpuOption, SearchSlo, SearchSpace
+from specsize.inputs.search_spec import DrafterOption, GpuOption, SearchSlo, SearchSpace
 from specsize.core.specs import Deployment, EngineSettings, SpeculativeConfig
 from specsize.engines import resolve_profile
 from specsize.engines.emit import emitted_flags, engine_flags, sglang_command, vllm_command
@@ -125,10 +125,11 @@ EXAMPLES = ["llama70b-draft1b-4xh100.yaml", "llama8b-eagle3-h100.yaml", "deepsee
 def test_emitted_flags_are_the_engines_own(name):
     from pathlib import Path
 
-    from specsize.catalog.deployment import build_inputs, read_deployment_file
+    from specsize.inputs.load import load_request
+    from specsize.inputs.resolve import resolve
 
-    inputs = build_inputs(read_deployment_file(Path(__file__).resolve().parents[1] / "examples" / name))
-    r = plan(inputs.deployment, inputs.workload, PROFILE, inputs.headroom)
+    inputs = resolve(load_request(Path(__file__).resolve().parents[1] / "examples" / name))
+    r = plan(inputs.deployment, inputs.workload, PROFILE, inputs.request.headroom)
     flags = engine_flags()
     v = vllm_command(r.deployment, r.memory)
     assert set(emitted_flags(v)) <= set(flags["vllm"]["flags"])

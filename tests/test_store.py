@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from specsize.core.errors import SpecError
-from specsize.store import MIGRATIONS, SCHEMA_VERSION, Store
+from specsize.adapters.store import MIGRATIONS, SCHEMA_VERSION, Store
 
 
 def _writer(path: str, worker: int, count: int) -> None:

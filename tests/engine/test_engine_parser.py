@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from specsize.catalog.deployment import build_inputs, read_deployment_file
+from specsize.inputs.load import load_request
+from specsize.inputs.resolve import resolve
 from specsize.engines import resolve_profile
 from specsize.engines.emit import vllm_command
 from specsize.planner.plan import plan
@@ -34,8 +35,8 @@ def parse(argv: list[str]) -> dict:
 
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_vllm_parses_the_emitted_command_and_config(name, tmp_path):
-    inputs = build_inputs(read_deployment_file(ROOT / "examples" / name))
-    r = plan(inputs.deployment, inputs.workload, resolve_profile(), inputs.headroom)
+    inputs = resolve(load_request(ROOT / "examples" / name))
+    r = plan(inputs.deployment, inputs.workload, resolve_profile(), inputs.request.headroom)
     command = vllm_command(r.deployment, r.memory)
     s = r.memory.settings
     for argv in (list(command.argv[2:]), None):

@@ -11,11 +11,11 @@ subtracted) is an `AccountingProfile`: data, defined in `specsize.engines`, neve
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .errors import SpecError
 from .kvcache import KVLayer, bytes_per_token, layer_blocks, layer_groups, model_kv_layers
-from .specs import DTYPE_BYTES, Deployment, ModelSpec, Quantization, canonical_dtype
+from .specs import DTYPE_BYTES, Deployment, ModelSpec, Quantization, canonical_dtype, effective_target
 from .units import GiB, ceil_div
 from .weights import WeightBreakdown, weight_breakdown
 
@@ -105,6 +105,11 @@ class MemoryAccount:
         return self.weights_target.total
 
     @property
+    def outside_budget_bytes(self) -> int:
+        """What gpu_memory_utilization leaves outside the engine's budget on this GPU (the one owner)."""
+        return self.total_bytes - self.budget_bytes
+
+    @property
     def kv_bytes_per_token(self) -> int:
         return bytes_per_token(self.kv_layers)
 
@@ -170,7 +175,8 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
     else:
         block_size = p.default_block_size
     return ResolvedSettings(
-        gpu_memory_utilization=e.gpu_memory_utilization, max_model_len=max_model_len,
+        gpu_memory_utilization=(p.default_gpu_memory_utilization if e.gpu_memory_utilization is None
+                                else e.gpu_memory_utilization), max_model_len=max_model_len,
         max_num_seqs=max_num_seqs, max_num_batched_tokens=batched, block_size=block_size, dtype=dtype,
         kv_cache_dtype=kv_dtype, kv_dtype_bytes=kv_bytes, quantization=quant, enforce_eager=e.enforce_eager,
         num_speculative_tokens=d.speculative.num_speculative_tokens if d.speculative.enabled else 0,
@@ -178,21 +184,20 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
 
 
 def draft_weight_bytes(d: Deployment, s: ResolvedSettings) -> int:
-    """Bytes of the drafter on rank 0 (a drafter with TP 1 lives on rank 0 whole)."""
+    """Bytes of the drafter on rank 0 (a drafter with its own TP 1 lives on rank 0 whole)."""
     sp = d.speculative
-    if sp.method in ("none", "ngram"):
-        return 0
-    if sp.method == "mtp":
+    kind = sp.kind
+    if kind.derives_from_target:  # MTP: the layers the target's checkpoint carries beyond the model
         with_mtp = weight_breakdown(d.target, d.tp, 1, s.dtype, s.quantization, include_mtp=True, rotary_cache=False)
         without = weight_breakdown(d.target, d.tp, 1, s.dtype, s.quantization, include_mtp=False, rotary_cache=False)
         return with_mtp.total - without.total
     draft = sp.draft
-    assert draft is not None
-    if sp.method in ("eagle", "eagle3", "medusa"):
-        # heads reuse the target's embedding (and, except EAGLE-3's reduced vocabulary, its lm_head)
-        share = sp.method != "medusa"
-        return weight_breakdown(draft, d.tp, 1, s.dtype, None, share_embeddings=share).total
-    return weight_breakdown(draft, sp.draft_tp, 1, s.dtype if draft.quantization is None else draft.dtype).total
+    if draft is None or not kind.needs_draft_config:
+        return 0
+    if kind.own_tp:
+        return weight_breakdown(draft, sp.draft_tp, 1, s.dtype if draft.quantization is None else draft.dtype).total
+    # heads reuse the target's embedding (and, except EAGLE-3's reduced vocabulary, its lm_head)
+    return weight_breakdown(draft, d.tp, 1, s.dtype, None, share_embeddings=kind.shares_embeddings).total
 
 
 def _forward_activation(m: ModelSpec, tokens: int, tp: int, act_bytes: int, p: AccountingProfile) -> float:
@@ -216,8 +221,8 @@ def activation_peak(d: Deployment, s: ResolvedSettings, p: AccountingProfile) ->
     target = _forward_activation(d.target, tokens, d.tp, ab, p)
     draft = 0.0
     sp = d.speculative
-    if sp.draft is not None and sp.method != "ngram":
-        draft_tp = sp.draft_tp if sp.method == "draft_model" else d.tp
+    if sp.draft is not None and sp.kind.has_gpu_drafter:
+        draft_tp = sp.drafter_tp or d.tp
         draft = _forward_activation(sp.draft, tokens, draft_tp, ab, p)
     forward = max(target, draft)
     vocab = d.target.vocab_size
@@ -253,11 +258,12 @@ def cuda_graph_bytes(d: Deployment, s: ResolvedSettings, p: AccountingProfile, n
 def kv_layers_for(d: Deployment, kv_dtype_bytes: int) -> tuple[KVLayer, ...]:
     layers = model_kv_layers(d.target, d.tp, kv_dtype_bytes, "target", d.pp)
     sp = d.speculative
-    if sp.method == "mtp":
+    if not sp.kind.keeps_kv:
+        return layers
+    if sp.kind.derives_from_target:
         layers += model_kv_layers(d.target, d.tp, kv_dtype_bytes, "draft", layers=d.target.num_mtp_layers)
-    elif sp.method in ("draft_model", "eagle", "eagle3") and sp.draft is not None:
-        draft_tp = sp.draft_tp if sp.method == "draft_model" else d.tp
-        layers += model_kv_layers(sp.draft, draft_tp, kv_dtype_bytes, "draft")
+    elif sp.draft is not None:
+        layers += model_kv_layers(sp.draft, sp.drafter_tp or d.tp, kv_dtype_bytes, "draft")
     return layers
 
 
@@ -284,12 +290,15 @@ def max_concurrency_at(layers: tuple[KVLayer, ...], kv_blocks: int, block_size: 
     return kv_blocks * len(layers) / per_request_layer_blocks
 
 
-def account(d: Deployment, p: AccountingProfile, quant: Quantization | None = None) -> MemoryAccount:
-    """The memory account of rank 0 of one engine instance of deployment `d`."""
+def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
+    """The memory account of rank 0 of one engine instance of deployment `d` (with the deployment's
+    quantization override applied: `specs.effective_target`)."""
     if d.target.num_attention_heads % d.tp:
         raise SpecError("tp", f"{d.tp} does not divide the target's {d.target.num_attention_heads} attention heads",
                         "a divisor of num_attention_heads")
-    quant = quant if quant is not None else d.target.quantization
+    target, quant = effective_target(d)
+    if target is not d.target:
+        d = replace(d, target=target)
     s = resolve_settings(d, p, quant)
     total = d.gpu.memory_bytes
     budget = int(total * s.gpu_memory_utilization)

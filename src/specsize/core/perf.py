@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from .errors import SpecError
 from .kvcache import model_kv_layers
 from .specs import DTYPE_BYTES, Deployment, GpuSpec, ModelSpec, Quantization
+from .speculation import SpecMethod, acceptance_from_mean_length, drafter_kind, tokens_per_pass  # noqa: F401 - re-exported
 from .weights import expert_bytes_per_rank, padded_vocab, weight_breakdown
 
 
@@ -66,34 +67,6 @@ class StepTime:
     flops: float
     bytes: float
     bound: str  # "memory" or "compute" (or "overhead" when neither dominates the fixed costs)
-
-
-def tokens_per_pass(acceptance: float, k: int) -> float:
-    """Expected tokens a verification pass yields (accepted drafts + the bonus token)."""
-    if k < 0:
-        raise SpecError("num_speculative_tokens", f"must be >= 0, got {k}", "an integer >= 0")
-    if not 0 <= acceptance <= 1:
-        raise SpecError("acceptance_rate", f"must be in [0, 1], got {acceptance}", "a per-token rate in [0, 1]")
-    if acceptance == 1:
-        return float(k + 1)
-    return (1 - acceptance ** (k + 1)) / (1 - acceptance)
-
-
-def acceptance_from_mean_length(mean_length: float, k: int) -> float:
-    """The per-token rate a whose tokens_per_pass(a, k) equals the mean accepted length (incl. bonus)."""
-    if k < 1:
-        raise SpecError("num_speculative_tokens", f"must be >= 1, got {k}", "an integer >= 1")
-    if not 1 <= mean_length <= k + 1:
-        raise SpecError("mean_accepted_length", f"{mean_length} is outside [1, k+1] = [1, {k + 1}] for k={k}",
-                        f"a number from 1 to {k + 1}")
-    lo, hi = 0.0, 1.0
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        if tokens_per_pass(mid, k) < mean_length:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
 
 
 def tree_tokens_per_pass(acceptance: float, depth: int, topk: int, num_draft_tokens: int) -> float:
@@ -241,25 +214,25 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
     target = model_cost(d.target, d.tp, dtype, quant, kv_dtype_bytes=kv_dtype_bytes)
     draft = None
     draft_tp = d.tp
-    if sp.method == "draft_model" and sp.draft is not None:
-        draft_tp = sp.draft_tp
-        draft = model_cost(sp.draft, sp.draft_tp, dtype, sp.draft.quantization, kv_dtype_bytes=kv_dtype_bytes)
-    elif sp.method in ("eagle", "eagle3") and sp.draft is not None:
-        head = model_cost(sp.draft, d.tp, dtype, None, share_embeddings=True, kv_dtype_bytes=kv_dtype_bytes)
-        if sp.method == "eagle" and not sp.draft.draft_vocab_size:
-            # EAGLE-1 heads project through the target's lm_head every draft step
-            lm_head = padded_vocab(d.target.vocab_size) // d.tp * d.target.hidden_size * DTYPE_BYTES[dtype]
-            head = ModelCost(**{**head.__dict__, "dense_bytes": head.dense_bytes + lm_head,
-                                "dense_params": head.dense_params + lm_head // DTYPE_BYTES[dtype]})
-        draft = head
-    elif sp.method == "mtp":
+    kind = sp.kind
+    if kind.derives_from_target:
         draft = model_cost(d.target, d.tp, dtype, quant, kv_dtype_bytes=kv_dtype_bytes, include_mtp_only=True,
                            layers=d.target.num_mtp_layers)
-    elif sp.method == "medusa" and sp.draft is not None:
-        draft = model_cost(sp.draft, d.tp, dtype, None, kv_dtype_bytes=kv_dtype_bytes)
-        draft = ModelCost(**{**draft.__dict__, "kv_layers": ()})  # Medusa heads keep no KV cache
+    elif sp.draft is not None and kind.own_tp:
+        draft_tp = sp.draft_tp
+        draft = model_cost(sp.draft, sp.draft_tp, dtype, sp.draft.quantization, kv_dtype_bytes=kv_dtype_bytes)
+    elif sp.draft is not None and kind.has_gpu_drafter:
+        draft = model_cost(sp.draft, d.tp, dtype, None, share_embeddings=kind.shares_embeddings,
+                           kv_dtype_bytes=kv_dtype_bytes)
+        if kind.shares_lm_head and not sp.draft.draft_vocab_size and sp.method == SpecMethod.EAGLE:
+            # EAGLE-1 heads project through the target's lm_head every draft step
+            lm_head = padded_vocab(d.target.vocab_size) // d.tp * d.target.hidden_size * DTYPE_BYTES[dtype]
+            draft = ModelCost(**{**draft.__dict__, "dense_bytes": draft.dense_bytes + lm_head,
+                                 "dense_params": draft.dense_params + lm_head // DTYPE_BYTES[dtype]})
+        if not kind.keeps_kv:  # Medusa heads keep no KV cache
+            draft = ModelCost(**{**draft.__dict__, "kv_layers": ()})
     width = num_draft_tokens if (tree_topk > 1 and num_draft_tokens) else k
-    steps = 1 if sp.method == "medusa" else (0 if sp.method in ("ngram", "none") else k)
+    steps = kind.steps(k)
     return SpecCosts(target=target, draft=draft, draft_gpu_tp=draft_tp, method=sp.method, gpu=d.gpu, eff=eff,
                      verify_width=width + 1, draft_steps=steps, draft_width=max(1, tree_topk),
                      target_co=coefficients(target, d.gpu, eff),
@@ -280,7 +253,7 @@ def decode_step(c: SpecCosts, batch: int, context: int) -> StepTime:
 def spec_step_time(c: SpecCosts, batch: int, context: int) -> float:
     """One speculative step: drafting, one verification pass of verify_width positions, fixed costs."""
     verify = uniform_step(c.target_co, batch, c.verify_width, context).time_s
-    if c.method == "ngram":
+    if drafter_kind(c.method).cpu_drafted:
         return verify + c.eff.spec_step_overhead_s + c.eff.ngram_per_seq_s * batch
     draft = 0.0
     if c.draft is not None and c.draft_steps:

@@ -6,9 +6,11 @@ Sizes are in the model's own units (heads, dims, tokens); bytes are ints.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Literal
 
 from .errors import SpecError
+from .speculation import SPEC_METHODS, DrafterKind, SpecMethod, drafter_kind  # noqa: F401 - SPEC_METHODS re-exported
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 DTYPE_ALIASES = {
@@ -17,7 +19,6 @@ DTYPE_ALIASES = {
     "fp16": "float16", "half": "float16", "float16": "float16",
 }
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16", "float32")
-SPEC_METHODS = ("none", "draft_model", "eagle", "eagle3", "mtp", "medusa", "ngram")
 QUANT_METHODS = ("none", "fp8", "int8", "int4", "mxfp4", "nvfp4")
 
 AttentionKind = Literal["full", "sliding", "chunked", "mla"]
@@ -127,21 +128,34 @@ class GpuSpec:
 
 @dataclass(frozen=True)
 class SpeculativeConfig:
-    method: str = "none"
+    method: SpecMethod = SpecMethod.NONE
     draft: ModelSpec | None = None  # draft_model / eagle / eagle3 / medusa head config; None for mtp/ngram/none
     num_speculative_tokens: int = 0
     draft_tp: int = 1
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.method, SpecMethod):
+            object.__setattr__(self, "method", SpecMethod.parse(self.method))
+
     @property
     def enabled(self) -> bool:
-        return self.method != "none"
+        return self.method != SpecMethod.NONE
+
+    @property
+    def kind(self) -> DrafterKind:
+        return drafter_kind(self.method)
+
+    @property
+    def drafter_tp(self) -> int | None:
+        """The drafter's own TP size when it has one (a separate draft model); None: the target's."""
+        return self.draft_tp if self.kind.own_tp else None
 
 
 @dataclass(frozen=True)
 class EngineSettings:
     """What the user sets on the engine. None means: the engine version's default."""
 
-    gpu_memory_utilization: float = 0.9
+    gpu_memory_utilization: float | None = None  # None: the engine profile's default
     max_model_len: int | None = None
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
@@ -227,3 +241,21 @@ def quantization_override(name: str | None, model: ModelSpec) -> Quantization | 
     if key == "mxfp4":
         return Quantization("mxfp4", experts_only=model.is_moe, source="override")
     return Quantization(key, source="override")
+
+
+def effective_target(d: Deployment) -> tuple[ModelSpec, Quantization | None]:
+    """The target as the engine will load it, and its weights' quantization: the checkpoint's own, or the
+    `quantization` override (`none`: unquantized). An override drops the checkpoint's exact byte count, which
+    describes the checkpoint's format, not the override's. The one owner of this rule."""
+    if d.engine.quantization is None:
+        return d.target, d.target.quantization
+    return _overridden(d.target, str(d.engine.quantization))
+
+
+@lru_cache(maxsize=1024)  # one spec object per (model, override): the caches keyed on models keep hitting
+def _overridden(target: ModelSpec, name: str) -> tuple[ModelSpec, Quantization | None]:
+    override = quantization_override(name, target)
+    assert override is not None  # a name was given; bad names raise SpecError above
+    if override.method == "none":
+        return target.with_(quantization=None, weight_bytes_exact=None), None
+    return target.with_(weight_bytes_exact=None), override

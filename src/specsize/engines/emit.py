@@ -15,6 +15,7 @@ from importlib import resources
 from ..core.errors import SpecError
 from ..core.memory import MemoryAccount
 from ..core.specs import Deployment
+from ..core.speculation import DRAFTER_KINDS
 
 
 @lru_cache(maxsize=1)
@@ -46,14 +47,15 @@ def _speculative_config(d: Deployment) -> dict | None:
     sp = d.speculative
     if not sp.enabled:
         return None
-    method = {"draft_model": "draft_model", "eagle": "eagle", "eagle3": "eagle3", "mtp": "mtp", "medusa": "medusa",
-              "ngram": "ngram"}[sp.method]
+    method = sp.kind.engine_name("vllm")
+    if method is None:
+        raise SpecError("emit", f"vLLM has no {sp.method} speculative method", supported("vllm"))
     out: dict = {"method": method, "num_speculative_tokens": sp.num_speculative_tokens}
     if sp.draft is not None:
         out["model"] = sp.draft.model_id
-    if sp.method == "draft_model":
+    if sp.kind.own_tp:
         out["draft_tensor_parallel_size"] = sp.draft_tp
-    if sp.method == "ngram":
+    if sp.kind.cpu_drafted:
         out["prompt_lookup_max"] = 4
         out["prompt_lookup_min"] = 2
     return out
@@ -114,17 +116,27 @@ def sglang_command(d: Deployment, mem: MemoryAccount) -> EngineCommand:
     if s.enforce_eager:
         argv.append("--disable-cuda-graph")
     if sp.enabled:
-        algorithm = {"draft_model": "STANDALONE", "eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN",
-                     "ngram": "NGRAM"}.get(sp.method)
+        algorithm = sp.kind.engine_name("sglang")
         if algorithm is None:
-            raise SpecError("emit", f"SGLang has no {sp.method} speculative algorithm",
-                            "draft_model, eagle, eagle3, mtp, ngram")
+            raise SpecError("emit", f"SGLang has no {sp.method} speculative algorithm", supported("sglang"))
         argv += ["--speculative-algorithm", algorithm]
         if sp.draft is not None:
             argv += ["--speculative-draft-model-path", sp.draft.model_id]
         argv += ["--speculative-num-steps", str(sp.num_speculative_tokens), "--speculative-eagle-topk", "1",
                  "--speculative-num-draft-tokens", str(sp.num_speculative_tokens + 1)]
     return EngineCommand("sglang", engine_flags()["sglang"]["versions"], tuple(argv), None)
+
+
+def supported(engine: str) -> str:
+    """The speculative methods `engine` can serve, from the drafter-kind table."""
+    return ", ".join(m for m, kind in DRAFTER_KINDS.items() if kind.engine_name(engine) or m == "none")
+
+
+def can_serve(engine: str, d: Deployment) -> bool:
+    return not d.speculative.enabled or d.speculative.kind.engine_name(engine) is not None
+
+
+EMITTERS = {"vllm": vllm_command, "sglang": sglang_command}
 
 
 def emitted_flags(command: EngineCommand) -> list[str]:

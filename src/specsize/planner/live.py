@@ -24,6 +24,13 @@ class LiveCheck:
     planned_verdict: str = ""
     verdict_now: str = ""
     verdict_changes: bool = False
+    plan_inputs: dict = field(default_factory=dict)  # the plan's `inputs` section (target, draft, method, k)
+
+    def to_dict(self) -> dict:
+        """The JSON of `specsize check-live --format json` (docs/json.md)."""
+        return {"schema_version": "1.0", "observed": self.observed, "violations": self.violations,
+                "notes": self.notes, "planned_verdict": self.planned_verdict, "verdict_now": self.verdict_now,
+                "verdict_changes": self.verdict_changes}
 
 
 def check(plan: dict, metrics: LiveMetrics | None, log: StartupLog | None) -> LiveCheck:
@@ -54,7 +61,8 @@ def check(plan: dict, metrics: LiveMetrics | None, log: StartupLog | None) -> Li
                 "running": metrics.running if metrics else None, "waiting": metrics.waiting if metrics else None,
                 "ttft_s": metrics.ttft_s if metrics else None, "tpot_s": metrics.tpot_s if metrics else None,
                 "engine_version": log.version if log else None}
-    result = LiveCheck(observed=observed, planned_verdict=plan["verdict"])
+    result = LiveCheck(observed=observed, planned_verdict=plan["verdict"],
+                       plan_inputs=plan.get("inputs") if isinstance(plan.get("inputs"), dict) else {})
     env = plan["envelope"]
     policy = plan["headroom_policy"]
     demand, capacity = env["demand_bytes"], env["capacity_bytes"]

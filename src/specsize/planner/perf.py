@@ -10,34 +10,12 @@ from dataclasses import dataclass, replace
 
 from ..core.errors import SpecError
 from ..core.memory import MemoryAccount
-from ..core.perf import (Efficiency, SpecCosts, SpeedupPoint, acceptance_from_mean_length, build_costs,
-                         concurrency_for_tpot, crossover_batch, decode_step, prefill_time, speedup_point,
-                         tokens_per_pass, tree_tokens_per_pass)
+from ..core.perf import (Efficiency, SpecCosts, SpeedupPoint, build_costs, concurrency_for_tpot, crossover_batch,
+                         decode_step, prefill_time, speedup_point, tree_tokens_per_pass)
 from ..core.specs import Deployment, SpeculativeConfig
+from ..core.speculation import Acceptance, Tree, tokens_per_pass
 
-
-@dataclass(frozen=True)
-class Acceptance:
-    rate: float | None = None
-    mean_accepted_length: float | None = None
-    measured_at_k: int | None = None
-    source: str = "user"
-
-    def per_token(self, default_k: int) -> float:
-        if self.rate is not None:
-            if not 0 <= self.rate <= 1:
-                raise SpecError("acceptance_rate", f"must be in [0, 1], got {self.rate}", "a rate in [0, 1]")
-            return self.rate
-        if self.mean_accepted_length is None:
-            raise SpecError("acceptance_rate", "no acceptance given",
-                            "--acceptance-rate A or --mean-accepted-length T")
-        return acceptance_from_mean_length(self.mean_accepted_length, self.measured_at_k or default_k)
-
-
-@dataclass(frozen=True)
-class Tree:
-    topk: int = 1
-    num_draft_tokens: int | None = None  # None: a chain of k
+__all__ = ["Acceptance", "Tree", "PerfSummary", "SpeedupTable", "costs_for", "speedup_table", "summarize"]
 
 
 def _tokens_per_pass(a: float, k: int, tree: Tree) -> float:

@@ -5,37 +5,25 @@ Everything a report shows is a field of `PlanResult` first; renderers only forma
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from ..core.envelope import Verdict, evaluate
+from ..core.envelope import evaluate
 from ..core.errors import SpecError
-from ..core.memory import AccountingProfile, MemoryAccount, account
-from ..core.specs import Deployment, Workload, quantization_override
+from ..core.memory import AccountingProfile, account
+from ..core.specs import Deployment, Workload
+from ..core.speculation import Acceptance, Tree
+from ..core.traffic import decode_context, replica_share
 from ..core.units import GiB
-from .perf import Acceptance, PerfSummary, Tree, summarize
+from .perf import summarize
+from .result import PlanResult
 
-
-@dataclass(frozen=True)
-class PlanResult:
-    deployment: Deployment
-    workload: Workload
-    profile: AccountingProfile
-    memory: MemoryAccount
-    verdict: Verdict
-    warnings: tuple[str, ...]
-    perf: PerfSummary | None = None
-    simulation: object | None = None  # planner.simulate.SimulationReport, with `plan --simulate`
-    recommendations: tuple = ()  # planner.recommend.Recommendation, ranked
-    robustness: object | None = None  # planner.robustness.Robustness
-    placement: object | None = None  # planner.placement.Placement
-    commands: tuple = ()  # engines.emit.EngineCommand
-    acceptance: Acceptance | None = None  # the acceptance the plan was given, with its provenance
+__all__ = ["PlanResult", "plan", "replica_workload", "validate"]
 
 
 def validate(d: Deployment, w: Workload, headroom: float) -> None:
     """Checks that need the whole deployment (single fields are checked where they are read)."""
     e = d.engine
-    if not 0 < e.gpu_memory_utilization <= 1:
+    if e.gpu_memory_utilization is not None and not 0 < e.gpu_memory_utilization <= 1:
         raise SpecError("gpu_memory_utilization", f"must be in (0, 1], got {e.gpu_memory_utilization}",
                         "a fraction such as 0.9")
     for name in ("tp", "pp"):
@@ -58,12 +46,12 @@ def validate(d: Deployment, w: Workload, headroom: float) -> None:
     if sp.enabled and sp.num_speculative_tokens < 1:
         raise SpecError("num_speculative_tokens", f"must be >= 1 with method {sp.method}, got "
                         f"{sp.num_speculative_tokens}", "an integer >= 1")
-    if sp.method in ("draft_model", "eagle", "eagle3", "medusa") and sp.draft is None:
+    if sp.kind.needs_draft_config and sp.draft is None:
         raise SpecError("draft", f"method {sp.method} needs a draft model or head", "a catalog id or config path")
-    if sp.method == "mtp" and d.target.num_mtp_layers < 1:
+    if sp.kind.derives_from_target and d.target.num_mtp_layers < 1:
         raise SpecError("method", f"mtp needs a target with MTP layers; {d.target.model_id} has none "
                         "(num_nextn_predict_layers)", "draft_model, eagle, eagle3, medusa, ngram, none")
-    if sp.method == "draft_model" and sp.draft is not None:
+    if sp.kind.own_tp and sp.draft is not None:
         if sp.draft.num_attention_heads % sp.draft_tp:
             raise SpecError("draft_tp", f"{sp.draft_tp} does not divide the draft's {sp.draft.num_attention_heads} "
                             "attention heads", "a divisor of the draft's attention heads")
@@ -95,7 +83,7 @@ def validate(d: Deployment, w: Workload, headroom: float) -> None:
 
 def replica_workload(d: Deployment, w: Workload) -> Workload:
     """The workload's concurrency is the deployment's total; its replicas share it evenly."""
-    return w if d.replicas == 1 else replace(w, concurrency=-(-w.concurrency // d.replicas))
+    return w if d.replicas == 1 else replace(w, concurrency=replica_share(w.concurrency, d.replicas))
 
 
 def plan(d: Deployment, w: Workload, profile: AccountingProfile, headroom: float = 0.20, *,
@@ -103,16 +91,7 @@ def plan(d: Deployment, w: Workload, profile: AccountingProfile, headroom: float
          tree: Tree = Tree()) -> PlanResult:
     """The memory account, envelope and verdict; with `efficiency`, the performance section too."""
     validate(d, w, headroom)
-    quant = quantization_override(d.engine.quantization, d.target)
-    if quant is not None and quant.method == "none":
-        d = Deployment(target=d.target.with_(quantization=None, weight_bytes_exact=None), gpu=d.gpu,
-                       speculative=d.speculative, tp=d.tp, pp=d.pp, num_gpus=d.num_gpus, engine=d.engine)
-        quant = None
-    elif quant is not None:
-        # The checkpoint's exact bytes describe its own format, not the override's
-        d = Deployment(target=d.target.with_(weight_bytes_exact=None), gpu=d.gpu, speculative=d.speculative,
-                       tp=d.tp, pp=d.pp, num_gpus=d.num_gpus, engine=d.engine)
-    mem = account(d, profile, quant)
+    mem = account(d, profile)
     s = mem.settings
     if s.max_model_len > d.target.max_position_embeddings:
         raise SpecError("max_model_len", f"{s.max_model_len} exceeds the target's max_position_embeddings "
@@ -120,7 +99,7 @@ def plan(d: Deployment, w: Workload, profile: AccountingProfile, headroom: float
     per_replica = replica_workload(d, w)
     verdict = evaluate(mem, per_replica, headroom)
     warnings = []
-    reserve = mem.total_bytes - mem.budget_bytes
+    reserve = mem.outside_budget_bytes
     if mem.unprofiled_runtime_bytes:
         level = "exceeds" if mem.unprofiled_runtime_bytes > reserve else "fits in"
         warnings.append(
@@ -133,13 +112,13 @@ def plan(d: Deployment, w: Workload, profile: AccountingProfile, headroom: float
     if d.gpu.vendor == "amd":
         warnings.append("AMD GPUs: vLLM's ROCm build follows the same accounting; the profile was fitted on NVIDIA "
                         "start-up logs")
-    if d.speculative.method == "draft_model" and d.speculative.draft_tp == 1 and d.tp > 1:
+    if d.speculative.kind.own_tp and d.speculative.draft_tp == 1 and d.tp > 1:
         warnings.append(f"the draft model runs unsharded on rank 0 (draft_tp=1): that GPU holds "
                         f"{mem.weights_draft_bytes / GiB:.2f} GiB more than its peers and sets the pool size")
     perf = None
     if efficiency is not None and d.gpu.memory_bandwidth_bytes_s > 0:
         batch = max(1, min(per_replica.concurrency, s.max_num_seqs))
-        context = w.prompt_tokens.p50 + w.output_tokens.p50 // 2
+        context = decode_context(w.prompt_tokens.p50, w.output_tokens.p50)
         perf = summarize(d, mem, efficiency, acceptance, batch, context, w.prompt_tokens.p50, tpot_slo_s, tree)
         if perf.speedup is not None and perf.speedup < 1:
             below = f"; it pays below {perf.crossover_batch} sequences" if perf.crossover_batch else ""

@@ -14,9 +14,10 @@ from dataclasses import dataclass, replace
 from ..core.envelope import FITS
 from ..core.envelope import VERDICT_RANK as RANK
 from ..core.memory import AccountingProfile
-from ..core.specs import Deployment, SpeculativeConfig, Workload
+from ..core.specs import Deployment, ModelSpec, SpeculativeConfig, Workload
+from ..core.speculation import Acceptance, SpecMethod
+from ..core.traffic import peak_concurrency
 from ..core.units import GiB
-from .perf import Acceptance
 from .plan import PlanResult, plan
 
 QUALITY_PRICE = {"kv_fp8": 0.05, "weights_fp8": 0.10, "weights_int4": 0.20}
@@ -36,17 +37,16 @@ class Recommendation:
     changes: dict  # the settings to change (names as in deployment files)
 
 
-def _catalog_alternatives(d: Deployment):
-    """Smaller draft models and EAGLE heads in the catalog that fit the target's vocabulary and width."""
-    from ..catalog import catalog_ids, load_model  # noqa: PLC0415 - the planner may read the catalog
+def _catalog_alternatives(d: Deployment, models: tuple[ModelSpec, ...]):
+    """Smaller draft models and EAGLE heads among `models` (the catalog, handed in by the API layer) that fit
+    the target's vocabulary and width."""
     from ..core.weights import total_params  # noqa: PLC0415
 
     target = d.target
     current = d.speculative.draft
     current_params = total_params(current) if current is not None else math.inf
     drafts, heads = [], []
-    for model_id in catalog_ids():
-        m = load_model(model_id)
+    for m in models:
         if m.vocab_size != target.vocab_size or m.model_id == target.model_id:
             continue
         if m.num_layers == 1 and m.hidden_size == target.hidden_size:
@@ -57,7 +57,8 @@ def _catalog_alternatives(d: Deployment):
     return drafts[:2], heads[:1]
 
 
-def candidates(d: Deployment, w: Workload, result: PlanResult) -> list[tuple[str, str, Deployment, Workload, int, str]]:
+def candidates(d: Deployment, w: Workload, result: PlanResult, models: tuple[ModelSpec, ...] = ()
+               ) -> list[tuple[str, str, Deployment, Workload, int, str]]:
     """(action, description, deployment, workload, extra GPUs, price key) for every change worth trying."""
     out = []
     s = result.memory.settings
@@ -67,10 +68,10 @@ def candidates(d: Deployment, w: Workload, result: PlanResult) -> list[tuple[str
         for k in range(sp.num_speculative_tokens - 1, 0, -1):
             out.append(("lower_k", f"lower num_speculative_tokens from {sp.num_speculative_tokens} to {k}",
                         replace(d, speculative=replace(sp, num_speculative_tokens=k)), w, 0, ""))
-    if sp.method == "draft_model":
-        drafts, heads = _catalog_alternatives(d)
+    if sp.kind.own_tp:
+        drafts, heads = _catalog_alternatives(d, models)
         for head in heads:
-            method = "eagle3" if head.eagle_fc_inputs == 3 else "eagle"
+            method = SpecMethod.EAGLE3 if head.eagle_fc_inputs == 3 else SpecMethod.EAGLE
             out.append(("eagle_head", f"replace the draft model by the {method.upper()} head {head.model_id}",
                         replace(d, speculative=SpeculativeConfig(method, head, sp.num_speculative_tokens)), w, 0, ""))
         for draft in drafts:
@@ -85,7 +86,7 @@ def candidates(d: Deployment, w: Workload, result: PlanResult) -> list[tuple[str
     if e.kv_cache_dtype == "auto" and s.kv_dtype_bytes > 1:
         out.append(("kv_fp8", "store the KV cache in fp8 (kv_cache_dtype=fp8)",
                     replace(d, engine=replace(e, kv_cache_dtype="fp8")), w, 0, "kv_fp8"))
-    peak = math.ceil(w.concurrency * w.burst_factor)
+    peak = peak_concurrency(w.concurrency, w.burst_factor)
     if s.max_num_seqs > peak:
         out.append(("max_num_seqs", f"lower max_num_seqs from {s.max_num_seqs} to the peak concurrency {peak}",
                     replace(d, engine=replace(e, max_num_seqs=peak)), w, 0, ""))
@@ -115,7 +116,7 @@ def candidates(d: Deployment, w: Workload, result: PlanResult) -> list[tuple[str
             out.append(("lower_utilization", f"lower gpu_memory_utilization to {most:.2f}: another workload holds "
                         f"{d.shared_reserved_bytes / GiB:.2f} GiB of each GPU",
                         replace(d, engine=replace(e, gpu_memory_utilization=most)), w, 0, ""))
-    reserve = result.memory.total_bytes - result.memory.budget_bytes
+    reserve = result.memory.outside_budget_bytes
     at_risk = result.memory.unprofiled_runtime_bytes + (0 if result.memory.cuda_graph_counted
                                                         else result.memory.cuda_graph_bytes)
     if at_risk > reserve:
@@ -129,18 +130,18 @@ def candidates(d: Deployment, w: Workload, result: PlanResult) -> list[tuple[str
 
 
 def recommend(result: PlanResult, profile: AccountingProfile, efficiency=None, acceptance: Acceptance | None = None,
-              limit: int = 8) -> list[Recommendation]:
+              limit: int = 8, models: tuple[ModelSpec, ...] = ()) -> list[Recommendation]:
     """Ranked changes for `result` (empty when it already fits)."""
     d, w = result.deployment, result.workload
     m = result.memory
     outside = m.unprofiled_runtime_bytes + (0 if m.cuda_graph_counted else m.cuda_graph_bytes)
-    if result.verdict.verdict == FITS and outside <= m.total_bytes - m.budget_bytes:
+    if result.verdict.verdict == FITS and outside <= m.outside_budget_bytes:
         return []
     base_headroom = result.verdict.worst_case.headroom_fraction
     base_tpot = result.perf.tpot_s or result.perf.tpot_s_no_spec if result.perf else None
     policy = result.verdict.headroom_policy
     recs = []
-    for action, text, nd, nw, extra, price_key in candidates(d, w, result):
+    for action, text, nd, nw, extra, price_key in candidates(d, w, result, models):
         try:
             after = plan(nd, nw, profile, policy, efficiency=efficiency,
                          acceptance=acceptance if nd.speculative.enabled else None)

@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core.kvcache import request_kv_bytes
+from ..core.traffic import decode_context, peak_concurrency
 from ..core.units import GiB
-from .analysis import analyse_plan
+from ..core.speculation import Acceptance, Tree
 from .compliance import ControlResult, controls
-from .perf import Acceptance, SpeedupTable, Tree, speedup_table
-from .plan import PlanResult, plan, replica_workload
+from .perf import SpeedupTable, speedup_table
+from .plan import PlanResult, replica_workload
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ def gpu_bars(r: PlanResult) -> tuple[GpuBar, ...]:
              *common, ("KV cache", kv)]
     rank0.append(("free", max(0.0, total - sum(v for _, v in rank0))))
     bars = [GpuBar("GPU 0 (rank 0)" if d.tp > 1 else "GPU", tuple(rank0), budget, total)]
-    if d.tp > 1 and d.speculative.method == "draft_model" and d.speculative.draft_tp == 1:
+    if d.tp > 1 and d.speculative.kind.own_tp and d.speculative.draft_tp == 1:
         # the other ranks hold no draft: the same number of blocks takes fewer bytes there
         other_kv = m.kv_blocks * m.settings.block_size * m.kv_bytes_per_token_target / GiB
         others = [("target weights", m.weights_target_bytes / GiB), ("draft weights", 0.0), *common,
@@ -66,7 +67,7 @@ def kv_curve(r: PlanResult) -> KvCurve:
     m = r.memory
     s = m.settings
     w = replica_workload(r.deployment, r.workload)
-    peak = -(-int(w.concurrency * w.burst_factor * 1000) // 1000)
+    peak = peak_concurrency(w.concurrency, w.burst_factor)
     top = max(peak * 2, s.max_num_seqs // 4, 8)
     top = min(top, max(s.max_num_seqs, peak))
     steps = sorted({max(1, round(top * i / 40)) for i in range(41)})
@@ -80,19 +81,11 @@ def kv_curve(r: PlanResult) -> KvCurve:
                    target=w.concurrency, peak=peak, max_num_seqs=s.max_num_seqs)
 
 
-def build_report(inputs, profile, efficiency, acceptance: Acceptance | None, tpot_slo_s: float | None = None,
-                 tree: Tree = Tree(), simulate: bool = True, sim_duration_s: float = 120.0, seed: int = 0,
-                 **analysis) -> ReportData:
-    d, w = inputs.deployment, inputs.workload
-    result = plan(d, w, profile, inputs.headroom, efficiency=efficiency, acceptance=acceptance, tpot_slo_s=tpot_slo_s,
-                  tree=tree)
-    can_simulate = d.gpu.memory_bandwidth_bytes_s > 0 and result.memory.kv_blocks > 0 and (
-        acceptance is not None or not d.speculative.enabled)
-    if simulate and can_simulate:
-        from .scenario import with_simulation  # noqa: PLC0415
-
-        result = with_simulation(result, inputs, efficiency, acceptance, tpot_slo_s, tree, sim_duration_s, seed)
-    result = analyse_plan(result, profile, efficiency, acceptance, tpot_slo_s=tpot_slo_s, **analysis)
+def build_report(result: PlanResult, efficiency, acceptance: Acceptance | None, tree: Tree = Tree(),
+                 settings: dict | None = None, security: dict | None = None) -> ReportData:
+    """The report's data from an analysed plan (simulation folded in when it ran). `settings`: the request as
+    a deployment-file mapping, for the standards mapping's evidence."""
+    d, w = result.deployment, result.workload
     table, note = None, None
     if not d.speculative.enabled:
         note = "no speculative method: nothing to price"
@@ -107,7 +100,7 @@ def build_report(inputs, profile, efficiency, acceptance: Acceptance | None, tpo
             batches.append(batches[-1] * 2)
         k_now = d.speculative.num_speculative_tokens
         ks = sorted({1, 2, 3, 4, 6, 8, k_now})
-        context = w.prompt_tokens.p50 + w.output_tokens.p50 // 2
+        context = decode_context(w.prompt_tokens.p50, w.output_tokens.p50)
         table = speedup_table(d, result.memory, efficiency, acceptance, batches, ks, context, tree)
     return ReportData(result=result, gpu_bars=gpu_bars(result), kv_curve=kv_curve(result), speedup=table,
-                      speedup_note=note, controls=controls(result, inputs.raw, inputs.security), acceptance=acceptance)
+                      speedup_note=note, controls=controls(result, settings or {}, security), acceptance=acceptance)

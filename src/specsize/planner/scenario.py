@@ -1,134 +1,188 @@
-"""Turn simulation settings (flags or a deployment's envelope) into a request stream and run it."""
+"""Turn simulation settings into a typed `Scenario` and a request stream, run it, and fold it into a plan.
+
+Pure orchestration: traces and length files arrive already read (the API layer reads them).
+"""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..catalog.deployment import PlanInputs
-from ..catalog.traces import read_trace, read_trace_lengths
+from ..core.envelope import DOES_NOT_FIT, FITS, THIN
 from ..core.errors import SpecError
-from ..core.memory import account
+from ..core.memory import AccountingProfile, account
 from ..core.perf import Efficiency
-from ..core.specs import SpeculativeConfig, quantization_override
-from ..engines import resolve_profile
-from ..simulator.workload import Burst, LengthSpec, RateProfile, from_arrays, generate
-from .perf import Acceptance, Tree
-from .plan import replica_workload, validate
-from .simulate import SimulationReport, Slo, acceptance_spec, rate_for_concurrency, run
+from ..core.specs import Deployment, SpeculativeConfig, Workload
+from ..core.speculation import Acceptance, Tree
+from ..simulator.scenario import Scenario
+from ..simulator.workload import Burst, LengthSpec, RateProfile, Requests, from_arrays, generate
+from .plan import PlanResult, replica_workload, validate
+from .simulate import SEVERE, SimulationReport, Slo, acceptance_spec, rate_for_concurrency, run
 
 
-def run_simulation(inputs: PlanInputs, eff: Efficiency, acceptance: Acceptance | None, tpot_slo_s: float | None,
-                   tree: Tree, sim: dict, burst_factor: float | None, progress=None) -> SimulationReport:
-    d, w = inputs.deployment, inputs.workload
-    validate(d, w, inputs.headroom)
-    w = replica_workload(d, w)  # one engine instance is simulated: it gets its replica's share of the load
+@dataclass(frozen=True)
+class TraceData:
+    """A trace (or a lengths file) as read by the API layer."""
+
+    path: str
+    arrival_s: tuple[float, ...]
+    prompt_tokens: tuple[int, ...]
+    output_tokens: tuple[int, ...]
+    acceptance: tuple[float, ...] | None = None
+
+
+@dataclass(frozen=True)
+class SimSettings:
+    """What shapes a simulation, beyond the deployment and workload. None: not given."""
+
+    duration_s: float = 300.0
+    seed: int = 0
+    rate_req_s: float | None = None  # all replicas together
+    prompt_median: float | None = None
+    prompt_p99: float | None = None
+    output_median: float | None = None
+    output_p99: float | None = None
+    burst_factor: float | None = None  # None: no burst unless the scenario is the envelope's
+    burst_source: str | None = None
+    burst_start_s: float | None = None
+    burst_duration_s: float | None = None
+    on_off: tuple[float, float] | None = None  # (period s, on s)
+    ramp_to_req_s: float | None = None
+    prefix_hit_rate: float = 0.0
+    compare: bool = True
+    ttft_slo_s: float | None = None
+    lengths_source: str = "the workload"
+    trace: TraceData | None = None
+    lengths: TraceData | None = None
+
+
+def _lengths(median: float | None, p99: float | None, fallback_median: float, fallback_p99: float,
+             maximum: int, field: str) -> tuple[LengthSpec, bool]:
+    """(lengths, given by flags): a median alone is a fixed length; with a p99, lognormal; neither: the
+    workload's p50 and p99."""
+    if median is None and p99 is not None:
+        raise SpecError(f"{field}_p99", "a p99 needs the median too", f"--{field.replace('_', '-')}-median N")
+    if median is not None:
+        return LengthSpec.lognormal(median, p99 if p99 is not None else median, maximum=maximum), True
+    return LengthSpec.lognormal(fallback_median, fallback_p99, maximum=maximum), False
+
+
+def build_scenario(d: Deployment, w: Workload, rate_per_replica: float | None, sim: SimSettings,
+                   limit: int) -> Scenario:
+    """The scenario for generated arrivals (not a trace). `w` is one replica's workload."""
+    factor = sim.burst_factor
+    bursts: tuple[Burst, ...] = ()
+    on_off = None
+    if sim.on_off is not None:
+        period, on = sim.on_off
+        if not (period > 0 and 0 < on <= period):
+            raise SpecError("on_off", f"PERIOD {period:g}, ON {on:g}: ON must be in (0, PERIOD]", "PERIOD,ON seconds")
+        on_off = (period, on, factor or 1.0)
+    elif factor and (factor > 1 or sim.burst_start_s is not None):
+        start = sim.burst_start_s if sim.burst_start_s is not None else sim.duration_s / 3
+        length = sim.burst_duration_s if sim.burst_duration_s is not None else sim.duration_s / 6
+        bursts = (Burst(start, length, factor),)
+    if sim.lengths is not None:
+        prompt = LengthSpec("empirical", values=sim.lengths.prompt_tokens, maximum=limit - 1)
+        output = LengthSpec("empirical", values=sim.lengths.output_tokens, maximum=limit // 2)
+        source = f"lengths file {sim.lengths.path}"
+    else:
+        prompt, p_given = _lengths(sim.prompt_median, sim.prompt_p99, w.prompt_tokens.p50, w.prompt_tokens.p99,
+                                   limit - 1, "prompt_tokens")
+        output, o_given = _lengths(sim.output_median, sim.output_p99, max(1, w.output_tokens.p50),
+                                   w.output_tokens.p99, limit // 2, "output_tokens")
+        source = ("flags" if p_given and o_given else
+                  f"flags (prompts) and {sim.lengths_source} (outputs)" if p_given else
+                  f"{sim.lengths_source} (prompts) and flags (outputs)" if o_given else sim.lengths_source)
+    assert rate_per_replica is not None
+    rates = RateProfile(rate_per_replica, bursts, on_off,
+                        None if sim.ramp_to_req_s is None else sim.ramp_to_req_s / d.replicas)
+    return Scenario(arrivals="poisson", duration_s=sim.duration_s, rate_req_s=rate_per_replica,
+                    rate_source="rate" if sim.rate_req_s is not None else "littles_law", rates=rates, prompt=prompt,
+                    output=output, lengths_source=source, burst_source=sim.burst_source if (bursts or on_off) else None,
+                    replicas=d.replicas)
+
+
+def _requests(scenario: Scenario, sim: SimSettings, acc, limit: int) -> Requests:
+    assert scenario.rates is not None and scenario.prompt is not None and scenario.output is not None
+    req = generate(scenario.rates, sim.duration_s, scenario.prompt, scenario.output, acc, sim.seed)
+    if sim.lengths is not None:  # keep each request's (prompt, output) pair together
+        pick = np.random.default_rng(sim.seed + 1).integers(0, len(sim.lengths.prompt_tokens), len(req))
+        req = replace(req, prompt_tokens=np.minimum(np.asarray(sim.lengths.prompt_tokens)[pick], limit - 1),
+                      output_tokens=np.minimum(np.asarray(sim.lengths.output_tokens)[pick], limit // 2))
+    return replace(req, description=scenario.description)
+
+
+def run_simulation(d: Deployment, w_total: Workload, profile: AccountingProfile, eff: Efficiency,
+                   acceptance: Acceptance | None, tpot_slo_s: float | None, tree: Tree, sim: SimSettings,
+                   headroom: float = 0.2, progress=None) -> SimulationReport:
+    validate(d, w_total, headroom)
+    w = replica_workload(d, w_total)  # one engine instance is simulated: it gets its replica's share of the load
     if d.gpu.memory_bandwidth_bytes_s <= 0:
         raise SpecError("gpu", "simulation needs a catalog GPU (bandwidth and FLOP/s)", "a GPU id from `specsize gpus`")
     if d.speculative.enabled and acceptance is None:
         raise SpecError("acceptance_rate", "simulating speculation needs the drafter's acceptance",
                         "--acceptance-rate A or --mean-accepted-length T (measured, never assumed)")
-    for name in ("duration",):
-        if not sim[name] > 0:
-            raise SpecError(name, f"must be positive, got {sim[name]}", "seconds > 0")
-    if not 0 <= sim["prefix_hit_rate"] < 1:
-        raise SpecError("prefix_hit_rate", f"must be in [0, 1), got {sim['prefix_hit_rate']}", "a fraction")
-    profile = resolve_profile(inputs.engine, inputs.engine_version)
-    quant = quantization_override(d.engine.quantization, d.target)
-    mem = account(d, profile, quant)
+    mem = account(d, profile)
     if mem.kv_blocks <= 0:
         raise SpecError("deployment", "the KV cache is empty: nothing to simulate (see `specsize plan`)",
                         "a deployment that starts")
-    plain = account(replace(d, speculative=SpeculativeConfig()), profile, quant) if not sim["no_compare"] else None
+    plain = account(replace(d, speculative=SpeculativeConfig()), profile) if sim.compare else None
     k = d.speculative.num_speculative_tokens or 1
-    acc = acceptance_spec(acceptance, k, sim["acceptance_spread"])
+    acc = acceptance_spec(acceptance, k, acceptance.spread if acceptance else 0.0)
     limit = mem.settings.max_model_len
-    if sim["trace"]:
-        t = read_trace(sim["trace"])
-        per_request = t.acceptance or acc.sample(np.random.default_rng(sim["seed"]), len(t.arrival_s))
+    if sim.trace is not None:
+        t = sim.trace
+        per_request = t.acceptance or tuple(acc.sample(np.random.default_rng(sim.seed), len(t.arrival_s)))
         share = slice(0, None, d.replicas)  # requests spread round-robin over the replicas
-        req = from_arrays(t.arrival_s[share], t.prompt_tokens[share], t.output_tokens[share],
-                          list(per_request)[share], maximum=limit,
-                          description=f"trace {sim['trace']} ({len(t.arrival_s)} requests"
-                                      + (f", 1/{d.replicas} per replica)" if d.replicas > 1 else ")"))
+        scenario = Scenario(arrivals="trace", duration_s=float(t.arrival_s[-1]) if t.arrival_s else 0.0,
+                            rate_req_s=None, rate_source="trace", rates=None, prompt=None, output=None,
+                            lengths_source="trace", burst_source=None, replicas=d.replicas, trace_path=t.path,
+                            requests=len(t.arrival_s))
+        req = from_arrays(t.arrival_s[share], t.prompt_tokens[share], t.output_tokens[share], list(per_request)[share],
+                          maximum=limit, description=scenario.description)
     else:
-        rate = sim["rate"] / d.replicas if sim["rate"] else rate_for_concurrency(d, mem, eff, w, acceptance, tree)
+        rate = (sim.rate_req_s / d.replicas if sim.rate_req_s is not None
+                else rate_for_concurrency(d, mem, eff, w, acceptance, tree))
         if not rate > 0:
             raise SpecError("rate", f"must be positive, got {rate}", "requests/s > 0")
-        factor = burst_factor if burst_factor is not None else w.burst_factor
-        bursts = ()
-        on_off = None
-        if sim["on_off"]:
-            try:
-                period, on = (float(v) for v in sim["on_off"].split(","))
-            except ValueError:
-                raise SpecError("on_off", f"cannot read {sim['on_off']!r}", "PERIOD,ON in seconds") from None
-            on_off = (period, on, factor)
-        elif factor > 1 or sim["burst_start"] is not None:
-            start = sim["burst_start"] if sim["burst_start"] is not None else sim["duration"] / 3
-            length = sim["burst_duration"] if sim["burst_duration"] is not None else sim["duration"] / 6
-            bursts = (Burst(start, length, factor),)
-        if sim.get("lengths_file"):
-            lengths = read_trace_lengths(sim["lengths_file"])
-            prompt = LengthSpec("empirical", values=tuple(lengths.prompt_tokens), maximum=limit - 1)
-            output = LengthSpec("empirical", values=tuple(lengths.output_tokens), maximum=limit // 2)
-        else:
-            prompt = LengthSpec.lognormal(sim["prompt_tokens_median"] or w.prompt_tokens.p50,
-                                          sim["prompt_tokens_p99"] or w.prompt_tokens.p99, maximum=limit - 1)
-            output = LengthSpec.lognormal(sim["output_tokens_median"] or max(1, w.output_tokens.p50),
-                                          sim["output_tokens_p99"] or w.output_tokens.p99, maximum=limit // 2)
-        rates = RateProfile(rate, bursts, on_off, sim["ramp_to"])
-        req = generate(rates, sim["duration"], prompt, output, acc, sim["seed"])
-        if sim.get("lengths_file"):  # keep each request's (prompt, output) pair together
-            pick = np.random.default_rng(sim["seed"] + 1).integers(0, len(lengths.prompt_tokens), len(req))
-            req = replace(req, prompt_tokens=np.minimum(np.asarray(lengths.prompt_tokens)[pick], limit - 1),
-                          output_tokens=np.minimum(np.asarray(lengths.output_tokens)[pick], limit // 2))
-        shape = f"Poisson {rate:.2f} req/s for {sim['duration']:g} s"
-        if bursts:
-            shape += f", x{factor:g} from {bursts[0].start_s:g} s for {bursts[0].duration_s:g} s"
-        if on_off:
-            shape += f", x{factor:g} for {on_off[1]:g} s every {on_off[0]:g} s"
-        if sim["ramp_to"] is not None:
-            shape += f", ramping to {sim['ramp_to']:g} req/s"
-        req = replace(req, description=shape)
+        scenario = build_scenario(d, w, rate, sim, limit)
+        req = _requests(scenario, sim, acc, limit)
     if not len(req):
         raise SpecError("rate", "the scenario produced no requests", "a higher rate or a longer duration")
-    slo = Slo(ttft_s=sim["ttft_slo_ms"] / 1e3 if sim["ttft_slo_ms"] else None, tpot_s=tpot_slo_s)
-    return run(d, mem, plain, eff, req, sim["seed"], slo, tree=tree, prefix_hit_rate=sim["prefix_hit_rate"],
-               progress=progress)
+    if len(req) > 5_000_000:
+        raise SpecError("rate", f"the scenario has {len(req):,} requests; at most 5,000,000 are simulated",
+                        "a lower rate or a shorter duration")
+    slo = Slo(ttft_s=sim.ttft_slo_s, tpot_s=tpot_slo_s)
+    report = run(d, mem, plain, eff, req, sim.seed, slo, tree=tree, prefix_hit_rate=sim.prefix_hit_rate,
+                 progress=progress)
+    return replace(report, scenario=scenario)
 
 
-DEFAULT_SIM = {"rate": None, "duration": 300.0, "lengths_file": None, "prompt_tokens_median": None, "prompt_tokens_p99": None,
-               "output_tokens_median": None, "output_tokens_p99": None, "burst_start": None, "burst_duration": None,
-               "on_off": None, "ramp_to": None, "trace": None, "acceptance_spread": 0.0, "prefix_hit_rate": 0.0,
-               "ttft_slo_ms": None, "seed": 0, "no_compare": False}
+def envelope_settings(w: Workload, duration_s: float, seed: int, lengths_source: str,
+                      ttft_slo_s: float | None = None) -> SimSettings:
+    """The envelope's burst scenario: the workload's concurrency by Little's law, x burst_factor for a sixth of
+    the run starting at a third, lognormal lengths from the workload's p50 and p99."""
+    return SimSettings(duration_s=duration_s, seed=seed, burst_factor=w.burst_factor,
+                       burst_source="the workload's burst_factor", lengths_source=lengths_source,
+                       ttft_slo_s=ttft_slo_s)
 
 
-def with_simulation(result, inputs: PlanInputs, eff: Efficiency, acceptance: Acceptance | None,
-                    tpot_slo_s: float | None, tree: Tree, duration_s: float = 300.0, seed: int = 0):
-    """`plan --simulate`: run the envelope's burst scenario and fold what it finds into the verdict.
-
-    Cache thrashing or requests left unfinished make the plan does_not_fit; queue growth or scheduling
-    instability alone make a fitting plan thin.
-    """
-    from .plan import PlanResult  # noqa: PLC0415
-    from ..core.envelope import DOES_NOT_FIT, FITS, THIN  # noqa: PLC0415
-
-    sim = dict(DEFAULT_SIM, duration=duration_s, seed=seed)
-    report = run_simulation(inputs, eff, acceptance, tpot_slo_s, tree, sim, None)
+def fold_simulation(result: PlanResult, report: SimulationReport) -> PlanResult:
+    """`plan --simulate`: fold what the burst simulation finds into the verdict. Cache thrashing or requests
+    left unfinished make the plan does_not_fit; queue growth or scheduling instability alone make a fitting
+    plan thin."""
     v = result.verdict
     problems = report.spec.problems
     verdict = v.verdict
     reasons = list(v.reasons)
     if problems:
-        severe = any(p.startswith("cache thrashing") or "unfinished" in p for p in problems)
-        if severe:
+        if any(p.kind in SEVERE for p in problems):
             verdict = DOES_NOT_FIT
         elif verdict == FITS:
             verdict = THIN
         reasons += [f"simulated burst: {p}" for p in problems]
     breaks = v.breaks_first if not problems or v.reasons else f"Under the simulated burst: {problems[0]}."
     new_verdict = replace(v, verdict=verdict, reasons=tuple(reasons), breaks_first=breaks)
-    assert isinstance(result, PlanResult)
     return replace(result, verdict=new_verdict, simulation=report)

@@ -8,7 +8,6 @@ finalists to confirm them.
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, replace
 
@@ -16,8 +15,9 @@ from ..core.envelope import DOES_NOT_FIT, FITS, evaluate
 from ..core.errors import SpecError
 from ..core.memory import AccountingProfile, account
 from ..core.perf import build_costs, decode_step, prefill_share, prefill_time, spec_step_time, tokens_per_pass
-from ..core.specs import Deployment, quantization_override
-from .perf import Acceptance
+from ..core.specs import Deployment
+from ..core.speculation import Acceptance
+from ..core.traffic import decode_context, littles_law_rate, peak_concurrency, replica_share
 
 STATUS_ORDER = ("ok", "thin", "misses_tpot", "misses_ttft", "misses_throughput", "does_not_fit")
 
@@ -74,10 +74,9 @@ def screen(space, profile: AccountingProfile, efficiency_for) -> tuple[list[Cand
     policy = space.headroom
     out: list[Candidate] = []
     skipped = 0
-    quant = quantization_override(space.engine.quantization, space.target)
     costs_cache: dict = {}
-    peak_total = math.ceil(w.concurrency * w.burst_factor - 1e-9)
-    ctx = w.prompt_tokens.p99 + w.output_tokens.p99 // 2
+    peak_total = peak_concurrency(w.concurrency, w.burst_factor)
+    ctx = decode_context(w.prompt_tokens.p99, w.output_tokens.p99)
     for option in space.gpus:
         gpu = option.gpu
         eff = efficiency_for(gpu)
@@ -88,10 +87,10 @@ def screen(space, profile: AccountingProfile, efficiency_for) -> tuple[list[Cand
                     skipped += 1
                     continue
                 replicas = count // tp
-                per_replica = replace(w, concurrency=-(-w.concurrency // replicas))
+                per_replica = replace(w, concurrency=replica_share(w.concurrency, replicas))
                 for drafter in space.drafters:
                     acceptance = None
-                    if drafter.speculative.method != "none":
+                    if drafter.speculative.enabled:
                         given = Acceptance(rate=drafter.acceptance_rate,
                                            mean_accepted_length=drafter.mean_accepted_length,
                                            measured_at_k=drafter.measured_at_k or drafter.ks[0])
@@ -104,7 +103,7 @@ def screen(space, profile: AccountingProfile, efficiency_for) -> tuple[list[Cand
                                 d = Deployment(target=space.target, gpu=gpu, speculative=spec, tp=tp, num_gpus=count,
                                                engine=engine)
                                 try:
-                                    mem = account(d, profile, quant)
+                                    mem = account(d, profile)
                                 except SpecError:
                                     skipped += 1
                                     continue
@@ -136,7 +135,7 @@ def _judge(d, mem, w, policy, slo, eff, acceptance, k, replicas, ctx, peak_total
         tpot = decode_step(costs, batch, ctx).time_s
     ttft = prefill_time(costs, w.prompt_tokens.p99, s.max_num_batched_tokens)
     # decode shares the GPU with prefilling the arrivals (rate from Little's law at this concurrency)
-    rate = w.concurrency / (ttft + max(1, w.output_tokens.p50) * tpot)
+    rate = littles_law_rate(w.concurrency, ttft + max(1, w.output_tokens.p50) * tpot)
     u = prefill_share(costs, rate, w.prompt_tokens.p50, s.max_num_batched_tokens)
     if u >= 0.95:
         return Candidate(status="misses_throughput", reason=f"prefilling the prompts alone needs {u:.0%} of the GPU",

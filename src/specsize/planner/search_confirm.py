@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..core.memory import AccountingProfile, account
-from ..core.specs import Deployment, quantization_override
-from .perf import Acceptance
-from .plan import replica_workload
+from ..core.memory import AccountingProfile
+from ..core.specs import Deployment
+from ..core.speculation import Acceptance, Tree
+from .scenario import envelope_settings, run_simulation
 from .search import Candidate
-from .simulate import AcceptanceSpec, Slo, burst_requests, rate_for_concurrency, run
 
 
 def confirmer(space, profile: AccountingProfile, efficiency_for):
@@ -22,17 +21,15 @@ def confirmer(space, profile: AccountingProfile, efficiency_for):
         spec = replace(option.speculative, num_speculative_tokens=c.k)
         engine = replace(space.engine, kv_cache_dtype=c.kv_cache_dtype, max_num_seqs=c.max_num_seqs)
         d = Deployment(target=space.target, gpu=gpus[c.gpu], speculative=spec, tp=c.tp, num_gpus=c.gpus, engine=engine)
-        mem = account(d, profile, quantization_override(engine.quantization, space.target))
         eff = efficiency_for(d.gpu)
         acceptance = None
         if spec.enabled:
             acceptance = Acceptance(rate=option.acceptance_rate, mean_accepted_length=option.mean_accepted_length,
                                     measured_at_k=option.measured_at_k or option.ks[0])
-        w = replica_workload(d, space.workload)
-        rate = rate_for_concurrency(d, mem, eff, w, acceptance)
-        acc = AcceptanceSpec(acceptance.per_token(c.k) if acceptance else 0.0)
-        req = burst_requests(w, rate, space.simulate_seconds, mem.settings.max_model_len, acc, seed=0)
-        report = run(d, mem, None, eff, req, 0, Slo(space.slo.ttft_p99_s, space.slo.tpot_p99_s))
+        sim = replace(envelope_settings(space.workload, space.simulate_seconds, 0, "the search spec's workload",
+                                        space.slo.ttft_p99_s), compare=False)
+        report = run_simulation(d, space.workload, profile, eff, acceptance, space.slo.tpot_p99_s, Tree(), sim,
+                                space.headroom)
         s = report.spec
         ok = s.sustains
         if space.slo.ttft_p99_s and s.ttft_s["p99"] is not None:
@@ -40,6 +37,6 @@ def confirmer(space, profile: AccountingProfile, efficiency_for):
         if space.slo.tpot_p99_s and s.tpot_s["p99"] is not None:
             ok &= s.tpot_s["p99"] <= space.slo.tpot_p99_s
         return ok, {"ttft_p99_s": s.ttft_s["p99"], "tpot_p99_s": s.tpot_s["p99"], "preemptions": s.preemptions,
-                    "max_queue": s.max_queue, "problems": list(s.problems), "scenario": report.description}
+                    "max_queue": s.max_queue, "problems": [str(p) for p in s.problems], "scenario": report.description}
 
     return confirm

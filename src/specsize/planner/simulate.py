@@ -20,9 +20,43 @@ import numpy as np
 from ..core.memory import MemoryAccount
 from ..core.perf import Efficiency, build_costs, coefficients
 from ..core.specs import Deployment, SpeculativeConfig, Workload
+from ..core.speculation import Acceptance, Tree
+from ..core.traffic import decode_context, littles_law_rate
 from ..simulator.engine import EngineConfig, SimResult, simulate
-from ..simulator.workload import AcceptanceSpec, Burst, LengthSpec, RateProfile, Requests, generate
-from .perf import Acceptance, Tree
+from ..simulator.scenario import Scenario
+from ..simulator.workload import AcceptanceSpec, LengthSpec, Requests
+
+CACHE_THRASHING, UNFINISHED, QUEUE_GROWTH, INSTABILITY = ("cache_thrashing", "unfinished", "queue_growth",
+                                                          "scheduling_instability")
+PROBLEM_KINDS = (CACHE_THRASHING, UNFINISHED, QUEUE_GROWTH, INSTABILITY)
+SEVERE = frozenset({CACHE_THRASHING, UNFINISHED})  # these make a plan does_not_fit; the others make it thin
+
+
+class Problem(str):
+    """What a simulation found, as a kind (`PROBLEM_KINDS`) with its sentence. A `str` of the sentence, so
+    renderers print it; the verdict reads `kind`."""
+
+    kind: str
+
+    def __new__(cls, kind: str, message: str) -> "Problem":
+        assert kind in PROBLEM_KINDS
+        obj = super().__new__(cls, message)
+        obj.kind = kind
+        return obj
+
+
+@dataclass(frozen=True)
+class Percentiles:
+    p50: float | None
+    p90: float | None
+    p99: float | None
+    mean: float | None
+
+    def __getitem__(self, key: str) -> float | None:
+        return getattr(self, key)
+
+    def to_dict(self) -> dict:
+        return {"p50": self.p50, "p90": self.p90, "p99": self.p99, "mean": self.mean}
 
 
 @dataclass(frozen=True)
@@ -54,16 +88,16 @@ def engine_config(d: Deployment, mem: MemoryAccount, eff: Efficiency, tree: Tree
         spec_step_overhead_s=eff.spec_step_overhead_s if k else 0.0,
         draft_setup_overhead_s=eff.draft_setup_overhead_s if draft is not None else 0.0,
         draft_step_overhead_s=eff.draft_step_overhead_s,
-        cpu_draft_per_seq_s=eff.ngram_per_seq_s if d.speculative.method == "ngram" else 0.0,
+        cpu_draft_per_seq_s=eff.ngram_per_seq_s if d.speculative.kind.cpu_drafted else 0.0,
         prefix_hit_rate=prefix_hit_rate)
 
 
-def _pct(values: np.ndarray) -> dict:
+def _pct(values: np.ndarray) -> Percentiles:
     v = values[~np.isnan(values)]
     if not len(v):
-        return {"p50": None, "p90": None, "p99": None, "mean": None}
+        return Percentiles(None, None, None, None)
     p50, p90, p99 = np.percentile(v, [50, 90, 99])
-    return {"p50": float(p50), "p90": float(p90), "p99": float(p99), "mean": float(v.mean())}
+    return Percentiles(float(p50), float(p90), float(p99), float(v.mean()))
 
 
 @dataclass
@@ -72,9 +106,9 @@ class SimSummary:
     requests: int
     completed: int
     unfinished: int
-    ttft_s: dict
-    tpot_s: dict
-    e2e_s: dict
+    ttft_s: Percentiles
+    tpot_s: Percentiles
+    e2e_s: Percentiles
     throughput_tok_s: float
     goodput_req_s: float | None
     preemptions: int
@@ -85,7 +119,7 @@ class SimSummary:
     end_time_s: float
     littles_law: dict
     sustains: bool
-    problems: list[str]
+    problems: list[Problem]
     series: dict = field(repr=False)
 
 
@@ -103,17 +137,17 @@ def summarize(label: str, r: SimResult, req: Requests, slo: Slo, th: Thresholds)
             ok &= np.nan_to_num(r.tpot_s, nan=0.0) <= slo.tpot_s
         goodput = float(ok.sum()) / span
     e2e = _pct(r.e2e_s)
-    problems = []
+    problems: list[Problem] = []
     if completed and r.preemptions > th.preemptions_per_request * completed:
-        problems.append(f"cache thrashing: {r.preemptions} preemptions for {completed} completed requests "
-                        f"({r.recomputed_tokens:,} tokens recomputed)")
+        problems.append(Problem(CACHE_THRASHING, f"cache thrashing: {r.preemptions} preemptions for {completed} completed requests "
+                        f"({r.recomputed_tokens:,} tokens recomputed)"))
     unfinished = len(req) - completed
     drain = r.end_time_s - window
     if unfinished:
-        problems.append(f"queue growth: {unfinished} requests unfinished when the run stopped")
+        problems.append(Problem(UNFINISHED, f"queue growth: {unfinished} requests unfinished when the run stopped"))
     elif e2e["p50"] is not None and drain > max(th.min_drain_s, th.drain_factor * e2e["p50"]):
-        problems.append(f"queue growth: {drain:.0f} s to drain the backlog after the last arrival "
-                        f"(p50 end-to-end {e2e['p50']:.1f} s)")
+        problems.append(Problem(QUEUE_GROWTH, f"queue growth: {drain:.0f} s to drain the backlog after the last "
+                                              f"arrival (p50 end-to-end {e2e['p50']:.1f} s)"))
     if len(req) >= 40:
         quarter = len(req) // 4
         first = r.ttft_s[:quarter]
@@ -121,8 +155,8 @@ def summarize(label: str, r: SimResult, req: Requests, slo: Slo, th: Thresholds)
         f90 = np.nanpercentile(first, 90) if np.isfinite(first).any() else math.nan
         l90 = np.nanpercentile(last, 90) if np.isfinite(last).any() else math.inf
         if l90 > th.ttft_growth * f90 and l90 > th.min_ttft_s:
-            problems.append(f"scheduling instability: p90 TTFT grows from {f90:.2f} s (first quarter) to "
-                            f"{l90:.2f} s (last quarter)")
+            problems.append(Problem(INSTABILITY, f"scheduling instability: p90 TTFT grows from {f90:.2f} s (first "
+                                                 f"quarter) to {l90:.2f} s (last quarter)"))
     in_system = r.area_in_system / span
     rate = len(req) / span
     mean_e2e = float(np.nanmean(r.e2e_s)) if completed else math.nan
@@ -137,12 +171,17 @@ def summarize(label: str, r: SimResult, req: Requests, slo: Slo, th: Thresholds)
         sustains=not problems, problems=problems, series=r.series)
 
 
-@dataclass
+@dataclass(frozen=True)
 class SimulationReport:
     spec: SimSummary
     no_spec: SimSummary | None
     description: str
     seed: int
+    scenario: Scenario | None = None
+
+    def to_dict(self) -> dict:
+        """The `sim` object of `specsize simulate --format json` (docs/json.md)."""
+        return report_to_dict(self)
 
 
 def run(d: Deployment, mem_spec: MemoryAccount, mem_plain: MemoryAccount | None, eff: Efficiency, req: Requests,
@@ -166,22 +205,6 @@ def acceptance_spec(acceptance: Acceptance | None, k: int, spread: float = 0.0) 
     return AcceptanceSpec(acceptance.per_token(k), spread)
 
 
-def burst_requests(w: Workload, rate: float, duration_s: float, max_model_len: int, acceptance: AcceptanceSpec,
-                   seed: int, burst_start_s: float | None = None, burst_duration_s: float | None = None) -> Requests:
-    """The envelope's burst scenario: Poisson at `rate`, x burst_factor for a window, lognormal lengths
-    from the workload's p50 and p99."""
-    start = duration_s / 3 if burst_start_s is None else burst_start_s
-    length = duration_s / 6 if burst_duration_s is None else burst_duration_s
-    bursts = (Burst(start, length, w.burst_factor),) if w.burst_factor > 1 else ()
-    limit = max_model_len
-    prompt = LengthSpec.lognormal(w.prompt_tokens.p50, w.prompt_tokens.p99, maximum=min(w.prompt_tokens.max, limit - 1))
-    output = LengthSpec.lognormal(max(1, w.output_tokens.p50), w.output_tokens.p99,
-                                  maximum=max(1, min(w.output_tokens.max, limit - w.prompt_tokens.p50)))
-    req = generate(RateProfile(rate, bursts), duration_s, prompt, output, acceptance, seed)
-    return replace(req, description=f"envelope burst: Poisson {rate:.2f} req/s for {duration_s:g} s, "
-                                    f"x{w.burst_factor:g} from {start:g} s for {length:g} s")
-
-
 def rate_for_concurrency(d: Deployment, mem: MemoryAccount, eff: Efficiency, w: Workload,
                          acceptance: Acceptance | None, tree: Tree = Tree()) -> float:
     """Requests/s that keep `w.concurrency` requests in flight: Little's law, rate = L / W, where W is the
@@ -195,31 +218,34 @@ def rate_for_concurrency(d: Deployment, mem: MemoryAccount, eff: Efficiency, w: 
     batch = max(1, min(w.concurrency, s.max_num_seqs))
     prompt_mean = LengthSpec.lognormal(w.prompt_tokens.p50, w.prompt_tokens.p99).mean
     output_mean = LengthSpec.lognormal(max(1, w.output_tokens.p50), w.output_tokens.p99).mean
-    context = int(prompt_mean + output_mean / 2)
+    context = decode_context(prompt_mean, output_mean)
     p = perf_summary(d, mem, eff, acceptance if d.speculative.enabled else None, batch, context,
                      int(prompt_mean), None, tree)
     tpot = p.tpot_s if p.tpot_s is not None else p.tpot_s_no_spec
     plain = costs_for(replace(d, speculative=SpeculativeConfig()), mem, eff, 0, Tree())
-    rate = w.concurrency / (p.ttft_s + output_mean * tpot)
+    rate = littles_law_rate(w.concurrency, p.ttft_s + output_mean * tpot)
     for _ in range(50):
         u = min(0.95, prefill_share(plain, rate, prompt_mean, s.max_num_batched_tokens))
         latency = p.ttft_s / (1 - u) + output_mean * tpot / (1 - u)
-        rate = 0.5 * rate + 0.5 * w.concurrency / latency
+        rate = 0.5 * rate + 0.5 * littles_law_rate(w.concurrency, latency)
     return rate
 
 
 def report_to_dict(rep: SimulationReport) -> dict:
     def one(s: SimSummary) -> dict:
-        return {"ttft_s": s.ttft_s, "tpot_s": s.tpot_s, "e2e_s": s.e2e_s, "throughput_tok_s": s.throughput_tok_s,
+        return {"ttft_s": s.ttft_s.to_dict(), "tpot_s": s.tpot_s.to_dict(), "e2e_s": s.e2e_s.to_dict(),
+                "throughput_tok_s": s.throughput_tok_s,
                 "goodput_req_s": s.goodput_req_s, "preemptions": s.preemptions,
                 "recomputed_tokens": s.recomputed_tokens, "max_queue": s.max_queue,
                 "kv_peak_fraction": s.kv_peak_fraction, "requests": s.requests, "completed": s.completed,
                 "unfinished": s.unfinished, "steps": s.steps, "end_time_s": s.end_time_s,
-                "littles_law": s.littles_law, "sustains": s.sustains, "problems": list(s.problems)}
+                "littles_law": s.littles_law, "sustains": s.sustains, "problems": [str(p) for p in s.problems],
+                "problem_kinds": [p.kind for p in s.problems]}
 
     out = one(rep.spec)
     out["method"] = rep.spec.label
     out["no_spec"] = one(rep.no_spec) if rep.no_spec else None
     out["scenario"] = rep.description
+    out["scenario_detail"] = rep.scenario.to_dict() if rep.scenario is not None else None
     out["seed"] = rep.seed
     return out

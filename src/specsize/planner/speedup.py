@@ -4,11 +4,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..catalog.deployment import parse_candidate
 from ..core.memory import AccountingProfile, account
 from ..core.perf import Efficiency
-from ..core.specs import Deployment, quantization_override
-from .perf import Acceptance, SpeedupTable, Tree, speedup_table
+from ..core.specs import Deployment, SpeculativeConfig
+from ..core.speculation import Acceptance, Tree
+from .perf import SpeedupTable, speedup_table
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """Another drafter to compare: its speculative config (k filled in), acceptance and the k values to try."""
+
+    label: str
+    speculative: SpeculativeConfig
+    acceptance: Acceptance
+    ks: tuple[int, ...] | None  # None: the deployment's list
 
 
 @dataclass(frozen=True)
@@ -33,7 +43,7 @@ class SpeedupReport:
 
 def _one(label: str, d: Deployment, profile: AccountingProfile, eff: Efficiency, acceptance: Acceptance,
          batches: list[int], ks: list[int], context: int, tree: Tree) -> DrafterResult:
-    mem = account(d, profile, quantization_override(d.engine.quantization, d.target))
+    mem = account(d, profile)
     table = speedup_table(d, mem, eff, acceptance, batches, ks, context, tree)
     sp = d.speculative
     return DrafterResult(label=label, method=sp.method, draft=sp.draft.model_id if sp.draft else None,
@@ -42,15 +52,13 @@ def _one(label: str, d: Deployment, profile: AccountingProfile, eff: Efficiency,
 
 def compare_drafters(d: Deployment, profile: AccountingProfile, eff: Efficiency, acceptance: Acceptance,
                      batches: list[int], ks: list[int], context: int, tree: Tree = Tree(),
-                     candidates: tuple[str, ...] = ()) -> SpeedupReport:
+                     candidates: tuple[Candidate, ...] = ()) -> SpeedupReport:
     own = f"{d.speculative.method}" + (f" {d.speculative.draft.model_id}" if d.speculative.draft else "")
     results = [_one(own, d, profile, eff, acceptance, batches, ks, context, tree)]
-    for text in candidates:
-        c = parse_candidate(text)
-        variant = replace(d, speculative=c["speculative"])
-        cand_ks = [c["k"]] if c["k"] else ks
-        cand_acceptance = Acceptance(rate=c["rate"], mean_accepted_length=c["mean"],
-                                     measured_at_k=c["k"] or cand_ks[0])
-        results.append(_one(text, variant, profile, eff, cand_acceptance, batches, cand_ks, context, tree))
+    for c in candidates:
+        variant = replace(d, speculative=c.speculative)
+        cand_ks = list(c.ks) if c.ks else ks
+        acceptance_c = c.acceptance if c.acceptance.measured_at_k else replace(c.acceptance, measured_at_k=cand_ks[0])
+        results.append(_one(c.label, variant, profile, eff, acceptance_c, batches, cand_ks, context, tree))
     return SpeedupReport(deployment=d, efficiency=eff, batch_sizes=tuple(batches), ks=tuple(ks),
                          context_len=context, drafters=tuple(results))

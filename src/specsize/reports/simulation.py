@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ..planner.simulate import SimulationReport, report_to_dict
+from ..planner.simulate import SimulationReport
 
 
 def _ms(x):
@@ -13,7 +13,7 @@ def _ms(x):
 
 def render(rep: SimulationReport, fmt: str) -> str:
     if fmt == "json":
-        return json.dumps({"schema_version": "1.0", "sim": report_to_dict(rep)}, indent=2) + "\n"
+        return json.dumps({"schema_version": "1.0", "sim": rep.to_dict()}, indent=2) + "\n"
     runs = [rep.spec] + ([rep.no_spec] if rep.no_spec else [])
     header = ["", *(f"{r.label}" + (" (speculation)" if r.label != "none" else " (no speculation)") for r in runs)]
     rows = [
@@ -30,7 +30,8 @@ def render(rep: SimulationReport, fmt: str) -> str:
         ["sustains the load", *("yes" if r.sustains else "NO" for r in runs)],
     ]
     widths = [max(len(str(row[i])) for row in [header] + rows) for i in range(len(header))]
-    lines = [f"scenario: {rep.description} (seed {rep.seed})", ""]
+    scenario = rep.scenario.summary if rep.scenario is not None else rep.description
+    lines = [f"scenario: {scenario} (seed {rep.seed})", ""]
     lines.append("  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(header, widths))))
     for row in rows:
         lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))

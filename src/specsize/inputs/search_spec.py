@@ -4,12 +4,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from typing import Any
+
+from ..catalog import load_gpu, load_model
 from ..core.errors import SpecError
 from ..core.specs import KV_CACHE_DTYPES, EngineSettings, SpeculativeConfig, Workload
-from .configs import as_eagle_head
-from .deployment import _float, _int, _workload, check_keys_and_load_target, read_deployment_file
-from .gpus import load_gpu
-from .models import load_model
+from .fields import FieldInfo, coerce
+from .load import build_request, read_yaml_file
+from .resolve import speculative_config, workload_of
+
+
+def _int(data: dict, key: str, default: Any = None, minimum: int = 1) -> Any:
+    return coerce(key, FieldInfo(doc="", kind="int", group="deployment", minimum=minimum), data.get(key, default))
+
+
+def _float(data: dict, key: str, default: Any = None, minimum: float | None = None, maximum: float | None = None,
+           exclusive_minimum: bool = False) -> Any:
+    return coerce(key, FieldInfo(doc="", kind="float", group="deployment", minimum=minimum, maximum=maximum,
+                                 exclusive_minimum=exclusive_minimum), data.get(key, default))
+
+
+def _workload(data: Any) -> Workload:
+    if not isinstance(data, dict):
+        raise SpecError("workload", "must be a mapping", "prompt_tokens, output_tokens, concurrency, burst_factor")
+    return workload_of(build_request({"workload": data}, {}, where="the search spec"))
 
 SPEC_KEYS = {"target", "drafters", "ks", "gpus", "tp", "kv_cache_dtypes", "max_num_seqs", "max_model_len",
              "gpu_memory_utilization", "max_num_batched_tokens", "quantization", "workload", "slo", "headroom",
@@ -77,38 +95,39 @@ def _drafter(item: dict, default_ks: list[int]) -> DrafterOption:
     if unknown:
         raise SpecError("drafters", f"unknown key(s) {', '.join(sorted(unknown))}", ", ".join(sorted(DRAFTER_KEYS)))
     method = str(item.get("method", "none"))
-    draft = None
-    if item.get("draft"):
-        draft = load_model(str(item["draft"]))
-        if method == "eagle":
-            draft = as_eagle_head(draft)
-    elif method in ("draft_model", "eagle", "eagle3", "medusa"):
-        raise SpecError("drafters", f"method {method} needs a draft", "draft: MODEL")
-    rate, mean = item.get("acceptance_rate"), item.get("mean_accepted_length")
+    spec = speculative_config(method, item.get("draft"), 1, _int(item, "draft_tp", 1), "drafters.method")
+    draft = spec.draft
+    rate = _float(item, "acceptance_rate", minimum=0, maximum=1)
+    mean = _float(item, "mean_accepted_length", minimum=1)
     if method != "none" and (rate is None) == (mean is None):
         raise SpecError("drafters", f"{method}: give exactly one of acceptance_rate or mean_accepted_length",
                         "acceptance_rate or mean_accepted_length (measured, never assumed)")
-    ks = tuple(int(k) for k in item.get("ks", default_ks)) if method != "none" else (0,)
+    ks = tuple(_int({"ks": k}, "ks") for k in item.get("ks", default_ks)) if method != "none" else (0,)
     label = str(item.get("label") or (method + (f" {draft.model_id}" if draft else "")))
-    return DrafterOption(label=label, speculative=SpeculativeConfig(method, draft, 0, int(item.get("draft_tp", 1))),
+    return DrafterOption(label=label, speculative=SpeculativeConfig(spec.method, draft, 0, spec.draft_tp),
                          acceptance_rate=rate, mean_accepted_length=mean,
-                         measured_at_k=item.get("measured_at_k"), ks=ks)
+                         measured_at_k=_int(item, "measured_at_k"), ks=ks)
 
 
 def read_search_spec(path: str) -> SearchSpace:
-    data = read_deployment_file(path)
-    target = check_keys_and_load_target(data, SPEC_KEYS, "a search spec")
-    ks = [int(k) for k in _list(data, "ks", [1, 2, 3, 4, 5])]
+    data = read_yaml_file(path, "search")
+    unknown = set(data) - SPEC_KEYS
+    if unknown:
+        raise SpecError(sorted(map(str, unknown))[0], "unknown key in a search spec", ", ".join(sorted(SPEC_KEYS)))
+    if not data.get("target"):
+        raise SpecError("target", "no target model given", "a catalog id (specsize models) or a config.json path")
+    target = load_model(str(data["target"]))
+    ks = [_int({"ks": k}, "ks") for k in _list(data, "ks", [1, 2, 3, 4, 5])]
     drafters = tuple(_drafter(item, ks) for item in _list(data, "drafters", [{"method": "none"}]))
     gpus = []
     for item in _list(data, "gpus", []):
         if not isinstance(item, dict) or "gpu" not in item:
             raise SpecError("gpus", f"each entry needs a gpu id, got {item!r}", "{gpu: ID, counts: [..], price_per_hour: X}")
-        counts = tuple(int(c) for c in item.get("counts", [1, 2, 4, 8]))
+        counts = tuple(_int({"gpus.counts": c}, "gpus.counts") for c in item.get("counts", [1, 2, 4, 8]))
         if any(c < 1 for c in counts):
             raise SpecError("gpus.counts", f"must be positive, got {counts}", "integers >= 1")
-        price = item.get("price_per_hour")
-        gpus.append(GpuOption(load_gpu(str(item["gpu"])), counts, float(price) if price is not None else None))
+        price = _float(item, "price_per_hour", minimum=0)
+        gpus.append(GpuOption(load_gpu(str(item["gpu"])), counts, price))
     kv = tuple(str(v) for v in _list(data, "kv_cache_dtypes", ["auto"]))
     for value in kv:
         if value not in KV_CACHE_DTYPES:
@@ -117,10 +136,12 @@ def read_search_spec(path: str) -> SearchSpace:
     unknown = set(slo_data) - SLO_KEYS
     if unknown:
         raise SpecError("slo", f"unknown key(s) {', '.join(sorted(unknown))}", ", ".join(sorted(SLO_KEYS)))
-    slo = SearchSlo(ttft_p99_s=slo_data["ttft_p99_ms"] / 1e3 if slo_data.get("ttft_p99_ms") else None,
-                    tpot_p99_s=slo_data["tpot_p99_ms"] / 1e3 if slo_data.get("tpot_p99_ms") else None,
-                    request_rate=slo_data.get("request_rate"), throughput_tok_s=slo_data.get("throughput_tok_s"))
-    engine = EngineSettings(gpu_memory_utilization=_float(data, "gpu_memory_utilization", 0.9),
+    slo_values = {key: _float(slo_data, key, minimum=0, exclusive_minimum=True) for key in SLO_KEYS}
+    slo = SearchSlo(ttft_p99_s=slo_values["ttft_p99_ms"] / 1e3 if slo_values["ttft_p99_ms"] else None,
+                    tpot_p99_s=slo_values["tpot_p99_ms"] / 1e3 if slo_values["tpot_p99_ms"] else None,
+                    request_rate=slo_values["request_rate"], throughput_tok_s=slo_values["throughput_tok_s"])
+    engine = EngineSettings(gpu_memory_utilization=_float(data, "gpu_memory_utilization", 0.9, minimum=0,
+                                                          maximum=1, exclusive_minimum=True),
                             max_model_len=_int(data, "max_model_len"),
                             max_num_batched_tokens=_int(data, "max_num_batched_tokens"),
                             quantization=data.get("quantization"))
@@ -128,9 +149,9 @@ def read_search_spec(path: str) -> SearchSpace:
         raise SpecError("workload", "a search needs the workload envelope", "prompt_tokens, output_tokens, concurrency")
     return SearchSpace(
         name=str(data.get("name") or path), target=target, drafters=drafters, gpus=tuple(gpus),
-        tps=tuple(int(t) for t in _list(data, "tp", [1, 2, 4, 8])), kv_cache_dtypes=kv,
-        max_num_seqs=tuple(int(v) for v in _list(data, "max_num_seqs", [64, 128, 256])), engine=engine,
-        workload=_workload(data["workload"]), slo=slo, headroom=_float(data, "headroom", 0.2),
+        tps=tuple(_int({"tp": t}, "tp") for t in _list(data, "tp", [1, 2, 4, 8])), kv_cache_dtypes=kv,
+        max_num_seqs=tuple(_int({"max_num_seqs": v}, "max_num_seqs") for v in _list(data, "max_num_seqs", [64, 128, 256])), engine=engine,
+        workload=_workload(data["workload"]), slo=slo, headroom=_float(data, "headroom", 0.2, minimum=0, maximum=0.99),
         gpus_per_node=_int(data, "gpus_per_node", 8), finalists=_int(data, "finalists", 3, minimum=0),
-        simulate_seconds=_float(data, "simulate_seconds", 120.0),
+        simulate_seconds=_float(data, "simulate_seconds", 120.0, minimum=0, exclusive_minimum=True),
         engine_version=None if data.get("engine_version") is None else str(data["engine_version"]))

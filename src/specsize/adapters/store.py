@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .core.errors import SpecError
+from ..core.errors import SpecError
 
 SCHEMA_VERSION = 2
 KINDS = ("acceptance", "footprint", "live")

@@ -1,0 +1,1 @@
+"""Adapters at the edges: the calibration store (SQLite), and (in later waves) executors and databases."""

@@ -1,0 +1,281 @@
+"""The public API: one request in, one typed result out. The CLI (and later the service and the sweeps) call
+only this module.
+
+    import specsize
+    request = specsize.load_request("examples/llama8b-eagle3-h100.yaml", concurrency=64)
+    result = specsize.plan(request)
+    result.verdict.verdict, result.to_dict()   # to_dict() is exactly `specsize plan --format json`
+
+This layer reads files (deployment files, traces, the calibration store, the catalog) and hands typed objects
+down to the planner, which reads none.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable
+
+from .core.errors import SpecError
+from .core.specs import ModelSpec
+from .inputs.load import EMBEDDED, load_request
+from .inputs.request import Request
+from .inputs.resolve import Resolved, resolve
+from .planner.live import LiveCheck
+from .planner.plan import PlanResult
+from .planner.report import ReportData
+from .planner.search import SearchResult
+from .planner.simulate import SimulationReport
+from .planner.speedup import SpeedupReport
+
+__all__ = ["Request", "load_request", "plan", "simulate", "speedup", "report", "search", "check_live", "models", "gpus",
+           "PlanResult", "SimulationReport", "SpeedupReport", "ReportData", "SearchResult", "LiveCheck"]
+
+DEFAULT_DURATION_S = {"simulate": 600.0, "plan": 300.0, "report": 120.0}
+
+
+def _request(request: Request | None, overrides: dict) -> Request:
+    if request is None:
+        return load_request(**overrides)
+    return request.replace(**overrides) if overrides else request
+
+
+@lru_cache(maxsize=1)
+def catalog_models() -> tuple[ModelSpec, ...]:
+    """Every catalog model: where the ranked fixes look for smaller drafts and EAGLE heads."""
+    from .catalog import catalog_ids, load_model  # noqa: PLC0415
+
+    return tuple(load_model(model_id) for model_id in catalog_ids())
+
+
+def _notes(r: Resolved) -> tuple[str, ...]:
+    if r.workload_defaulted:
+        return ("no workload given; using the default envelope of the embedded deployment",)
+    return ()
+
+
+def _lengths_source(request: Request) -> str:
+    source = request.source_of("prompt_tokens")
+    if request.samples_file and source != EMBEDDED:
+        return f"samples {request.samples_file}"
+    return {"file": "the deployment file", "override": "the given lengths"}.get(source, f"the {source}")
+
+
+def _envelope_simulation(r: Resolved, duration_s: float, result: PlanResult) -> PlanResult:
+    from .planner.scenario import envelope_settings, fold_simulation, run_simulation  # noqa: PLC0415
+
+    q = r.request
+    settings = envelope_settings(r.workload, duration_s, q.seed, _lengths_source(q), r.ttft_slo_s)
+    report_ = run_simulation(r.deployment, r.workload, r.profile, r.efficiency, r.acceptance, r.tpot_slo_s, r.tree,
+                             settings, q.headroom)
+    return fold_simulation(result, report_)
+
+
+def _base_plan(r: Resolved) -> PlanResult:
+    from .planner.plan import plan as make_plan  # noqa: PLC0415
+
+    return make_plan(r.deployment, r.workload, r.profile, r.request.headroom, efficiency=r.efficiency,
+                     acceptance=r.acceptance, tpot_slo_s=r.tpot_slo_s, tree=r.tree)
+
+
+def _plan(r: Resolved, simulate_s: float | None, result: PlanResult | None = None) -> PlanResult:
+    from dataclasses import replace  # noqa: PLC0415
+
+    from .planner.analysis import analyse_plan  # noqa: PLC0415
+
+    q = r.request
+    result = result or _base_plan(r)
+    if simulate_s is not None:
+        result = _envelope_simulation(r, simulate_s, result)
+    result = analyse_plan(result, r.profile, r.efficiency, r.acceptance, gpus_per_node=q.gpus_per_node,
+                          spare=q.spare, failure_unit=q.failure_unit, storage_bandwidth_bytes_s=q.storage_gbs * 1e9,
+                          ttft_slo_s=r.ttft_slo_s, tpot_slo_s=r.tpot_slo_s, fragile_below=q.fragile_below,
+                          models=catalog_models())
+    return replace(result, notes=_notes(r))
+
+
+def plan(request: Request | None = None, **overrides: Any) -> PlanResult:
+    """The whole plan: memory, envelope, verdict, performance, ranked fixes, robustness, placement, engine
+    commands, and (with `simulate=True`) the burst simulation folded into the verdict."""
+    q = _request(request, overrides)
+    return _plan(resolve(q), (q.duration or DEFAULT_DURATION_S["plan"]) if q.simulate else None)
+
+
+def _burst(q: Request, w) -> tuple[float | None, str | None]:
+    """The burst factor a simulation applies and where it came from. Without a rate the scenario is the
+    envelope's own burst; with a rate, only a burst someone asked for applies (never a default's)."""
+    if q.rate is None or q.given("burst_factor"):
+        return w.burst_factor, f"burst_factor ({q.source_of('burst_factor')})"
+    if q.burst_start is not None or q.on_off is not None:
+        return w.burst_factor, f"burst_factor ({q.source_of('burst_factor')})"
+    return None, None
+
+
+def _on_off(text: str | None) -> tuple[float, float] | None:
+    if text is None:
+        return None
+    try:
+        period, on = (float(v) for v in text.split(","))
+    except ValueError:
+        raise SpecError("on_off", f"cannot read {text!r}", "PERIOD,ON in seconds, 0 < ON <= PERIOD") from None
+    return period, on
+
+
+def _trace(path: str | None, lengths_only: bool = False):
+    if path is None:
+        return None
+    from .catalog.traces import read_trace, read_trace_lengths  # noqa: PLC0415
+    from .planner.scenario import TraceData  # noqa: PLC0415
+
+    t = read_trace_lengths(path) if lengths_only else read_trace(path)
+    return TraceData(path=str(path), arrival_s=tuple(t.arrival_s), prompt_tokens=tuple(t.prompt_tokens),
+                     output_tokens=tuple(t.output_tokens), acceptance=tuple(t.acceptance) if t.acceptance else None)
+
+
+def simulate(request: Request | None = None, progress: Callable[[int, int], None] | None = None,
+             **overrides: Any) -> SimulationReport:
+    """Replay the scenario the request describes on a continuous-batching, paged-KV server, spec vs no-spec.
+    The report's `scenario` says what ran and where each part of it came from."""
+    from .planner.scenario import SimSettings, run_simulation  # noqa: PLC0415
+
+    q = _request(request, overrides)
+    r = resolve(q)
+    factor, source = _burst(q, r.workload)
+    settings = SimSettings(
+        duration_s=q.duration or DEFAULT_DURATION_S["simulate"], seed=q.seed, rate_req_s=q.rate,
+        prompt_median=q.prompt_tokens_median, prompt_p99=q.prompt_tokens_p99, output_median=q.output_tokens_median,
+        output_p99=q.output_tokens_p99, burst_factor=factor, burst_source=source, burst_start_s=q.burst_start,
+        burst_duration_s=q.burst_duration, on_off=_on_off(q.on_off), ramp_to_req_s=q.ramp_to,
+        prefix_hit_rate=q.prefix_hit_rate, compare=not q.no_compare, ttft_slo_s=r.ttft_slo_s,
+        lengths_source=_lengths_source(q), trace=_trace(q.trace), lengths=_trace(q.lengths_file, lengths_only=True))
+    return run_simulation(r.deployment, r.workload, r.profile, r.efficiency, r.acceptance, r.tpot_slo_s, r.tree,
+                          settings, q.headroom, progress)
+
+
+def speedup(request: Request | None = None, **overrides: Any) -> SpeedupReport:
+    """What speculation is worth at each batch size and k, for the deployment's drafter and any candidates."""
+    from .inputs.candidates import parse_candidate  # noqa: PLC0415
+    from .planner.plan import validate  # noqa: PLC0415
+    from .planner.speedup import compare_drafters  # noqa: PLC0415
+
+    q = _request(request, overrides)
+    r = resolve(q)
+    d = r.deployment
+    validate(d, r.workload, q.headroom)
+    if not d.speculative.enabled:
+        raise SpecError("method", "a speed-up needs a speculative method",
+                        "draft_model, eagle, eagle3, mtp, medusa, ngram")
+    if r.acceptance is None:
+        raise SpecError("acceptance_rate", "speedup needs the acceptance of the drafter",
+                        "--acceptance-rate A or --mean-accepted-length T (measured, never assumed)")
+    if d.gpu.memory_bandwidth_bytes_s <= 0:
+        raise SpecError("gpu", "a GPU given only by --gpu-memory-gib has no bandwidth or FLOP/s", "a catalog GPU id")
+    candidates = tuple(parse_candidate(text) for text in q.candidates)
+    ks = list(q.speedup_ks or (d.speculative.num_speculative_tokens,))
+    return compare_drafters(d, r.profile, r.efficiency, r.acceptance, list(q.batch_sizes), ks, q.context_len, r.tree,
+                            candidates)
+
+
+def report(request: Request | None = None, **overrides: Any) -> ReportData:
+    """Everything a reviewer's report shows: the analysed plan with its burst simulation (unless
+    `simulate=False` is given as an override or the plan cannot be simulated), figures' data and controls."""
+    from .planner.report import build_report  # noqa: PLC0415
+
+    q = _request(request, overrides)
+    r = resolve(q)
+    d = r.deployment
+    wants = q.simulate if q.given("simulate") else True
+    runnable = d.gpu.memory_bandwidth_bytes_s > 0 and (r.acceptance is not None or not d.speculative.enabled)
+    base = _base_plan(r)
+    runnable = runnable and base.memory.kv_blocks > 0
+    result = _plan(r, q.duration or DEFAULT_DURATION_S["report"] if wants and runnable else None, base)
+    return build_report(result, r.efficiency, r.acceptance, r.tree, q.settings(), q.security)
+
+
+def search(spec: str | Path, simulate: bool = True) -> SearchResult:
+    """The cheapest configuration of a search spec (YAML) that meets its SLO with headroom."""
+    from .catalog.gpus import load_efficiency  # noqa: PLC0415
+    from .engines import resolve_profile  # noqa: PLC0415
+    from .inputs.search_spec import read_search_spec  # noqa: PLC0415
+    from .planner.search import run_search  # noqa: PLC0415
+    from .planner.search_confirm import confirmer  # noqa: PLC0415
+
+    space = read_search_spec(str(spec))
+    profile = resolve_profile("vllm", space.engine_version)
+    confirm = confirmer(space, profile, load_efficiency) if simulate else None
+    return run_search(space, profile, load_efficiency, confirm)
+
+
+def _read(path: str | Path, field: str) -> str:
+    from .catalog.files import read_text  # noqa: PLC0415
+
+    return read_text(path, field, "a readable file")
+
+
+def _metrics_text(source: str) -> str:
+    if not source.startswith(("http://", "https://")):
+        return _read(source, "metrics")
+    import urllib.request  # noqa: PLC0415
+
+    try:
+        with urllib.request.urlopen(source, timeout=10) as response:  # noqa: S310 - a URL the user gave
+            return response.read().decode(errors="replace")
+    except Exception as err:  # any network failure is the user's input being unreachable
+        raise SpecError("metrics", f"cannot fetch {source} ({type(err).__name__}: {err})",
+                        "a reachable /metrics URL or a file") from None
+
+
+def check_live(plan: dict | str | Path, metrics: str | None = None, log: str | Path | None = None) -> LiveCheck:
+    """Hold a running vLLM server (its /metrics URL or a saved copy, and/or its start-up log) against a plan
+    (the dict of `PlanResult.to_dict()` or a file holding that JSON)."""
+    import json  # noqa: PLC0415
+
+    from .engines.readers import read_metrics, read_startup_log  # noqa: PLC0415
+    from .planner.live import check  # noqa: PLC0415
+
+    if not isinstance(plan, dict):
+        try:
+            plan = json.loads(_read(plan, "plan"))
+        except json.JSONDecodeError as err:
+            raise SpecError("plan", f"{plan} is not JSON ({err.msg})", "specsize plan --format json output") from None
+        if not isinstance(plan, dict):
+            raise SpecError("plan", "the file does not hold a plan object", "specsize plan --format json output")
+    observed = read_metrics(_metrics_text(metrics)) if metrics else None
+    startup = read_startup_log(_read(log, "log")) if log else None
+    return check(plan, observed, startup)
+
+
+def models() -> list[dict]:
+    """The embedded model catalog, one row per model (`specsize models --format json`)."""
+    from .catalog import catalog_entry, catalog_ids, load_model  # noqa: PLC0415
+    from .core.weights import total_params  # noqa: PLC0415
+
+    rows = []
+    for model_id in catalog_ids():
+        spec = load_model(model_id)
+        kinds = sorted({layer.kind for layer in spec.layers})
+        rows.append({"id": model_id, "model_type": spec.model_type, "layers": spec.num_layers,
+                     "params_b": round(total_params(spec) / 1e9, 3), "moe": spec.is_moe,
+                     "attention": "+".join(kinds), "kv_heads": spec.num_kv_heads,
+                     "quantization": spec.quantization.method if spec.quantization else None,
+                     "source": catalog_entry(model_id)["source"]})
+    return rows
+
+
+def gpus() -> list:
+    """The GPU catalog (`specsize gpus`): memory as the driver reports it, bandwidth, FLOP/s, sources."""
+    from .catalog import all_gpus  # noqa: PLC0415
+
+    return all_gpus()
+
+
+def record_live(result: LiveCheck, tag: str, store: str | None, source: str) -> int:
+    """Record a live observation in the calibration store under `tag`; returns the row id."""
+    from .adapters.store import Store  # noqa: PLC0415
+
+    inputs = result.plan_inputs
+    with Store(store) as s:
+        return s.add("live", tag, result.observed | {"violations": result.violations}, source,
+                     target=inputs.get("target"), draft=inputs.get("draft"), method=inputs.get("method"),
+                     k=inputs.get("num_speculative_tokens"), acceptance_rate=result.observed["acceptance_rate"],
+                     mean_accepted_length=result.observed["mean_accepted_length"])

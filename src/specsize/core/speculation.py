@@ -1,0 +1,174 @@
+"""The vocabulary of speculative decoding: which methods exist, what each kind of drafter is, and acceptance.
+
+One table (`DRAFTER_KINDS`) says, per method, everything the rest of the code used to work out by comparing
+strings: whether the method needs a draft config or derives one from the target, whether the drafter shares
+the target's embedding and lm_head, runs at its own tensor-parallel size, keeps KV cache in the engine's
+pool, how many drafter forwards one speculative step takes, whether drafting runs on the CPU, and what each
+engine calls the method. A new method is one row here (plus its engine names).
+
+Acceptance is one type: a per-token rate, or a mean accepted length measured at some k, with a spread and
+its provenance. Everything that prices speculation takes an `Acceptance`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import StrEnum
+
+from .errors import SpecError
+
+
+class SpecMethod(StrEnum):
+    """Speculative methods. A `StrEnum`: compares equal to its value and prints as it."""
+
+    NONE = "none"
+    DRAFT_MODEL = "draft_model"
+    EAGLE = "eagle"
+    EAGLE3 = "eagle3"
+    MTP = "mtp"
+    MEDUSA = "medusa"
+    NGRAM = "ngram"
+
+    @classmethod
+    def parse(cls, value: object, field: str = "method") -> SpecMethod:
+        try:
+            return cls(str(value).strip().lower())
+        except ValueError:
+            raise SpecError(field, f"unknown method {value!r}", ", ".join(m.value for m in cls)) from None
+
+
+@dataclass(frozen=True)
+class DrafterKind:
+    method: SpecMethod
+    needs_draft_config: bool  # a draft model / head config must be given
+    derives_from_target: bool  # MTP: the drafter is layers of the target's own checkpoint
+    shares_embeddings: bool  # reuses the target's input embedding
+    shares_lm_head: bool  # reuses the target's lm_head (EAGLE-3 heads may carry a reduced one of their own)
+    own_tp: bool  # runs at its own tensor-parallel size (draft_tp); else at the target's
+    keeps_kv: bool  # its attention layers hold KV cache in the engine's block pool
+    draft_steps: str  # "k": one forward per drafted token; "one": one forward drafts all k; "none"
+    cpu_drafted: bool  # drafting is a CPU lookup (n-gram), no GPU forward
+    engine_names: tuple[tuple[str, str | None], ...]  # (engine, its name for the method or None: unsupported)
+    label: str
+
+    def steps(self, k: int) -> int:
+        return {"k": k, "one": 1, "none": 0}[self.draft_steps]
+
+    def engine_name(self, engine: str) -> str | None:
+        return dict(self.engine_names).get(engine)
+
+    @property
+    def has_gpu_drafter(self) -> bool:
+        return self.draft_steps != "none"
+
+
+DRAFTER_KINDS: dict[SpecMethod, DrafterKind] = {
+    kind.method: kind for kind in (
+        DrafterKind(SpecMethod.NONE, False, False, False, False, False, False, "none", False,
+                    (("vllm", None), ("sglang", None)), "no speculation"),
+        DrafterKind(SpecMethod.DRAFT_MODEL, True, False, False, False, True, True, "k", False,
+                    (("vllm", "draft_model"), ("sglang", "STANDALONE")), "separate draft model"),
+        DrafterKind(SpecMethod.EAGLE, True, False, True, True, False, True, "k", False,
+                    (("vllm", "eagle"), ("sglang", "EAGLE")), "EAGLE head"),
+        DrafterKind(SpecMethod.EAGLE3, True, False, True, True, False, True, "k", False,
+                    (("vllm", "eagle3"), ("sglang", "EAGLE3")), "EAGLE-3 head"),
+        DrafterKind(SpecMethod.MTP, False, True, True, True, False, True, "k", False,
+                    (("vllm", "mtp"), ("sglang", "NEXTN")), "MTP layers of the target"),
+        DrafterKind(SpecMethod.MEDUSA, True, False, False, False, False, False, "one", False,
+                    (("vllm", "medusa"), ("sglang", None)), "Medusa heads"),
+        DrafterKind(SpecMethod.NGRAM, False, False, False, False, False, False, "none", True,
+                    (("vllm", "ngram"), ("sglang", "NGRAM")), "n-gram prompt lookup"),
+    )
+}
+
+SPEC_METHODS: tuple[str, ...] = tuple(m.value for m in SpecMethod)
+METHODS_WITH_DRAFT_CONFIG: tuple[str, ...] = tuple(m.value for m, k in DRAFTER_KINDS.items() if k.needs_draft_config)
+
+
+def drafter_kind(method: str) -> DrafterKind:
+    return DRAFTER_KINDS[SpecMethod.parse(method)]
+
+
+# --- acceptance -------------------------------------------------------------------------------------------
+
+def tokens_per_pass(acceptance: float, k: int) -> float:
+    """Expected tokens a verification pass yields (accepted drafts + the bonus token): (1 - a^(k+1)) / (1 - a)."""
+    if k < 0:
+        raise SpecError("num_speculative_tokens", f"must be >= 0, got {k}", "an integer >= 0")
+    if not 0 <= acceptance <= 1:
+        raise SpecError("acceptance_rate", f"must be in [0, 1], got {acceptance}", "a per-token rate in [0, 1]")
+    if acceptance == 1:
+        return float(k + 1)
+    return (1 - acceptance ** (k + 1)) / (1 - acceptance)
+
+
+def acceptance_from_mean_length(mean_length: float, k: int) -> float:
+    """The per-token rate a whose tokens_per_pass(a, k) equals the mean accepted length (incl. bonus)."""
+    if k < 1:
+        raise SpecError("num_speculative_tokens", f"must be >= 1, got {k}", "an integer >= 1")
+    if not 1 <= mean_length <= k + 1:
+        raise SpecError("mean_accepted_length", f"{mean_length} is outside [1, k+1] = [1, {k + 1}] for k={k}",
+                        f"a number from 1 to {k + 1}")
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if tokens_per_pass(mid, k) < mean_length:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    """How often the target accepts the drafter's tokens: a per-token `rate`, or a `mean_accepted_length`
+    (tokens per target pass including the bonus token) measured at `measured_at_k`. `spread` is the standard
+    deviation of the per-request rate (the simulator draws it from a Beta distribution)."""
+
+    rate: float | None = None
+    mean_accepted_length: float | None = None
+    measured_at_k: int | None = None
+    source: str = "user"
+    spread: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.rate is not None and self.mean_accepted_length is not None:
+            raise SpecError("acceptance_rate", "give either an acceptance rate or a mean accepted length, not both",
+                            "one of the two")
+        if self.rate is not None and not (math.isfinite(self.rate) and 0 <= self.rate <= 1):
+            raise SpecError("acceptance_rate", f"must be in [0, 1], got {self.rate}", "a per-token rate in [0, 1]")
+        if self.mean_accepted_length is not None and not (math.isfinite(self.mean_accepted_length)
+                                                          and self.mean_accepted_length >= 1):
+            raise SpecError("mean_accepted_length", f"must be a number >= 1, got {self.mean_accepted_length}",
+                            "tokens per target pass including the bonus token, >= 1")
+        if self.measured_at_k is not None and self.measured_at_k < 1:
+            raise SpecError("measured_at_k", f"must be >= 1, got {self.measured_at_k}", "an integer >= 1")
+        if not (math.isfinite(self.spread) and 0 <= self.spread < 0.5):
+            raise SpecError("acceptance_spread", f"must be in [0, 0.5), got {self.spread}",
+                            "a standard deviation in [0, 0.5)")
+
+    @property
+    def given(self) -> bool:
+        return self.rate is not None or self.mean_accepted_length is not None
+
+    def per_token(self, default_k: int) -> float:
+        """The per-token rate; a mean accepted length converts at the k it was measured at."""
+        if self.rate is not None:
+            return self.rate
+        if self.mean_accepted_length is None:
+            raise SpecError("acceptance_rate", "no acceptance given",
+                            "--acceptance-rate A or --mean-accepted-length T (measured, never assumed)")
+        return acceptance_from_mean_length(self.mean_accepted_length, self.measured_at_k or default_k)
+
+    def tokens_per_pass(self, k: int) -> float:
+        return tokens_per_pass(self.per_token(k), k)
+
+
+@dataclass(frozen=True)
+class Tree:
+    """Tree drafting (SGLang EAGLE): `topk` branches per depth, `num_draft_tokens` verified per sequence
+    (None: a chain of k)."""
+
+    topk: int = 1
+    num_draft_tokens: int | None = None

@@ -1,0 +1,42 @@
+"""`--candidate method=eagle3,draft=ID,acceptance=0.8,k=3` -> a typed drafter candidate for `speedup`."""
+
+from __future__ import annotations
+
+from ..core.errors import SpecError
+from ..core.speculation import SPEC_METHODS, Acceptance
+from ..planner.speedup import Candidate
+from .fields import FieldInfo, coerce
+from .resolve import speculative_config
+
+CANDIDATE_KEYS = ("method", "draft", "acceptance", "acceptance_rate", "mean_accepted_length", "k", "draft_tp")
+_INT = FieldInfo(doc="", kind="int", group="speedup", minimum=1, maximum=64)
+_RATE = FieldInfo(doc="", kind="float", group="speedup", minimum=0, maximum=1)
+_MEAN = FieldInfo(doc="", kind="float", group="speedup", minimum=1, maximum=65)
+
+
+def parse_candidate(text: str) -> Candidate:
+    fields: dict[str, str] = {}
+    for part in str(text).split(","):
+        if not part.strip():
+            continue
+        key, sep, value = part.partition("=")
+        key = key.strip().lower()
+        if not sep or key not in CANDIDATE_KEYS:
+            raise SpecError("candidate", f"cannot read {part.strip()!r} in {text!r}",
+                            "method=M,draft=MODEL,acceptance=A or mean_accepted_length=T,k=K")
+        fields[key] = value.strip()
+    method = fields.get("method")
+    if method not in SPEC_METHODS or method == "none":
+        raise SpecError("candidate", f"method {method!r} in {text!r}", ", ".join(m for m in SPEC_METHODS if m != "none"))
+    rate = fields.get("acceptance") or fields.get("acceptance_rate")
+    mean = fields.get("mean_accepted_length")
+    if (rate is None) == (mean is None):
+        raise SpecError("candidate", f"{text!r} needs exactly one of acceptance=A or mean_accepted_length=T",
+                        "acceptance=A or mean_accepted_length=T")
+    k = coerce("candidate.k", _INT, fields.get("k"))
+    spec = speculative_config(method, fields.get("draft"), k or 1, coerce("candidate.draft_tp", _INT,
+                                                                          fields.get("draft_tp", 1)), "candidate")
+    acceptance = Acceptance(rate=coerce("candidate.acceptance", _RATE, rate),
+                            mean_accepted_length=coerce("candidate.mean_accepted_length", _MEAN, mean),
+                            measured_at_k=k)
+    return Candidate(label=text, speculative=spec, acceptance=acceptance, ks=(k,) if k else None)

@@ -1,0 +1,155 @@
+"""How a request field is declared: one `field(metadata=...)` per input, read by everything else.
+
+A field's declaration (in `inputs.request.Request`) carries its type, range, default, unit, doc, where it
+sits in a deployment file and its command-line flag. The YAML reader, the validation, the CLI's options and
+docs/cli.md's field table are all derived from it; nothing else declares an input.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.errors import SpecError
+
+# groups: which commands take a field (cli/commands.py maps commands to groups)
+DEPLOYMENT = "deployment"
+WORKLOAD = "workload"
+ACCEPTANCE = "acceptance"
+PERF = "perf"
+ANALYSIS = "analysis"
+SIMULATION = "simulation"
+SPEEDUP = "speedup"
+GROUPS = (DEPLOYMENT, WORKLOAD, ACCEPTANCE, PERF, ANALYSIS, SIMULATION, SPEEDUP)
+
+KINDS = ("str", "int", "float", "bool", "choice", "lengths", "path", "int_list", "mapping", "str_list")
+
+
+@dataclass(frozen=True)
+class FieldInfo:
+    doc: str
+    kind: str
+    group: str
+    unit: str | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    exclusive_minimum: bool = False
+    exclusive_maximum: bool = False
+    choices: tuple[str, ...] | None = None
+    flag: str | None = ""  # "" = derived from the name; None = no flag (deployment file / API only)
+    short: str | None = None
+    aliases: tuple[str, ...] = ()
+    yaml: str | None = "top"  # "top", "workload" (under `workload:`), or None (not in a deployment file)
+    default_doc: str | None = None  # what an unset (None) value means
+
+    @property
+    def accepted(self) -> str:
+        if self.choices:
+            return ", ".join(self.choices)
+        noun = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string",
+                "path": "a file path", "int_list": "integers N[,N...]", "lengths":
+                "p50=N,p95=N,p99=N,max=N | N,N,... samples | @FILE", "mapping": "a mapping",
+                "str_list": "a list of strings"}.get(self.kind, self.kind)
+        bounds = []
+        if self.minimum is not None:
+            bounds.append(f"{'>' if self.exclusive_minimum else '>='} {self.minimum:g}")
+        if self.maximum is not None:
+            bounds.append(f"{'<' if self.exclusive_maximum else '<='} {self.maximum:g}")
+        return noun + (" " + " and ".join(bounds) if bounds else "") + (f" ({self.unit})" if self.unit else "")
+
+
+def F(default: Any, doc: str, kind: str, group: str, **info: Any) -> Any:
+    """Declare a request field: `name: type = F(default, doc, kind, group, unit=..., minimum=..., ...)`."""
+    assert kind in KINDS and group in GROUPS
+    return field(default=default, metadata={"specsize": FieldInfo(doc=doc, kind=kind, group=group, **info)})
+
+
+def flag_of(name: str, info: FieldInfo) -> str | None:
+    if info.flag is None:
+        return None
+    return info.flag or "--" + name.replace("_", "-")
+
+
+def _bounds(name: str, info: FieldInfo, value: float) -> None:
+    if not math.isfinite(value):
+        raise SpecError(name, f"must be a finite number, got {value}", info.accepted)
+    low_bad = info.minimum is not None and (value <= info.minimum if info.exclusive_minimum else value < info.minimum)
+    high_bad = info.maximum is not None and (value >= info.maximum if info.exclusive_maximum else value > info.maximum)
+    if low_bad or high_bad:
+        raise SpecError(name, f"out of range: {value:g}", info.accepted)
+
+
+def _int(name: str, info: FieldInfo, value: Any) -> int:
+    if isinstance(value, bool):
+        raise SpecError(name, f"must be an integer, got {value!r}", info.accepted)
+    if isinstance(value, float):
+        if not math.isfinite(value) or not value.is_integer():
+            raise SpecError(name, f"must be an integer, got {value!r}", info.accepted)
+        value = int(value)
+    if isinstance(value, str):
+        if not re.fullmatch(r"\s*[-+]?\d+\s*", value):
+            raise SpecError(name, f"must be an integer, got {value!r}", info.accepted)
+        value = int(value)
+    if not isinstance(value, int):
+        raise SpecError(name, f"must be an integer, got {value!r}", info.accepted)
+    if abs(value) > 2**53:
+        raise SpecError(name, f"out of range: {value}", info.accepted)
+    _bounds(name, info, value)
+    return value
+
+
+def _float(name: str, info: FieldInfo, value: Any) -> float:
+    if isinstance(value, bool):
+        raise SpecError(name, f"must be a number, got {value!r}", info.accepted)
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise SpecError(name, f"must be a number, got {value!r}", info.accepted) from None
+    _bounds(name, info, number)
+    return number
+
+
+def _bool(name: str, info: FieldInfo, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false", "yes", "no", "1", "0"):
+        return value.strip().lower() in ("true", "yes", "1")
+    raise SpecError(name, f"must be true or false, got {value!r}", "true, false")
+
+
+def coerce(name: str, info: FieldInfo, value: Any) -> Any:
+    """A raw value (YAML, a flag, an API keyword) as the field's type, range-checked; None stays None.
+    Length distributions, mappings and candidate lists are parsed by their own readers (inputs.load)."""
+    if value is None:
+        return None
+    kind = info.kind
+    if kind == "int":
+        return _int(name, info, value)
+    if kind == "float":
+        return _float(name, info, value)
+    if kind == "bool":
+        return _bool(name, info, value)
+    if kind == "choice":
+        assert info.choices
+        text = str(value).strip()
+        if isinstance(value, (bool, dict, list)) or text not in info.choices:
+            raise SpecError(name, f"unknown value {value!r}", info.accepted)
+        return text
+    if kind in ("str", "path"):
+        if isinstance(value, (dict, list, bool)):
+            raise SpecError(name, f"must be a string, got {value!r}", info.accepted)
+        text = str(value).strip()
+        if not text:
+            raise SpecError(name, "must not be empty", info.accepted)
+        return text
+    if kind == "int_list":
+        items = value if isinstance(value, (list, tuple)) else [v for v in str(value).replace(" ", "").split(",") if v]
+        if not items:
+            raise SpecError(name, "empty list", info.accepted)
+        return tuple(_int(name, info, v) for v in items)
+    if kind == "str_list":
+        items = [value] if isinstance(value, str) else list(value)
+        return tuple(str(v) for v in items)
+    return value  # lengths / mapping: parsed by inputs.load

@@ -1,0 +1,287 @@
+"""Deployment files and overrides -> a validated `Request`. Precedence, lowest first:
+
+    field defaults  <  the embedded default deployment (only when neither a file nor a target is given)
+                    <  the deployment file  <  overrides (flags, API keywords)
+
+One refinement, so that a value given alone never inherits hidden shape: a `samples_file` override replaces
+the file's prompt and output lengths, and when nobody gave prompt lengths the workload comes from the
+embedded default whole (and the result says so). Every value records where it came from (`Request.sources`).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from dataclasses import replace as dc_replace
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ..catalog.files import read_text
+from ..core.errors import SpecError
+from ..core.specs import LengthDistribution
+from .fields import FieldInfo, coerce
+from .request import FIELDS, YAML_TOP_KEYS, YAML_WORKLOAD_KEYS, Request, info
+
+EMBEDDED = "embedded default"
+SECURITY_COMPONENTS = ("inference_endpoint", "metrics_endpoint", "dashboard")
+SECURITY_AUTH = ("none", "api_key", "mtls", "oidc", "network_policy", "reverse_proxy", "not_exposed")
+PATH_FIELDS = ("samples_file", "trace", "lengths_file")
+
+
+# --- YAML ---------------------------------------------------------------------------------------------------
+
+def _yaml_loader():
+    import yaml  # noqa: PLC0415 - only needed when a deployment is read
+
+    class Strict(yaml.SafeLoader):
+        """Refuses a key written twice in one mapping (YAML would silently keep the last)."""
+
+    def mapping(loader, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise SpecError(str(key), f"written twice (line {key_node.start_mark.line + 1})",
+                                "each key once per mapping")
+            seen.add(key)
+        return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+    Strict.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    return yaml, Strict
+
+
+def parse_yaml_mapping(text: str, where: str, field: str = "deployment") -> dict:
+    yaml, loader = _yaml_loader()
+    try:
+        data = yaml.load(text, Loader=loader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or "malformed YAML"
+        raise SpecError(field, f"{where} is not valid YAML{at}: {problem}", "a YAML mapping") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise SpecError(field, f"{where} must hold a mapping of settings, got {type(data).__name__}",
+                        "a YAML mapping such as 'target: meta-llama/Llama-3.1-8B-Instruct'")
+    return data
+
+
+def read_yaml_file(path: str | Path, field: str = "deployment") -> dict:
+    return parse_yaml_mapping(read_text(path, field, "a readable YAML file"), str(path), field)
+
+
+def default_deployment() -> dict:
+    """The embedded default: Llama-3.1-70B-Instruct with a Llama-3.2-1B draft on four H100s."""
+    text = (resources.files("specsize.catalog") / "data" / "default_deployment.yaml").read_text()
+    return parse_yaml_mapping(text, "the embedded default deployment")
+
+
+def flatten(data: dict, where: str) -> dict:
+    """A deployment file's mapping -> {field name: raw value}; unknown keys name the accepted ones."""
+    out: dict = {}
+    for key, value in data.items():
+        if key == "workload":
+            if value is None:
+                continue
+            if not isinstance(value, dict):
+                raise SpecError("workload", "must be a mapping", ", ".join(YAML_WORKLOAD_KEYS))
+            for inner, inner_value in value.items():
+                if inner not in YAML_WORKLOAD_KEYS:
+                    raise SpecError("workload", f"unknown key {inner!r} in {where}", ", ".join(YAML_WORKLOAD_KEYS))
+                out[inner] = inner_value
+        elif key in YAML_TOP_KEYS:
+            out[key] = value
+        else:
+            raise SpecError(str(key), f"unknown key in {where}", ", ".join(sorted((*YAML_TOP_KEYS, "workload"))))
+    return out
+
+
+# --- lengths ------------------------------------------------------------------------------------------------
+
+def read_samples(path: str | Path, column: str | None = None) -> list[int]:
+    """Token counts from a file: numbers (one per line or comma-separated), a JSON list, or a JSONL/CSV
+    trace whose `column` field holds them."""
+    p = Path(path)
+    text = read_text(p, "samples_file", "a readable file")
+    values: list[int] = []
+    stripped = text.strip()
+    try:
+        if stripped.startswith("["):
+            values = [int(v) for v in json.loads(stripped)]
+        elif stripped.startswith("{"):
+            key = column or "prompt_tokens"
+            values = [int(json.loads(line)[key]) for line in stripped.splitlines() if line.strip()]
+        elif column and stripped and column in stripped.splitlines()[0]:
+            values = [int(float(row[column])) for row in csv.DictReader(stripped.splitlines())]
+        else:
+            values = [int(v) for v in re.split(r"[\s,]+", stripped) if v]
+    except (ValueError, KeyError, TypeError, OverflowError, json.JSONDecodeError) as err:
+        raise SpecError("samples_file", f"{p}: cannot read token counts ({type(err).__name__}: {err})",
+                        "integers one per line, a JSON list, or JSONL/CSV with prompt_tokens and output_tokens") from None
+    if not values:
+        raise SpecError("samples_file", f"{p} holds no token counts", "a non-empty list of integers")
+    if any(v < 0 for v in values):
+        raise SpecError("samples_file", f"{p} holds negative token counts", "token counts >= 0")
+    return values
+
+
+def _from_mapping(value: dict, field: str) -> LengthDistribution:
+    unknown = set(value) - {"p50", "median", "p95", "p99", "max"}
+    if unknown:
+        raise SpecError(field, f"unknown key(s) {', '.join(sorted(map(str, unknown)))}", "p50, p95, p99, max")
+    as_int = FieldInfo(doc="", kind="int", group="workload", minimum=0)
+    pick = {k: coerce(f"{field}.{k}", as_int, v) for k, v in value.items()}
+    p50 = pick.get("p50", pick.get("median"))
+    if p50 is None or pick.get("p99") is None:
+        raise SpecError(field, "needs at least p50 and p99", "p50, p95, p99, max")
+    p99 = pick["p99"]
+    # a missing p95 or max is taken at p99: the conservative reading of what was not said
+    return LengthDistribution(p50=p50, p95=pick.get("p95") or p99, p99=p99, max=pick.get("max") or p99)
+
+
+def length_distribution(value: Any, field: str, base: Path | None = None) -> LengthDistribution:
+    """p50/p95/p99/max from a mapping, a list of samples, "p50=1000,p99=4000", "1,2,3" or "@file"."""
+    if isinstance(value, LengthDistribution):
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("@"):
+            path = Path(text[1:])
+            return LengthDistribution.from_samples(read_samples(path if base is None else base / path, field))
+        if "=" in text:
+            pairs = {}
+            for part in text.split(","):
+                if "=" not in part:
+                    raise SpecError(field, f"cannot read {part!r} in {value!r}", "p50=N,p95=N,p99=N,max=N")
+                key, _, number = part.partition("=")
+                pairs[key.strip().lower()] = number.strip()
+            return _from_mapping(pairs, field)
+        try:
+            value = [int(v) for v in re.split(r"[\s,]+", text) if v]
+        except ValueError:
+            raise SpecError(field, f"cannot read {value!r}", "p50=N,p95=N,p99=N,max=N; N,N,N (samples); @FILE") from None
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = [value]
+    if isinstance(value, list):
+        if not value or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
+            raise SpecError(field, "samples must be token counts >= 0", "a non-empty list of token counts")
+        return LengthDistribution.from_samples(value)
+    if isinstance(value, dict):
+        return _from_mapping(value, field)
+    raise SpecError(field, f"cannot read {value!r}", "a mapping p50/p95/p99/max, a list of samples, or @FILE")
+
+
+def _check_lengths(name: str, dist: LengthDistribution) -> LengthDistribution:
+    values = [dist.p50, dist.p95, dist.p99, dist.max]
+    if any(v < (1 if name == "prompt_tokens" else 0) for v in values):
+        raise SpecError(name, f"lengths must be positive, got {values}", "token counts >= 1")
+    if values != sorted(values):
+        raise SpecError(name, f"percentiles must not decrease (p50 <= p95 <= p99 <= max), got {values}",
+                        "p50 <= p95 <= p99 <= max")
+    return dist
+
+
+def _security(value: Any) -> dict | None:
+    """How each serving component is protected: {component: {"auth": ..., "note": ...}}."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise SpecError("security", "must be a mapping of components", ", ".join(SECURITY_COMPONENTS))
+    out = {}
+    for component, spec in value.items():
+        if component not in SECURITY_COMPONENTS:
+            raise SpecError("security", f"unknown component {component!r}", ", ".join(SECURITY_COMPONENTS))
+        if isinstance(spec, str):
+            spec = {"auth": spec}
+        if not isinstance(spec, dict) or str(spec.get("auth")) not in SECURITY_AUTH:
+            raise SpecError(f"security.{component}.auth", f"unknown value {spec!r}", ", ".join(SECURITY_AUTH))
+        out[component] = {"auth": str(spec["auth"]), "note": str(spec.get("note") or "")}
+    return out
+
+
+# --- building the request -----------------------------------------------------------------------------------
+
+def _value(name: str, raw: Any, base: Path | None) -> Any:
+    field_info = info(name)
+    if field_info.kind == "lengths":
+        return None if raw is None else _check_lengths(name, length_distribution(raw, name, base))
+    if name == "security":
+        return _security(raw)
+    value = coerce(name, field_info, raw)
+    if field_info.kind == "path" and value is not None and base is not None and name in PATH_FIELDS:
+        value = str((base / value).resolve()) if not Path(value).is_absolute() else value
+    if name in ("engine_version", "acceptance_source") and value is not None:
+        value = str(raw).strip()
+    return value
+
+
+def _layer(values: dict, sources: dict, raw: dict, source: str, base: Path | None) -> None:
+    for name, item in raw.items():
+        if item is None:
+            continue
+        if name not in FIELDS:
+            raise SpecError(name, "unknown setting", ", ".join(FIELDS))
+        values[name] = _value(name, item, base)
+        sources[name] = source
+
+
+def _samples(values: dict, sources: dict) -> None:
+    """Lengths from `samples_file` where no layer above it gave them."""
+    path = values.get("samples_file")
+    if not path:
+        return
+    for side in ("prompt_tokens", "output_tokens"):
+        if values.get(side) is None:
+            values[side] = _check_lengths(side, LengthDistribution.from_samples(read_samples(path, side)))
+            sources[side] = sources["samples_file"]
+
+
+def build_request(file_data: dict | None, overrides: dict, file_source: str = "file",
+                  base: Path | None = None, where: str = "the deployment") -> Request:
+    values: dict = {}
+    sources: dict = {}
+    file_values = flatten(file_data, where) if file_data else {}
+    if overrides.get("samples_file") is not None:
+        for side in ("prompt_tokens", "output_tokens"):  # a trace given as an override replaces the file's lengths
+            file_values.pop(side, None)
+    _layer(values, sources, file_values, file_source, base)
+    _layer(values, sources, overrides, "override", Path.cwd())
+    _samples(values, sources)
+    if values.get("prompt_tokens") is None and values.get("output_tokens") is None:
+        # nobody described the traffic: the embedded default's workload, whole, and the result says so
+        default = flatten({"workload": default_deployment()["workload"]}, "the embedded default")
+        for name, item in default.items():
+            if name not in values:
+                values[name] = _value(name, item, None)
+                sources[name] = EMBEDDED
+    for side in ("prompt_tokens", "output_tokens"):
+        if values.get(side) is None:
+            raise SpecError(side, "the workload gives the other length distribution but not this one",
+                            info(side).accepted)
+    return Request(**values, sources=sources)
+
+
+def load_request(path: str | Path | None = None, **overrides: Any) -> Request:
+    """A request from a deployment file (or, with neither a file nor a target, the embedded default) and
+    field overrides, which take precedence. Every value is validated; bad input raises `SpecError`."""
+    if path is not None:
+        p = Path(path)
+        return build_request(read_yaml_file(p), overrides, "file", p.resolve().parent, str(p))
+    if overrides.get("target") is None:
+        return build_request(default_deployment(), overrides, EMBEDDED, None, "the embedded default")
+    return build_request(None, overrides)
+
+
+def apply_overrides(request: Request, changes: dict) -> Request:
+    """`request` with `changes` applied as overrides, re-validated."""
+    values = {name: getattr(request, name) for name in FIELDS}
+    sources = dict(request.sources)
+    for name, raw in changes.items():
+        if name not in FIELDS:
+            raise SpecError(name, "unknown setting", ", ".join(FIELDS))
+        values[name] = _value(name, raw, Path.cwd())
+        sources[name] = "override"
+    return dc_replace(request, **values, sources=sources)

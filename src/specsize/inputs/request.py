@@ -1,0 +1,218 @@
+"""The one typed request: every deployment, workload, acceptance, SLO and scenario input, declared once.
+
+Each field's `F(...)` declaration is the single source of its type, range, default, unit, doc, YAML key and
+flag. `inputs.load.load_request` builds a `Request` from a deployment file and overrides (file < flags);
+the CLI's options and docs/cli.md's table are generated from `fields()` below.
+
+Why dataclasses and a field table rather than pydantic: the CLI must answer in well under a second and the
+core stays dependency-free; a frozen dataclass with typed attributes is checked by mypy, and the few
+coercions we need (integers that YAML wrote as 4.0, lengths as p50=...,p99=..., NaN refused) are a page of
+code in `inputs.fields`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.specs import KV_CACHE_DTYPES, QUANT_METHODS, LengthDistribution
+from ..core.speculation import SPEC_METHODS
+from .fields import (ACCEPTANCE, ANALYSIS, DEPLOYMENT, PERF, SIMULATION, SPEEDUP, WORKLOAD, F, FieldInfo)
+
+PERCENTILES = LengthDistribution.PERCENTILES
+
+
+@dataclass(frozen=True)
+class Request:
+    # --- the deployment -----------------------------------------------------------------------------------
+    target: str | None = F(None, "Target model: catalog id, config.json, model directory or hub id.", "str",
+                           DEPLOYMENT)
+    draft: str | None = F(None, "Draft model or head config (draft_model, eagle, eagle3, medusa).", "str",
+                          DEPLOYMENT)
+    method: str | None = F(None, "Speculative method.", "choice", DEPLOYMENT, choices=SPEC_METHODS,
+                           default_doc="draft_model when a draft is given, else none")
+    num_speculative_tokens: int | None = F(None, "Tokens drafted per step (k); `speedup` takes a list K,K,...",
+                                           "int", DEPLOYMENT, minimum=0, flag="", short="-k")
+    draft_tp: int = F(1, "Tensor parallel size of a separate draft model.", "int", DEPLOYMENT, minimum=1)
+    gpu: str | None = F(None, "GPU id from `specsize gpus`.", "str", DEPLOYMENT)
+    gpus: int | None = F(None, "GPUs in total (a multiple of tp x pp; more means replicas).", "int", DEPLOYMENT,
+                         minimum=1, default_doc="tp x pp (one engine instance)")
+    tp: int = F(1, "Tensor parallel size.", "int", DEPLOYMENT, minimum=1, maximum=1024)
+    pp: int = F(1, "Pipeline parallel size.", "int", DEPLOYMENT, minimum=1, maximum=1024)
+    gpu_memory_gib: float | None = F(None, "Override the GPU's memory (as the driver reports it).", "float",
+                                     DEPLOYMENT, unit="GiB", minimum=0, exclusive_minimum=True, maximum=1 << 20)
+    gpu_memory_utilization: float | None = F(None, "Fraction of GPU memory the engine may use.", "float",
+                                             DEPLOYMENT, minimum=0, exclusive_minimum=True, maximum=1,
+                                             default_doc="the engine profile's default (vLLM: 0.9)")
+    shared_reserved_gib: float = F(0.0, "Memory of each GPU another workload holds (shared pools).", "float",
+                                   DEPLOYMENT, unit="GiB", minimum=0, maximum=1 << 20)
+    max_model_len: int | None = F(None, "Longest request (prompt + output) the engine accepts.", "int", DEPLOYMENT,
+                                  unit="tokens", minimum=1, maximum=1 << 30,
+                                  default_doc="the target's max_position_embeddings")
+    max_num_seqs: int | None = F(None, "Sequences the engine runs at once.", "int", DEPLOYMENT, minimum=1,
+                                 maximum=1 << 20, default_doc="the engine profile's default")
+    max_num_batched_tokens: int | None = F(None, "Tokens one engine step schedules.", "int", DEPLOYMENT,
+                                           unit="tokens", minimum=1, maximum=1 << 30,
+                                           default_doc="the engine profile's default")
+    kv_cache_dtype: str = F("auto", "KV cache dtype.", "choice", DEPLOYMENT, choices=KV_CACHE_DTYPES)
+    kv_cache_memory_bytes: int | None = F(None, "vLLM's flag: fix the KV pool size.", "int", DEPLOYMENT,
+                                          unit="bytes", minimum=0, maximum=1 << 50,
+                                          default_doc="what the budget leaves")
+    quantization: str | None = F(None, "Override the weights' quantization.", "choice", DEPLOYMENT,
+                                 choices=QUANT_METHODS, default_doc="the checkpoint's own")
+    dtype: str = F("auto", "Activation and weight dtype.", "choice", DEPLOYMENT,
+                   choices=("auto", "bfloat16", "float16", "float32", "bf16", "fp16", "fp32", "half", "float"))
+    enforce_eager: bool = F(False, "No CUDA graphs.", "bool", DEPLOYMENT)
+    block_size: int | None = F(None, "KV cache block size.", "int", DEPLOYMENT, unit="tokens", minimum=1,
+                               maximum=1 << 16, default_doc="the engine profile's default")
+    device: str = F("cuda", "Accelerator the engine runs on.", "choice", DEPLOYMENT, choices=("cuda", "cpu"))
+    engine: str = F("vllm", "Serving engine whose accounting to follow.", "choice", DEPLOYMENT, choices=("vllm",))
+    engine_version: str | None = F(None, "Engine release X.Y.", "str", DEPLOYMENT, default_doc="newest profile")
+    headroom: float = F(0.20, "Headroom policy: below it the verdict is thin.", "float", DEPLOYMENT, minimum=0,
+                        maximum=1, exclusive_maximum=True)
+    name: str | None = F(None, "A name for the deployment.", "str", DEPLOYMENT, flag=None)
+    description: str | None = F(None, "What the deployment is for.", "str", DEPLOYMENT, flag=None)
+    security: dict | None = F(None, "How each serving component is protected (inference_endpoint, "
+                              "metrics_endpoint, dashboard: {auth, note}).", "mapping", DEPLOYMENT, flag=None)
+    # --- the workload (under `workload:` in a deployment file) --------------------------------------------
+    prompt_tokens: LengthDistribution | None = F(None, "Prompt lengths.", "lengths", WORKLOAD, unit="tokens",
+                                                 yaml="workload")
+    output_tokens: LengthDistribution | None = F(None, "Output lengths, same forms as prompt_tokens.", "lengths",
+                                                 WORKLOAD, unit="tokens", yaml="workload")
+    samples_file: str | None = F(None, "JSONL/CSV of requests with prompt_tokens and output_tokens.", "path",
+                                 WORKLOAD, yaml="workload")
+    concurrency: int = F(1, "Target concurrent requests (all replicas together).", "int", WORKLOAD, minimum=1,
+                         maximum=1 << 24, yaml="workload")
+    burst_factor: float = F(1.0, "Peak concurrency = concurrency x burst factor.", "float", WORKLOAD, minimum=1,
+                            maximum=1000, yaml="workload")
+    percentile: str = F("p99", "Request shape of the worst-case envelope.", "choice", WORKLOAD,
+                        choices=PERCENTILES, yaml="workload")
+    # --- acceptance: measured, never assumed ---------------------------------------------------------------
+    acceptance_rate: float | None = F(None, "Per-token acceptance rate a.", "float", ACCEPTANCE, minimum=0,
+                                      maximum=1)
+    mean_accepted_length: float | None = F(None, "Mean tokens per target pass incl. the bonus token, as measured "
+                                           "(see measured_at_k).", "float", ACCEPTANCE, unit="tokens",
+                                           minimum=1, maximum=1025)
+    measured_at_k: int | None = F(None, "k at which mean_accepted_length was measured.", "int", ACCEPTANCE,
+                                  minimum=1, maximum=1024, default_doc="the deployment's k")
+    acceptance_source: str | None = F(None, "Where the acceptance figure comes from.", "str", ACCEPTANCE, flag=None)
+    acceptance_spread: float = F(0.0, "Std. dev. of per-request acceptance (Beta-distributed around the mean).",
+                                 "float", ACCEPTANCE, minimum=0, maximum=0.5, exclusive_maximum=True)
+    acceptance_from_store: str | None = F(None, "Use the newest acceptance recorded under this tag in the "
+                                          "calibration store.", "str", ACCEPTANCE, yaml=None)
+    store: str | None = F(None, "Calibration store (SQLite) path.", "path", ACCEPTANCE, yaml=None,
+                          default_doc="~/.specsize/calibration.sqlite or $SPECSIZE_STORE")
+    # --- performance model -----------------------------------------------------------------------------------
+    tree_topk: int = F(1, "Tree drafting: top-k branches.", "int", PERF, minimum=1, maximum=64)
+    num_draft_tokens: int | None = F(None, "Tree drafting: tokens verified per sequence (N).", "int", PERF,
+                                     minimum=1, maximum=4096)
+    tpot_slo_ms: float | None = F(None, "TPOT target: report the concurrency that still meets it.", "float", PERF,
+                                  unit="ms", minimum=0, exclusive_minimum=True, maximum=1e7)
+    memory_efficiency: float | None = F(None, "Override the achieved fraction of HBM bandwidth.", "float", PERF,
+                                        minimum=0, exclusive_minimum=True, maximum=1)
+    compute_efficiency: float | None = F(None, "Override the achieved fraction of FLOP/s.", "float", PERF,
+                                         minimum=0, exclusive_minimum=True, maximum=1)
+    step_overhead_ms: float | None = F(None, "Override the fixed cost of one forward step.", "float", PERF,
+                                       unit="ms", minimum=0, maximum=1e4)
+    # --- what `plan` adds around the verdict -------------------------------------------------------------------
+    ttft_slo_ms: float | None = F(None, "TTFT limit (goodput; the failover backlog must stay within it).",
+                                  "float", ANALYSIS, unit="ms", minimum=0, exclusive_minimum=True, maximum=1e8)
+    gpus_per_node: int = F(8, "GPUs per node.", "int", ANALYSIS, minimum=1, maximum=1024)
+    spare: int = F(1, "Replicas (or nodes) that may fail: N+k.", "int", ANALYSIS, minimum=0, maximum=1024)
+    failure_unit: str = F("replica", "What fails together.", "choice", ANALYSIS, choices=("replica", "node"))
+    storage_gbs: float = F(2.0, "Storage read bandwidth for cold starts (local NVMe ~3-7, network ~0.5-2).",
+                           "float", ANALYSIS, unit="GB/s", minimum=0, exclusive_minimum=True, maximum=1e5)
+    fragile_below: float = F(0.15, "Flag the plan fragile when an input can grow less than this before the "
+                             "verdict flips.", "float", ANALYSIS, minimum=0, maximum=10)
+    simulate: bool = F(False, "Also simulate the envelope's burst scenario and use the result in the verdict.",
+                       "bool", ANALYSIS, yaml=None)
+    # --- simulation scenario ------------------------------------------------------------------------------------
+    duration: float | None = F(None, "Seconds of arrivals simulated.", "float", SIMULATION, unit="s", minimum=0,
+                               exclusive_minimum=True, maximum=1e6, aliases=("--sim-duration",), yaml=None,
+                               default_doc="600 (simulate), 300 (plan --simulate), 120 (report)")
+    seed: int = F(0, "Seed of the simulation.", "int", SIMULATION, minimum=0, maximum=2**32 - 1, yaml=None)
+    rate: float | None = F(None, "Requests/s across all replicas.", "float", SIMULATION, unit="req/s", minimum=0,
+                           exclusive_minimum=True, maximum=1e6, yaml=None,
+                           default_doc="what keeps `concurrency` requests in flight (Little's law)")
+    prompt_tokens_median: float | None = F(None, "Simulated prompt length; alone: every prompt this long.",
+                                           "float", SIMULATION, unit="tokens", minimum=1, maximum=1 << 30, yaml=None)
+    prompt_tokens_p99: float | None = F(None, "With the median: lognormal prompt lengths with this p99.", "float",
+                                        SIMULATION, unit="tokens", minimum=1, maximum=1 << 30, yaml=None)
+    output_tokens_median: float | None = F(None, "Simulated output length; alone: every output this long.",
+                                           "float", SIMULATION, unit="tokens", minimum=1, maximum=1 << 30, yaml=None)
+    output_tokens_p99: float | None = F(None, "With the median: lognormal output lengths with this p99.", "float",
+                                        SIMULATION, unit="tokens", minimum=1, maximum=1 << 30, yaml=None)
+    burst_start: float | None = F(None, "Start of one burst at x burst_factor.", "float", SIMULATION, unit="s",
+                                  minimum=0, maximum=1e6, yaml=None)
+    burst_duration: float | None = F(None, "Length of that burst.", "float", SIMULATION, unit="s", minimum=0,
+                                     exclusive_minimum=True, maximum=1e6, yaml=None)
+    on_off: str | None = F(None, "Repeating bursts PERIOD,ON at x burst_factor.", "str", SIMULATION, unit="s",
+                           yaml=None)
+    ramp_to: float | None = F(None, "Ramp the rate linearly from `rate` to this over the duration.", "float",
+                              SIMULATION, unit="req/s", minimum=0, maximum=1e6, yaml=None)
+    trace: str | None = F(None, "Replay a CSV/JSONL trace (Azure columns accepted).", "path", SIMULATION, yaml=None)
+    lengths_file: str | None = F(None, "Resample (prompt, output) pairs from this CSV/JSONL; arrivals as `rate` "
+                                 "says.", "path", SIMULATION, yaml=None)
+    prefix_hit_rate: float = F(0.0, "Share of prompt tokens served from the prefix cache.", "float", SIMULATION,
+                               minimum=0, maximum=1, exclusive_maximum=True, yaml=None)
+    no_compare: bool = F(False, "Skip the run without speculation.", "bool", SIMULATION, yaml=None)
+    # --- speed-up tables ---------------------------------------------------------------------------------------
+    batch_sizes: tuple[int, ...] = F((1, 2, 4, 8, 16, 32, 64, 128), "Batch sizes B[,B...].", "int_list", SPEEDUP,
+                                     minimum=1, maximum=1 << 20, flag="--batch-size", yaml=None)
+    speedup_ks: tuple[int, ...] | None = F(None, "Values of k to tabulate (the -k list of `speedup`).",
+                                           "int_list", SPEEDUP, minimum=1, maximum=64, flag=None, yaml=None,
+                                           default_doc="the deployment's k")
+    context_len: int = F(2048, "Context length L of each sequence.", "int", SPEEDUP, unit="tokens", minimum=1,
+                         maximum=1 << 30, yaml=None)
+    candidates: tuple[str, ...] = F((), "Compare another drafter: method=M[,draft=MODEL][,acceptance=A|"
+                                    "mean_accepted_length=T][,k=K]. Repeatable.", "str_list", SPEEDUP,
+                                    flag="--candidate", yaml=None)
+    # --- provenance (not an input): where each value came from -------------------------------------------------
+    sources: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
+
+    def source_of(self, name: str) -> str:
+        """default, embedded default, file, or override (a flag or an API keyword)."""
+        return self.sources.get(name, "default")
+
+    def given(self, name: str) -> bool:
+        """Whether the user set `name` (a file or an override), not a default."""
+        return self.source_of(name) in ("file", "override")
+
+    def settings(self) -> dict:
+        """The values someone set (a file, an override or the embedded default), as `to_dict` gives them."""
+        return {name: value for name, value in self.to_dict().items() if self.source_of(name) != "default"}
+
+    def replace(self, **changes: Any) -> Request:
+        """A copy with `changes` applied as overrides (validated like any other input)."""
+        from .load import apply_overrides  # noqa: PLC0415
+
+        return apply_overrides(self, changes)
+
+    def to_dict(self) -> dict:
+        """The request as a deployment-file-shaped mapping (JSON types): what `load_request` reads back."""
+        out: dict = {}
+        for f in fields():
+            value = getattr(self, f.name)
+            if value is None or f.name == "sources":
+                continue
+            if isinstance(value, LengthDistribution):
+                value = {"p50": value.p50, "p95": value.p95, "p99": value.p99, "max": value.max}
+            elif isinstance(value, tuple):
+                value = list(value)
+            out[f.name] = value
+        return out
+
+
+def fields() -> tuple[dataclasses.Field, ...]:
+    """The declared input fields, in declaration order (not `sources`)."""
+    return tuple(f for f in dataclasses.fields(Request) if "specsize" in f.metadata)
+
+
+def info(name: str) -> FieldInfo:
+    return FIELDS[name].metadata["specsize"]
+
+
+FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in fields()}
+YAML_TOP_KEYS = tuple(name for name, f in FIELDS.items() if f.metadata["specsize"].yaml == "top")
+YAML_WORKLOAD_KEYS = tuple(name for name, f in FIELDS.items() if f.metadata["specsize"].yaml == "workload")

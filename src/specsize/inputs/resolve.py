@@ -1,0 +1,133 @@
+"""A validated `Request` -> the core's typed objects: models and GPU loaded from the catalog, the engine
+profile, efficiencies, the acceptance (from the request or the calibration store), the tree shape.
+
+This is where inputs meet files (model configs, the GPU catalog, the store); the planner below receives
+only typed objects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..catalog import load_gpu, load_model
+from ..catalog.configs import as_eagle_head
+from ..catalog.gpus import load_efficiency
+from ..core.errors import SpecError
+from ..core.memory import AccountingProfile
+from ..core.perf import Efficiency
+from ..core.specs import Deployment, EngineSettings, GpuSpec, SpeculativeConfig, Workload, canonical_dtype
+from ..core.speculation import Acceptance, SpecMethod
+from ..engines import resolve_profile
+from ..planner.perf import Tree
+from .request import Request
+
+
+@dataclass(frozen=True)
+class Resolved:
+    request: Request
+    deployment: Deployment
+    workload: Workload
+    profile: AccountingProfile
+    efficiency: Efficiency
+    acceptance: Acceptance | None
+    tree: Tree
+    tpot_slo_s: float | None
+    ttft_slo_s: float | None
+
+    @property
+    def workload_defaulted(self) -> bool:
+        return not self.request.given("prompt_tokens")
+
+
+def _gpu(r: Request) -> GpuSpec:
+    if r.device == "cpu" and not r.gpu:
+        # vLLM's CPU backend: the pool comes from VLLM_CPU_KVCACHE_SPACE or --kv-cache-memory-bytes
+        memory = r.gpu_memory_gib or 64.0
+        gpu = load_gpu(None, memory)
+        return replace(gpu, gpu_id="CPU", name=f"host CPU ({memory:g} GiB)",
+                       sources={"memory": "host memory (nominal)"})
+    return load_gpu(r.gpu, r.gpu_memory_gib)
+
+
+def speculative_config(method_name: str | None, draft_id: str | None, k: int | None, draft_tp: int,
+                       field: str = "method") -> SpeculativeConfig:
+    """The drafter a request names, its config loaded when its kind needs one."""
+    method = SpecMethod.parse(method_name or ("draft_model" if draft_id else "none"), field)
+    kind = SpeculativeConfig(method=method).kind
+    draft = None
+    if kind.needs_draft_config:
+        if not draft_id:
+            raise SpecError("draft", f"method {method} needs a draft model or head config",
+                            "a catalog id (specsize models), a config.json or a model directory")
+        draft = load_model(str(draft_id))
+        if method == SpecMethod.EAGLE:
+            draft = as_eagle_head(draft)
+    if method != SpecMethod.NONE and (k is None or k < 1):
+        raise SpecError("num_speculative_tokens", f"must be >= 1 with method {method}, got {k}", "an integer >= 1")
+    return SpeculativeConfig(method=method, draft=draft, num_speculative_tokens=(k or 0) if method != "none" else 0,
+                             draft_tp=draft_tp)
+
+
+def deployment_of(r: Request) -> Deployment:
+    if not r.target:
+        raise SpecError("target", "no target model given", "a catalog id (specsize models) or a config.json path")
+    target = load_model(r.target)
+    speculative = speculative_config(r.method, r.draft, r.num_speculative_tokens, r.draft_tp)
+    settings = EngineSettings(
+        gpu_memory_utilization=r.gpu_memory_utilization, max_model_len=r.max_model_len,
+        max_num_seqs=r.max_num_seqs, max_num_batched_tokens=r.max_num_batched_tokens, block_size=r.block_size,
+        kv_cache_dtype=r.kv_cache_dtype, dtype=r.dtype if r.dtype == "auto" else canonical_dtype(r.dtype),
+        quantization=r.quantization, enforce_eager=r.enforce_eager, device=r.device,
+        kv_cache_memory_bytes=r.kv_cache_memory_bytes)
+    return Deployment(target=target, gpu=_gpu(r), speculative=speculative, tp=r.tp, pp=r.pp, num_gpus=r.gpus,
+                      engine=settings, shared_reserved_bytes=int(r.shared_reserved_gib * 2**30))
+
+
+def workload_of(r: Request) -> Workload:
+    assert r.prompt_tokens is not None and r.output_tokens is not None  # load_request guarantees both
+    return Workload(prompt_tokens=r.prompt_tokens, output_tokens=r.output_tokens, concurrency=r.concurrency,
+                    burst_factor=r.burst_factor, percentile=r.percentile)
+
+
+def acceptance_of(r: Request, d: Deployment) -> Acceptance | None:
+    """The request's acceptance, or the newest one recorded under `acceptance_from_store`."""
+    k = d.speculative.num_speculative_tokens or None
+    given = r.acceptance_rate is not None or r.mean_accepted_length is not None
+    if r.acceptance_from_store:
+        if r.given("acceptance_rate") and r.source_of("acceptance_rate") == "override" or \
+                r.given("mean_accepted_length") and r.source_of("mean_accepted_length") == "override":
+            raise SpecError("acceptance_from_store", "give the acceptance once: a rate, a mean length or a store tag",
+                            "one of --acceptance-rate, --mean-accepted-length, --acceptance-from-store")
+        from ..adapters.store import Store  # noqa: PLC0415
+
+        with Store(r.store) as store:
+            spec = d.speculative
+            found = store.latest_acceptance(r.acceptance_from_store, target=d.target.model_id,
+                                            draft=spec.draft.model_id if spec.draft else None, method=spec.method)
+        return Acceptance(rate=found.acceptance_rate,
+                          mean_accepted_length=None if found.acceptance_rate is not None else found.mean_accepted_length,
+                          measured_at_k=found.k or k, source=found.provenance, spread=r.acceptance_spread)
+    if not given:
+        return None
+    if r.acceptance_rate is not None and r.mean_accepted_length is not None:
+        raise SpecError("acceptance_rate", "give either acceptance_rate or mean_accepted_length, not both",
+                        "one of the two")
+    source = r.acceptance_source or ("deployment file" if r.source_of("acceptance_rate") in ("file",)
+                                     or r.source_of("mean_accepted_length") == "file" else "user")
+    if r.source_of("acceptance_rate") == "override" or r.source_of("mean_accepted_length") == "override":
+        source = "user"
+    return Acceptance(rate=r.acceptance_rate, mean_accepted_length=r.mean_accepted_length,
+                      measured_at_k=r.measured_at_k or k, source=source, spread=r.acceptance_spread)
+
+
+def resolve(r: Request) -> Resolved:
+    d = deployment_of(r)
+    w = workload_of(r)
+    profile = resolve_profile(r.engine, r.engine_version)
+    overrides = {"memory": r.memory_efficiency, "compute": r.compute_efficiency,
+                 "step_overhead_s": r.step_overhead_ms / 1e3 if r.step_overhead_ms is not None else None}
+    efficiency = load_efficiency(d.gpu, overrides)
+    return Resolved(request=r, deployment=d, workload=w, profile=profile, efficiency=efficiency,
+                    acceptance=acceptance_of(r, d), tree=Tree(topk=r.tree_topk, num_draft_tokens=r.num_draft_tokens),
+                    tpot_slo_s=r.tpot_slo_ms / 1e3 if r.tpot_slo_ms else None,
+                    ttft_slo_s=r.ttft_slo_ms / 1e3 if r.ttft_slo_ms else None)

@@ -1,0 +1,87 @@
+"""`specsize measure` over a request: build the models with PyTorch, measure, optionally record."""
+
+from __future__ import annotations
+
+import json
+
+
+from ..core.errors import SpecError
+from ..inputs.request import Request
+from ..inputs.resolve import resolve
+
+
+def _prompt_ids(prompts: str, target_dir) -> list[list[int]]:
+    from ..catalog.files import read_text  # noqa: PLC0415
+
+    ids = []
+    for number, line in enumerate(read_text(prompts, "prompts", "a JSONL file of prompts").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise SpecError("prompts", f"{prompts} line {number} is not JSON ({err.msg})",
+                            "{'prompt_ids': [...]} or {'prompt': '...'} per line") from None
+        if "prompt_ids" in item:
+            ids.append([int(t) for t in item["prompt_ids"]])
+        else:
+            from transformers import AutoTokenizer  # noqa: PLC0415
+
+            ids.append(AutoTokenizer.from_pretrained(target_dir).encode(item["prompt"]))
+    return ids
+
+
+def measure(request: Request, *, batch_size: int = 2, prompt_len: int | None = None, weights: str = "random",
+            prompts: str | None = None, max_new_tokens: int = 64, temperature: float = 1.0,
+            record: str | None = None, store: str | None = None):
+    """(measurement, prompt tokens, k) for the request's target and drafter."""
+    from ..catalog.models import load_config_dict  # noqa: PLC0415
+    from .run import build_model, measure as run_measure, measure_acceptance  # noqa: PLC0415
+
+    r = resolve(request)
+    d = r.deployment
+    k = d.speculative.num_speculative_tokens
+    prompt = prompt_len or min(512, r.workload.prompt_tokens.p50)
+    if batch_size < 1 or prompt < 1:
+        raise SpecError("batch_size", "batch size and prompt length must be positive", "integers >= 1")
+    target_cfg, target_dir = load_config_dict(str(request.target))
+    draft_cfg = draft_dir = None
+    if d.speculative.draft is not None:
+        draft_cfg, draft_dir = load_config_dict(str(request.draft))
+    if weights == "local" and (target_dir is None or (d.speculative.draft is not None and draft_dir is None)):
+        raise SpecError("weights", "local weights need local model directories for the target and the drafter",
+                        "--target DIR [--draft DIR] with their safetensors")
+    dtype = d.engine.dtype if d.engine.dtype != "auto" else d.target.dtype
+    device = "cpu" if request.device == "cpu" else None  # None: CUDA when present, else the CPU
+    result = run_measure(d.target, target_cfg, target_dir if weights == "local" else None, d.speculative.draft,
+                         draft_cfg, draft_dir if weights == "local" else None, batch_size=batch_size,
+                         prompt_tokens=prompt, k=k, dtype=dtype, device=device)
+    if prompts:
+        if weights != "local" or d.speculative.draft is None:
+            raise SpecError("prompts", "measuring acceptance needs real weights of a target and a draft model",
+                            "--weights local --target DIR --draft DIR --method draft_model")
+        ids = _prompt_ids(prompts, target_dir)
+        target_model = build_model(None, target_dir, dtype, result.device)
+        draft_model = build_model(None, draft_dir, dtype, result.device)
+        result.acceptance = measure_acceptance(target_model, draft_model, ids, k, max_new_tokens, temperature)
+    if record:
+        _record(record, store, result, d, batch_size, prompt, k)
+    return result, prompt, k
+
+
+def _record(tag: str, store: str | None, result, d, batch_size: int, prompt: int, k: int) -> None:
+    from ..adapters.store import Store  # noqa: PLC0415
+
+    sp = d.speculative
+    with Store(store) as s:
+        payload = {"terms": [t.__dict__ for t in result.terms], "device": result.device,
+                   "batch_size": batch_size, "prompt_tokens": prompt}
+        s.add("footprint", tag, payload, "specsize measure", target=d.target.model_id,
+              draft=sp.draft.model_id if sp.draft else None, method=sp.method, k=k)
+        for mode, figures in (result.acceptance or {}).items():
+            s.add("acceptance", tag, figures | {"verification": mode}, f"specsize measure ({mode})",
+                  target=d.target.model_id, draft=sp.draft.model_id, method=sp.method, k=k,
+                  acceptance_rate=figures["acceptance_rate"], mean_accepted_length=figures["mean_accepted_length"])
+
+
+__all__ = ["measure"]

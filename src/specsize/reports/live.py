@@ -1,0 +1,22 @@
+"""Rendering of `specsize check-live`: JSON (docs/json.md) or a few lines of text."""
+
+from __future__ import annotations
+
+import json
+
+from ..planner.live import LiveCheck
+
+
+def render(result: LiveCheck, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(result.to_dict(), indent=2) + "\n"
+    o = result.observed
+    lines = [f"plan: {result.planned_verdict}; reality: {result.verdict_now}"
+             + (" (the verdict changes)" if result.verdict_changes else "")]
+    lines.append(f"observed: KV cache {o['kv_cache_tokens'] or '?'} tokens, usage "
+                 f"{'?' if o['kv_usage_fraction'] is None else format(o['kv_usage_fraction'], '.0%')}, "
+                 f"preemptions {o['preemptions'] if o['preemptions'] is not None else '?'}"
+                 + (f", acceptance {o['acceptance_rate']:.2f}" if o["acceptance_rate"] is not None else ""))
+    lines += [f"! {line}" for line in result.violations]
+    lines += [f"  {line}" for line in result.notes]
+    return "\n".join(lines) + "\n"
