@@ -1,0 +1,150 @@
+"""The public API: one request in, one typed result out, equal to the CLI's JSON; precedence; the defects of
+the consolidation issue, each pinned by a test that failed before it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import specsize
+from specsize.cli.main import main
+from specsize.core.errors import SpecError
+from specsize.core.traffic import peak_concurrency
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+
+
+def run(capsys, *argv):
+    with pytest.raises(SystemExit) as exit_info:
+        main(list(argv))
+    captured = capsys.readouterr()
+    return exit_info.value.code, captured.out, captured.err
+
+
+@pytest.mark.parametrize("path", [None, *EXAMPLES], ids=lambda p: p.name if p else "embedded-default")
+def test_api_plan_equals_cli_json(path, capsys):
+    argv = ["plan", "--format", "json"] + ([str(path)] if path else [])
+    _, out, _ = run(capsys, *argv)
+    result = specsize.plan(specsize.load_request(path))
+    assert result.to_dict() == json.loads(out)
+
+
+def test_public_surface():
+    for name in specsize.__all__:
+        assert getattr(specsize, name) is not None
+    with pytest.raises(AttributeError):
+        specsize.not_a_thing  # noqa: B018
+
+
+def test_precedence_default_file_flags(tmp_path):
+    file = tmp_path / "d.yaml"
+    file.write_text("target: meta-llama/Llama-3.1-8B-Instruct\ngpu: H100-SXM-80GB\nmax_num_seqs: 64\n"
+                    "workload:\n  prompt_tokens: {p50: 100, p99: 400}\n  output_tokens: {p50: 10, p99: 40}\n"
+                    "  concurrency: 8\n")
+    r = specsize.load_request(file, max_num_seqs=32)
+    assert (r.max_num_seqs, r.source_of("max_num_seqs")) == (32, "override")
+    assert (r.concurrency, r.source_of("concurrency")) == (8, "file")
+    assert (r.tp, r.source_of("tp")) == (1, "default")
+    assert r.prompt_tokens.p99 == 400 and r.given("prompt_tokens")
+    # no file and no target: the embedded default, flags still on top
+    d = specsize.load_request(concurrency=40)
+    assert d.target == "meta-llama/Llama-3.1-70B-Instruct" and d.source_of("target") == "embedded default"
+    assert d.concurrency == 40
+    # a target alone: nothing of the default deployment leaks in but the (stated) default workload
+    t = specsize.load_request(target="meta-llama/Llama-3.1-8B-Instruct")
+    assert t.draft is None and t.gpu is None and t.source_of("prompt_tokens") == "embedded default"
+
+
+def test_samples_file_override_replaces_the_files_lengths(tmp_path):
+    samples = tmp_path / "s.csv"
+    samples.write_text("prompt_tokens,output_tokens\n" + "".join(f"{100 + i},{10 + i}\n" for i in range(100)))
+    r = specsize.load_request(ROOT / "examples" / "llama8b-eagle3-h100.yaml", samples_file=str(samples))
+    assert r.prompt_tokens.max == 199 and r.output_tokens.max == 109  # the trace's, not the example's 12000
+
+
+def test_request_round_trips_through_to_dict(tmp_path):
+    import yaml
+
+    r = specsize.load_request(ROOT / "examples" / "llama8b-eagle3-h100.yaml", concurrency=7)
+    file = tmp_path / "again.yaml"
+    data = {k: v for k, v in r.settings().items()}
+    workload = {k: data.pop(k) for k in ("prompt_tokens", "output_tokens", "concurrency", "burst_factor")}
+    file.write_text(yaml.safe_dump({**data, "workload": workload}))
+    again = specsize.load_request(file)
+    assert specsize.plan(again).to_dict() == specsize.plan(r).to_dict()
+
+
+def test_unknown_field_and_bad_values_are_one_line_errors():
+    with pytest.raises(SpecError, match="^max_num_sequences: unknown setting"):
+        specsize.load_request(max_num_sequences=4)
+    for field, value in (("concurrency", 0), ("burst_factor", float("nan")), ("gpu_memory_utilization", 1.5),
+                         ("tp", 2.5), ("headroom", 1.0), ("kv_cache_dtype", "int3")):
+        with pytest.raises(SpecError, match=f"^{field}: "):
+            specsize.load_request(**{field: value})
+
+
+# --- the defects of the consolidation issue -------------------------------------------------------------------
+
+@pytest.mark.parametrize("command", ["simulate", "speedup"])
+def test_quantization_none_everywhere(command, capsys):
+    extra = ["--duration", "20"] if command == "simulate" else []
+    code, _, err = run(capsys, command, "--quantization", "none", "--acceptance-rate", "0.7", *extra)
+    assert code in (0, 1), err
+
+
+def test_quantization_override_keeps_shared_reserved(capsys):
+    example = str(ROOT / "examples" / "llama8b-eagle3-h100.yaml")
+    code, _, err = run(capsys, "check", example, "--shared-reserved-gib", "40")
+    assert code == 3, err
+    code, _, err = run(capsys, "check", example, "--shared-reserved-gib", "40", "--quantization", "fp8")
+    assert code == 3 and "refuses to start" in err + run(capsys, "check", example, "--shared-reserved-gib", "40",
+                                                            "--quantization", "fp8", "--format", "json")[1]
+
+
+def test_eagle_without_a_head_is_bad_input_not_an_assert(capsys):
+    code, out, err = run(capsys, "speedup", "--target", "meta-llama/Llama-3.1-8B-Instruct", "--method", "eagle3",
+                         "-k", "3", "--gpu", "H100-SXM-80GB", "--acceptance-rate", "0.7", "--batch-size", "1")
+    assert code == 2 and err.startswith("specsize: error: draft:") and out == ""
+
+
+def test_simulate_rate_alone_applies_no_hidden_burst(capsys):
+    code, out, err = run(capsys, "simulate", "--rate", "4", "--acceptance-rate", "0.7", "--duration", "30",
+                         "--format", "json")
+    detail = json.loads(out)["sim"]["scenario_detail"]
+    assert detail["bursts"] == [] and detail["on_off"] is None and detail["burst_source"] is None
+    assert detail["rate_source"] == "rate" and abs(detail["rate_req_s"] - 4) < 1e-9  # one replica
+    # the burst the user asks for does apply, and says where its factor came from
+    _, out, _ = run(capsys, "simulate", "--rate", "4", "--burst-factor", "2", "--acceptance-rate", "0.7",
+                    "--duration", "30", "--format", "json")
+    detail = json.loads(out)["sim"]["scenario_detail"]
+    assert detail["bursts"] == [{"start_s": 10.0, "duration_s": 5.0, "factor": 2.0}]
+    assert detail["burst_source"] == "burst_factor (override)"
+    # without a rate the scenario is the envelope's own burst, stated as such
+    _, out, _ = run(capsys, "simulate", "--acceptance-rate", "0.7", "--duration", "30")
+    assert out.startswith("scenario: Poisson") and "burst from burst_factor (embedded default)" in out
+
+
+def test_a_median_alone_means_fixed_lengths(capsys):
+    _, out, _ = run(capsys, "simulate", "--prompt-tokens-median", "700", "--acceptance-rate", "0.7",
+                    "--duration", "20", "--format", "json")
+    detail = json.loads(out)["sim"]["scenario_detail"]
+    assert detail["prompt_tokens"]["kind"] == "fixed" and detail["prompt_tokens"]["median"] == 700
+    assert detail["output_tokens"]["kind"] == "lognormal"  # from the workload, and the source says so
+    assert "flags (prompts)" in detail["lengths_source"]
+
+
+def test_peak_concurrency_has_one_owner_and_reads_decimals():
+    assert peak_concurrency(50, 1.1) == 55  # the float product is 55.000000000000007
+    assert peak_concurrency(18, 1.5) == 27 and peak_concurrency(7, 1.01) == 8 and peak_concurrency(3, 1.0) == 3
+
+
+def test_simulation_problems_are_kinds(capsys):
+    from specsize.planner.simulate import PROBLEM_KINDS
+
+    report = specsize.simulate(specsize.load_request(acceptance_rate=0.7, duration=60, rate=40.0))
+    assert report.spec.problems, "40 req/s on the default must overload it"
+    assert all(p.kind in PROBLEM_KINDS for p in report.spec.problems)
+    assert report.to_dict()["problem_kinds"] == [p.kind for p in report.spec.problems]
