@@ -14,19 +14,32 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from .core.errors import SpecError
 from .core.specs import ModelSpec
 from .inputs.load import EMBEDDED, load_request
 from .inputs.request import Request
 from .inputs.resolve import Resolved, resolve
-from .planner.live import LiveCheck
-from .planner.plan import PlanResult
-from .planner.report import ReportData
-from .planner.search import SearchResult
-from .planner.simulate import SimulationReport
-from .planner.speedup import SpeedupReport
+from .planner.result import PlanResult
+
+if TYPE_CHECKING:  # the other result types load with their commands (numpy, the simulator): `plan` stays light
+    from .planner.live import LiveCheck
+    from .planner.report import ReportData
+    from .planner.search import SearchResult
+    from .planner.simulate import SimulationReport
+    from .planner.speedup import SpeedupReport
+
+_LAZY_TYPES = {"LiveCheck": "live", "ReportData": "report", "SearchResult": "search",
+               "SimulationReport": "simulate", "SpeedupReport": "speedup"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY_TYPES:
+        import importlib  # noqa: PLC0415
+
+        return getattr(importlib.import_module(f"specsize.planner.{_LAZY_TYPES[name]}"), name)
+    raise AttributeError(f"module 'specsize.api' has no attribute {name!r}")
 
 __all__ = ["Request", "load_request", "plan", "simulate", "speedup", "report", "search", "check_live", "models", "gpus",
            "PlanResult", "SimulationReport", "SpeedupReport", "ReportData", "SearchResult", "LiveCheck"]
@@ -195,13 +208,13 @@ def report(request: Request | None = None, **overrides: Any) -> ReportData:
 def search(spec: str | Path, simulate: bool = True) -> SearchResult:
     """The cheapest configuration of a search spec (YAML) that meets its SLO with headroom."""
     from .catalog.gpus import load_efficiency  # noqa: PLC0415
-    from .engines import resolve_profile  # noqa: PLC0415
+    from .engines import DEFAULT_ENGINE, resolve_profile  # noqa: PLC0415
     from .inputs.search_spec import read_search_spec  # noqa: PLC0415
     from .planner.search import run_search  # noqa: PLC0415
     from .planner.search_confirm import confirmer  # noqa: PLC0415
 
     space = read_search_spec(str(spec))
-    profile = resolve_profile("vllm", space.engine_version)
+    profile = resolve_profile(DEFAULT_ENGINE, space.engine_version)
     confirm = confirmer(space, profile, load_efficiency) if simulate else None
     return run_search(space, profile, load_efficiency, confirm)
 

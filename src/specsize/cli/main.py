@@ -15,6 +15,7 @@ import click
 
 from .. import __version__
 from ..inputs.fields import ACCEPTANCE, ANALYSIS, DEPLOYMENT, PERF, SIMULATION, SPEEDUP, WORKLOAD
+from ..engines.emit import EMITTERS
 from .options import request_from, request_options
 
 EXIT_FOR_VERDICT = {"fits": 0, "thin": 1, "does_not_fit": 3}
@@ -77,7 +78,7 @@ def cli() -> None:
 @cli.command()
 @request_options(*SIZING, ANALYSIS, include=("duration", "seed"))
 @output_options(("text", "json", "markdown"))
-@click.option("--emit", type=click.Choice(["vllm", "sglang"]),
+@click.option("--emit", type=click.Choice(list(EMITTERS)),
               help="Print the engine's launch command (and vLLM's YAML config) for this plan instead of the report.")
 def plan(fmt: str, output: str | None, force: bool, emit: str | None, **kw) -> None:
     """Plan a deployment: per-GPU memory, KV capacity, envelope, verdict, fixes, placement, engine flags.

@@ -8,7 +8,8 @@ from ..core.errors import SpecError
 from ..core.memory import AccountingProfile
 from . import vllm
 
-ENGINES = {"vllm": vllm.PROFILES}
+ENGINES = {"vllm": vllm.PROFILES}  # engine name -> ((first release covered, profile), ...), oldest first
+DEFAULT_ENGINE = "vllm"
 
 
 def resolve_profile(engine: str = "vllm", version: str | None = None) -> AccountingProfile:

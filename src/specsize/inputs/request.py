@@ -18,6 +18,7 @@ from typing import Any
 
 from ..core.specs import KV_CACHE_DTYPES, QUANT_METHODS, LengthDistribution
 from ..core.speculation import SPEC_METHODS
+from ..engines import DEFAULT_ENGINE, ENGINES
 from .fields import (ACCEPTANCE, ANALYSIS, DEPLOYMENT, PERF, SIMULATION, SPEEDUP, WORKLOAD, F, FieldInfo)
 
 PERCENTILES = LengthDistribution.PERCENTILES
@@ -67,7 +68,8 @@ class Request:
     block_size: int | None = F(None, "KV cache block size.", "int", DEPLOYMENT, unit="tokens", minimum=1,
                                maximum=1 << 16, default_doc="the engine profile's default")
     device: str = F("cuda", "Accelerator the engine runs on.", "choice", DEPLOYMENT, choices=("cuda", "cpu"))
-    engine: str = F("vllm", "Serving engine whose accounting to follow.", "choice", DEPLOYMENT, choices=("vllm",))
+    engine: str = F(DEFAULT_ENGINE, "Serving engine whose accounting to follow.", "choice", DEPLOYMENT,
+                    choices=tuple(ENGINES))
     engine_version: str | None = F(None, "Engine release X.Y.", "str", DEPLOYMENT, default_doc="newest profile")
     headroom: float = F(0.20, "Headroom policy: below it the verdict is thin.", "float", DEPLOYMENT, minimum=0,
                         maximum=1, exclusive_maximum=True)

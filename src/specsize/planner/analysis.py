@@ -16,7 +16,7 @@ from .robustness import analyse
 
 
 def analyse_plan(result: PlanResult, profile: AccountingProfile, efficiency=None,
-                 acceptance: Acceptance | None = None, *, emit: tuple[str, ...] = ("vllm", "sglang"),
+                 acceptance: Acceptance | None = None, *, emit: tuple[str, ...] = tuple(EMITTERS),
                  gpus_per_node: int = 8, spare: int = 1, failure_unit: str = "replica",
                  storage_bandwidth_bytes_s: float = 2e9, ttft_slo_s: float | None = None,
                  tpot_slo_s: float | None = None, startup: StartupCosts = StartupCosts(),

@@ -72,7 +72,7 @@ def cis4(r: PlanResult, raw: dict) -> ControlResult:
               "max_num_seqs": s.max_num_seqs, "max_num_batched_tokens": s.max_num_batched_tokens,
               "block_size": s.block_size, "kv_cache_dtype": s.kv_cache_dtype, "tensor_parallel_size": r.deployment.tp}
     file_keys = {"tensor_parallel_size": "tp"}
-    command = next((c for c in r.commands if c.engine == "vllm"), None)
+    command = next((c for c in r.commands if c.engine == r.profile.engine), None)
     evidence = []
     defaulted = []
     for name in ENGINE_LIMITS:
