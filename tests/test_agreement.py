@@ -1,0 +1,51 @@
+"""One configuration, three views: the search's screen, `plan` and the simulator agree on it (the same
+memory account, peak concurrency, replica share and block pool), whatever the load."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers import deployment, profile, workload
+from specsize.catalog.gpus import load_efficiency
+from specsize.core.memory import account
+from specsize.core.speculation import Acceptance
+from specsize.inputs.search_spec import DrafterOption, GpuOption, SearchSlo, SearchSpace
+from specsize.planner.plan import plan, replica_workload
+from specsize.planner.search import screen
+from specsize.planner.simulate import engine_config
+
+DRAFT = "meta-llama/Llama-3.2-1B-Instruct"
+TARGET = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+@settings(max_examples=25, deadline=None)
+@given(concurrency=st.integers(1, 400), burst=st.sampled_from([1.0, 1.1, 1.25, 1.5, 2.0, 3.3]),
+       gpus=st.sampled_from([1, 2, 4]), k=st.integers(1, 5), mns=st.sampled_from([16, 64, 256]))
+def test_search_plan_and_simulator_agree(concurrency, burst, gpus, k, mns):
+    d = replace(deployment(TARGET, draft=DRAFT, method="draft_model", k=k, max_model_len=16384, max_num_seqs=mns),
+                num_gpus=gpus)
+    w = workload(concurrency=concurrency, burst=burst)
+    planned = plan(d, w, profile())
+    space = SearchSpace(name="one", target=d.target,
+                        drafters=(DrafterOption("draft", d.speculative, 0.7, None, None, (k,)),),
+                        gpus=(GpuOption(d.gpu, (gpus,), None),), tps=(1,), kv_cache_dtypes=("auto",),
+                        max_num_seqs=(mns,), engine=replace(d.engine, max_num_seqs=None), workload=w,
+                        slo=SearchSlo(), headroom=0.2, gpus_per_node=8, finalists=0, simulate_seconds=10.0,
+                        engine_version=None)
+    (candidate,), _ = screen(space, profile(), load_efficiency)
+    assert candidate.headroom == planned.verdict.worst_case.headroom_fraction
+    assert candidate.kv_cache_tokens == planned.memory.kv_cache_tokens
+    assert (candidate.status == "does_not_fit") == (planned.verdict.verdict == "does_not_fit")
+    # the simulator runs the plan's pool and limits for one replica's share
+    cfg = engine_config(d, account(d, profile()), load_efficiency(d.gpu))
+    assert cfg.num_blocks == planned.memory.usable_blocks and cfg.max_num_seqs == planned.memory.settings.max_num_seqs
+    assert replica_workload(d, w).concurrency == -(-concurrency // gpus)
+
+
+def test_acceptance_is_one_type_everywhere():
+    from specsize.planner import perf, search, speedup
+
+    assert perf.Acceptance is Acceptance and search.Acceptance is Acceptance and speedup.Acceptance is Acceptance
