@@ -99,7 +99,7 @@ def main() -> int:
         if observed is None:
             skipped.append((row["id"], "no speed-up figure"))
             continue
-        mem = account(d, resolve_profile(), quant)
+        mem = account(d, resolve_profile())  # the quantization override is the deployment's own
         eff = load_efficiency(d.gpu)
         acceptance = Acceptance(rate=row.get("acceptance_rate"), mean_accepted_length=row.get("mean_accepted_length"),
                                 measured_at_k=row["k"])

@@ -74,6 +74,8 @@ def predict(row: dict, kv_override_gib: float | None = None):
     target = load_model(model_id)
     if changes:
         target = target.with_(**changes)
+    if quant is not None:  # the checkpoint's own quantization (what account() reads from the target)
+        target = target.with_(quantization=quant)
     dtype = row.get("dtype") if row.get("dtype") not in (None, "auto") else "auto"
     total = row.get("total_gpu_memory_gib") or 80.0
     gpu = GpuSpec("calibration", row.get("gpu_model") or "gpu", from_gib(total), 0, 0, None, 0)
@@ -84,7 +86,7 @@ def predict(row: dict, kv_override_gib: float | None = None):
         enforce_eager=bool(row.get("enforce_eager")),
         kv_cache_memory_bytes=None if kv_override_gib is None else from_gib(kv_override_gib))
     deployment = Deployment(target=target, gpu=gpu, tp=row.get("tensor_parallel_size") or 1, engine=settings)
-    return account(deployment, resolve_profile("vllm", _version(row)), quant)
+    return account(deployment, resolve_profile("vllm", _version(row)))
 
 
 def err(predicted: float, observed: float | None) -> float | None:
