@@ -218,6 +218,14 @@ def _value(name: str, raw: Any, base: Path | None) -> Any:
     return value
 
 
+def validated(name: str, value: Any) -> Any:
+    """`value` checked as field `name` (idempotent: a value that already passed comes back unchanged)."""
+    if value is None or isinstance(value, LengthDistribution):
+        return value
+    checked = _value(name, value, None)
+    return value if checked == value and type(checked) is type(value) else checked
+
+
 def _layer(values: dict, sources: dict, raw: dict, source: str, base: Path | None) -> None:
     for name, item in raw.items():
         if item is None:

@@ -173,6 +173,16 @@ class Request:
     # --- provenance (not an input): where each value came from -------------------------------------------------
     sources: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
+    def __post_init__(self) -> None:
+        """A Request built directly (not by `load_request`) is validated the same way, field by field."""
+        from .load import validated  # noqa: PLC0415 - load imports this module
+
+        for name in FIELDS:
+            value = getattr(self, name)
+            checked = validated(name, value)
+            if checked is not value:
+                object.__setattr__(self, name, checked)
+
     def source_of(self, name: str) -> str:
         """default, embedded default, file, or override (a flag or an API keyword)."""
         return self.sources.get(name, "default")

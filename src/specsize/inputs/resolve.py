@@ -84,7 +84,10 @@ def deployment_of(r: Request) -> Deployment:
 
 
 def workload_of(r: Request) -> Workload:
-    assert r.prompt_tokens is not None and r.output_tokens is not None  # load_request guarantees both
+    if r.prompt_tokens is None or r.output_tokens is None:
+        missing = "prompt_tokens" if r.prompt_tokens is None else "output_tokens"
+        raise SpecError(missing, "no workload lengths given", "p50=N,p95=N,p99=N,max=N | N,N,... | @FILE "
+                        "(specsize.load_request fills the default envelope when none is given)")
     return Workload(prompt_tokens=r.prompt_tokens, output_tokens=r.output_tokens, concurrency=r.concurrency,
                     burst_factor=r.burst_factor, percentile=r.percentile)
 
