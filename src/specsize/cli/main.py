@@ -15,6 +15,7 @@ import click
 
 from .. import __version__
 from ..inputs.fields import ACCEPTANCE, ANALYSIS, DEPLOYMENT, PERF, SIMULATION, SPEEDUP, WORKLOAD
+from ..core.speculation import SPEC_METHODS
 from ..engines.emit import EMITTERS
 from .options import request_from, request_options
 
@@ -353,7 +354,7 @@ def calibrations(ctx, store: str | None, kind: str | None, tag: str | None, fmt:
 @click.option("--tag", required=True)
 @click.option("--target")
 @click.option("--draft")
-@click.option("--method", type=click.Choice(["draft_model", "eagle", "eagle3", "mtp", "medusa", "ngram"]))
+@click.option("--method", type=click.Choice([m for m in SPEC_METHODS if m != "none"]))
 @click.option("-k", "--num-speculative-tokens", "k", type=click.IntRange(1, 64))
 @click.option("--acceptance-rate", type=click.FloatRange(0, 1))
 @click.option("--mean-accepted-length", type=click.FloatRange(1, 65))

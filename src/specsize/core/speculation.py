@@ -74,7 +74,7 @@ DRAFTER_KINDS: dict[SpecMethod, DrafterKind] = {
         DrafterKind(SpecMethod.EAGLE3, True, False, True, True, False, True, "k", False,
                     (("vllm", "eagle3"), ("sglang", "EAGLE3")), "EAGLE-3 head"),
         DrafterKind(SpecMethod.MTP, False, True, True, True, False, True, "k", False,
-                    (("vllm", "mtp"), ("sglang", "NEXTN")), "MTP layers of the target"),
+                    (("vllm", "mtp"), ("sglang", "NEXTN")), "MTP layers"),
         DrafterKind(SpecMethod.MEDUSA, True, False, False, False, False, False, "one", False,
                     (("vllm", "medusa"), ("sglang", None)), "Medusa heads"),
         DrafterKind(SpecMethod.NGRAM, False, False, False, False, False, False, "none", True,

@@ -52,7 +52,8 @@ def _gpu(r: Request) -> GpuSpec:
 def speculative_config(method_name: str | None, draft_id: str | None, k: int | None, draft_tp: int,
                        field: str = "method") -> SpeculativeConfig:
     """The drafter a request names, its config loaded when its kind needs one."""
-    method = SpecMethod.parse(method_name or ("draft_model" if draft_id else "none"), field)
+    default = SpecMethod.DRAFT_MODEL if draft_id else SpecMethod.NONE
+    method = SpecMethod.parse(method_name or default, field)
     kind = SpeculativeConfig(method=method).kind
     draft = None
     if kind.needs_draft_config:
@@ -64,7 +65,7 @@ def speculative_config(method_name: str | None, draft_id: str | None, k: int | N
             draft = as_eagle_head(draft)
     if method != SpecMethod.NONE and (k is None or k < 1):
         raise SpecError("num_speculative_tokens", f"must be >= 1 with method {method}, got {k}", "an integer >= 1")
-    return SpeculativeConfig(method=method, draft=draft, num_speculative_tokens=(k or 0) if method != "none" else 0,
+    return SpeculativeConfig(method=method, draft=draft, num_speculative_tokens=(k or 0) if method != SpecMethod.NONE else 0,
                              draft_tp=draft_tp)
 
 

@@ -42,7 +42,7 @@ def breakdown(r: PlanResult) -> list[tuple[str, str, str]]:
     if s.enforce_eager:
         graphs_note = "enforce_eager: none captured"
     draft_note = d.speculative.draft.model_id if d.speculative.draft else (
-        "MTP layers" if d.speculative.method == "mtp" else "none")
+        d.speculative.kind.label if d.speculative.kind.derives_from_target else "none")
     return [
         ("GPU memory (driver)", gib(m.total_bytes), d.gpu.sources.get("memory", "")[:60]),
         (f"budget (x {s.gpu_memory_utilization:g})", gib(m.budget_bytes), "gpu_memory_utilization"),
