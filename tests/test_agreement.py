@@ -30,7 +30,7 @@ def test_search_plan_and_simulator_agree(concurrency, burst, gpus, k, mns):
     w = workload(concurrency=concurrency, burst=burst)
     planned = plan(d, w, profile())
     space = SearchSpace(name="one", target=d.target,
-                        drafters=(DrafterOption("draft", d.speculative, 0.7, None, None, (k,)),),
+                        drafters=(DrafterOption("draft", d.speculative, Acceptance(rate=0.7), (k,)),),
                         gpus=(GpuOption(d.gpu, (gpus,), None),), tps=(1,), kv_cache_dtypes=("auto",),
                         max_num_seqs=(mns,), engine=replace(d.engine, max_num_seqs=None), workload=w,
                         slo=SearchSlo(), headroom=0.2, gpus_per_node=8, finalists=0, simulate_seconds=10.0,

@@ -27,7 +27,7 @@ PROFILE = resolve_profile()
 def small_space(**overrides):
     base = dict(
         name="hand", target=load_model("meta-llama/Llama-3.1-70B-Instruct"),
-        drafters=(DrafterOption("none", SpeculativeConfig(), None, None, None, (0,)),),
+        drafters=(DrafterOption("none", SpeculativeConfig(), None, (0,)),),
         gpus=(GpuOption(load_gpu("L4-24GB"), (1, 2, 4), 0.8), GpuOption(load_gpu("H200-141GB"), (1, 2), 3.5),
               GpuOption(load_gpu("B200-180GB"), (1,), 5.5)),
         tps=(1, 2, 4), kv_cache_dtypes=("auto",), max_num_seqs=(64,), engine=EngineSettings(max_model_len=8192),

@@ -9,6 +9,7 @@ from typing import Any
 from ..catalog import load_gpu, load_model
 from ..core.errors import SpecError
 from ..core.specs import KV_CACHE_DTYPES, EngineSettings, SpeculativeConfig, Workload
+from ..core.speculation import Acceptance
 from .fields import FieldInfo, coerce
 from .load import build_request, read_yaml_file
 from .resolve import speculative_config, workload_of
@@ -41,9 +42,7 @@ SLO_KEYS = {"ttft_p99_ms", "tpot_p99_ms", "request_rate", "throughput_tok_s"}
 class DrafterOption:
     label: str
     speculative: SpeculativeConfig  # num_speculative_tokens filled per k by the search
-    acceptance_rate: float | None
-    mean_accepted_length: float | None
-    measured_at_k: int | None
+    acceptance: Acceptance | None  # measured at `measured_at_k` (default: the first of ks); None without a method
     ks: tuple[int, ...]
 
 
@@ -104,9 +103,12 @@ def _drafter(item: dict, default_ks: list[int]) -> DrafterOption:
                         "acceptance_rate or mean_accepted_length (measured, never assumed)")
     ks = tuple(_int({"ks": k}, "ks") for k in item.get("ks", default_ks)) if method != "none" else (0,)
     label = str(item.get("label") or (method + (f" {draft.model_id}" if draft else "")))
+    acceptance = None
+    if spec.enabled:
+        acceptance = Acceptance(rate=rate, mean_accepted_length=mean,
+                                measured_at_k=_int(item, "measured_at_k") or ks[0], source="search spec")
     return DrafterOption(label=label, speculative=SpeculativeConfig(spec.method, draft, 0, spec.draft_tp),
-                         acceptance_rate=rate, mean_accepted_length=mean,
-                         measured_at_k=_int(item, "measured_at_k"), ks=ks)
+                         acceptance=acceptance, ks=ks)
 
 
 def read_search_spec(path: str) -> SearchSpace:

@@ -91,9 +91,10 @@ def screen(space, profile: AccountingProfile, efficiency_for) -> tuple[list[Cand
                 for drafter in space.drafters:
                     acceptance = None
                     if drafter.speculative.enabled:
-                        given = Acceptance(rate=drafter.acceptance_rate,
-                                           mean_accepted_length=drafter.mean_accepted_length,
-                                           measured_at_k=drafter.measured_at_k or drafter.ks[0])
+                        given = drafter.acceptance
+                        if given is None:
+                            raise SpecError("drafters", f"{drafter.label}: no acceptance given",
+                                            "acceptance_rate or mean_accepted_length (measured, never assumed)")
                         acceptance = Acceptance(rate=given.per_token(drafter.ks[0]))  # convert once
                     for k in drafter.ks:
                         spec = replace(drafter.speculative, num_speculative_tokens=k)

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from ..core.memory import AccountingProfile
 from ..core.specs import Deployment
-from ..core.speculation import Acceptance, Tree
+from ..core.speculation import Tree
 from .scenario import envelope_settings, run_simulation
 from .search import Candidate
 
@@ -22,10 +22,7 @@ def confirmer(space, profile: AccountingProfile, efficiency_for):
         engine = replace(space.engine, kv_cache_dtype=c.kv_cache_dtype, max_num_seqs=c.max_num_seqs)
         d = Deployment(target=space.target, gpu=gpus[c.gpu], speculative=spec, tp=c.tp, num_gpus=c.gpus, engine=engine)
         eff = efficiency_for(d.gpu)
-        acceptance = None
-        if spec.enabled:
-            acceptance = Acceptance(rate=option.acceptance_rate, mean_accepted_length=option.mean_accepted_length,
-                                    measured_at_k=option.measured_at_k or option.ks[0])
+        acceptance = option.acceptance if spec.enabled else None
         sim = replace(envelope_settings(space.workload, space.simulate_seconds, 0, "the search spec's workload",
                                         space.slo.ttft_p99_s), compare=False)
         report = run_simulation(d, space.workload, profile, eff, acceptance, space.slo.tpot_p99_s, Tree(), sim,
