@@ -136,7 +136,7 @@ def main(argv: list[str]) -> int:
     if task == "catalog":
         _ensure_venv("test")
         return _run([PY, ROOT / "tools" / "build_catalog.py", *rest])
-    print(f"dev.py: unknown task {task!r}; accepted: plan, test, lint, bench, catalog, goldens, engine-env",
+    print(f"dev.py: unknown task {task!r}; accepted: plan, test, lint, bench, catalog, goldens, docs, engine-env",
           file=sys.stderr)
     return 2
 

@@ -1,8 +1,14 @@
-"""Reading a user's file: one place that turns an OS error into a one-line error naming the field."""
+"""Reading a user's file: one place that turns an OS error into a one-line error naming the field.
+
+Also the packaged catalogs' reader and row checks (see the end of this file)."""
 
 from __future__ import annotations
 
+import json
+import math
+from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from ..core.errors import SpecError
 
@@ -21,3 +27,109 @@ def read_lines(path: str | Path, field: str) -> list[str]:
     if not lines:
         raise SpecError(field, f"{path} is empty", "a CSV or JSONL file with one request per line")
     return lines
+
+
+# --- The packaged catalogs (src/specsize/catalog/data): read through importlib.resources, so that they work
+# from a wheel as from a checkout, and checked row by row, so that a bad row is one line naming the file and
+# the row instead of a KeyError or TypeError in every command that lists the catalog.
+
+CATALOG_FIELD = "catalog"
+
+
+def packaged_json(name: str) -> Any:
+    """A JSON file under specsize/catalog/data (`name` relative to it, e.g. "gpus.json" or "models/x.json")."""
+    resource = resources.files("specsize.catalog").joinpath("data", *name.split("/"))
+    try:
+        text = resource.read_text(encoding="utf-8")
+    except OSError as err:
+        raise SpecError(CATALOG_FIELD, f"cannot read the packaged {name}: {err.strerror or err}",
+                        "an installed specsize with its data files (reinstall it)") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise SpecError(CATALOG_FIELD, f"{name} is not valid JSON ({err.msg} at line {err.lineno})",
+                        "a JSON file") from None
+
+
+def row_label(row: object, index: int | None = None, key: str = "id") -> str:
+    """How an error names a row: its id when it has a usable one, else its position (1-based) in the file."""
+    if isinstance(row, dict) and isinstance(row.get(key), str) and row[key].strip():
+        return f"row {row[key]!r}"
+    return f"row #{index + 1}" if index is not None else "row (no id)"
+
+
+def catalog_error(file: str, row: str | None, problem: str, accepted: str) -> SpecError:
+    """SpecError("catalog", "<file> <row>: <problem>", accepted): one line naming the file and the row."""
+    where = f"{file} {row}" if row else file
+    return SpecError(CATALOG_FIELD, f"{where}: {problem}", accepted)
+
+
+class RowCheck:
+    """Checks of the fields of one catalog row; every failure names the file, the row and the key."""
+
+    def __init__(self, file: str, row: str, data: object, prefix: str = ""):
+        self.file, self.row, self.prefix = file, row, prefix
+        if not isinstance(data, dict):
+            raise catalog_error(file, row, f"{prefix.rstrip('.') or 'the row'} must be a JSON object, "
+                                f"got {_kind(data)}", "a JSON object of named fields")
+        self.data: dict = data
+
+    def fail(self, key: str, problem: str, accepted: str) -> SpecError:
+        return catalog_error(self.file, self.row, f"{self.prefix}{key} {problem}", accepted)
+
+    def _get(self, key: str, required: bool) -> tuple[bool, Any]:
+        if key not in self.data:
+            if required:
+                raise catalog_error(self.file, self.row, f"missing required key {self.prefix}{key!r}",
+                                    f"a row with {self.prefix}{key}")
+            return False, None
+        return True, self.data[key]
+
+    def text(self, key: str, *, required: bool = True, nullable: bool = False) -> str | None:
+        present, value = self._get(key, required)
+        if not present or (value is None and nullable):
+            return None
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(key, f"must be a non-empty string, got {value!r}", "a non-empty string")
+        return value
+
+    def number(self, key: str, *, required: bool = True, nullable: bool = False, integer: bool = False,
+               minimum: float = 0.0, inclusive: bool = False, maximum: float | None = None) -> float | None:
+        """A finite number (an int when `integer`) > minimum (>= with `inclusive`) and <= maximum."""
+        present, value = self._get(key, required)
+        if not present or (value is None and nullable):
+            return None
+        kind = "integer" if integer else "number"
+        if minimum == 0 and not inclusive and maximum is None:
+            wanted = f"a positive {kind}" if integer else "a positive finite number"
+        else:
+            wanted = f"a finite {kind} {'>=' if inclusive else '>'} {minimum:g}"
+            wanted += f" and <= {maximum:g}" if maximum is not None else ""
+        accepted = wanted + (" or null" if nullable else "")
+        ok_type = isinstance(value, int) if integer else isinstance(value, (int, float))
+        if isinstance(value, bool) or not ok_type:
+            raise self.fail(key, f"must be {wanted}, got {_kind(value)} {value!r}", accepted)
+        in_range = math.isfinite(value) and (value >= minimum if inclusive else value > minimum) \
+            and (maximum is None or value <= maximum)
+        if not in_range:
+            raise self.fail(key, f"must be {wanted}, got {value!r}", accepted)
+        return value
+
+    def mapping(self, key: str, *, required: bool = True, nullable: bool = False) -> dict | None:
+        present, value = self._get(key, required)
+        if not present or (value is None and nullable):
+            return None
+        if not isinstance(value, dict):
+            raise self.fail(key, f"must be a JSON object, got {_kind(value)}", "a JSON object")
+        return value
+
+    def only(self, allowed: set[str] | frozenset[str]) -> None:
+        unknown = sorted(set(self.data) - set(allowed))
+        if unknown:
+            raise catalog_error(self.file, self.row, f"unknown key {self.prefix}{unknown[0]!r}",
+                                ", ".join(sorted(allowed)))
+
+
+def _kind(value: object) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null",
+            int: "an integer", float: "a number"}.get(type(value), type(value).__name__)

@@ -2,21 +2,61 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
-import json
+import math
+import numbers
 from functools import lru_cache
-from importlib import resources
 
 from ..core.errors import SpecError
 from ..core.perf import Efficiency
 from ..core.specs import GpuSpec
 from ..core.units import from_gib
+from .files import RowCheck, catalog_error, packaged_json, row_label
+
+GPUS_FILE = "gpus.json"
+EFFICIENCY_FILE = "efficiency.json"
+
+
+def validate_gpu_rows(file_name: str, rows: object) -> dict[str, dict]:
+    """id -> row of the GPU catalog's rows, each checked: a bad row raises SpecError naming the file and the row.
+
+    Required: id, name, vendor, memory_source, source (non-empty strings); memory_gib,
+    memory_bandwidth_bytes_s, bf16_flops, interconnect_bytes_s (finite numbers > 0); fp8_flops (> 0 or null,
+    for GPUs without FP8 tensor cores). Optional strings: family, interconnect_note. Ids are unique, ignoring case.
+    """
+    if not isinstance(rows, list):
+        raise catalog_error(file_name, None, f"'gpus' must be a list of rows, got {type(rows).__name__}",
+                            "a JSON list of GPU rows")
+    by_id: dict[str, dict] = {}
+    seen: dict[str, str] = {}
+    for index, row in enumerate(rows):
+        check = RowCheck(file_name, row_label(row, index), row)
+        gpu_id = check.text("id")
+        for key in ("name", "vendor", "memory_source", "source"):
+            check.text(key)
+        for key in ("family", "interconnect_note"):
+            check.text(key, required=False)
+        for key in ("memory_gib", "memory_bandwidth_bytes_s", "bf16_flops", "interconnect_bytes_s"):
+            check.number(key)
+        check.number("fp8_flops", nullable=True)
+        assert gpu_id is not None  # required above
+        if gpu_id.lower() in seen:
+            raise catalog_error(file_name, check.row, f"duplicate id (same as row {seen[gpu_id.lower()]!r}, "
+                                "ignoring case)", "one row per GPU id")
+        seen[gpu_id.lower()] = gpu_id
+        by_id[gpu_id] = check.data
+    if not by_id:
+        raise catalog_error(file_name, None, "holds no GPU rows", "at least one GPU row")
+    return by_id
 
 
 @lru_cache(maxsize=1)
 def _rows() -> dict[str, dict]:
-    data = json.loads((resources.files("specsize.catalog") / "data" / "gpus.json").read_text())
-    return {row["id"]: row for row in data["gpus"]}
+    data = packaged_json(GPUS_FILE)
+    if not isinstance(data, dict) or "gpus" not in data:
+        raise catalog_error(GPUS_FILE, None, "must be a JSON object with a 'gpus' list", '{"gpus": [...]}')
+    return validate_gpu_rows(GPUS_FILE, data["gpus"])
 
 
 def gpu_ids() -> list[str]:
@@ -41,7 +81,7 @@ def load_gpu(gpu_id: str | None, memory_gib: float | None = None) -> GpuSpec:
     """A catalog GPU (case-insensitive id), optionally with its memory overridden by `memory_gib`."""
     memory = None
     if memory_gib is not None:
-        if not memory_gib > 0:
+        if not _positive_number(memory_gib):
             raise SpecError("gpu_memory_gib", f"must be positive, got {memory_gib}", "a number of GiB > 0")
         memory = from_gib(memory_gib)
     rows = _rows()
@@ -63,9 +103,49 @@ def load_gpu(gpu_id: str | None, memory_gib: float | None = None) -> GpuSpec:
     return spec
 
 
+_EFFICIENCY_FIELDS = {f.name for f in dataclasses.fields(Efficiency)} - {"family"}
+_EFFICIENCY_OPTIONAL = {f.name for f in dataclasses.fields(Efficiency)
+                        if f.default is not dataclasses.MISSING} - {"source"}
+
+
+def validate_efficiency_rows(file_name: str, rows: object) -> dict[str, dict]:
+    """family -> row of the efficiency catalog, each checked: a bad row raises SpecError naming the file and row.
+
+    Every row holds the Efficiency fields: memory and compute are fractions of peak (0 < x <= 1), the
+    *_s costs are finite seconds >= 0, source is a non-empty string; no other key. A row 'unknown' is the
+    fallback of GPUs whose family has none, so it must be there.
+    """
+    if not isinstance(rows, dict):
+        raise catalog_error(file_name, None, f"'families' must be an object of rows, got {type(rows).__name__}",
+                            "a JSON object: family -> row")
+    for family, row in rows.items():
+        check = RowCheck(file_name, f"row {family!r}", row)
+        check.only(_EFFICIENCY_FIELDS)
+        check.text("source")
+        for key in sorted(_EFFICIENCY_FIELDS - {"source"}):
+            required = key not in _EFFICIENCY_OPTIONAL
+            if key in ("memory", "compute"):
+                check.number(key, maximum=1.0)
+            else:
+                check.number(key, required=required, inclusive=True)
+    if "unknown" not in rows:
+        raise catalog_error(file_name, None, "has no 'unknown' family (the fallback of unlisted families)",
+                            "a row 'unknown'")
+    return rows
+
+
 @lru_cache(maxsize=1)
 def _efficiency_rows() -> dict:
-    return json.loads((resources.files("specsize.catalog") / "data" / "efficiency.json").read_text())["families"]
+    data = packaged_json(EFFICIENCY_FILE)
+    if not isinstance(data, dict) or "families" not in data:
+        raise catalog_error(EFFICIENCY_FILE, None, "must be a JSON object with a 'families' object",
+                            '{"families": {...}}')
+    return validate_efficiency_rows(EFFICIENCY_FILE, data["families"])
+
+
+def _positive_number(value: object) -> bool:
+    """A finite number > 0 (numpy scalars included; booleans, strings and NaN are not)."""
+    return not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value) and float(value) > 0
 
 
 def load_efficiency(gpu: GpuSpec, overrides: dict | None = None) -> Efficiency:
@@ -77,7 +157,7 @@ def load_efficiency(gpu: GpuSpec, overrides: dict | None = None) -> Efficiency:
             continue
         if key not in row or key == "source":
             raise SpecError(key, "unknown efficiency field", ", ".join(k for k in row if k != "source"))
-        if not value > 0:
+        if not _positive_number(value):
             raise SpecError(key, f"must be positive, got {value}", "a number > 0")
         row[key] = float(value)
         row["source"] = row["source"] + f"; {key} overridden by the user"

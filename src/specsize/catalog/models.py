@@ -17,13 +17,18 @@ from pathlib import Path
 
 from ..core.errors import SpecError
 from ..core.specs import ModelSpec
-from .configs import spec_from_config
+from .configs import REQUIRED, spec_from_config
+from .files import RowCheck, packaged_json, row_label
+
+MODELS_DIR = "models"
+# config.json fields that, when present and not null, size the model: positive integers
+_OPTIONAL_SIZES = ("num_key_value_heads", "head_dim", "intermediate_size", "max_position_embeddings")
 
 
 @lru_cache(maxsize=1)
 def _catalog_index() -> dict[str, str]:
     """lower-case id -> resource file name."""
-    folder = resources.files("specsize.catalog") / "data" / "models"
+    folder = resources.files("specsize.catalog") / "data" / MODELS_DIR
     index = {}
     for entry in folder.iterdir():
         if entry.name.endswith(".json"):
@@ -31,10 +36,52 @@ def _catalog_index() -> dict[str, str]:
     return index
 
 
+def validate_model_entry(file_name: str, entry: object) -> dict:
+    """One model-catalog file's content, checked: a bad one raises SpecError naming the file and the row (its id).
+
+    Required: id (a non-empty string; for a file named ORG__NAME.json it is ORG/NAME, ignoring case),
+    source (a non-empty string), config (a config.json object whose hidden_size, num_hidden_layers,
+    num_attention_heads and vocab_size, or those of its text_config, are positive integers; head_dim,
+    num_key_value_heads, intermediate_size and max_position_embeddings too when set). Optional:
+    params_published (null or an object with a value and a source), alias_of, copy_kind, notes (strings or null).
+    """
+    check = RowCheck(file_name, row_label(entry), entry)
+    model_id = check.text("id")
+    assert model_id is not None  # required above
+    base = file_name.rsplit("/", 1)[-1]
+    if base.endswith(".json") and base[:-5].replace("__", "/").lower() != model_id.lower():
+        raise check.fail("id", f"does not match the file name (which stands for {base[:-5].replace('__', '/')!r})",
+                         "a file named ORG__NAME.json holding the id ORG/NAME")
+    check.text("source")
+    for key in ("alias_of", "copy_kind", "notes"):
+        check.text(key, required=False, nullable=True)
+    published = check.mapping("params_published", required=False, nullable=True)
+    if published is not None:
+        sub = RowCheck(file_name, check.row, published, "params_published.")
+        value = sub.data.get("value")
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            sub.number("value")
+        else:
+            sub.text("value")
+        sub.text("source")
+    config = check.mapping("config")
+    assert config is not None  # required above
+    if not config:
+        raise check.fail("config", "is empty", "a config.json object")
+    text = config.get("text_config")
+    sizes = RowCheck(file_name, check.row, text, "config.text_config.") \
+        if isinstance(text, dict) and "hidden_size" in text else RowCheck(file_name, check.row, config, "config.")
+    for key in REQUIRED:
+        sizes.number(key, integer=True)
+    for key in _OPTIONAL_SIZES:
+        sizes.number(key, required=False, nullable=True, integer=True)
+    return check.data
+
+
 @lru_cache(maxsize=None)
 def catalog_entry(model_id: str) -> dict:
     name = _catalog_index()[model_id.lower()]
-    return json.loads((resources.files("specsize.catalog") / "data" / "models" / name).read_text())
+    return validate_model_entry(f"{MODELS_DIR}/{name}", packaged_json(f"{MODELS_DIR}/{name}"))
 
 
 def catalog_ids() -> list[str]:
@@ -50,11 +97,14 @@ def _from_catalog(model_id: str) -> ModelSpec:
 
 def _read_json(path: Path, field: str) -> dict:
     try:
-        return json.loads(path.read_text())
+        data = json.loads(path.read_text())
     except json.JSONDecodeError as err:
         raise SpecError(field, f"{path} is not valid JSON ({err.msg} at line {err.lineno})", "a JSON file") from None
     except OSError as err:
         raise SpecError(field, f"cannot read {path}: {err.strerror}", "a readable file") from None
+    if not isinstance(data, dict):
+        raise SpecError(field, f"{path} holds a JSON {type(data).__name__}, not an object", "a JSON object")
+    return data
 
 
 def safetensors_header(path: Path) -> dict:
@@ -85,8 +135,8 @@ def safetensors_bytes(directory: Path, skip_layers_from: int | None = None) -> i
             for name, info in safetensors_header(shard).items():
                 if name == "__metadata__":
                     continue
-                if skip_layers_from is not None and _layer_number(name) is not None \
-                        and _layer_number(name) >= skip_layers_from:
+                layer = _layer_number(name)
+                if skip_layers_from is not None and layer is not None and layer >= skip_layers_from:
                     continue
                 begin, end = info["data_offsets"]
                 total += end - begin
@@ -114,7 +164,8 @@ def _from_path(path: Path, model_id: str | None = None) -> ModelSpec:
     name = model_id or (path.name if path.is_dir() else path.parent.name or str(path))
     exact = None
     if path.is_dir():
-        text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+        nested = cfg.get("text_config")
+        text: dict = nested if isinstance(nested, dict) else cfg
         skip = int(text["num_hidden_layers"]) if text.get("num_nextn_predict_layers") else None
         exact = safetensors_bytes(path, skip)
     return spec_from_config(cfg, name, f"local: {config_path}", weight_bytes_exact=exact)
