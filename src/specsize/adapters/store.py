@@ -170,6 +170,7 @@ class Store:
         except BaseException:
             self._con.execute("ROLLBACK")
             raise
+        assert cursor.lastrowid is not None  # set by every successful INSERT
         return int(cursor.lastrowid)
 
     def list(self, kind: str | None = None, tag: str | None = None) -> list[Observation]:
@@ -185,7 +186,8 @@ class Store:
         if clauses:
             query += " WHERE " + " AND ".join(clauses)
         query += " ORDER BY id"
-        return [Observation(*row[:9], json.loads(row[9]), *row[10:]) for row in self._con.execute(query, args)]
+        # one tuple of all 13 columns, the JSON payload (column 9) decoded
+        return [Observation(*(*row[:9], json.loads(row[9]), *row[10:])) for row in self._con.execute(query, args)]
 
     def latest_acceptance(self, tag: str, target: str | None = None, draft: str | None = None,
                           method: str | None = None) -> Observation:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.errors import SpecError
-from ..core.specs import DTYPE_ALIASES, AttentionLayer, MLASpec, ModelSpec, MoESpec, Quantization
+from ..core.specs import DTYPE_ALIASES, AttentionKind, AttentionLayer, MLASpec, ModelSpec, MoESpec, Quantization
 
 REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
 
@@ -51,8 +51,9 @@ def parse_quantization(qc: dict | None, is_moe: bool, model: str) -> Quantizatio
         algo = str(qc.get("quant_algo") or qc.get("quantization", {}).get("quant_algo") or method).upper()
         return Quantization("nvfp4") if "FP4" in algo else Quantization("fp8")
     if method == "compressed-tensors":
-        groups = qc.get("config_groups") or {}
-        weights = next(iter(groups.values()), {}).get("weights", {}) if groups else {}
+        groups: dict = qc.get("config_groups") or {}
+        first_group: dict = next(iter(groups.values()), {})  # {} when there are no groups
+        weights = first_group.get("weights", {})
         bits = int(weights.get("num_bits", 8))
         kind = str(weights.get("type", "int"))
         if bits == 4 and kind == "float":
@@ -70,7 +71,7 @@ def _layers(cfg: dict, model_type: str, n_layers: int, kv_heads: int, head_dim: 
         width = mla.kv_lora_rank + mla.qk_rope_head_dim
         return tuple(AttentionLayer("mla", mla_width=width) for _ in range(n_layers))
     window = cfg.get("sliding_window")
-    kinds: list[tuple[str, int | None]]
+    kinds: list[tuple[AttentionKind, int | None]]
     if isinstance(cfg.get("layer_types"), list):
         names = cfg["layer_types"]
         kinds = [("sliding", window) if "sliding" in t else ("chunked", cfg.get("attention_chunk_size"))

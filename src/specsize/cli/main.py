@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import click
 
@@ -103,6 +104,7 @@ def plan(fmt: str, output: str | None, force: bool, emit: str | None, **kw) -> N
         write_output(text + ("\n" + command.config_yaml if command.config_yaml else ""), output, force)
         sys.exit(EXIT_FOR_VERDICT[result.verdict.verdict])
     _notes(result.notes)
+    renderer: ModuleType  # one of the reports modules, imported only when chosen
     if fmt == "json":
         from ..reports import jsonout as renderer  # noqa: PLC0415
     elif fmt == "markdown":
@@ -219,6 +221,7 @@ def report(fmt: str, output: str | None, force: bool, **kw) -> None:
 
         raise SpecError("output", "an HTML report needs a file", "-o report.html")
     data = api.report(request_from(kw))
+    renderer: ModuleType  # one of the reports modules, imported only when chosen
     if fmt == "html":
         from ..reports import html as renderer  # noqa: PLC0415
     else:

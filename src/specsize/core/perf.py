@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import SpecError
 from .kvcache import model_kv_layers
 from .specs import DTYPE_BYTES, Deployment, GpuSpec, ModelSpec, Quantization
 from .speculation import SpecMethod, acceptance_from_mean_length, drafter_kind, tokens_per_pass  # noqa: F401 - re-exported
@@ -177,7 +176,7 @@ def step_time(co: StepCoefficients, tokens: float, context_tokens: float, window
     return max(t_compute, t_memory) + comm + co.overhead_s, flops, moved, t_compute > t_memory
 
 
-def distinct_experts(num_experts: int, top_k: int, tokens: int) -> float:
+def distinct_experts(num_experts: int, top_k: int, tokens: float) -> float:
     """Expected distinct experts that `tokens` tokens, each routed to top_k of num_experts, touch."""
     if num_experts == 0 or tokens <= 0:
         return 0.0
@@ -246,17 +245,23 @@ def uniform_step(co: StepCoefficients, batch: int, q: int, context: int) -> Step
     return StepTime(time_s=seconds, flops=flops, bytes=moved, bound="compute" if compute else "memory")
 
 
+def _target_co(c: SpecCosts) -> StepCoefficients:
+    assert c.target_co is not None  # build_costs always sets it
+    return c.target_co
+
+
 def decode_step(c: SpecCosts, batch: int, context: int) -> StepTime:
-    return uniform_step(c.target_co, batch, 1, context)
+    return uniform_step(_target_co(c), batch, 1, context)
 
 
 def spec_step_time(c: SpecCosts, batch: int, context: int) -> float:
     """One speculative step: drafting, one verification pass of verify_width positions, fixed costs."""
-    verify = uniform_step(c.target_co, batch, c.verify_width, context).time_s
+    verify = uniform_step(_target_co(c), batch, c.verify_width, context).time_s
     if drafter_kind(c.method).cpu_drafted:
         return verify + c.eff.spec_step_overhead_s + c.eff.ngram_per_seq_s * batch
     draft = 0.0
     if c.draft is not None and c.draft_steps:
+        assert c.draft_co is not None  # build_costs sets draft_co whenever it sets draft
         one = uniform_step(c.draft_co, batch, c.draft_width, context).time_s
         draft = c.draft_steps * (one + c.eff.draft_step_overhead_s) + c.eff.draft_setup_overhead_s
     return verify + c.eff.spec_step_overhead_s + draft
@@ -298,12 +303,12 @@ def prefill_time(c: SpecCosts, prompt_tokens: int, chunk: int) -> float:
     done = 0
     while done < prompt_tokens:
         size = min(chunk, prompt_tokens - done)
-        total += uniform_step(c.target_co, 1, size, done + size // 2).time_s
+        total += uniform_step(_target_co(c), 1, size, done + size // 2).time_s
         done += size
     return total
 
 
-def prefill_share(c: SpecCosts, rate: float, prompt_tokens: int, chunk: int) -> float:
+def prefill_share(c: SpecCosts, rate: float, prompt_tokens: float, chunk: int) -> float:
     """The fraction of the engine's time spent prefilling arrivals: requests/s x seconds to prefill one
     prompt. Decode steps share the GPU with that work, so a token takes 1 / (1 - share) longer."""
     return rate * prefill_time(c, max(1, int(prompt_tokens)), chunk)

@@ -159,6 +159,43 @@ SUMMED = {"vllm:num_preemptions_total": "preemptions", "vllm:num_requests_runnin
           "vllm:spec_decode_num_accepted_tokens_total": "accepted_tokens"}
 
 
+_CACHE_CONFIG_LABELS = (("num_gpu_blocks", "num_gpu_blocks", int), ("block_size", "block_size", int),
+                        ("kv_cache_size_tokens", "kv_cache_tokens", int),
+                        ("kv_cache_memory_bytes", "kv_cache_memory_bytes", int))
+_LATENCY_HISTOGRAMS = ("vllm:time_to_first_token_seconds", "vllm:time_per_output_token_seconds",
+                       "vllm:inter_token_latency_seconds", "vllm:request_time_per_output_token_seconds")
+
+
+def _read_sample(out: LiveMetrics, metric: str, labels: dict, value: float, per_position: dict[int, float],
+                 histograms: dict[str, list[tuple[float, float]]]) -> None:
+    """Fold one vllm: sample into `out` (accepted tokens per position and histogram buckets on the side)."""
+    if metric == "vllm:cache_config_info":
+        for key, attr, cast in _CACHE_CONFIG_LABELS:
+            raw = labels.get(key)
+            if raw not in (None, "None", ""):
+                setattr(out, attr, cast(float(raw)))
+    elif metric in ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"):
+        out.kv_usage_fraction = value
+        out.generation = "V1" if "kv_cache" in metric else "V0"
+    elif metric in SUMMED:  # summed over engines (data parallel) and label sets
+        attribute = SUMMED[metric]
+        setattr(out, attribute, (getattr(out, attribute) or 0) + value)
+    elif metric == "vllm:spec_decode_num_accepted_tokens_per_pos_total":
+        position = int(labels.get("position", 0))
+        per_position[position] = per_position.get(position, 0) + value
+    elif metric == "vllm:spec_decode_draft_acceptance_rate":
+        out.v0_acceptance_rate = value
+    elif metric.endswith("_bucket") and metric[:-7] in _LATENCY_HISTOGRAMS:
+        histograms.setdefault(metric[:-7], []).append((float(labels["le"]), value))
+
+
+def _merged(histograms: dict[str, list[tuple[float, float]]], name: str) -> list[tuple[float, float]]:
+    sums: dict[float, float] = {}
+    for bound, count in histograms.get(name, []):
+        sums[bound] = sums.get(bound, 0) + count
+    return sorted(sums.items())
+
+
 def read_metrics(text: str) -> LiveMetrics:
     """Parse Prometheus text exposition from a vLLM server (prometheus_client's parser)."""
     from prometheus_client.parser import text_string_to_metric_families  # noqa: PLC0415
@@ -178,42 +215,14 @@ def read_metrics(text: str) -> LiveMetrics:
             continue
         seen = True
         for sample in family.samples:
-            metric, labels, value = sample.name, sample.labels, sample.value
-            if metric == "vllm:cache_config_info":
-                for key, attr, cast in (("num_gpu_blocks", "num_gpu_blocks", int), ("block_size", "block_size", int),
-                                        ("kv_cache_size_tokens", "kv_cache_tokens", int),
-                                        ("kv_cache_memory_bytes", "kv_cache_memory_bytes", int)):
-                    raw = labels.get(key)
-                    if raw not in (None, "None", ""):
-                        setattr(out, attr, cast(float(raw)))
-            elif metric in ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"):
-                out.kv_usage_fraction = value
-                out.generation = "V1" if "kv_cache" in metric else "V0"
-            elif metric in SUMMED:  # summed over engines (data parallel) and label sets
-                attribute = SUMMED[metric]
-                setattr(out, attribute, (getattr(out, attribute) or 0) + value)
-            elif metric == "vllm:spec_decode_num_accepted_tokens_per_pos_total":
-                position = int(labels.get("position", 0))
-                per_position[position] = per_position.get(position, 0) + value
-            elif metric == "vllm:spec_decode_draft_acceptance_rate":
-                out.v0_acceptance_rate = value
-            elif metric.endswith("_bucket") and metric[:-7] in (
-                    "vllm:time_to_first_token_seconds", "vllm:time_per_output_token_seconds",
-                    "vllm:inter_token_latency_seconds", "vllm:request_time_per_output_token_seconds"):
-                histograms.setdefault(metric[:-7], []).append((float(labels["le"]), value))
+            _read_sample(out, sample.name, sample.labels, sample.value, per_position, histograms)
     if not seen:
         raise SpecError("metrics", "no vllm: metrics found (truncated, or not a vLLM server's /metrics)",
                         "the text of a vLLM server's /metrics endpoint")
     out.accepted_per_position = [per_position[i] for i in sorted(per_position)]
-
-    def merged(name: str) -> list[tuple[float, float]]:
-        sums: dict[float, float] = {}
-        for bound, count in histograms.get(name, []):
-            sums[bound] = sums.get(bound, 0) + count
-        return sorted(sums.items())
-
-    ttft = merged("vllm:time_to_first_token_seconds")
-    tpot = merged("vllm:time_per_output_token_seconds") or merged("vllm:inter_token_latency_seconds")
+    ttft = _merged(histograms, "vllm:time_to_first_token_seconds")
+    tpot = (_merged(histograms, "vllm:time_per_output_token_seconds")
+            or _merged(histograms, "vllm:inter_token_latency_seconds"))
     out.ttft_s = {"p50": _quantile(ttft, 0.5), "p99": _quantile(ttft, 0.99)}
     out.tpot_s = {"p50": _quantile(tpot, 0.5), "p99": _quantile(tpot, 0.99)}
     return out

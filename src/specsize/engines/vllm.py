@@ -21,6 +21,8 @@ Every V1 release keeps one null block in the pool that no request can use.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..core.memory import AccountingProfile
 from ..core.units import GiB
 
@@ -34,8 +36,11 @@ _V1_SOURCES = (
     "lines of the r2-llmdplanner-* rows",
 )
 
-_V1_COMMON = dict(
+# What every V1 profile shares; each release below replaces only the fields that differ.
+_V1_COMMON = AccountingProfile(
     engine="vllm",
+    version="",
+    label="",
     generation="V1",
     act_hidden_coef=2.58,
     act_intermediate_coef=0.73,
@@ -68,32 +73,36 @@ V0 = AccountingProfile(
              "non-torch: 0.35 GiB (vllm-issue-10517-b), 0.37 GiB at TP4 eager (vllm-issue-16883-a)"),
 )
 
-V1_EARLY = AccountingProfile(
+V1_EARLY = replace(
+    _V1_COMMON,
     version="0.8", label="vLLM 0.8-0.10 (V1 engine)",
     default_max_num_seqs=256, default_max_num_seqs_large_gpu=256,
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=2048,
-    cuda_graph_subtracted=False, **_V1_COMMON,
+    cuda_graph_subtracted=False,
 )
 
-V1_019 = AccountingProfile(
+V1_019 = replace(
+    _V1_COMMON,
     version="0.19", label="vLLM 0.11-0.20 (V1; CUDA graph estimate printed, not subtracted)",
     default_max_num_seqs=256, default_max_num_seqs_large_gpu=1024,
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=8192,
-    cuda_graph_subtracted=False, **_V1_COMMON,
+    cuda_graph_subtracted=False,
 )
 
-V1_021 = AccountingProfile(
+V1_021 = replace(
+    _V1_COMMON,
     version="0.21", label="vLLM 0.21-0.31 (V1; CUDA graph estimate subtracted from the budget)",
     default_max_num_seqs=256, default_max_num_seqs_large_gpu=1024,
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=8192,
-    cuda_graph_subtracted=True, **_V1_COMMON,
+    cuda_graph_subtracted=True,
 )
 
-V1_LATEST = AccountingProfile(
+V1_LATEST = replace(
+    _V1_COMMON,
     version="0.32", label="vLLM 0.32 (V1; CUDA graphs subtracted; capacity in whole requests)",
     default_max_num_seqs=256, default_max_num_seqs_large_gpu=1024,
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=8192,
-    cuda_graph_subtracted=True, token_report="requests", null_block_in_startup_check=True, **_V1_COMMON,
+    cuda_graph_subtracted=True, token_report="requests", null_block_in_startup_check=True,
 )
 
 # (first release covered, profile), oldest first

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..core.kvcache import model_kv_layers
 from ..core.specs import DTYPE_BYTES, ModelSpec
@@ -88,18 +89,19 @@ def build_model(config: dict | None, path: str | None, dtype: str, device: str):
     torch_dtype = getattr(torch, dtype)
     torch.manual_seed(0)
     if not path:  # random weights are drawn where they will live: no host copy of a large model
+        assert config is not None, "a model without a local directory is built from its config"
         with torch.device(device):
             try:
                 return AutoModelForCausalLM.from_config(hf_config(config), dtype=torch_dtype).eval()
             except TypeError:
                 return AutoModelForCausalLM.from_config(hf_config(config), torch_dtype=torch_dtype).eval()
+    # here `path` is set: the branch above returns (or raises) for every model built from its config
     try:  # transformers >= 4.56 names it dtype; older releases torch_dtype
-        model = (AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype) if path else
-                 AutoModelForCausalLM.from_config(hf_config(config), dtype=torch_dtype))
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype)
     except TypeError:
-        model = (AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch_dtype) if path else
-                 AutoModelForCausalLM.from_config(hf_config(config), torch_dtype=torch_dtype))
-    return model.to(device).eval()
+        model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch_dtype)
+    # transformers wraps PreTrainedModel.to in functools.wraps, whose stub loses the bound `self`
+    return model.to(device).eval()  # type: ignore[arg-type]
 
 
 def parameter_bytes(model) -> int:
@@ -228,7 +230,8 @@ def measure_acceptance(target, draft, prompts: list[list[int]], k: int, max_new_
             produced = 0
             while produced < max_new_tokens:
                 context = torch.tensor([tokens], device=next(target.parameters()).device)
-                drafted, q_probs = [], []
+                drafted: list[int] = []
+                q_probs: list[Any] = []  # the drafter's distribution per drafted token (None when greedy)
                 draft_ctx = context
                 with torch.no_grad():
                     for _ in range(k):

@@ -33,13 +33,16 @@ class LiveCheck:
                 "verdict_changes": self.verdict_changes}
 
 
-def check(plan: dict, metrics: LiveMetrics | None, log: StartupLog | None) -> LiveCheck:
+def _require(plan: dict, metrics: LiveMetrics | None, log: StartupLog | None) -> None:
     for key in ("verdict", "kv_cache_tokens", "envelope", "headroom_policy"):
         if key not in plan:
             raise SpecError("plan", f"the plan JSON has no {key!r}", "the output of `specsize plan --format json`")
     if metrics is None and log is None:
         raise SpecError("metrics", "nothing to compare", "--metrics URL|FILE and/or --log FILE")
-    planned_tokens = plan["kv_cache_tokens"]
+
+
+def _observed(metrics: LiveMetrics | None, log: StartupLog | None) -> dict:
+    """What the server reports, from its metrics and/or its start-up log (the `observed` section)."""
     observed_tokens = (metrics.kv_cache_tokens if metrics else None) or (log.kv_cache_tokens if log else None)
     blocks = metrics.num_gpu_blocks if metrics else None
     if blocks is None and log is not None:
@@ -53,18 +56,22 @@ def check(plan: dict, metrics: LiveMetrics | None, log: StartupLog | None) -> Li
     if mean_length is not None and k:
         k_int = max(1, round(k))
         rate = acceptance_from_mean_length(min(max(mean_length, 1.0), k_int + 1), k_int)
-    observed = {"kv_cache_tokens": observed_tokens, "num_gpu_blocks": blocks, "block_size": block_size,
-                "acceptance_rate": rate, "mean_accepted_length": mean_length,
-                "draft_acceptance_fraction": metrics.draft_acceptance_fraction if metrics else None,
-                "preemptions": metrics.preemptions if metrics else None,
-                "kv_usage_fraction": metrics.kv_usage_fraction if metrics else None,
-                "running": metrics.running if metrics else None, "waiting": metrics.waiting if metrics else None,
-                "ttft_s": metrics.ttft_s if metrics else None, "tpot_s": metrics.tpot_s if metrics else None,
-                "engine_version": log.version if log else None}
-    result = LiveCheck(observed=observed, planned_verdict=plan["verdict"],
-                       plan_inputs=plan.get("inputs") if isinstance(plan.get("inputs"), dict) else {})
+    return {"kv_cache_tokens": observed_tokens, "num_gpu_blocks": blocks, "block_size": block_size,
+            "acceptance_rate": rate, "mean_accepted_length": mean_length,
+            "draft_acceptance_fraction": metrics.draft_acceptance_fraction if metrics else None,
+            "preemptions": metrics.preemptions if metrics else None,
+            "kv_usage_fraction": metrics.kv_usage_fraction if metrics else None,
+            "running": metrics.running if metrics else None, "waiting": metrics.waiting if metrics else None,
+            "ttft_s": metrics.ttft_s if metrics else None, "tpot_s": metrics.tpot_s if metrics else None,
+            "engine_version": log.version if log else None}
+
+
+def _capacity_checks(plan: dict, metrics: LiveMetrics | None, observed: dict, result: LiveCheck) -> tuple[float, bool]:
+    """Record the KV capacity, usage and preemption findings; (headroom now, did reality move it?)."""
+    planned_tokens = plan["kv_cache_tokens"]
+    observed_tokens = observed["kv_cache_tokens"]
+    blocks = observed["num_gpu_blocks"]
     env = plan["envelope"]
-    policy = plan["headroom_policy"]
     demand, capacity = env["demand_bytes"], env["capacity_bytes"]
     planned_headroom = plan.get("headroom_fraction")
     headroom_now = planned_headroom if planned_headroom is not None else -math.inf
@@ -94,6 +101,14 @@ def check(plan: dict, metrics: LiveMetrics | None, log: StartupLog | None) -> Li
                                  "the plan's envelope did not expect any")
         headroom_now = min(headroom_now, -1e-9)
         changed = True
+    return headroom_now, changed
+
+
+def _acceptance_checks(plan: dict, metrics: LiveMetrics | None, observed: dict, result: LiveCheck) -> bool:
+    """Record the acceptance findings; True when speculation no longer pays."""
+    rate = observed["acceptance_rate"]
+    mean_length = observed["mean_accepted_length"]
+    k = metrics.k if metrics else None
     perf = plan.get("perf") or {}
     planned_rate = perf.get("acceptance_rate")
     if planned_rate is None:
@@ -106,14 +121,29 @@ def check(plan: dict, metrics: LiveMetrics | None, log: StartupLog | None) -> Li
     if speculation_stops:
         result.violations.append(f"speculation no longer pays: acceptance {rate:.2f} is below the plan's floor "
                                  f"{floor:.2f}")
+    return speculation_stops
+
+
+def _verdict_now(plan: dict, headroom_now: float, changed: bool) -> str:
+    if not changed:
+        return plan["verdict"]
+    now = verdict_for(headroom_now, plan["headroom_policy"]) if math.isfinite(headroom_now) else "does_not_fit"
+    # a plan that failed for another reason (start-up, max_model_len) cannot get better from the headroom
+    if plan.get("reasons") and RANK[now] > RANK[plan["verdict"]]:
+        now = plan["verdict"]
+    return now
+
+
+def check(plan: dict, metrics: LiveMetrics | None, log: StartupLog | None) -> LiveCheck:
+    _require(plan, metrics, log)
+    observed = _observed(metrics, log)
+    inputs = plan.get("inputs")
+    result = LiveCheck(observed=observed, planned_verdict=plan["verdict"],
+                       plan_inputs=inputs if isinstance(inputs, dict) else {})
+    headroom_now, changed = _capacity_checks(plan, metrics, observed, result)
+    speculation_stops = _acceptance_checks(plan, metrics, observed, result)
     if metrics is not None and metrics.waiting and metrics.waiting > 0:
         result.notes.append(f"{metrics.waiting:.0f} requests waiting now")
-    result.verdict_now = plan["verdict"]
-    if changed:
-        now = verdict_for(headroom_now, policy) if math.isfinite(headroom_now) else "does_not_fit"
-        # a plan that failed for another reason (start-up, max_model_len) cannot get better from the headroom
-        if plan.get("reasons") and RANK[now] > RANK[plan["verdict"]]:
-            now = plan["verdict"]
-        result.verdict_now = now
+    result.verdict_now = _verdict_now(plan, headroom_now, changed)
     result.verdict_changes = result.verdict_now != plan["verdict"] or speculation_stops
     return result

@@ -26,6 +26,15 @@ def validate(d: Deployment, w: Workload, headroom: float) -> None:
     if e.gpu_memory_utilization is not None and not 0 < e.gpu_memory_utilization <= 1:
         raise SpecError("gpu_memory_utilization", f"must be in (0, 1], got {e.gpu_memory_utilization}",
                         "a fraction such as 0.9")
+    _validate_parallelism(d)
+    _validate_speculation(d)
+    _validate_engine_limits(d)
+    if not 0 <= headroom < 1:
+        raise SpecError("headroom", f"must be in [0, 1), got {headroom}", "a fraction such as 0.2")
+    _validate_workload(w)
+
+
+def _validate_parallelism(d: Deployment) -> None:
     for name in ("tp", "pp"):
         value = getattr(d, name)
         if not isinstance(value, int) or value < 1:
@@ -42,6 +51,9 @@ def validate(d: Deployment, w: Workload, headroom: float) -> None:
     if d.target.mla is None and kv % d.tp and d.tp % kv:
         raise SpecError("tp", f"{d.tp} neither divides nor is a multiple of the target's {kv} KV heads",
                         "a divisor or multiple of " + str(kv))
+
+
+def _validate_speculation(d: Deployment) -> None:
     sp = d.speculative
     if sp.enabled and sp.num_speculative_tokens < 1:
         raise SpecError("num_speculative_tokens", f"must be >= 1 with method {sp.method}, got "
@@ -59,14 +71,19 @@ def validate(d: Deployment, w: Workload, headroom: float) -> None:
             raise SpecError("draft", f"{sp.draft.model_id} has a vocabulary of {sp.draft.vocab_size} tokens, "
                             f"the target {d.target.vocab_size}: a draft model must share the target's tokenizer",
                             "a draft of the target's model family")
+
+
+def _validate_engine_limits(d: Deployment) -> None:
+    e = d.engine
     for name in ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size"):
         value = getattr(e, name)
         if value is not None and (not isinstance(value, int) or value < 1):
             raise SpecError(name, f"must be a positive integer, got {value!r}", "an integer >= 1")
     if e.kv_cache_memory_bytes is not None and e.kv_cache_memory_bytes < 0:
         raise SpecError("kv_cache_memory_bytes", "must not be negative", "bytes >= 0")
-    if not 0 <= headroom < 1:
-        raise SpecError("headroom", f"must be in [0, 1), got {headroom}", "a fraction such as 0.2")
+
+
+def _validate_workload(w: Workload) -> None:
     if w.concurrency < 1:
         raise SpecError("concurrency", f"must be >= 1, got {w.concurrency}", "an integer >= 1")
     if not w.burst_factor >= 1:

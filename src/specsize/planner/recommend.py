@@ -57,13 +57,20 @@ def _catalog_alternatives(d: Deployment, models: tuple[ModelSpec, ...]):
     return drafts[:2], heads[:1]
 
 
+# (action, description, deployment, workload, extra GPUs, price key)
+_Candidate = tuple[str, str, Deployment, Workload, int, str]
+
+
 def candidates(d: Deployment, w: Workload, result: PlanResult, models: tuple[ModelSpec, ...] = ()
                ) -> list[tuple[str, str, Deployment, Workload, int, str]]:
     """(action, description, deployment, workload, extra GPUs, price key) for every change worth trying."""
-    out = []
-    s = result.memory.settings
+    return (_speculation_changes(d, w, models) + _engine_changes(d, w, result) + _capacity_changes(d, w)
+            + _utilization_changes(d, w, result))
+
+
+def _speculation_changes(d: Deployment, w: Workload, models: tuple[ModelSpec, ...]) -> list[_Candidate]:
+    out: list[_Candidate] = []
     sp = d.speculative
-    e = d.engine
     if sp.enabled and sp.num_speculative_tokens > 1:
         for k in range(sp.num_speculative_tokens - 1, 0, -1):
             out.append(("lower_k", f"lower num_speculative_tokens from {sp.num_speculative_tokens} to {k}",
@@ -83,6 +90,13 @@ def candidates(d: Deployment, w: Workload, result: PlanResult, models: tuple[Mod
     if sp.enabled:
         out.append(("no_speculation", "serve without speculation",
                     replace(d, speculative=SpeculativeConfig()), w, 0, ""))
+    return out
+
+
+def _engine_changes(d: Deployment, w: Workload, result: PlanResult) -> list[_Candidate]:
+    out: list[_Candidate] = []
+    s = result.memory.settings
+    e = d.engine
     if e.kv_cache_dtype == "auto" and s.kv_dtype_bytes > 1:
         out.append(("kv_fp8", "store the KV cache in fp8 (kv_cache_dtype=fp8)",
                     replace(d, engine=replace(e, kv_cache_dtype="fp8")), w, 0, "kv_fp8"))
@@ -101,6 +115,11 @@ def candidates(d: Deployment, w: Workload, result: PlanResult, models: tuple[Mod
     elif s.quantization is None:
         out.append(("weights_int4", "quantize the weights to int4 (AWQ/GPTQ, group 128)",
                     replace(d, engine=replace(e, quantization="int4")), w, 0, "weights_int4"))
+    return out
+
+
+def _capacity_changes(d: Deployment, w: Workload) -> list[_Candidate]:
+    out: list[_Candidate] = []
     heads = d.target.num_attention_heads
     if heads % (d.tp * 2) == 0 and d.tp * 2 <= 8:
         extra = d.tp * d.pp * d.replicas
@@ -110,6 +129,13 @@ def candidates(d: Deployment, w: Workload, result: PlanResult, models: tuple[Mod
     more = replace(d, num_gpus=(replicas + 1) * d.gpus_per_instance)
     out.append(("add_replica", f"add a replica ({d.gpus_per_instance} more GPUs): {replicas + 1} replicas share the "
                 f"{w.concurrency} concurrent requests", more, w, d.gpus_per_instance, ""))
+    return out
+
+
+def _utilization_changes(d: Deployment, w: Workload, result: PlanResult) -> list[_Candidate]:
+    out: list[_Candidate] = []
+    s = result.memory.settings
+    e = d.engine
     if d.shared_reserved_bytes:
         most = int((result.memory.total_bytes - d.shared_reserved_bytes) / result.memory.total_bytes * 100) / 100
         if most < s.gpu_memory_utilization and most > 0.3:
@@ -177,7 +203,7 @@ def recommend(result: PlanResult, profile: AccountingProfile, efficiency=None, a
 
 
 def _changes(d: Deployment, nd: Deployment, w: Workload, nw: Workload) -> dict:
-    out = {}
+    out: dict = {}
     if nd.speculative != d.speculative:
         out["method"] = nd.speculative.method
         out["num_speculative_tokens"] = nd.speculative.num_speculative_tokens

@@ -113,17 +113,25 @@ def analyse(result: PlanResult, efficiency=None, acceptance: Acceptance | None =
     margins, reasons = [], []
     for name in ("prompt_tokens", "output_tokens", "concurrency", "burst_factor"):
         current = _current(w, name)
+        limit: float | None
         if base == "does_not_fit":
             factor = _shrink_factor(d, mem, w, name, policy, base)
-            limit = None if factor is None else _current(scaled_workload(w, name, factor), name)
-            sentence = (f"{LABELS[name]}: no reduction alone makes it fit" if factor is None else
-                        f"{LABELS[name]}: must fall to {_fmt(name, limit)} ({factor - 1:+.0%}) before the plan improves")
+            if factor is None:
+                limit = None
+                sentence = f"{LABELS[name]}: no reduction alone makes it fit"
+            else:
+                limit = _current(scaled_workload(w, name, factor), name)
+                sentence = (f"{LABELS[name]}: must fall to {_fmt(name, limit)} ({factor - 1:+.0%}) before the plan "
+                            "improves")
         else:
             factor = _flip_factor(d, mem, w, name, policy, base, ceiling)
-            limit = None if factor is None else _current(scaled_workload(w, name, factor), name)
-            sentence = (f"{LABELS[name]}: holds beyond x{ceiling:g}" if factor is None else
-                        f"{LABELS[name]}: holds up to {_fmt(name, limit)} ({factor - 1:+.0%}); beyond it the plan turns "
-                        f"{'thin' if base == 'fits' else 'does_not_fit'}")
+            if factor is None:
+                limit = None
+                sentence = f"{LABELS[name]}: holds beyond x{ceiling:g}"
+            else:
+                limit = _current(scaled_workload(w, name, factor), name)
+                sentence = (f"{LABELS[name]}: holds up to {_fmt(name, limit)} ({factor - 1:+.0%}); beyond it the plan "
+                            f"turns {'thin' if base == 'fits' else 'does_not_fit'}")
             if factor is not None and factor - 1 < fragile_below:
                 reasons.append(f"{LABELS[name]} can grow only {factor - 1:.0%} before the verdict flips")
         margins.append(Margin(name, factor, limit, current, sentence))
@@ -136,6 +144,8 @@ def analyse(result: PlanResult, efficiency=None, acceptance: Acceptance | None =
 
         def pays(a: float) -> bool:
             p = summarize(d, mem, efficiency, Acceptance(rate=a), batch, context, w.prompt_tokens.p50, None)
+            # an acceptance rate with speculation on: summarize takes its speculative path
+            assert p.tpot_s is not None and p.speedup is not None
             if tpot_slo_s is not None:
                 return p.tpot_s <= tpot_slo_s
             return p.speedup >= 1.0

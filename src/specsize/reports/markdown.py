@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..planner.plan import PlanResult
 from . import rows
 
 
-def _table(header: tuple[str, ...], body: list[tuple[str, ...]]) -> list[str]:
+def _table(header: tuple[str, ...], body: Sequence[tuple[str, ...]]) -> list[str]:
     out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     out += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in body]
     return out

@@ -60,7 +60,7 @@ def breakdown(r: PlanResult) -> list[tuple[str, str, str]]:
 
 
 def envelope_rows(r: PlanResult) -> list[tuple[str, ...]]:
-    out = []
+    out: list[tuple[str, ...]] = []
     for case in (r.verdict.worst_case, r.verdict.expected):
         out.append((
             "worst case" if case.label == "worst_case" else "expected mix",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 
 from ..planner.plan import PlanResult
 from . import rows
@@ -18,7 +19,7 @@ def render(r: PlanResult, width: int = 110) -> str:
     console.print(rows.headline(r))
     console.print(f"What breaks first: {r.verdict.breaks_first}")
 
-    def table(header: tuple[str, ...], body: list[tuple[str, ...]], title: str, right: set[int]) -> Table:
+    def table(header: tuple[str, ...], body: Sequence[tuple[str, ...]], title: str, right: set[int]) -> Table:
         t = Table(title=title, title_justify="left")
         for i, name in enumerate(header):
             t.add_column(name, justify="right" if i in right else "left")

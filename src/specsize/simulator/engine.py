@@ -69,28 +69,187 @@ def _blocks_for(tokens: np.ndarray, block_size: int) -> np.ndarray:
     return -(-tokens // block_size)
 
 
+@dataclass(slots=True)
+class _Book:
+    """Per-request state (O(requests)); the arrays are updated in place, never rebound."""
+
+    prompt: np.ndarray
+    output: np.ndarray
+    log_acc: np.ndarray
+    computed: np.ndarray
+    generated: np.ndarray
+    held: np.ndarray  # blocks held
+    first_token: np.ndarray
+    finish: np.ndarray
+    first_seen: np.ndarray  # prefix-cache credit only on the first admission
+    prefill_target: np.ndarray
+
+
+def _book(req: Requests) -> _Book:
+    n = len(req)
+    prompt = req.prompt_tokens.astype(np.int64)
+    return _Book(prompt=prompt, output=req.output_tokens.astype(np.int64),
+                 log_acc=np.log(np.clip(req.acceptance, 1e-12, 1.0)), computed=np.zeros(n, dtype=np.int64),
+                 generated=np.zeros(n, dtype=np.int64), held=np.zeros(n, dtype=np.int64),
+                 first_token=np.full(n, np.nan), finish=np.full(n, np.nan), first_seen=np.zeros(n, dtype=bool),
+                 prefill_target=prompt.copy())
+
+
+def _time_limits(arrival: np.ndarray, max_time_s: float | None,
+                 sample_interval_s: float | None) -> tuple[float, float]:
+    n = len(arrival)
+    if max_time_s is None:
+        last = float(arrival[-1]) if n else 0.0
+        max_time_s = last * 2 + 3600.0
+    if sample_interval_s is None:
+        sample_interval_s = max(0.05, (float(arrival[-1]) if n else 1.0) / 2000)
+    return max_time_s, sample_interval_s
+
+
+def _schedule_running(cfg: EngineConfig, b: _Book, run: np.ndarray, waiting: deque[int], free: int):
+    """Steps 2-3 for a non-empty running set: its share of the token budget, then preemption of the newest
+    until the rest fit. Returns (run, c, sched, decoding, free, budget left, preemptions, recomputed tokens)."""
+    k = cfg.k
+    c = b.computed[run]
+    target_len = b.prefill_target[run]
+    decoding = c >= target_len
+    want = np.where(decoding, 1 + k, target_len - c)
+    before = np.cumsum(want) - want
+    sched = np.clip(cfg.max_num_batched_tokens - before, 0, want)
+    sched = np.where(decoding & (sched < want), 0, sched)  # a decode is all k+1 or nothing
+    # k lookahead slots for decoders and for prefills that finish this step
+    lookahead = np.where(decoding | (c + sched >= target_len), k, 0)
+    need = _blocks_for(c + sched + lookahead, cfg.block_size) - b.held[run]
+    need = np.maximum(need, 0)
+    total_need = int(need.sum())
+    preemptions = recomputed = 0
+    while total_need > free and len(run):
+        victim = int(run[-1])
+        free += int(b.held[victim])
+        total_need -= int(need[-1])
+        recomputed += int(b.computed[victim])
+        b.held[victim] = 0
+        b.computed[victim] = 0
+        b.prefill_target[victim] = b.prompt[victim] + max(int(b.generated[victim]) - 1, 0)
+        preemptions += 1
+        waiting.appendleft(victim)
+        run, c, sched, need, decoding = run[:-1], c[:-1], sched[:-1], need[:-1], decoding[:-1]
+    free -= total_need
+    b.held[run] += need
+    budget = cfg.max_num_batched_tokens - int(sched.sum())
+    return run, c, sched, decoding, free, budget, preemptions, recomputed
+
+
+def _admit(cfg: EngineConfig, b: _Book, waiting: deque[int], run: np.ndarray, c: np.ndarray, sched: np.ndarray,
+           decoding: np.ndarray, free: int, budget: int):
+    """Step 4: admit from the head of the queue. Returns (run, c, sched, decoding, free)."""
+    k = cfg.k
+    bs = cfg.block_size
+    admitted: list[int] = []
+    admitted_sched: list[int] = []
+    while waiting and len(run) + len(admitted) < cfg.max_num_seqs and budget > 0:
+        head = waiting[0]
+        start = int(b.computed[head])
+        if not b.first_seen[head]:
+            start = min(int(b.prompt[head] * cfg.prefix_hit_rate), int(b.prompt[head]) - 1) \
+                if cfg.prefix_hit_rate else 0
+        remaining = int(b.prefill_target[head]) - start
+        chunk = min(remaining, budget)
+        lookahead = k if chunk == remaining else 0
+        blocks = -(-(start + chunk + lookahead) // bs)
+        if blocks > free:
+            break
+        waiting.popleft()
+        b.first_seen[head] = True
+        b.computed[head] = start
+        b.held[head] = blocks
+        free -= blocks
+        budget -= chunk
+        admitted.append(head)
+        admitted_sched.append(chunk)
+    if admitted:
+        new_ids = np.asarray(admitted, dtype=np.int64)
+        run = np.concatenate([run, new_ids])
+        c = np.concatenate([c, b.computed[new_ids]])
+        sched = np.concatenate([sched, np.asarray(admitted_sched, dtype=np.int64)])
+        decoding = np.concatenate([decoding, np.zeros(len(new_ids), dtype=bool)])
+    return run, c, sched, decoding, free
+
+
+def _step_seconds(cfg: EngineConfig, windows: tuple, draft_windows: tuple, c: np.ndarray, sched: np.ndarray,
+                  active: np.ndarray, decoding: np.ndarray) -> tuple[float, np.ndarray, int]:
+    """Step 5: the performance model's time for this exact composition. Returns (seconds, decoding mask of the
+    scheduled requests, how many)."""
+    k = cfg.k
+    tokens = int(sched.sum())
+    ctx_total = float(c[active].sum())
+    span = tuple(float(np.minimum(c[active], w).sum()) for w in windows)
+    pairs = float((sched * c).sum())
+    seconds = step_time(cfg.target, tokens, ctx_total, span, pairs)[0]
+    dec = decoding & active
+    n_dec = int(dec.sum())
+    if k and n_dec:
+        if cfg.draft is not None and cfg.draft_steps:
+            dctx = c[dec]
+            dspan = tuple(float(np.minimum(dctx, w).sum()) for w in draft_windows)
+            width = cfg.draft_width
+            one = step_time(cfg.draft, n_dec * width, float(dctx.sum()) * width, dspan,
+                            float(dctx.sum()) * width)[0]
+            seconds += cfg.draft_steps * (one + cfg.draft_step_overhead_s) + cfg.draft_setup_overhead_s
+        seconds += cfg.spec_step_overhead_s + cfg.cpu_draft_per_seq_s * n_dec
+    return seconds, dec, n_dec
+
+
+def _advance(b: _Book, rng: np.random.Generator, k: int, run: np.ndarray, sched: np.ndarray, active: np.ndarray,
+             decoding: np.ndarray, dec: np.ndarray, n_dec: int, now: float) -> tuple[int, int]:
+    """Step 6: advance the scheduled requests. Returns (prefill tokens, decode tokens) of this step."""
+    prefill_tokens = decode_tokens = 0
+    pre = active & ~decoding
+    if pre.any():
+        ids = run[pre]
+        b.computed[ids] += sched[pre]
+        prefill_tokens = int(sched[pre].sum())
+        done = b.computed[ids] >= b.prefill_target[ids]
+        fresh = ids[done & (b.generated[ids] == 0)]
+        b.generated[fresh] = 1
+        b.first_token[fresh] = now
+    if n_dec:
+        ids = run[dec]
+        if k:
+            u = rng.random(n_dec)
+            la = b.log_acc[ids]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                accepted = np.where(la < 0, np.floor(np.log(u) / la), k)
+            accepted = np.clip(accepted, 0, k).astype(np.int64)
+        else:
+            accepted = np.zeros(n_dec, dtype=np.int64)
+        gained = np.minimum(accepted + 1, b.output[ids] - b.generated[ids])
+        b.generated[ids] += gained
+        b.computed[ids] += gained
+        decode_tokens = int(gained.sum())
+    return prefill_tokens, decode_tokens
+
+
+def _retire(b: _Book, run: np.ndarray, now: float) -> tuple[np.ndarray, int]:
+    """Requests that produced all their output leave the running set. Returns (run, blocks freed)."""
+    finished_mask = b.generated[run] >= b.output[run]
+    if not finished_mask.any():
+        return run, 0
+    done_ids = run[finished_mask]
+    b.finish[done_ids] = now
+    freed = int(b.held[done_ids].sum())
+    b.held[done_ids] = 0
+    return run[~finished_mask], freed
+
+
 def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float | None = None,
              sample_interval_s: float | None = None, progress=None) -> SimResult:
     """Run the engine over the requests until all finish or `max_time_s` passes."""
     rng = np.random.default_rng(seed)
     n = len(req)
     arrival = req.arrival_s
-    prompt = req.prompt_tokens.astype(np.int64)
-    output = req.output_tokens.astype(np.int64)
-    log_acc = np.log(np.clip(req.acceptance, 1e-12, 1.0))
-    computed = np.zeros(n, dtype=np.int64)
-    generated = np.zeros(n, dtype=np.int64)
-    held = np.zeros(n, dtype=np.int64)  # blocks held
-    first_token = np.full(n, np.nan)
-    finish = np.full(n, np.nan)
-    k = cfg.k
-    bs = cfg.block_size
-    budget_total = cfg.max_num_batched_tokens
-    if max_time_s is None:
-        last = float(arrival[-1]) if n else 0.0
-        max_time_s = last * 2 + 3600.0
-    if sample_interval_s is None:
-        sample_interval_s = max(0.05, (float(arrival[-1]) if n else 1.0) / 2000)
+    b = _book(req)
+    time_limit, sample_every = _time_limits(arrival, max_time_s, sample_interval_s)
 
     windows = tuple(w for w, _ in cfg.target.kv_windows)
     draft_windows = tuple(w for w, _ in cfg.draft.kv_windows) if cfg.draft else ()
@@ -101,12 +260,10 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
     next_arrival = 0
     steps = preemptions = recomputed = prefill_total = decode_total = 0
     area = 0.0
-    series_t, series_run, series_wait, series_kv, series_pre = [], [], [], [], []
+    series: dict[str, list] = {"t": [], "running": [], "waiting": [], "kv_used_fraction": [], "preemptions": []}
     next_sample = 0.0
-    first_seen = np.zeros(n, dtype=bool)  # prefix-cache credit only on the first admission
-    prefill_target = prompt.copy()
 
-    while now <= max_time_s:
+    while now <= time_limit:
         while next_arrival < n and arrival[next_arrival] <= now:
             waiting.append(next_arrival)
             next_arrival += 1
@@ -116,68 +273,18 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
             now = float(arrival[next_arrival])
             continue
 
-        # 2. schedule running requests within the token budget
+        # 2-3. schedule running requests within the token budget; preempt the newest until the rest fit
         if len(run):
-            c = computed[run]
-            target_len = prefill_target[run]
-            decoding = c >= target_len
-            want = np.where(decoding, 1 + k, target_len - c)
-            before = np.cumsum(want) - want
-            sched = np.clip(budget_total - before, 0, want)
-            sched = np.where(decoding & (sched < want), 0, sched)  # a decode is all k+1 or nothing
-            # k lookahead slots for decoders and for prefills that finish this step
-            lookahead = np.where(decoding | (c + sched >= target_len), k, 0)
-            need = _blocks_for(c + sched + lookahead, bs) - held[run]
-            need = np.maximum(need, 0)
-            total_need = int(need.sum())
-            # 3. preempt the newest until the rest fit
-            while total_need > free and len(run):
-                victim = int(run[-1])
-                free += int(held[victim])
-                total_need -= int(need[-1])
-                recomputed += int(computed[victim])
-                held[victim] = 0
-                computed[victim] = 0
-                prefill_target[victim] = prompt[victim] + max(int(generated[victim]) - 1, 0)
-                preemptions += 1
-                waiting.appendleft(victim)
-                run, c, sched, need, decoding = run[:-1], c[:-1], sched[:-1], need[:-1], decoding[:-1]
-            free -= total_need
-            held[run] += need
-            budget = budget_total - int(sched.sum())
+            run, c, sched, decoding, free, budget, preempted, lost = _schedule_running(cfg, b, run, waiting, free)
+            preemptions += preempted
+            recomputed += lost
         else:
             c = sched = np.zeros(0, dtype=np.int64)
             decoding = np.zeros(0, dtype=bool)
-            budget = budget_total
+            budget = cfg.max_num_batched_tokens
 
         # 4. admit from the head of the queue
-        admitted, admitted_sched = [], []
-        while waiting and len(run) + len(admitted) < cfg.max_num_seqs and budget > 0:
-            head = waiting[0]
-            start = int(computed[head])
-            if not first_seen[head]:
-                start = min(int(prompt[head] * cfg.prefix_hit_rate), int(prompt[head]) - 1) \
-                    if cfg.prefix_hit_rate else 0
-            remaining = int(prefill_target[head]) - start
-            chunk = min(remaining, budget)
-            lookahead = k if chunk == remaining else 0
-            blocks = -(-(start + chunk + lookahead) // bs)
-            if blocks > free:
-                break
-            waiting.popleft()
-            first_seen[head] = True
-            computed[head] = start
-            held[head] = blocks
-            free -= blocks
-            budget -= chunk
-            admitted.append(head)
-            admitted_sched.append(chunk)
-        if admitted:
-            new_ids = np.asarray(admitted, dtype=np.int64)
-            run = np.concatenate([run, new_ids])
-            c = np.concatenate([c, computed[new_ids]])
-            sched = np.concatenate([sched, np.asarray(admitted_sched, dtype=np.int64)])
-            decoding = np.concatenate([decoding, np.zeros(len(new_ids), dtype=bool)])
+        run, c, sched, decoding, free = _admit(cfg, b, waiting, run, c, sched, decoding, free, budget)
 
         active = sched > 0
         if not active.any():
@@ -188,81 +295,56 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
             break
 
         # 5. step time for this exact composition
-        tokens = int(sched.sum())
-        ctx_total = float(c[active].sum())
-        span = tuple(float(np.minimum(c[active], w).sum()) for w in windows)
-        pairs = float((sched * c).sum())
-        seconds = step_time(cfg.target, tokens, ctx_total, span, pairs)[0]
-        dec = decoding & active
-        n_dec = int(dec.sum())
-        if k and n_dec:
-            if cfg.draft is not None and cfg.draft_steps:
-                dctx = c[dec]
-                dspan = tuple(float(np.minimum(dctx, w).sum()) for w in draft_windows)
-                width = cfg.draft_width
-                one = step_time(cfg.draft, n_dec * width, float(dctx.sum()) * width, dspan,
-                                float(dctx.sum()) * width)[0]
-                seconds += cfg.draft_steps * (one + cfg.draft_step_overhead_s) + cfg.draft_setup_overhead_s
-            seconds += cfg.spec_step_overhead_s + cfg.cpu_draft_per_seq_s * n_dec
+        seconds, dec, n_dec = _step_seconds(cfg, windows, draft_windows, c, sched, active, decoding)
         in_system = len(run) + len(waiting)
         area += in_system * seconds
         now += seconds
         steps += 1
-        # requests that arrive during the step are in the system from their arrival on
-        probe = next_arrival
-        while probe < n and arrival[probe] <= now:
-            area += now - arrival[probe]
-            probe += 1
+        area = _arrivals_area(area, arrival, next_arrival, now)
 
         # 6. advance the scheduled requests
-        pre = active & ~decoding
-        if pre.any():
-            ids = run[pre]
-            computed[ids] += sched[pre]
-            prefill_total += int(sched[pre].sum())
-            done = computed[ids] >= prefill_target[ids]
-            fresh = ids[done & (generated[ids] == 0)]
-            generated[fresh] = 1
-            first_token[fresh] = now
-        if n_dec:
-            ids = run[dec]
-            if k:
-                u = rng.random(n_dec)
-                la = log_acc[ids]
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    accepted = np.where(la < 0, np.floor(np.log(u) / la), k)
-                accepted = np.clip(accepted, 0, k).astype(np.int64)
-            else:
-                accepted = np.zeros(n_dec, dtype=np.int64)
-            gained = np.minimum(accepted + 1, output[ids] - generated[ids])
-            generated[ids] += gained
-            computed[ids] += gained
-            decode_total += int(gained.sum())
-        finished_mask = generated[run] >= output[run]
-        if finished_mask.any():
-            done_ids = run[finished_mask]
-            finish[done_ids] = now
-            free += int(held[done_ids].sum())
-            held[done_ids] = 0
-            run = run[~finished_mask]
+        prefill_tokens, decode_tokens = _advance(b, rng, cfg.k, run, sched, active, decoding, dec, n_dec, now)
+        prefill_total += prefill_tokens
+        decode_total += decode_tokens
+        run, freed = _retire(b, run, now)
+        free += freed
         if now >= next_sample:
-            series_t.append(now)
-            series_run.append(len(run))
-            series_wait.append(len(waiting))
-            series_kv.append(1 - free / cfg.num_blocks)
-            series_pre.append(preemptions)
-            next_sample = now + sample_interval_s
+            _sample(series, now, len(run), len(waiting), 1 - free / cfg.num_blocks, preemptions)
+            next_sample = now + sample_every
             if progress is not None:
                 progress(min(next_arrival, n), n)
 
+    return _result(b, arrival, series, now=now, steps=steps, preemptions=preemptions, recomputed=recomputed,
+                   area=area, prefill_total=prefill_total, decode_total=decode_total)
+
+
+def _arrivals_area(area: float, arrival: np.ndarray, next_arrival: int, now: float) -> float:
+    """Requests that arrive during the step are in the system from their arrival on."""
+    n = len(arrival)
+    probe = next_arrival
+    while probe < n and arrival[probe] <= now:
+        area += now - arrival[probe]
+        probe += 1
+    return area
+
+
+def _sample(series: dict[str, list], now: float, running: int, waiting: int, kv_used: float,
+            preemptions: int) -> None:
+    series["t"].append(now)
+    series["running"].append(running)
+    series["waiting"].append(waiting)
+    series["kv_used_fraction"].append(kv_used)
+    series["preemptions"].append(preemptions)
+
+
+def _result(b: _Book, arrival: np.ndarray, series: dict[str, list], *, now: float, steps: int, preemptions: int,
+            recomputed: int, area: float, prefill_total: int, decode_total: int) -> SimResult:
+    output, first_token, finish = b.output, b.first_token, b.finish
     ttft = first_token - arrival
     e2e = finish - arrival
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(output > 1, (finish - first_token) / (output - 1), np.nan)
     return SimResult(ttft_s=ttft, tpot_s=tpot, e2e_s=e2e, finished=~np.isnan(finish), output_tokens=output,
                      arrival_s=arrival, end_time_s=now, steps=steps, preemptions=preemptions,
-                     recomputed_tokens=recomputed,
-                     series={"t": np.asarray(series_t), "running": np.asarray(series_run),
-                             "waiting": np.asarray(series_wait), "kv_used_fraction": np.asarray(series_kv),
-                             "preemptions": np.asarray(series_pre)},
+                     recomputed_tokens=recomputed, series={name: np.asarray(v) for name, v in series.items()},
                      area_in_system=area, prefill_tokens=prefill_total, decode_tokens=decode_total)
