@@ -49,3 +49,25 @@ def test_acceptance_is_one_type_everywhere():
     from specsize.planner import perf, search, speedup
 
     assert perf.Acceptance is Acceptance and search.Acceptance is Acceptance and speedup.Acceptance is Acceptance
+
+
+def test_blocks_per_request_have_one_owner_sliding_windows_included():
+    """gpt-oss-20b alternates full attention with 128-token sliding windows: a long request holds about half
+    the blocks a full-attention count gives, in the envelope and in the simulator alike."""
+    import numpy as np
+
+    from specsize.core.kvcache import pool_blocks, request_kv_bytes
+    from specsize.simulator.engine import _blocks_for
+
+    d = deployment("openai/gpt-oss-20b", max_model_len=16384)
+    mem = account(d, profile())
+    layers, bs = mem.kv_layers, mem.settings.block_size
+    tokens = 8000
+    full_layers = sum(1 for layer in layers if layer.kind == "full")
+    window = next(layer.window for layer in layers if layer.kind == "sliding")
+    # by hand: full layers hold ceil(8000/16) = 500 blocks, sliding ones ceil((128 - 1 + 1)/16) + 1 = 9
+    expected = -(-(full_layers * 500 + (len(layers) - full_layers) * (-(-window // bs) + 1)) // len(layers))
+    assert pool_blocks(layers, tokens, bs) == expected < 500
+    assert pool_blocks(layers, tokens, bs) * bs * mem.kv_bytes_per_token >= request_kv_bytes(layers, tokens, bs)
+    cfg = engine_config(d, mem, load_efficiency(d.gpu))
+    assert list(_blocks_for(cfg, np.array([tokens, 16, 0]))) == [expected, 1, 0]

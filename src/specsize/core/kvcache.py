@@ -57,11 +57,37 @@ def layer_blocks(layer: KVLayer, tokens: int, block_size: int, in_flight: int = 
     if tokens <= 0:
         return 0
     full = ceil_div(tokens, block_size)
-    if layer.kind == "sliding" and layer.window:
-        return min(full, ceil_div(layer.window - 1 + in_flight, block_size) + 1)
-    if layer.kind == "chunked" and layer.window:
-        return min(full, ceil_div(layer.window, block_size) + 1)
-    return full
+    cap = window_cap(layer.kind, layer.window, block_size, in_flight)
+    return full if cap is None else min(full, cap)
+
+
+def window_cap(kind: str, window: int | None, block_size: int, in_flight: int = 1) -> int | None:
+    """The most blocks a windowed layer holds per sequence (None: a full-attention layer holds all)."""
+    if kind == "sliding" and window:
+        return ceil_div(window - 1 + in_flight, block_size) + 1
+    if kind == "chunked" and window:
+        return ceil_div(window, block_size) + 1
+    return None
+
+
+def has_windows(layers: tuple[KVLayer, ...]) -> bool:
+    return any(window_cap(kind, window, 1) is not None for kind, window, _, _ in layer_groups(layers))
+
+
+def pool_blocks(layers: tuple[KVLayer, ...], tokens, block_size: int, in_flight: int = 1, minimum=min):
+    """Blocks of the engine's pool one sequence of `tokens` holds: its KV bytes (`request_kv_bytes`) over the
+    bytes of one pool block (block_size tokens of every layer), rounded up; ceil(tokens / block_size) when
+    every layer is full attention. Works on ints, and on integer numpy arrays with `minimum=np.minimum` (the
+    simulator's per-step demand): the one owner of blocks per request."""
+    full = -(-tokens // block_size)
+    total = bytes_per_token(layers)
+    if not total or not has_windows(layers):
+        return full
+    held = 0
+    for kind, window, _count, per_token in layer_groups(layers):
+        cap = window_cap(kind, window, block_size, in_flight)
+        held = held + (full if cap is None else minimum(full, cap)) * per_token
+    return -(-held // total)
 
 
 def request_kv_bytes(layers: tuple[KVLayer, ...], tokens: int, block_size: int, in_flight: int = 1) -> int:

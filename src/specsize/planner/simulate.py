@@ -89,7 +89,7 @@ def engine_config(d: Deployment, mem: MemoryAccount, eff: Efficiency, tree: Tree
         draft_setup_overhead_s=eff.draft_setup_overhead_s if draft is not None else 0.0,
         draft_step_overhead_s=eff.draft_step_overhead_s,
         cpu_draft_per_seq_s=eff.ngram_per_seq_s if d.speculative.kind.cpu_drafted else 0.0,
-        prefix_hit_rate=prefix_hit_rate)
+        prefix_hit_rate=prefix_hit_rate, kv_layers=mem.kv_layers)
 
 
 def _pct(values: np.ndarray) -> Percentiles:

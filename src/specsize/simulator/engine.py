@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..core.kvcache import pool_blocks
 from ..core.perf import StepCoefficients, step_time
 from .workload import Requests
 
@@ -45,6 +46,7 @@ class EngineConfig:
     draft_step_overhead_s: float = 0.0
     cpu_draft_per_seq_s: float = 0.0  # n-gram lookup
     prefix_hit_rate: float = 0.0
+    kv_layers: tuple = ()  # the pool's layers (core.kvcache.KVLayer); empty: every layer full attention
 
 
 @dataclass
@@ -65,8 +67,11 @@ class SimResult:
     decode_tokens: int
 
 
-def _blocks_for(tokens: np.ndarray, block_size: int) -> np.ndarray:
-    return -(-tokens // block_size)
+def _blocks_for(cfg: EngineConfig, tokens):
+    """Pool blocks a sequence of `tokens` holds (core.kvcache.pool_blocks: windowed layers hold their window)."""
+    if not cfg.kv_layers:
+        return -(-tokens // cfg.block_size)
+    return pool_blocks(cfg.kv_layers, tokens, cfg.block_size, cfg.k + 1, np.minimum)
 
 
 @dataclass(slots=True)
@@ -119,7 +124,7 @@ def _schedule_running(cfg: EngineConfig, b: _Book, run: np.ndarray, waiting: deq
     sched = np.where(decoding & (sched < want), 0, sched)  # a decode is all k+1 or nothing
     # k lookahead slots for decoders and for prefills that finish this step
     lookahead = np.where(decoding | (c + sched >= target_len), k, 0)
-    need = _blocks_for(c + sched + lookahead, cfg.block_size) - b.held[run]
+    need = _blocks_for(cfg, c + sched + lookahead) - b.held[run]
     need = np.maximum(need, 0)
     total_need = int(need.sum())
     preemptions = recomputed = 0
@@ -144,7 +149,6 @@ def _admit(cfg: EngineConfig, b: _Book, waiting: deque[int], run: np.ndarray, c:
            decoding: np.ndarray, free: int, budget: int):
     """Step 4: admit from the head of the queue. Returns (run, c, sched, decoding, free)."""
     k = cfg.k
-    bs = cfg.block_size
     admitted: list[int] = []
     admitted_sched: list[int] = []
     while waiting and len(run) + len(admitted) < cfg.max_num_seqs and budget > 0:
@@ -156,7 +160,7 @@ def _admit(cfg: EngineConfig, b: _Book, waiting: deque[int], run: np.ndarray, c:
         remaining = int(b.prefill_target[head]) - start
         chunk = min(remaining, budget)
         lookahead = k if chunk == remaining else 0
-        blocks = -(-(start + chunk + lookahead) // bs)
+        blocks = int(_blocks_for(cfg, start + chunk + lookahead))
         if blocks > free:
             break
         waiting.popleft()
