@@ -288,7 +288,7 @@ def record_live(result: LiveCheck, tag: str, store: str | None, source: str) -> 
 
     inputs = result.plan_inputs
     with Store(store) as s:
-        return s.add("live", tag, result.observed | {"violations": result.violations}, source,
+        return s.add("live", tag, result.observed.to_dict() | {"violations": result.violations}, source,
                      target=inputs.get("target"), draft=inputs.get("draft"), method=inputs.get("method"),
-                     k=inputs.get("num_speculative_tokens"), acceptance_rate=result.observed["acceptance_rate"],
-                     mean_accepted_length=result.observed["mean_accepted_length"])
+                     k=inputs.get("num_speculative_tokens"), acceptance_rate=result.observed.acceptance_rate,
+                     mean_accepted_length=result.observed.mean_accepted_length)

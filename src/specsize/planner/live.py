@@ -16,9 +16,34 @@ from ..core.errors import SpecError
 from ..core.perf import acceptance_from_mean_length
 from ..engines.readers import LiveMetrics, StartupLog
 
+@dataclass(frozen=True)
+class Observed:
+    """What a running server reported (its /metrics and/or start-up log); None: not reported."""
+
+    kv_cache_tokens: int | None = None
+    num_gpu_blocks: int | None = None
+    block_size: int | None = None
+    acceptance_rate: float | None = None  # per token, from the mean accepted length at the server's k
+    mean_accepted_length: float | None = None
+    draft_acceptance_fraction: float | None = None
+    preemptions: float | None = None
+    kv_usage_fraction: float | None = None
+    running: float | None = None
+    waiting: float | None = None
+    ttft_s: dict | None = None
+    tpot_s: dict | None = None
+    engine_version: str | None = None
+
+    def __getitem__(self, key: str):
+        return getattr(self, key)
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
 @dataclass
 class LiveCheck:
-    observed: dict
+    observed: Observed
     violations: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     planned_verdict: str = ""
@@ -28,7 +53,7 @@ class LiveCheck:
 
     def to_dict(self) -> dict:
         """The JSON of `specsize check-live --format json` (docs/json.md)."""
-        return {"schema_version": "1.0", "observed": self.observed, "violations": self.violations,
+        return {"schema_version": "1.0", "observed": self.observed.to_dict(), "violations": self.violations,
                 "notes": self.notes, "planned_verdict": self.planned_verdict, "verdict_now": self.verdict_now,
                 "verdict_changes": self.verdict_changes}
 
@@ -41,7 +66,7 @@ def _require(plan: dict, metrics: LiveMetrics | None, log: StartupLog | None) ->
         raise SpecError("metrics", "nothing to compare", "--metrics URL|FILE and/or --log FILE")
 
 
-def _observed(metrics: LiveMetrics | None, log: StartupLog | None) -> dict:
+def _observed(metrics: LiveMetrics | None, log: StartupLog | None) -> Observed:
     """What the server reports, from its metrics and/or its start-up log (the `observed` section)."""
     observed_tokens = (metrics.kv_cache_tokens if metrics else None) or (log.kv_cache_tokens if log else None)
     blocks = metrics.num_gpu_blocks if metrics else None
@@ -56,17 +81,17 @@ def _observed(metrics: LiveMetrics | None, log: StartupLog | None) -> dict:
     if mean_length is not None and k:
         k_int = max(1, round(k))
         rate = acceptance_from_mean_length(min(max(mean_length, 1.0), k_int + 1), k_int)
-    return {"kv_cache_tokens": observed_tokens, "num_gpu_blocks": blocks, "block_size": block_size,
-            "acceptance_rate": rate, "mean_accepted_length": mean_length,
-            "draft_acceptance_fraction": metrics.draft_acceptance_fraction if metrics else None,
-            "preemptions": metrics.preemptions if metrics else None,
-            "kv_usage_fraction": metrics.kv_usage_fraction if metrics else None,
-            "running": metrics.running if metrics else None, "waiting": metrics.waiting if metrics else None,
-            "ttft_s": metrics.ttft_s if metrics else None, "tpot_s": metrics.tpot_s if metrics else None,
-            "engine_version": log.version if log else None}
+    return Observed(kv_cache_tokens=observed_tokens, num_gpu_blocks=blocks, block_size=block_size,
+                    acceptance_rate=rate, mean_accepted_length=mean_length,
+                    draft_acceptance_fraction=metrics.draft_acceptance_fraction if metrics else None,
+                    preemptions=metrics.preemptions if metrics else None,
+                    kv_usage_fraction=metrics.kv_usage_fraction if metrics else None,
+                    running=metrics.running if metrics else None, waiting=metrics.waiting if metrics else None,
+                    ttft_s=metrics.ttft_s if metrics else None, tpot_s=metrics.tpot_s if metrics else None,
+                    engine_version=log.version if log else None)
 
 
-def _capacity_checks(plan: dict, metrics: LiveMetrics | None, observed: dict, result: LiveCheck) -> tuple[float, bool]:
+def _capacity_checks(plan: dict, metrics: LiveMetrics | None, observed: Observed, result: LiveCheck) -> tuple[float, bool]:
     """Record the KV capacity, usage and preemption findings; (headroom now, did reality move it?)."""
     planned_tokens = plan["kv_cache_tokens"]
     observed_tokens = observed["kv_cache_tokens"]
@@ -104,7 +129,7 @@ def _capacity_checks(plan: dict, metrics: LiveMetrics | None, observed: dict, re
     return headroom_now, changed
 
 
-def _acceptance_checks(plan: dict, metrics: LiveMetrics | None, observed: dict, result: LiveCheck) -> bool:
+def _acceptance_checks(plan: dict, metrics: LiveMetrics | None, observed: Observed, result: LiveCheck) -> bool:
     """Record the acceptance findings; True when speculation no longer pays."""
     rate = observed["acceptance_rate"]
     mean_length = observed["mean_accepted_length"]
