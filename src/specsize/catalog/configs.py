@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from typing import Any
 
 from ..core.errors import SpecError
@@ -19,6 +21,44 @@ def _text_config(cfg: dict) -> dict:
         merged["quantization_config"] = cfg.get("quantization_config") or text.get("quantization_config")
         return merged
     return cfg
+
+
+# Bounds of a config.json's sizes: far above any published model, low enough that nothing overflows.
+SIZE_LIMITS = {"hidden_size": 1 << 20, "num_hidden_layers": 10_000, "num_attention_heads": 1 << 16,
+               "vocab_size": 1 << 27, "num_key_value_heads": 1 << 16, "head_dim": 1 << 16,
+               "intermediate_size": 1 << 24, "intermediate_size_mlp": 1 << 24, "max_position_embeddings": 1 << 31,
+               "kv_lora_rank": 1 << 16, "q_lora_rank": 1 << 16, "qk_nope_head_dim": 1 << 16,
+               "qk_rope_head_dim": 1 << 16, "v_head_dim": 1 << 16, "num_local_experts": 1 << 16,
+               "n_routed_experts": 1 << 16, "num_experts": 1 << 16, "num_experts_per_tok": 1 << 16,
+               "moe_intermediate_size": 1 << 24, "sliding_window": 1 << 31, "draft_vocab_size": 1 << 27}
+OPTIONAL_ZERO_OK = ("num_nextn_predict_layers", "n_shared_experts", "first_k_dense_replace")
+
+
+def check_config(cfg: dict, model_id: str) -> None:
+    """Every size a config.json gives is a positive integer within bounds, and its dtype is one we know:
+    a config is validated like any other input (a `hidden_size: -1` must never plan as a fit)."""
+    for name, limit in SIZE_LIMITS.items():
+        value = cfg.get(name)
+        if value is None or (name not in REQUIRED and value == 0 and name in ("sliding_window", "q_lora_rank")):
+            continue
+        ok = isinstance(value, int) and not isinstance(value, bool) or \
+            isinstance(value, float) and math.isfinite(value) and value.is_integer()
+        if not ok or not 1 <= value <= limit:
+            raise SpecError(f"config.json:{name}", f"{model_id}: must be an integer from 1 to {limit:,}, got {value!r}",
+                            "a Hugging Face config.json")
+    for name in OPTIONAL_ZERO_OK:
+        value = cfg.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 10_000):
+            raise SpecError(f"config.json:{name}", f"{model_id}: must be an integer from 0 to 10,000, got {value!r}",
+                            "a Hugging Face config.json")
+    if cfg["hidden_size"] < cfg["num_attention_heads"] and not cfg.get("head_dim"):
+        raise SpecError("config.json:num_attention_heads", f"{model_id}: {cfg['num_attention_heads']} heads for a "
+                        f"hidden size of {cfg['hidden_size']} leave no head_dim", "a Hugging Face config.json")
+    raw = cfg.get("torch_dtype") or cfg.get("dtype")
+    if raw is not None and str(raw).replace("torch.", "").lower() not in (*DTYPE_ALIASES, "float8_e4m3fn", "uint8",
+                                                                           "int8", "auto"):
+        raise SpecError("config.json:torch_dtype", f"{model_id}: unknown dtype {raw!r}",
+                        "bfloat16, float16, float32 (or their aliases)")
 
 
 def _dtype(cfg: dict) -> str:
@@ -131,6 +171,7 @@ def spec_from_config(raw: dict[str, Any], model_id: str, source: str, *, params_
         if cfg.get(name) in (None, ""):
             raise SpecError(f"config.json:{name}", f"{model_id}: missing field {name!r}",
                             "a config.json with " + ", ".join(REQUIRED))
+    check_config(cfg, model_id)
     archs = [str(a) for a in raw.get("architectures") or []]
     model_type = str(cfg.get("model_type") or raw.get("model_type") or "llama")
     hidden = int(cfg["hidden_size"])

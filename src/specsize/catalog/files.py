@@ -13,12 +13,38 @@ from typing import Any
 from ..core.errors import SpecError
 
 
-def read_text(path: str | Path, field: str, accepted: str) -> str:
+MiB = 1 << 20
+# The largest file each kind of input may be: reading stops one byte past it (a /dev/zero or a mistaken
+# multi-gigabyte path ends in a one-line error, not in the kernel's OOM killer). Documented in docs/cli.md.
+LIMITS = {"deployment": 1 * MiB, "search": 1 * MiB, "plan": 16 * MiB, "metrics": 16 * MiB, "log": 64 * MiB,
+          "config": 16 * MiB, "prompts": 64 * MiB, "samples_file": 256 * MiB, "trace": 256 * MiB,
+          "lengths_file": 256 * MiB}
+DEFAULT_LIMIT = 64 * MiB
+
+
+def size_limit(field: str) -> int:
+    return LIMITS.get(field, DEFAULT_LIMIT)
+
+
+def decode_text(data: bytes, where: str, field: str, accepted: str, limit: int) -> str:
+    """Bytes read with a limit of `limit` (one more byte read means the source was larger) -> text."""
+    if len(data) > limit:
+        raise SpecError(field, f"{where} is larger than {limit // MiB} MiB", f"{accepted} of at most {limit // MiB} MiB")
+    if b"\x00" in data:
+        raise SpecError(field, f"{where} is not a text file", accepted)
+    return data.decode("utf-8", errors="replace")
+
+
+def read_text(path: str | Path, field: str, accepted: str, limit: int | None = None) -> str:
+    """A user's text file, at most `limit` bytes (default: the field's, see LIMITS)."""
     p = Path(path)
+    limit = size_limit(field) if limit is None else limit
     try:
-        return p.read_text(errors="replace")
+        with p.open("rb") as handle:
+            data = handle.read(limit + 1)
     except OSError as err:
-        raise SpecError(field, f"cannot read {p}: {err.strerror}", accepted) from None
+        raise SpecError(field, f"cannot read {p}: {err.strerror or type(err).__name__}", accepted) from None
+    return decode_text(data, str(p), field, accepted, limit)
 
 
 def read_lines(path: str | Path, field: str) -> list[str]:

@@ -18,7 +18,7 @@ from pathlib import Path
 from ..core.errors import SpecError
 from ..core.specs import ModelSpec
 from .configs import REQUIRED, spec_from_config
-from .files import RowCheck, packaged_json, row_label
+from .files import read_text, RowCheck, packaged_json, row_label
 
 MODELS_DIR = "models"
 # config.json fields that, when present and not null, size the model: positive integers
@@ -96,12 +96,11 @@ def _from_catalog(model_id: str) -> ModelSpec:
 
 
 def _read_json(path: Path, field: str) -> dict:
+    text = read_text(path, "config", "a config.json file")
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(text)
     except json.JSONDecodeError as err:
         raise SpecError(field, f"{path} is not valid JSON ({err.msg} at line {err.lineno})", "a JSON file") from None
-    except OSError as err:
-        raise SpecError(field, f"cannot read {path}: {err.strerror}", "a readable file") from None
     if not isinstance(data, dict):
         raise SpecError(field, f"{path} holds a JSON {type(data).__name__}, not an object", "a JSON object")
     return data

@@ -13,6 +13,7 @@ Arrival times are shifted so that the first request arrives at 0 s. The public A
 from __future__ import annotations
 
 import csv
+import math
 import json
 from dataclasses import dataclass
 from datetime import datetime
@@ -34,11 +35,11 @@ class Trace:
     acceptance: list[float] | None
 
 
-def _pick(row: dict, names: tuple[str, ...], field: str, path: Path, line: int):
+def _pick(row: dict, names: tuple[str, ...], what: str, path: Path, line: int, field: str = "trace"):
     for name in names:
         if name in row and row[name] not in (None, ""):
             return row[name]
-    raise SpecError("trace", f"{path} line {line}: no {field} column", " / ".join(names))
+    raise SpecError(field, f"{path} line {line}: no {what} column", " / ".join(names))
 
 
 def _seconds(value) -> float:
@@ -58,24 +59,51 @@ def read_trace(path: str | Path) -> Trace:
     return _parse(read_lines(path, "trace"), Path(path))
 
 
-def _parse(lines: list[str], p: Path) -> Trace:
+MAX_TOKENS = 1 << 30  # per request; far beyond any context window, low enough that nothing overflows
+
+
+def _tokens(value, what: str, field: str, p: Path, line: int) -> int:
+    number = float(value)
+    if not (math.isfinite(number) and 1 <= number <= MAX_TOKENS):
+        raise SpecError(field, f"{p} line {line}: {what} must be from 1 to {MAX_TOKENS:,}", "positive token counts")
+    return int(number)
+
+
+def _row(row: object, p: Path, i: int, field: str) -> tuple[float, int, int, float | None]:
+    if not isinstance(row, dict):
+        raise SpecError(field, f"{p} line {i}: not an object", "JSONL, one object per line, or CSV with a header")
+    try:
+        arrival = _seconds(_pick(row, ARRIVAL, "arrival time", p, i, field))
+        prompt = _tokens(_pick(row, PROMPT, "prompt tokens", p, i, field), "prompt tokens", field, p, i)
+        output = _tokens(_pick(row, OUTPUT, "output tokens", p, i, field), "output tokens", field, p, i)
+        rate = row.get("acceptance_rate")
+        acceptance = None if rate in (None, "") else float(rate)
+    except (ValueError, TypeError, OverflowError):
+        raise SpecError(field, f"{p} line {i}: cannot read a number or time", "numbers for tokens, seconds or ISO "
+                        "times") from None
+    if not math.isfinite(arrival) or abs(arrival) > 1e12:
+        raise SpecError(field, f"{p} line {i}: the arrival time is not a finite time", "seconds or ISO times")
+    if acceptance is not None and not (math.isfinite(acceptance) and 0 <= acceptance <= 1):
+        raise SpecError(field, f"{p} line {i}: acceptance_rate must be in [0, 1]", "a per-token rate in [0, 1]")
+    return arrival, prompt, output, acceptance
+
+
+def _parse(lines: list[str], p: Path, field: str = "trace") -> Trace:
     try:
         rows = [json.loads(line) for line in lines] if lines[0].lstrip().startswith("{") else \
             list(csv.DictReader(lines))
     except json.JSONDecodeError as err:
-        raise SpecError("trace", f"{p}: invalid JSON line ({err.msg})", "JSONL, one object per line") from None
+        raise SpecError(field, f"{p}: invalid JSON line ({err.msg})", "JSONL, one object per line") from None
+    if not rows:
+        raise SpecError(field, f"{p} holds no requests (a header alone?)", "a CSV or JSONL file with one request per line")
     arrivals, prompts, outputs, acceptance = [], [], [], []
     for i, row in enumerate(rows, start=1):
-        try:
-            arrivals.append(_seconds(_pick(row, ARRIVAL, "arrival time", p, i)))
-            prompts.append(int(float(_pick(row, PROMPT, "prompt tokens", p, i))))
-            outputs.append(int(float(_pick(row, OUTPUT, "output tokens", p, i))))
-        except ValueError as err:
-            raise SpecError("trace", f"{p} line {i}: {err}", "numbers for tokens, seconds or ISO times") from None
-        if "acceptance_rate" in row and row["acceptance_rate"] not in (None, ""):
-            acceptance.append(float(row["acceptance_rate"]))
-    if any(v < 1 for v in prompts) or any(v < 1 for v in outputs):
-        raise SpecError("trace", f"{p}: token counts must be >= 1", "positive prompt and output tokens")
+        arrival, prompt, output, rate = _row(row, p, i, field)
+        arrivals.append(arrival)
+        prompts.append(prompt)
+        outputs.append(output)
+        if rate is not None:
+            acceptance.append(rate)
     order = sorted(range(len(arrivals)), key=arrivals.__getitem__)
     start = arrivals[order[0]]
     return Trace(arrival_s=[arrivals[i] - start for i in order], prompt_tokens=[prompts[i] for i in order],
@@ -92,4 +120,4 @@ def read_trace_lengths(path: str | Path) -> Trace:
             lines = [json.dumps({**json.loads(line), "arrival_time": i}) for i, line in enumerate(lines)]
         else:
             lines = [lines[0] + ",arrival_time"] + [f"{line},{i}" for i, line in enumerate(lines[1:])]
-    return _parse(lines, Path(path))
+    return _parse(lines, Path(path), "lengths_file")

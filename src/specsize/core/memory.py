@@ -339,6 +339,13 @@ def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
     elif kv_bytes <= 0:
         problem = (f"no memory is left for the KV cache: the budget of {budget / GiB:.2f} GiB is spent "
                    f"before the cache ({-kv_bytes / GiB:.2f} GiB short)")
+    elif d.engine.kv_cache_memory_bytes is not None and \
+            kv_bytes > (room := free_at_start - w_target.total - w_draft - act - non_torch - graphs):
+        # vLLM's --kv-cache-memory-bytes bypasses the budget: a pool larger than the card has left cannot be
+        # allocated, whatever gpu_memory_utilization says
+        problem = (f"the engine runs out of memory at start-up: kv_cache_memory_bytes asks for "
+                   f"{kv_bytes / GiB:.2f} GiB of KV cache but only {max(0, room) / GiB:.2f} GiB of the card are left "
+                   f"after weights, activations, non-torch memory and CUDA graphs")
     elif p.refuses_start_below_max_model_len:
         one_request = sum(count * layer_blocks(KVLayer("x", kind, window, 0), s.max_model_len, s.block_size)
                           for kind, window, count, _ in layer_groups(layers))

@@ -81,7 +81,8 @@ def _bounds(name: str, info: FieldInfo, value: float) -> None:
     low_bad = info.minimum is not None and (value <= info.minimum if info.exclusive_minimum else value < info.minimum)
     high_bad = info.maximum is not None and (value >= info.maximum if info.exclusive_maximum else value > info.maximum)
     if low_bad or high_bad:
-        raise SpecError(name, f"out of range: {value:g}", info.accepted)  # the message names the bounds
+        shown = f"{value:,}" if isinstance(value, int) else f"{value:g}"
+        raise SpecError(name, f"out of range: {shown}", info.accepted)  # the accepted part names the bounds
 
 
 def _int(name: str, info: FieldInfo, value: Any) -> int:

@@ -18,7 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..catalog.files import read_text
+from ..catalog.files import read_text, size_limit
 from ..core.errors import SpecError
 from ..core.specs import LengthDistribution
 from .fields import FieldInfo, coerce
@@ -101,11 +101,11 @@ def flatten(data: dict, where: str) -> dict:
 
 # --- lengths ------------------------------------------------------------------------------------------------
 
-def read_samples(path: str | Path, column: str | None = None) -> list[int]:
+def read_samples(path: str | Path, column: str | None = None, field: str = "samples_file") -> list[int]:
     """Token counts from a file: numbers (one per line or comma-separated), a JSON list, or a JSONL/CSV
     trace whose `column` field holds them."""
     p = Path(path)
-    text = read_text(p, "samples_file", "a readable file")
+    text = read_text(p, field, "a readable file", size_limit("samples_file"))
     values: list[int] = []
     stripped = text.strip()
     try:
@@ -118,13 +118,16 @@ def read_samples(path: str | Path, column: str | None = None) -> list[int]:
             values = [int(float(row[column])) for row in csv.DictReader(stripped.splitlines())]
         else:
             values = [int(v) for v in re.split(r"[\s,]+", stripped) if v]
-    except (ValueError, KeyError, TypeError, OverflowError, json.JSONDecodeError) as err:
-        raise SpecError("samples_file", f"{p}: cannot read token counts ({type(err).__name__}: {err})",
+    except KeyError as err:  # names the column, never the file's content
+        raise SpecError(field, f"{p}: a request has no {err.args[0]!r}",
+                        "integers one per line, a JSON list, or JSONL/CSV with prompt_tokens and output_tokens") from None
+    except (ValueError, TypeError, OverflowError, json.JSONDecodeError):
+        raise SpecError(field, f"{p}: cannot read token counts",
                         "integers one per line, a JSON list, or JSONL/CSV with prompt_tokens and output_tokens") from None
     if not values:
-        raise SpecError("samples_file", f"{p} holds no token counts", "a non-empty list of integers")
-    if any(v < 0 for v in values):
-        raise SpecError("samples_file", f"{p} holds negative token counts", "token counts >= 0")
+        raise SpecError(field, f"{p} holds no token counts", "a non-empty list of integers")
+    if any(not 0 <= v <= 1 << 30 for v in values):
+        raise SpecError(field, f"{p} holds token counts outside 0 to {1 << 30:,}", "token counts >= 0")
     return values
 
 
@@ -150,7 +153,7 @@ def length_distribution(value: Any, field: str, base: Path | None = None) -> Len
         text = value.strip()
         if text.startswith("@"):
             path = Path(text[1:])
-            return LengthDistribution.from_samples(read_samples(path if base is None else base / path, field))
+            return LengthDistribution.from_samples(read_samples(path if base is None else base / path, field, field))
         if "=" in text:
             pairs = {}
             for part in text.split(","):

@@ -38,7 +38,7 @@ class Request:
     draft_tp: int = F(1, "Tensor parallel size of a separate draft model.", "int", DEPLOYMENT, minimum=1)
     gpu: str | None = F(None, "GPU id from `specsize gpus`.", "str", DEPLOYMENT)
     gpus: int | None = F(None, "GPUs in total (a multiple of tp x pp; more means replicas).", "int", DEPLOYMENT,
-                         minimum=1, default_doc="tp x pp (one engine instance)")
+                         minimum=1, maximum=100_000, default_doc="tp x pp (one engine instance)")
     tp: int = F(1, "Tensor parallel size.", "int", DEPLOYMENT, minimum=1, maximum=1024)
     pp: int = F(1, "Pipeline parallel size.", "int", DEPLOYMENT, minimum=1, maximum=1024)
     gpu_memory_gib: float | None = F(None, "Override the GPU's memory (as the driver reports it).", "float",

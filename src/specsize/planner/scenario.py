@@ -21,6 +21,9 @@ from .plan import PlanResult, replica_workload, validate
 from .simulate import SEVERE, SimulationReport, Slo, acceptance_spec, rate_for_concurrency, run
 
 
+MAX_REQUESTS = 2_000_000  # the largest simulation accepted (about 3 minutes and 1 GiB here); docs/simulation.md
+
+
 @dataclass(frozen=True)
 class TraceData:
     """A trace (or a lengths file) as read by the API layer."""
@@ -98,6 +101,11 @@ def build_scenario(d: Deployment, w: Workload, rate_per_replica: float | None, s
     assert rate_per_replica is not None
     rates = RateProfile(rate_per_replica, bursts, on_off,
                         None if sim.ramp_to_req_s is None else sim.ramp_to_req_s / d.replicas)
+    expected = rates.peak() * sim.duration_s
+    if expected > MAX_REQUESTS:
+        raise SpecError("rate", f"about {expected:,.0f} requests at {rates.peak():,.1f} req/s (peak) for "
+                        f"{sim.duration_s:g} s; at most {MAX_REQUESTS:,} are simulated",
+                        "a lower rate or a shorter duration")
     return Scenario(arrivals="poisson", duration_s=sim.duration_s, rate_req_s=rate_per_replica,
                     rate_source="rate" if sim.rate_req_s is not None else "littles_law", rates=rates, prompt=prompt,
                     output=output, lengths_source=source, burst_source=sim.burst_source if (bursts or on_off) else None,
@@ -151,9 +159,9 @@ def run_simulation(d: Deployment, w_total: Workload, profile: AccountingProfile,
         req = _requests(scenario, sim, acc, limit)
     if not len(req):
         raise SpecError("rate", "the scenario produced no requests", "a higher rate or a longer duration")
-    if len(req) > 5_000_000:
-        raise SpecError("rate", f"the scenario has {len(req):,} requests; at most 5,000,000 are simulated",
-                        "a lower rate or a shorter duration")
+    if len(req) > MAX_REQUESTS:
+        raise SpecError("trace", f"the trace has {len(req):,} requests; at most {MAX_REQUESTS:,} are simulated",
+                        "a shorter trace")
     slo = Slo(ttft_s=sim.ttft_slo_s, tpot_s=tpot_slo_s)
     report = run(d, mem, plain, eff, req, sim.seed, slo, tree=tree, prefix_hit_rate=sim.prefix_hit_rate,
                  progress=progress)
