@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 from types import ModuleType
 
 import click
@@ -19,6 +18,7 @@ from ..inputs.fields import ACCEPTANCE, ANALYSIS, DEPLOYMENT, PERF, SIMULATION, 
 from ..core.speculation import SPEC_METHODS
 from ..engines.emit import EMITTERS
 from .options import request_from, request_options
+from .output import write_output, write_series
 
 EXIT_FOR_VERDICT = {"fits": 0, "thin": 1, "does_not_fit": 3}
 EXIT_BAD_INPUT = 2
@@ -29,27 +29,6 @@ SIZING = (DEPLOYMENT, WORKLOAD, ACCEPTANCE, PERF)  # every command that sizes a 
 def _fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
     click.echo(f"specsize: error: {message}", err=True)
     sys.exit(code)
-
-
-def write_output(text: str, path: str | None, force: bool) -> None:
-    """stdout, or a file written atomically (temporary file, then rename); an existing file needs --force."""
-    if path is None or path == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-    target = Path(path)
-    if target.exists() and not force:
-        _fail(f"output: {target} exists; pass --force to replace it")
-    if not target.parent.exists():
-        _fail(f"output: folder {target.parent} does not exist")
-    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        temporary.write_text(text)
-        os.replace(temporary, target)
-    finally:
-        if temporary.exists():
-            temporary.unlink()
-    click.echo(f"specsize: wrote {target}", err=True)
 
 
 def output_options(formats: tuple[str, ...], default: str | None = None, output_help: str = "Write to FILE "
@@ -146,30 +125,6 @@ def _progress_callback():
         bar.update(task, completed=done, total=total)
 
     return bar, update
-
-
-def write_series(series: dict, path: str, force: bool) -> None:
-    """The simulation's time series as CSV (or Parquet when pyarrow is installed)."""
-    from ..core.errors import SpecError  # noqa: PLC0415
-
-    columns = list(series)
-    if path.endswith(".parquet"):
-        try:
-            import pyarrow as pa  # noqa: PLC0415
-            import pyarrow.parquet as pq  # noqa: PLC0415
-        except ImportError:
-            raise SpecError("series", "writing Parquet needs pyarrow (pip install pyarrow)", "a .csv path") from None
-        target = Path(path)
-        if target.exists() and not force:
-            _fail(f"series: {target} exists; pass --force to replace it")
-        temporary = target.with_name(f".{target.name}.tmp")
-        pq.write_table(pa.table({c: series[c] for c in columns}), temporary)
-        os.replace(temporary, target)
-        return
-    lines = [",".join(columns)]
-    for row in zip(*(series[c] for c in columns)):
-        lines.append(",".join(f"{v:.6g}" if isinstance(v, float) else str(v) for v in row))
-    write_output("\n".join(lines) + "\n", path, force)
 
 
 @cli.command()

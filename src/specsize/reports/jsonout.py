@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import json
+from .jsonsafe import dumps
+
 import math
 from dataclasses import asdict
 
@@ -149,4 +150,4 @@ def plan_to_dict(r: PlanResult) -> dict:
 
 
 def render(r: PlanResult) -> str:
-    return json.dumps(plan_to_dict(r), indent=2) + "\n"
+    return dumps(plan_to_dict(r))

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import json
+from .jsonsafe import dumps
+
 
 from ..core.specs import GpuSpec
 from ..core.units import GiB
@@ -10,7 +11,7 @@ from ..core.units import GiB
 
 def models(rows: list[dict], fmt: str) -> str:
     if fmt == "json":
-        return json.dumps(rows, indent=2) + "\n"
+        return dumps(rows)
     width = max(len(r["id"]) for r in rows)
     lines = [f"{'id':{width}}  {'type':12} {'layers':>6} {'params':>9}  attention     quant"]
     for r in rows:
@@ -21,10 +22,10 @@ def models(rows: list[dict], fmt: str) -> str:
 
 def gpus(specs: list[GpuSpec], fmt: str) -> str:
     if fmt == "json":
-        return json.dumps([{"id": g.gpu_id, "name": g.name, "vendor": g.vendor, "memory_bytes": g.memory_bytes,
+        return dumps([{"id": g.gpu_id, "name": g.name, "vendor": g.vendor, "memory_bytes": g.memory_bytes,
                             "memory_bandwidth_bytes_s": g.memory_bandwidth_bytes_s, "bf16_flops": g.bf16_flops,
                             "fp8_flops": g.fp8_flops, "interconnect_bytes_s": g.interconnect_bytes_s,
-                            "sources": g.sources} for g in specs], indent=2) + "\n"
+                       "sources": g.sources} for g in specs])
     lines = [f"{'id':20} {'memory GiB':>10} {'HBM TB/s':>9} {'bf16 TFLOP/s':>13} {'fp8 TFLOP/s':>12} {'link GB/s':>10}"]
     for g in specs:
         fp8 = f"{g.fp8_flops / 1e12:,.0f}" if g.fp8_flops else "-"
@@ -35,7 +36,7 @@ def gpus(specs: list[GpuSpec], fmt: str) -> str:
 
 def calibrations(rows: list, path: object, fmt: str) -> str:
     if fmt == "json":
-        return json.dumps([{**r.__dict__} for r in rows], indent=2, default=str) + "\n"
+        return dumps([{**r.__dict__} for r in rows], default=str)
     lines = [f"{path}: {len(rows)} observation(s)"]
     for r in rows:
         figure = (f"a={r.acceptance_rate:.3f}" if r.acceptance_rate is not None else

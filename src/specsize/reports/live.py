@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import json
+from .jsonsafe import dumps
+
 
 from ..planner.live import LiveCheck
 
 
 def render(result: LiveCheck, fmt: str) -> str:
     if fmt == "json":
-        return json.dumps(result.to_dict(), indent=2) + "\n"
+        return dumps(result.to_dict())
     o = result.observed
     lines = [f"plan: {result.planned_verdict}; reality: {result.verdict_now}"
              + (" (the verdict changes)" if result.verdict_changes else "")]

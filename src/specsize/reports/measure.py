@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import json
+from .jsonsafe import dumps
+
 
 
 def terms_of(result) -> list[dict]:
@@ -14,9 +15,9 @@ def terms_of(result) -> list[dict]:
 def render(result, batch_size: int, prompt: int, k: int, fmt: str) -> str:
     terms = terms_of(result)
     if fmt == "json":
-        return json.dumps({"schema_version": "1.0", "device": result.device, "dtype": result.dtype,
-                           "batch_size": batch_size, "prompt_tokens": prompt, "k": k, "terms": terms,
-                           "acceptance": result.acceptance}, indent=2) + "\n"
+        return dumps({"schema_version": "1.0", "device": result.device, "dtype": result.dtype,
+                      "batch_size": batch_size, "prompt_tokens": prompt, "k": k, "terms": terms,
+                      "acceptance": result.acceptance})
     lines = [f"measured on {result.device} ({result.dtype}), {batch_size} sequences x {prompt} prompt tokens, k={k}",
              f"{'term':44} {'predicted MiB':>14} {'measured MiB':>13} {'error':>8}"]
     for t in terms:

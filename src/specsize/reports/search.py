@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import json
+from .jsonsafe import dumps
+
 import math
 from dataclasses import asdict
 
@@ -37,7 +38,7 @@ def _line(c: Candidate) -> str:
 
 def render(r: SearchResult, fmt: str) -> str:
     if fmt == "json":
-        return json.dumps(to_dict(r), indent=2) + "\n"
+        return dumps(to_dict(r))
     lines = [f"search {r.name}: {r.screened:,} configurations screened in {r.screen_seconds:.2f} s "
              f"({r.skipped} invalid skipped)", ""]
     lines.append("Cheapest that meets the SLO with headroom:")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import json
+from .jsonsafe import dumps
+
 
 from ..planner.simulate import SimulationReport
 
@@ -13,7 +14,7 @@ def _ms(x):
 
 def render(rep: SimulationReport, fmt: str) -> str:
     if fmt == "json":
-        return json.dumps({"schema_version": "1.0", "sim": rep.to_dict()}, indent=2) + "\n"
+        return dumps({"schema_version": "1.0", "sim": rep.to_dict()})
     runs = [rep.spec] + ([rep.no_spec] if rep.no_spec else [])
     header = ["", *(f"{r.label}" + (" (speculation)" if r.label != "none" else " (no speculation)") for r in runs)]
     rows = [

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import json
+from .jsonsafe import dumps
+
 from dataclasses import asdict
 
 from ..planner.speedup import DrafterResult, SpeedupReport
@@ -56,7 +57,7 @@ def _summary(r: DrafterResult) -> str:
 
 def render(report: SpeedupReport, fmt: str) -> str:
     if fmt == "json":
-        return json.dumps(to_dict(report), indent=2) + "\n"
+        return dumps(to_dict(report))
     lines = [f"speed-up = TPOT without speculation / TPOT with it, same batch; context {report.context_len:,} tokens; "
              f"{report.deployment.target.model_id} on {report.deployment.gpus_per_instance} x "
              f"{report.deployment.gpu.gpu_id}"]

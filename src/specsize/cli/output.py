@@ -1,0 +1,94 @@
+"""Writing what the user asked for, safely: never over their file without --force, never half a file.
+
+A file is written to a temporary beside it (unique name, fsync'd), then moved into place: with --force by an
+atomic rename, without it by an atomic hard link that fails if the name exists (two writers racing for one
+new name: one wins, the other is told the file exists). Temporaries a killed writer left behind are removed
+on the next write to the same name. An OS error (a read-only folder, a full disk) is a one-line error.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Callable
+
+import click
+
+from ..core.errors import SpecError
+
+
+def _stale_temporaries(target: Path) -> None:
+    for leftover in target.parent.glob(f".{target.name}.*.tmp"):
+        pid = leftover.name[len(target.name) + 2:-4].split(".")[0]
+        if pid.isdigit() and pid != str(os.getpid()) and not _alive(int(pid)):
+            leftover.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def write_file(path: str, fill: Callable[[Path], object], force: bool, field: str = "output") -> Path:
+    """Create `path` from `fill(temporary)`; refuses an existing file unless `force`."""
+    target = Path(path)
+    if target.is_dir():
+        raise SpecError(field, f"{target} is a folder", "a file path")
+    if not target.parent.is_dir():
+        raise SpecError(field, f"folder {target.parent} does not exist", "a path in an existing folder")
+    if target.exists() and not force:
+        raise SpecError(field, f"{target} exists; pass --force to replace it", "a new file, or --force")
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    try:
+        _stale_temporaries(target)
+        fill(temporary)
+        with temporary.open("rb") as handle:
+            os.fsync(handle.fileno())
+        if force:
+            os.replace(temporary, target)
+        else:
+            try:
+                os.link(temporary, target)  # atomic, and fails when another writer got there first
+            except FileExistsError:
+                raise SpecError(field, f"{target} exists; pass --force to replace it", "a new file, or --force") \
+                    from None
+    except OSError as err:
+        raise SpecError(field, f"cannot write {target}: {err.strerror or type(err).__name__}",
+                        "a writable folder") from None
+    finally:
+        temporary.unlink(missing_ok=True)
+    return target
+
+
+def write_output(text: str, path: str | None, force: bool) -> None:
+    """stdout, or a file written safely (see the module's doc)."""
+    if path is None or path == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    target = write_file(path, lambda temporary: temporary.write_text(text), force)
+    click.echo(f"specsize: wrote {target}", err=True)
+
+
+def write_series(series: dict, path: str, force: bool) -> None:
+    """The simulation's time series as CSV (or Parquet when pyarrow is installed)."""
+    columns = list(series)
+    if path.endswith(".parquet"):
+        try:
+            import pyarrow as pa  # noqa: PLC0415
+            import pyarrow.parquet as pq  # noqa: PLC0415
+        except ImportError:
+            raise SpecError("series", "writing Parquet needs pyarrow (pip install pyarrow)", "a .csv path") from None
+        write_file(path, lambda temporary: pq.write_table(pa.table({c: series[c] for c in columns}), temporary),
+                   force, "series")
+        return
+    lines = [",".join(columns)]
+    for row in zip(*(series[c] for c in columns)):
+        lines.append(",".join(f"{v:.6g}" if isinstance(v, float) else str(v) for v in row))
+    write_file(path, lambda temporary: temporary.write_text("\n".join(lines) + "\n"), force, "series")

@@ -1,0 +1,68 @@
+"""Files written safely: never over the user's file without --force, never half a file, clear errors."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from specsize.cli.output import write_file
+from specsize.core.errors import SpecError
+
+
+def test_racing_writers_cannot_both_create_one_name(tmp_path):
+    target = tmp_path / "plan.txt"
+    results = []
+
+    def write(n: int) -> None:
+        try:
+            write_file(str(target), lambda t: t.write_text(f"writer {n}\n"), force=False)
+            results.append(n)
+        except SpecError:
+            pass
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 1 and target.read_text() == f"writer {results[0]}\n"
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_stale_temporaries_of_dead_writers_are_removed(tmp_path):
+    target = tmp_path / "r.html"
+    stale = tmp_path / ".r.html.999999999.abcd.tmp"  # no such pid
+    stale.write_text("half")
+    write_file(str(target), lambda t: t.write_text("whole"), force=False)
+    assert not stale.exists() and target.read_text() == "whole"
+
+
+def test_read_only_folder_is_a_one_line_error(tmp_path, capsys):
+    from specsize.cli.main import main
+
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    os.chmod(folder, 0o500)
+    try:
+        if os.access(folder, os.W_OK):
+            pytest.skip("running as a user that can write anywhere (root): the folder is not read-only")
+        with pytest.raises(SystemExit) as exit_info:
+            main(["plan", "-o", str(folder / "p.txt")])
+        assert exit_info.value.code == 2 and "cannot write" in capsys.readouterr().err
+    finally:
+        os.chmod(folder, 0o700)
+
+
+def test_writing_into_a_path_that_is_a_file_fails_cleanly(tmp_path, capsys):
+    from specsize.cli.main import main
+
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["plan", "-o", str(Path(blocker) / "p.txt")])
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if "error" in line]
+    assert exit_info.value.code == 2 and errors == [err.splitlines()[-1]] and errors[0].startswith("specsize: error: output:")
