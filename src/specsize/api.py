@@ -44,6 +44,7 @@ def __getattr__(name: str) -> Any:
 __all__ = ["Request", "load_request", "plan", "simulate", "speedup", "report", "search", "check_live", "models", "gpus",
            "PlanResult", "SimulationReport", "SpeedupReport", "ReportData", "SearchResult", "LiveCheck"]
 
+METRICS_DEADLINE_S = 30.0  # the whole /metrics response, however slowly it trickles in
 DEFAULT_DURATION_S = {"simulate": 600.0, "plan": 300.0, "report": 120.0}
 
 
@@ -228,14 +229,31 @@ def _read(path: str | Path, field: str) -> str:
 def _metrics_text(source: str) -> str:
     if not source.startswith(("http://", "https://")):
         return _read(source, "metrics")
+    import time  # noqa: PLC0415
     import urllib.request  # noqa: PLC0415
 
+    from .catalog.files import decode_text, size_limit  # noqa: PLC0415
+
+    limit, deadline = size_limit("metrics"), time.monotonic() + METRICS_DEADLINE_S
+    chunks: list[bytes] = []
+    received = 0
     try:
         with urllib.request.urlopen(source, timeout=10) as response:  # noqa: S310 - a URL the user gave
-            return response.read().decode(errors="replace")
+            while received <= limit:
+                chunk = response.read1(65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                received += len(chunk)
+                if time.monotonic() > deadline:
+                    raise SpecError("metrics", f"{source} took longer than {METRICS_DEADLINE_S:g} s to answer",
+                                    "a /metrics endpoint that answers within the deadline")
+    except SpecError:
+        raise
     except Exception as err:  # any network failure is the user's input being unreachable
         raise SpecError("metrics", f"cannot fetch {source} ({type(err).__name__}: {err})",
                         "a reachable /metrics URL or a file") from None
+    return decode_text(b"".join(chunks), source, "metrics", "the /metrics text", limit)
 
 
 def check_live(plan: dict | str | Path, metrics: str | None = None, log: str | Path | None = None) -> LiveCheck:

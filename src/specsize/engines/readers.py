@@ -10,6 +10,7 @@ Metrics: V1 (vllm:kv_cache_usage_perc, vllm:num_preemptions, vllm:spec_decode_nu
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -52,7 +53,22 @@ class StartupLog:
     activation_peak_gib: float | None = None
     non_torch_gib: float | None = None
     refused_max_model_len: int | None = None
+    model: str | None = None  # the model= of the engine's config line
     matched: list[str] = field(default_factory=list)
+
+
+MODEL_IN_LOG = re.compile(r"with config: model='(?P<m>[^']+)'")
+KNOWN_VERSIONS = ((0, 4), (0, 32))  # the start-up wordings read here (module docstring)
+
+
+def _check_version(version: str | None) -> None:
+    if version is None:
+        return
+    major, minor = (int(part) for part in version.split(".")[:2])
+    if not KNOWN_VERSIONS[0] <= (major, minor) <= KNOWN_VERSIONS[1]:
+        low, high = (".".join(map(str, v)) for v in KNOWN_VERSIONS)
+        raise SpecError("log", f"a start-up log of vLLM {version}, whose wording specsize does not know",
+                        f"a vLLM start-up log of release {low} to {high}")
 
 
 def read_startup_log(text: str) -> StartupLog:
@@ -88,6 +104,9 @@ def read_startup_log(text: str) -> StartupLog:
             out.refused_max_model_len = int(match["len"])
         elif name == "version":
             out.version = match["v"]
+    model = MODEL_IN_LOG.search(text)
+    out.model = model["m"] if model else None
+    _check_version(out.version)
     figures = {"kv_cache_tokens", "v0_blocks", "v0_profile", "v1_profile", "available_kv_gib", "refusal_v1",
                "refusal_v0", "weights"}
     if not figures & set(out.matched):
@@ -114,6 +133,7 @@ class LiveMetrics:
     ttft_s: dict = field(default_factory=dict)  # p50/p99 from the histogram
     tpot_s: dict = field(default_factory=dict)
     generation: str | None = None
+    model: str | None = None  # the model_name label
 
     @property
     def k(self) -> float | None:
@@ -169,6 +189,9 @@ _LATENCY_HISTOGRAMS = ("vllm:time_to_first_token_seconds", "vllm:time_per_output
 def _read_sample(out: LiveMetrics, metric: str, labels: dict, value: float, per_position: dict[int, float],
                  histograms: dict[str, list[tuple[float, float]]]) -> None:
     """Fold one vllm: sample into `out` (accepted tokens per position and histogram buckets on the side)."""
+    _check_sample(metric, labels, value)
+    if labels.get("model_name") and out.model is None:
+        out.model = labels["model_name"]
     if metric == "vllm:cache_config_info":
         for key, attr, cast in _CACHE_CONFIG_LABELS:
             raw = labels.get(key)
@@ -187,6 +210,16 @@ def _read_sample(out: LiveMetrics, metric: str, labels: dict, value: float, per_
         out.v0_acceptance_rate = value
     elif metric.endswith("_bucket") and metric[:-7] in _LATENCY_HISTOGRAMS:
         histograms.setdefault(metric[:-7], []).append((float(labels["le"]), value))
+
+
+def _check_sample(metric: str, labels: dict, value: float) -> None:
+    """A sample a vLLM server cannot have reported (negative, not finite, a usage above 100%) is bad input."""
+    if metric.endswith("_bucket") and labels.get("le") in ("+Inf", "inf"):
+        pass
+    elif not math.isfinite(value) or value < 0:
+        raise SpecError("metrics", f"{metric} = {value} cannot come from a vLLM server", "non-negative finite samples")
+    if metric in ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc") and value > 1.0001:
+        raise SpecError("metrics", f"{metric} = {value} is above 1 (it is a fraction)", "a fraction in [0, 1]")
 
 
 def _merged(histograms: dict[str, list[tuple[float, float]]], name: str) -> list[tuple[float, float]]:

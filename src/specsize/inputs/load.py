@@ -213,6 +213,9 @@ def _value(name: str, raw: Any, base: Path | None) -> Any:
         return None if raw is None else _check_lengths(name, length_distribution(raw, name, base))
     if name == "security":
         return _security(raw)
+    if name == "engine_version" and isinstance(raw, float):
+        # YAML reads an unquoted 0.10 as the number 0.1: a different release
+        raise SpecError(name, f"{raw!r} is a number; YAML reads 0.10 as 0.1", f"a quoted release: '{raw}' or '0.10'")
     value = coerce(name, field_info, raw)
     if field_info.kind == "path" and value is not None and base is not None and name in PATH_FIELDS:
         value = str((base / value).resolve()) if not Path(value).is_absolute() else value

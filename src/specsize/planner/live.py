@@ -58,12 +58,53 @@ class LiveCheck:
                 "verdict_changes": self.verdict_changes}
 
 
+PLAN_JSON = "the output of `specsize plan --format json`"
+
+
+def _number(value: object, nullable: bool = False) -> bool:
+    if value is None:
+        return nullable
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def _require(plan: dict, metrics: LiveMetrics | None, log: StartupLog | None) -> None:
+    """The plan JSON has the fields the check reads, of the right types (a hand-edited or truncated plan is
+    bad input, not a crash)."""
     for key in ("verdict", "kv_cache_tokens", "envelope", "headroom_policy"):
         if key not in plan:
-            raise SpecError("plan", f"the plan JSON has no {key!r}", "the output of `specsize plan --format json`")
+            raise SpecError("plan", f"the plan JSON has no {key!r}", PLAN_JSON)
+    if plan["verdict"] not in RANK:
+        raise SpecError("plan", f"verdict {plan['verdict']!r} is not a verdict", PLAN_JSON)
+    checks = {"kv_cache_tokens": (plan["kv_cache_tokens"], False), "headroom_policy": (plan["headroom_policy"], False),
+              "headroom_fraction": (plan.get("headroom_fraction"), True), "kv_blocks": (plan.get("kv_blocks"), True)}
+    env = plan["envelope"]
+    if not isinstance(env, dict):
+        raise SpecError("plan", "envelope is not an object", PLAN_JSON)
+    checks |= {"envelope.demand_bytes": (env.get("demand_bytes"), False),
+               "envelope.capacity_bytes": (env.get("capacity_bytes"), False)}
+    for name, (value, nullable) in checks.items():
+        if not _number(value, nullable):
+            raise SpecError("plan", f"{name} is {value!r}, not a number", PLAN_JSON)
+    for section in ("inputs", "perf", "robustness"):
+        if plan.get(section) is not None and not isinstance(plan[section], dict):
+            raise SpecError("plan", f"{section} is not an object", PLAN_JSON)
     if metrics is None and log is None:
         raise SpecError("metrics", "nothing to compare", "--metrics URL|FILE and/or --log FILE")
+    _same_model(plan, metrics, log)
+
+
+def _model_name(ref: str) -> str:
+    """A model reference compared by its last path component (a hub id, a served name or a local path)."""
+    return ref.rstrip("/").rsplit("/", 1)[-1].lower()
+
+
+def _same_model(plan: dict, metrics: LiveMetrics | None, log: StartupLog | None) -> None:
+    """The server must serve the plan's target: comparing a 70B plan with an 8B server tells nothing."""
+    target = (plan.get("inputs") or {}).get("target")
+    served = (metrics.model if metrics else None) or (log.model if log else None)
+    if isinstance(target, str) and served and _model_name(target) != _model_name(served):
+        raise SpecError("metrics", f"the server serves {served!r}, the plan is for {target!r}",
+                        "the metrics and log of a server running the plan's target")
 
 
 def _observed(metrics: LiveMetrics | None, log: StartupLog | None) -> Observed:

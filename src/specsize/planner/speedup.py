@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..core.memory import AccountingProfile, account
+from ..core.kvcache import pool_blocks
+from ..core.memory import AccountingProfile, MemoryAccount, account
 from ..core.perf import Efficiency
 from ..core.specs import Deployment, SpeculativeConfig
 from ..core.speculation import Acceptance, Tree
@@ -39,6 +40,29 @@ class SpeedupReport:
     ks: tuple[int, ...]
     context_len: int
     drafters: tuple[DrafterResult, ...]  # the deployment's own first
+    notes: tuple[str, ...] = ()  # shapes of the table the deployment cannot run (KV pool, max_model_len, ...)
+
+
+def shape_notes(mem: MemoryAccount, batches: list[int], ks: list[int], context: int) -> tuple[str, ...]:
+    """What the table prices but the engine cannot run: rows past max_num_seqs, a context past max_model_len,
+    batches whose KV cache exceeds the pool. The table still shows them (as the roofline would), marked here."""
+    s = mem.settings
+    notes = []
+    k = max(ks)
+    if context + k > s.max_model_len:
+        notes.append(f"a context of {context:,} tokens (+ k = {k}) exceeds max_model_len = {s.max_model_len:,}: "
+                     "the engine rejects such requests")
+    beyond = [b for b in batches if b > s.max_num_seqs]
+    if beyond:
+        notes.append(f"batch sizes {', '.join(map(str, beyond))} exceed max_num_seqs = {s.max_num_seqs}: the engine "
+                     "never runs them")
+    per_sequence = pool_blocks(mem.kv_layers, context + k, s.block_size, k + 1)
+    fits = mem.usable_blocks // per_sequence if per_sequence else 0
+    over = [b for b in batches if b > fits]
+    if over:
+        notes.append(f"batch sizes {', '.join(map(str, over))} at {context:,} tokens of context need more KV cache "
+                     f"than the pool holds ({fits:,} such sequences): the engine would preempt")
+    return tuple(notes)
 
 
 def _one(label: str, d: Deployment, profile: AccountingProfile, eff: Efficiency, acceptance: Acceptance,
@@ -60,5 +84,6 @@ def compare_drafters(d: Deployment, profile: AccountingProfile, eff: Efficiency,
         cand_ks = list(c.ks) if c.ks else ks
         acceptance_c = c.acceptance if c.acceptance.measured_at_k else replace(c.acceptance, measured_at_k=cand_ks[0])
         results.append(_one(c.label, variant, profile, eff, acceptance_c, batches, cand_ks, context, tree))
+    notes = shape_notes(account(d, profile), batches, ks, context)
     return SpeedupReport(deployment=d, efficiency=eff, batch_sizes=tuple(batches), ks=tuple(ks),
-                         context_len=context, drafters=tuple(results))
+                         context_len=context, drafters=tuple(results), notes=notes)

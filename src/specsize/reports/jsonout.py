@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from .jsonsafe import dumps
-
 import math
 from dataclasses import asdict
 
 from ..core.envelope import EnvelopeCase
 from ..planner.plan import PlanResult
+from .jsonsafe import dumps
 
 SCHEMA_VERSION = "1.0"
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from .jsonsafe import dumps
-
 
 from ..core.specs import GpuSpec
 from ..core.units import GiB
+from .jsonsafe import dumps
 
 
 def models(rows: list[dict], fmt: str) -> str:

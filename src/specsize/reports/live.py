@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from .jsonsafe import dumps
-
 
 from ..planner.live import LiveCheck
+from .jsonsafe import dumps
 
 
 def render(result: LiveCheck, fmt: str) -> str:

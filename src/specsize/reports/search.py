@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from .jsonsafe import dumps
-
 import math
 from dataclasses import asdict
 
 from ..planner.search import Candidate, SearchResult
+from .jsonsafe import dumps
 
 
 def _cand(c: Candidate | None) -> dict | None:

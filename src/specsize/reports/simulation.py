@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from .jsonsafe import dumps
-
 
 from ..planner.simulate import SimulationReport
+from .jsonsafe import dumps
 
 
 def _ms(x):

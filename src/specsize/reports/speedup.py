@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from .jsonsafe import dumps
-
 from dataclasses import asdict
 
 from ..planner.speedup import DrafterResult, SpeedupReport
+from .jsonsafe import dumps
 
 ROW_FIELDS = ("batch_size", "k", "tokens_per_pass", "tpot_s", "tpot_s_no_spec", "speedup", "throughput_tok_s",
               "throughput_tok_s_no_spec")
@@ -28,7 +27,8 @@ def to_dict(report: SpeedupReport) -> dict:
            "method": own.method, "draft": own.draft, "kv_cache_tokens": own.kv_cache_tokens,
            "efficiency": asdict(report.efficiency),
            "candidates": [{"label": c.label, "method": c.method, "draft": c.draft, "kv_cache_tokens": c.kv_cache_tokens,
-                           "weights_draft_bytes": c.weights_draft_bytes, **_table_dict(c)} for c in others]}
+                           "weights_draft_bytes": c.weights_draft_bytes, **_table_dict(c)} for c in others],
+           "notes": list(report.notes)}
     return out
 
 
@@ -73,4 +73,5 @@ def render(report: SpeedupReport, fmt: str) -> str:
         else:
             widths = [max(len(row[i]) for row in grid) for i in range(len(grid[0]))]
             lines += ["  ".join(cell.rjust(w) for cell, w in zip(row, widths)) for row in grid]
+    lines += [f"! {note}" for note in report.notes]
     return "\n".join(lines) + "\n"
