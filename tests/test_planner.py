@@ -99,7 +99,9 @@ def test_robustness_limits_hold_inside_and_flip_outside():
     for m in rob.margins:
         assert m.factor is not None
         inside = evaluate(r.memory, scaled_workload(w, m.input, m.factor), 0.2).verdict
-        outside = evaluate(r.memory, scaled_workload(w, m.input, m.factor * 1.02 + 0.01), 0.2).verdict
+        # concurrency is an integer: one more request than the limit must flip it (the sentence says so)
+        step = (m.limit_value + 1) / m.current_value if m.input == "concurrency" else m.factor * 1.02 + 0.01
+        outside = evaluate(r.memory, scaled_workload(w, m.input, step), 0.2).verdict
         assert inside == r.verdict.verdict, m
         assert outside != r.verdict.verdict, m
 

@@ -45,7 +45,6 @@ __all__ = ["Request", "load_request", "plan", "simulate", "speedup", "report", "
            "PlanResult", "SimulationReport", "SpeedupReport", "ReportData", "SearchResult", "LiveCheck"]
 
 METRICS_DEADLINE_S = 30.0  # the whole /metrics response, however slowly it trickles in
-DEFAULT_DURATION_S = {"simulate": 600.0, "plan": 300.0, "report": 120.0}
 
 
 def _request(request: Request | None, overrides: dict) -> Request:
@@ -112,7 +111,7 @@ def plan(request: Request | None = None, **overrides: Any) -> PlanResult:
     """The whole plan: memory, envelope, verdict, performance, ranked fixes, robustness, placement, engine
     commands, and (with `simulate=True`) the burst simulation folded into the verdict."""
     q = _request(request, overrides)
-    return _plan(resolve(q), (q.duration or DEFAULT_DURATION_S["plan"]) if q.simulate else None)
+    return _plan(resolve(q), q.duration if q.simulate else None)
 
 
 def _burst(q: Request, w) -> tuple[float | None, str | None]:
@@ -156,7 +155,7 @@ def simulate(request: Request | None = None, progress: Callable[[int, int], None
     r = resolve(q)
     factor, source = _burst(q, r.workload)
     settings = SimSettings(
-        duration_s=q.duration or DEFAULT_DURATION_S["simulate"], seed=q.seed, rate_req_s=q.rate,
+        duration_s=q.duration, seed=q.seed, rate_req_s=q.rate,
         prompt_median=q.prompt_tokens_median, prompt_p99=q.prompt_tokens_p99, output_median=q.output_tokens_median,
         output_p99=q.output_tokens_p99, burst_factor=factor, burst_source=source, burst_start_s=q.burst_start,
         burst_duration_s=q.burst_duration, on_off=_on_off(q.on_off), ramp_to_req_s=q.ramp_to,
@@ -202,7 +201,7 @@ def report(request: Request | None = None, **overrides: Any) -> ReportData:
     runnable = d.gpu.memory_bandwidth_bytes_s > 0 and (r.acceptance is not None or not d.speculative.enabled)
     base = _base_plan(r)
     runnable = runnable and base.memory.kv_blocks > 0
-    result = _plan(r, q.duration or DEFAULT_DURATION_S["report"] if wants and runnable else None, base)
+    result = _plan(r, q.duration if wants and runnable else None, base)
     return build_report(result, r.efficiency, r.acceptance, r.tree, q.settings(), q.security)
 
 

@@ -130,9 +130,9 @@ class Request:
     simulate: bool = F(False, "Also simulate the envelope's burst scenario and use the result in the verdict.",
                        "bool", ANALYSIS, yaml=None)
     # --- simulation scenario ------------------------------------------------------------------------------------
-    duration: float | None = F(None, "Seconds of arrivals simulated.", "float", SIMULATION, unit="s", minimum=0,
-                               exclusive_minimum=True, maximum=1e6, aliases=("--sim-duration",), yaml=None,
-                               default_doc="600 (simulate), 300 (plan --simulate), 120 (report)")
+    duration: float = F(300.0, "Seconds of arrivals simulated (simulate, plan --simulate, report alike).", "float",
+                        SIMULATION, unit="s", minimum=0, exclusive_minimum=True, maximum=1e6,
+                        aliases=("--sim-duration",), yaml=None)
     seed: int = F(0, "Seed of the simulation.", "int", SIMULATION, minimum=0, maximum=2**32 - 1, yaml=None)
     rate: float | None = F(None, "Requests/s across all replicas.", "float", SIMULATION, unit="req/s", minimum=0,
                            exclusive_minimum=True, maximum=1e6, yaml=None,

@@ -98,6 +98,11 @@ def _fmt(name: str, value: float) -> str:
     return f"{value:.2f}" if name == "burst_factor" else f"{int(value):,}"
 
 
+def _pct(fraction: float) -> str:
+    """A growth margin, never rounded up: +16.7% is +16%, so an alert set from it fires before the flip."""
+    return f"{math.floor(fraction * 100 + 1e-9):+d}%"
+
+
 def _current(w: Workload, name: str) -> float:
     return {"prompt_tokens": w.prompt_tokens.at(w.percentile), "output_tokens": w.output_tokens.at(w.percentile),
             "concurrency": w.concurrency, "burst_factor": w.burst_factor}[name]
@@ -121,8 +126,8 @@ def analyse(result: PlanResult, efficiency=None, acceptance: Acceptance | None =
                 sentence = f"{LABELS[name]}: no reduction alone makes it fit"
             else:
                 limit = _current(scaled_workload(w, name, factor), name)
-                sentence = (f"{LABELS[name]}: must fall to {_fmt(name, limit)} ({factor - 1:+.0%}) before the plan "
-                            "improves")
+                sentence = (f"{LABELS[name]}: must fall to {_fmt(name, limit)} ({_pct(limit / current - 1)}) before "
+                            "the plan improves")
         else:
             factor = _flip_factor(d, mem, w, name, policy, base, ceiling)
             if factor is None:
@@ -130,10 +135,14 @@ def analyse(result: PlanResult, efficiency=None, acceptance: Acceptance | None =
                 sentence = f"{LABELS[name]}: holds beyond x{ceiling:g}"
             else:
                 limit = _current(scaled_workload(w, name, factor), name)
-                sentence = (f"{LABELS[name]}: holds up to {_fmt(name, limit)} ({factor - 1:+.0%}); beyond it the plan "
-                            f"turns {'thin' if base == 'fits' else 'does_not_fit'}")
+                # the margin is what the input itself may grow by (integers: the largest value that still holds)
+                factor = limit / current if current else factor
+                turns = "thin" if base == "fits" else "does_not_fit"
+                beyond = (f"at {_fmt(name, limit + 1)} the plan turns {turns}" if name == "concurrency"
+                          else f"beyond it the plan turns {turns}")
+                sentence = f"{LABELS[name]}: holds up to {_fmt(name, limit)} ({_pct(factor - 1)}); {beyond}"
             if factor is not None and factor - 1 < fragile_below:
-                reasons.append(f"{LABELS[name]} can grow only {factor - 1:.0%} before the verdict flips")
+                reasons.append(f"{LABELS[name]} can grow only {_pct(factor - 1).lstrip('+')} before the verdict flips")
         margins.append(Margin(name, factor, limit, current, sentence))
     floor = current_rate = None
     if efficiency is not None and acceptance is not None and d.speculative.enabled and result.perf is not None:

@@ -18,7 +18,7 @@ from ..core.speculation import Acceptance, Tree
 from ..simulator.scenario import Scenario
 from ..simulator.workload import Burst, LengthSpec, RateProfile, Requests, from_arrays, generate
 from .plan import PlanResult, replica_workload, validate
-from .simulate import SEVERE, SimulationReport, Slo, acceptance_spec, rate_for_concurrency, run
+from .simulate import SEVERE, SimulationReport, Slo, Thresholds, acceptance_spec, rate_for_concurrency, run
 
 
 MAX_REQUESTS = 2_000_000  # the largest simulation accepted (about 3 minutes and 1 GiB here); docs/simulation.md
@@ -163,8 +163,8 @@ def run_simulation(d: Deployment, w_total: Workload, profile: AccountingProfile,
         raise SpecError("trace", f"the trace has {len(req):,} requests; at most {MAX_REQUESTS:,} are simulated",
                         "a shorter trace")
     slo = Slo(ttft_s=sim.ttft_slo_s, tpot_s=tpot_slo_s)
-    report = run(d, mem, plain, eff, req, sim.seed, slo, tree=tree, prefix_hit_rate=sim.prefix_hit_rate,
-                 progress=progress)
+    report = run(d, mem, plain, eff, req, sim.seed, slo, Thresholds(kv_headroom=headroom), tree=tree,
+                 prefix_hit_rate=sim.prefix_hit_rate, progress=progress)
     return replace(report, scenario=scenario)
 
 

@@ -26,9 +26,9 @@ from ..simulator.engine import EngineConfig, SimResult, simulate
 from ..simulator.scenario import Scenario
 from ..simulator.workload import AcceptanceSpec, LengthSpec, Requests
 
-CACHE_THRASHING, UNFINISHED, QUEUE_GROWTH, INSTABILITY = ("cache_thrashing", "unfinished", "queue_growth",
-                                                          "scheduling_instability")
-PROBLEM_KINDS = (CACHE_THRASHING, UNFINISHED, QUEUE_GROWTH, INSTABILITY)
+CACHE_THRASHING, UNFINISHED, QUEUE_GROWTH, INSTABILITY, THIN_HEADROOM = (
+    "cache_thrashing", "unfinished", "queue_growth", "scheduling_instability", "thin_headroom")
+PROBLEM_KINDS = (CACHE_THRASHING, UNFINISHED, QUEUE_GROWTH, INSTABILITY, THIN_HEADROOM)
 SEVERE = frozenset({CACHE_THRASHING, UNFINISHED})  # these make a plan does_not_fit; the others make it thin
 
 
@@ -66,6 +66,7 @@ class Thresholds:
     min_drain_s: float = 30.0
     ttft_growth: float = 3.0
     min_ttft_s: float = 2.0
+    kv_headroom: float | None = None  # the plan's headroom policy: a KV peak above 1 - policy is thin
 
 
 @dataclass(frozen=True)
@@ -157,6 +158,10 @@ def summarize(label: str, r: SimResult, req: Requests, slo: Slo, th: Thresholds)
         if l90 > th.ttft_growth * f90 and l90 > th.min_ttft_s:
             problems.append(Problem(INSTABILITY, f"scheduling instability: p90 TTFT grows from {f90:.2f} s (first "
                                                  f"quarter) to {l90:.2f} s (last quarter)"))
+    kv_peak = float(r.series["kv_used_fraction"].max()) if len(r.series["kv_used_fraction"]) else 0.0
+    if th.kv_headroom is not None and kv_peak > 1 - th.kv_headroom + 1e-9 and not problems:
+        problems.append(Problem(THIN_HEADROOM, f"thin headroom: the KV cache peaked at {kv_peak:.1%} of its blocks, "
+                                               f"leaving less than the {th.kv_headroom:.0%} headroom policy"))
     in_system = r.area_in_system / span
     rate = len(req) / span
     mean_e2e = float(np.nanmean(r.e2e_s)) if completed else math.nan
@@ -165,7 +170,7 @@ def summarize(label: str, r: SimResult, req: Requests, slo: Slo, th: Thresholds)
         tpot_s=_pct(r.tpot_s), e2e_s=e2e, throughput_tok_s=throughput, goodput_req_s=goodput,
         preemptions=r.preemptions, recomputed_tokens=r.recomputed_tokens,
         max_queue=int(r.series["waiting"].max()) if len(r.series["waiting"]) else 0,
-        kv_peak_fraction=float(r.series["kv_used_fraction"].max()) if len(r.series["kv_used_fraction"]) else 0.0,
+        kv_peak_fraction=kv_peak,
         steps=r.steps, end_time_s=r.end_time_s,
         littles_law={"mean_in_system": in_system, "arrival_rate_x_mean_e2e": rate * mean_e2e},
         sustains=not problems, problems=problems, series=r.series)

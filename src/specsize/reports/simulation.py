@@ -38,4 +38,7 @@ def render(rep: SimulationReport, fmt: str) -> str:
     for r in runs:
         for problem in r.problems:
             lines.append(f"! {r.label}: {problem}")
+    lines.append("TPOT here is what requests saw: decode steps shared with other requests' prefill chunks, at the "
+                 "batch the load built up; the plan's perf section is steady decode at the expected batch, without "
+                 "prefill interference or queueing.")
     return "\n".join(lines) + "\n"
