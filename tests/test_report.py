@@ -80,7 +80,7 @@ def test_report_needs_force_to_replace(tmp_path, capsys):
 def test_golden_markdown(name, capsys):
     """Regenerate with: python3 dev.py goldens"""
     args = GOLDEN_ARGS[name]
-    code, out, _ = run(capsys, "report", "--format", "markdown", *args)
+    code, out, _ = run(capsys, "report", "--format", "markdown", "--fail-on", "thin", *args)
     golden = (GOLDEN / f"report-{name}.md").read_text()
     assert out == golden, f"golden report-{name}.md differs: rerun `python3 dev.py goldens` if the change is intended"
     assert code == {"fits": 0, "thin": 1}[name]

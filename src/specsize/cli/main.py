@@ -1,8 +1,9 @@
 """`specsize`: a command table over the public API. Each command builds a request from its flags (options
 generated from the field table), calls `specsize.api`, renders with `specsize.reports`, and exits.
 
-Exit codes (docs/cli.md): 0 fits, 1 thin, 3 does_not_fit, 2 bad input, 4 internal error; `simulate` and
-`check-live` use 0 / 1 for holds / does not hold, `search` 0 / 3 for found / none.
+Exit codes (docs/cli.md): `check` 0 fits, 1 thin, 3 does_not_fit; `plan` and `report` 0 once written (the
+verdict with --fail-on); `simulate` and `check-live` 0 / 1 for holds / does not hold, `search` 0 / 3 for found /
+none; 2 bad input, 4 internal error everywhere.
 """
 
 from __future__ import annotations
@@ -21,6 +22,21 @@ from .options import request_from, request_options
 from .output import write_output, write_series
 
 EXIT_FOR_VERDICT = {"fits": 0, "thin": 1, "does_not_fit": 3}
+FAIL_ON = ("never", "thin", "does_not_fit")
+
+
+def verdict_exit(verdict: str, fail_on: str) -> int:
+    """`plan` and `report` exit 0 once they have produced their output; `--fail-on thin` turns a thin plan into
+    exit 1 and one that does not fit into 3, `--fail-on does_not_fit` only the latter. `check` is the gate."""
+    if fail_on == "never" or (fail_on == "does_not_fit" and verdict == "thin"):
+        return 0
+    return EXIT_FOR_VERDICT[verdict]
+
+
+def fail_on_option(func):
+    return click.option("--fail-on", type=click.Choice(list(FAIL_ON)), default="never", show_default=True,
+                        help="Exit non-zero on a verdict this bad or worse (1 thin, 3 does_not_fit); "
+                             "`specsize check` is the pipeline gate.")(func)
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 4
 SIZING = (DEPLOYMENT, WORKLOAD, ACCEPTANCE, PERF)  # every command that sizes a deployment takes these
@@ -61,12 +77,13 @@ def cli() -> None:
 @output_options(("text", "json", "markdown"))
 @click.option("--emit", type=click.Choice(list(EMITTERS)),
               help="Print the engine's launch command (and vLLM's YAML config) for this plan instead of the report.")
-def plan(fmt: str, output: str | None, force: bool, emit: str | None, **kw) -> None:
+@fail_on_option
+def plan(fmt: str, output: str | None, force: bool, emit: str | None, fail_on: str, **kw) -> None:
     """Plan a deployment: per-GPU memory, KV capacity, envelope, verdict, fixes, placement, engine flags.
 
     With no arguments it plans the embedded default (Llama-3.1-70B-Instruct with a Llama-3.2-1B-Instruct
-    draft on 4 x H100). Flags override the DEPLOYMENT_FILE. Exit code: 0 fits, 1 thin, 3 does not fit,
-    2 bad input.
+    draft on 4 x H100). Flags override the DEPLOYMENT_FILE. Exit code: 0 once the plan is printed (the verdict
+    is in it), 2 bad input; with --fail-on thin: 1 thin, 3 does not fit. `specsize check` is the gate.
     """
     from .. import api  # noqa: PLC0415
     from ..core.errors import SpecError  # noqa: PLC0415
@@ -81,7 +98,8 @@ def plan(fmt: str, output: str | None, force: bool, emit: str | None, **kw) -> N
                             f"a method {emit} supports: {supported(emit)}")
         text = f"# {command.engine} {command.versions}\n{command.shell}\n"
         write_output(text + ("\n" + command.config_yaml if command.config_yaml else ""), output, force)
-        sys.exit(EXIT_FOR_VERDICT[result.verdict.verdict])
+        click.echo(f"specsize: verdict {result.verdict.verdict}: {result.verdict.breaks_first}", err=True)
+        sys.exit(verdict_exit(result.verdict.verdict, fail_on))
     _notes(result.notes)
     renderer: ModuleType  # one of the reports modules, imported only when chosen
     if fmt == "json":
@@ -91,7 +109,7 @@ def plan(fmt: str, output: str | None, force: bool, emit: str | None, **kw) -> N
     else:
         from ..reports import text as renderer  # noqa: PLC0415
     write_output(renderer.render(result), output, force)
-    sys.exit(EXIT_FOR_VERDICT[result.verdict.verdict])
+    sys.exit(verdict_exit(result.verdict.verdict, fail_on))
 
 
 @cli.command()
@@ -162,12 +180,13 @@ def simulate(fmt: str, output: str | None, force: bool, series_path: str | None,
 @cli.command()
 @request_options(*SIZING, ANALYSIS, include=("duration", "seed"))
 @output_options(("html", "markdown"), output_help="Write to FILE (default: stdout for Markdown; HTML needs a file).")
-def report(fmt: str, output: str | None, force: bool, **kw) -> None:
+@fail_on_option
+def report(fmt: str, output: str | None, force: bool, fail_on: str, **kw) -> None:
     """A report a reviewer can read: verdict, memory per GPU, KV demand vs capacity, speed-up, the burst
     simulation (--no-simulate skips it), recommendations, the engine command and the standards mapping, with
     inline SVG figures.
 
-    Exit code as `plan`: 0 fits, 1 thin, 3 does not fit, 2 bad input.
+    Exit code as `plan`: 0 once written, 2 bad input; --fail-on as `plan`.
     """
     from .. import api  # noqa: PLC0415
 
@@ -182,7 +201,7 @@ def report(fmt: str, output: str | None, force: bool, **kw) -> None:
     else:
         from ..reports import report_markdown as renderer  # noqa: PLC0415
     write_output(renderer.render(data), output, force)
-    sys.exit(EXIT_FOR_VERDICT[data.result.verdict.verdict])
+    sys.exit(verdict_exit(data.result.verdict.verdict, fail_on))
 
 
 @cli.command()
