@@ -74,9 +74,7 @@ def vllm_command(d: Deployment, mem: MemoryAccount) -> EngineCommand:
         "block-size": s.block_size,
         "dtype": s.dtype,
     }
-    kv = _kv_dtype(e.kv_cache_dtype, "vllm")
-    if kv:
-        options["kv-cache-dtype"] = kv
+    options["kv-cache-dtype"] = _kv_dtype(e.kv_cache_dtype, "vllm") or "auto"  # pinned: CIS-4
     if e.kv_cache_memory_bytes is not None:
         options["kv-cache-memory-bytes"] = e.kv_cache_memory_bytes
     if e.quantization and e.quantization != "none":
@@ -108,9 +106,7 @@ def sglang_command(d: Deployment, mem: MemoryAccount) -> EngineCommand:
     argv += ["--mem-fraction-static", str(s.gpu_memory_utilization), "--context-length", str(s.max_model_len),
              "--max-running-requests", str(s.max_num_seqs), "--chunked-prefill-size", str(s.max_num_batched_tokens),
              "--dtype", s.dtype, "--page-size", str(s.block_size)]
-    kv = _kv_dtype(e.kv_cache_dtype, "sglang")
-    if kv:
-        argv += ["--kv-cache-dtype", kv]
+    argv += ["--kv-cache-dtype", _kv_dtype(e.kv_cache_dtype, "sglang") or "auto"]
     if e.quantization and e.quantization != "none":
         argv += ["--quantization", {"int4": "awq_marlin", "int8": "w8a8_int8"}.get(e.quantization, e.quantization)]
     if s.enforce_eager:

@@ -77,7 +77,7 @@ def cis4(r: PlanResult, raw: dict) -> ControlResult:
     defaulted = []
     for name in ENGINE_LIMITS:
         key = file_keys.get(name, name)
-        pinned = command is not None and (f"--{name.replace('_', '-')}" in command.argv or name == "kv_cache_dtype")
+        pinned = command is not None and f"--{name.replace('_', '-')}" in command.argv
         source = "set in the deployment" if raw.get(key) is not None else "engine default, pinned by specsize"
         if raw.get(key) is None:
             defaulted.append(name)
