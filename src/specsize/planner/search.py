@@ -56,7 +56,9 @@ class SearchResult:
     cheapest: Candidate | None
     pareto: tuple[Candidate, ...]
     rejected_families: tuple[dict, ...]
-    finalists: tuple[Candidate, ...]
+    finalists: tuple[Candidate, ...]  # confirmed by simulation (at most the spec's `finalists`), in rank order
+    simulated_rejected: tuple[Candidate, ...] = ()  # simulated on the way and rejected, each with its reason
+    baseline: Candidate | None = None  # the cheapest's configuration without speculation, simulated alike
 
 
 def _valid_tp(target, tp: int, gpus: int) -> bool:
@@ -210,28 +212,60 @@ def run_search(space, profile: AccountingProfile, efficiency_for, confirm=None) 
             margins.append(1 - c.ttft_s / space.slo.ttft_p99_s)
         return min(margins)
 
-    ok = sorted((c for c in cands if c.status == "ok"), key=lambda c: (c.cost, -round(slack(c), 2), -c.headroom))
+    # rank: cost, then headroom (the thin-margin rule), then how far inside the SLO the screen puts it
+    ok = sorted((c for c in cands if c.status == "ok"), key=lambda c: (c.cost, -round(c.headroom, 4), -slack(c)))
     finalists: list[Candidate] = []
+    simulated_rejected: list[Candidate] = []
+    baseline = None
     if confirm is None:
         finalists = ok[: space.finalists]
-        cheapest = ok[0] if ok else None
     else:
-        # simulate in cost order until `finalists` are confirmed (at most 10x as many runs); configurations
-        # that differ from a rejected one only in max_num_seqs are not simulated again
-        rejected: set = set()
-        runs = 0
-        for c in ok:
-            if sum(1 for f in finalists if f.confirmed) >= space.finalists or runs >= 10 * max(1, space.finalists):
-                break
-            family = (c.gpu, c.gpus, c.tp, c.drafter, c.k, c.kv_cache_dtype)
-            if family in rejected:
-                continue
-            confirmed, summary = confirm(c)
-            runs += 1
-            finalists.append(replace(c, confirmed=confirmed, simulation=summary))
-            if not confirmed:
-                rejected.add(family)
-        cheapest = next((c for c in finalists if c.confirmed), None)
+        finalists, simulated_rejected = _confirm_in_order(ok, confirm, space.finalists)
+        if finalists and finalists[0].method != "none":
+            baseline = _baseline(cands, finalists[0], confirm)
     return SearchResult(name=space.name, screened=len(cands), skipped=skipped, screen_seconds=elapsed,
-                        candidates=tuple(cands), cheapest=cheapest, pareto=tuple(pareto_front(cands)),
-                        rejected_families=tuple(rejected_families(cands)), finalists=tuple(finalists))
+                        candidates=tuple(cands), cheapest=finalists[0] if finalists else None,
+                        pareto=tuple(pareto_front(cands)), rejected_families=tuple(rejected_families(cands)),
+                        finalists=tuple(finalists), simulated_rejected=tuple(simulated_rejected), baseline=baseline)
+
+
+def _confirm_in_order(ok: list[Candidate], confirm, wanted: int) -> tuple[list[Candidate], list[Candidate]]:
+    """Simulate in rank order until `wanted` are confirmed (at most 10x as many runs). Neighbours of a rejected
+    configuration are not all simulated: one differing only in max_num_seqs shares its verdict, and after two
+    values of k of one group (GPU, count, TP, drafter, KV dtype) are rejected the rest of the group is left, so
+    that the budget reaches other groups."""
+    confirmed_list: list[Candidate] = []
+    rejected_list: list[Candidate] = []
+    rejected: set[tuple] = set()
+    seen_confirmed: set[tuple] = set()
+    rejected_per_group: dict[tuple, int] = {}
+    runs = 0
+    for c in ok:
+        if len(confirmed_list) >= wanted or runs >= 10 * max(1, wanted):
+            break
+        group = (c.gpu, c.gpus, c.tp, c.drafter, c.kv_cache_dtype)
+        if (*group, c.k) in rejected or (*group, c.k) in seen_confirmed or rejected_per_group.get(group, 0) >= 2:
+            continue  # a neighbour (another max_num_seqs) of one already judged: the same verdict, not a new finalist
+        confirmed, summary = confirm(c)
+        runs += 1
+        if confirmed:
+            seen_confirmed.add((*group, c.k))
+            confirmed_list.append(replace(c, confirmed=True, simulation=summary))
+        else:
+            rejected.add((*group, c.k))
+            rejected_per_group[group] = rejected_per_group.get(group, 0) + 1
+            rejected_list.append(replace(c, confirmed=False, simulation=summary))
+    return confirmed_list, rejected_list
+
+
+def _baseline(cands: list[Candidate], best: Candidate, confirm) -> Candidate | None:
+    """The cheapest configuration's hardware without speculation, simulated too: what speculation buys."""
+    same = [c for c in cands if c.method == "none" and (c.gpu, c.gpus, c.tp, c.kv_cache_dtype, c.max_num_seqs)
+            == (best.gpu, best.gpus, best.tp, best.kv_cache_dtype, best.max_num_seqs)]
+    if not same:
+        return None
+    base = same[0]
+    if base.status == "does_not_fit":
+        return base
+    confirmed, summary = confirm(base)
+    return replace(base, confirmed=confirmed, simulation=summary)

@@ -22,6 +22,7 @@ def to_dict(r: SearchResult) -> dict:
             "screen_seconds": r.screen_seconds, "meets_slo_with_headroom": sum(c.status == "ok" for c in r.candidates),
             "cheapest": _cand(r.cheapest), "pareto": [_cand(c) for c in r.pareto],
             "rejected_families": list(r.rejected_families), "finalists": [_cand(c) for c in r.finalists],
+            "simulated_rejected": [_cand(c) for c in r.simulated_rejected], "baseline": _cand(r.baseline),
             "status_counts": {s: sum(c.status == s for c in r.candidates)
                               for s in sorted({c.status for c in r.candidates})}}
 
@@ -35,6 +36,17 @@ def _line(c: Candidate) -> str:
             f"{thr}{confirmed}")
 
 
+def _why(c: Candidate) -> list[str]:
+    s = c.simulation
+    if not s or c.confirmed:
+        return []
+    if s.get("problems"):
+        return [f"    why: {'; '.join(s['problems'])}"]
+    ttft = "-" if s.get("ttft_p99_s") is None else f"{s['ttft_p99_s']:.2f} s"
+    tpot = "-" if s.get("tpot_p99_s") is None else f"{s['tpot_p99_s'] * 1e3:.1f} ms"
+    return [f"    why: simulated p99 TTFT {ttft}, p99 TPOT {tpot} against the SLO"]
+
+
 def render(r: SearchResult, fmt: str) -> str:
     if fmt == "json":
         return dumps(to_dict(r))
@@ -44,14 +56,17 @@ def render(r: SearchResult, fmt: str) -> str:
     lines.append("  " + (_line(r.cheapest) if r.cheapest else
                          "none" + (" confirmed by simulation" if r.finalists else "")))
     if r.finalists:
-        lines += ["", "Finalists, in cost order:"]
-        for c in r.finalists:
+        lines += ["", f"Finalists ({len(r.finalists)}), by cost, then headroom:"]
+        lines += [f"  {_line(c)}" for c in r.finalists]
+    if r.baseline is not None:
+        lines += ["", "The cheapest's hardware without speculation:", f"  {_line(r.baseline)}"]
+        lines += _why(r.baseline)
+    if r.simulated_rejected:
+        lines += ["", f"Simulated and rejected on the way ({len(r.simulated_rejected)}; configurations differing "
+                  "only in max_num_seqs share the verdict):"]
+        for c in r.simulated_rejected:
             lines.append(f"  {_line(c)}")
-            if c.simulation and c.simulation.get("problems"):
-                lines.append(f"    simulation: {'; '.join(c.simulation['problems'])}")
-            elif c.simulation and c.confirmed is False:
-                lines.append(f"    simulation: p99 TTFT {c.simulation['ttft_p99_s']:.2f} s, p99 TPOT "
-                             f"{c.simulation['tpot_p99_s'] * 1e3:.1f} ms against the SLO")
+            lines += _why(c)
     lines += ["", f"Pareto front (cost vs headroom vs throughput), {len(r.pareto)} configurations:"]
     lines += [f"  {_line(c)}" for c in r.pareto[:15]]
     if len(r.pareto) > 15:
