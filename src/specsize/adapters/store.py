@@ -115,13 +115,20 @@ def _inspect(path: Path) -> int:
 class Store:
     def __init__(self, path: str | Path | None = None):
         self.path = Path(path) if path else default_path()
+        if self.path.is_dir():
+            raise SpecError("store", f"{self.path} is a folder", "a file path for the calibration store")
         version = _inspect(self.path) if self.path.exists() else 0
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._con = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        self._con.execute("PRAGMA busy_timeout = 30000")
-        if version < SCHEMA_VERSION:
-            self._migrate(version)
-        self._con.execute("PRAGMA journal_mode = WAL")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._con = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            self._con.execute("PRAGMA busy_timeout = 30000")
+            if version < SCHEMA_VERSION:
+                self._migrate(version)
+            self._con.execute("PRAGMA journal_mode = WAL")
+        except (OSError, sqlite3.OperationalError) as err:  # a read-only folder, a full disk, no such device
+            reason = getattr(err, "strerror", None) or str(err)
+            raise SpecError("store", f"cannot open or create {self.path}: {reason}",
+                            "a writable path for the calibration store (--store or $SPECSIZE_STORE)") from None
 
     def _migrate(self, current: int) -> None:
         self._con.execute("BEGIN IMMEDIATE")
