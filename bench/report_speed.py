@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Speed of a full HTML report of the embedded default (plan, 120 s burst simulation spec and no-spec,
-analysis, four SVG figures). Target (issue #6): under 2 s.
+"""Speed of a full HTML report of the embedded default (plan, the 300 s burst simulation spec and no-spec,
+analysis, four SVG figures). Target: under 4 s (issue #6 set 2 s for a 120 s simulation; since the
+consolidation every command simulates the same 300 s scenario by default, so that their answers agree).
 
 Run: python3 dev.py bench   (or .venv/bin/python bench/report_speed.py)
 """
@@ -26,7 +27,7 @@ def main() -> int:
         size = target.stat().st_size
     best, worst = min(samples[1:]), max(samples[1:])
     print(f"specsize report -o report.html (whole command, warm): best {best:.2f} s, worst {worst:.2f} s "
-          f"(target < 2 s) -> {'MET' if worst < 2 else 'NOT MET'}; {size / 1024:.0f} KiB")
+          f"(target < 4 s) -> {'MET' if worst < 4 else 'NOT MET'}; {size / 1024:.0f} KiB")
     return 0
 
 
