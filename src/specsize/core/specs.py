@@ -218,6 +218,17 @@ class LengthDistribution:
         return cls(p50=rank(0.50), p95=rank(0.95), p99=rank(0.99), max=ordered[-1], samples=len(ordered))
 
 
+def check_lengths(name: str, dist: LengthDistribution) -> LengthDistribution:
+    """Percentiles that do not decrease, prompts of at least one token, outputs of at least none."""
+    values = [dist.p50, dist.p95, dist.p99, dist.max]
+    if any(v < (1 if name == "prompt_tokens" else 0) for v in values):
+        raise SpecError(name, f"lengths must be positive, got {values}", "token counts >= 1")
+    if values != sorted(values):
+        raise SpecError(name, f"percentiles must not decrease (p50 <= p95 <= p99 <= max), got {values}",
+                        "p50 <= p95 <= p99 <= max")
+    return dist
+
+
 @dataclass(frozen=True)
 class Workload:
     prompt_tokens: LengthDistribution

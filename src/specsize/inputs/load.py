@@ -22,7 +22,7 @@ from typing import Any
 
 from ..catalog.files import read_text, size_limit
 from ..core.errors import SpecError
-from ..core.specs import LengthDistribution
+from ..core.specs import LengthDistribution, check_lengths
 from .fields import FieldInfo, coerce
 from .request import FIELDS, YAML_TOP_KEYS, YAML_WORKLOAD_KEYS, Request, info
 
@@ -187,16 +187,6 @@ def length_distribution(value: Any, field: str, base: Path | None = None) -> Len
     raise SpecError(field, f"cannot read {value!r}", "a mapping p50/p95/p99/max, a list of samples, or @FILE")
 
 
-def _check_lengths(name: str, dist: LengthDistribution) -> LengthDistribution:
-    values = [dist.p50, dist.p95, dist.p99, dist.max]
-    if any(v < (1 if name == "prompt_tokens" else 0) for v in values):
-        raise SpecError(name, f"lengths must be positive, got {values}", "token counts >= 1")
-    if values != sorted(values):
-        raise SpecError(name, f"percentiles must not decrease (p50 <= p95 <= p99 <= max), got {values}",
-                        "p50 <= p95 <= p99 <= max")
-    return dist
-
-
 def _security(value: Any) -> dict | None:
     """How each serving component is protected: {component: {"auth": ..., "note": ...}}."""
     if value is None:
@@ -220,7 +210,7 @@ def _security(value: Any) -> dict | None:
 def _value(name: str, raw: Any, base: Path | None) -> Any:
     field_info = info(name)
     if field_info.kind == "lengths":
-        return None if raw is None else _check_lengths(name, length_distribution(raw, name, base))
+        return None if raw is None else check_lengths(name, length_distribution(raw, name, base))
     if name == "security":
         return _security(raw)
     if name == "engine_version" and isinstance(raw, float):
@@ -259,7 +249,7 @@ def _samples(values: dict, sources: dict) -> None:
         return
     for side in ("prompt_tokens", "output_tokens"):
         if values.get(side) is None:
-            values[side] = _check_lengths(side, LengthDistribution.from_samples(read_samples(path, side)))
+            values[side] = check_lengths(side, LengthDistribution.from_samples(read_samples(path, side)))
             sources[side] = sources["samples_file"]
 
 

@@ -10,7 +10,7 @@ from dataclasses import replace
 from ..core.envelope import evaluate
 from ..core.errors import SpecError
 from ..core.memory import AccountingProfile, account
-from ..core.specs import Deployment, Workload
+from ..core.specs import Deployment, Workload, check_lengths
 from ..core.speculation import Acceptance, Tree
 from ..core.traffic import decode_context, replica_share
 from ..core.units import GiB
@@ -89,13 +89,7 @@ def _validate_workload(w: Workload) -> None:
     if not w.burst_factor >= 1:
         raise SpecError("burst_factor", f"must be >= 1, got {w.burst_factor}", "a number >= 1 (1 = no burst)")
     for side in ("prompt_tokens", "output_tokens"):
-        dist = getattr(w, side)
-        values = [dist.p50, dist.p95, dist.p99, dist.max]
-        if any(v < (1 if side == "prompt_tokens" else 0) for v in values):
-            raise SpecError(side, f"lengths must be positive, got {values}", "token counts >= 1")
-        if values != sorted(values):
-            raise SpecError(side, f"percentiles must not decrease (p50 <= p95 <= p99 <= max), got {values}",
-                            "p50 <= p95 <= p99 <= max")
+        check_lengths(side, getattr(w, side))
 
 
 def replica_workload(d: Deployment, w: Workload) -> Workload:
