@@ -33,6 +33,16 @@ def verdict_exit(verdict: str, fail_on: str) -> int:
     return EXIT_FOR_VERDICT[verdict]
 
 
+def _finite(name: str, value: float) -> float:
+    import math  # noqa: PLC0415
+
+    if not math.isfinite(value):
+        from ..core.errors import SpecError  # noqa: PLC0415
+
+        raise SpecError(name, f"must be a finite number, got {value}", "a number from 0 to 100")
+    return value
+
+
 def fail_on_option(func):
     return click.option("--fail-on", type=click.Choice(list(FAIL_ON)), default="never", show_default=True,
                         help="Exit non-zero on a verdict this bad or worse (1 thin, 3 does_not_fit); "
@@ -206,15 +216,17 @@ def report(fmt: str, output: str | None, force: bool, fail_on: str, **kw) -> Non
 
 @cli.command()
 @request_options(DEPLOYMENT, WORKLOAD)
-@click.option("--batch-size", "measure_batch", type=int, default=2, show_default=True,
+@click.option("--batch-size", "measure_batch", type=click.IntRange(1, 4096), default=2, show_default=True,
               help="Sequences B in the KV cache.")
-@click.option("--prompt-len", type=int, help="Prompt tokens per sequence (default: the workload's p50, at most 512).")
+@click.option("--prompt-len", type=click.IntRange(1, 1 << 20),
+              help="Prompt tokens per sequence (default: the workload's p50, at most 512).")
 @click.option("--weights", type=click.Choice(["random", "local"]), default="random", show_default=True,
               help="Random weights from the config, or the real weights of a local model directory.")
 @click.option("--prompts", type=click.Path(dir_okay=False),
               help="JSONL of prompts ({'prompt_ids': [...]} or {'prompt': '...'}) to measure acceptance (local weights).")
-@click.option("--max-new-tokens", type=int, default=64, show_default=True)
-@click.option("--temperature", type=float, default=1.0, show_default=True)
+@click.option("--max-new-tokens", type=click.IntRange(1, 1 << 16), default=64, show_default=True)
+@click.option("--temperature", type=click.FloatRange(0, 100), default=1.0, show_default=True,
+              callback=lambda _ctx, _param, value: _finite("temperature", value))
 @click.option("--record", metavar="TAG", help="Record measured acceptance and footprint in the calibration store.")
 @click.option("--store", type=click.Path(dir_okay=False), help="Calibration store (SQLite) path.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
