@@ -268,6 +268,9 @@ def check_live(plan: dict | str | Path, metrics: str | None = None, log: str | P
             plan = json.loads(_read(plan, "plan"))
         except json.JSONDecodeError as err:
             raise SpecError("plan", f"{plan} is not JSON ({err.msg})", "specsize plan --format json output") from None
+        except RecursionError:
+            raise SpecError("plan", f"{plan} nests too deeply to be a plan", "specsize plan --format json output") \
+                from None
         if not isinstance(plan, dict):
             raise SpecError("plan", "the file does not hold a plan object", "specsize plan --format json output")
     observed = read_metrics(_metrics_text(metrics)) if metrics else None

@@ -32,7 +32,7 @@ def decode_text(data: bytes, where: str, field: str, accepted: str, limit: int) 
         raise SpecError(field, f"{where} is larger than {limit // MiB} MiB", f"{accepted} of at most {limit // MiB} MiB")
     if b"\x00" in data:
         raise SpecError(field, f"{where} is not a text file", accepted)
-    return data.decode("utf-8", errors="replace")
+    return data.decode("utf-8-sig", errors="replace")  # -sig: a byte-order mark (Excel's CSV) is dropped
 
 
 def read_text(path: str | Path, field: str, accepted: str, limit: int | None = None) -> str:

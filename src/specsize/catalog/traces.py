@@ -117,7 +117,14 @@ def read_trace_lengths(path: str | Path) -> Trace:
     if not any(name in lines[0] for name in ARRIVAL):
         # no arrival column: number the requests so the trace parser can be reused
         if lines[0].lstrip().startswith("{"):
-            lines = [json.dumps({**json.loads(line), "arrival_time": i}) for i, line in enumerate(lines)]
+            try:
+                rows = [json.loads(line) for line in lines]
+            except json.JSONDecodeError as err:
+                raise SpecError("lengths_file", f"{path}: invalid JSON line ({err.msg})",
+                                "JSONL, one object per line") from None
+            if not all(isinstance(row, dict) for row in rows):
+                raise SpecError("lengths_file", f"{path}: a line is not an object", "JSONL, one object per line")
+            lines = [json.dumps({**row, "arrival_time": i}) for i, row in enumerate(rows)]
         else:
             lines = [lines[0] + ",arrival_time"] + [f"{line},{i}" for i, line in enumerate(lines[1:])]
     return _parse(lines, Path(path), "lengths_file")

@@ -71,6 +71,13 @@ def _check_version(version: str | None) -> None:
                         f"a vLLM start-up log of release {low} to {high}")
 
 
+def _check_log_counts(out: StartupLog) -> None:
+    for name in ("kv_cache_tokens", "num_blocks"):
+        value = getattr(out, name)
+        if value is not None and not 0 <= value <= 2**50:
+            raise SpecError("log", f"{name} {value:,} cannot come from a vLLM server", "a vLLM start-up log")
+
+
 def read_startup_log(text: str) -> StartupLog:
     """The figures a start-up log prints; a clear error when it holds none of the known wordings."""
     out = StartupLog()
@@ -104,6 +111,7 @@ def read_startup_log(text: str) -> StartupLog:
             out.refused_max_model_len = int(match["len"])
         elif name == "version":
             out.version = match["v"]
+    _check_log_counts(out)
     model = MODEL_IN_LOG.search(text)
     out.model = model["m"] if model else None
     _check_version(out.version)
@@ -196,7 +204,7 @@ def _read_sample(out: LiveMetrics, metric: str, labels: dict, value: float, per_
         for key, attr, cast in _CACHE_CONFIG_LABELS:
             raw = labels.get(key)
             if raw not in (None, "None", ""):
-                setattr(out, attr, cast(float(raw)))
+                setattr(out, attr, _label_count(key, raw, cast))
     elif metric in ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"):
         out.kv_usage_fraction = value
         out.generation = "V1" if "kv_cache" in metric else "V0"
@@ -210,6 +218,18 @@ def _read_sample(out: LiveMetrics, metric: str, labels: dict, value: float, per_
         out.v0_acceptance_rate = value
     elif metric.endswith("_bucket") and metric[:-7] in _LATENCY_HISTOGRAMS:
         histograms.setdefault(metric[:-7], []).append((float(labels["le"]), value))
+
+
+def _label_count(key: str, raw: str, cast) -> int:
+    """A count a server writes in cache_config_info's labels: a whole number from 1 to 2^50."""
+    try:
+        number = float(raw)
+    except ValueError:
+        raise SpecError("metrics", f"cache_config_info {key}={raw!r} is not a number", "whole numbers") from None
+    if not (math.isfinite(number) and number.is_integer() and 1 <= number <= 2**50):
+        raise SpecError("metrics", f"cache_config_info {key}={raw!r} cannot come from a vLLM server",
+                        "whole numbers from 1 to 2^50")
+    return cast(number)
 
 
 def _check_sample(metric: str, labels: dict, value: float) -> None:

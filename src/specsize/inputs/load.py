@@ -145,7 +145,7 @@ def _from_mapping(value: dict, field: str) -> LengthDistribution:
     unknown = set(value) - {"p50", "median", "p95", "p99", "max"}
     if unknown:
         raise SpecError(field, f"unknown key(s) {', '.join(sorted(map(str, unknown)))}", "p50, p95, p99, max")
-    as_int = FieldInfo(doc="", kind="int", group="workload", minimum=0)
+    as_int = FieldInfo(doc="", kind="int", group="workload", minimum=0, maximum=1 << 30)
     pick = {k: coerce(f"{field}.{k}", as_int, v) for k, v in value.items()}
     p50 = pick.get("p50", pick.get("median"))
     if p50 is None or pick.get("p99") is None:
@@ -179,7 +179,7 @@ def length_distribution(value: Any, field: str, base: Path | None = None) -> Len
     if isinstance(value, int) and not isinstance(value, bool):
         value = [value]
     if isinstance(value, list):
-        if not value or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
+        if not value or not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 1 << 30 for v in value):
             raise SpecError(field, "samples must be token counts >= 0", "a non-empty list of token counts")
         return LengthDistribution.from_samples(value)
     if isinstance(value, dict):
@@ -261,6 +261,11 @@ def build_request(file_data: dict | None, overrides: dict, file_source: str = "f
     if overrides.get("samples_file") is not None:
         for side in ("prompt_tokens", "output_tokens"):  # a trace given as an override replaces the file's lengths
             file_values.pop(side, None)
+    for layer in (file_values, overrides):
+        if layer.get("samples_file") is not None and any(layer.get(side) is not None
+                                                         for side in ("prompt_tokens", "output_tokens")):
+            raise SpecError("samples_file", "given together with prompt_tokens/output_tokens: which describes the "
+                            "traffic?", "either samples_file or the length distributions")
     _layer(values, sources, file_values, file_source, base)
     _layer(values, sources, overrides, "override", Path.cwd())
     _samples(values, sources)

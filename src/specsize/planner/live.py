@@ -85,6 +85,12 @@ def _require(plan: dict, metrics: LiveMetrics | None, log: StartupLog | None) ->
     for name, (value, nullable) in checks.items():
         if not _number(value, nullable):
             raise SpecError("plan", f"{name} is {value!r}, not a number", PLAN_JSON)
+        if value is not None and value < 0 and name != "headroom_fraction":
+            raise SpecError("plan", f"{name} is {value!r}, a negative count", PLAN_JSON)
+    if plan.get("schema_version") not in (None, "1.0"):
+        raise SpecError("plan", f"schema_version {plan.get('schema_version')!r} is not one this specsize reads", "1.0")
+    if not isinstance(plan.get("inputs"), dict) or not isinstance(plan["inputs"].get("target"), str):
+        raise SpecError("plan", "the plan names no target model (inputs.target)", PLAN_JSON)
     for section in ("inputs", "perf", "robustness"):
         if plan.get(section) is not None and not isinstance(plan[section], dict):
             raise SpecError("plan", f"{section} is not an object", PLAN_JSON)
@@ -143,6 +149,9 @@ def _capacity_checks(plan: dict, metrics: LiveMetrics | None, observed: Observed
     headroom_now = planned_headroom if planned_headroom is not None else -math.inf
     changed = False  # did reality move the headroom?
 
+    if observed_tokens == 0:
+        result.violations.append("KV cache: the engine reports 0 tokens of KV cache: it cannot serve a request")
+        return -math.inf, True
     if observed_tokens is not None and planned_tokens:
         ratio = observed_tokens / planned_tokens
         if abs(ratio - 1) > 0.01:
@@ -207,6 +216,14 @@ def check(plan: dict, metrics: LiveMetrics | None, log: StartupLog | None) -> Li
     result = LiveCheck(observed=observed, planned_verdict=plan["verdict"],
                        plan_inputs=inputs if isinstance(inputs, dict) else {})
     headroom_now, changed = _capacity_checks(plan, metrics, observed, result)
+    if log is not None and log.refused_max_model_len is not None:
+        result.violations.append(f"start-up: the engine refused to start (one request of max_model_len="
+                                 f"{log.refused_max_model_len} does not fit its KV cache)")
+        headroom_now, changed = -math.inf, True
+    if metrics is not None and log is not None and metrics.kv_cache_tokens and log.kv_cache_tokens and \
+            abs(metrics.kv_cache_tokens / log.kv_cache_tokens - 1) > 0.01:
+        result.notes.append(f"the log ({log.kv_cache_tokens:,} tokens) and the metrics ({metrics.kv_cache_tokens:,}) "
+                            "disagree: are they of the same server and start?")
     speculation_stops = _acceptance_checks(plan, metrics, observed, result)
     if metrics is not None and metrics.waiting and metrics.waiting > 0:
         result.notes.append(f"{metrics.waiting:.0f} requests waiting now")
