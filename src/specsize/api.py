@@ -124,6 +124,24 @@ def _burst(q: Request, w) -> tuple[float | None, str | None]:
     return None, None
 
 
+def _scenario_contradictions(q: Request) -> None:
+    """Scenario settings that cannot all apply: refused rather than one silently ignored."""
+    if q.trace is not None:
+        clash = [name for name in ("rate", "lengths_file", "on_off", "burst_start", "ramp_to", "prompt_tokens_median",
+                                   "output_tokens_median") if getattr(q, name) is not None]
+        if clash:
+            raise SpecError(clash[0], "a trace sets arrivals and lengths itself", "either --trace or the generators")
+    if q.on_off is not None and (q.burst_start is not None or q.burst_duration is not None):
+        raise SpecError("burst_start", "--on-off repeats bursts itself", "either --on-off or --burst-start")
+    if q.burst_duration is not None and q.burst_start is None:
+        raise SpecError("burst_duration", "a burst length needs its start", "--burst-start S --burst-duration S")
+    if q.burst_start is not None and q.burst_start >= q.duration:
+        raise SpecError("burst_start", f"{q.burst_start:g} s is after the {q.duration:g} s of arrivals",
+                        f"a start before {q.duration:g} s")
+    if q.lengths_file is not None and (q.prompt_tokens_median is not None or q.output_tokens_median is not None):
+        raise SpecError("lengths_file", "the lengths file gives the lengths", "either --lengths-file or the medians")
+
+
 def _on_off(text: str | None) -> tuple[float, float] | None:
     if text is None:
         return None
@@ -152,6 +170,7 @@ def simulate(request: Request | None = None, progress: Callable[[int, int], None
     from .planner.scenario import SimSettings, run_simulation  # noqa: PLC0415
 
     q = _request(request, overrides)
+    _scenario_contradictions(q)
     r = resolve(q)
     factor, source = _burst(q, r.workload)
     settings = SimSettings(
@@ -167,6 +186,8 @@ def simulate(request: Request | None = None, progress: Callable[[int, int], None
 
 def speedup(request: Request | None = None, **overrides: Any) -> SpeedupReport:
     """What speculation is worth at each batch size and k, for the deployment's drafter and any candidates."""
+    from dataclasses import replace  # noqa: PLC0415
+
     from .inputs.candidates import parse_candidate  # noqa: PLC0415
     from .planner.plan import validate  # noqa: PLC0415
     from .planner.speedup import compare_drafters  # noqa: PLC0415
@@ -184,6 +205,8 @@ def speedup(request: Request | None = None, **overrides: Any) -> SpeedupReport:
     if d.gpu.memory_bandwidth_bytes_s <= 0:
         raise SpecError("gpu", "a GPU given only by --gpu-memory-gib has no bandwidth or FLOP/s", "a catalog GPU id")
     candidates = tuple(parse_candidate(text) for text in q.candidates)
+    for candidate in candidates:  # each candidate is a deployment of its own: checked as `plan` checks one
+        validate(replace(d, speculative=candidate.speculative), r.workload, q.headroom)
     ks = list(q.speedup_ks or (d.speculative.num_speculative_tokens,))
     return compare_drafters(d, r.profile, r.efficiency, r.acceptance, list(q.batch_sizes), ks, q.context_len, r.tree,
                             candidates)

@@ -80,6 +80,14 @@ def request_from(kw: dict, *, k_list: bool = False):
             if value is not None and value != ():
                 overrides[name] = value
     k = overrides.get("num_speculative_tokens")
+    if k is not None and k_list:
+        from ..inputs.fields import coerce  # noqa: PLC0415
+        from ..inputs.request import info  # noqa: PLC0415
+
+        try:  # the -k list checked under the flag's own name
+            coerce("num_speculative_tokens", info("speedup_ks"), k)
+        except SpecError as err:
+            raise SpecError("num_speculative_tokens", err.problem, err.accepted) from None
     if k is not None and "," in str(k):
         if not k_list:
             raise SpecError("num_speculative_tokens", f"this command takes one k, got {k!r}", "a single integer")

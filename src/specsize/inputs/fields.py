@@ -149,10 +149,13 @@ def coerce(name: str, info: FieldInfo, value: Any) -> Any:
             raise SpecError(name, "must not be empty", info.accepted)
         return text
     if kind == "int_list":
-        items = value if isinstance(value, (list, tuple)) else [v for v in str(value).replace(" ", "").split(",") if v]
-        if not items:
-            raise SpecError(name, "empty list", info.accepted)
-        return tuple(_int(name, info, v) for v in items)
+        items = value if isinstance(value, (list, tuple)) else str(value).replace(" ", "").split(",")
+        if not items or any(item == "" for item in items):
+            raise SpecError(name, f"an empty item in {value!r}", info.accepted)
+        numbers = tuple(_int(name, info, v) for v in items)
+        if len(set(numbers)) != len(numbers):
+            raise SpecError(name, f"repeats a value: {value!r}", "distinct " + info.accepted)
+        return numbers
     if kind == "str_list":
         items = [value] if isinstance(value, str) else list(value)
         return tuple(str(v) for v in items)

@@ -89,7 +89,7 @@ def _contradictions(r: Request) -> None:
                         f"a multiple of {r.tp * r.pp}")
 
 
-def _head_shaped(target: ModelSpec, draft: ModelSpec, method: SpecMethod) -> None:
+def check_head_shape(target: ModelSpec, draft: ModelSpec, method: SpecMethod) -> None:
     """An EAGLE/EAGLE-3 head is one or two layers as wide as the target: a whole model is a draft model."""
     if method in (SpecMethod.EAGLE, SpecMethod.EAGLE3) and (draft.num_layers > 2 or draft.hidden_size !=
                                                           target.hidden_size):
@@ -105,7 +105,7 @@ def deployment_of(r: Request) -> Deployment:
     target = load_model(r.target)
     speculative = speculative_config(r.method, r.draft, r.num_speculative_tokens, r.draft_tp)
     if speculative.draft is not None:
-        _head_shaped(target, speculative.draft, speculative.method)
+        check_head_shape(target, speculative.draft, speculative.method)
     settings = EngineSettings(
         gpu_memory_utilization=r.gpu_memory_utilization, max_model_len=r.max_model_len,
         max_num_seqs=r.max_num_seqs, max_num_batched_tokens=r.max_num_batched_tokens, block_size=r.block_size,

@@ -8,11 +8,12 @@ from typing import Any
 
 from ..catalog import load_gpu, load_model
 from ..core.errors import SpecError
-from ..core.specs import KV_CACHE_DTYPES, EngineSettings, SpeculativeConfig, Workload
+from ..core.specs import KV_CACHE_DTYPES, QUANT_METHODS, EngineSettings, ModelSpec, SpeculativeConfig, Workload
 from ..core.speculation import Acceptance
 from .fields import FieldInfo, coerce
 from .load import build_request, read_yaml_file
-from .resolve import speculative_config, workload_of
+from .request import info
+from .resolve import check_head_shape, speculative_config, workload_of
 
 
 def _int(data: dict, key: str, default: Any = None, minimum: int = 1) -> Any:
@@ -87,7 +88,20 @@ def _list(data: dict, key: str, default: list) -> list:
     return value
 
 
-def _drafter(item: dict, default_ks: list[int]) -> DrafterOption:
+def _ints(data: dict, key: str, default: list, minimum: int, maximum: int) -> tuple[int, ...]:
+    """A non-empty list of distinct integers within bounds."""
+    info = FieldInfo(doc="", kind="int", group="deployment", minimum=minimum, maximum=maximum)
+    values = tuple(coerce(key, info, v) for v in _list(data, key, default))
+    if len(set(values)) != len(values):
+        raise SpecError(key, f"repeats a value: {list(values)}", "distinct values")
+    return values
+
+
+GPU_KEYS = {"gpu", "counts", "price_per_hour"}
+MAX_CONFIGURATIONS = 500_000  # the screen judges about 15,000 a second here: about half a minute at most
+
+
+def _drafter(item: dict, default_ks: list[int], target: ModelSpec) -> DrafterOption:
     if not isinstance(item, dict):
         raise SpecError("drafters", f"each drafter must be a mapping, got {item!r}", ", ".join(sorted(DRAFTER_KEYS)))
     unknown = set(item) - DRAFTER_KEYS
@@ -95,13 +109,22 @@ def _drafter(item: dict, default_ks: list[int]) -> DrafterOption:
         raise SpecError("drafters", f"unknown key(s) {', '.join(sorted(unknown))}", ", ".join(sorted(DRAFTER_KEYS)))
     method = str(item.get("method", "none"))
     spec = speculative_config(method, item.get("draft"), 1, _int(item, "draft_tp", 1), "drafters.method")
+    if item.get("draft") and not spec.kind.needs_draft_config:
+        raise SpecError("drafters", f"method {method} takes no draft model", "no draft, or a method that uses one")
+    if spec.kind.derives_from_target and target.num_mtp_layers < 1:
+        raise SpecError("drafters", f"mtp needs a target with MTP layers; {target.model_id} has none",
+                        "draft_model, eagle, eagle3, medusa, ngram, none")
+    if spec.draft is not None:
+        check_head_shape(target, spec.draft, spec.method)
     draft = spec.draft
     rate = _float(item, "acceptance_rate", minimum=0, maximum=1)
-    mean = _float(item, "mean_accepted_length", minimum=1)
+    mean = _float(item, "mean_accepted_length", minimum=1, maximum=65)
     if method != "none" and (rate is None) == (mean is None):
         raise SpecError("drafters", f"{method}: give exactly one of acceptance_rate or mean_accepted_length",
                         "acceptance_rate or mean_accepted_length (measured, never assumed)")
-    ks = tuple(_int({"ks": k}, "ks") for k in item.get("ks", default_ks)) if method != "none" else (0,)
+    if method == "none" and (rate is not None or mean is not None or item.get("ks")):
+        raise SpecError("drafters", "method none takes no acceptance or ks", "acceptance and ks with a method")
+    ks = _ints({"ks": item.get("ks", default_ks)}, "ks", default_ks, 1, 64) if method != "none" else (0,)
     label = str(item.get("label") or (method + (f" {draft.model_id}" if draft else "")))
     acceptance = None
     if spec.enabled:
@@ -109,6 +132,47 @@ def _drafter(item: dict, default_ks: list[int]) -> DrafterOption:
                                 measured_at_k=_int(item, "measured_at_k") or ks[0], source="search spec")
     return DrafterOption(label=label, speculative=SpeculativeConfig(spec.method, draft, 0, spec.draft_tp),
                          acceptance=acceptance, ks=ks)
+
+
+def _gpus(data: dict) -> tuple[GpuOption, ...]:
+    gpus = []
+    for item in _list(data, "gpus", []):
+        if not isinstance(item, dict) or "gpu" not in item:
+            raise SpecError("gpus", f"each entry needs a gpu id, got {item!r}", "{gpu: ID, counts: [..], price_per_hour: X}")
+        unknown = set(item) - GPU_KEYS
+        if unknown:
+            raise SpecError("gpus", f"unknown key(s) {', '.join(sorted(map(str, unknown)))}", ", ".join(sorted(GPU_KEYS)))
+        counts = _ints({"gpus.counts": item.get("counts", [1, 2, 4, 8])}, "gpus.counts", [1], 1, 100_000)
+        price = _float(item, "price_per_hour", minimum=0, maximum=1e6)
+        gpus.append(GpuOption(load_gpu(str(item["gpu"])), counts, price))
+    return tuple(gpus)
+
+
+def _slo(data: dict) -> SearchSlo:
+    slo_data = data.get("slo")
+    if not isinstance(slo_data, dict) or not slo_data:
+        raise SpecError("slo", "a search needs the SLO it is to meet", ", ".join(sorted(SLO_KEYS)))
+    unknown = set(slo_data) - SLO_KEYS
+    if unknown:
+        raise SpecError("slo", f"unknown key(s) {', '.join(sorted(map(str, unknown)))}", ", ".join(sorted(SLO_KEYS)))
+    values = {key: _float(slo_data, key, minimum=0, maximum=1e9, exclusive_minimum=True) for key in SLO_KEYS}
+    if all(v is None for v in values.values()):
+        raise SpecError("slo", "no target given", ", ".join(sorted(SLO_KEYS)))
+    return SearchSlo(ttft_p99_s=values["ttft_p99_ms"] / 1e3 if values["ttft_p99_ms"] else None,
+                     tpot_p99_s=values["tpot_p99_ms"] / 1e3 if values["tpot_p99_ms"] else None,
+                     request_rate=values["request_rate"], throughput_tok_s=values["throughput_tok_s"])
+
+
+def _engine(data: dict) -> EngineSettings:
+    quantization = data.get("quantization")
+    if quantization is not None and str(quantization) not in QUANT_METHODS:
+        raise SpecError("quantization", f"unknown value {quantization!r}", ", ".join(QUANT_METHODS))
+    return EngineSettings(gpu_memory_utilization=_float(data, "gpu_memory_utilization", 0.9, minimum=0,
+                                                        maximum=1, exclusive_minimum=True),
+                          max_model_len=coerce("max_model_len", info("max_model_len"), data.get("max_model_len")),
+                          max_num_batched_tokens=coerce("max_num_batched_tokens", info("max_num_batched_tokens"),
+                                                        data.get("max_num_batched_tokens")),
+                          quantization=None if quantization is None else str(quantization))
 
 
 def read_search_spec(path: str) -> SearchSpace:
@@ -119,41 +183,28 @@ def read_search_spec(path: str) -> SearchSpace:
     if not data.get("target"):
         raise SpecError("target", "no target model given", "a catalog id (specsize models) or a config.json path")
     target = load_model(str(data["target"]))
-    ks = [_int({"ks": k}, "ks") for k in _list(data, "ks", [1, 2, 3, 4, 5])]
-    drafters = tuple(_drafter(item, ks) for item in _list(data, "drafters", [{"method": "none"}]))
-    gpus = []
-    for item in _list(data, "gpus", []):
-        if not isinstance(item, dict) or "gpu" not in item:
-            raise SpecError("gpus", f"each entry needs a gpu id, got {item!r}", "{gpu: ID, counts: [..], price_per_hour: X}")
-        counts = tuple(_int({"gpus.counts": c}, "gpus.counts") for c in item.get("counts", [1, 2, 4, 8]))
-        if any(c < 1 for c in counts):
-            raise SpecError("gpus.counts", f"must be positive, got {counts}", "integers >= 1")
-        price = _float(item, "price_per_hour", minimum=0)
-        gpus.append(GpuOption(load_gpu(str(item["gpu"])), counts, price))
+    ks = list(_ints(data, "ks", [1, 2, 3, 4, 5], 1, 64))
+    drafters = tuple(_drafter(item, ks, target) for item in _list(data, "drafters", [{"method": "none"}]))
+    gpus = _gpus(data)
     kv = tuple(str(v) for v in _list(data, "kv_cache_dtypes", ["auto"]))
     for value in kv:
         if value not in KV_CACHE_DTYPES:
             raise SpecError("kv_cache_dtypes", f"unknown value {value!r}", ", ".join(KV_CACHE_DTYPES))
-    slo_data = data.get("slo") or {}
-    unknown = set(slo_data) - SLO_KEYS
-    if unknown:
-        raise SpecError("slo", f"unknown key(s) {', '.join(sorted(unknown))}", ", ".join(sorted(SLO_KEYS)))
-    slo_values = {key: _float(slo_data, key, minimum=0, exclusive_minimum=True) for key in SLO_KEYS}
-    slo = SearchSlo(ttft_p99_s=slo_values["ttft_p99_ms"] / 1e3 if slo_values["ttft_p99_ms"] else None,
-                    tpot_p99_s=slo_values["tpot_p99_ms"] / 1e3 if slo_values["tpot_p99_ms"] else None,
-                    request_rate=slo_values["request_rate"], throughput_tok_s=slo_values["throughput_tok_s"])
-    engine = EngineSettings(gpu_memory_utilization=_float(data, "gpu_memory_utilization", 0.9, minimum=0,
-                                                          maximum=1, exclusive_minimum=True),
-                            max_model_len=_int(data, "max_model_len"),
-                            max_num_batched_tokens=_int(data, "max_num_batched_tokens"),
-                            quantization=data.get("quantization"))
     if not data.get("workload"):
         raise SpecError("workload", "a search needs the workload envelope", "prompt_tokens, output_tokens, concurrency")
+    tps = _ints(data, "tp", [1, 2, 4, 8], 1, 64)
+    max_num_seqs = _ints(data, "max_num_seqs", [64, 128, 256], 1, 1 << 16)
+    size = len(tps) * len(kv) * len(max_num_seqs) * sum(len(g.counts) for g in gpus) * sum(len(d.ks) for d in drafters)
+    if size > MAX_CONFIGURATIONS:
+        raise SpecError("search", f"the space holds {size:,} configurations; at most {MAX_CONFIGURATIONS:,} are "
+                        "screened", "fewer values per axis")
     return SearchSpace(
-        name=str(data.get("name") or path), target=target, drafters=drafters, gpus=tuple(gpus),
-        tps=tuple(_int({"tp": t}, "tp") for t in _list(data, "tp", [1, 2, 4, 8])), kv_cache_dtypes=kv,
-        max_num_seqs=tuple(_int({"max_num_seqs": v}, "max_num_seqs") for v in _list(data, "max_num_seqs", [64, 128, 256])), engine=engine,
-        workload=_workload(data["workload"]), slo=slo, headroom=_float(data, "headroom", 0.2, minimum=0, maximum=0.99),
-        gpus_per_node=_int(data, "gpus_per_node", 8), finalists=_int(data, "finalists", 3, minimum=0),
-        simulate_seconds=_float(data, "simulate_seconds", 120.0, minimum=0, exclusive_minimum=True),
+        name=str(data.get("name") or path), target=target, drafters=drafters, gpus=gpus, tps=tps,
+        kv_cache_dtypes=kv, max_num_seqs=max_num_seqs, engine=_engine(data), workload=_workload(data["workload"]),
+        slo=_slo(data), headroom=_float(data, "headroom", 0.2, minimum=0, maximum=0.99),
+        gpus_per_node=_int(data, "gpus_per_node", 8) if data.get("gpus_per_node") is None else
+        coerce("gpus_per_node", info("gpus_per_node"), data["gpus_per_node"]),
+        finalists=coerce("finalists", FieldInfo(doc="", kind="int", group="analysis", minimum=1, maximum=100),
+                         data.get("finalists", 3)),
+        simulate_seconds=_float(data, "simulate_seconds", 120.0, minimum=0, maximum=3600, exclusive_minimum=True),
         engine_version=None if data.get("engine_version") is None else str(data["engine_version"]))
