@@ -62,9 +62,15 @@ def catalog_models() -> tuple[ModelSpec, ...]:
 
 
 def _notes(r: Resolved) -> tuple[str, ...]:
+    from .engines.registry import beyond_known  # noqa: PLC0415
+
+    notes = []
     if r.workload_defaulted:
-        return ("no workload given; using the default envelope of the embedded deployment",)
-    return ()
+        notes.append("no workload given; using the default envelope of the embedded deployment")
+    newer = beyond_known(r.request.engine, r.request.engine_version)
+    if newer:
+        notes.append(newer)
+    return tuple(notes)
 
 
 def _lengths_source(request: Request) -> str:

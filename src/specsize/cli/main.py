@@ -39,7 +39,7 @@ def _finite(name: str, value: float) -> float:
     if not math.isfinite(value):
         from ..core.errors import SpecError  # noqa: PLC0415
 
-        raise SpecError(name, f"must be a finite number, got {value}", "a number from 0 to 100")
+        raise SpecError(name, f"must be a finite number, got {value}", "a finite number in the flag's range")
     return value
 
 
@@ -98,6 +98,9 @@ def plan(fmt: str, output: str | None, force: bool, emit: str | None, fail_on: s
     from .. import api  # noqa: PLC0415
     from ..core.errors import SpecError  # noqa: PLC0415
 
+    if emit and fmt != "text":
+        raise SpecError("emit", f"--emit prints a shell command, not {fmt}", "--emit without --format, or "
+                        "--format json (its engine_commands hold the commands)")
     result = api.plan(request_from(kw))
     if emit:
         command = next((c for c in result.commands if c.engine == emit), None)
@@ -330,12 +333,21 @@ def calibrations(ctx, store: str | None, kind: str | None, tag: str | None, fmt:
     if ctx.invoked_subcommand is not None:
         ctx.obj = {"store": store}
         return
-    from ..adapters.store import Store  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+
+    from ..adapters.store import Store, default_path  # noqa: PLC0415
     from ..reports import listings  # noqa: PLC0415
 
+    path = Path(store) if store else default_path()
+    if not path.exists():  # listing reads: a mistyped path must not create a store (nor its folders)
+        from ..core.errors import SpecError  # noqa: PLC0415
+
+        if store:
+            raise SpecError("store", f"{path} does not exist", "an existing calibration store")
+        click.echo(listings.calibrations([], path, fmt), nl=False)
+        return
     with Store(store) as s:
         rows = s.list(kind=kind, tag=tag)
-        path = s.path
     click.echo(listings.calibrations(rows, path, fmt), nl=False)
 
 
@@ -345,8 +357,10 @@ def calibrations(ctx, store: str | None, kind: str | None, tag: str | None, fmt:
 @click.option("--draft")
 @click.option("--method", type=click.Choice([m for m in SPEC_METHODS if m != "none"]))
 @click.option("-k", "--num-speculative-tokens", "k", type=click.IntRange(1, 64))
-@click.option("--acceptance-rate", type=click.FloatRange(0, 1))
-@click.option("--mean-accepted-length", type=click.FloatRange(1, 65))
+@click.option("--acceptance-rate", type=click.FloatRange(0, 1),
+              callback=lambda _ctx, _param, value: value if value is None else _finite("acceptance_rate", value))
+@click.option("--mean-accepted-length", type=click.FloatRange(1, 65),
+              callback=lambda _ctx, _param, value: value if value is None else _finite("mean_accepted_length", value))
 @click.option("--source", required=True, help="Where the figure comes from (a benchmark run, a dashboard, ...).")
 @click.pass_context
 def calibrations_add(ctx, tag, target, draft, method, k, acceptance_rate, mean_accepted_length, source) -> None:

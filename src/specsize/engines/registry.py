@@ -31,3 +31,15 @@ def resolve_profile(engine: str = "vllm", version: str | None = None) -> Account
     if chosen is None:
         raise SpecError("engine_version", f"{engine} {version} is older than any accounting profile", covered)
     return chosen
+
+
+def beyond_known(engine: str, version: str | None) -> str | None:
+    """A note when `version` is newer than the newest release an accounting profile was checked against."""
+    if version in (None, "", "latest"):
+        return None
+    match = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.\d+)?(?:\S*)", str(version).strip())
+    newest = ENGINES[engine][-1][0]
+    if match and (int(match.group(1)), int(match.group(2))) > newest:
+        return (f"{engine} {version} is newer than the newest release whose accounting specsize follows "
+                f"({newest[0]}.{newest[1]}): planned with that release's accounting")
+    return None

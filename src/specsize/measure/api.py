@@ -31,6 +31,24 @@ def _prompt_ids(prompts: str, target_dir) -> list[list[int]]:
     return ids
 
 
+def _fits_here(r, batch_size: int, prompt: int, k: int) -> None:
+    """Refuse a run the host cannot hold (checked before building anything: a 405B target on a laptop ends in
+    one line, not in the kernel's OOM killer)."""
+    import os  # noqa: PLC0415
+
+    from ..core.memory import account  # noqa: PLC0415
+
+    mem = account(r.deployment, r.profile)
+    need = mem.weights_target_bytes + mem.weights_draft_bytes + batch_size * (prompt + k + 1) * mem.kv_bytes_per_token
+    try:
+        available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return
+    if need > 0.8 * available:
+        raise SpecError("measure", f"the run needs about {need / 2**30:.1f} GiB; this machine has "
+                        f"{available / 2**30:.1f} GiB free", "a smaller model, batch or prompt (or a bigger host)")
+
+
 def measure(request: Request, *, batch_size: int = 2, prompt_len: int | None = None, weights: str = "random",
             prompts: str | None = None, max_new_tokens: int = 64, temperature: float = 1.0,
             record: str | None = None, store: str | None = None):
@@ -53,9 +71,15 @@ def measure(request: Request, *, batch_size: int = 2, prompt_len: int | None = N
                         "--target DIR [--draft DIR] with their safetensors")
     dtype = d.engine.dtype if d.engine.dtype != "auto" else d.target.dtype
     device = "cpu" if request.device == "cpu" else None  # None: CUDA when present, else the CPU
-    result = run_measure(d.target, target_cfg, target_dir if weights == "local" else None, d.speculative.draft,
-                         draft_cfg, draft_dir if weights == "local" else None, batch_size=batch_size,
-                         prompt_tokens=prompt, k=k, dtype=dtype, device=device)
+    _fits_here(r, batch_size, prompt, k)
+    try:
+        result = run_measure(d.target, target_cfg, target_dir if weights == "local" else None, d.speculative.draft,
+                             draft_cfg, draft_dir if weights == "local" else None, batch_size=batch_size,
+                             prompt_tokens=prompt, k=k, dtype=dtype, device=device)
+    except (OSError, MemoryError, RuntimeError) as err:  # missing weights, or the run outgrew the machine
+        first = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
+        raise SpecError("measure", f"the PyTorch run failed: {first}",
+                        "local model directories with their safetensors, and shapes this machine holds") from None
     if prompts:
         if weights != "local" or d.speculative.draft is None:
             raise SpecError("prompts", "measuring acceptance needs real weights of a target and a draft model",
