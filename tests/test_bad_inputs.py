@@ -132,3 +132,61 @@ def test_errors_never_echo_a_files_content(tmp_path, capsys):
     secret.write_text("root:x:0:0:root:/root:/bin/bash\n")
     code, _, err = run(capsys, "plan", "--samples-file", secret)
     assert code == 2 and "root:x" not in err
+
+
+B = ["--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB", "--prompt-tokens", "p50=500,p99=1000",
+     "--output-tokens", "p50=100,p99=200", "--concurrency", "4"]
+
+
+@pytest.mark.parametrize("argv,field", [
+    (["plan", *B, "--method", "ngram", "--acceptance-rate", "0.5", "-k", "1000000"], "num_speculative_tokens"),
+    (["plan", *B, "--tp", "4", "--gpus", "6"], "gpus"),
+    (["plan", *B, "--method", "none", "-k", "4"], "num_speculative_tokens"),
+    (["plan", *B, "--draft", "meta-llama/Llama-3.2-1B-Instruct", "--method", "none"], "draft"),
+    (["plan", *B, "--draft", "meta-llama/Llama-3.2-1B-Instruct", "--method", "eagle3", "-k", "3"], "draft"),
+    (["plan", *B, "--draft-tp", "4"], "draft_tp"),
+    (["plan", *B, "--samples-file", "/nonexistent.jsonl"], "samples_file"),
+    (["plan", *B, "--prompt-tokens", "p50=2000000000,p99=2000000000"], "prompt_tokens"),
+    (["plan", *B, "--emit", "vllm", "--format", "json"], "emit"),
+    (["simulate", *B, "--acceptance-rate", "0.7", "--duration", "30", "--burst-start", "100"], "burst_start"),
+    (["simulate", *B, "--acceptance-rate", "0.7", "--on-off", "10,5", "--burst-start", "3"], "burst_start"),
+    (["simulate", *B, "--acceptance-rate", "0.7", "--burst-duration", "5"], "burst_duration"),
+    (["speedup", *B, "--acceptance-rate", "0.7", "--method", "ngram", "-k", "3",
+      "--candidate", "method=mtp,acceptance=0.5,k=1"], "method"),
+    (["speedup", *B, "--acceptance-rate", "0.7", "--method", "ngram", "-k", "3,,4"], "num_speculative_tokens"),
+    (["speedup", *B, "--acceptance-rate", "0.7", "--method", "ngram", "-k", "3",
+      "--candidate", "method=ngram,acceptance=0.5,k=3,k=4"], "candidate"),
+    (["measure", "--target", "meta-llama/Meta-Llama-3.1-405B", "--gpu", "H100-SXM-80GB"], "measure"),
+])
+def test_contradictions_and_bounds_found_by_probing(argv, field, capsys):
+    code, _, err = run(capsys, *argv)
+    assert code == 2, err
+    assert err.strip().splitlines()[-1].startswith(f"specsize: error: {field}"), err
+
+
+def test_check_live_sees_a_refused_start_and_zero_capacity(tmp_path, capsys):
+    plan = tmp_path / "plan.json"
+    run(capsys, "plan", "--format", "json", "--device", "cpu", "--engine-version", "0.32", "--target",
+        FIXTURES / "models" / "target", "--dtype", "bfloat16", "--max-model-len", "1000", "--kv-cache-memory-bytes",
+        "67108864", "--concurrency", "2", "--prompt-tokens", "p50=40,p99=60", "--output-tokens", "p50=32,p99=32",
+        "-o", plan)
+    code, out, _ = run(capsys, "check-live", "--plan", plan, "--log", FIXTURES / "too-small.log")
+    assert code == 1 and "reality: does_not_fit" in out and "refused to start" in out
+
+
+@pytest.mark.parametrize("spec", [
+    "ks: []", "slo: [1, 2]", "quantization: bogus", "tp: [1000000000]", "max_model_len: 1000000000000000",
+    "max_num_seqs: [1000000000000]", "finalists: 0", "gpus_per_node: 1000000000000", "simulate_seconds: 1e12",
+    "slo: {}", "ks: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27]\n"
+    "max_num_seqs: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25]\n"
+    "tp: [1, 2, 4, 8, 16, 32, 64]",
+])
+def test_search_specs_are_checked(spec, tmp_path, capsys):
+    import yaml
+
+    base = yaml.safe_load((ROOT / "examples" / "search" / "llama70b.yaml").read_text())
+    change = yaml.safe_load(spec)
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({**base, **change}))
+    code, _, err = run(capsys, "search", path, "--no-simulate")
+    assert code == 2, (spec, err)
