@@ -38,8 +38,6 @@ def parse_candidate(text: str) -> Candidate:
     k = coerce("candidate.k", _INT, fields.get("k"))
     spec = speculative_config(method, fields.get("draft"), k or 1, coerce("candidate.draft_tp", _INT,
                                                                           fields.get("draft_tp", 1)), "candidate")
-    if fields.get("draft") and not spec.kind.needs_draft_config:
-        raise SpecError("candidate", f"method {method} takes no draft model", "no draft=, or a method that uses one")
     acceptance = Acceptance(rate=coerce("candidate.acceptance", _RATE, rate),
                             mean_accepted_length=coerce("candidate.mean_accepted_length", _MEAN, mean),
                             measured_at_k=k)

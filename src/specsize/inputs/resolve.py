@@ -15,7 +15,7 @@ from ..catalog.gpus import load_efficiency
 from ..core.errors import SpecError
 from ..core.memory import AccountingProfile
 from ..core.perf import Efficiency
-from ..core.specs import Deployment, EngineSettings, GpuSpec, ModelSpec, SpeculativeConfig, Workload, canonical_dtype
+from ..core.specs import Deployment, EngineSettings, GpuSpec, SpeculativeConfig, Workload, canonical_dtype
 from ..core.speculation import Acceptance, SpecMethod
 from ..engines import resolve_profile
 from ..planner.perf import Tree
@@ -55,6 +55,8 @@ def speculative_config(method_name: str | None, draft_id: str | None, k: int | N
     default = SpecMethod.DRAFT_MODEL if draft_id else SpecMethod.NONE
     method = SpecMethod.parse(method_name or default, field)
     kind = SpeculativeConfig(method=method).kind
+    if draft_id and not kind.needs_draft_config:
+        raise SpecError("draft", f"method {method} takes no draft model", "no draft, or a method that uses one")
     draft = None
     if kind.needs_draft_config:
         if not draft_id:
@@ -69,43 +71,32 @@ def speculative_config(method_name: str | None, draft_id: str | None, k: int | N
                              draft_tp=draft_tp)
 
 
-def _contradictions(r: Request) -> None:
-    """Settings given together that cannot both hold: refused, never one silently dropped."""
+def _drafter_settings(r: Request) -> str | None:
+    """The draft a request's method uses. Settings given side by side that cannot both hold are refused; a
+    method given over a lower layer's draft (a flag over the file's) wins, and that draft does not apply."""
     method = SpecMethod.parse(r.method or ("draft_model" if r.draft else "none"))
     kind = SpeculativeConfig(method=method).kind
+
     def together(*names: str) -> bool:  # given side by side, in the same layer (a file, or flags)
         sources = {r.source_of(name) for name in names}
         return len(sources) == 1 and sources <= {"file", "override"}
 
-    if r.draft and not kind.needs_draft_config and together("draft", "method"):
-        raise SpecError("draft", f"method {method} takes no draft model", "no draft, or a method that uses one")
     if method == SpecMethod.NONE and r.num_speculative_tokens and together("num_speculative_tokens", "method"):
         raise SpecError("num_speculative_tokens", "k is given but the method is none", "a speculative method")
     if r.draft_tp != 1 and not kind.own_tp and r.given("draft_tp"):
         raise SpecError("draft_tp", f"method {method} has no separate draft model to shard",
                         "draft_tp with method draft_model")
-    if r.tp * r.pp > 0 and r.gpus is not None and r.gpus % (r.tp * r.pp):
-        raise SpecError("gpus", f"{r.gpus} GPUs are not a whole number of instances of tp x pp = {r.tp * r.pp}",
-                        f"a multiple of {r.tp * r.pp}")
-
-
-def check_head_shape(target: ModelSpec, draft: ModelSpec, method: SpecMethod) -> None:
-    """An EAGLE/EAGLE-3 head is one or two layers as wide as the target: a whole model is a draft model."""
-    if method in (SpecMethod.EAGLE, SpecMethod.EAGLE3) and (draft.num_layers > 2 or draft.hidden_size !=
-                                                          target.hidden_size):
-        raise SpecError("draft", f"{draft.model_id} ({draft.num_layers} layers, hidden {draft.hidden_size}) is not an "
-                        f"{method} head for {target.model_id} (hidden {target.hidden_size})",
-                        "a one- or two-layer head as wide as the target, or --method draft_model")
+    if r.draft and not kind.needs_draft_config and not together("draft", "method"):
+        return None
+    return r.draft
 
 
 def deployment_of(r: Request) -> Deployment:
     if not r.target:
         raise SpecError("target", "no target model given", "a catalog id (specsize models) or a config.json path")
-    _contradictions(r)
+    draft = _drafter_settings(r)
     target = load_model(r.target)
-    speculative = speculative_config(r.method, r.draft, r.num_speculative_tokens, r.draft_tp)
-    if speculative.draft is not None:
-        check_head_shape(target, speculative.draft, speculative.method)
+    speculative = speculative_config(r.method, draft, r.num_speculative_tokens, r.draft_tp)
     settings = EngineSettings(
         gpu_memory_utilization=r.gpu_memory_utilization, max_model_len=r.max_model_len,
         max_num_seqs=r.max_num_seqs, max_num_batched_tokens=r.max_num_batched_tokens, block_size=r.block_size,

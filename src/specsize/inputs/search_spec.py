@@ -13,7 +13,8 @@ from ..core.speculation import Acceptance
 from .fields import FieldInfo, coerce
 from .load import build_request, read_yaml_file
 from .request import info
-from .resolve import check_head_shape, speculative_config, workload_of
+from ..planner.plan import validate_speculative
+from .resolve import speculative_config, workload_of
 
 
 def _int(data: dict, key: str, default: Any = None, minimum: int = 1) -> Any:
@@ -109,13 +110,7 @@ def _drafter(item: dict, default_ks: list[int], target: ModelSpec) -> DrafterOpt
         raise SpecError("drafters", f"unknown key(s) {', '.join(sorted(unknown))}", ", ".join(sorted(DRAFTER_KEYS)))
     method = str(item.get("method", "none"))
     spec = speculative_config(method, item.get("draft"), 1, _int(item, "draft_tp", 1), "drafters.method")
-    if item.get("draft") and not spec.kind.needs_draft_config:
-        raise SpecError("drafters", f"method {method} takes no draft model", "no draft, or a method that uses one")
-    if spec.kind.derives_from_target and target.num_mtp_layers < 1:
-        raise SpecError("drafters", f"mtp needs a target with MTP layers; {target.model_id} has none",
-                        "draft_model, eagle, eagle3, medusa, ngram, none")
-    if spec.draft is not None:
-        check_head_shape(target, spec.draft, spec.method)
+    validate_speculative(target, spec)
     draft = spec.draft
     rate = _float(item, "acceptance_rate", minimum=0, maximum=1)
     mean = _float(item, "mean_accepted_length", minimum=1, maximum=65)

@@ -10,14 +10,14 @@ from dataclasses import replace
 from ..core.envelope import evaluate
 from ..core.errors import SpecError
 from ..core.memory import AccountingProfile, account
-from ..core.specs import Deployment, Workload, check_lengths
+from ..core.specs import Deployment, ModelSpec, SpeculativeConfig, Workload, check_lengths
 from ..core.speculation import Acceptance, Tree
 from ..core.traffic import decode_context, replica_share
 from ..core.units import GiB
 from .perf import summarize
 from .result import PlanResult
 
-__all__ = ["PlanResult", "plan", "replica_workload", "validate"]
+__all__ = ["PlanResult", "plan", "replica_workload", "validate", "validate_speculative"]
 
 
 def validate(d: Deployment, w: Workload, headroom: float) -> None:
@@ -39,9 +39,9 @@ def _validate_parallelism(d: Deployment) -> None:
         value = getattr(d, name)
         if not isinstance(value, int) or value < 1:
             raise SpecError(name, f"must be a positive integer, got {value!r}", "1, 2, 4, 8, ...")
-    if d.num_gpus is not None and d.num_gpus < d.gpus_per_instance:
-        raise SpecError("gpus", f"{d.num_gpus} GPUs cannot hold one instance of tp x pp = {d.gpus_per_instance}",
-                        f"a multiple of {d.gpus_per_instance}")
+    if d.num_gpus is not None and (d.num_gpus < d.gpus_per_instance or d.num_gpus % d.gpus_per_instance):
+        raise SpecError("gpus", f"{d.num_gpus} GPUs are not a whole number of instances of tp x pp = "
+                        f"{d.gpus_per_instance}", f"a multiple of {d.gpus_per_instance}")
     heads = d.target.num_attention_heads
     if heads % d.tp:
         raise SpecError("tp", f"{d.tp} does not divide the target's {heads} attention heads",
@@ -54,23 +54,33 @@ def _validate_parallelism(d: Deployment) -> None:
 
 
 def _validate_speculation(d: Deployment) -> None:
-    sp = d.speculative
+    validate_speculative(d.target, d.speculative)
+
+
+def validate_speculative(target: ModelSpec, sp: SpeculativeConfig) -> None:
+    """The drafter fits its kind and the target: the one check of a drafter, for plans and search specs."""
     if sp.enabled and sp.num_speculative_tokens < 1:
         raise SpecError("num_speculative_tokens", f"must be >= 1 with method {sp.method}, got "
                         f"{sp.num_speculative_tokens}", "an integer >= 1")
     if sp.kind.needs_draft_config and sp.draft is None:
         raise SpecError("draft", f"method {sp.method} needs a draft model or head", "a catalog id or config path")
-    if sp.kind.derives_from_target and d.target.num_mtp_layers < 1:
-        raise SpecError("method", f"mtp needs a target with MTP layers; {d.target.model_id} has none "
+    if sp.kind.derives_from_target and target.num_mtp_layers < 1:
+        raise SpecError("method", f"mtp needs a target with MTP layers; {target.model_id} has none "
                         "(num_nextn_predict_layers)", "draft_model, eagle, eagle3, medusa, ngram, none")
     if sp.kind.own_tp and sp.draft is not None:
         if sp.draft.num_attention_heads % sp.draft_tp:
             raise SpecError("draft_tp", f"{sp.draft_tp} does not divide the draft's {sp.draft.num_attention_heads} "
                             "attention heads", "a divisor of the draft's attention heads")
-        if sp.draft.vocab_size != d.target.vocab_size and abs(sp.draft.vocab_size - d.target.vocab_size) > 1024:
+        if sp.draft.vocab_size != target.vocab_size and abs(sp.draft.vocab_size - target.vocab_size) > 1024:
             raise SpecError("draft", f"{sp.draft.model_id} has a vocabulary of {sp.draft.vocab_size} tokens, "
-                            f"the target {d.target.vocab_size}: a draft model must share the target's tokenizer",
+                            f"the target {target.vocab_size}: a draft model must share the target's tokenizer",
                             "a draft of the target's model family")
+    if sp.draft is not None and sp.kind.shares_embeddings and not sp.kind.derives_from_target and (
+            sp.draft.num_layers > 2 or sp.draft.hidden_size != target.hidden_size):
+        # an EAGLE/EAGLE-3 head is one or two layers as wide as the target: a whole model is a draft model
+        raise SpecError("draft", f"{sp.draft.model_id} ({sp.draft.num_layers} layers, hidden {sp.draft.hidden_size}) "
+                        f"is not an {sp.method} head for {target.model_id} (hidden {target.hidden_size})",
+                        "a one- or two-layer head as wide as the target, or --method draft_model")
 
 
 def _validate_engine_limits(d: Deployment) -> None:
