@@ -123,9 +123,7 @@ def plan(request: Request | None = None, **overrides: Any) -> PlanResult:
 def _burst(q: Request, w) -> tuple[float | None, str | None]:
     """The burst factor a simulation applies and where it came from. Without a rate the scenario is the
     envelope's own burst; with a rate, only a burst someone asked for applies (never a default's)."""
-    if q.rate is None or q.given("burst_factor"):
-        return w.burst_factor, f"burst_factor ({q.source_of('burst_factor')})"
-    if q.burst_start is not None or q.on_off is not None:
+    if q.rate is None or q.given("burst_factor") or q.burst_start is not None or q.on_off is not None:
         return w.burst_factor, f"burst_factor ({q.source_of('burst_factor')})"
     return None, None
 

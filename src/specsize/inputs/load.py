@@ -219,17 +219,12 @@ def _value(name: str, raw: Any, base: Path | None) -> Any:
     value = coerce(name, field_info, raw)
     if field_info.kind == "path" and value is not None and base is not None and name in PATH_FIELDS:
         value = str((base / value).resolve()) if not Path(value).is_absolute() else value
-    if name in ("engine_version", "acceptance_source") and value is not None:
-        value = str(raw).strip()
     return value
 
 
 def validated(name: str, value: Any) -> Any:
-    """`value` checked as field `name` (idempotent: a value that already passed comes back unchanged)."""
-    if value is None or isinstance(value, LengthDistribution):
-        return value
-    checked = _value(name, value, None)
-    return value if checked == value and type(checked) is type(value) else checked
+    """`value` checked as field `name` (a Request built directly; relative paths are left as given)."""
+    return value if value is None or isinstance(value, LengthDistribution) else _value(name, value, None)
 
 
 def _layer(values: dict, sources: dict, raw: dict, source: str, base: Path | None) -> None:
@@ -296,11 +291,7 @@ def load_request(path: str | Path | None = None, **overrides: Any) -> Request:
 
 def apply_overrides(request: Request, changes: dict) -> Request:
     """`request` with `changes` applied as overrides, re-validated."""
-    values = {name: getattr(request, name) for name in FIELDS}
+    values: dict = {}
     sources = dict(request.sources)
-    for name, raw in changes.items():
-        if name not in FIELDS:
-            raise SpecError(name, "unknown setting", ", ".join(FIELDS))
-        values[name] = _value(name, raw, Path.cwd())
-        sources[name] = "override"
+    _layer(values, sources, changes, "override", Path.cwd())
     return dc_replace(request, **values, sources=sources)

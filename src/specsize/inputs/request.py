@@ -178,10 +178,7 @@ class Request:
         from .load import validated  # noqa: PLC0415 - load imports this module
 
         for name in FIELDS:
-            value = getattr(self, name)
-            checked = validated(name, value)
-            if checked is not value:
-                object.__setattr__(self, name, checked)
+            object.__setattr__(self, name, validated(name, getattr(self, name)))
 
     def source_of(self, name: str) -> str:
         """default, embedded default, file, or override (a flag or an API keyword)."""

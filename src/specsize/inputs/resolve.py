@@ -119,10 +119,10 @@ def workload_of(r: Request) -> Workload:
 def acceptance_of(r: Request, d: Deployment) -> Acceptance | None:
     """The request's acceptance, or the newest one recorded under `acceptance_from_store`."""
     k = d.speculative.num_speculative_tokens or None
-    given = r.acceptance_rate is not None or r.mean_accepted_length is not None
+    sources = {r.source_of(name) for name in ("acceptance_rate", "mean_accepted_length")
+               if getattr(r, name) is not None}
     if r.acceptance_from_store:
-        if r.given("acceptance_rate") and r.source_of("acceptance_rate") == "override" or \
-                r.given("mean_accepted_length") and r.source_of("mean_accepted_length") == "override":
+        if "override" in sources:
             raise SpecError("acceptance_from_store", "give the acceptance once: a rate, a mean length or a store tag",
                             "one of --acceptance-rate, --mean-accepted-length, --acceptance-from-store")
         from ..adapters.store import Store  # noqa: PLC0415
@@ -134,15 +134,14 @@ def acceptance_of(r: Request, d: Deployment) -> Acceptance | None:
         return Acceptance(rate=found.acceptance_rate,
                           mean_accepted_length=None if found.acceptance_rate is not None else found.mean_accepted_length,
                           measured_at_k=found.k or k, source=found.provenance, spread=r.acceptance_spread)
-    if not given:
+    if not sources:
         return None
     if r.acceptance_rate is not None and r.mean_accepted_length is not None:
         raise SpecError("acceptance_rate", "give either acceptance_rate or mean_accepted_length, not both",
                         "one of the two")
-    source = r.acceptance_source or ("deployment file" if r.source_of("acceptance_rate") in ("file",)
-                                     or r.source_of("mean_accepted_length") == "file" else "user")
-    if r.source_of("acceptance_rate") == "override" or r.source_of("mean_accepted_length") == "override":
-        source = "user"
+    # a figure given now is the user's; one from a file carries the file's stated source
+    source = "user" if "override" in sources else r.acceptance_source or (
+        "deployment file" if "file" in sources else "user")
     return Acceptance(rate=r.acceptance_rate, mean_accepted_length=r.mean_accepted_length,
                       measured_at_k=r.measured_at_k or k, source=source, spread=r.acceptance_spread)
 
