@@ -64,8 +64,10 @@ KNOWN_VERSIONS = ((0, 4), (0, 32))  # the start-up wordings read here (module do
 def _check_version(version: str | None) -> None:
     if version is None:
         return
-    major, minor = (int(part) for part in version.split(".")[:2])
-    if not KNOWN_VERSIONS[0] <= (major, minor) <= KNOWN_VERSIONS[1]:
+    from .registry import release  # noqa: PLC0415
+
+    wanted = release(version)
+    if wanted is None or not KNOWN_VERSIONS[0] <= wanted <= KNOWN_VERSIONS[1]:
         low, high = (".".join(map(str, v)) for v in KNOWN_VERSIONS)
         raise SpecError("log", f"a start-up log of vLLM {version}, whose wording specsize does not know",
                         f"a vLLM start-up log of release {low} to {high}")
