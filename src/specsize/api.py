@@ -20,7 +20,7 @@ from .core.errors import SpecError
 from .core.specs import ModelSpec
 from .inputs.load import EMBEDDED, load_request
 from .inputs.request import Request
-from .inputs.resolve import Resolved, resolve
+from .inputs.resolve import Resolved, check_scenario, resolve
 from .planner.result import PlanResult
 
 if TYPE_CHECKING:  # the other result types load with their commands (numpy, the simulator): `plan` stays light
@@ -128,24 +128,6 @@ def _burst(q: Request, w) -> tuple[float | None, str | None]:
     return None, None
 
 
-def _scenario_contradictions(q: Request) -> None:
-    """Scenario settings that cannot all apply: refused rather than one silently ignored."""
-    if q.trace is not None:
-        clash = [name for name in ("rate", "lengths_file", "on_off", "burst_start", "ramp_to", "prompt_tokens_median",
-                                   "output_tokens_median") if getattr(q, name) is not None]
-        if clash:
-            raise SpecError(clash[0], "a trace sets arrivals and lengths itself", "either --trace or the generators")
-    if q.on_off is not None and (q.burst_start is not None or q.burst_duration is not None):
-        raise SpecError("burst_start", "--on-off repeats bursts itself", "either --on-off or --burst-start")
-    if q.burst_duration is not None and q.burst_start is None:
-        raise SpecError("burst_duration", "a burst length needs its start", "--burst-start S --burst-duration S")
-    if q.burst_start is not None and q.burst_start >= q.duration:
-        raise SpecError("burst_start", f"{q.burst_start:g} s is after the {q.duration:g} s of arrivals",
-                        f"a start before {q.duration:g} s")
-    if q.lengths_file is not None and (q.prompt_tokens_median is not None or q.output_tokens_median is not None):
-        raise SpecError("lengths_file", "the lengths file gives the lengths", "either --lengths-file or the medians")
-
-
 def _on_off(text: str | None) -> tuple[float, float] | None:
     if text is None:
         return None
@@ -174,7 +156,7 @@ def simulate(request: Request | None = None, progress: Callable[[int, int], None
     from .planner.scenario import SimSettings, run_simulation  # noqa: PLC0415
 
     q = _request(request, overrides)
-    _scenario_contradictions(q)
+    check_scenario(q)
     r = resolve(q)
     factor, source = _burst(q, r.workload)
     settings = SimSettings(

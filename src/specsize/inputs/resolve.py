@@ -146,6 +146,24 @@ def acceptance_of(r: Request, d: Deployment) -> Acceptance | None:
                       measured_at_k=r.measured_at_k or k, source=source, spread=r.acceptance_spread)
 
 
+def check_scenario(q: Request) -> None:
+    """Scenario settings that cannot all apply: refused rather than one silently ignored."""
+    if q.trace is not None:
+        clash = [name for name in ("rate", "lengths_file", "on_off", "burst_start", "ramp_to", "prompt_tokens_median",
+                                   "output_tokens_median") if getattr(q, name) is not None]
+        if clash:
+            raise SpecError(clash[0], "a trace sets arrivals and lengths itself", "either --trace or the generators")
+    if q.on_off is not None and (q.burst_start is not None or q.burst_duration is not None):
+        raise SpecError("burst_start", "--on-off repeats bursts itself", "either --on-off or --burst-start")
+    if q.burst_duration is not None and q.burst_start is None:
+        raise SpecError("burst_duration", "a burst length needs its start", "--burst-start S --burst-duration S")
+    if q.burst_start is not None and q.burst_start >= q.duration:
+        raise SpecError("burst_start", f"{q.burst_start:g} s is after the {q.duration:g} s of arrivals",
+                        f"a start before {q.duration:g} s")
+    if q.lengths_file is not None and (q.prompt_tokens_median is not None or q.output_tokens_median is not None):
+        raise SpecError("lengths_file", "the lengths file gives the lengths", "either --lengths-file or the medians")
+
+
 def resolve(r: Request) -> Resolved:
     d = deployment_of(r)
     w = workload_of(r)

@@ -54,7 +54,7 @@ def sc5(r: PlanResult) -> ControlResult:
         s = r.simulation.spec
         evidence.append(f"simulated burst ({r.simulation.description}): "
                         + ("sustained" if s.sustains else "NOT sustained: " + "; ".join(s.problems))
-                        + f"; p99 TTFT {s.ttft_s['p99'] or 0:.2f} s, {s.preemptions} preemptions")
+                        + f"; p99 TTFT {s.ttft_s.p99 or 0:.2f} s, {s.preemptions} preemptions")
         if not s.sustains and status == PASS:
             status = ATTENTION
     if r.placement is not None and r.placement.failover is not None:

@@ -34,9 +34,6 @@ class Observed:
     tpot_s: dict | None = None
     engine_version: str | None = None
 
-    def __getitem__(self, key: str):
-        return getattr(self, key)
-
     def to_dict(self) -> dict:
         return dict(self.__dict__)
 
@@ -141,8 +138,8 @@ def _observed(metrics: LiveMetrics | None, log: StartupLog | None) -> Observed:
 def _capacity_checks(plan: dict, metrics: LiveMetrics | None, observed: Observed, result: LiveCheck) -> tuple[float, bool]:
     """Record the KV capacity, usage and preemption findings; (headroom now, did reality move it?)."""
     planned_tokens = plan["kv_cache_tokens"]
-    observed_tokens = observed["kv_cache_tokens"]
-    blocks = observed["num_gpu_blocks"]
+    observed_tokens = observed.kv_cache_tokens
+    blocks = observed.num_gpu_blocks
     env = plan["envelope"]
     demand, capacity = env["demand_bytes"], env["capacity_bytes"]
     planned_headroom = plan.get("headroom_fraction")
@@ -181,8 +178,8 @@ def _capacity_checks(plan: dict, metrics: LiveMetrics | None, observed: Observed
 
 def _acceptance_checks(plan: dict, metrics: LiveMetrics | None, observed: Observed, result: LiveCheck) -> bool:
     """Record the acceptance findings; True when speculation no longer pays."""
-    rate = observed["acceptance_rate"]
-    mean_length = observed["mean_accepted_length"]
+    rate = observed.acceptance_rate
+    mean_length = observed.mean_accepted_length
     k = metrics.k if metrics else None
     perf = plan.get("perf") or {}
     planned_rate = perf.get("acceptance_rate")

@@ -29,11 +29,11 @@ def confirmer(space, profile: AccountingProfile, efficiency_for):
                                 space.headroom)
         s = report.spec
         ok = s.sustains
-        if space.slo.ttft_p99_s and s.ttft_s["p99"] is not None:
-            ok &= s.ttft_s["p99"] <= space.slo.ttft_p99_s
-        if space.slo.tpot_p99_s and s.tpot_s["p99"] is not None:
-            ok &= s.tpot_s["p99"] <= space.slo.tpot_p99_s
-        return ok, {"ttft_p99_s": s.ttft_s["p99"], "tpot_p99_s": s.tpot_s["p99"], "preemptions": s.preemptions,
+        if space.slo.ttft_p99_s and s.ttft_s.p99 is not None:
+            ok &= s.ttft_s.p99 <= space.slo.ttft_p99_s
+        if space.slo.tpot_p99_s and s.tpot_s.p99 is not None:
+            ok &= s.tpot_s.p99 <= space.slo.tpot_p99_s
+        return ok, {"ttft_p99_s": s.ttft_s.p99, "tpot_p99_s": s.tpot_s.p99, "preemptions": s.preemptions,
                     "max_queue": s.max_queue, "problems": [str(p) for p in s.problems], "scenario": report.description}
 
     return confirm

@@ -52,9 +52,6 @@ class Percentiles:
     p99: float | None
     mean: float | None
 
-    def __getitem__(self, key: str) -> float | None:
-        return getattr(self, key)
-
     def to_dict(self) -> dict:
         return {"p50": self.p50, "p90": self.p90, "p99": self.p99, "mean": self.mean}
 
@@ -146,9 +143,9 @@ def summarize(label: str, r: SimResult, req: Requests, slo: Slo, th: Thresholds)
     drain = r.end_time_s - window
     if unfinished:
         problems.append(Problem(UNFINISHED, f"queue growth: {unfinished} requests unfinished when the run stopped"))
-    elif e2e["p50"] is not None and drain > max(th.min_drain_s, th.drain_factor * e2e["p50"]):
+    elif e2e.p50 is not None and drain > max(th.min_drain_s, th.drain_factor * e2e.p50):
         problems.append(Problem(QUEUE_GROWTH, f"queue growth: {drain:.0f} s to drain the backlog after the last "
-                                              f"arrival (p50 end-to-end {e2e['p50']:.1f} s)"))
+                                              f"arrival (p50 end-to-end {e2e.p50:.1f} s)"))
     if len(req) >= 40:
         quarter = len(req) // 4
         first = r.ttft_s[:quarter]

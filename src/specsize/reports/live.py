@@ -13,10 +13,10 @@ def render(result: LiveCheck, fmt: str) -> str:
     o = result.observed
     lines = [f"plan: {result.planned_verdict}; reality: {result.verdict_now}"
              + (" (the verdict changes)" if result.verdict_changes else "")]
-    lines.append(f"observed: KV cache {o['kv_cache_tokens'] or '?'} tokens, usage "
-                 f"{'?' if o['kv_usage_fraction'] is None else format(o['kv_usage_fraction'], '.0%')}, "
-                 f"preemptions {o['preemptions'] if o['preemptions'] is not None else '?'}"
-                 + (f", acceptance {o['acceptance_rate']:.2f}" if o["acceptance_rate"] is not None else ""))
+    lines.append(f"observed: KV cache {o.kv_cache_tokens or '?'} tokens, usage "
+                 f"{'?' if o.kv_usage_fraction is None else format(o.kv_usage_fraction, '.0%')}, "
+                 f"preemptions {o.preemptions if o.preemptions is not None else '?'}"
+                 + (f", acceptance {o.acceptance_rate:.2f}" if o.acceptance_rate is not None else ""))
     lines += [f"! {line}" for line in result.violations]
     lines += [f"  {line}" for line in result.notes]
     return "\n".join(lines) + "\n"
