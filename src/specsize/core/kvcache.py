@@ -70,8 +70,15 @@ def window_cap(kind: str, window: int | None, block_size: int, in_flight: int = 
     return None
 
 
+def windowed_layers(layers: tuple[KVLayer, ...]) -> tuple[int, tuple[int, ...]]:
+    """(how many layers hold at most a window, the distinct windows): what the sliding-window accounting spares."""
+    groups = [(count, window) for kind, window, count, _ in layer_groups(layers)
+              if window is not None and window_cap(kind, window, 1) is not None]
+    return sum(count for count, _ in groups), tuple(sorted({window for _, window in groups}))
+
+
 def has_windows(layers: tuple[KVLayer, ...]) -> bool:
-    return any(window_cap(kind, window, 1) is not None for kind, window, _, _ in layer_groups(layers))
+    return windowed_layers(layers)[0] > 0
 
 
 def pool_blocks(layers: tuple[KVLayer, ...], tokens, block_size: int, in_flight: int = 1, minimum=min):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from ..core.kvcache import windowed_layers
 from ..core.units import GiB
 from ..planner.plan import PlanResult
 
@@ -92,10 +93,9 @@ def summary_lines(r: PlanResult) -> list[str]:
         f"GPU KV cache size: {m.kv_cache_tokens:,} tokens; maximum concurrency for "
         f"{m.settings.max_model_len:,} tokens per request: {m.max_concurrency:.2f}x",
     ]
-    windowed = sorted({layer.window for layer in m.kv_layers if layer.kind in ("sliding", "chunked") and layer.window})
-    if windowed:
-        full = sum(1 for layer in m.kv_layers if layer.kind not in ("sliding", "chunked") or not layer.window)
-        lines.append(f"(sliding-window accounting: {len(m.kv_layers) - full} of {len(m.kv_layers)} layers hold at most "
+    count, windowed = windowed_layers(m.kv_layers)
+    if count:
+        lines.append(f"(sliding-window accounting: {count} of {len(m.kv_layers)} layers hold at most "
                      f"{', '.join(f'{w:,}' for w in windowed)} tokens per request; vLLM's token figure counts every "
                      "layer's blocks as if full, and its concurrency charges each windowed layer its window plus one "
                      "prefill chunk, so the request shapes below can fit more requests than tokens / length suggests)")
