@@ -142,11 +142,8 @@ def _trace(path: str | None, lengths_only: bool = False):
     if path is None:
         return None
     from .catalog.traces import read_trace, read_trace_lengths  # noqa: PLC0415
-    from .planner.scenario import TraceData  # noqa: PLC0415
 
-    t = read_trace_lengths(path) if lengths_only else read_trace(path)
-    return TraceData(path=str(path), arrival_s=tuple(t.arrival_s), prompt_tokens=tuple(t.prompt_tokens),
-                     output_tokens=tuple(t.output_tokens), acceptance=tuple(t.acceptance) if t.acceptance else None)
+    return read_trace_lengths(path) if lengths_only else read_trace(path)
 
 
 def simulate(request: Request | None = None, progress: Callable[[int, int], None] | None = None,

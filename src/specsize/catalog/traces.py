@@ -15,24 +15,16 @@ from __future__ import annotations
 import csv
 import math
 import json
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 from ..core.errors import SpecError
+from ..core.specs import RequestTrace
 from .files import read_lines
 
 ARRIVAL = ("arrival_time", "arrival_s", "timestamp", "TIMESTAMP", "arrival")
 PROMPT = ("prompt_tokens", "input_tokens", "ContextTokens", "prompt_len")
 OUTPUT = ("output_tokens", "generated_tokens", "GeneratedTokens", "output_len")
-
-
-@dataclass(frozen=True)
-class Trace:
-    arrival_s: list[float]
-    prompt_tokens: list[int]
-    output_tokens: list[int]
-    acceptance: list[float] | None
 
 
 def _pick(row: dict, names: tuple[str, ...], what: str, path: Path, line: int, field: str = "trace"):
@@ -55,7 +47,7 @@ def _seconds(value) -> float:
         return datetime.fromisoformat(text).timestamp()
 
 
-def read_trace(path: str | Path) -> Trace:
+def read_trace(path: str | Path) -> RequestTrace:
     return _parse(read_lines(path, "trace"), Path(path))
 
 
@@ -88,7 +80,7 @@ def _row(row: object, p: Path, i: int, field: str) -> tuple[float, int, int, flo
     return arrival, prompt, output, acceptance
 
 
-def _parse(lines: list[str], p: Path, field: str = "trace") -> Trace:
+def _parse(lines: list[str], p: Path, field: str = "trace") -> RequestTrace:
     try:
         rows = [json.loads(line) for line in lines] if lines[0].lstrip().startswith("{") else \
             list(csv.DictReader(lines))
@@ -106,12 +98,13 @@ def _parse(lines: list[str], p: Path, field: str = "trace") -> Trace:
             acceptance.append(rate)
     order = sorted(range(len(arrivals)), key=arrivals.__getitem__)
     start = arrivals[order[0]]
-    return Trace(arrival_s=[arrivals[i] - start for i in order], prompt_tokens=[prompts[i] for i in order],
-                 output_tokens=[outputs[i] for i in order],
-                 acceptance=[acceptance[i] for i in order] if len(acceptance) == len(arrivals) else None)
+    return RequestTrace(arrival_s=[arrivals[i] - start for i in order], prompt_tokens=[prompts[i] for i in order],
+                        output_tokens=[outputs[i] for i in order],
+                        acceptance=[acceptance[i] for i in order] if len(acceptance) == len(arrivals) else None,
+                        path=str(p))
 
 
-def read_trace_lengths(path: str | Path) -> Trace:
+def read_trace_lengths(path: str | Path) -> RequestTrace:
     """Prompt and output lengths of a file of requests (arrival times optional), to resample from."""
     lines = read_lines(path, "lengths_file")
     if not any(name in lines[0] for name in ARRIVAL):

@@ -218,6 +218,18 @@ class LengthDistribution:
         return cls(p50=rank(0.50), p95=rank(0.95), p99=rank(0.99), max=ordered[-1], samples=len(ordered))
 
 
+@dataclass(frozen=True)
+class RequestTrace:
+    """Requests read from a file: arrival times in seconds from the first, prompt and output tokens, and the
+    per-request acceptance when the file gives it."""
+
+    arrival_s: list[float]
+    prompt_tokens: list[int]
+    output_tokens: list[int]
+    acceptance: list[float] | None
+    path: str = ""
+
+
 def check_lengths(name: str, dist: LengthDistribution) -> LengthDistribution:
     """Percentiles that do not decrease, prompts of at least one token, outputs of at least none."""
     values = [dist.p50, dist.p95, dist.p99, dist.max]

@@ -13,7 +13,7 @@ from ..core.envelope import DOES_NOT_FIT, FITS, THIN
 from ..core.errors import SpecError
 from ..core.memory import AccountingProfile, account
 from ..core.perf import Efficiency
-from ..core.specs import Deployment, SpeculativeConfig, Workload
+from ..core.specs import Deployment, RequestTrace, SpeculativeConfig, Workload
 from ..core.speculation import Acceptance, Tree
 from ..simulator.scenario import Scenario
 from ..simulator.workload import Burst, LengthSpec, RateProfile, Requests, from_arrays, generate
@@ -22,17 +22,6 @@ from .simulate import SEVERE, SimulationReport, Slo, Thresholds, acceptance_spec
 
 
 MAX_REQUESTS = 2_000_000  # the largest simulation accepted (about 3 minutes and 1 GiB here); docs/simulation.md
-
-
-@dataclass(frozen=True)
-class TraceData:
-    """A trace (or a lengths file) as read by the API layer."""
-
-    path: str
-    arrival_s: tuple[float, ...]
-    prompt_tokens: tuple[int, ...]
-    output_tokens: tuple[int, ...]
-    acceptance: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -56,8 +45,8 @@ class SimSettings:
     compare: bool = True
     ttft_slo_s: float | None = None
     lengths_source: str = "the workload"
-    trace: TraceData | None = None
-    lengths: TraceData | None = None
+    trace: RequestTrace | None = None
+    lengths: RequestTrace | None = None  # only the lengths are read
 
 
 def _lengths(median: float | None, p99: float | None, fallback_median: float, fallback_p99: float,
@@ -87,8 +76,8 @@ def build_scenario(d: Deployment, w: Workload, rate_per_replica: float | None, s
         length = sim.burst_duration_s if sim.burst_duration_s is not None else sim.duration_s / 6
         bursts = (Burst(start, length, factor),)
     if sim.lengths is not None:
-        prompt = LengthSpec("empirical", values=sim.lengths.prompt_tokens, maximum=limit - 1)
-        output = LengthSpec("empirical", values=sim.lengths.output_tokens, maximum=limit // 2)
+        prompt = LengthSpec("empirical", values=tuple(sim.lengths.prompt_tokens), maximum=limit - 1)
+        output = LengthSpec("empirical", values=tuple(sim.lengths.output_tokens), maximum=limit // 2)
         source = f"lengths file {sim.lengths.path}"
     else:
         prompt, p_given = _lengths(sim.prompt_median, sim.prompt_p99, w.prompt_tokens.p50, w.prompt_tokens.p99,
