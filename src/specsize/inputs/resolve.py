@@ -49,11 +49,15 @@ def _gpu(r: Request) -> GpuSpec:
     return load_gpu(r.gpu, r.gpu_memory_gib)
 
 
+def method_of(method_name: str | None, draft_id: str | None, field: str = "method") -> SpecMethod:
+    """The method named, or by default draft_model when a draft is given and none otherwise."""
+    return SpecMethod.parse(method_name or (SpecMethod.DRAFT_MODEL if draft_id else SpecMethod.NONE), field)
+
+
 def speculative_config(method_name: str | None, draft_id: str | None, k: int | None, draft_tp: int,
                        field: str = "method") -> SpeculativeConfig:
     """The drafter a request names, its config loaded when its kind needs one."""
-    default = SpecMethod.DRAFT_MODEL if draft_id else SpecMethod.NONE
-    method = SpecMethod.parse(method_name or default, field)
+    method = method_of(method_name, draft_id, field)
     kind = SpeculativeConfig(method=method).kind
     if draft_id and not kind.needs_draft_config:
         raise SpecError("draft", f"method {method} takes no draft model", "no draft, or a method that uses one")
@@ -74,7 +78,7 @@ def speculative_config(method_name: str | None, draft_id: str | None, k: int | N
 def _drafter_settings(r: Request) -> str | None:
     """The draft a request's method uses. Settings given side by side that cannot both hold are refused; a
     method given over a lower layer's draft (a flag over the file's) wins, and that draft does not apply."""
-    method = SpecMethod.parse(r.method or ("draft_model" if r.draft else "none"))
+    method = method_of(r.method, r.draft)
     kind = SpeculativeConfig(method=method).kind
 
     def together(*names: str) -> bool:  # given side by side, in the same layer (a file, or flags)

@@ -65,9 +65,8 @@ def shape_notes(mem: MemoryAccount, batches: list[int], ks: list[int], context: 
     return tuple(notes)
 
 
-def _one(label: str, d: Deployment, profile: AccountingProfile, eff: Efficiency, acceptance: Acceptance,
+def _one(label: str, d: Deployment, mem: MemoryAccount, eff: Efficiency, acceptance: Acceptance,
          batches: list[int], ks: list[int], context: int, tree: Tree) -> DrafterResult:
-    mem = account(d, profile)
     table = speedup_table(d, mem, eff, acceptance, batches, ks, context, tree)
     sp = d.speculative
     return DrafterResult(label=label, method=sp.method, draft=sp.draft.model_id if sp.draft else None,
@@ -78,12 +77,14 @@ def compare_drafters(d: Deployment, profile: AccountingProfile, eff: Efficiency,
                      batches: list[int], ks: list[int], context: int, tree: Tree = Tree(),
                      candidates: tuple[Candidate, ...] = ()) -> SpeedupReport:
     own = f"{d.speculative.method}" + (f" {d.speculative.draft.model_id}" if d.speculative.draft else "")
-    results = [_one(own, d, profile, eff, acceptance, batches, ks, context, tree)]
+    mem = account(d, profile)
+    results = [_one(own, d, mem, eff, acceptance, batches, ks, context, tree)]
     for c in candidates:
         variant = replace(d, speculative=c.speculative)
         cand_ks = list(c.ks) if c.ks else ks
         acceptance_c = c.acceptance if c.acceptance.measured_at_k else replace(c.acceptance, measured_at_k=cand_ks[0])
-        results.append(_one(c.label, variant, profile, eff, acceptance_c, batches, cand_ks, context, tree))
-    notes = shape_notes(account(d, profile), batches, ks, context)
+        results.append(_one(c.label, variant, account(variant, profile), eff, acceptance_c, batches, cand_ks, context,
+                            tree))
+    notes = shape_notes(mem, batches, ks, context)
     return SpeedupReport(deployment=d, efficiency=eff, batch_sizes=tuple(batches), ks=tuple(ks),
                          context_len=context, drafters=tuple(results), notes=notes)
