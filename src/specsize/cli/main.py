@@ -16,9 +16,8 @@ import click
 
 from .. import __version__
 from ..inputs.fields import ACCEPTANCE, ANALYSIS, DEPLOYMENT, PERF, SIMULATION, SPEEDUP, WORKLOAD
-from ..core.speculation import SPEC_METHODS
 from ..engines.emit import EMITTERS
-from .options import request_from, request_options
+from .options import option_for, request_from, request_options
 from .output import write_output, write_series
 
 EXIT_FOR_VERDICT = {"fits": 0, "thin": 1, "does_not_fit": 3}
@@ -355,25 +354,29 @@ def calibrations(ctx, store: str | None, kind: str | None, tag: str | None, fmt:
 @click.option("--tag", required=True)
 @click.option("--target")
 @click.option("--draft")
-@click.option("--method", type=click.Choice([m for m in SPEC_METHODS if m != "none"]))
+@option_for("method")
 @click.option("-k", "--num-speculative-tokens", "k", type=click.IntRange(1, 64))
-@click.option("--acceptance-rate", type=click.FloatRange(0, 1),
-              callback=lambda _ctx, _param, value: value if value is None else _finite("acceptance_rate", value))
-@click.option("--mean-accepted-length", type=click.FloatRange(1, 65),
-              callback=lambda _ctx, _param, value: value if value is None else _finite("mean_accepted_length", value))
+@option_for("acceptance_rate")
+@option_for("mean_accepted_length")
 @click.option("--source", required=True, help="Where the figure comes from (a benchmark run, a dashboard, ...).")
 @click.pass_context
 def calibrations_add(ctx, tag, target, draft, method, k, acceptance_rate, mean_accepted_length, source) -> None:
     """Record a measured acceptance by hand (a new row; nothing is overwritten)."""
     from ..adapters.store import Store  # noqa: PLC0415
     from ..core.errors import SpecError  # noqa: PLC0415
+    from ..core.speculation import Acceptance  # noqa: PLC0415
+    from ..inputs.load import validated  # noqa: PLC0415
 
-    if (acceptance_rate is None) == (mean_accepted_length is None):
+    method = validated("method", method)
+    acceptance = Acceptance(rate=validated("acceptance_rate", acceptance_rate),  # checked as every acceptance is
+                            mean_accepted_length=validated("mean_accepted_length", mean_accepted_length),
+                            measured_at_k=k)
+    if not acceptance.given:
         raise SpecError("acceptance_rate", "give exactly one of --acceptance-rate or --mean-accepted-length",
                         "one of the two")
-    if mean_accepted_length is not None and k is not None and mean_accepted_length > k + 1:
-        raise SpecError("mean_accepted_length", f"{mean_accepted_length} exceeds k + 1 = {k + 1}",
-                        f"a number from 1 to {k + 1}")
+    if k is not None:
+        acceptance.per_token(k)  # a mean accepted length above k + 1 cannot have been measured at k
+    acceptance_rate, mean_accepted_length = acceptance.rate, acceptance.mean_accepted_length
     with Store((ctx.obj or {}).get("store")) as s:
         row = s.add("acceptance", tag, {"entered_by_hand": True}, source, target=target, draft=draft, method=method,
                     k=k, acceptance_rate=acceptance_rate, mean_accepted_length=mean_accepted_length)
