@@ -70,6 +70,13 @@ def _notes(r: Resolved) -> tuple[str, ...]:
     newer = beyond_known(r.request.engine, r.request.engine_version)
     if newer:
         notes.append(newer)
+    gpu = r.deployment.gpu
+    if gpu.segment != "datacenter" and not (r.request.given("other_processes_gib") or r.request.nvidia_smi
+                                            or r.request.given("shared_reserved_gib")):
+        effect = ("shrinks SGLang's pool by mem_fraction_static x that" if r.profile.engine == "sglang" else
+                  "makes vLLM refuse a gpu_memory_utilization above the free share")
+        notes.append(f"{gpu.name} is a {gpu.segment} card: a desktop, WSL or other processes often hold memory on "
+                     f"it, which {effect}; give --other-processes-gib or --nvidia-smi FILE")
     return tuple(notes)
 
 

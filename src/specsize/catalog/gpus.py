@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import difflib
 import math
 import numbers
@@ -15,6 +16,7 @@ from ..core.units import from_gib
 from .files import RowCheck, catalog_error, packaged_json, row_label
 
 GPUS_FILE = "gpus.json"
+SEGMENTS = ("datacenter", "workstation", "consumer")
 EFFICIENCY_FILE = "efficiency.json"
 
 
@@ -23,7 +25,8 @@ def validate_gpu_rows(file_name: str, rows: object) -> dict[str, dict]:
 
     Required: id, name, vendor, memory_source, source (non-empty strings); memory_gib,
     memory_bandwidth_bytes_s, bf16_flops, interconnect_bytes_s (finite numbers > 0); fp8_flops (> 0 or null,
-    for GPUs without FP8 tensor cores). Optional strings: family, interconnect_note. Ids are unique, ignoring case.
+    for GPUs without FP8 tensor cores). Optional strings: family, interconnect_note, segment (datacenter,
+    workstation or consumer; default datacenter). Ids are unique, ignoring case.
     """
     if not isinstance(rows, list):
         raise catalog_error(file_name, None, f"'gpus' must be a list of rows, got {type(rows).__name__}",
@@ -35,8 +38,11 @@ def validate_gpu_rows(file_name: str, rows: object) -> dict[str, dict]:
         gpu_id = check.text("id")
         for key in ("name", "vendor", "memory_source", "source"):
             check.text(key)
-        for key in ("family", "interconnect_note"):
+        for key in ("family", "interconnect_note", "segment"):
             check.text(key, required=False)
+        if check.data.get("segment", "datacenter") not in SEGMENTS:
+            raise catalog_error(file_name, check.row, f"segment {check.data['segment']!r} is not one of ours",
+                                ", ".join(SEGMENTS))
         for key in ("memory_gib", "memory_bandwidth_bytes_s", "bf16_flops", "interconnect_bytes_s"):
             check.number(key)
         check.number("fp8_flops", nullable=True)
@@ -70,6 +76,7 @@ def _spec(row: dict, memory_bytes: int | None = None) -> GpuSpec:
         memory_bandwidth_bytes_s=row["memory_bandwidth_bytes_s"], bf16_flops=row["bf16_flops"],
         fp8_flops=row["fp8_flops"], interconnect_bytes_s=row["interconnect_bytes_s"],
         sources={"memory": row["memory_source"], "performance": row["source"]},
+        segment=row.get("segment", "datacenter"),
     )
 
 
@@ -162,3 +169,31 @@ def load_efficiency(gpu: GpuSpec, overrides: dict | None = None) -> Efficiency:
         row[key] = float(value)
         row["source"] = row["source"] + f"; {key} overridden by the user"
     return Efficiency(family=gpu.family, **row)
+
+
+_SMI_TABLE = re.compile(r"\|\s*(?P<used>\d+)\s*MiB\s*/\s*(?P<total>\d+)\s*MiB\s*\|")
+_SMI_CSV_VALUE = re.compile(r"^\s*(?P<used>\d+(?:\.\d+)?)\s*(?P<unit>MiB|GiB|MB|GB)?\s*$", re.IGNORECASE)
+
+
+def used_memory_from_nvidia_smi(text: str) -> int:
+    """Bytes in use on the busiest GPU of an `nvidia-smi` printout taken before the engine starts: the table
+    ("| 1234MiB / 24564MiB |") or `nvidia-smi --query-gpu=memory.used --format=csv[,noheader][,nounits]`
+    (the first column)."""
+    used = [int(m["used"]) for m in _SMI_TABLE.finditer(text)]
+    if not used:
+        lines = [line for line in text.splitlines() if line.strip()]
+        unit = "MiB"
+        if lines and "memory.used" in lines[0]:
+            header = lines.pop(0).split(",")[0]
+            unit = "GiB" if "[GiB]" in header else "MiB"
+        for line in lines:
+            match = _SMI_CSV_VALUE.match(line.split(",")[0])
+            if not match:
+                used = []
+                break
+            scale = (match["unit"] or unit).lower()
+            used.append(int(float(match["used"]) * (1024 if scale in ("gib", "gb") else 1)))
+    if not used:
+        raise SpecError("nvidia_smi", "no memory figures found", "nvidia-smi's table or the output of nvidia-smi "
+                        "--query-gpu=memory.used --format=csv")
+    return max(used) * 2**20

@@ -12,6 +12,7 @@ subtracted) is an `AccountingProfile`: data, defined in `specsize.engines`, neve
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Callable
 
 from .errors import SpecError
 from .kvcache import KVLayer, bytes_per_token, layer_blocks, layer_groups, model_kv_layers
@@ -61,6 +62,9 @@ class AccountingProfile:
     null_block_in_startup_check: bool = False  # the start-up check plans against usable blocks (0.32)
     token_report: str = "blocks"  # "blocks": tokens = blocks x block_size; "requests": whole requests' worth
     sources: tuple[str, ...] = field(default=(), compare=False)
+    # An engine whose budget is not `total x utilization` (SGLang's mem_fraction_static) brings its own account:
+    # a function (deployment, profile) -> MemoryAccount, defined with the engine's profile under engines/.
+    accountant: Callable[..., MemoryAccount] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -122,6 +126,9 @@ class MemoryAccount:
         return bytes_per_token(self.kv_layers, "draft")
 
     null_blocks: int = 0
+    # what an engine with its own budget rule reports beside the common terms (SGLang: mem_fraction_static,
+    # the memory free before loading, what the fraction leaves outside the pool), bytes unless named
+    engine_terms: dict = field(default_factory=dict, compare=False)
 
     @property
     def usable_blocks(self) -> int:
@@ -181,6 +188,21 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         kv_cache_dtype=kv_dtype, kv_dtype_bytes=kv_bytes, quantization=quant, enforce_eager=e.enforce_eager,
         num_speculative_tokens=d.speculative.num_speculative_tokens if d.speculative.enabled else 0,
     )
+
+
+def target_weights(d: Deployment, dtype: str, quant: Quantization | None) -> WeightBreakdown:
+    """The target's weights on rank 0, by component (exact checkpoint bytes, when known, scale the
+    architecture's split; the rotary buffer is not in the checkpoint)."""
+    w_target = weight_breakdown(d.target, d.tp, d.pp, dtype, quant)
+    if d.target.weight_bytes_exact:
+        arch = weight_breakdown(d.target, 1, 1, dtype, quant, rotary_cache=False).total
+        ratio = d.target.weight_bytes_exact / arch if arch else 1.0
+        w_target = WeightBreakdown(
+            embedding=int(w_target.embedding * ratio), lm_head=int(w_target.lm_head * ratio),
+            attention=int(w_target.attention * ratio), mlp=int(w_target.mlp * ratio),
+            norms_and_routers=int(w_target.norms_and_routers * ratio), buffers=w_target.buffers,
+            params=w_target.params)
+    return w_target
 
 
 def draft_weight_bytes(d: Deployment, s: ResolvedSettings) -> int:
@@ -293,6 +315,8 @@ def max_concurrency_at(layers: tuple[KVLayer, ...], kv_blocks: int, block_size: 
 def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
     """The memory account of rank 0 of one engine instance of deployment `d` (with the deployment's
     quantization override applied: `specs.effective_target`)."""
+    if p.accountant is not None:
+        return p.accountant(d, p)
     if d.target.num_attention_heads % d.tp:
         raise SpecError("tp", f"{d.tp} does not divide the target's {d.target.num_attention_heads} attention heads",
                         "a divisor of num_attention_heads")
@@ -302,16 +326,7 @@ def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
     s = resolve_settings(d, p, quant)
     total = d.gpu.memory_bytes
     budget = int(total * s.gpu_memory_utilization)
-    w_target = weight_breakdown(d.target, d.tp, d.pp, s.dtype, quant)
-    if d.target.weight_bytes_exact:
-        # exact checkpoint bytes scale the architecture's split (the rotary buffer is not in the checkpoint)
-        arch = weight_breakdown(d.target, 1, 1, s.dtype, quant, rotary_cache=False).total
-        ratio = d.target.weight_bytes_exact / arch if arch else 1.0
-        w_target = WeightBreakdown(
-            embedding=int(w_target.embedding * ratio), lm_head=int(w_target.lm_head * ratio),
-            attention=int(w_target.attention * ratio), mlp=int(w_target.mlp * ratio),
-            norms_and_routers=int(w_target.norms_and_routers * ratio), buffers=w_target.buffers,
-            params=w_target.params)
+    w_target = target_weights(d, s.dtype, quant)
     w_draft = draft_weight_bytes(d, s)
     act, act_terms, unprofiled = activation_peak(d, s, p)
     non_torch = non_torch_bytes(d, p)

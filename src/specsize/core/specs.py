@@ -124,6 +124,7 @@ class GpuSpec:
     vendor: str = "nvidia"
     family: str = "unknown"  # selects the calibrated efficiencies of the performance model
     sources: dict = field(default_factory=dict, compare=False, hash=False)
+    segment: str = "datacenter"  # consumer / workstation cards often share memory with a desktop or WSL
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,8 @@ class SpeculativeConfig:
     draft: ModelSpec | None = None  # draft_model / eagle / eagle3 / medusa head config; None for mtp/ngram/none
     num_speculative_tokens: int = 0
     draft_tp: int = 1
+    tree_topk: int = 1  # tree drafting (SGLang --speculative-eagle-topk): branches per depth
+    num_draft_tokens: int | None = None  # tokens verified per sequence (SGLang); None: a chain of k + 1
 
     def __post_init__(self) -> None:
         if not isinstance(self.method, SpecMethod):
@@ -166,6 +169,7 @@ class EngineSettings:
     enforce_eager: bool = False
     kv_cache_memory_bytes: int | None = None  # vLLM's own flag: fixes the KV pool, bypassing the budget
     device: str = "cuda"
+    cuda_graph_max_bs: int | None = None  # largest decode batch captured in a CUDA graph (SGLang's flag)
 
 
 @dataclass(frozen=True)

@@ -118,8 +118,15 @@ def sglang_command(d: Deployment, mem: MemoryAccount) -> EngineCommand:
         argv += ["--speculative-algorithm", algorithm]
         if sp.draft is not None:
             argv += ["--speculative-draft-model-path", sp.draft.model_id]
-        argv += ["--speculative-num-steps", str(sp.num_speculative_tokens), "--speculative-eagle-topk", "1",
-                 "--speculative-num-draft-tokens", str(sp.num_speculative_tokens + 1)]
+        draft_tokens = sp.num_draft_tokens or sp.num_speculative_tokens + 1
+        if sp.kind.cpu_drafted:
+            argv += ["--speculative-num-draft-tokens", str(draft_tokens)]
+        else:
+            argv += ["--speculative-num-steps", str(sp.num_speculative_tokens), "--speculative-eagle-topk",
+                     str(sp.tree_topk), "--speculative-num-draft-tokens", str(draft_tokens)]
+    graph_bs = mem.engine_terms.get("cuda_graph_max_bs") or e.cuda_graph_max_bs
+    if graph_bs and not s.enforce_eager:
+        argv += ["--cuda-graph-max-bs", str(graph_bs)]
     return EngineCommand("sglang", engine_flags()["sglang"]["versions"], tuple(argv), None)
 
 

@@ -55,6 +55,11 @@ class StartupLog:
     refused_max_model_len: int | None = None
     model: str | None = None  # the model= of the engine's config line
     matched: list[str] = field(default_factory=list)
+    engine: str = "vllm"
+    refusal: str | None = None  # a start-up refusal other than vLLM's max_model_len one (SGLang: no KV memory)
+    draft_kv_gib: float | None = None  # SGLang: the draft worker's own pool
+    max_running_requests: int | None = None  # SGLang's printed limit
+    free_before_loading_gib: float | None = None  # SGLang: what mem_fraction_static is a fraction of
 
 
 MODEL_IN_LOG = re.compile(r"with config: model='(?P<m>[^']+)'")
@@ -81,7 +86,16 @@ def _check_log_counts(out: StartupLog) -> None:
 
 
 def read_startup_log(text: str) -> StartupLog:
-    """The figures a start-up log prints; a clear error when it holds none of the known wordings."""
+    """The figures a start-up log prints (vLLM's or SGLang's); a clear error when it holds none of the known
+    wordings."""
+    from .sglang import readers as sglang_readers  # noqa: PLC0415
+
+    if sglang_readers.looks_like_sglang(text) and not LOG_PATTERNS["kv_cache_tokens"].search(text):
+        return sglang_readers.read_startup_log(text)
+    return _read_vllm_startup_log(text)
+
+
+def _read_vllm_startup_log(text: str) -> StartupLog:
     out = StartupLog()
     for name, pattern in LOG_PATTERNS.items():
         match = pattern.search(text)
@@ -144,6 +158,7 @@ class LiveMetrics:
     tpot_s: dict = field(default_factory=dict)
     generation: str | None = None
     model: str | None = None  # the model_name label
+    sglang_accept_length: float | None = None  # SGLang's mean accepted length per verify step (bonus included)
 
     @property
     def k(self) -> float | None:
@@ -155,7 +170,7 @@ class LiveMetrics:
     def mean_accepted_length(self) -> float | None:
         if self.num_drafts:
             return 1 + (self.accepted_tokens or 0) / self.num_drafts
-        return None
+        return self.sglang_accept_length
 
     @property
     def draft_acceptance_fraction(self) -> float | None:
@@ -263,6 +278,10 @@ def read_metrics(text: str) -> LiveMetrics:
     except Exception as err:  # the parser raises ValueError/IndexError/... on truncated or malformed text
         raise SpecError("metrics", f"cannot parse the Prometheus text ({type(err).__name__}: {err})",
                         "the text of a vLLM server's /metrics endpoint") from None
+    if any(family.name.startswith("sglang:") for family in families):
+        from .sglang.readers import read_metrics as read_sglang  # noqa: PLC0415
+
+        return read_sglang(families)
     per_position: dict[int, float] = {}
     for family in families:
         name = family.name
@@ -272,8 +291,8 @@ def read_metrics(text: str) -> LiveMetrics:
         for sample in family.samples:
             _read_sample(out, sample.name, sample.labels, sample.value, per_position, histograms)
     if not seen:
-        raise SpecError("metrics", "no vllm: metrics found (truncated, or not a vLLM server's /metrics)",
-                        "the text of a vLLM server's /metrics endpoint")
+        raise SpecError("metrics", "no vllm: or sglang: metrics found (truncated, or not a vLLM or SGLang "
+                        "server's /metrics)", "the text of a vLLM or SGLang server's /metrics endpoint")
     out.accepted_per_position = [per_position[i] for i in sorted(per_position)]
     ttft = _merged(histograms, "vllm:time_to_first_token_seconds")
     tpot = (_merged(histograms, "vllm:time_per_output_token_seconds")

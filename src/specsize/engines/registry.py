@@ -6,9 +6,10 @@ import re
 
 from ..core.errors import SpecError
 from ..core.memory import AccountingProfile
-from . import vllm
+from . import sglang, vllm
 
-ENGINES = {"vllm": vllm.PROFILES}  # engine name -> ((first release covered, profile), ...), oldest first
+# engine name -> ((first release covered, profile), ...), oldest first; a release is (major, minor[, patch])
+ENGINES = {"vllm": vllm.PROFILES, "sglang": sglang.PROFILES}
 DEFAULT_ENGINE = "vllm"
 
 
@@ -18,6 +19,16 @@ def release(version: str | None) -> tuple[int, int] | None:
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
+def release_with_patch(version: str | None) -> tuple[int, int, int] | None:
+    """(major, minor, patch) of a release (patch 0 when not written): SGLang's accounting changes within 0.5."""
+    match = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.(\d+))?(?:\S*)", str(version).strip())
+    return (int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)) if match else None
+
+
+def _label(start: tuple[int, ...]) -> str:
+    return ".".join(map(str, start))
+
+
 def resolve_profile(engine: str = "vllm", version: str | None = None) -> AccountingProfile:
     """The profile of the newest range that starts at or before `version` (default: the newest)."""
     if engine not in ENGINES:
@@ -25,8 +36,8 @@ def resolve_profile(engine: str = "vllm", version: str | None = None) -> Account
     table = ENGINES[engine]
     if version in (None, "", "latest"):
         return table[-1][1]
-    wanted = release(version)
-    covered = f"{table[0][0][0]}.{table[0][0][1]} or later, as X.Y"
+    wanted = release_with_patch(version)
+    covered = f"{_label(table[0][0])} or later, as X.Y or X.Y.Z"
     if wanted is None:
         raise SpecError("engine_version", f"cannot read version {version!r}", covered)
     chosen = None
@@ -42,8 +53,8 @@ def beyond_known(engine: str, version: str | None) -> str | None:
     """A note when `version` is newer than the newest release an accounting profile was checked against."""
     if version in (None, "", "latest"):
         return None
-    wanted, newest = release(version), ENGINES[engine][-1][0]
-    if wanted is not None and wanted > newest:
+    wanted, newest = release_with_patch(version), ENGINES[engine][-1][0]
+    if wanted is not None and wanted[:len(newest)] > newest:
         return (f"{engine} {version} is newer than the newest release whose accounting specsize follows "
-                f"({newest[0]}.{newest[1]}): planned with that release's accounting")
+                f"({_label(newest)}): planned with that release's accounting")
     return None

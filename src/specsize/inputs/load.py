@@ -29,7 +29,7 @@ from .request import FIELDS, YAML_TOP_KEYS, YAML_WORKLOAD_KEYS, Request, info
 EMBEDDED = "embedded default"
 SECURITY_COMPONENTS = ("inference_endpoint", "metrics_endpoint", "dashboard")
 SECURITY_AUTH = ("none", "api_key", "mtls", "oidc", "network_policy", "reverse_proxy", "not_exposed")
-PATH_FIELDS = ("samples_file", "trace", "lengths_file")
+PATH_FIELDS = ("samples_file", "trace", "lengths_file", "nvidia_smi")
 
 
 # --- YAML ---------------------------------------------------------------------------------------------------

@@ -43,11 +43,20 @@ class Request:
     pp: int = F(1, "Pipeline parallel size.", "int", DEPLOYMENT, minimum=1, maximum=1024)
     gpu_memory_gib: float | None = F(None, "Override the GPU's memory (as the driver reports it).", "float",
                                      DEPLOYMENT, unit="GiB", minimum=0, exclusive_minimum=True, maximum=1 << 20)
-    gpu_memory_utilization: float | None = F(None, "Fraction of GPU memory the engine may use.", "float",
-                                             DEPLOYMENT, minimum=0, exclusive_minimum=True, maximum=1,
-                                             default_doc="the engine profile's default (vLLM: 0.9)")
+    gpu_memory_utilization: float | None = F(None, "Fraction of GPU memory the engine may use (SGLang: "
+                                             "--mem-fraction-static, a fraction of the memory free before "
+                                             "loading).", "float", DEPLOYMENT, minimum=0, exclusive_minimum=True,
+                                             maximum=1, default_doc="the engine profile's default (vLLM: 0.9; "
+                                             "SGLang: from GPU memory and TP)")
     shared_reserved_gib: float = F(0.0, "Memory of each GPU another workload holds (shared pools).", "float",
                                    DEPLOYMENT, unit="GiB", minimum=0, maximum=1 << 20)
+    other_processes_gib: float = F(0.0, "Memory of each GPU held by other processes before the engine starts "
+                                   "(desktop, WSL, another server). vLLM: caps gpu_memory_utilization; SGLang: "
+                                   "shrinks the pool by mem_fraction_static x this.", "float", DEPLOYMENT,
+                                   unit="GiB", minimum=0, maximum=1 << 20)
+    nvidia_smi: str | None = F(None, "nvidia-smi output (its table, or --query-gpu=memory.used --format=csv) "
+                               "taken before the engine starts: sets other_processes_gib from the busiest GPU's "
+                               "memory in use.", "path", DEPLOYMENT)
     max_model_len: int | None = F(None, "Longest request (prompt + output) the engine accepts.", "int", DEPLOYMENT,
                                   unit="tokens", minimum=1, maximum=1 << 30,
                                   default_doc="the target's max_position_embeddings")
@@ -65,8 +74,12 @@ class Request:
     dtype: str = F("auto", "Activation and weight dtype.", "choice", DEPLOYMENT,
                    choices=("auto", "bfloat16", "float16", "float32", "bf16", "fp16", "fp32", "half", "float"))
     enforce_eager: bool = F(False, "No CUDA graphs.", "bool", DEPLOYMENT)
-    block_size: int | None = F(None, "KV cache block size.", "int", DEPLOYMENT, unit="tokens", minimum=1,
-                               maximum=1 << 16, default_doc="the engine profile's default")
+    block_size: int | None = F(None, "KV cache block size (SGLang: --page-size).", "int", DEPLOYMENT,
+                               unit="tokens", minimum=1, maximum=1 << 16, default_doc="the engine profile's "
+                               "default (vLLM: 16; SGLang: 1)")
+    cuda_graph_max_bs: int | None = F(None, "Largest decode batch captured in a CUDA graph (SGLang's "
+                                      "--cuda-graph-max-bs).", "int", DEPLOYMENT, minimum=1, maximum=1 << 16,
+                                      default_doc="SGLang's default for the GPU's memory and TP")
     device: str = F("cuda", "Accelerator the engine runs on.", "choice", DEPLOYMENT, choices=("cuda", "cpu"))
     engine: str = F(DEFAULT_ENGINE, "Serving engine whose accounting to follow.", "choice", DEPLOYMENT,
                     choices=tuple(ENGINES))

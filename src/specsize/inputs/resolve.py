@@ -101,14 +101,28 @@ def deployment_of(r: Request) -> Deployment:
     draft = _drafter_settings(r)
     target = load_model(r.target)
     speculative = speculative_config(r.method, draft, r.num_speculative_tokens, r.draft_tp)
+    if speculative.enabled and (r.tree_topk != 1 or r.num_draft_tokens is not None):
+        speculative = replace(speculative, tree_topk=r.tree_topk, num_draft_tokens=r.num_draft_tokens)
     settings = EngineSettings(
         gpu_memory_utilization=r.gpu_memory_utilization, max_model_len=r.max_model_len,
         max_num_seqs=r.max_num_seqs, max_num_batched_tokens=r.max_num_batched_tokens, block_size=r.block_size,
         kv_cache_dtype=r.kv_cache_dtype, dtype=r.dtype if r.dtype == "auto" else canonical_dtype(r.dtype),
         quantization=r.quantization, enforce_eager=r.enforce_eager, device=r.device,
-        kv_cache_memory_bytes=r.kv_cache_memory_bytes)
+        kv_cache_memory_bytes=r.kv_cache_memory_bytes, cuda_graph_max_bs=r.cuda_graph_max_bs)
     return Deployment(target=target, gpu=_gpu(r), speculative=speculative, tp=r.tp, pp=r.pp, num_gpus=r.gpus,
-                      engine=settings, shared_reserved_bytes=int(r.shared_reserved_gib * 2**30))
+                      engine=settings, shared_reserved_bytes=int(r.shared_reserved_gib * 2**30) + _other_processes(r))
+
+
+def _other_processes(r: Request) -> int:
+    """Bytes other processes hold on each GPU: given, or read from an nvidia-smi printout (not both)."""
+    if r.nvidia_smi is None:
+        return int(r.other_processes_gib * 2**30)
+    if r.given("other_processes_gib"):
+        raise SpecError("nvidia_smi", "given together with other_processes_gib", "one of the two")
+    from ..catalog.files import read_text  # noqa: PLC0415
+    from ..catalog.gpus import used_memory_from_nvidia_smi  # noqa: PLC0415
+
+    return used_memory_from_nvidia_smi(read_text(r.nvidia_smi, "nvidia_smi", "a readable nvidia-smi printout"))
 
 
 def workload_of(r: Request) -> Workload:

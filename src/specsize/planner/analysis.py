@@ -5,14 +5,28 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..core.memory import AccountingProfile
+from ..core.errors import SpecError
+from ..core.memory import AccountingProfile, MemoryAccount, account
 from ..core.specs import ModelSpec
 from ..core.speculation import Acceptance
 from ..engines.emit import EMITTERS, can_serve
+from ..engines.registry import resolve_profile
 from .placement import StartupCosts, place
 from .plan import PlanResult
 from .recommend import recommend
 from .robustness import analyse
+
+
+def _account_for(engine: str, result: PlanResult, profile: AccountingProfile) -> MemoryAccount | None:
+    """Each engine's command carries that engine's own settings: the plan's account for the plan's engine,
+    the newest profile's account for the other (SGLang's mem_fraction_static is not vLLM's
+    gpu_memory_utilization). None when the other engine cannot account the deployment."""
+    if engine == profile.engine:
+        return result.memory
+    try:
+        return account(result.deployment, resolve_profile(engine))
+    except SpecError:
+        return None
 
 
 def analyse_plan(result: PlanResult, profile: AccountingProfile, efficiency=None,
@@ -28,6 +42,7 @@ def analyse_plan(result: PlanResult, profile: AccountingProfile, efficiency=None
     placement = place(result, profile, gpus_per_node=gpus_per_node, spare=spare, unit=failure_unit,
                       storage_bandwidth_bytes_s=storage_bandwidth_bytes_s, costs=startup, efficiency=efficiency,
                       acceptance=acceptance, ttft_slo_s=ttft_slo_s)
-    commands = tuple(EMITTERS[engine](result.deployment, result.memory) for engine in emit
-                     if can_serve(engine, result.deployment))  # an engine without the method gets no command
+    accounts = {engine: _account_for(engine, result, profile) for engine in emit
+                if can_serve(engine, result.deployment)}  # an engine without the method gets no command
+    commands = tuple(EMITTERS[engine](result.deployment, mem) for engine, mem in accounts.items() if mem is not None)
     return replace(result, recommendations=recs, robustness=robust, placement=placement, commands=commands)

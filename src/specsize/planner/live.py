@@ -213,6 +213,9 @@ def check(plan: dict, metrics: LiveMetrics | None, log: StartupLog | None) -> Li
     result = LiveCheck(observed=observed, planned_verdict=plan["verdict"],
                        plan_inputs=inputs if isinstance(inputs, dict) else {})
     headroom_now, changed = _capacity_checks(plan, metrics, observed, result)
+    if log is not None and log.refusal is not None:
+        result.violations.append(f"start-up: the engine refused to start ({log.refusal})")
+        headroom_now, changed = -math.inf, True
     if log is not None and log.refused_max_model_len is not None:
         result.violations.append(f"start-up: the engine refused to start (one request of max_model_len="
                                  f"{log.refused_max_model_len} does not fit its KV cache)")

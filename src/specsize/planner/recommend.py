@@ -136,7 +136,7 @@ def _utilization_changes(d: Deployment, w: Workload, result: PlanResult) -> list
     out: list[_Candidate] = []
     s = result.memory.settings
     e = d.engine
-    if d.shared_reserved_bytes:
+    if d.shared_reserved_bytes and result.profile.accountant is None:  # SGLang: other processes shrink the pool
         most = int((result.memory.total_bytes - d.shared_reserved_bytes) / result.memory.total_bytes * 100) / 100
         if most < s.gpu_memory_utilization and most > 0.3:
             out.append(("lower_utilization", f"lower gpu_memory_utilization to {most:.2f}: another workload holds "

@@ -109,6 +109,7 @@ def plan_to_dict(r: PlanResult) -> dict:
             "unprofiled_runtime_bytes": m.unprofiled_runtime_bytes,
             "weights_target_detail": {k: val for k, val in asdict(m.weights_target).items()},
             "activation_detail": dict(m.activation_terms),
+            "engine_terms": dict(m.engine_terms),
         },
         "perf": perf_to_dict(r),
         "simulation": _simulation(r),

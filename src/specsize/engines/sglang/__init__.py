@@ -1,0 +1,58 @@
+"""SGLang's accounting profiles, one per range of releases (see accounting.py for what each rule is read from).
+
+- 0.4 - 0.5.3: default mem_fraction_static by TP size (0.88 at TP 1 ... 0.79 at TP 16); the draft's weights
+  and KV pool are allocated after the target's pool, out of the (1 - f) share.
+- 0.5.4 - 0.5.13: the default fraction from GPU memory, chunked prefill and CUDA graph size (PR #10975),
+  with 2 GiB (6 GiB STANDALONE) reserved for a draft; the draft still comes after the target's pool.
+- 0.5.14 and later: draft weights loaded and the draft's KV budgeted before the pool is sized (#23862,
+  #28855); no flat draft reservation. Which release first carried #28855 (merged 2026-06-21; 0.5.13 was out
+  by 2026-06-22) is inferred, not read from a changelog.
+
+The activation and CUDA graph estimates (what must fit in the (1 - f) share, not the pool) reuse vLLM V1's
+fitted coefficients; SGLang prints no profiling pass to fit them on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import partial
+
+from ...core.memory import AccountingProfile
+from ...core.units import GiB
+from .. import vllm
+from .accounting import Rules, account
+
+_SOURCES = (
+    "sgl-project/sglang python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py @ 001ccef0 "
+    "(profile_max_num_token, init_memory)",
+    "sgl-project/sglang python/sglang/srt/model_executor/pool_configurator.py @ 003fca80 (draft cell scaling, "
+    "PR #23862)",
+    "sgl-project/sglang python/sglang/srt/server_args.py (_handle_gpu_memory_settings, PR #10975; the TP table "
+    "before it; max_running_requests 48 with EAGLE-family speculation)",
+    "context before loading: 0.60 GiB at TP 1 (H200, 'Load weight end ... avail mem=131.08 GB, mem usage=8.13 "
+    "GB', sgl-project/sglang#4826); 2.47 GiB at TP 8 on NVLink (H200, 'Load weight begin. avail mem=137.34 GB', "
+    "sgl-project/sglang#11716); 0.96 GiB at TP 4 on PCIe (RTX PRO 6000, 'Load weight begin. avail mem=94.01 GB', "
+    "sgl-project/sglang#40558)",
+    "activation and CUDA graph coefficients: vLLM V1's (engines/vllm.py), for the (1 - f) share only",
+)
+
+_BASE = replace(vllm.V1_LATEST, engine="sglang", generation="SGLang", default_block_size=1, mla_block_size=1,
+                cpu_block_size=1, null_blocks=0, null_block_in_startup_check=False, token_report="blocks",
+                cuda_graph_subtracted=False, refuses_start_below_max_model_len=False,
+                non_torch_bytes=int(0.60 * GiB), sources=_SOURCES)
+
+
+def _profile(version: str, label: str, rules: Rules) -> AccountingProfile:
+    profile = replace(_BASE, version=version, label=label)
+    return replace(profile, accountant=partial(account, rules=rules))
+
+
+V04 = _profile("0.4", "SGLang 0.4-0.5.3 (default fraction by TP size; draft pool after the target's)",
+               Rules(defaults="tp_table", spec_reserve=False, draft_in_sizing=False, spec_max_running_requests=None))
+V054 = _profile("0.5.4", "SGLang 0.5.4-0.5.13 (default fraction from GPU memory; draft pool after the target's)",
+                Rules(defaults="heuristic", spec_reserve=True, draft_in_sizing=False, spec_max_running_requests=48))
+V0514 = _profile("0.5.14", "SGLang 0.5.14 and later (draft weights and KV inside mem_fraction_static)",
+                 Rules(defaults="heuristic", spec_reserve=False, draft_in_sizing=True, spec_max_running_requests=48))
+
+# (first release covered, profile), oldest first
+PROFILES = (((0, 4), V04), ((0, 5, 4), V054), ((0, 5, 14), V0514))

@@ -1,0 +1,260 @@
+"""SGLang's memory account: `--mem-fraction-static` is not a share of the card.
+
+Read from sgl-project/sglang (paths under python/sglang/srt/):
+
+- model_executor/model_runner_kv_cache_mixin.py @ 001ccef0072a4537d4ec6bdd50a73e6feb2c907d,
+  `profile_max_num_token`: rest = available_after_loading - total_gpu_memory x (1 - mem_fraction_static),
+  tokens = int(rest x 2^30) // cell_size, then `init_memory` aligns them down to the page size. The
+  `total_gpu_memory` it is given is what was FREE before the model loaded (after torch.distributed init), not
+  the card: so the pool is f x free_before - weights, and anything else on the card (the desktop, another
+  model) shrinks the pool by f x its size; a co-resident model must RAISE f, not lower it. SGLang prints
+  "GB" for these figures but divides by 2^30 (GiB).
+- The same file: the draft worker's pool gets `draft_runner_cache_size`, the target's token count, and is
+  allocated after the target's (releases before sgl-project/sglang#23862); the draft's weights and pool then
+  come out of the (1 - f) share together with activations and CUDA graphs (sgl-project/sglang#6875 reports
+  the resulting OOMs). After #23862 (merged 2026-04-27) and #28855 (2026-06-21) the draft's weights are loaded
+  before profiling and the target's cell size is scaled by (1 + draft_layers / target_layers)
+  (model_executor/pool_configurator.py @ 003fca8027387a3d6565b2c08e497e3020ac6211, DefaultPoolConfigurator),
+  so both pools sit inside the fraction and share one token count.
+- EAGLE-family and NEXTN drafts build their own embedding (and lm_head) and replace them with the target's
+  after loading (`set_embed_and_head`): the duplicate is live while the draft loads, and, since the draft
+  loads before sizing in the newer releases, while the pool is sized.
+- server_args.py, `_handle_gpu_memory_settings` (PR #10975, releases 0.5.4 and later): chunked_prefill_size
+  and cuda_graph_max_bs by GPU memory bucket, then mem_fraction_static = round((gpu_mem - reserved) / gpu_mem,
+  3) with reserved = 512 + 1.5 x max(chunked_prefill_size, 2048) + 2 x cuda_graph_max_bs + tp x pp / 8 x 1024
+  MiB, at least 10 GiB above 60 GiB cards, + 2 GiB for EAGLE-family drafts (6 GiB STANDALONE) until #23862.
+  Before 0.5.4: 0.88 / 0.87 / 0.85 / 0.81 / 0.79 for TP 1 / 2 / 4 / 8 / 16, chunked prefill 2048 below
+  25,000 MiB else 8192, CUDA graphs up to 8 (TP < 4) or 80 below 25,000 MiB, else 160.
+- Speculative EAGLE/EAGLE3/STANDALONE (and NEXTN, an alias of EAGLE) set max_running_requests to 48 when it
+  is not given (server_args.py, 0.5.x: "Max running requests is reset to 48 for speculative decoding").
+  Otherwise the request pool holds min(max(tokens / context_len x 512, 2048), 4096) requests and the
+  scheduler runs at most min(tokens // 2, that) (mixin `init_memory`; managers/tp_worker.py).
+- CUDA graph batch sizes (`_generate_cuda_graph_batch_sizes`): [1, 2, 4, 8, 12] + 16..256 step 8 + 272..496
+  step 16 + 512.. step 32 without speculation; 1..8, 10..32 step 2, 40..64 step 4, 72..256 step 8, 272.. step
+  16 with it; capped by cuda_graph_max_bs and the running-request limit.
+
+What is not modelled (each is said in `engine_terms["notes"]` when it applies): the hybrid SWA pool split
+(swa_full_tokens_ratio) -- windowed layers are charged every token; the mamba/linear-attention state
+carve-out (refused); the VLM reduction of the default fraction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ...core.errors import SpecError
+from ...core.kvcache import KVLayer, bytes_per_token, model_kv_layers
+from ...core.memory import (AccountingProfile, MemoryAccount, activation_peak, draft_weight_bytes,
+                            resolve_settings, target_weights)
+from ...core.specs import Deployment, effective_target
+from ...core.units import GiB
+
+MiB = 1 << 20
+MODELLED_LAYER_KINDS = ("full", "sliding", "chunked", "mla")
+EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What differs between SGLang releases (the module docstring cites each)."""
+
+    defaults: str  # "tp_table" (before 0.5.4) or "heuristic" (0.5.4 and later)
+    spec_reserve: bool  # the default fraction reserves 2 GiB (6 GiB STANDALONE) for a draft
+    draft_in_sizing: bool  # draft weights loaded and draft KV budgeted before the pool is sized
+    spec_max_running_requests: int | None  # default running-request limit with EAGLE-family speculation
+    tp_extra_nvlink_bytes: int = int(1.87 * GiB)  # torch.distributed init beyond TP 1 (NCCL, custom all-reduce)
+    tp_extra_pcie_bytes: int = int(0.36 * GiB)
+
+
+def default_chunk_and_graph(rules: Rules, gpu_mib: float, tp: int) -> tuple[int, int]:
+    """(chunked_prefill_size, cuda_graph_max_bs) SGLang picks for a card of `gpu_mib` MiB."""
+    if rules.defaults == "tp_table":
+        if gpu_mib < 25_000:
+            return 2048, (8 if tp < 4 else 80)
+        return 8192, 160
+    for below_gib, chunk, small_tp, large_tp in ((20, 2048, 8, 8), (35, 2048, 24, 80), (60, 4096, 32, 160),
+                                                 (90, 8192, 256, 512), (160, 8192, 256, 512)):
+        if gpu_mib < below_gib * 1024:
+            return chunk, (small_tp if tp < 4 else large_tp)
+    return 16384, 512
+
+
+def default_fraction(rules: Rules, gpu_mib: float, tp: int, pp: int, chunked: int, graph_bs: int,
+                     algorithm: str | None) -> float:
+    if rules.defaults == "tp_table":
+        world = tp * pp
+        return next(f for at_least, f in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88)) if world >= at_least)
+    reserved = 512 + max(chunked, 2048) * 1.5 + graph_bs * 2 + tp * pp / 8 * 1024
+    if gpu_mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    if rules.spec_reserve and algorithm is not None and algorithm != "NGRAM":
+        reserved += 6 * 1024 if algorithm == "STANDALONE" else 2 * 1024
+    return round((gpu_mib - reserved) / gpu_mib, 3)
+
+
+def capture_sizes(max_bs: int, speculative: bool) -> list[int]:
+    if speculative:
+        sizes = (list(range(1, 9)) + list(range(10, 33, 2)) + list(range(40, 65, 4)) + list(range(72, 257, 8))
+                 + list(range(272, max_bs + 1, 16)))
+    else:
+        sizes = ([1, 2, 4, 8, 12] + list(range(16, 257, 8)) + list(range(272, 512, 16))
+                 + list(range(512, max_bs + 1, 32)))
+    return [b for b in sizes if b <= max_bs]
+
+
+def _as_pool_layers(layers: tuple[KVLayer, ...]) -> tuple[KVLayer, ...]:
+    """SGLang's token pool holds every token in every layer (its hybrid SWA split is not modelled)."""
+    for layer in layers:
+        if layer.kind not in MODELLED_LAYER_KINDS:
+            raise SpecError("engine", f"SGLang's state cache for {layer.kind} layers (carved out before the KV "
+                            "pool, capping running requests) is not modelled", "--engine vllm for this model")
+    return tuple(layer if layer.kind in ("full", "mla") else
+                 KVLayer(layer.owner, "full", None, layer.bytes_per_token) for layer in layers)
+
+
+def _draft_layers(d: Deployment, kv_bytes: int) -> tuple[KVLayer, ...]:
+    sp = d.speculative
+    if not sp.enabled or not sp.kind.keeps_kv:
+        return ()
+    if sp.kind.derives_from_target:
+        return model_kv_layers(d.target, d.tp, kv_bytes, "draft", layers=d.target.num_mtp_layers)
+    if sp.draft is None:
+        return ()
+    return model_kv_layers(sp.draft, sp.drafter_tp or d.tp, kv_bytes, "draft")
+
+
+def _duplicate_head_bytes(d: Deployment, embedding: int, lm_head: int) -> int:
+    """The embedding (and lm_head) an EAGLE-family or NEXTN draft builds before taking the target's."""
+    sp = d.speculative
+    if not sp.enabled or not sp.kind.shares_embeddings:
+        return 0
+    own_head = sp.draft is not None and bool(sp.draft.draft_vocab_size)  # EAGLE-3's reduced lm_head is its own
+    return embedding + (lm_head if sp.kind.shares_lm_head and not own_head else 0)
+
+
+def context_bytes(d: Deployment, p: AccountingProfile, rules: Rules) -> int:
+    """What CUDA, torch and torch.distributed hold before the weights load (SGLang's "Init torch distributed
+    ends. mem usage"), per GPU."""
+    if d.tp * d.pp == 1:
+        return p.non_torch_bytes
+    nvlink = d.gpu.interconnect_bytes_s >= 100e9
+    return p.non_torch_bytes + (rules.tp_extra_nvlink_bytes if nvlink else rules.tp_extra_pcie_bytes)
+
+
+def _tokens(rest_bytes: float, cell: int, page: int) -> int:
+    if rest_bytes <= 0 or cell <= 0:
+        return 0
+    return int(rest_bytes) // cell // page * page
+
+
+def account(d: Deployment, p: AccountingProfile, rules: Rules) -> MemoryAccount:
+    e = d.engine
+    if e.kv_cache_memory_bytes is not None:
+        raise SpecError("kv_cache_memory_bytes", "is vLLM's flag; SGLang sizes its pool from --mem-fraction-static",
+                        "gpu_memory_utilization (emitted as --mem-fraction-static) with --engine sglang")
+    target, quant = effective_target(d)
+    if target is not d.target:
+        d = replace(d, target=target)
+    sp = d.speculative
+    if sp.kind.own_tp and sp.draft_tp != d.tp:  # SGLang runs a STANDALONE draft at the target's TP
+        sp = replace(sp, draft_tp=d.tp)
+        d = replace(d, speculative=sp)
+    algorithm = sp.kind.engine_name("sglang") if sp.enabled else None
+    if sp.enabled and algorithm is None:
+        raise SpecError("method", f"SGLang has no {sp.method} speculative algorithm",
+                        "draft_model, eagle, eagle3, mtp, ngram or none with --engine sglang")
+    s = resolve_settings(d, p, quant)
+    total = d.gpu.memory_bytes
+    gpu_mib = total / MiB
+    chunk_default, graph_default = default_chunk_and_graph(rules, gpu_mib, d.tp)
+    chunked = e.max_num_batched_tokens or chunk_default
+    graph_bs = e.cuda_graph_max_bs or graph_default
+    fraction = e.gpu_memory_utilization if e.gpu_memory_utilization is not None else default_fraction(
+        rules, gpu_mib, d.tp, d.pp, chunked, graph_bs, algorithm)
+    page = s.block_size
+
+    context = context_bytes(d, p, rules)
+    free_before = total - d.shared_reserved_bytes - context
+    w_target = target_weights(d, s.dtype, quant)
+    w_draft = draft_weight_bytes(d, s)
+    duplicate = _duplicate_head_bytes(d, w_target.embedding, w_target.lm_head)
+    target_layers = _as_pool_layers(model_kv_layers(d.target, d.tp, s.kv_dtype_bytes, "target", d.pp))
+    draft_layers = _as_pool_layers(_draft_layers(d, s.kv_dtype_bytes))
+    cell_target, cell_draft = bytes_per_token(target_layers), bytes_per_token(draft_layers)
+
+    loaded = w_target.total + (w_draft + duplicate if rules.draft_in_sizing else 0)
+    rest = fraction * free_before - loaded  # = free after loading - (1 - f) x free before loading
+    sizing_cell = cell_target
+    if rules.draft_in_sizing and draft_layers and target_layers:
+        sizing_cell = int(cell_target * (1 + len(draft_layers) / len(target_layers)))
+    tokens = _tokens(rest, sizing_cell, page)
+    request_pool = min(max(int(tokens / s.max_model_len * 512), 2048), 4096)
+    if e.max_num_seqs:
+        running = request_pool = e.max_num_seqs
+    elif algorithm in EAGLE_FAMILY and rules.spec_max_running_requests:
+        running = request_pool = rules.spec_max_running_requests
+    else:
+        running = max(1, min(tokens // 2, request_pool))
+    # ReqToTokenPool: an int32 slot per (request, position), context_len + 4 (+ draft tokens) positions
+    draft_positions = (sp.num_draft_tokens or sp.num_speculative_tokens + 1) if sp.enabled else 0
+    request_table = request_pool * (s.max_model_len + 4 + draft_positions) * 4
+    s = replace(s, gpu_memory_utilization=fraction, max_num_batched_tokens=chunked, max_num_seqs=running)
+
+    graphs = 0
+    captured: list[int] = []
+    if not s.enforce_eager and e.device != "cpu":
+        captured = capture_sizes(min(graph_bs, running), sp.enabled)
+        graphs = int(p.cuda_graph_bytes_per_layer * (len(target_layers) + len(draft_layers)) * len(captured)
+                     / p.cuda_graph_reference_sizes)
+    # run-time activations: one chunked-prefill forward and the logits of the largest graph-captured decode batch
+    act, act_terms, _ = activation_peak(d, replace(s, max_num_seqs=min(running, graph_bs)), p)
+    kv_bytes = tokens * (cell_target + cell_draft)
+    outside = (1 - fraction) * free_before
+    # what the (1 - f) share must hold at run time; before #23862 also the draft's weights and pool
+    draft_after = 0 if rules.draft_in_sizing else w_draft + duplicate + tokens * cell_draft
+    needs = act + graphs + draft_after + request_table
+
+    problem = None
+    if rest <= 0 or tokens <= 0:
+        problem = (f"SGLang refuses to start (\"Not enough memory. Please try to increase --mem-fraction-static\"): "
+                   f"mem_fraction_static={fraction:g} of the {free_before / GiB:.2f} GiB free before loading is "
+                   f"{fraction * free_before / GiB:.2f} GiB, and the weights take {loaded / GiB:.2f} GiB")
+        if d.shared_reserved_bytes:
+            problem += (f"; other processes hold {d.shared_reserved_bytes / GiB:.2f} GiB, which shrinks the pool: "
+                        "raise mem_fraction_static")
+    elif needs > outside:
+        problem = (f"SGLang runs out of memory at start-up: mem_fraction_static={fraction:g} leaves "
+                   f"{outside / GiB:.2f} GiB outside the pool for "
+                   + (f"the draft's weights ({(w_draft + duplicate) / GiB:.2f} GiB while loading) and its KV pool "
+                      f"({tokens * cell_draft / GiB:.2f} GiB), " if draft_after else "")
+                   + f"the request table ({request_table / GiB:.2f} GiB), CUDA graphs ({graphs / GiB:.2f} GiB) and "
+                   f"activations ({act / GiB:.2f} GiB): lower mem_fraction_static to at most "
+                   f"{_fitting_fraction(fraction, free_before, loaded, sizing_cell, cell_draft, page, act + graphs + request_table, 0 if rules.draft_in_sizing else w_draft + duplicate):.2f}")
+    notes = []
+    if any(layer.kind in ("sliding", "chunked") for layer in target.layers):
+        notes.append("windowed layers charged every token: SGLang's hybrid SWA pool split is not modelled")
+    terms = {"mem_fraction_static": fraction, "free_before_loading_bytes": int(free_before),
+             "other_processes_bytes": d.shared_reserved_bytes, "context_bytes": context,
+             "outside_fraction_bytes": int(outside), "outside_fraction_needs_bytes": int(needs),
+             "duplicate_embedding_bytes": duplicate, "request_table_bytes": request_table, "sizing_bytes_per_token": sizing_cell,
+             "cuda_graph_max_bs": graph_bs, "cuda_graph_batch_sizes": len(captured),
+             "draft_sized_with_target": rules.draft_in_sizing, "notes": notes}
+    return MemoryAccount(
+        settings=s, total_bytes=total, budget_bytes=int(fraction * free_before), weights_target=w_target,
+        weights_draft_bytes=w_draft, activation_peak_bytes=act, activation_terms=act_terms, non_torch_bytes=context,
+        cuda_graph_bytes=graphs, cuda_graph_counted=False, kv_cache_bytes=kv_bytes if tokens else int(rest),
+        kv_layers=target_layers + draft_layers, kv_blocks=tokens // page, kv_cache_tokens=tokens,
+        max_concurrency=tokens / s.max_model_len, unprofiled_runtime_bytes=int(act + draft_after),
+        startup_problem=problem, null_blocks=0, engine_terms=terms)
+
+
+def _fitting_fraction(fraction: float, free_before: float, loaded: int, sizing_cell: int, cell_draft: int, page: int,
+                      runtime: int, draft_weights: int) -> float:
+    """The largest fraction (in steps of 0.01 below `fraction`) whose outside share holds what it must."""
+    f = fraction
+    while f > 0.05:
+        f = round(f - 0.01, 2)
+        tokens = _tokens(f * free_before - loaded, sizing_cell, page)
+        if (1 - f) * free_before >= runtime + draft_weights + (tokens * cell_draft if draft_weights else 0):
+            return f
+    return 0.0

@@ -1,0 +1,293 @@
+"""SGLang's accounting, readers and launch command: expectations worked out by hand from SGLang's formulas
+(src/specsize/engines/sglang/accounting.py cites them) and from published start-up logs
+(tests/fixtures/sglang/startup_logs.jsonl)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from helpers import GiB, deployment
+
+from specsize.catalog.gpus import used_memory_from_nvidia_smi
+from specsize.core.errors import SpecError
+from specsize.core.memory import account
+from specsize.engines import resolve_profile
+from specsize.engines.emit import engine_flags, sglang_command
+from specsize.engines.readers import read_metrics, read_startup_log
+from specsize.engines.registry import beyond_known
+
+FIXTURES = Path(__file__).parent / "fixtures" / "sglang" / "startup_logs.jsonl"
+LLAMA8B_CELL = 32 * 2 * 8 * 128 * 2  # layers x (K, V) x KV heads x head_dim x bf16 bytes = 131,072 B per token
+
+
+def sglang(version=None):
+    return resolve_profile("sglang", version)
+
+
+def logs() -> list[dict]:
+    return [json.loads(line) for line in FIXTURES.read_text().splitlines() if line.strip()]
+
+
+# --- releases --------------------------------------------------------------------------------------------------
+
+def test_release_ranges_follow_the_patch_number():
+    assert sglang("0.4.6").version == "0.4"
+    assert sglang("0.5.3").version == "0.4"
+    assert sglang("0.5.4").version == "0.5.4"
+    assert sglang("0.5.13").version == "0.5.4"
+    assert sglang("0.5.14").version == "0.5.14"
+    assert sglang().version == "0.5.14"
+    with pytest.raises(SpecError, match="older than any"):
+        sglang("0.3.6")
+    assert beyond_known("sglang", "0.5.20") is not None
+    assert beyond_known("vllm", "0.32.1") is None  # a vLLM patch release is not newer than its profile
+
+
+# --- the default mem_fraction_static ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("gpu, tp, method, draft, version, expected", [
+    # H100 (79.19 GiB = 81,090.56 MiB): reserved = 512 + 1.5 x 8192 + 2 x 256 + 1/8 x 1024 = 13,440 MiB
+    ("H100-SXM-80GB", 1, "none", None, "0.5.6", 0.834),
+    # RTX 4090 (23.55 GiB = 24,115.2 MiB): chunk 2048, graphs 24: 512 + 3072 + 48 + 128 = 3,760 MiB -> 0.844
+    ("RTX-4090-24GB", 1, "none", None, "0.5.6", 0.844),
+    # H200 TP 8 (143,165.44 MiB): 512 + 12,288 + 2 x 512 + 1024 = 14,848, + 2048 for a draft = 16,896 -> 0.882
+    ("H200-141GB", 8, "eagle3", "sgl-project/SpecForge-llama3-70B-eagle3", "0.5.6", 0.882),
+    # ... and without the flat draft reserve after #23862: 14,848 -> 0.896
+    ("H200-141GB", 8, "eagle3", "sgl-project/SpecForge-llama3-70B-eagle3", "0.5.14", 0.896),
+    # before 0.5.4: by TP size
+    ("H100-SXM-80GB", 4, "none", None, "0.4.9", 0.85),
+    ("H100-SXM-80GB", 1, "none", None, "0.4.9", 0.88),
+])
+def test_default_fraction(gpu, tp, method, draft, version, expected):
+    target = "meta-llama/Llama-3.3-70B-Instruct" if draft and "70B" in draft else "meta-llama/Llama-3.1-8B-Instruct"
+    d = deployment(target=target, gpu=gpu, tp=tp, method=method, draft=draft, k=3 if draft else 0)
+    assert account(d, sglang(version)).settings.gpu_memory_utilization == expected
+
+
+# --- the pool: f x (what was free before loading) - weights ----------------------------------------------------
+
+def test_other_processes_shrink_the_pool_by_the_fraction_of_them():
+    d = deployment(gpu_memory_utilization=0.85)
+    alone = account(d, sglang())
+    shared = account(replace(d, shared_reserved_bytes=2 * GiB), sglang())
+    # 0.85 x 2 GiB / 131,072 B = 13,926.4 tokens fewer
+    assert alone.kv_cache_tokens - shared.kv_cache_tokens in (13926, 13927)
+    assert alone.kv_bytes_per_token == LLAMA8B_CELL
+
+
+def test_the_fraction_is_of_the_memory_free_before_loading_not_of_the_card():
+    low = account(deployment(gpu_memory_utilization=0.80), sglang())
+    high = account(deployment(gpu_memory_utilization=0.81), sglang())
+    free_before = (79.19 - 0.60) * GiB  # H100 as the driver reports it, less SGLang's context at TP 1
+    assert high.kv_cache_tokens - low.kv_cache_tokens == pytest.approx(0.01 * free_before / LLAMA8B_CELL, abs=1)
+    assert high.engine_terms["free_before_loading_bytes"] == pytest.approx(free_before, abs=2)
+
+
+def test_a_co_resident_model_must_raise_the_fraction():
+    d = replace(deployment(gpu_memory_utilization=0.834), shared_reserved_bytes=65 * GiB)
+    mem = account(d, sglang())
+    assert mem.kv_cache_tokens == 0
+    assert "increase --mem-fraction-static" in mem.startup_problem and "raise mem_fraction_static" in mem.startup_problem
+    # the same card under vLLM: the budget (0.9 x 79.19 GiB) exceeds what is free, vLLM refuses
+    vllm = account(replace(d, engine=replace(d.engine, gpu_memory_utilization=0.9)), resolve_profile("vllm"))
+    assert "refuses to start" in vllm.startup_problem
+
+
+def test_page_size_aligns_the_pool():
+    mem = account(deployment(gpu_memory_utilization=0.85, block_size=64), sglang())
+    assert mem.kv_cache_tokens % 64 == 0 and mem.kv_blocks == mem.kv_cache_tokens // 64
+
+
+# --- the draft's pool ------------------------------------------------------------------------------------------
+
+EAGLE3 = dict(method="eagle3", draft="sgl-project/SpecForge-llama3-8B-eagle3", k=3, gpu_memory_utilization=0.85)
+EAGLE3_CELL = 1 * 2 * 8 * 128 * 2  # one layer of the head: 4,096 B per token
+
+
+def test_before_0_5_14_the_draft_pool_takes_the_targets_token_count_after_it():
+    plain = account(deployment(gpu_memory_utilization=0.85), sglang("0.5.6"))
+    spec = account(deployment(**EAGLE3), sglang("0.5.6"))
+    assert spec.kv_cache_tokens == plain.kv_cache_tokens  # the target's pool is sized as if there were no draft
+    assert spec.kv_bytes_per_token_draft == EAGLE3_CELL
+    assert spec.kv_cache_bytes == spec.kv_cache_tokens * (LLAMA8B_CELL + EAGLE3_CELL)
+    assert spec.settings.max_num_seqs == 48  # "Max running requests is reset to 48 for speculative decoding"
+
+
+def test_from_0_5_14_the_draft_sits_inside_the_fraction():
+    plain = account(deployment(gpu_memory_utilization=0.85), sglang("0.5.14"))
+    spec = account(deployment(**EAGLE3), sglang("0.5.14"))
+    terms = spec.engine_terms
+    # the head builds its own 128,256 x 4,096 bf16 embedding before taking the target's (its lm_head is its own)
+    assert terms["duplicate_embedding_bytes"] == 128256 * 4096 * 2
+    assert terms["sizing_bytes_per_token"] == int(LLAMA8B_CELL * (1 + 1 / 32))  # 135,168
+    freed = plain.kv_cache_tokens * LLAMA8B_CELL - spec.kv_cache_tokens * terms["sizing_bytes_per_token"]
+    assert freed == pytest.approx(spec.weights_draft_bytes + terms["duplicate_embedding_bytes"], abs=135168)
+
+
+def test_a_draft_that_no_longer_fits_outside_the_fraction_is_an_oom_before_0_5_14():
+    d = deployment(method="draft_model", draft="meta-llama/Llama-3.2-1B-Instruct", k=4, gpu_memory_utilization=0.95)
+    old = account(d, sglang("0.5.6"))
+    assert "runs out of memory" in old.startup_problem and "draft's weights" in old.startup_problem
+    new = account(d, sglang("0.5.14"))
+    assert new.startup_problem is None and new.kv_cache_tokens < old.kv_cache_tokens
+
+
+def test_unmodelled_layer_kinds_are_refused():
+    from specsize.core.kvcache import KVLayer
+    from specsize.engines.sglang.accounting import _as_pool_layers
+
+    with pytest.raises(SpecError, match="not modelled"):
+        _as_pool_layers((KVLayer("target", "mamba", None, 1),))
+
+
+def test_vllms_own_kv_flag_is_refused_with_sglang():
+    with pytest.raises(SpecError, match="kv_cache_memory_bytes"):
+        account(deployment(kv_cache_memory_bytes=10 * GiB), sglang())
+
+
+# --- published start-up logs -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("row", logs(), ids=lambda row: row["id"])
+def test_the_reader_reads_every_published_log(row):
+    log = read_startup_log("\n".join(row["quote"]))
+    assert log.engine == "sglang"
+    assert log.kv_cache_tokens == row["kv_cache_tokens"]
+    assert log.available_kv_gib == pytest.approx(row["k_size_gib"] + row["v_size_gib"])
+    if row["weights_gib"] is not None:
+        assert log.weights_gib == row["weights_gib"]
+    if row["free_before_loading_gib"] is not None:
+        assert log.free_before_loading_gib == pytest.approx(row["free_before_loading_gib"])
+
+
+def test_gemma3_pool_from_the_printed_figures():
+    """sgl-project/sglang#4826: 0.836 x 139.21 GiB - 8.13 GiB over 34 layers x 4 KV heads x 256 x 2 x 2 B."""
+    row = next(r for r in logs() if r["id"].startswith("sglang-pull-4826"))
+    cell = 34 * 2 * 4 * 256 * 2
+    assert row["k_size_gib"] == pytest.approx(row["kv_cache_tokens"] * cell / 2 / GiB, abs=0.005)
+    tokens = int((row["mem_fraction_static"] * row["free_before_loading_gib"] - row["weights_gib"]) * GiB) // cell
+    assert abs(tokens - row["kv_cache_tokens"]) <= 2  # the GB figures are printed to 0.01
+
+
+@pytest.mark.parametrize("row_id, tolerance", [("sglang-pull-4826-gemma3-4b-h200", 0.02),
+                                               ("vllm-issue-21348-qwen3-235b-fp8-4xh100", 0.04)])
+def test_predicted_pools_of_published_logs(row_id, tolerance):
+    row = next(r for r in logs() if r["id"] == row_id)
+    d = deployment(target=row["target_model"], gpu=row["gpu_model"], tp=row["tensor_parallel_size"],
+                   gpu_memory_utilization=row["mem_fraction_static"], quantization=row.get("quantization"))
+    mem = account(d, sglang(row["engine_version"]))
+    assert mem.kv_cache_tokens == pytest.approx(row["kv_cache_tokens"], rel=tolerance)
+
+
+def test_the_tp8_context_the_profile_uses_is_the_logged_one():
+    row = next(r for r in logs() if r["id"] == "sglang-pull-11716-tp8-h200")
+    mem = account(deployment(target="meta-llama/Llama-3.3-70B-Instruct", gpu="H200-141GB", tp=8), sglang())
+    assert mem.engine_terms["free_before_loading_bytes"] / GiB == pytest.approx(row["free_before_loading_gib"], abs=0.01)
+
+
+def test_a_refusal_and_the_summary_line():
+    log = read_startup_log("[2025-01-01 TP0] Not enough memory. Please try to increase --mem-fraction-static.")
+    assert log.refusal is not None
+    log = read_startup_log("max_total_num_tokens=409600, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+                           "max_running_requests=2048, context_len=131072")
+    assert (log.kv_cache_tokens, log.max_running_requests, log.max_concurrency_tokens) == (409600, 2048, 131072)
+
+
+# --- /metrics ----------------------------------------------------------------------------------------------------
+
+METRICS = """# HELP sglang:token_usage The token usage.
+# TYPE sglang:token_usage gauge
+sglang:token_usage{model_name="meta-llama/Llama-3.1-8B-Instruct"} 0.25
+# TYPE sglang:num_used_tokens gauge
+sglang:num_used_tokens{model_name="meta-llama/Llama-3.1-8B-Instruct"} 102400.0
+# TYPE sglang:num_running_reqs gauge
+sglang:num_running_reqs{model_name="meta-llama/Llama-3.1-8B-Instruct"} 40.0
+# TYPE sglang:num_queue_reqs gauge
+sglang:num_queue_reqs{model_name="meta-llama/Llama-3.1-8B-Instruct"} 3.0
+# TYPE sglang:num_retracted_reqs gauge
+sglang:num_retracted_reqs{model_name="meta-llama/Llama-3.1-8B-Instruct"} 2.0
+# TYPE sglang:spec_accept_length gauge
+sglang:spec_accept_length{model_name="meta-llama/Llama-3.1-8B-Instruct"} 3.2
+"""
+
+
+def test_sglang_metrics():
+    m = read_metrics(METRICS)
+    assert m.kv_cache_tokens == 409600  # 102,400 tokens in use are 25% of the pool
+    assert (m.kv_usage_fraction, m.running, m.waiting, m.preemptions) == (0.25, 40, 3, 2)
+    assert m.mean_accepted_length == 3.2
+    assert m.model == "meta-llama/Llama-3.1-8B-Instruct"
+    with pytest.raises(SpecError, match="above 1"):
+        read_metrics(METRICS.replace("} 0.25", "} 25"))
+
+
+# --- the launch command ----------------------------------------------------------------------------------------
+
+def test_launch_command_carries_sglangs_own_settings_and_the_tree():
+    d = deployment(**EAGLE3)
+    d = replace(d, speculative=replace(d.speculative, tree_topk=4, num_draft_tokens=8))
+    command = sglang_command(d, account(d, sglang()))
+    argv = list(command.argv)
+    assert argv[:3] == ["python", "-m", "sglang.launch_server"]
+    value = {flag: argv[i + 1] for i, flag in enumerate(argv) if flag.startswith("--") and i + 1 < len(argv)}
+    assert value["--mem-fraction-static"] == "0.85" and value["--speculative-algorithm"] == "EAGLE3"
+    assert value["--speculative-eagle-topk"] == "4" and value["--speculative-num-draft-tokens"] == "8"
+    assert value["--max-running-requests"] == "48" and value["--page-size"] == "1"
+    assert value["--cuda-graph-max-bs"] == "256"
+    assert set(a for a in argv if a.startswith("--")) <= set(engine_flags()["sglang"]["flags"])
+
+
+def test_a_vllm_plan_emits_sglang_with_sglangs_default_fraction():
+    from specsize.api import plan
+
+    result = plan(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB")
+    commands = {c.engine: c for c in result.commands}
+    assert "--gpu-memory-utilization 0.9" in commands["vllm"].shell
+    assert "--mem-fraction-static 0.834" in commands["sglang"].shell  # not vLLM's 0.9
+
+
+def test_plan_with_engine_sglang():
+    from specsize.api import plan
+
+    result = plan(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", engine="sglang")
+    assert result.profile.engine == "sglang" and result.to_dict()["engine"]["name"] == "sglang"
+    assert result.to_dict()["per_gpu"]["engine_terms"]["mem_fraction_static"] == 0.834
+
+
+# --- other processes ---------------------------------------------------------------------------------------------
+
+SMI_TABLE = """
+|   0  NVIDIA H100 80GB HBM3          Off |   00000000:18:00.0 Off |                    0 |
+| N/A   28C    P0            165W /  700W |   75637MiB /  81559MiB |    100%      Default |
+|   1  NVIDIA H100 80GB HBM3          Off |   00000000:2A:00.0 Off |                    0 |
+| N/A   32C    P0            159W /  700W |   74285MiB /  81559MiB |    100%      Default |
+"""
+
+
+def test_nvidia_smi_printouts():
+    # the table of sgl-project/sglang#10216: the busiest GPU counts
+    assert used_memory_from_nvidia_smi(SMI_TABLE) == 75637 * 2**20
+    assert used_memory_from_nvidia_smi("memory.used [MiB]\n1536 MiB\n812 MiB\n") == 1536 * 2**20
+    assert used_memory_from_nvidia_smi("1024\n") == 1024 * 2**20
+    with pytest.raises(SpecError, match="nvidia_smi"):
+        used_memory_from_nvidia_smi("no figures here")
+
+
+def test_other_processes_on_a_consumer_card_under_vllm(tmp_path):
+    from specsize.api import plan
+
+    common = dict(target="Qwen/Qwen2.5-7B-Instruct", gpu="RTX-4090-24GB", max_model_len=8192)
+    plain = plan(**common)
+    assert any("consumer card" in note for note in plain.notes)
+    smi = tmp_path / "smi.csv"
+    smi.write_text("memory.used [MiB]\n1536 MiB\n")
+    busy = plan(**common, nvidia_smi=str(smi))
+    # vLLM V1 budgets total x utilization whatever else is on the card: same pool, and 0.9 still starts
+    assert busy.memory.kv_cache_tokens == plain.memory.kv_cache_tokens
+    assert busy.memory.startup_problem is None and not any("consumer card" in n for n in busy.notes)
+    # 0.95 x 23.55 GiB = 22.37 GiB > 23.55 - 1.5 GiB free: vLLM refuses
+    assert "refuses to start" in plan(**common, nvidia_smi=str(smi), gpu_memory_utilization=0.95).memory.startup_problem
+    with pytest.raises(SpecError, match="nvidia_smi"):
+        plan(**common, nvidia_smi=str(smi), other_processes_gib=1.0)
