@@ -221,13 +221,13 @@ def report(request: Request | None = None, **overrides: Any) -> ReportData:
 def search(spec: str | Path, simulate: bool = True) -> SearchResult:
     """The cheapest configuration of a search spec (YAML) that meets its SLO with headroom."""
     from .catalog.gpus import load_efficiency  # noqa: PLC0415
-    from .engines import DEFAULT_ENGINE, resolve_profile  # noqa: PLC0415
+    from .engines import resolve_profile  # noqa: PLC0415
     from .inputs.search_spec import read_search_spec  # noqa: PLC0415
     from .planner.search import run_search  # noqa: PLC0415
     from .planner.search_confirm import confirmer  # noqa: PLC0415
 
     space = read_search_spec(str(spec))
-    profile = resolve_profile(DEFAULT_ENGINE, space.engine_version)
+    profile = resolve_profile(space.engine_name, space.engine_version)
     confirm = confirmer(space, profile, load_efficiency) if simulate else None
     return run_search(space, profile, load_efficiency, confirm)
 

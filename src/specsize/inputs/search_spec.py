@@ -10,6 +10,7 @@ from ..catalog import load_gpu, load_model
 from ..core.errors import SpecError
 from ..core.specs import KV_CACHE_DTYPES, QUANT_METHODS, EngineSettings, ModelSpec, SpeculativeConfig, Workload
 from ..core.speculation import Acceptance
+from ..engines import DEFAULT_ENGINE
 from .fields import FieldInfo, coerce
 from .load import build_request, read_yaml_file
 from .request import info
@@ -34,7 +35,7 @@ def _workload(data: Any) -> Workload:
 
 SPEC_KEYS = {"target", "drafters", "ks", "gpus", "tp", "kv_cache_dtypes", "max_num_seqs", "max_model_len",
              "gpu_memory_utilization", "max_num_batched_tokens", "quantization", "workload", "slo", "headroom",
-             "gpus_per_node", "finalists", "simulate_seconds", "engine_version", "name", "description"}
+             "gpus_per_node", "finalists", "simulate_seconds", "engine_version", "engine", "name", "description"}
 DRAFTER_KEYS = {"method", "draft", "acceptance_rate", "mean_accepted_length", "measured_at_k", "ks", "label",
                 "draft_tp"}
 SLO_KEYS = {"ttft_p99_ms", "tpot_p99_ms", "request_rate", "throughput_tok_s"}
@@ -80,6 +81,7 @@ class SearchSpace:
     finalists: int
     simulate_seconds: float
     engine_version: str | None
+    engine_name: str = "vllm"  # whose accounting the screen follows (the field table's `engine` choices)
 
 
 def _list(data: dict, key: str, default: list) -> list:
@@ -202,4 +204,5 @@ def read_search_spec(path: str) -> SearchSpace:
         finalists=coerce("finalists", FieldInfo(doc="", kind="int", group="analysis", minimum=1, maximum=100),
                          data.get("finalists", 3)),
         simulate_seconds=_float(data, "simulate_seconds", 120.0, minimum=0, maximum=3600, exclusive_minimum=True),
-        engine_version=None if data.get("engine_version") is None else str(data["engine_version"]))
+        engine_version=None if data.get("engine_version") is None else str(data["engine_version"]),
+        engine_name=coerce("engine", info("engine"), data.get("engine", DEFAULT_ENGINE)))
