@@ -49,8 +49,8 @@ def mechanism_tokens(row: dict, cell: int) -> int | None:
 def main() -> None:
     print(f"{'row':44} {'printed':>10} {'mechanism':>10} {'err':>8} {'predicted':>10} {'err':>8}")
     for row in rows():
-        if not row.get("target_model") or row.get("mem_fraction_static") is None:
-            continue
+        if not row.get("target_model") or row.get("mem_fraction_static") is None or not row.get("kv_cache_tokens"):
+            continue  # rows kept for the reader and the formula only (a refusal, an unnamed model)
         mem = predict(row)
         cell = bytes_per_token(mem.kv_layers, "target")
         printed = row["kv_cache_tokens"]

@@ -30,9 +30,10 @@ _SOURCES = (
     "sgl-project/sglang python/sglang/srt/server_args.py (_handle_gpu_memory_settings, PR #10975; the TP table "
     "before it; max_running_requests 48 with EAGLE-family speculation)",
     "context before loading: 0.60 GiB at TP 1 (H200, 'Load weight end ... avail mem=131.08 GB, mem usage=8.13 "
-    "GB', sgl-project/sglang#4826); 2.47 GiB at TP 8 on NVLink (H200, 'Load weight begin. avail mem=137.34 GB', "
-    "sgl-project/sglang#11716); 0.96 GiB at TP 4 on PCIe (RTX PRO 6000, 'Load weight begin. avail mem=94.01 GB', "
-    "sgl-project/sglang#40558)",
+    "GB', sgl-project/sglang#4826); at TP 8 on NVLink the mean of 2.47 GiB (H200, 'Load weight begin. avail "
+    "mem=137.34 GB', sgl-project/sglang#11716) and 1.91 GiB (H200, 'avail mem=12.25 GB, mem usage=125.65 GB', "
+    "SemiAnalysisAI/InferenceX#2128); 0.96 GiB at TP 4 on PCIe (RTX PRO 6000, 'Load weight begin. avail "
+    "mem=94.01 GB', sgl-project/sglang#40558)",
     "activation and CUDA graph coefficients: vLLM V1's (engines/vllm.py), for the (1 - f) share only",
 )
 

@@ -62,7 +62,7 @@ class Rules:
     spec_reserve: bool  # the default fraction reserves 2 GiB (6 GiB STANDALONE) for a draft
     draft_in_sizing: bool  # draft weights loaded and draft KV budgeted before the pool is sized
     spec_max_running_requests: int | None  # default running-request limit with EAGLE-family speculation
-    tp_extra_nvlink_bytes: int = int(1.87 * GiB)  # torch.distributed init beyond TP 1 (NCCL, custom all-reduce)
+    tp_extra_nvlink_bytes: int = int(1.59 * GiB)  # torch.distributed init beyond TP 1 (NCCL, custom all-reduce)
     tp_extra_pcie_bytes: int = int(0.36 * GiB)
 
 
@@ -216,9 +216,10 @@ def account(d: Deployment, p: AccountingProfile, rules: Rules) -> MemoryAccount:
 
     problem = None
     if rest <= 0 or tokens <= 0:
-        problem = (f"SGLang refuses to start (\"Not enough memory. Please try to increase --mem-fraction-static\"): "
-                   f"mem_fraction_static={fraction:g} of the {free_before / GiB:.2f} GiB free before loading is "
-                   f"{fraction * free_before / GiB:.2f} GiB, and the weights take {loaded / GiB:.2f} GiB")
+        least = loaded / free_before if free_before > 0 else float("inf")
+        problem = (f"SGLang refuses to start (no memory left for the KV cache): mem_fraction_static={fraction:g} of "
+                   f"the {free_before / GiB:.2f} GiB free before loading is {fraction * free_before / GiB:.2f} GiB, and "
+                   f"the weights take {loaded / GiB:.2f} GiB: increase --mem-fraction-static above {least:.4f}")
         if d.shared_reserved_bytes:
             problem += (f"; other processes hold {d.shared_reserved_bytes / GiB:.2f} GiB, which shrinks the pool: "
                         "raise mem_fraction_static")

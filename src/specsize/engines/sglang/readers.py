@@ -5,8 +5,9 @@ mem_cache/memory_pool.py; "GB" in them is GiB, the figures are divided by 2^30):
   "Load weight begin. avail mem=X GB", "Load weight end. type=..., avail mem=X GB, mem usage=Y GB.",
   "KV Cache is allocated. [dtype: ..., ]#tokens: N, K size: X GB, V size: Y GB" (MLA: "KV size: X GB"),
   "Memory pool end. avail mem=X GB", "max_total_num_tokens=N, chunked_prefill_size=..., max_prefill_tokens=...,
-  max_running_requests=M, context_len=L", and the refusal "Not enough memory. Please try to increase
-  --mem-fraction-static". With speculation the draft worker prints its own "KV Cache is allocated" line with the
+  max_running_requests=M, context_len=L", and the refusals "Not enough memory. Please try to increase
+  --mem-fraction-static" and (newer) "Loaded weights leave no GPU memory for the KV cache under
+  --mem-fraction-static=F". With speculation the draft worker prints its own "KV Cache is allocated" line with the
   same #tokens; the first one (the target's) is read, the sizes of all are summed per rank 0.
 Metrics (python/sglang/srt/metrics/collector.py @ 93d04878): sglang:token_usage (fraction of the pool in use),
 sglang:num_used_tokens, sglang:num_running_reqs, sglang:num_queue_reqs, sglang:num_retracted_reqs (requests
@@ -36,12 +37,14 @@ LOG_PATTERNS = {
     "load_weight_end": re.compile(r"Load weight end\..*?avail mem=(?P<avail>[\d.]+) GB, mem usage=(?P<usage>[\d.]+) GB"),
     "load_weight_begin": re.compile(r"Load weight begin\. avail mem=(?P<avail>[\d.]+) GB"),
     "memory_pool_end": re.compile(r"Memory pool end\. avail mem=(?P<avail>[\d.]+) GB"),
-    "refusal": re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static"),
+    "refusal": re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static|Loaded weights leave "
+                          r"no GPU memory for the KV cache under --mem-fraction-static"),
     "version": re.compile(r"sglang(?:==| version:? |: )v?(?P<v>\d+\.\d+\.\d+)"),
 }
 MODEL_IN_LOG = re.compile(r"model_path='(?P<m>[^']+)'")
 SIGNATURE = re.compile(r"KV Cache is allocated\.|max_total_num_tokens=|Load weight (?:begin|end)\.|"
-                       r"Not enough memory\. Please try to increase --mem-fraction-static")
+                       r"Not enough memory\. Please try to increase --mem-fraction-static|"
+                       r"Loaded weights leave no GPU memory for the KV cache")
 
 
 def looks_like_sglang(text: str) -> bool:
