@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -312,3 +313,49 @@ def test_other_processes_on_a_consumer_card_under_vllm(tmp_path):
     assert "refuses to start" in plan(**common, nvidia_smi=str(smi), gpu_memory_utilization=0.95).memory.startup_problem
     with pytest.raises(SpecError, match="nvidia_smi"):
         plan(**common, nvidia_smi=str(smi), other_processes_gib=1.0)
+
+
+# --- what the plan tells the user to change ----------------------------------------------------------------------
+
+WORKLOAD = dict(prompt_tokens="p50=1000,p95=2000,p99=4000,max=8000", output_tokens="p50=200,p95=400,p99=800,max=1000",
+                concurrency=8, max_model_len=16384, engine="sglang")
+
+
+def test_an_oom_outside_the_fraction_recommends_the_largest_fraction_that_starts():
+    from specsize.api import plan
+
+    d = dict(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", engine_version="0.5.6",
+             method="draft_model", draft="meta-llama/Llama-3.2-1B-Instruct", num_speculative_tokens=4, **WORKLOAD)
+    result = plan(gpu_memory_utilization=0.95, **d)
+    fix = next(r for r in result.recommendations if "mem_fraction_static" in r.description)
+    fit = fix.changes["gpu_memory_utilization"]
+    assert fix.action == "lower_utilization" and fix.verdict_after == "fits"
+    assert plan(gpu_memory_utilization=fit, **d).memory.startup_problem is None
+    assert "runs out of memory" in plan(gpu_memory_utilization=round(fit + 0.01, 2), **d).memory.startup_problem
+
+
+def test_a_pool_left_empty_by_other_processes_recommends_raising_the_fraction():
+    from specsize.api import plan
+
+    result = plan(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", other_processes_gib=62, **WORKLOAD)
+    assert result.memory.kv_cache_tokens == 0
+    least = result.memory.weights_target_bytes / result.memory.engine_terms["free_before_loading_bytes"]
+    fix = next(r for r in result.recommendations if r.action == "raise_fraction")
+    assert fix.changes["gpu_memory_utilization"] == pytest.approx(math.ceil(least * 100 + 1) / 100)
+
+
+def test_check_live_reads_an_sglang_server_at_the_plans_k():
+    from specsize.api import plan
+    from specsize.planner.live import check
+
+    planned = plan(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", method="eagle3",
+                   draft="sgl-project/SpecForge-llama3-8B-eagle3", num_speculative_tokens=3, acceptance_rate=0.8,
+                   **WORKLOAD).to_dict()
+    # 1.5 tokens per pass at k = 3: 1 + a + a^2 + a^3 = 1.5 -> a = 0.3425 (0.3425 + 0.1173 + 0.0402), below 0.8
+    metrics = read_metrics(METRICS.replace("3.2", "1.5"))
+    result = check(planned, metrics, None)
+    assert result.observed.mean_accepted_length == 1.5
+    assert result.observed.acceptance_rate == pytest.approx(0.3425, abs=0.001)
+    assert any("acceptance" in v for v in result.violations)
+    log = read_startup_log("[x TP0] KV Cache is allocated. #tokens: 1000, K size: 0.06 GB, V size: 0.06 GB")
+    assert any("KV cache" in v for v in check(planned, None, log).violations)

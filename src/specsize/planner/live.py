@@ -110,8 +110,9 @@ def _same_model(plan: dict, metrics: LiveMetrics | None, log: StartupLog | None)
                         "the metrics and log of a server running the plan's target")
 
 
-def _observed(metrics: LiveMetrics | None, log: StartupLog | None) -> Observed:
-    """What the server reports, from its metrics and/or its start-up log (the `observed` section)."""
+def _observed(metrics: LiveMetrics | None, log: StartupLog | None, planned_k: int | None = None) -> Observed:
+    """What the server reports, from its metrics and/or its start-up log (the `observed` section). A server that
+    reports its accepted length but not its drafts (SGLang) is read at the plan's k."""
     observed_tokens = (metrics.kv_cache_tokens if metrics else None) or (log.kv_cache_tokens if log else None)
     blocks = metrics.num_gpu_blocks if metrics else None
     if blocks is None and log is not None:
@@ -121,6 +122,8 @@ def _observed(metrics: LiveMetrics | None, log: StartupLog | None) -> Observed:
         observed_tokens = blocks * block_size
     k = metrics.k if metrics else None
     mean_length = metrics.mean_accepted_length if metrics else None
+    if k is None and mean_length is not None and planned_k:
+        k = planned_k
     rate = None
     if mean_length is not None and k:
         k_int = max(1, round(k))
@@ -180,7 +183,7 @@ def _acceptance_checks(plan: dict, metrics: LiveMetrics | None, observed: Observ
     """Record the acceptance findings; True when speculation no longer pays."""
     rate = observed.acceptance_rate
     mean_length = observed.mean_accepted_length
-    k = metrics.k if metrics else None
+    k = (metrics.k if metrics else None) or (plan.get("inputs") or {}).get("num_speculative_tokens") or 0
     perf = plan.get("perf") or {}
     planned_rate = perf.get("acceptance_rate")
     if planned_rate is None:
@@ -208,7 +211,8 @@ def _verdict_now(plan: dict, headroom_now: float, changed: bool) -> str:
 
 def check(plan: dict, metrics: LiveMetrics | None, log: StartupLog | None) -> LiveCheck:
     _require(plan, metrics, log)
-    observed = _observed(metrics, log)
+    planned_k = (plan.get("inputs") or {}).get("num_speculative_tokens")
+    observed = _observed(metrics, log, planned_k if isinstance(planned_k, int) and planned_k > 0 else None)
     inputs = plan.get("inputs")
     result = LiveCheck(observed=observed, planned_verdict=plan["verdict"],
                        plan_inputs=inputs if isinstance(inputs, dict) else {})

@@ -142,6 +142,11 @@ def _utilization_changes(d: Deployment, w: Workload, result: PlanResult) -> list
             out.append(("lower_utilization", f"lower gpu_memory_utilization to {most:.2f}: another workload holds "
                         f"{d.shared_reserved_bytes / GiB:.2f} GiB of each GPU",
                         replace(d, engine=replace(e, gpu_memory_utilization=most)), w, 0, ""))
+    fit = result.memory.engine_terms.get("fraction_to_fit")
+    if fit:  # an engine whose fraction is not a share of the card says which value starts it (SGLang)
+        action, verb = ("raise_fraction", "raise") if fit > s.gpu_memory_utilization else ("lower_utilization", "lower")
+        out.append((action, f"{verb} mem_fraction_static to {fit:.2f} (the engine cannot start at "
+                    f"{s.gpu_memory_utilization:g})", replace(d, engine=replace(e, gpu_memory_utilization=fit)), w, 0, ""))
     reserve = result.memory.outside_budget_bytes
     at_risk = result.memory.unprofiled_runtime_bytes + (0 if result.memory.cuda_graph_counted
                                                         else result.memory.cuda_graph_bytes)

@@ -40,6 +40,7 @@ carve-out (refused); the VLM reduction of the default fraction.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from ...core.errors import SpecError
@@ -215,8 +216,11 @@ def account(d: Deployment, p: AccountingProfile, rules: Rules) -> MemoryAccount:
     needs = act + graphs + draft_after + request_table
 
     problem = None
+    fraction_to_fit = None
     if rest <= 0 or tokens <= 0:
         least = loaded / free_before if free_before > 0 else float("inf")
+        if least < 0.98:
+            fraction_to_fit = math.ceil(least * 100 + 1) / 100  # one point above the least, for a pool worth having
         problem = (f"SGLang refuses to start (no memory left for the KV cache): mem_fraction_static={fraction:g} of "
                    f"the {free_before / GiB:.2f} GiB free before loading is {fraction * free_before / GiB:.2f} GiB, and "
                    f"the weights take {loaded / GiB:.2f} GiB: increase --mem-fraction-static above {least:.4f}")
@@ -224,13 +228,15 @@ def account(d: Deployment, p: AccountingProfile, rules: Rules) -> MemoryAccount:
             problem += (f"; other processes hold {d.shared_reserved_bytes / GiB:.2f} GiB, which shrinks the pool: "
                         "raise mem_fraction_static")
     elif needs > outside:
+        fraction_to_fit = _fitting_fraction(fraction, free_before, loaded, sizing_cell, cell_draft, page,
+                                            act + graphs + request_table,
+                                            0 if rules.draft_in_sizing else w_draft + duplicate) or None
         problem = (f"SGLang runs out of memory at start-up: mem_fraction_static={fraction:g} leaves "
                    f"{outside / GiB:.2f} GiB outside the pool for "
                    + (f"the draft's weights ({(w_draft + duplicate) / GiB:.2f} GiB while loading) and its KV pool "
                       f"({tokens * cell_draft / GiB:.2f} GiB), " if draft_after else "")
                    + f"the request table ({request_table / GiB:.2f} GiB), CUDA graphs ({graphs / GiB:.2f} GiB) and "
-                   f"activations ({act / GiB:.2f} GiB): lower mem_fraction_static to at most "
-                   f"{_fitting_fraction(fraction, free_before, loaded, sizing_cell, cell_draft, page, act + graphs + request_table, 0 if rules.draft_in_sizing else w_draft + duplicate):.2f}")
+                   f"activations ({act / GiB:.2f} GiB): lower mem_fraction_static to at most {fraction_to_fit or 0:.2f}")
     notes = []
     if any(layer.kind in ("sliding", "chunked") for layer in target.layers):
         notes.append("windowed layers charged every token: SGLang's hybrid SWA pool split is not modelled")
@@ -239,13 +245,13 @@ def account(d: Deployment, p: AccountingProfile, rules: Rules) -> MemoryAccount:
              "outside_fraction_bytes": int(outside), "outside_fraction_needs_bytes": int(needs),
              "duplicate_embedding_bytes": duplicate, "request_table_bytes": request_table, "sizing_bytes_per_token": sizing_cell,
              "cuda_graph_max_bs": graph_bs, "cuda_graph_batch_sizes": len(captured),
-             "draft_sized_with_target": rules.draft_in_sizing, "notes": notes}
+             "draft_sized_with_target": rules.draft_in_sizing, "fraction_to_fit": fraction_to_fit, "notes": notes}
     return MemoryAccount(
         settings=s, total_bytes=total, budget_bytes=int(fraction * free_before), weights_target=w_target,
         weights_draft_bytes=w_draft, activation_peak_bytes=act, activation_terms=act_terms, non_torch_bytes=context,
         cuda_graph_bytes=graphs, cuda_graph_counted=False, kv_cache_bytes=kv_bytes if tokens else int(rest),
         kv_layers=target_layers + draft_layers, kv_blocks=tokens // page, kv_cache_tokens=tokens,
-        max_concurrency=tokens / s.max_model_len, unprofiled_runtime_bytes=int(act + draft_after),
+        max_concurrency=tokens / s.max_model_len, unprofiled_runtime_bytes=0,  # nothing is profiled: see problem
         startup_problem=problem, null_blocks=0, engine_terms=terms)
 
 
