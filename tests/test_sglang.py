@@ -359,3 +359,12 @@ def test_check_live_reads_an_sglang_server_at_the_plans_k():
     assert any("acceptance" in v for v in result.violations)
     log = read_startup_log("[x TP0] KV Cache is allocated. #tokens: 1000, K size: 0.06 GB, V size: 0.06 GB")
     assert any("KV cache" in v for v in check(planned, None, log).violations)
+
+
+def test_vllm_up_to_0_6_3_counted_other_processes_as_its_own_non_torch_memory():
+    d = deployment(target="Qwen/Qwen2.5-7B-Instruct", gpu="RTX-4090-24GB", max_model_len=8192)
+    busy = replace(d, shared_reserved_bytes=int(1.5 * GiB))
+    early, later = resolve_profile("vllm", "0.6.3"), resolve_profile("vllm", "0.6.4")
+    assert account(d, early).kv_cache_bytes - account(busy, early).kv_cache_bytes == int(1.5 * GiB)
+    assert account(busy, early).startup_problem is None
+    assert account(busy, later).kv_cache_bytes == account(d, later).kv_cache_bytes

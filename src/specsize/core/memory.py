@@ -59,6 +59,9 @@ class AccountingProfile:
     # start-up
     refuses_start_below_max_model_len: bool = True
     null_blocks: int = 0  # blocks the block pool holds back for good (V1's null block)
+    # the profiling pass counts every byte on the card outside torch, other processes' included, as its own
+    # non-torch memory (vLLM up to 0.6.3); later releases take a baseline first and refuse a budget above it
+    other_processes_in_non_torch: bool = False
     null_block_in_startup_check: bool = False  # the start-up check plans against usable blocks (0.32)
     token_report: str = "blocks"  # "blocks": tokens = blocks x block_size; "requests": whole requests' worth
     sources: tuple[str, ...] = field(default=(), compare=False)
@@ -329,7 +332,7 @@ def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
     w_target = target_weights(d, s.dtype, quant)
     w_draft = draft_weight_bytes(d, s)
     act, act_terms, unprofiled = activation_peak(d, s, p)
-    non_torch = non_torch_bytes(d, p)
+    non_torch = non_torch_bytes(d, p) + (d.shared_reserved_bytes if p.other_processes_in_non_torch else 0)
     layers = kv_layers_for(d, s.kv_dtype_bytes)
     graphs = cuda_graph_bytes(d, s, p, len(layers))
     if d.engine.kv_cache_memory_bytes is not None:
@@ -346,7 +349,7 @@ def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
     tokens = int(concurrency * s.max_model_len) if whole else blocks * s.block_size
     problem = None
     free_at_start = total - d.shared_reserved_bytes
-    if d.shared_reserved_bytes and budget > free_at_start:
+    if d.shared_reserved_bytes and budget > free_at_start and not p.other_processes_in_non_torch:
         most = int(free_at_start / total * 100) / 100
         problem = (f"the engine refuses to start: another workload holds {d.shared_reserved_bytes / GiB:.2f} GiB, "
                    f"leaving {free_at_start / GiB:.2f} GiB free for a budget of {budget / GiB:.2f} GiB "

@@ -3,7 +3,8 @@
 Every coefficient names the calibration rows it was fitted on (../shared/calibration/vllm_startup_logs.jsonl);
 bench/accuracy_vllm.py prints the error on every row. Differences between releases:
 
-- V0 engine (0.6-0.7 default; VLLM_USE_V1=0 later): eager-style profiling over max_num_batched_tokens =
+- V0 engine (0.6-0.7 default; VLLM_USE_V1=0 later; up to 0.6.3 other processes' memory counted as its own
+  non-torch memory): eager-style profiling over max_num_batched_tokens =
   max(2048, max_model_len) without chunked prefill, 256 sequences; CUDA graphs captured after the KV cache
   is sized (not subtracted).
 - V1 0.8-0.10: torch.compile'd profiling pass, 2048 batched tokens / 256 sequences by default for serving.
@@ -73,6 +74,14 @@ V0 = AccountingProfile(
              "non-torch: 0.35 GiB (vllm-issue-10517-b), 0.37 GiB at TP4 eager (vllm-issue-16883-a)"),
 )
 
+# 0.6.0 - 0.6.3: the profiling pass took total - free after the forward as its peak, so memory other processes
+# held counted as vLLM's own non-torch memory (worker.py determine_num_available_blocks: "total_allocated_bytes =
+# mem_get_info()[1] - mem_get_info()[0]; non_torch_allocations = total_allocated_bytes - torch_allocated_bytes");
+# 0.6.4 took a baseline snapshot before loading (memory_profiling) and no longer did.
+V0_EARLY = replace(V0, version="0.6", label="vLLM 0.6.0-0.6.3 (V0 engine; other processes counted as non-torch)",
+                   other_processes_in_non_torch=True)
+V0 = replace(V0, version="0.6.4", label="vLLM 0.6.4-0.7 (V0 engine)")
+
 V1_EARLY = replace(
     _V1_COMMON,
     version="0.8", label="vLLM 0.8-0.10 (V1 engine)",
@@ -106,4 +115,4 @@ V1_LATEST = replace(
 )
 
 # (first release covered, profile), oldest first
-PROFILES = (((0, 6), V0), ((0, 8), V1_EARLY), ((0, 11), V1_019), ((0, 21), V1_021), ((0, 32), V1_LATEST))
+PROFILES = (((0, 6), V0_EARLY), ((0, 6, 4), V0), ((0, 8), V1_EARLY), ((0, 11), V1_019), ((0, 21), V1_021), ((0, 32), V1_LATEST))

@@ -18,7 +18,8 @@ Read from sgl-project/sglang (paths under python/sglang/srt/):
   so both pools sit inside the fraction and share one token count.
 - EAGLE-family and NEXTN drafts build their own embedding (and lm_head) and replace them with the target's
   after loading (`set_embed_and_head`): the duplicate is live while the draft loads, and, since the draft
-  loads before sizing in the newer releases, while the pool is sized.
+  loads before sizing in the newer releases, while the pool is sized (sgl-project/sglang#36452, open fix
+  #32468: "the duplicate vocab tensors are resident when free memory is measured").
 - server_args.py, `_handle_gpu_memory_settings` (PR #10975, releases 0.5.4 and later): chunked_prefill_size
   and cuda_graph_max_bs by GPU memory bucket, then mem_fraction_static = round((gpu_mem - reserved) / gpu_mem,
   3) with reserved = 512 + 1.5 x max(chunked_prefill_size, 2048) + 2 x cuda_graph_max_bs + tp x pp / 8 x 1024
