@@ -24,7 +24,7 @@ def gpus(specs: list[GpuSpec], fmt: str) -> str:
         return dumps([{"id": g.gpu_id, "name": g.name, "vendor": g.vendor, "memory_bytes": g.memory_bytes,
                             "memory_bandwidth_bytes_s": g.memory_bandwidth_bytes_s, "bf16_flops": g.bf16_flops,
                             "fp8_flops": g.fp8_flops, "interconnect_bytes_s": g.interconnect_bytes_s,
-                       "sources": g.sources} for g in specs])
+                       "segment": g.segment, "sources": g.sources} for g in specs])
     lines = [f"{'id':20} {'memory GiB':>10} {'HBM TB/s':>9} {'bf16 TFLOP/s':>13} {'fp8 TFLOP/s':>12} {'link GB/s':>10}"]
     for g in specs:
         fp8 = f"{g.fp8_flops / 1e12:,.0f}" if g.fp8_flops else "-"
