@@ -158,6 +158,8 @@ def test_the_reader_reads_every_published_log(row):
     assert log.kv_cache_tokens == row["kv_cache_tokens"]
     if row["kv_cache_tokens"] is None:
         assert log.refusal is not None
+    elif row.get("kv_size_gib") is not None:  # MLA: one latent per token, printed as "KV size"
+        assert log.available_kv_gib == row["kv_size_gib"]
     else:
         assert log.available_kv_gib == pytest.approx(row["k_size_gib"] + row["v_size_gib"])
     if row["weights_gib"] is not None:
@@ -173,6 +175,15 @@ def test_gemma3_pool_from_the_printed_figures():
     assert row["k_size_gib"] == pytest.approx(row["kv_cache_tokens"] * cell / 2 / GiB, abs=0.005)
     tokens = int((row["mem_fraction_static"] * row["free_before_loading_gib"] - row["weights_gib"]) * GiB) // cell
     assert abs(tokens - row["kv_cache_tokens"]) <= 2  # the GB figures are printed to 0.01
+
+
+def test_mla_bytes_per_token_as_sglang_allocates_them():
+    """ktransformers#2007: 260,000 tokens in 17.02 GiB = 70,288 B per token; DeepSeek-V3's 61 layers x (512 + 64)
+    x 2 B = 70,272 B."""
+    row = next(r for r in logs() if r["id"].startswith("ktransformers-issue-2007"))
+    mem = account(deployment(target=row["architecture_like"], gpu="B200-180GB", tp=8), sglang())
+    assert mem.kv_bytes_per_token_target == 61 * (512 + 64) * 2
+    assert row["kv_cache_tokens"] * mem.kv_bytes_per_token_target / GiB == pytest.approx(row["kv_size_gib"], abs=0.005)
 
 
 @pytest.mark.parametrize("row_id, tolerance", [("sglang-pull-4826-gemma3-4b-h200", 0.02),
