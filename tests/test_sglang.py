@@ -379,3 +379,13 @@ def test_vllm_up_to_0_6_3_counted_other_processes_as_its_own_non_torch_memory():
     assert account(d, early).kv_cache_bytes - account(busy, early).kv_cache_bytes == int(1.5 * GiB)
     assert account(busy, early).startup_problem is None
     assert account(busy, later).kv_cache_bytes == account(d, later).kv_cache_bytes
+
+
+def test_every_resource_limit_is_pinned_in_sglangs_command():
+    from specsize.api import plan
+    from specsize.planner.compliance import cis4
+
+    result = plan(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", tp=2, **WORKLOAD)
+    control = cis4(result, {})
+    assert control.status == "pass"
+    assert not [line for line in control.evidence if "NOT in the emitted command" in line]

@@ -66,6 +66,13 @@ def sc5(r: PlanResult) -> ControlResult:
                          tuple(evidence))
 
 
+def _flag(engine: str, limit: str) -> str:
+    """The engine's flag for a resource limit (SGLang names them its own way; vLLM's are the field names)."""
+    from ..engines.emit import engine_flags  # noqa: PLC0415
+
+    return engine_flags().get(engine, {}).get("limits", {}).get(limit, f"--{limit.replace('_', '-')}")
+
+
 def cis4(r: PlanResult, raw: dict) -> ControlResult:
     s = r.memory.settings
     values = {"gpu_memory_utilization": s.gpu_memory_utilization, "max_model_len": s.max_model_len,
@@ -77,7 +84,7 @@ def cis4(r: PlanResult, raw: dict) -> ControlResult:
     defaulted = []
     for name in ENGINE_LIMITS:
         key = file_keys.get(name, name)
-        pinned = command is not None and f"--{name.replace('_', '-')}" in command.argv
+        pinned = command is not None and _flag(command.engine, name) in command.argv
         source = "set in the deployment" if raw.get(key) is not None else "engine default, pinned by specsize"
         if raw.get(key) is None:
             defaulted.append(name)
