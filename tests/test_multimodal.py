@@ -1,0 +1,159 @@
+"""Multimodal targets (issue #12 part 3) and speculator heads sized from their own weights (part 1).
+
+Expected figures are worked out by hand from the published configs and vLLM's source (cited per test), or
+are the parameter counts Hugging Face publishes for the checkpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import replace
+
+import pytest
+
+import specsize
+from specsize.catalog import load_model
+from specsize.cli.main import main
+from specsize.core.memory import account
+from specsize.core.multimodal import encoder_profile, image_tokens_per_request
+from specsize.core.specs import Deployment, EngineSettings, SpeculativeConfig
+from specsize.core.weights import total_params, vision_params, weight_breakdown
+
+from helpers import ROOT, deployment, profile
+
+# Parameter counts of the whole checkpoints (text + vision tower + projector) as the Hugging Face model pages
+# publish them from the safetensors files:
+# https://huggingface.co/google/gemma-3-4b-it, https://huggingface.co/google/gemma-3-27b-it,
+# https://huggingface.co/Qwen/Qwen2.5-VL-7B-Instruct
+PUBLISHED_PARAMS = {
+    "google/gemma-3-4b-it": 4_300_079_472,
+    "google/gemma-3-27b-it": 27_432_406_640,
+    "Qwen/Qwen2.5-VL-7B-Instruct": 8_292_166_656,
+}
+
+
+@pytest.mark.parametrize("model_id", list(PUBLISHED_PARAMS))
+def test_vision_tower_completes_the_published_parameter_count(model_id):
+    assert total_params(load_model(model_id)) == PUBLISHED_PARAMS[model_id]
+
+
+def test_siglip_tower_of_gemma3_by_hand():
+    # SigLIP-So400m at 896 px (vision_config): h=1152, i=4304, 27 layers, patch 14 -> 64 x 64 = 4096 positions.
+    # Split across TP (vLLM's siglip.py: QKVParallelLinear, RowParallelLinear, fc1/fc2 parallel):
+    #   27 x (q,k,v,o 4 x 1152^2 + fc1, fc2 2 x 1152 x 4304) = 27 x 15,224,832 = 411,070,464
+    # Whole on every rank: patch conv 3x14x14x1152 + bias 1152 = 678,528; positions 4096 x 1152 = 4,718,592;
+    #   per layer 2 LayerNorms (4 x 1152) + qkv, o, fc1, fc2 biases (3 x 1152 + 1152 + 4304 + 1152) = 14,672,
+    #   x 27 = 396,144; post LayerNorm 2,304; projector weight 1152 x 5376 = 6,193,152 and its norm 1152
+    #   (gemma3_mm.py Gemma3MultiModalProjector: plain parameters, not split)
+    whole = 678_528 + 4_718_592 + 396_144 + 2_304 + 6_193_152 + 1_152
+    m = load_model("google/gemma-3-27b-it")
+    assert vision_params(m.vision, m.hidden_size) == (whole, 411_070_464)
+    # on each of 2 ranks, bf16: (whole + split / 2) x 2 bytes
+    assert weight_breakdown(m, tp=2).vision == (whole + 411_070_464 // 2) * 2
+
+
+def test_tokens_per_image_as_vllm_counts_them():
+    assert load_model("google/gemma-3-27b-it").vision.tokens_per_image == 256  # mm_tokens_per_image
+    # Llama 4: (16 tiles + 1 global) x (336/14)^2 x 0.5^2 = 17 x 144
+    assert load_model("meta-llama/Llama-4-Scout-17B-16E-Instruct").vision.tokens_per_image == 2448
+    # Pixtral (Mistral-Small-3.1): 1540/14/2 = 55 rows of 55 tokens + one [IMG_BREAK]/[IMG_END] each
+    assert load_model("mistralai/Mistral-Small-3.1-24B-Instruct-2503").vision.tokens_per_image == 55 * 56
+    # Qwen2.5-VL: max_pixels 12,845,056 / (14 x 2)^2
+    qwen = load_model("Qwen/Qwen2.5-VL-7B-Instruct").vision
+    assert qwen.tokens_per_image == 16_384 and qwen.patches_per_image == 65_536
+
+
+def test_encoder_budget_and_profiled_batch_follow_vllm():
+    gemma = load_model("google/gemma-3-27b-it").vision
+    # budget = max(max_num_batched_tokens, tokens per item) = 8192; 8192 // 256 = 32 images of 4096 patches
+    e = encoder_profile(gemma, 8192, 131_072, 1024)
+    assert (e.budget_tokens, e.images, e.patches, e.cached_tokens) == (8192, 32, 131_072, 8192)
+    # one sequence of 1,000 tokens holds at most 1000 // 256 = 3 images: the batch is 3, not 32
+    e = encoder_profile(gemma, 8192, 1000, 1)
+    assert (e.images, e.cached_tokens) == (3, 768)
+    # an image larger than the token budget: the budget grows to one image (Qwen2.5-VL, 16,384 tokens)
+    e = encoder_profile(load_model("Qwen/Qwen2.5-VL-7B-Instruct").vision, 8192, 128_000, 256)
+    assert (e.budget_tokens, e.images) == (16_384, 1)
+
+
+def test_activation_peak_holds_the_encoder_step():
+    d = deployment("google/gemma-3-27b-it")
+    p = profile()
+    with_tower = account(d, p)
+    text_only = account(replace(d, target=d.target.with_(vision=None)), p)
+    s = with_tower.settings
+    assert (s.max_num_batched_tokens, s.max_num_seqs) == (8192, 1024)
+    terms = text_only.activation_terms
+    forward = max(terms["forward_target"], terms["forward_draft"])
+    # tower forward over 32 x 4096 patches (1152 wide, 4304 intermediate), bf16, with the profile's coefficients
+    tower = p.act_hidden_coef * 131_072 * 1152 * 2 + p.act_intermediate_coef * 131_072 * 4304 * 2
+    cached = 8192 * 5376 * 2  # the encoder cache: 8192 embeddings of the text width, kept during the LM forward
+    expected_forward = max(tower, forward + cached)
+    sampler_and_spec = terms["sampler"] + terms["speculation"]
+    assert abs(with_tower.activation_peak_bytes - int(expected_forward + sampler_and_spec)) <= 2
+    assert with_tower.activation_terms["encoder_images"] == 32
+    # the tower's weights are in the target's and the KV pool shrinks by weights + activation difference
+    delta = (with_tower.weights_target_bytes - text_only.weights_target_bytes
+             + with_tower.activation_peak_bytes - text_only.activation_peak_bytes)
+    assert text_only.kv_cache_bytes - with_tower.kv_cache_bytes == delta
+    assert with_tower.weights_target.vision == (11_989_872 + 411_070_464) * 2
+
+
+def test_images_per_request_join_every_prompt():
+    shape = dict(target="google/gemma-3-27b-it", gpu="H100-SXM-80GB", prompt_tokens="1000,2000,4000,8000",
+                 output_tokens="200,400,800,1000", concurrency=8)
+    result = specsize.plan(specsize.load_request(None, images_per_request=4, **shape))
+    base = specsize.plan(specsize.load_request(None, **shape))
+    assert result.workload.image_tokens_per_request == 4 * 256
+    for name in ("p50", "p95", "p99", "max"):
+        assert getattr(result.workload.prompt_tokens, name) == getattr(base.workload.prompt_tokens, name) + 1024
+    smaller = specsize.plan(specsize.load_request(None, images_per_request=2, image_tokens=100, **shape))
+    assert smaller.workload.image_tokens_per_request == 200
+    assert image_tokens_per_request(load_model("google/gemma-3-4b-it"), 3) == 768
+
+
+def test_images_for_a_text_only_target_are_refused(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["plan", "--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB", "--prompt-tokens",
+              "1000", "--output-tokens", "100", "--images-per-request", "2"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "images_per_request" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def _write_safetensors_header(path, tensors: dict) -> None:
+    """A safetensors file holding only its header (what specsize reads): names, dtypes, shapes, offsets."""
+    header, offset = {}, 0
+    for name, shape in tensors.items():
+        size = 2
+        for dim in shape:
+            size *= dim
+        header[name] = {"dtype": "BF16", "shape": shape, "data_offsets": [offset, offset + size]}
+        offset += size
+    raw = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw)
+
+
+def test_eagle3_head_with_its_own_full_vocabulary_is_sized_from_its_weights(tmp_path):
+    # An EAGLE-3 head for Llama-3.1-8B whose checkpoint ships a full 128,256-token embedding and lm_head
+    # although its config says draft_vocab_size 32,000 (the ~2 GiB heads of issue #12).
+    config = json.loads((ROOT / "src" / "specsize" / "catalog" / "data" / "models" /
+                         "SafeAILab__EAGLE3-train-config-llama3.1-8B.json").read_text())["config"]
+    config["architectures"] = ["LlamaForCausalLMEagle3"]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    _write_safetensors_header(tmp_path / "model.safetensors", {
+        "embed_tokens.weight": [128_256, 4096], "lm_head.weight": [128_256, 4096], "fc.weight": [4096, 12_288]})
+    head = load_model(str(tmp_path))
+    assert head.own_embedding and head.draft_vocab_size == 128_256
+    plain = load_model(str(tmp_path / "config.json"))  # the config alone: 32,000-token lm_head, shared embedding
+    assert not plain.own_embedding and plain.draft_vocab_size == 32_000
+    target = load_model("meta-llama/Llama-3.1-8B-Instruct")
+
+    def draft_bytes(draft):
+        d = Deployment(target=target, gpu=deployment().gpu, speculative=SpeculativeConfig("eagle3", draft, 3),
+                       engine=EngineSettings())
+        return account(d, profile()).weights_draft_bytes
+
+    # own embedding 128,256 x 4096 x 2 B, and an lm_head 128,256 rows wide instead of 32,000
+    assert draft_bytes(head) - draft_bytes(plain) == (128_256 + (128_256 - 32_000)) * 4096 * 2 == 1_839_202_304
