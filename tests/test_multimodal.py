@@ -157,3 +157,40 @@ def test_eagle3_head_with_its_own_full_vocabulary_is_sized_from_its_weights(tmp_
 
     # own embedding 128,256 x 4096 x 2 B, and an lm_head 128,256 rows wide instead of 32,000
     assert draft_bytes(head) - draft_bytes(plain) == (128_256 + (128_256 - 32_000)) * 4096 * 2 == 1_839_202_304
+
+
+# Public vLLM start-ups of multimodal checkpoints ("Model loading took N GB", rank 0; GB there means GiB):
+# gemma-3-27b-it at TP4, vLLM 0.8.2: https://github.com/vllm-project/vllm/issues/15676 (13.1665)
+# Qwen2.5-VL-7B-Instruct at TP4, vLLM 0.8.0: https://github.com/vllm-project/vllm/issues/15136 (3.9972)
+@pytest.mark.parametrize("model_id, tp, printed_gib", [("google/gemma-3-27b-it", 4, 13.1665),
+                                                       ("Qwen/Qwen2.5-VL-7B-Instruct", 4, 3.9972)])
+def test_weights_with_the_tower_agree_with_public_startups(model_id, tp, printed_gib):
+    m = load_model(model_id)
+    with_tower = weight_breakdown(m, tp=tp).total / 2**30
+    text_only = weight_breakdown(m.with_(vision=None), tp=tp).total / 2**30
+    assert abs(with_tower / printed_gib - 1) < 0.03
+    assert abs(with_tower / printed_gib - 1) < abs(text_only / printed_gib - 1)
+
+
+@pytest.mark.parametrize("k", [1, 3, 6])
+def test_profiled_speculation_term_does_not_grow_with_k(k):
+    # vLLM's _dummy_sampler_run gives every dummy sequence one draft token whatever k is (gpu_model_runner.py,
+    # 0.8-era to main): the profiled term is one extra set of rows x vocab x 4 bytes; Qwen3-8B, 256 sequences:
+    m = account(deployment("Qwen/Qwen3-8B", gpu="L4-24GB", method="ngram", k=k, max_num_seqs=256,
+                           max_model_len=8192), profile("0.32"))
+    assert m.activation_terms["speculation"] == 256 * 151_936 * 4
+    # what a real verification step scores beyond that: min(256 (k+1), 2048) rows against the 256 x (1 + 1/3.2)
+    # the pass covered, each row 3.2 x 151,936 x 4 bytes
+    runtime_rows = min(256 * (k + 1), 2048)
+    assert m.unprofiled_runtime_bytes == int((runtime_rows - 256 * (1 + 1 / 3.2)) * 3.2 * 151_936 * 4)
+
+
+def test_a_k_aware_profiling_pass_reserves_k_draft_rows():
+    # a release whose dummy rejection sampler drafts k tokens per sequence (vllm-project/vllm#37521, unmerged):
+    # the profiled term is k sets of rows, and the unprofiled run-time rows shrink accordingly
+    p = replace(profile("0.32"), spec_profile_k_aware=True)
+    m = account(deployment("Qwen/Qwen3-8B", gpu="L4-24GB", method="ngram", k=4, max_num_seqs=256,
+                           max_model_len=8192), p)
+    assert m.activation_terms["speculation"] == 4 * 256 * 151_936 * 4
+    # runtime rows min(256 x 5, 2048) = 1280 against 256 x (1 + 4 / 3.2) = 576 covered
+    assert m.unprofiled_runtime_bytes == int((1280 - 256 * (1 + 4 / 3.2)) * 3.2 * 151_936 * 4)
