@@ -232,7 +232,7 @@ def activation_peak(d: Deployment, s: ResolvedSettings, p: AccountingProfile) ->
         draft_tp = sp.drafter_tp or d.tp
         draft = _forward_activation(sp.draft, tokens, draft_tp, ab, p)
     forward = max(target, draft)
-    encoder_terms = {}
+    encoder_terms: dict = {}
     if d.target.vision is not None:
         forward, encoder_terms = _with_encoder(d.target.vision, d.target.hidden_size, forward, s, d.tp, ab, p)
     vocab = d.target.vocab_size
