@@ -194,3 +194,15 @@ def test_a_k_aware_profiling_pass_reserves_k_draft_rows():
     assert m.activation_terms["speculation"] == 4 * 256 * 151_936 * 4
     # runtime rows min(256 x 5, 2048) = 1280 against 256 x (1 + 4 / 3.2) = 576 covered
     assert m.unprofiled_runtime_bytes == int((1280 - 256 * (1 + 4 / 3.2)) * 3.2 * 151_936 * 4)
+
+
+def test_search_spec_workload_counts_images(tmp_path):
+    from specsize.inputs.search_spec import read_search_spec  # noqa: PLC0415
+
+    spec = tmp_path / "search.yaml"
+    spec.write_text("target: google/gemma-3-12b-it\ndrafters: [{method: none}]\ngpus: [{gpu: H100-SXM-80GB, "
+                    "counts: [1]}]\nworkload:\n  prompt_tokens: {p50: 100, p95: 200, p99: 300, max: 400}\n"
+                    "  output_tokens: {p50: 10, p95: 20, p99: 30, max: 40}\n  images_per_request: 3\n"
+                    "slo: {tpot_p99_ms: 50}\n")
+    w = read_search_spec(str(spec)).workload
+    assert (w.prompt_tokens.p50, w.prompt_tokens.max, w.image_tokens_per_request) == (868, 1168, 768)
