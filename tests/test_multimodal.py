@@ -86,8 +86,9 @@ def test_activation_peak_holds_the_encoder_step():
     assert (s.max_num_batched_tokens, s.max_num_seqs) == (8192, 1024)
     terms = text_only.activation_terms
     forward = max(terms["forward_target"], terms["forward_draft"])
-    # tower forward over 32 x 4096 patches (1152 wide, 4304 intermediate), bf16, with the profile's coefficients
-    tower = p.act_hidden_coef * 131_072 * 1152 * 2 + p.act_intermediate_coef * 131_072 * 4304 * 2
+    # the tower runs eagerly over 32 x 4096 patches: residual + normed input (2 x 1152) live while fc1's output
+    # and its GELU (2 x 4304) are held, bf16: 131,072 x 10,912 x 2 bytes = 2.66 GiB
+    tower = 131_072 * (2 * 1152 + 2 * 4304) * 2
     cached = 8192 * 5376 * 2  # the encoder cache: 8192 embeddings of the text width, kept during the LM forward
     expected_forward = max(tower, forward + cached)
     sampler_and_spec = terms["sampler"] + terms["speculation"]
@@ -206,3 +207,12 @@ def test_search_spec_workload_counts_images(tmp_path):
                     "slo: {tpot_p99_ms: 50}\n")
     w = read_search_spec(str(spec)).workload
     assert (w.prompt_tokens.p50, w.prompt_tokens.max, w.image_tokens_per_request) == (868, 1168, 768)
+
+
+def test_swiglu_tower_peak_by_hand():
+    from specsize.core.multimodal import tower_forward_peak  # noqa: PLC0415
+
+    # Qwen2.5-VL: one 16,384-token image is 65,536 patches; at TP2 the block holds 2 x 1280 (residual, normed
+    # input) + gate/up 2 x 3420 / 2 + SiLU-and-mul 3420 / 2 = 2560 + 5130 values per patch, bf16
+    v = load_model("Qwen/Qwen2.5-VL-7B-Instruct").vision
+    assert tower_forward_peak(v, 65_536, 2, 2) == 65_536 * (2560 + 5130) * 2 == 1_007_943_680

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 
 from .errors import SpecError
 from .kvcache import KVLayer, bytes_per_token, layer_blocks, layer_groups, model_kv_layers
-from .multimodal import encoder_profile
+from .multimodal import encoder_profile, tower_forward_peak
 from .specs import DTYPE_BYTES, Deployment, ModelSpec, Quantization, VisionSpec, canonical_dtype, effective_target
 from .units import GiB, ceil_div
 from .weights import WeightBreakdown, padded_vocab, weight_breakdown
@@ -234,7 +234,7 @@ def activation_peak(d: Deployment, s: ResolvedSettings, p: AccountingProfile) ->
     forward = max(target, draft)
     encoder_terms: dict = {}
     if d.target.vision is not None:
-        forward, encoder_terms = _with_encoder(d.target.vision, d.target.hidden_size, forward, s, d.tp, ab, p)
+        forward, encoder_terms = _with_encoder(d.target.vision, d.target.hidden_size, forward, s, d.tp, ab)
     vocab = d.target.vocab_size
     logits_row = vocab * 4
     sampler = p.act_vocab_coef * rows * logits_row
@@ -253,14 +253,13 @@ def activation_peak(d: Deployment, s: ResolvedSettings, p: AccountingProfile) ->
     return peak, terms, unprofiled
 
 
-def _with_encoder(v: VisionSpec, text_hidden: int, forward: float, s: ResolvedSettings, tp: int, act_bytes: int,
-                  p: AccountingProfile) -> tuple[float, dict]:
+def _with_encoder(v: VisionSpec, text_hidden: int, forward: float, s: ResolvedSettings, tp: int,
+                  act_bytes: int) -> tuple[float, dict]:
     """The profiling pass's forward peak with the vision encoder's step before it (core.multimodal): the larger of
     the tower's forward over the largest image batch, and the language model's forward while the encoder cache
     holds that batch's embeddings."""
     enc = encoder_profile(v, s.max_num_batched_tokens, s.max_model_len, s.max_num_seqs)
-    tower = (p.act_hidden_coef * enc.patches * v.hidden_size * act_bytes
-             + p.act_intermediate_coef * enc.patches * (v.intermediate_size // tp) * act_bytes)
+    tower = tower_forward_peak(v, enc.patches, tp, act_bytes)
     cached = enc.cached_tokens * text_hidden * act_bytes
     terms = {"encoder_forward": int(tower), "encoder_cache": int(cached), "encoder_budget_tokens": enc.budget_tokens,
              "encoder_images": enc.images}

@@ -23,6 +23,7 @@ from .errors import SpecError
 from .specs import LengthDistribution, ModelSpec, VisionSpec, Workload
 
 DEFAULT_IMAGE_LIMIT = 999  # vLLM's limit_mm_per_prompt default per modality (V1, >= 0.10)
+SWIGLU_TOWERS = ("pixtral", "qwen2_5_vl")  # gate/up then SiLU-and-mul; the others run fc1 -> GELU -> fc2
 
 
 @dataclass(frozen=True)
@@ -67,3 +68,18 @@ def encoder_profile(v: VisionSpec, max_num_batched_tokens: int, max_model_len: i
     images = max(1, min(budget // per_item, max_num_seqs * per_prompt))
     return EncoderProfile(tokens_per_image=per_item, budget_tokens=budget, images=images,
                           patches=images * v.patches_per_image, cached_tokens=images * per_item)
+
+
+def tower_forward_peak(v: VisionSpec, patches: int, tp: int, act_bytes: int) -> int:
+    """Bytes live at the peak of one vision-tower block over `patches` tokens.
+
+    vLLM runs the towers eagerly (its torch.compile covers the language model; `compile_mm_encoder` is off by
+    default), so the block's tensors are counted as they are allocated: the residual stream and the normed
+    input (2 x hidden) stay alive while the MLP holds its first projection and its activation (GELU towers:
+    2 x intermediate; SwiGLU towers: gate+up 2 x intermediate and SiLU-and-mul 1 x intermediate), each split
+    by TP; the attention half (q, k, v and the attention output, 4 x hidden / TP) peaks lower whenever the
+    intermediate width exceeds the hidden width, as in every tower here.
+    """
+    mlp = (3 if v.kind in SWIGLU_TOWERS else 2) * v.intermediate_size // tp
+    attention = 4 * v.hidden_size // tp
+    return patches * (2 * v.hidden_size + max(mlp, attention)) * act_bytes
