@@ -13,6 +13,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "src" / "specsize" / "catalog" / "data" / "models"
+# Configs kept in this repository (same layout as ../shared/model-configs): whole configs with a source.json,
+# or an overlay.json ({"overlay": fields, "source", "notes"}) adding published fields a shared copy lacks
+# (the vision sections of multimodal checkpoints).
+EXTRA = ROOT / "tools" / "model-configs-extra"
 
 # Published checkpoints whose architecture is identical to a vendored config (same fields, other weights).
 # Each alias names the entry it borrows and why that is exact.
@@ -56,6 +60,19 @@ def main() -> None:
             "params_published": meta.get("params_published"),
             "notes": meta.get("notes"),
         }
+    for cfg in sorted(EXTRA.glob("*/*/config.json")):
+        model_id = f"{cfg.parent.parent.name}/{cfg.parent.name}"
+        meta = json.loads((cfg.parent / "source.json").read_text())
+        entries[model_id] = {"id": model_id, "config": json.loads(cfg.read_text()), "source": meta.get("source"),
+                             "copy_kind": meta.get("copy_kind"), "params_published": meta.get("params_published"),
+                             "notes": meta.get("notes")}
+    for path in sorted(EXTRA.glob("*/*/overlay.json")):
+        model_id = f"{path.parent.parent.name}/{path.parent.name}"
+        extra = json.loads(path.read_text())
+        entry = entries[model_id]
+        entry["config"] = {**entry["config"], **extra["overlay"]}
+        entry["source"] = f"{entry['source']}; {', '.join(extra['overlay'])} from {extra['source']}"
+        entry["notes"] = f"{entry.get('notes') or ''} {extra['notes']}".strip()
     for alias, (base, why) in ALIASES.items():
         entry = dict(entries[base])
         entry.update(id=alias, alias_of=base, notes=f"{why} {entry.get('notes') or ''}".strip())

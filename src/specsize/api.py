@@ -165,13 +165,19 @@ def simulate(request: Request | None = None, progress: Callable[[int, int], None
     factor, source = _burst(q, r.workload)
     settings = SimSettings(
         duration_s=q.duration, seed=q.seed, rate_req_s=q.rate,
-        prompt_median=q.prompt_tokens_median, prompt_p99=q.prompt_tokens_p99, output_median=q.output_tokens_median,
+        # images (r.workload.image_tokens_per_request) join the simulated prompts as they join the envelope's
+        prompt_median=_plus(q.prompt_tokens_median, r.workload.image_tokens_per_request),
+        prompt_p99=_plus(q.prompt_tokens_p99, r.workload.image_tokens_per_request), output_median=q.output_tokens_median,
         output_p99=q.output_tokens_p99, burst_factor=factor, burst_source=source, burst_start_s=q.burst_start,
         burst_duration_s=q.burst_duration, on_off=_on_off(q.on_off), ramp_to_req_s=q.ramp_to,
         prefix_hit_rate=q.prefix_hit_rate, compare=not q.no_compare, ttft_slo_s=r.ttft_slo_s,
         lengths_source=_lengths_source(q), trace=_trace(q.trace), lengths=_trace(q.lengths_file, lengths_only=True))
     return run_simulation(r.deployment, r.workload, r.profile, r.efficiency, r.acceptance, r.tpot_slo_s, r.tree,
                           settings, q.headroom, progress)
+
+
+def _plus(tokens: float | None, extra: int) -> float | None:
+    return None if tokens is None else tokens + extra
 
 
 def speedup(request: Request | None = None, **overrides: Any) -> SpeedupReport:

@@ -46,6 +46,13 @@ CASES = {
     "draft-fewer-kv": dict(dtype="bfloat16", max_model_len=1000, kv=64 * MIB, method="draft_model",
                            draft="draft-fewer-kv", k=2),
     "ngram": dict(dtype="bfloat16", max_model_len=1000, kv=64 * MIB, method="ngram", k=3),
+    # speculation at a large max_num_seqs, k varied (issue #12): the profiling pass runs the sampler and the
+    # rejection sampler over max_num_seqs rows; the pool (fixed here) must hold exactly the predicted blocks,
+    # the draft's own KV layers included, whatever k and max_num_seqs are
+    "ngram-256-k2": dict(dtype="bfloat16", max_model_len=1000, kv=64 * MIB, method="ngram", k=2, seqs=256),
+    "ngram-256-k6": dict(dtype="bfloat16", max_model_len=1000, kv=64 * MIB, method="ngram", k=6, seqs=256),
+    "draft-256-k5": dict(dtype="bfloat16", max_model_len=1000, kv=64 * MIB, method="draft_model", draft="draft",
+                         k=5, seqs=256),
     # 12 blocks for 512-token requests (4 blocks each) under 8 concurrent long requests: it must preempt
     "preempt": dict(dtype="bfloat16", max_model_len=512, kv=12 * PAGE_TARGET,
                     load=dict(requests=8, prompt_words=40, max_tokens=440, concurrency=8)),
@@ -70,13 +77,16 @@ def predict(models: Path, case: dict):
         spec = SpeculativeConfig(case["method"], draft, case["k"])
     d = Deployment(target=load_model(str(models / "target")), gpu=load_gpu(None, 16.0), speculative=spec,
                    engine=EngineSettings(device="cpu", dtype=case["dtype"], max_model_len=case["max_model_len"],
-                                         kv_cache_memory_bytes=case["kv"], enforce_eager=True))
+                                         kv_cache_memory_bytes=case["kv"], enforce_eager=True,
+                                         max_num_seqs=case.get("seqs")))
     return account(d, resolve_profile("vllm", "0.32"))
 
 
 def engine_args(models: Path, case: dict) -> list[str]:
     args = ["--dtype", case["dtype"], "--max-model-len", str(case["max_model_len"]),
             "--kv-cache-memory-bytes", str(case["kv"])]
+    if case.get("seqs"):
+        args += ["--max-num-seqs", str(case["seqs"])]
     if case.get("method") == "draft_model":
         config = {"method": "draft_model", "model": str(models / case["draft"]), "num_speculative_tokens": case["k"]}
         args += ["--speculative-config", json.dumps(config)]

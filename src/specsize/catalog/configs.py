@@ -7,7 +7,8 @@ import math
 from typing import Any
 
 from ..core.errors import SpecError
-from ..core.specs import DTYPE_ALIASES, AttentionKind, AttentionLayer, MLASpec, ModelSpec, MoESpec, Quantization
+from ..core.specs import (DTYPE_ALIASES, AttentionKind, AttentionLayer, MLASpec, ModelSpec, MoESpec, Quantization,
+                          VisionSpec)
 
 REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
 
@@ -161,6 +162,71 @@ def _moe(cfg: dict, model_type: str, n_layers: int) -> MoESpec | None:
                    expert_bias=model_type == "gpt_oss")
 
 
+QWEN2_VL_MAX_PIXELS = 12845056  # Qwen2-VL image processor default max_pixels (preprocessor_config.json)
+LLAMA4_MAX_TILES = 16  # Llama 4 processor default max_patches; one global tile is added to them
+
+
+def _vision_int(vc: dict, key: str, model_id: str, default: int | None = None) -> int:
+    value = vc.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1 << 24:
+        raise SpecError(f"config.json:vision_config.{key}", f"{model_id}: must be an integer from 1 to {1 << 24:,}, "
+                        f"got {value!r}", "a Hugging Face config.json")
+    return value
+
+
+def _vision(raw: dict, model_id: str) -> VisionSpec | None:
+    """The vision tower of a multimodal config (its vision_config section), or None for a text-only one.
+
+    Tokens per image are the most a single image becomes in vLLM's processor for the family (what its
+    profiling pass reserves): Gemma 3 mm_tokens_per_image (pan-and-scan off, vLLM's default); Llama 4
+    (max_patches + 1 global tile) x (image_size/patch)^2 x pixel_shuffle_ratio^2; Pixtral (Mistral 3)
+    rows x (columns + 1 [IMG_BREAK]/[IMG_END]) of (image_size / patch / spatial_merge) patches a side;
+    Qwen2.5-VL max_pixels / (patch x merge)^2.
+    """
+    vc = raw.get("vision_config")
+    if not isinstance(vc, dict):
+        return None
+    model_type = str(raw.get("model_type") or "")
+    vtype = str(vc.get("model_type") or "")
+    if model_type == "gemma3" or vtype.startswith("siglip"):
+        p, size = _vision_int(vc, "patch_size", model_id), _vision_int(vc, "image_size", model_id)
+        return VisionSpec("siglip", _vision_int(vc, "hidden_size", model_id), _vision_int(vc, "intermediate_size", model_id),
+                          _vision_int(vc, "num_hidden_layers", model_id), _vision_int(vc, "num_attention_heads", model_id),
+                          p, size, tokens_per_image=_vision_int(raw, "mm_tokens_per_image", model_id, 256),
+                          patches_per_image=(size // p) ** 2, source="config mm_tokens_per_image")
+    if model_type == "llama4":
+        p, size = _vision_int(vc, "patch_size", model_id), _vision_int(vc, "image_size", model_id)
+        ratio = float(vc.get("pixel_shuffle_ratio") or 0.5)
+        per_tile = int((size // p) ** 2 * ratio * ratio)
+        tiles = LLAMA4_MAX_TILES + 1
+        return VisionSpec("llama4", _vision_int(vc, "hidden_size", model_id), _vision_int(vc, "intermediate_size", model_id),
+                          _vision_int(vc, "num_hidden_layers", model_id), _vision_int(vc, "num_attention_heads", model_id),
+                          p, size, tokens_per_image=tiles * per_tile, patches_per_image=tiles * (size // p) ** 2,
+                          projector_input=_vision_int(vc, "projector_input_dim", model_id),
+                          projector_output=_vision_int(vc, "vision_output_dim", model_id),
+                          source=f"{tiles} tiles x {per_tile} tokens (max_patches {LLAMA4_MAX_TILES} + 1 global)")
+    if model_type == "mistral3" or vtype == "pixtral":
+        p, size = _vision_int(vc, "patch_size", model_id), _vision_int(vc, "image_size", model_id)
+        merge = int(raw.get("spatial_merge_size") or 1)
+        side = size // p // merge
+        return VisionSpec("pixtral", _vision_int(vc, "hidden_size", model_id), _vision_int(vc, "intermediate_size", model_id),
+                          _vision_int(vc, "num_hidden_layers", model_id), _vision_int(vc, "num_attention_heads", model_id),
+                          p, size, tokens_per_image=side * (side + 1), patches_per_image=(size // p) ** 2,
+                          source=f"{side} rows x ({side} + 1) tokens")
+    if model_type in ("qwen2_5_vl", "qwen2_vl"):
+        p = _vision_int(vc, "patch_size", model_id, 14)
+        merge = _vision_int(vc, "spatial_merge_size", model_id, 2)
+        tokens = QWEN2_VL_MAX_PIXELS // (p * merge) ** 2
+        side = math.isqrt(tokens * merge * merge)
+        return VisionSpec("qwen2_5_vl", _vision_int(vc, "hidden_size", model_id), _vision_int(vc, "intermediate_size", model_id),
+                          _vision_int(vc, "depth", model_id), _vision_int(vc, "num_heads", model_id), p, side * p,
+                          tokens_per_image=tokens, patches_per_image=tokens * merge * merge,
+                          temporal_patch_size=_vision_int(vc, "temporal_patch_size", model_id, 2),
+                          source=f"max_pixels {QWEN2_VL_MAX_PIXELS} / ({p} x {merge})^2")
+    raise SpecError("config.json:vision_config", f"{model_id}: vision tower {vtype or model_type!r} is not modelled",
+                    "the vision towers of gemma3, llama4, mistral3 (pixtral), qwen2_5_vl")
+
+
 def spec_from_config(raw: dict[str, Any], model_id: str, source: str, *, params_published: str | None = None,
                      weight_bytes_exact: int | None = None) -> ModelSpec:
     """Build a ModelSpec from a config.json dict; raises SpecError naming the first missing field."""
@@ -198,7 +264,7 @@ def spec_from_config(raw: dict[str, Any], model_id: str, source: str, *, params_
         intermediate_size=intermediate, layers=_layers(cfg, model_type, n_layers, kv_heads, head_dim, mla),
         max_position_embeddings=int(cfg.get("max_position_embeddings") or 4096), dtype=_dtype(cfg),
         tie_word_embeddings=bool(tie),
-        attention_bias=bool(cfg.get("attention_bias", model_type == "qwen2")),
+        attention_bias=bool(cfg.get("attention_bias", model_type in ("qwen2", "qwen2_vl", "qwen2_5_vl"))),
         qk_norm=model_type in ("qwen3", "qwen3_moe") or model_type.startswith("gemma3"),
         norms_per_layer=4 if model_type.startswith("gemma") else (3 if is_eagle3 else 2), rotary_dim=rotary, moe=moe, mla=mla,
         quantization=parse_quantization(cfg.get("quantization_config"), moe is not None, model_id),
@@ -206,7 +272,7 @@ def spec_from_config(raw: dict[str, Any], model_id: str, source: str, *, params_
         draft_vocab_size=int(cfg["draft_vocab_size"]) if cfg.get("draft_vocab_size") else None,
         eagle_fc_inputs=3 if is_eagle3 else (2 if is_eagle else 0),
         final_logit_softcapping=cfg.get("final_logit_softcapping"),
-        weight_bytes_exact=weight_bytes_exact, params_published=params_published,
+        weight_bytes_exact=weight_bytes_exact, params_published=params_published, vision=_vision(raw, model_id),
     )
 
 

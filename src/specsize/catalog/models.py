@@ -147,6 +147,32 @@ def safetensors_bytes(directory: Path, skip_layers_from: int | None = None) -> i
     return None
 
 
+def safetensors_shapes(directory: Path, suffixes: tuple[str, ...]) -> dict[str, list[int]]:
+    """Shapes of the tensors whose names end with one of `suffixes`, from a directory's shard headers."""
+    shapes: dict[str, list[int]] = {}
+    for shard in sorted(directory.glob("*.safetensors")):
+        for name, info in safetensors_header(shard).items():
+            if name != "__metadata__" and name.endswith(suffixes):
+                shapes[name] = list(info.get("shape") or [])
+    return shapes
+
+
+def _head_weights(directory: Path, spec: ModelSpec) -> ModelSpec:
+    """A speculator head sized from its own weights: one that ships an input embedding keeps it (vLLM's
+    EAGLE proposer shares the target's only when the head has none, or an identical one:
+    vllm/v1/spec_decode/llm_base_proposer.py `_maybe_share_embeddings`), and an lm_head wider than the
+    config's draft_vocab_size is the one it loads."""
+    shapes = safetensors_shapes(directory, ("embed_tokens.weight", "lm_head.weight"))
+    own = any(name.endswith("embed_tokens.weight") for name in shapes)
+    heads = [shape[0] for name, shape in shapes.items() if name.endswith("lm_head.weight") and shape]
+    changes: dict = {}
+    if own:
+        changes["own_embedding"] = True
+    if heads and heads[0] != spec.draft_vocab_size:
+        changes["draft_vocab_size"] = heads[0]  # its own lm_head, as wide as its weights say
+    return spec.with_(**changes) if changes else spec
+
+
 def _layer_number(tensor_name: str) -> int | None:
     parts = tensor_name.split(".")
     for i, part in enumerate(parts[:-1]):
@@ -167,7 +193,10 @@ def _from_path(path: Path, model_id: str | None = None) -> ModelSpec:
         text: dict = nested if isinstance(nested, dict) else cfg
         skip = int(text["num_hidden_layers"]) if text.get("num_nextn_predict_layers") else None
         exact = safetensors_bytes(path, skip)
-    return spec_from_config(cfg, name, f"local: {config_path}", weight_bytes_exact=exact)
+    spec = spec_from_config(cfg, name, f"local: {config_path}", weight_bytes_exact=exact)
+    if path.is_dir() and spec.eagle_fc_inputs:
+        spec = _head_weights(path, spec)
+    return spec
 
 
 def _from_hub(model_id: str) -> ModelSpec:

@@ -16,9 +16,10 @@ from typing import Callable
 
 from .errors import SpecError
 from .kvcache import KVLayer, bytes_per_token, layer_blocks, layer_groups, model_kv_layers
-from .specs import DTYPE_BYTES, Deployment, ModelSpec, Quantization, canonical_dtype, effective_target
+from .multimodal import encoder_profile, tower_forward_peak
+from .specs import DTYPE_BYTES, Deployment, ModelSpec, Quantization, VisionSpec, canonical_dtype, effective_target
 from .units import GiB, ceil_div
-from .weights import WeightBreakdown, weight_breakdown
+from .weights import WeightBreakdown, padded_vocab, weight_breakdown
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,8 @@ class AccountingProfile:
     act_vocab_coef: float = 3.2  # x sampler rows x vocab x 4 bytes (fp32 logits and their copies)
     act_softcap_coef: float = 0.3  # extra, when final_logit_softcapping is set
     spec_profile_vocab_coef: float = 1.0  # extra fp32 logits rows the profiling pass adds with speculation
+    # whether the profiling pass's dummy rejection sampler drafts k tokens per sequence (else one, whatever k is)
+    spec_profile_k_aware: bool = False
     # memory outside torch's allocator
     non_torch_bytes: int = int(0.25 * GiB)
     non_torch_tp_base_bytes: int = 0  # with TP > 1: NCCL and custom all-reduce buffers
@@ -204,7 +207,7 @@ def target_weights(d: Deployment, dtype: str, quant: Quantization | None) -> Wei
             embedding=int(w_target.embedding * ratio), lm_head=int(w_target.lm_head * ratio),
             attention=int(w_target.attention * ratio), mlp=int(w_target.mlp * ratio),
             norms_and_routers=int(w_target.norms_and_routers * ratio), buffers=w_target.buffers,
-            params=w_target.params)
+            params=w_target.params, vision=int(w_target.vision * ratio))
     return w_target
 
 
@@ -221,8 +224,12 @@ def draft_weight_bytes(d: Deployment, s: ResolvedSettings) -> int:
         return 0
     if kind.own_tp:
         return weight_breakdown(draft, sp.draft_tp, 1, s.dtype if draft.quantization is None else draft.dtype).total
-    # heads reuse the target's embedding (and, except EAGLE-3's reduced vocabulary, its lm_head)
-    return weight_breakdown(draft, d.tp, 1, s.dtype, None, share_embeddings=kind.shares_embeddings).total
+    # heads reuse the target's embedding (and, except EAGLE-3's reduced vocabulary, its lm_head), unless their
+    # checkpoint ships an embedding of their own (`ModelSpec.own_embedding`, read from its weights)
+    head = weight_breakdown(draft, d.tp, 1, s.dtype, None, share_embeddings=kind.shares_embeddings).total
+    if draft.own_embedding and kind.shares_embeddings:
+        head += padded_vocab(draft.vocab_size) // d.tp * draft.hidden_size * DTYPE_BYTES[s.dtype]
+    return head
 
 
 def _forward_activation(m: ModelSpec, tokens: int, tp: int, act_bytes: int, p: AccountingProfile) -> float:
@@ -250,21 +257,38 @@ def activation_peak(d: Deployment, s: ResolvedSettings, p: AccountingProfile) ->
         draft_tp = sp.drafter_tp or d.tp
         draft = _forward_activation(sp.draft, tokens, draft_tp, ab, p)
     forward = max(target, draft)
+    encoder_terms: dict = {}
+    if d.target.vision is not None:
+        forward, encoder_terms = _with_encoder(d.target.vision, d.target.hidden_size, forward, s, d.tp, ab)
     vocab = d.target.vocab_size
     logits_row = vocab * 4
     sampler = p.act_vocab_coef * rows * logits_row
     if d.target.final_logit_softcapping:
         sampler += p.act_softcap_coef * rows * logits_row
-    spec = p.spec_profile_vocab_coef * rows * logits_row if sp.enabled else 0.0
+    drafted = max(1, s.num_speculative_tokens) if p.spec_profile_k_aware else 1  # dummy draft tokens per sequence
+    spec = p.spec_profile_vocab_coef * rows * drafted * logits_row if sp.enabled else 0.0
     peak = int(forward + sampler + spec)
     # At run time a verification step scores k+1 positions per sequence (up to the token budget); the
     # profiling pass scored fewer rows. The difference is memory the engine did not reserve.
     runtime_rows = min(rows * (s.num_speculative_tokens + 1), tokens) if sp.enabled else rows
-    profiled_rows = rows * ((1 + p.spec_profile_vocab_coef / p.act_vocab_coef) if sp.enabled else 1)
+    profiled_rows = rows * ((1 + drafted * p.spec_profile_vocab_coef / p.act_vocab_coef) if sp.enabled else 1)
     unprofiled = max(0, int((runtime_rows - profiled_rows) * p.act_vocab_coef * logits_row))
     terms = {"forward_target": int(target), "forward_draft": int(draft), "sampler": int(sampler),
-             "speculation": int(spec), "tokens": tokens, "sampler_rows": rows}
+             "speculation": int(spec), "tokens": tokens, "sampler_rows": rows, **encoder_terms}
     return peak, terms, unprofiled
+
+
+def _with_encoder(v: VisionSpec, text_hidden: int, forward: float, s: ResolvedSettings, tp: int,
+                  act_bytes: int) -> tuple[float, dict]:
+    """The profiling pass's forward peak with the vision encoder's step before it (core.multimodal): the larger of
+    the tower's forward over the largest image batch, and the language model's forward while the encoder cache
+    holds that batch's embeddings."""
+    enc = encoder_profile(v, s.max_num_batched_tokens, s.max_model_len, s.max_num_seqs)
+    tower = tower_forward_peak(v, enc.patches, tp, act_bytes)
+    cached = enc.cached_tokens * text_hidden * act_bytes
+    terms = {"encoder_forward": int(tower), "encoder_cache": int(cached), "encoder_budget_tokens": enc.budget_tokens,
+             "encoder_images": enc.images}
+    return max(tower, forward + cached), terms
 
 
 def non_torch_bytes(d: Deployment, p: AccountingProfile) -> int:

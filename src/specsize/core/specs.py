@@ -63,6 +63,30 @@ class MLASpec:
 
 
 @dataclass(frozen=True)
+class VisionSpec:
+    """A multimodal target's vision tower and projector, from its config's vision section.
+
+    `kind` names the tower family whose layout the weight count follows (vLLM's module for it):
+    siglip (Gemma 3), llama4 (Llama 4), pixtral (Mistral 3 / Mistral-Small-3.1), qwen2_5_vl (Qwen2.5-VL).
+    """
+
+    kind: str
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    patch_size: int
+    image_size: int  # pixels per side of the largest image the tower takes in one piece (a tile)
+    tokens_per_image: int  # the most embedding tokens one image becomes (vLLM's max tokens per item)
+    patches_per_image: int  # patches the tower runs over for that image (before any merging/pooling)
+    projector_input: int = 0  # llama4: vision adapter output width (projector_input_dim)
+    projector_output: int = 0  # llama4: vision_output_dim
+    num_channels: int = 3
+    temporal_patch_size: int = 1  # qwen2_5_vl: frames per patch
+    source: str = ""  # where tokens_per_image comes from
+
+
+@dataclass(frozen=True)
 class Quantization:
     """How the linear-layer weights are stored. Embeddings, lm_head, norms and routers stay in the model dtype."""
 
@@ -103,6 +127,8 @@ class ModelSpec:
     final_logit_softcapping: float | None = None
     weight_bytes_exact: int | None = None  # whole checkpoint, from safetensors headers
     params_published: str | None = None
+    vision: VisionSpec | None = None  # a multimodal target's vision tower and projector
+    own_embedding: bool = False  # a speculator head that ships its own input embedding (its weights say so)
 
     @property
     def is_moe(self) -> bool:
@@ -252,6 +278,7 @@ class Workload:
     concurrency: int
     burst_factor: float = 1.0
     percentile: str = "p99"  # the request shape of the worst-case envelope
+    image_tokens_per_request: int = 0  # prompt tokens images add to every request (already in prompt_tokens)
 
 
 def quantization_override(name: str | None, model: ModelSpec) -> Quantization | None:

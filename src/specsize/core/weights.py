@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .specs import DTYPE_BYTES, ModelSpec, Quantization
+from .specs import DTYPE_BYTES, ModelSpec, Quantization, VisionSpec
 from .units import ceil_div
 
 VOCAB_PADDING = 64  # vLLM's DEFAULT_VOCAB_PADDING_SIZE
@@ -28,10 +28,12 @@ class WeightBreakdown:
     norms_and_routers: int
     buffers: int  # rotary cos/sin cache: allocated with the model, counted in the engine's weights figure
     params: int  # parameters on this rank (counts, not bytes)
+    vision: int = 0  # a multimodal target's vision tower and projector
 
     @property
     def total(self) -> int:
-        return self.embedding + self.lm_head + self.attention + self.mlp + self.norms_and_routers + self.buffers
+        return (self.embedding + self.lm_head + self.attention + self.mlp + self.norms_and_routers + self.buffers
+                + self.vision)
 
 
 def kv_heads_per_rank(num_kv_heads: int, tp: int) -> int:
@@ -180,8 +182,49 @@ def weight_breakdown(m: ModelSpec, tp: int = 1, pp: int = 1, dtype: str | None =
         mlp += fc
         params += m.eagle_fc_inputs * h * h
     buffers = m.max_position_embeddings * m.rotary_dim * wb if (rotary_cache and m.rotary_dim) else 0
+    vision = 0
+    if m.vision is not None:  # with PP the tower loads with the first stage; the busiest is at least that
+        replicated, sharded = vision_params(m.vision, h)
+        vision = (replicated + ceil_div(sharded, tp)) * wb
+        params += replicated + ceil_div(sharded, tp)
     return WeightBreakdown(embedding=embedding, lm_head=lm_head, attention=attention, mlp=mlp,
-                           norms_and_routers=norms, buffers=buffers, params=params)
+                           norms_and_routers=norms, buffers=buffers, params=params, vision=vision)
+
+
+def vision_params(v: VisionSpec, text_hidden: int) -> tuple[int, int]:
+    """(parameters every rank holds whole, parameters split across TP ranks) of a vision tower and its
+    projector, laid out as vLLM's module for the family builds them (mm_encoder_tp_mode "weights", the
+    default: the towers' linear layers are tensor-parallel, embeddings and norms replicated).
+
+    vllm/model_executor/models/siglip.py + gemma3_mm.py (Gemma3MultiModalProjector: one plain weight,
+    hidden x text_hidden, and an RMSNorm), mllama4.py (Llama4VisionModel, pixel-shuffle adapter MLP, a
+    bias-free projector), pixtral.py + mistral3.py (PixtralHF tower: RMSNorm, no biases, SwiGLU; projector:
+    RMSNorm, 2x2 patch merger, two linears), qwen2_5_vl.py (Conv3d patch embed, SwiGLU blocks with biases,
+    merger over 2x2 patches).
+    """
+    h, i, n, p, c = v.hidden_size, v.intermediate_size, v.num_layers, v.patch_size, v.num_channels
+    grid = (v.image_size // p) ** 2
+    if v.kind == "siglip":
+        replicated = c * p * p * h + h + grid * h + n * (4 * h + 3 * h + h + i + h) + 2 * h
+        sharded = n * (4 * h * h + 2 * h * i)
+        replicated += h * text_hidden + h  # the projector is a plain weight (not split) and a norm
+        return replicated, sharded
+    if v.kind == "llama4":
+        replicated = c * p * p * h + h + (grid + 1) * h + 4 * h + n * (4 * h + 4 * h + i + h)
+        sharded = n * (4 * h * h + 2 * h * i)
+        sharded += 4 * h * v.projector_input + v.projector_input * v.projector_output  # pixel-shuffle MLP
+        sharded += v.projector_output * text_hidden
+        return replicated, sharded
+    if v.kind == "pixtral":
+        replicated = c * p * p * h + h + n * 2 * h + h
+        sharded = n * (4 * h * h + 3 * h * i) + 4 * h * h + h * text_hidden + text_hidden * text_hidden
+        return replicated, sharded
+    if v.kind == "qwen2_5_vl":
+        replicated = c * v.temporal_patch_size * p * p * h + n * (2 * h + 3 * h + h + 2 * i + h) + h
+        replicated += 4 * h + text_hidden  # merger biases
+        sharded = n * (4 * h * h + 3 * h * i) + 16 * h * h + 4 * h * text_hidden
+        return replicated, sharded
+    raise ValueError(f"unknown vision tower kind {v.kind}")
 
 
 def total_params(m: ModelSpec) -> int:

