@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from .errors import SpecError
-from .kvcache import KVLayer, bytes_per_token, layer_blocks, layer_groups, model_kv_layers
+from .kvcache import (KVLayer, bytes_per_token, hybrid_block_size, hybrid_pool, layer_blocks, layer_groups,
+                      model_kv_layers, model_state_layers)
 from .specs import DTYPE_BYTES, Deployment, ModelSpec, Quantization, canonical_dtype, effective_target
 from .units import GiB, ceil_div
 from .weights import WeightBreakdown, weight_breakdown
@@ -60,6 +61,12 @@ class AccountingProfile:
     null_blocks: int = 0  # blocks the block pool holds back for good (V1's null block)
     null_block_in_startup_check: bool = False  # the start-up check plans against usable blocks (0.32)
     token_report: str = "blocks"  # "blocks": tokens = blocks x block_size; "requests": whole requests' worth
+    # hybrid models (state layers): pages one sequence's state holds per state group beyond 1 + k ("align": prefix
+    # caching keeps the previous block's state too), the kernel block the attention block size is a multiple of,
+    # and the start-up refusal when max_num_seqs exceeds the pool's blocks (full CUDA graphs need one per sequence)
+    state_cache_mode: str = "none"
+    hybrid_kernel_block: int = 16
+    refuses_max_num_seqs_above_blocks: bool = False
     sources: tuple[str, ...] = field(default=(), compare=False)
 
 
@@ -100,6 +107,11 @@ class MemoryAccount:
     unprofiled_runtime_bytes: int  # peaks at run time that the profiling pass did not see
     startup_problem: str | None
 
+    block_bytes: int = 0  # bytes of one pool block when it is not block_size x kv_bytes_per_token (hybrid models)
+    state_bytes_per_sequence: int = 0  # hybrid models: one sequence's recurrent state on this GPU, unpadded
+    state_blocks_per_sequence: int = 0  # hybrid models: pool blocks one sequence's state holds for its lifetime
+    kv_cache_groups: int = 1  # vLLM's KV-cache groups (several with state layers)
+
     @property
     def weights_target_bytes(self) -> int:
         return self.weights_target.total
@@ -129,9 +141,18 @@ class MemoryAccount:
         return max(0, self.kv_blocks - self.null_blocks)
 
     @property
+    def bytes_per_block(self) -> int:
+        return self.block_bytes or self.settings.block_size * self.kv_bytes_per_token
+
+    @property
     def pool_bytes(self) -> int:
         """Bytes of the blocks requests can actually use."""
-        return self.usable_blocks * self.settings.block_size * self.kv_bytes_per_token
+        return self.usable_blocks * self.bytes_per_block
+
+    @property
+    def max_sequences(self) -> int | None:
+        """Hybrid models: the most sequences the pool holds at once by their state alone (None otherwise)."""
+        return self.usable_blocks // self.state_blocks_per_sequence if self.state_blocks_per_sequence else None
 
     @property
     def used_bytes(self) -> int:
@@ -255,8 +276,18 @@ def cuda_graph_bytes(d: Deployment, s: ResolvedSettings, p: AccountingProfile, n
     return int(p.cuda_graph_bytes_per_layer * n_layers * sizes / p.cuda_graph_reference_sizes)
 
 
-def kv_layers_for(d: Deployment, kv_dtype_bytes: int) -> tuple[KVLayer, ...]:
+def kv_layers_for(d: Deployment, kv_dtype_bytes: int, s: ResolvedSettings | None = None,
+                  p: AccountingProfile | None = None) -> tuple[KVLayer, ...]:
     layers = model_kv_layers(d.target, d.tp, kv_dtype_bytes, "target", d.pp)
+    if d.target.is_hybrid:
+        # the state is kept in the model's dtype (vLLM's mamba_cache_dtype "auto"), never in the KV cache's fp8;
+        # the recurrent part in the dtype the model's config asks for (Nemotron-H, Qwen3.5: float32)
+        dtype = s.dtype if s is not None else d.target.dtype
+        k = s.num_speculative_tokens if s is not None else 0
+        pages = 1 + k + (1 if p is not None and p.state_cache_mode == "align" else 0)
+        # vLLM's CPU platform resets the recurrent state to float32 on CPUs with AVX-512 BF16 (vllm/platforms/cpu.py)
+        ssm = 4 if d.engine.device == "cpu" else None
+        layers += model_state_layers(d.target, d.tp, DTYPE_BYTES[dtype], ssm, "target", k, pages, d.pp)
     sp = d.speculative
     if not sp.kind.keeps_kv:
         return layers
@@ -315,20 +346,38 @@ def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
     w_draft = draft_weight_bytes(d, s)
     act, act_terms, unprofiled = activation_peak(d, s, p)
     non_torch = non_torch_bytes(d, p)
-    layers = kv_layers_for(d, s.kv_dtype_bytes)
+    layers = kv_layers_for(d, s.kv_dtype_bytes, s, p)
+    pool = None
+    if d.target.is_hybrid:
+        # vLLM raises the attention block size until one layer's page holds one layer's state
+        attention = [layer.bytes_per_token for layer in layers if layer.kind != "state"]
+        state_page = max(layer.state_bytes for layer in layers if layer.kind == "state")
+        kernel = s.block_size if d.engine.device == "cpu" else p.hybrid_kernel_block
+        s = replace(s, block_size=hybrid_block_size(attention[0] if attention else 0, state_page, s.block_size,
+                                                    kernel))
+        pool = hybrid_pool(layers, s.block_size)
     graphs = cuda_graph_bytes(d, s, p, len(layers))
     if d.engine.kv_cache_memory_bytes is not None:
         kv_bytes = d.engine.kv_cache_memory_bytes
     else:
         kv_bytes = budget - w_target.total - w_draft - act - non_torch - (graphs if p.cuda_graph_subtracted else 0)
     per_token = bytes_per_token(layers)
-    per_block = s.block_size * per_token
+    per_block = pool.block_bytes if pool is not None else s.block_size * per_token
     blocks = max(0, kv_bytes // per_block) if per_block else 0
     whole = p.token_report == "requests"
-    concurrency = max_concurrency_at(layers, blocks, s.block_size, s.max_model_len, s.max_num_batched_tokens, whole)
-    # what the engine prints as its token capacity: blocks x block size, or (newer releases) whole requests
-    # of max_model_len tokens, which differs when max_model_len is not a multiple of the block size
-    tokens = int(concurrency * s.max_model_len) if whole else blocks * s.block_size
+    if pool is not None:
+        # vLLM: num_blocks / the blocks one max_model_len request holds in every group (attention and state);
+        # the printed tokens: older releases divide the blocks evenly over the groups (blocks // groups x
+        # block_size, which under-states a hybrid pool), newer ones print concurrency x max_model_len
+        one = pool.attention_groups * ceil_div(s.max_model_len, s.block_size) + pool.state_blocks
+        concurrency = blocks / one
+        tokens = int(concurrency * s.max_model_len) if whole else blocks // pool.groups * s.block_size
+    else:
+        concurrency = max_concurrency_at(layers, blocks, s.block_size, s.max_model_len, s.max_num_batched_tokens,
+                                         whole)
+        # what the engine prints as its token capacity: blocks x block size, or (newer releases) whole requests
+        # of max_model_len tokens, which differs when max_model_len is not a multiple of the block size
+        tokens = int(concurrency * s.max_model_len) if whole else blocks * s.block_size
     problem = None
     free_at_start = total - d.shared_reserved_bytes
     if d.shared_reserved_bytes and budget > free_at_start:
@@ -346,7 +395,19 @@ def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
         problem = (f"the engine runs out of memory at start-up: kv_cache_memory_bytes asks for "
                    f"{kv_bytes / GiB:.2f} GiB of KV cache but only {max(0, room) / GiB:.2f} GiB of the card are left "
                    f"after weights, activations, non-torch memory and CUDA graphs")
-    elif p.refuses_start_below_max_model_len:
+    elif pool is not None and p.refuses_start_below_max_model_len and \
+            (pool.attention_groups * ceil_div(s.max_model_len, s.block_size) + pool.state_blocks) * per_block > \
+            kv_bytes - (per_block if p.null_block_in_startup_check else 0):
+        problem = (f"the engine refuses to start: one request of max_model_len={s.max_model_len} tokens (its KV and "
+                   f"its recurrent state) needs more of the pool than the {blocks} blocks available")
+    elif pool is not None and p.refuses_max_num_seqs_above_blocks and not s.enforce_eager and \
+            d.engine.device != "cpu" and s.max_num_seqs > blocks:
+        # vllm/config/compilation.py: with full decode CUDA graphs each decode sequence needs one state block
+        # (vllm-project/vllm issue 34094)
+        problem = (f"the engine refuses to start: max_num_seqs ({s.max_num_seqs}) exceeds the hybrid pool's "
+                   f"{blocks} blocks (each decoding sequence needs a state block for CUDA graph capture); lower "
+                   f"max_num_seqs to at most {blocks} or raise gpu_memory_utilization")
+    elif pool is None and p.refuses_start_below_max_model_len:
         one_request = sum(count * layer_blocks(KVLayer("x", kind, window, 0), s.max_model_len, s.block_size)
                           for kind, window, count, _ in layer_groups(layers))
         # newer releases check against the usable blocks: the null block is held back first
@@ -360,4 +421,8 @@ def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
         cuda_graph_bytes=graphs, cuda_graph_counted=p.cuda_graph_subtracted, kv_cache_bytes=kv_bytes,
         kv_layers=layers, kv_blocks=blocks, kv_cache_tokens=tokens, max_concurrency=concurrency,
         unprofiled_runtime_bytes=unprofiled, startup_problem=problem, null_blocks=p.null_blocks,
+        block_bytes=pool.block_bytes if pool is not None else 0,
+        state_bytes_per_sequence=pool.state_bytes if pool is not None else 0,
+        state_blocks_per_sequence=pool.state_blocks if pool is not None else 0,
+        kv_cache_groups=pool.groups if pool is not None else 1,
     )

