@@ -278,3 +278,31 @@ def test_committed_cpu_engine_logs_of_a_tiny_qwen3_next(name, k, kv_blocks):
         return
     assert log.kv_cache_tokens == m.kv_cache_tokens and log.max_concurrency == round(m.max_concurrency, 2)
     assert read_metrics((fixtures / f"{name}.metrics").read_text()).num_gpu_blocks == m.kv_blocks == 5_461
+
+
+def test_nemotron_h_8b_from_the_catalog():
+    m = account(deployment("nvidia/Nemotron-H-8B-Base-8K", max_model_len=8192), profile())
+    # 4 attention layers x 2 x 8 KV heads x 128 x 2 B = 16,384 B a token (not 52 layers' 212,992)
+    assert m.kv_bytes_per_token == 16_384
+    # one mamba2 layer: conv (8,192 + 2 x 8 groups x 128) = 10,240 channels x 3 rows x 2 B = 61,440; recurrent
+    # 128 heads x 64 x 128 x 4 B (vLLM's float32 default for Nemotron-H) = 4,194,304; 24 layers
+    assert m.state_bytes_per_sequence == 24 * (61_440 + 4_194_304)
+    # block size 16 x ceil(4,255,744 / (16 x 4,096)) = 16 x 65 = 1,040; groups of 4: 1 attention + 6 state groups
+    assert m.settings.block_size == 1_040 and m.kv_cache_groups == 7
+    # "8B": embeddings 2 x 131,072 x 4,096, 24 mamba2 mixers, 4 attention layers, 24 squared-ReLU MLPs (up + down)
+    params = (2 * 131_072 * 4_096 + 24 * ((2 * 8_192 + 2 * 8 * 128 + 128) * 4_096 + 10_240 * 4 + 10_240
+              + 128 * 3 + 8_192 + 4_096 * 8_192) + 4 * (4_096 * 4_096 * 2 + 2 * 1_024 * 4_096)
+              + 24 * 2 * 21_504 * 4_096)
+    assert total_params(deployment("nvidia/Nemotron-H-8B-Base-8K").target) == pytest.approx(params, rel=0.001)
+
+
+@pytest.mark.parametrize("config,needle", [
+    # Zyphra/Zamba2-2.7B: mamba and "hybrid" blocks; MiniMax-Text-01: lightning attention (attn_type_list)
+    ({"model_type": "zamba2", "layers_block_type": ["mamba"] * 45 + ["hybrid"] * 9}, "'zamba2'"),
+    ({"model_type": "minimax_text_01", "attn_type_list": [0, 0, 0, 1] * 2}, "'minimax_text_01'"),
+    ({"model_type": "xlstm"}, "'xlstm'"),
+])
+def test_other_unmodelled_architectures_are_refused(config, needle):
+    base = {"hidden_size": 2560, "num_hidden_layers": 8, "num_attention_heads": 32, "vocab_size": 32000}
+    with pytest.raises(SpecError, match=needle):
+        spec_from_config({**base, **config}, "m", "test")
