@@ -306,3 +306,11 @@ def test_other_unmodelled_architectures_are_refused(config, needle):
     base = {"hidden_size": 2560, "num_hidden_layers": 8, "num_attention_heads": 32, "vocab_size": 32000}
     with pytest.raises(SpecError, match=needle):
         spec_from_config({**base, **config}, "m", "test")
+
+
+def test_tp_must_divide_the_state_heads():
+    # 32 value heads of the gated DeltaNet: TP 3 would not divide them (nor the 16 attention heads)
+    model = spec_from_config({**QWEN36_35B, "num_attention_heads": 24}, "m", "test")
+    d = Deployment(target=model, gpu=deployment().gpu, tp=3)
+    with pytest.raises(SpecError, match="32 heads of the target's gated_delta_net"):
+        account(d, profile())

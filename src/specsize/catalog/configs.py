@@ -111,7 +111,11 @@ def parse_quantization(qc: dict | None, is_moe: bool, model: str) -> Quantizatio
 # and the hybrids below). Anything else is refused by name rather than planned as a dense model: its layers
 # may keep state or KV in ways the accounting does not know.
 TRANSFORMER_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phi3", "gemma",
-                     "gemma2", "gemma3", "gemma3_text", "llama4", "llama4_text", "mistral3", "deepseek_v3", "gpt_oss")
+                     "gemma2", "gemma3", "gemma3_text", "llama4", "llama4_text", "mistral3", "deepseek_v2",
+                     "deepseek_v3", "gpt_oss", "granite", "granitemoe",
+                     # vision-language checkpoints whose language model is one of the above (the vision tower is
+                     # the multimodal accounting's)
+                     "qwen2_vl", "qwen2_5_vl")
 HYBRID_TYPES = ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "nemotron_h",
                 "granitemoehybrid", "jamba", "falcon_h1")
 MODELLED_TYPES = TRANSFORMER_TYPES + HYBRID_TYPES

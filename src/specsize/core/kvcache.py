@@ -90,6 +90,10 @@ class HybridPool:
         """Pool blocks one sequence's state holds, however long it is."""
         return self.state_groups * self.state_pages
 
+    def request_blocks(self, tokens: int) -> int:
+        """Pool blocks one sequence of `tokens` tokens holds: its KV in every attention group, its state."""
+        return self.attention_groups * ceil_div(tokens, self.block_size) + self.state_blocks
+
 
 def is_hybrid(layers: tuple[KVLayer, ...]) -> bool:
     return any(layer.kind == "state" for layer in layers)

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from .errors import SpecError
-from .kvcache import (KVLayer, bytes_per_token, hybrid_block_size, hybrid_pool, layer_blocks, layer_groups,
-                      model_kv_layers, model_state_layers)
+from .kvcache import (HybridPool, KVLayer, bytes_per_token, hybrid_block_size, hybrid_pool, layer_blocks,
+                      layer_groups, model_kv_layers, model_state_layers)
 from .specs import DTYPE_BYTES, Deployment, ModelSpec, Quantization, canonical_dtype, effective_target
 from .units import GiB, ceil_div
 from .weights import WeightBreakdown, weight_breakdown
@@ -321,12 +321,61 @@ def max_concurrency_at(layers: tuple[KVLayer, ...], kv_blocks: int, block_size: 
     return kv_blocks * len(layers) / per_request_layer_blocks
 
 
-def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
-    """The memory account of rank 0 of one engine instance of deployment `d` (with the deployment's
-    quantization override applied: `specs.effective_target`)."""
+def _check_tp(d: Deployment) -> None:
     if d.target.num_attention_heads % d.tp:
         raise SpecError("tp", f"{d.tp} does not divide the target's {d.target.num_attention_heads} attention heads",
                         "a divisor of num_attention_heads")
+    for state in d.target.state_layers[:1]:  # vLLM divides the state's heads (or channels) over the TP ranks
+        split = state.heads or state.intermediate
+        if split % d.tp:
+            raise SpecError("tp", f"{d.tp} does not divide the {split} heads of the target's {state.kind} layers",
+                            f"a divisor of {split}")
+
+
+def _hybrid_setup(d: Deployment, s: ResolvedSettings, p: AccountingProfile, layers: tuple[KVLayer, ...]
+                  ) -> tuple[ResolvedSettings, HybridPool | None]:
+    """A hybrid model's settings with the block size vLLM raises its attention to (one layer's page holds one
+    layer's state), and its pool; (s, None) for other models."""
+    if not d.target.is_hybrid:
+        return s, None
+    attention = [layer.bytes_per_token for layer in layers if layer.kind != "state"]
+    state_page = max(layer.state_bytes for layer in layers if layer.kind == "state")
+    kernel = s.block_size if d.engine.device == "cpu" else p.hybrid_kernel_block
+    s = replace(s, block_size=hybrid_block_size(attention[0] if attention else 0, state_page, s.block_size, kernel))
+    return s, hybrid_pool(layers, s.block_size)
+
+
+def _hybrid_capacity(pool: HybridPool, blocks: int, s: ResolvedSettings, whole: bool) -> tuple[float, int]:
+    """(max concurrency, printed tokens) as vLLM reports a hybrid pool: num_blocks over the blocks one
+    max_model_len request holds in every group (attention and state); the tokens: older releases divide the blocks
+    evenly over the groups (blocks // groups x block_size, which under-states a hybrid pool), newer ones print
+    concurrency x max_model_len."""
+    concurrency = blocks / pool.request_blocks(s.max_model_len)
+    return concurrency, int(concurrency * s.max_model_len) if whole else blocks // pool.groups * s.block_size
+
+
+def _hybrid_problem(d: Deployment, s: ResolvedSettings, p: AccountingProfile, pool: HybridPool, kv_bytes: int,
+                    blocks: int) -> str | None:
+    per_block = pool.block_bytes
+    if p.refuses_start_below_max_model_len and \
+            pool.request_blocks(s.max_model_len) * per_block > kv_bytes - (per_block if p.null_block_in_startup_check
+                                                                           else 0):
+        return (f"the engine refuses to start: one request of max_model_len={s.max_model_len} tokens (its KV and "
+                f"its recurrent state) needs more of the pool than the {blocks} blocks available")
+    if p.refuses_max_num_seqs_above_blocks and not s.enforce_eager and d.engine.device != "cpu" and \
+            s.max_num_seqs > blocks:
+        # vllm/config/compilation.py: with full decode CUDA graphs each decode sequence needs one state block
+        # (vllm-project/vllm issue 34094)
+        return (f"the engine refuses to start: max_num_seqs ({s.max_num_seqs}) exceeds the hybrid pool's "
+                f"{blocks} blocks (each decoding sequence needs a state block for CUDA graph capture); lower "
+                f"max_num_seqs to at most {blocks} or raise gpu_memory_utilization")
+    return None
+
+
+def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
+    """The memory account of rank 0 of one engine instance of deployment `d` (with the deployment's
+    quantization override applied: `specs.effective_target`)."""
+    _check_tp(d)
     target, quant = effective_target(d)
     if target is not d.target:
         d = replace(d, target=target)
@@ -347,15 +396,7 @@ def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
     act, act_terms, unprofiled = activation_peak(d, s, p)
     non_torch = non_torch_bytes(d, p)
     layers = kv_layers_for(d, s.kv_dtype_bytes, s, p)
-    pool = None
-    if d.target.is_hybrid:
-        # vLLM raises the attention block size until one layer's page holds one layer's state
-        attention = [layer.bytes_per_token for layer in layers if layer.kind != "state"]
-        state_page = max(layer.state_bytes for layer in layers if layer.kind == "state")
-        kernel = s.block_size if d.engine.device == "cpu" else p.hybrid_kernel_block
-        s = replace(s, block_size=hybrid_block_size(attention[0] if attention else 0, state_page, s.block_size,
-                                                    kernel))
-        pool = hybrid_pool(layers, s.block_size)
+    s, pool = _hybrid_setup(d, s, p, layers)
     graphs = cuda_graph_bytes(d, s, p, len(layers))
     if d.engine.kv_cache_memory_bytes is not None:
         kv_bytes = d.engine.kv_cache_memory_bytes
@@ -366,12 +407,7 @@ def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
     blocks = max(0, kv_bytes // per_block) if per_block else 0
     whole = p.token_report == "requests"
     if pool is not None:
-        # vLLM: num_blocks / the blocks one max_model_len request holds in every group (attention and state);
-        # the printed tokens: older releases divide the blocks evenly over the groups (blocks // groups x
-        # block_size, which under-states a hybrid pool), newer ones print concurrency x max_model_len
-        one = pool.attention_groups * ceil_div(s.max_model_len, s.block_size) + pool.state_blocks
-        concurrency = blocks / one
-        tokens = int(concurrency * s.max_model_len) if whole else blocks // pool.groups * s.block_size
+        concurrency, tokens = _hybrid_capacity(pool, blocks, s, whole)
     else:
         concurrency = max_concurrency_at(layers, blocks, s.block_size, s.max_model_len, s.max_num_batched_tokens,
                                          whole)
@@ -395,19 +431,9 @@ def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
         problem = (f"the engine runs out of memory at start-up: kv_cache_memory_bytes asks for "
                    f"{kv_bytes / GiB:.2f} GiB of KV cache but only {max(0, room) / GiB:.2f} GiB of the card are left "
                    f"after weights, activations, non-torch memory and CUDA graphs")
-    elif pool is not None and p.refuses_start_below_max_model_len and \
-            (pool.attention_groups * ceil_div(s.max_model_len, s.block_size) + pool.state_blocks) * per_block > \
-            kv_bytes - (per_block if p.null_block_in_startup_check else 0):
-        problem = (f"the engine refuses to start: one request of max_model_len={s.max_model_len} tokens (its KV and "
-                   f"its recurrent state) needs more of the pool than the {blocks} blocks available")
-    elif pool is not None and p.refuses_max_num_seqs_above_blocks and not s.enforce_eager and \
-            d.engine.device != "cpu" and s.max_num_seqs > blocks:
-        # vllm/config/compilation.py: with full decode CUDA graphs each decode sequence needs one state block
-        # (vllm-project/vllm issue 34094)
-        problem = (f"the engine refuses to start: max_num_seqs ({s.max_num_seqs}) exceeds the hybrid pool's "
-                   f"{blocks} blocks (each decoding sequence needs a state block for CUDA graph capture); lower "
-                   f"max_num_seqs to at most {blocks} or raise gpu_memory_utilization")
-    elif pool is None and p.refuses_start_below_max_model_len:
+    elif pool is not None:
+        problem = _hybrid_problem(d, s, p, pool, kv_bytes, blocks)
+    elif p.refuses_start_below_max_model_len:
         one_request = sum(count * layer_blocks(KVLayer("x", kind, window, 0), s.max_model_len, s.block_size)
                           for kind, window, count, _ in layer_groups(layers))
         # newer releases check against the usable blocks: the null block is held back first
