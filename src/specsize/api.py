@@ -305,7 +305,7 @@ def models() -> list[dict]:
     rows = []
     for model_id in catalog_ids():
         spec = load_model(model_id)
-        kinds = sorted({layer.kind for layer in spec.layers})
+        kinds = sorted({layer.kind for layer in spec.layers} | {state.kind for state in spec.state_layers})
         rows.append({"id": model_id, "model_type": spec.model_type, "layers": spec.num_layers,
                      "params_b": round(total_params(spec) / 1e9, 3), "moe": spec.is_moe,
                      "attention": "+".join(kinds), "kv_heads": spec.num_kv_heads,

@@ -7,8 +7,8 @@ import math
 from typing import Any
 
 from ..core.errors import SpecError
-from ..core.specs import (DTYPE_ALIASES, AttentionKind, AttentionLayer, MLASpec, ModelSpec, MoESpec, Quantization,
-                          VisionSpec)
+from ..core.specs import (DTYPE_ALIASES, AttentionKind, AttentionLayer, MLASpec, MixerKind, ModelSpec, MoESpec,
+                          Quantization, StateLayer, VisionSpec)
 
 REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
 
@@ -40,7 +40,8 @@ def check_config(cfg: dict, model_id: str) -> None:
     a config is validated like any other input (a `hidden_size: -1` must never plan as a fit)."""
     for name, limit in SIZE_LIMITS.items():
         value = cfg.get(name)
-        if value is None or (name not in REQUIRED and value == 0 and name in ("sliding_window", "q_lora_rank")):
+        if value is None or (name not in REQUIRED and value == 0 and name in (
+                "sliding_window", "q_lora_rank", "num_local_experts", "num_experts", "n_routed_experts")):
             continue
         ok = isinstance(value, int) and not isinstance(value, bool) or \
             isinstance(value, float) and math.isfinite(value) and value.is_integer()
@@ -107,7 +108,141 @@ def parse_quantization(qc: dict | None, is_moe: bool, model: str) -> Quantizatio
                     "fp8, awq, gptq, compressed-tensors, mxfp4, modelopt (fp8/nvfp4)")
 
 
-def _layers(cfg: dict, model_type: str, n_layers: int, kv_heads: int, head_dim: int, mla: MLASpec | None):
+# The model types whose layers specsize models (dense and MoE transformers, their windowed and MLA variants,
+# and the hybrids below). Anything else is refused by name rather than planned as a dense model: its layers
+# may keep state or KV in ways the accounting does not know.
+TRANSFORMER_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phi3", "gemma",
+                     "gemma2", "gemma3", "gemma3_text", "llama4", "llama4_text", "mistral3", "deepseek_v2",
+                     "deepseek_v3", "gpt_oss", "granite", "granitemoe",
+                     # vision-language checkpoints whose language model is one of the above (the vision tower is
+                     # the multimodal accounting's)
+                     "qwen2_vl", "qwen2_5_vl")
+HYBRID_TYPES = ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "nemotron_h",
+                "granitemoehybrid", "jamba", "falcon_h1")
+MODELLED_TYPES = TRANSFORMER_TYPES + HYBRID_TYPES
+# layer_types entries: attention kinds, and the state kinds of the hybrids above
+ATTENTION_LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention", "attention")
+STATE_LAYER_TYPES = ("linear_attention", "mamba")
+_PATTERN = {"M": "state", "*": "attention", "-": "none"}  # Nemotron-H's hybrid_override_pattern
+
+
+def _unmodelled(what: str, model_id: str, found: str, accepted: str) -> SpecError:
+    return SpecError(f"config.json:{what}", f"{model_id}: {found} is not modelled by specsize (planning it as a dense "
+                     "transformer would be wrong)", accepted)
+
+
+def check_modelled(cfg: dict, model_id: str) -> None:
+    """Refuse a config whose model type or layer kinds specsize does not model: one line naming what it does not
+    understand. A config without model_type (the partial copies of the catalog) is read as a Llama-style model."""
+    model_type = cfg.get("model_type")
+    if model_type is not None and str(model_type) not in MODELLED_TYPES:
+        raise _unmodelled("model_type", model_id, f"model type {str(model_type)!r}", ", ".join(MODELLED_TYPES))
+    kinds = cfg.get("layer_types")
+    if isinstance(kinds, list):
+        unknown = sorted({str(k) for k in kinds} - set(ATTENTION_LAYER_TYPES) - set(STATE_LAYER_TYPES))
+        if unknown:
+            raise _unmodelled("layer_types", model_id, "layer kind " + ", ".join(map(repr, unknown)),
+                              ", ".join(ATTENTION_LAYER_TYPES + STATE_LAYER_TYPES))
+    pattern = cfg.get("hybrid_override_pattern")
+    if pattern is not None:
+        unknown = sorted(set(str(pattern)) - set(_PATTERN))
+        if unknown:
+            raise _unmodelled("hybrid_override_pattern", model_id, "layer kind " + ", ".join(map(repr, unknown)),
+                              "M (mamba2), * (attention), - (MLP)")
+
+
+def _int(cfg: dict, model_id: str, *names: str, default: int | None = None) -> int:
+    for name in names:
+        value = cfg.get(name)
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or \
+                    not 1 <= value <= 1 << 24:
+                raise SpecError(f"config.json:{name}", f"{model_id}: must be an integer from 1 to {1 << 24:,}, "
+                                f"got {value!r}", "a Hugging Face config.json")
+            return int(value)
+    if default is None:
+        raise SpecError(f"config.json:{names[0]}", f"{model_id}: missing field {names[0]!r}, needed for its "
+                        "state layers", "a config.json of a hybrid model")
+    return default
+
+
+def _hybrid(cfg: dict, model_type: str, n_layers: int, model_id: str
+            ) -> tuple[tuple[MixerKind, ...], tuple[StateLayer, ...], tuple[int, ...] | None]:
+    """(the mixer of every layer, one StateLayer per state mixer, the layers with an MLP or None for all)."""
+    hidden = int(cfg["hidden_size"])
+    mixers: list[MixerKind]
+    mlp_layers: tuple[int, ...] | None = None
+    kinds = cfg.get("layer_types") or cfg.get("layers_block_type")
+    if model_type.startswith(("qwen3_next", "qwen3_5")):
+        if isinstance(kinds, list):
+            mixers = ["state" if k in STATE_LAYER_TYPES else "attention" for k in kinds]
+        else:
+            interval = _int(cfg, model_id, "full_attention_interval", default=4)
+            mixers = ["attention" if (i + 1) % interval == 0 else "state" for i in range(n_layers)]
+        state = StateLayer("gated_delta_net", conv_kernel=_int(cfg, model_id, "linear_conv_kernel_dim", default=4),
+                           state_dim=_int(cfg, model_id, "linear_key_head_dim"),
+                           heads=_int(cfg, model_id, "linear_num_value_heads"),
+                           head_dim=_int(cfg, model_id, "linear_value_head_dim"),
+                           groups=_int(cfg, model_id, "linear_num_key_heads"),
+                           ssm_dtype=_dtype_name(cfg.get("mamba_ssm_dtype")))
+    elif model_type == "nemotron_h":
+        pattern = str(cfg.get("hybrid_override_pattern") or "")
+        if len(pattern) != n_layers:
+            raise SpecError("config.json:hybrid_override_pattern", f"{model_id}: {len(pattern)} layer kinds for "
+                            f"{n_layers} layers", "one of M, *, - per layer")
+        mixers = [_PATTERN[c] for c in pattern]  # type: ignore[misc]
+        mlp_layers = tuple(i for i, c in enumerate(pattern) if c == "-")
+        heads = _int(cfg, model_id, "mamba_num_heads")
+        head_dim = _int(cfg, model_id, "mamba_head_dim")
+        state = StateLayer("mamba2", conv_kernel=_int(cfg, model_id, "conv_kernel", default=4),
+                           state_dim=_int(cfg, model_id, "ssm_state_size"), heads=heads, head_dim=head_dim,
+                           groups=_int(cfg, model_id, "n_groups", default=1), intermediate=heads * head_dim,
+                           conv_bias=bool(cfg.get("use_conv_bias", True)), proj_bias=bool(cfg.get("use_bias", False)),
+                           # vLLM's NemotronHForCausalLMConfig: the config's mamba_ssm_cache_dtype, else float32
+                           ssm_dtype=_dtype_name(cfg.get("mamba_ssm_cache_dtype")) or "float32")
+    elif model_type in ("granitemoehybrid", "falcon_h1"):
+        if model_type == "falcon_h1":  # parallel hybrid: attention and mamba2 side by side in every layer
+            mixers = ["both"] * n_layers
+        elif isinstance(kinds, list):
+            mixers = ["state" if k in STATE_LAYER_TYPES else "attention" for k in kinds]
+        else:
+            raise SpecError("config.json:layer_types", f"{model_id}: no layer_types", "mamba / attention per layer")
+        heads = _int(cfg, model_id, "mamba_n_heads")
+        head_dim = _int(cfg, model_id, "mamba_d_head")
+        intermediate = _int(cfg, model_id, "mamba_d_ssm", default=_int(cfg, model_id, "mamba_expand", default=2) * hidden)
+        state = StateLayer("mamba2", conv_kernel=_int(cfg, model_id, "mamba_d_conv", default=4),
+                           state_dim=_int(cfg, model_id, "mamba_d_state"), heads=heads, head_dim=head_dim,
+                           groups=_int(cfg, model_id, "mamba_n_groups", default=1), intermediate=intermediate,
+                           conv_bias=bool(cfg.get("mamba_conv_bias", True)),
+                           proj_bias=bool(cfg.get("mamba_proj_bias", False)))
+    elif model_type == "jamba":
+        period = _int(cfg, model_id, "attn_layer_period", default=8)
+        offset = int(cfg.get("attn_layer_offset") or 0)
+        mixers = ["attention" if i % period == offset else "state" for i in range(n_layers)]
+        intermediate = _int(cfg, model_id, "mamba_expand", default=2) * hidden
+        state = StateLayer("mamba1", conv_kernel=_int(cfg, model_id, "mamba_d_conv", default=4),
+                           state_dim=_int(cfg, model_id, "mamba_d_state", default=16), intermediate=intermediate,
+                           dt_rank=_int(cfg, model_id, "mamba_dt_rank", default=-(-hidden // 16)),
+                           conv_bias=bool(cfg.get("mamba_conv_bias", True)),
+                           proj_bias=bool(cfg.get("mamba_proj_bias", False)))
+    else:
+        return (), (), None
+    if len(mixers) != n_layers:
+        raise SpecError("config.json:layer_types", f"{model_id}: {len(mixers)} layer kinds for {n_layers} layers",
+                        "one kind per layer")
+    count = sum(1 for m in mixers if m in ("state", "both"))
+    return tuple(mixers), (state,) * count, mlp_layers
+
+
+def _dtype_name(raw) -> str | None:
+    return DTYPE_ALIASES.get(str(raw).replace("torch.", "").lower()) if raw else None
+
+
+def _layers(cfg: dict, model_type: str, n_layers: int, kv_heads: int, head_dim: int, mla: MLASpec | None,
+            mixers: tuple[MixerKind, ...] = ()):
+    if mixers:  # a hybrid: its attention layers (full attention) only; the state layers are kept apart
+        count = sum(1 for m in mixers if m in ("attention", "both"))
+        return tuple(AttentionLayer("full", num_kv_heads=kv_heads, head_dim=head_dim) for _ in range(count))
     if mla is not None:
         width = mla.kv_lora_rank + mla.qk_rope_head_dim
         return tuple(AttentionLayer("mla", mla_width=width) for _ in range(n_layers))
@@ -143,7 +278,12 @@ def _moe(cfg: dict, model_type: str, n_layers: int) -> MoESpec | None:
     shared_inter = int(cfg.get("moe_intermediate_size") or 0) if shared else 0
     if cfg.get("shared_expert_intermediate_size"):  # Qwen2-MoE
         shared, shared_inter = 1, int(cfg["shared_expert_intermediate_size"])
-    if model_type.startswith("llama4"):
+    if model_type == "granitemoehybrid":  # a shared MLP next to the experts in every layer
+        shared, shared_inter = 1, int(cfg.get("shared_intermediate_size") or 0)
+    if model_type == "jamba":
+        period, offset = int(cfg.get("expert_layer_period") or 2), int(cfg.get("expert_layer_offset") or 0)
+        layers = tuple(i for i in range(n_layers) if i % period == offset)
+    elif model_type.startswith("llama4"):
         shared, shared_inter = 1, inter
         step = int(cfg.get("interleave_moe_layer_step") or 1)
         layers = tuple(i for i in range(n_layers) if (i + 1) % step == 0)
@@ -238,14 +378,18 @@ def spec_from_config(raw: dict[str, Any], model_id: str, source: str, *, params_
             raise SpecError(f"config.json:{name}", f"{model_id}: missing field {name!r}",
                             "a config.json with " + ", ".join(REQUIRED))
     check_config(cfg, model_id)
+    check_modelled(cfg if cfg.get("model_type") else raw, model_id)
     archs = [str(a) for a in raw.get("architectures") or []]
     model_type = str(cfg.get("model_type") or raw.get("model_type") or "llama")
     hidden = int(cfg["hidden_size"])
     n_layers = int(cfg["num_hidden_layers"])
     heads = int(cfg["num_attention_heads"])
     kv_heads = int(cfg.get("num_key_value_heads") or heads)
-    head_dim = int(cfg.get("head_dim") or hidden // heads)
+    head_dim = int(cfg.get("head_dim") or cfg.get("attention_head_dim") or hidden // heads)
     intermediate = int(cfg.get("intermediate_size_mlp") or cfg.get("intermediate_size") or 4 * hidden)
+    mixers, state_layers, mlp_layers = _hybrid(cfg, model_type, n_layers, model_id)
+    if model_type == "granitemoehybrid" and not (cfg.get("num_local_experts") or 0) > 1:
+        intermediate = int(cfg.get("shared_intermediate_size") or intermediate)  # dense Granite-4.0-H: the shared MLP
     mla = None
     if cfg.get("kv_lora_rank"):
         mla = MLASpec(q_lora_rank=cfg.get("q_lora_rank"), kv_lora_rank=int(cfg["kv_lora_rank"]),
@@ -253,6 +397,8 @@ def spec_from_config(raw: dict[str, Any], model_id: str, source: str, *, params_
                       v_head_dim=int(cfg["v_head_dim"]))
     moe = _moe(cfg, model_type, n_layers)
     rotary = mla.qk_rope_head_dim if mla else int(head_dim * float(cfg.get("partial_rotary_factor") or 1.0))
+    if cfg.get("position_embedding_type") == "nope":
+        rotary = 0
     tie = cfg.get("tie_word_embeddings")
     if tie is None:
         tie = model_type.startswith("gemma")  # Gemma ties by default; others (Llama, Qwen) default to untied
@@ -261,19 +407,33 @@ def spec_from_config(raw: dict[str, Any], model_id: str, source: str, *, params_
     return ModelSpec(
         model_id=model_id, source=source, model_type=model_type, hidden_size=hidden, num_layers=n_layers,
         num_attention_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim, vocab_size=int(cfg["vocab_size"]),
-        intermediate_size=intermediate, layers=_layers(cfg, model_type, n_layers, kv_heads, head_dim, mla),
+        intermediate_size=intermediate, layers=_layers(cfg, model_type, n_layers, kv_heads, head_dim, mla, mixers),
         max_position_embeddings=int(cfg.get("max_position_embeddings") or 4096), dtype=_dtype(cfg),
         tie_word_embeddings=bool(tie),
         attention_bias=bool(cfg.get("attention_bias", model_type in ("qwen2", "qwen2_vl", "qwen2_5_vl"))),
-        qk_norm=model_type in ("qwen3", "qwen3_moe") or model_type.startswith("gemma3"),
+        qk_norm=model_type in ("qwen3", "qwen3_moe", "qwen3_next") or model_type.startswith(("gemma3", "qwen3_5")),
         norms_per_layer=4 if model_type.startswith("gemma") else (3 if is_eagle3 else 2), rotary_dim=rotary, moe=moe, mla=mla,
         quantization=parse_quantization(cfg.get("quantization_config"), moe is not None, model_id),
-        num_mtp_layers=int(cfg.get("num_nextn_predict_layers") or 0),
+        num_mtp_layers=_mtp_layers(cfg, model_type),
         draft_vocab_size=int(cfg["draft_vocab_size"]) if cfg.get("draft_vocab_size") else None,
         eagle_fc_inputs=3 if is_eagle3 else (2 if is_eagle else 0),
         final_logit_softcapping=cfg.get("final_logit_softcapping"),
         weight_bytes_exact=weight_bytes_exact, params_published=params_published, vision=_vision(raw, model_id),
+        mixers=mixers, state_layers=state_layers, mlp_layers=mlp_layers,
+        attention_output_gate=bool(cfg.get("attn_output_gate", True)) if model_type.startswith(
+            ("qwen3_next", "qwen3_5")) else False,
+        gated_mlp=model_type != "nemotron_h",
     )
+
+
+def _mtp_layers(cfg: dict, model_type: str) -> int:
+    """MTP layers the checkpoint carries: DeepSeek's num_nextn_predict_layers, Qwen3.5's mtp_num_hidden_layers;
+    Qwen3-Next ships one (vLLM's qwen3_next_mtp reads num_nextn_predict_layers, default 1)."""
+    if cfg.get("num_nextn_predict_layers") is not None:
+        return int(cfg["num_nextn_predict_layers"])
+    if cfg.get("mtp_num_hidden_layers") is not None:
+        return int(cfg["mtp_num_hidden_layers"])
+    return 1 if model_type == "qwen3_next" else 0
 
 
 def as_eagle_head(m: ModelSpec) -> ModelSpec:

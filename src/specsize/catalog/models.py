@@ -132,8 +132,8 @@ def safetensors_bytes(directory: Path, skip_layers_from: int | None = None) -> i
         total = 0
         for shard in shards:
             for name, info in safetensors_header(shard).items():
-                if name == "__metadata__":
-                    continue
+                if name == "__metadata__" or name.startswith("mtp."):
+                    continue  # Qwen3-Next / Qwen3.5 MTP weights: vLLM loads them into the drafter only
                 layer = _layer_number(name)
                 if skip_layers_from is not None and layer is not None and layer >= skip_layers_from:
                     continue

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .specs import ModelSpec
+from .specs import DTYPE_BYTES, ModelSpec, StateLayer
 from .units import ceil_div
 from .weights import kv_heads_per_rank
 
@@ -17,9 +17,122 @@ from .weights import kv_heads_per_rank
 @dataclass(frozen=True, eq=False)  # identity equality: layer tuples are cached and hashed often
 class KVLayer:
     owner: str  # "target" or "draft"
-    kind: str  # full / sliding / chunked / mla
+    kind: str  # full / sliding / chunked / mla, or "state" (a linear-attention / state-space layer)
     window: int | None
-    bytes_per_token: int  # on one GPU
+    bytes_per_token: int  # on one GPU (0 for a state layer)
+    state_bytes: int = 0  # a state layer: its conv + recurrent state for one sequence, on one GPU
+    state_pages: int = 0  # a state layer: pool pages one sequence holds in it for its lifetime
+
+
+def mamba2_groups_per_rank(groups: int, tp: int) -> int:
+    """vLLM replicates mamba2 groups so that every rank holds the groups its heads need
+    (MambaStateShapeCalculator.extra_groups_for_head_shards): groups + (tp - groups) when tp does not divide them."""
+    return groups if groups % tp == 0 else groups + tp - groups
+
+
+def state_bytes(layer: StateLayer, tp: int, conv_bytes: int, ssm_bytes: int, num_spec: int = 0) -> int:
+    """One sequence's state in one layer on one GPU, as vLLM allocates it (mamba_utils.py
+    MambaStateShapeCalculator): a conv window of (kernel - 1 [+ k with speculation]) rows over the layer's conv
+    channels, split by TP, and the recurrent state, split by heads."""
+    if layer.kind == "gated_delta_net":
+        conv_dim = 2 * layer.groups * layer.state_dim + layer.heads * layer.head_dim
+        conv = conv_dim // tp * (layer.conv_kernel - 1 + num_spec)
+        return conv * conv_bytes + layer.heads // tp * layer.head_dim * layer.state_dim * ssm_bytes
+    if layer.kind == "mamba2":
+        conv_dim = layer.intermediate + 2 * mamba2_groups_per_rank(layer.groups, tp) * layer.state_dim
+        conv = conv_dim // tp * (layer.conv_kernel - 1 + num_spec)
+        return conv * conv_bytes + layer.heads // tp * layer.head_dim * layer.state_dim * ssm_bytes
+    channels = layer.intermediate // tp  # mamba1: no speculative conv rows
+    return channels * (layer.conv_kernel - 1) * conv_bytes + channels * layer.state_dim * ssm_bytes
+
+
+@lru_cache(maxsize=1024)
+def model_state_layers(m: ModelSpec, tp: int, conv_bytes: int, ssm_bytes: int | None, owner: str, num_spec: int,
+                       pages: int, pp: int = 1) -> tuple[KVLayer, ...]:
+    """The state layers of `m` on one GPU (the first PP stage), each holding `pages` pool pages per sequence.
+    `ssm_bytes` None: each layer's own state dtype (its config's, else the model dtype's `conv_bytes`)."""
+    chosen = m.state_layers[: ceil_div(len(m.state_layers), pp)] if pp > 1 else m.state_layers
+    out = []
+    for layer in chosen:
+        ssm = ssm_bytes if ssm_bytes is not None else DTYPE_BYTES.get(layer.ssm_dtype or "", conv_bytes)
+        out.append(KVLayer(owner=owner, kind="state", window=None, bytes_per_token=0,
+                           state_bytes=state_bytes(layer, tp, conv_bytes, ssm, num_spec), state_pages=pages))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class HybridPool:
+    """vLLM V1's one block pool for attention and state layers (vllm/v1/core/kv_cache_utils.py,
+    _get_kv_cache_groups_uniform_page_size and get_kv_cache_config_from_groups): every layer's page (one block)
+    has the same bytes, the state's padded up to the attention page; layers are grouped `group_size` at a time
+    (the smaller layer count of the kinds, or the larger when it is under 1.5x the smaller), and one pool block
+    is one page of every layer of a group. A sequence holds ceil(tokens / block_size) blocks in each attention
+    group and `state_pages` blocks in each state group (1 + k, or 2 + k when prefix caching aligns the state)."""
+
+    block_size: int
+    page_bytes: int
+    group_size: int
+    attention_groups: int
+    state_groups: int
+    state_pages: int
+    state_bytes: int  # one sequence's state over every state layer on this GPU, unpadded
+
+    @property
+    def block_bytes(self) -> int:
+        return self.group_size * self.page_bytes
+
+    @property
+    def groups(self) -> int:
+        return self.attention_groups + self.state_groups
+
+    @property
+    def state_blocks(self) -> int:
+        """Pool blocks one sequence's state holds, however long it is."""
+        return self.state_groups * self.state_pages
+
+    def request_blocks(self, tokens: int) -> int:
+        """Pool blocks one sequence of `tokens` tokens holds: its KV in every attention group, its state."""
+        return self.attention_groups * ceil_div(tokens, self.block_size) + self.state_blocks
+
+
+def is_hybrid(layers: tuple[KVLayer, ...]) -> bool:
+    return any(layer.kind == "state" for layer in layers)
+
+
+@lru_cache(maxsize=4096)
+def hybrid_pool(layers: tuple[KVLayer, ...], block_size: int) -> HybridPool | None:
+    """The pool of a model with state layers (None without them), at an already aligned `block_size`."""
+    states = [layer for layer in layers if layer.kind == "state"]
+    if not states:
+        return None
+    attention = [layer for layer in layers if layer.kind != "state"]
+    # attention layers of one shape form one bucket (a drafter's of another shape its own); in a hybrid pool a
+    # windowed layer is charged like a full one (a conservative simplification)
+    buckets: dict[int, int] = {}
+    for layer in attention:
+        buckets[layer.bytes_per_token] = buckets.get(layer.bytes_per_token, 0) + 1
+    page = max([block_size * per_token for per_token in buckets] + [max(s.state_bytes for s in states)])
+    counts = [*buckets.values(), len(states)]
+    group_size = min(counts)
+    if max(counts) < 1.5 * min(counts):
+        group_size = max(counts)
+    return HybridPool(block_size=block_size, page_bytes=page, group_size=group_size,
+                      attention_groups=sum(ceil_div(n, group_size) for n in buckets.values()),
+                      state_groups=ceil_div(len(states), group_size),
+                      state_pages=max(s.state_pages for s in states),
+                      state_bytes=sum(s.state_bytes for s in states))
+
+
+def hybrid_block_size(attention_bytes_per_token: int, state_page_bytes: int, requested: int,
+                      kernel_block: int = 16) -> int:
+    """The block size vLLM raises a hybrid model's attention to, so that one attention page holds one layer's state
+    (vllm/platforms/interface.py, Platform._align_hybrid_block_size): a multiple of max(kernel block, requested)
+    tokens, never below the requested size."""
+    if attention_bytes_per_token <= 0 or state_page_bytes <= 0:
+        return requested
+    align = max(kernel_block, requested)
+    aligned = align * ceil_div(state_page_bytes, align * attention_bytes_per_token)
+    return max(requested, aligned)
 
 
 @lru_cache(maxsize=4096)
@@ -87,6 +200,9 @@ def pool_blocks(layers: tuple[KVLayer, ...], tokens, block_size: int, in_flight:
     every layer is full attention. Works on ints, and on integer numpy arrays with `minimum=np.minimum` (the
     simulator's per-step demand): the one owner of blocks per request."""
     full = -(-tokens // block_size)
+    pool = hybrid_pool(layers, block_size)
+    if pool is not None:  # a live sequence (tokens > 0) holds its state blocks whatever its length
+        return pool.attention_groups * full + (tokens > 0) * pool.state_blocks
     total = bytes_per_token(layers)
     if not total or not has_windows(layers):
         return full
@@ -98,7 +214,11 @@ def pool_blocks(layers: tuple[KVLayer, ...], tokens, block_size: int, in_flight:
 
 
 def request_kv_bytes(layers: tuple[KVLayer, ...], tokens: int, block_size: int, in_flight: int = 1) -> int:
-    """KV bytes one sequence of `tokens` (prompt + output + lookahead) needs on one GPU, in whole blocks."""
+    """KV bytes one sequence of `tokens` (prompt + output + lookahead) needs on one GPU, in whole blocks (with state
+    layers: its pool blocks, attention and state, times the bytes of one pool block)."""
+    pool = hybrid_pool(layers, block_size)
+    if pool is not None:
+        return pool_blocks(layers, tokens, block_size, in_flight) * pool.block_bytes
     total = 0
     for kind, window, _count, per_token in layer_groups(layers):
         probe = KVLayer("x", kind, window, 0)

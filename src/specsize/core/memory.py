@@ -15,7 +15,8 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from .errors import SpecError
-from .kvcache import KVLayer, bytes_per_token, layer_blocks, layer_groups, model_kv_layers
+from .kvcache import (HybridPool, KVLayer, bytes_per_token, hybrid_block_size, hybrid_pool, layer_blocks,
+                      layer_groups, model_kv_layers, model_state_layers)
 from .multimodal import encoder_profile, tower_forward_peak
 from .specs import DTYPE_BYTES, Deployment, ModelSpec, Quantization, VisionSpec, canonical_dtype, effective_target
 from .units import GiB, ceil_div
@@ -67,6 +68,13 @@ class AccountingProfile:
     other_processes_in_non_torch: bool = False
     null_block_in_startup_check: bool = False  # the start-up check plans against usable blocks (0.32)
     token_report: str = "blocks"  # "blocks": tokens = blocks x block_size; "requests": whole requests' worth
+    # hybrid models (state layers): pages one sequence's state holds per state group beyond 1 + k ("align": prefix
+    # caching keeps the previous block's state too), the kernel block the attention block size is a multiple of,
+    # and the start-up refusal when max_num_seqs exceeds the pool's blocks (full CUDA graphs need one per sequence)
+    state_cache_mode: str = "none"
+    mamba2_checkpoint_pages: int = 0  # "align": pages a mamba2 layer adds for its prefill checkpoint
+    hybrid_kernel_block: int = 16
+    refuses_max_num_seqs_above_blocks: bool = False
     sources: tuple[str, ...] = field(default=(), compare=False)
     # An engine whose budget is not `total x utilization` (SGLang's mem_fraction_static) brings its own account:
     # a function (deployment, profile) -> MemoryAccount, defined with the engine's profile under engines/.
@@ -110,6 +118,11 @@ class MemoryAccount:
     unprofiled_runtime_bytes: int  # peaks at run time that the profiling pass did not see
     startup_problem: str | None
 
+    block_bytes: int = 0  # bytes of one pool block when it is not block_size x kv_bytes_per_token (hybrid models)
+    state_bytes_per_sequence: int = 0  # hybrid models: one sequence's recurrent state on this GPU, unpadded
+    state_blocks_per_sequence: int = 0  # hybrid models: pool blocks one sequence's state holds for its lifetime
+    kv_cache_groups: int = 1  # vLLM's KV-cache groups (several with state layers)
+
     @property
     def weights_target_bytes(self) -> int:
         return self.weights_target.total
@@ -142,9 +155,18 @@ class MemoryAccount:
         return max(0, self.kv_blocks - self.null_blocks)
 
     @property
+    def bytes_per_block(self) -> int:
+        return self.block_bytes or self.settings.block_size * self.kv_bytes_per_token
+
+    @property
     def pool_bytes(self) -> int:
         """Bytes of the blocks requests can actually use."""
-        return self.usable_blocks * self.settings.block_size * self.kv_bytes_per_token
+        return self.usable_blocks * self.bytes_per_block
+
+    @property
+    def max_sequences(self) -> int | None:
+        """Hybrid models: the most sequences the pool holds at once by their state alone (None otherwise)."""
+        return self.usable_blocks // self.state_blocks_per_sequence if self.state_blocks_per_sequence else None
 
     @property
     def used_bytes(self) -> int:
@@ -304,8 +326,21 @@ def cuda_graph_bytes(d: Deployment, s: ResolvedSettings, p: AccountingProfile, n
     return int(p.cuda_graph_bytes_per_layer * n_layers * sizes / p.cuda_graph_reference_sizes)
 
 
-def kv_layers_for(d: Deployment, kv_dtype_bytes: int) -> tuple[KVLayer, ...]:
+def kv_layers_for(d: Deployment, kv_dtype_bytes: int, s: ResolvedSettings | None = None,
+                  p: AccountingProfile | None = None) -> tuple[KVLayer, ...]:
     layers = model_kv_layers(d.target, d.tp, kv_dtype_bytes, "target", d.pp)
+    if d.target.is_hybrid:
+        # the state is kept in the model's dtype (vLLM's mamba_cache_dtype "auto"), never in the KV cache's fp8;
+        # the recurrent part in the dtype the model's config asks for (Nemotron-H, Qwen3.5: float32)
+        dtype = s.dtype if s is not None else d.target.dtype
+        k = s.num_speculative_tokens if s is not None else 0
+        align = p is not None and p.state_cache_mode == "align"
+        pages = 1 + k + (1 if align else 0)
+        if align and p is not None and d.target.state_layers[0].kind == "mamba2":
+            pages += p.mamba2_checkpoint_pages
+        # vLLM's CPU platform resets the recurrent state to float32 on CPUs with AVX-512 BF16 (vllm/platforms/cpu.py)
+        ssm = 4 if d.engine.device == "cpu" else None
+        layers += model_state_layers(d.target, d.tp, DTYPE_BYTES[dtype], ssm, "target", k, pages, d.pp)
     sp = d.speculative
     if not sp.kind.keeps_kv:
         return layers
@@ -339,14 +374,63 @@ def max_concurrency_at(layers: tuple[KVLayer, ...], kv_blocks: int, block_size: 
     return kv_blocks * len(layers) / per_request_layer_blocks
 
 
-def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
-    """The memory account of rank 0 of one engine instance of deployment `d` (with the deployment's
-    quantization override applied: `specs.effective_target`)."""
-    if p.accountant is not None:
-        return p.accountant(d, p)
+def _check_tp(d: Deployment) -> None:
     if d.target.num_attention_heads % d.tp:
         raise SpecError("tp", f"{d.tp} does not divide the target's {d.target.num_attention_heads} attention heads",
                         "a divisor of num_attention_heads")
+    for state in d.target.state_layers[:1]:  # vLLM divides the state's heads (or channels) over the TP ranks
+        split = state.heads or state.intermediate
+        if split % d.tp:
+            raise SpecError("tp", f"{d.tp} does not divide the {split} heads of the target's {state.kind} layers",
+                            f"a divisor of {split}")
+
+
+def _hybrid_setup(d: Deployment, s: ResolvedSettings, p: AccountingProfile, layers: tuple[KVLayer, ...]
+                  ) -> tuple[ResolvedSettings, HybridPool | None]:
+    """A hybrid model's settings with the block size vLLM raises its attention to (one layer's page holds one
+    layer's state), and its pool; (s, None) for other models."""
+    if not d.target.is_hybrid:
+        return s, None
+    attention = [layer.bytes_per_token for layer in layers if layer.kind != "state"]
+    state_page = max(layer.state_bytes for layer in layers if layer.kind == "state")
+    kernel = s.block_size if d.engine.device == "cpu" else p.hybrid_kernel_block
+    s = replace(s, block_size=hybrid_block_size(attention[0] if attention else 0, state_page, s.block_size, kernel))
+    return s, hybrid_pool(layers, s.block_size)
+
+
+def _hybrid_capacity(pool: HybridPool, blocks: int, s: ResolvedSettings, whole: bool) -> tuple[float, int]:
+    """(max concurrency, printed tokens) as vLLM reports a hybrid pool: num_blocks over the blocks one
+    max_model_len request holds in every group (attention and state); the tokens: older releases divide the blocks
+    evenly over the groups (blocks // groups x block_size, which under-states a hybrid pool), newer ones print
+    concurrency x max_model_len."""
+    concurrency = blocks / pool.request_blocks(s.max_model_len)
+    return concurrency, int(concurrency * s.max_model_len) if whole else blocks // pool.groups * s.block_size
+
+
+def _hybrid_problem(d: Deployment, s: ResolvedSettings, p: AccountingProfile, pool: HybridPool, kv_bytes: int,
+                    blocks: int) -> str | None:
+    per_block = pool.block_bytes
+    if p.refuses_start_below_max_model_len and \
+            pool.request_blocks(s.max_model_len) * per_block > kv_bytes - (per_block if p.null_block_in_startup_check
+                                                                           else 0):
+        return (f"the engine refuses to start: one request of max_model_len={s.max_model_len} tokens (its KV and "
+                f"its recurrent state) needs more of the pool than the {blocks} blocks available")
+    if p.refuses_max_num_seqs_above_blocks and not s.enforce_eager and d.engine.device != "cpu" and \
+            s.max_num_seqs > blocks:
+        # vllm/config/compilation.py: with full decode CUDA graphs each decode sequence needs one state block
+        # (vllm-project/vllm issue 34094)
+        return (f"the engine refuses to start: max_num_seqs ({s.max_num_seqs}) exceeds the hybrid pool's "
+                f"{blocks} blocks (each decoding sequence needs a state block for CUDA graph capture); lower "
+                f"max_num_seqs to at most {blocks} or raise gpu_memory_utilization")
+    return None
+
+
+def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
+    """The memory account of rank 0 of one engine instance of deployment `d` (with the deployment's
+    quantization override applied: `specs.effective_target`)."""
+    _check_tp(d)
+    if p.accountant is not None:
+        return p.accountant(d, p)
     target, quant = effective_target(d)
     if target is not d.target:
         d = replace(d, target=target)
@@ -357,20 +441,25 @@ def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
     w_draft = draft_weight_bytes(d, s)
     act, act_terms, unprofiled = activation_peak(d, s, p)
     non_torch = non_torch_bytes(d, p) + (d.shared_reserved_bytes if p.other_processes_in_non_torch else 0)
-    layers = kv_layers_for(d, s.kv_dtype_bytes)
+    layers = kv_layers_for(d, s.kv_dtype_bytes, s, p)
+    s, pool = _hybrid_setup(d, s, p, layers)
     graphs = cuda_graph_bytes(d, s, p, len(layers))
     if d.engine.kv_cache_memory_bytes is not None:
         kv_bytes = d.engine.kv_cache_memory_bytes
     else:
         kv_bytes = budget - w_target.total - w_draft - act - non_torch - (graphs if p.cuda_graph_subtracted else 0)
     per_token = bytes_per_token(layers)
-    per_block = s.block_size * per_token
+    per_block = pool.block_bytes if pool is not None else s.block_size * per_token
     blocks = max(0, kv_bytes // per_block) if per_block else 0
     whole = p.token_report == "requests"
-    concurrency = max_concurrency_at(layers, blocks, s.block_size, s.max_model_len, s.max_num_batched_tokens, whole)
-    # what the engine prints as its token capacity: blocks x block size, or (newer releases) whole requests
-    # of max_model_len tokens, which differs when max_model_len is not a multiple of the block size
-    tokens = int(concurrency * s.max_model_len) if whole else blocks * s.block_size
+    if pool is not None:
+        concurrency, tokens = _hybrid_capacity(pool, blocks, s, whole)
+    else:
+        concurrency = max_concurrency_at(layers, blocks, s.block_size, s.max_model_len, s.max_num_batched_tokens,
+                                         whole)
+        # what the engine prints as its token capacity: blocks x block size, or (newer releases) whole requests
+        # of max_model_len tokens, which differs when max_model_len is not a multiple of the block size
+        tokens = int(concurrency * s.max_model_len) if whole else blocks * s.block_size
     problem = None
     free_at_start = total - d.shared_reserved_bytes
     if d.shared_reserved_bytes and budget > free_at_start and not p.other_processes_in_non_torch:
@@ -388,6 +477,8 @@ def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
         problem = (f"the engine runs out of memory at start-up: kv_cache_memory_bytes asks for "
                    f"{kv_bytes / GiB:.2f} GiB of KV cache but only {max(0, room) / GiB:.2f} GiB of the card are left "
                    f"after weights, activations, non-torch memory and CUDA graphs")
+    elif pool is not None:
+        problem = _hybrid_problem(d, s, p, pool, kv_bytes, blocks)
     elif p.refuses_start_below_max_model_len:
         one_request = sum(count * layer_blocks(KVLayer("x", kind, window, 0), s.max_model_len, s.block_size)
                           for kind, window, count, _ in layer_groups(layers))
@@ -402,4 +493,8 @@ def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
         cuda_graph_bytes=graphs, cuda_graph_counted=p.cuda_graph_subtracted, kv_cache_bytes=kv_bytes,
         kv_layers=layers, kv_blocks=blocks, kv_cache_tokens=tokens, max_concurrency=concurrency,
         unprofiled_runtime_bytes=unprofiled, startup_problem=problem, null_blocks=p.null_blocks,
+        block_bytes=pool.block_bytes if pool is not None else 0,
+        state_bytes_per_sequence=pool.state_bytes if pool is not None else 0,
+        state_blocks_per_sequence=pool.state_blocks if pool is not None else 0,
+        kv_cache_groups=pool.groups if pool is not None else 1,
     )

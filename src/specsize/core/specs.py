@@ -22,6 +22,8 @@ KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16",
 QUANT_METHODS = ("none", "fp8", "int8", "int4", "mxfp4", "nvfp4")
 
 AttentionKind = Literal["full", "sliding", "chunked", "mla"]
+StateKind = Literal["gated_delta_net", "mamba2", "mamba1"]
+MixerKind = Literal["attention", "state", "both", "none"]
 
 
 def canonical_dtype(value: str, field_name: str = "dtype") -> str:
@@ -40,6 +42,33 @@ class AttentionLayer:
     head_dim: int = 0
     window: int | None = None  # sliding window or attention chunk, tokens
     mla_width: int = 0  # kv_lora_rank + qk_rope_head_dim, values per token (MLA only)
+
+
+@dataclass(frozen=True)
+class StateLayer:
+    """A linear-attention or state-space mixer (whole model, before tensor parallelism): instead of KV that grows
+    with the context it keeps a fixed-size state per sequence, a causal-convolution window and a recurrent state,
+    for the sequence's whole lifetime. Fields follow vLLM's MambaStateShapeCalculator
+    (vllm/model_executor/layers/mamba/mamba_utils.py):
+
+    - gated_delta_net (Qwen3-Next, Qwen3.5/3.6): heads = value heads, head_dim = value head dim, state_dim = key
+      head dim, groups = key heads; conv channels 2 x key heads x key dim + value heads x value dim.
+    - mamba2 (Nemotron-H, Granite-4.0-H, Falcon-H1): heads, head_dim, state_dim = ssm state size, groups = n_groups,
+      intermediate = heads x head_dim (or the config's own); conv channels intermediate + 2 x groups x state_dim.
+    - mamba1 (Jamba): intermediate channels, state_dim, dt_rank.
+    """
+
+    kind: StateKind
+    conv_kernel: int
+    state_dim: int
+    heads: int = 0
+    head_dim: int = 0
+    groups: int = 0
+    intermediate: int = 0
+    dt_rank: int = 0
+    conv_bias: bool = False
+    proj_bias: bool = False
+    ssm_dtype: str | None = None  # the recurrent state's dtype the model's config asks for (None: the model dtype)
 
 
 @dataclass(frozen=True)
@@ -129,10 +158,26 @@ class ModelSpec:
     params_published: str | None = None
     vision: VisionSpec | None = None  # a multimodal target's vision tower and projector
     own_embedding: bool = False  # a speculator head that ships its own input embedding (its weights say so)
+    # hybrid models: what mixes tokens in each layer ("attention", "state", "both", "none"); empty: attention in
+    # every layer. `layers` holds the attention layers only, `state_layers` one entry per state mixer, in order.
+    mixers: tuple[MixerKind, ...] = ()
+    state_layers: tuple[StateLayer, ...] = ()
+    mlp_layers: tuple[int, ...] | None = None  # layers with an MLP / MoE block (None: every layer)
+    attention_output_gate: bool = False  # Qwen3-Next / Qwen3.5: q_proj also projects a per-head output gate
+    gated_mlp: bool = True  # False: up + down only (Nemotron-H's squared-ReLU MLP)
 
     @property
     def is_moe(self) -> bool:
         return self.moe is not None
+
+    @property
+    def is_hybrid(self) -> bool:
+        """Some layers keep a per-sequence recurrent state (linear attention / state-space) instead of KV."""
+        return bool(self.state_layers)
+
+    def mixer(self, layer: int) -> MixerKind:
+        """What mixes tokens in `layer` (MTP layers beyond the model are attention layers)."""
+        return self.mixers[layer] if self.mixers and layer < len(self.mixers) else "attention"
 
     def with_(self, **changes) -> "ModelSpec":
         return replace(self, **changes)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .specs import DTYPE_BYTES, ModelSpec, Quantization, VisionSpec
+from .specs import DTYPE_BYTES, ModelSpec, Quantization, StateLayer, VisionSpec
 from .units import ceil_div
 
 VOCAB_PADDING = 64  # vLLM's DEFAULT_VOCAB_PADDING_SIZE
@@ -95,7 +95,8 @@ def _attention_bytes(m: ModelSpec, tp: int, wb: int, q: Quantization | None) -> 
     heads = m.num_attention_heads // tp
     kvh = kv_heads_per_rank(m.num_kv_heads, tp)
     d = m.head_dim
-    qkv_out = (heads + 2 * kvh) * d
+    # Qwen3-Next / Qwen3.5 gate each head's output: q_proj projects queries and gates (2 x heads x head_dim)
+    qkv_out = (heads * (2 if m.attention_output_gate else 1) + 2 * kvh) * d
     # an EAGLE-3 head attends over [token embedding ; fused hidden state]: q/k/v take 2 x hidden inputs
     qkv_in = 2 * h if m.eagle_fc_inputs == 3 else h
     b = linear_bytes(qkv_out, qkv_in, wb, q, bias=m.attention_bias)
@@ -110,14 +111,44 @@ def _attention_bytes(m: ModelSpec, tp: int, wb: int, q: Quantization | None) -> 
     return b, p
 
 
+def _state_mixer_bytes(m: ModelSpec, s: StateLayer, tp: int, wb: int, q: Quantization | None) -> int:
+    """Bytes of one linear-attention / state-space mixer on one rank, sharded as vLLM shards it (input projections
+    column-parallel, output row-parallel, conv channels and heads split; mamba2 groups replicated to cover the
+    heads; A / A_log kept in float32)."""
+    h = m.hidden_size
+    if s.kind == "gated_delta_net":  # vllm/model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py
+        key, value = s.groups * s.state_dim, s.heads * s.head_dim
+        conv = (2 * key + value) // tp
+        return (linear_bytes((2 * key + 2 * value) // tp, h, wb, q) + linear_bytes(2 * s.heads // tp, h, wb, None)
+                + conv * s.conv_kernel * wb + s.heads // tp * (wb + 4) + s.head_dim * wb
+                + linear_bytes(h, value // tp, wb, q))
+    if s.kind == "mamba2":  # vllm/model_executor/layers/mamba/mamba_mixer2.py
+        from .kvcache import mamba2_groups_per_rank  # noqa: PLC0415 - one owner of the group rule
+        groups = mamba2_groups_per_rank(s.groups, tp)
+        inter = s.intermediate // tp
+        conv = inter + 2 * groups * s.state_dim // tp
+        heads = s.heads // tp
+        return (linear_bytes(2 * inter + 2 * groups * s.state_dim // tp + heads, h, wb, q, bias=s.proj_bias)
+                + conv * s.conv_kernel * wb + (conv * wb if s.conv_bias else 0) + heads * (4 + 2 * wb)
+                + inter * wb + linear_bytes(h, inter, wb, q, bias=s.proj_bias))
+    inter = s.intermediate // tp  # mamba1, vllm/model_executor/layers/mamba/mamba_mixer.py
+    return (linear_bytes(2 * inter, h, wb, q, bias=s.proj_bias) + inter * s.conv_kernel * wb
+            + (inter * wb if s.conv_bias else 0) + linear_bytes(s.dt_rank + 2 * s.state_dim, inter, wb, q)
+            + linear_bytes(inter, s.dt_rank, wb, q, bias=True) + inter * s.state_dim * 4 + inter * 4
+            + linear_bytes(h, inter, wb, q, bias=s.proj_bias))
+
+
 def _mlp_bytes(m: ModelSpec, layer: int, tp: int, wb: int, q: Quantization | None) -> tuple[int, int, int]:
     """(bytes, params, router bytes) of one layer's MLP or MoE block on one rank."""
     h = m.hidden_size
     moe = m.moe
+    if m.mlp_layers is not None and layer < m.num_layers and layer not in m.mlp_layers:
+        return 0, 0, 0  # a Nemotron-H mamba or attention layer: no MLP
     if moe is None or layer not in moe.moe_layers:
         inter = m.intermediate_size // tp
         dense_q = None if (q and q.experts_only) else q
-        return (linear_bytes(2 * inter, h, wb, dense_q) + linear_bytes(h, inter, wb, dense_q), 3 * h * inter, 0)
+        up = 2 * inter if m.gated_mlp else inter
+        return (linear_bytes(up, h, wb, dense_q) + linear_bytes(h, inter, wb, dense_q), (up + inter) * h, 0)
     inter = moe.expert_intermediate_size // tp
     one = linear_bytes(2 * inter, h, wb, q, bias=moe.expert_bias) + linear_bytes(h, inter, wb, q, bias=moe.expert_bias)
     b = moe.num_experts * one
@@ -160,9 +191,15 @@ def weight_breakdown(m: ModelSpec, tp: int = 1, pp: int = 1, dtype: str | None =
     # The busiest stage: with PP, the first holds the embedding, the last the lm_head; take the layer
     # share of one stage plus the larger of the two (whole layers of the stage with the most).
     layer_ids = range(layers_per_stage) if pp > 1 else range(n_layers)
+    state_index = 0
     for layer in layer_ids:
         lid = layer if layer < m.num_layers else m.num_layers - 1  # MTP layers are shaped like the last
-        ab, ap = _attention_bytes(m, tp, wb, q)
+        mixer = m.mixer(layer)  # MTP layers (beyond the model) attend
+        ab, ap = _attention_bytes(m, tp, wb, q) if mixer in ("attention", "both") else (0, 0)
+        if mixer in ("state", "both"):
+            sb = _state_mixer_bytes(m, m.state_layers[min(state_index, len(m.state_layers) - 1)], tp, wb, q)
+            state_index += 1
+            ab, ap = ab + sb, ap + sb // wb
         mb, mp, rb = _mlp_bytes(m, lid, tp, wb, q)
         attention += ab
         mlp += mb

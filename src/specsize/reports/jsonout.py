@@ -80,6 +80,16 @@ def _placement(r: PlanResult) -> dict | None:
     return out
 
 
+def _hybrid(m) -> dict | None:
+    """Models with linear-attention / state-space layers: the per-sequence state and the pool that holds it."""
+    if not m.state_blocks_per_sequence:
+        return None
+    return {"state_layers": sum(1 for layer in m.kv_layers if layer.kind == "state"),
+            "state_bytes_per_sequence": m.state_bytes_per_sequence,
+            "state_blocks_per_sequence": m.state_blocks_per_sequence, "bytes_per_block": m.bytes_per_block,
+            "kv_cache_groups": m.kv_cache_groups, "max_sequences": m.max_sequences}
+
+
 def plan_to_dict(r: PlanResult) -> dict:
     m, v, d, s = r.memory, r.verdict, r.deployment, r.memory.settings
     sp = d.speculative
@@ -99,6 +109,7 @@ def plan_to_dict(r: PlanResult) -> dict:
         "max_concurrency_tokens": s.max_model_len,
         "kv_bytes_per_token": {"target": m.kv_bytes_per_token_target, "draft": m.kv_bytes_per_token_draft,
                                "total": m.kv_bytes_per_token},
+        "hybrid": _hybrid(m),
         "per_gpu": {
             "total_bytes": m.total_bytes, "budget_bytes": m.budget_bytes,
             "weights_target_bytes": m.weights_target_bytes, "weights_draft_bytes": m.weights_draft_bytes,

@@ -95,6 +95,13 @@ def summary_lines(r: PlanResult) -> list[str]:
         f"GPU KV cache size: {m.kv_cache_tokens:,} tokens; maximum concurrency for "
         f"{m.settings.max_model_len:,} tokens per request: {m.max_concurrency:.2f}x",
     ]
+    if m.state_blocks_per_sequence:
+        states = sum(1 for layer in m.kv_layers if layer.kind == "state")
+        lines.append(f"hybrid model: {states} linear-attention / state-space layers keep "
+                     f"{m.state_bytes_per_sequence / 2**20:,.2f} MiB of state per sequence on each GPU for its whole "
+                     f"lifetime ({m.state_blocks_per_sequence} pool blocks of {m.bytes_per_block / 2**20:,.2f} MiB); "
+                     f"only the {len(m.kv_layers) - states} attention layers hold KV per token; the pool holds at most "
+                     f"{m.max_sequences:,} sequences")
     count, windowed = windowed_layers(m.kv_layers)
     if count:
         lines.append(f"(sliding-window accounting: {count} of {len(m.kv_layers)} layers hold at most "
