@@ -80,18 +80,24 @@ class Guard:
         declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_body:
             return await self._too_large(scope, send, started)
-        received = 0
-        refused = False
-
-        async def limited_receive():
-            nonlocal received, refused
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
+        if declared is None and scope.get("method") in ("POST", "PUT", "PATCH"):
+            # a chunked body: read it up to the limit before the app sees any of it, then replay it
+            chunks, received, more = [], 0, True
+            while more:
+                message = await receive()
+                if message["type"] != "http.request":
+                    break
+                chunks.append(message.get("body", b""))
+                received += len(chunks[-1])
                 if received > self.max_body:
-                    refused = True
-                    raise _TooLarge()
-            return message
+                    return await self._too_large(scope, send, started)
+                more = message.get("more_body", False)
+            replay = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
+
+            async def replayed():
+                return replay.pop() if replay else await receive()
+
+            receive = replayed
 
         async def send_with_headers(message):
             if message["type"] == "http.response.start":
@@ -103,14 +109,9 @@ class Guard:
             await send(message)
 
         try:
-            await self.app(scope, limited_receive, send_with_headers)
-        except _TooLarge:
-            if refused:
-                return await self._too_large(scope, send, started)
-            raise
+            await self.app(scope, receive, send_with_headers)
         finally:
-            if not refused:
-                self.metrics.observe(scope, status_seen["code"], time.perf_counter() - started)
+            self.metrics.observe(scope, status_seen["code"], time.perf_counter() - started)
 
     async def _too_large(self, scope, send, started):
         body = json.dumps(error_body("body", f"the request body is larger than {self.max_body:,} bytes",
@@ -120,10 +121,6 @@ class Guard:
                                 (b"connection", b"close"), *SECURITY_HEADERS]})
         await send({"type": "http.response.body", "body": body})
         self.metrics.observe(scope, 413, time.perf_counter() - started)
-
-
-class _TooLarge(Exception):
-    pass
 
 
 class Metrics:
@@ -393,7 +390,7 @@ def create_app(config: Config | None = None) -> FastAPI:
         from ..inputs.resolve import check_scenario  # noqa: PLC0415
 
         check_scenario(request)  # bad input is answered now, not by the job
-        return _job("simulate", {"request": request.settings()}, user)
+        return _job("simulate", {"body": body.model_dump(exclude_none=True)}, user)
 
     @app.post("/api/v1/search", tags=["jobs"], status_code=202,
               summary="specsize search --format json, as a background job")

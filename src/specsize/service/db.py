@@ -165,7 +165,11 @@ def connect(url: str | None) -> Engine:
         from ..adapters.store import Store  # noqa: PLC0415 - the calibration store's tables, in the same file
 
         Store(path).close()
-        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+        # a connection per checkout: opening SQLite costs microseconds, and no pooled connection can keep an old
+        # read snapshot (a user added by `specsize users add` while the server runs is seen at once)
+        from sqlalchemy.pool import NullPool  # noqa: PLC0415
+
+        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False}, poolclass=NullPool)
 
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_connection, _record) -> None:

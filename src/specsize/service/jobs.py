@@ -22,7 +22,9 @@ def _run(kind: str, payload: dict, conn) -> None:
         from .. import api  # noqa: PLC0415
 
         if kind == "simulate":
-            report = api.simulate(api.load_request(**payload["request"]))
+            from .requests import build  # noqa: PLC0415
+
+            report = api.simulate(build(payload["body"], None))  # the body as sent: the same provenance
             import json  # noqa: PLC0415
 
             from ..reports import svg  # noqa: PLC0415

@@ -59,8 +59,8 @@ def request_model() -> type[BaseModel]:
     return create_model("PlanRequest", __config__=ConfigDict(extra="forbid"), **spec)  # type: ignore[call-overload]
 
 
-def build(body: dict, catalog: frozenset[str]) -> Request:
-    """A Request from a JSON body (already shaped by `request_model`)."""
+def build(body: dict, catalog: frozenset[str] | None) -> Request:
+    """A Request from a JSON body (already shaped by `request_model`); `catalog` None: already checked."""
     from ..inputs.load import build_request, load_request, parse_yaml_mapping  # noqa: PLC0415
 
     values = {k: v for k, v in body.items() if v is not None}
@@ -80,7 +80,7 @@ def build(body: dict, catalog: frozenset[str]) -> Request:
                 raise SpecError(key, "names a file on the server, which the service does not read for callers",
                                 "lengths given inline (prompt_tokens, output_tokens)")
         request = build_request(data, values, "file", None, "the deployment")
-    for name in CATALOG_ONLY:
+    for name in CATALOG_ONLY if catalog is not None else ():
         value = getattr(request, name)
         if value is not None and value not in catalog:
             raise SpecError(name, f"{value!r} is not a catalog model; the service reads no files or hubs",

@@ -163,7 +163,7 @@ def mount_ui(app: FastAPI, state, current_user: Callable, role: Callable, merged
         controls["prompt_tokens"] = prompt.get("p99") if isinstance(prompt, dict) else None
         return page(request, "deployment.html", name=name, current=current, head=_headline(current["plan"]),
                     figs=figs, versions=deployments.versions(state.engine, name), controls=controls,
-                    gpus=[g.id for g in api.gpus()], quantizations=QUANT_METHODS,
+                    gpus=[g.gpu_id for g in api.gpus()], quantizations=QUANT_METHODS,
                     endpoints=_endpoints())
 
     def _endpoints() -> list[str]:
@@ -261,8 +261,8 @@ def mount_ui(app: FastAPI, state, current_user: Callable, role: Callable, merged
         user = current_user(request)
         if not user.can("planner"):
             raise SpecError("role", f"{user.role} may not run simulations", "a planner or higher")
-        request_obj, _ = _whatif_request(name, await request.json())
-        job = state.jobs.submit("simulate", {"request": request_obj.settings()}, user.name)
+        _, body = _whatif_request(name, await request.json())
+        job = state.jobs.submit("simulate", {"body": body}, user.name)
         if job is None:
             return JSONResponse({"error": {"field": "jobs", "problem": "too many jobs running", "accepted": "wait"}},
                                 status_code=429)
