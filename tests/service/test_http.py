@@ -153,7 +153,7 @@ class _Metrics(BaseHTTPRequestHandler):
 
 
 def test_check_live_fetches_only_registered_endpoints(service):
-    server, tokens, _, _ = service
+    server, tokens, db_url, _ = service
     port = free_port()
     _Metrics.hits = []
     vllm = HTTPServer(("127.0.0.1", port), _Metrics)
@@ -177,6 +177,9 @@ def test_check_live_fetches_only_registered_endpoints(service):
             assert live.json()["planned_verdict"] == plan["verdict"]
             assert (observed["num_gpu_blocks"], observed["block_size"]) == (170, 128)
         assert _Metrics.hits == ["/metrics"]
+        if not db_url.startswith("postgresql"):  # the calibration store lives in the service's SQLite file
+            listed = json.loads(specsize("calibrations", "--store", db_url, "--format", "json").stdout)
+            assert [row["tag"] for row in listed] == ["test-live"]
     finally:
         vllm.shutdown()
 

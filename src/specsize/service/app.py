@@ -178,6 +178,7 @@ class State:
         self.engine = db.connect(config.db_url)
         self.url = db.normalize_url(config.db_url)
         self.store_path = db.sqlite_path(self.url)
+        self.store = str(self.store_path) if self.store_path else None  # the calibration store, same database
         self.metrics = Metrics()
         self.limiter = RateLimiter(config.rate_per_minute)
         self.jobs = JobRunner(config.job_workers, config.job_timeout_s)
@@ -281,45 +282,73 @@ def _check_endpoint_url(url: str) -> str:
     return url
 
 
-def create_app(config: Config | None = None) -> FastAPI:
-    config = config or Config()
-    state = State(config)
-    PlanRequest = request_model()
-    app = FastAPI(title="specsize", version=__version__, docs_url="/api/docs", redoc_url=None,
-                  openapi_url="/api/v1/openapi.json",
-                  description="Will a speculative-decoding deployment fit, with headroom, at the load you expect? "
-                              "Every request needs `Authorization: Bearer TOKEN` (`specsize users add`).")
-    app.state.service = state
+def request_of(state: State, body: Any) -> Any:
+    return build(body.model_dump(exclude_none=True), state.catalog, state.store)
 
-    @app.exception_handler(SpecError)
-    async def _spec(_request: Request, err: SpecError):
-        return _spec_error(err)
 
-    @app.exception_handler(ApiError)
-    async def _api(_request: Request, err: ApiError):
-        return JSONResponse(error_body(err.field, err.problem, err.accepted), status_code=err.status,
-                            headers=err.headers)
+def planned(state: State, body_request) -> Any:
+    result = api.plan(body_request)
+    state.metrics.plans.inc()
+    return result
 
-    app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
 
-    @app.exception_handler(StarletteHTTPException)
-    async def _http(_request: Request, err: StarletteHTTPException):
-        return JSONResponse(error_body(None, str(err.detail), None), status_code=err.status_code)
+def _job(state: State, kind: str, payload: dict, user: auth.User) -> JSONResponse:
+    job = state.jobs.submit(kind, payload, user.name)
+    if job is None:
+        raise ApiError(429, "jobs", f"{state.jobs.workers} jobs are already running",
+                       "wait for one to finish (GET /api/v1/jobs/ID)", {"retry-after": "5"})
+    return JSONResponse(job.to_dict(with_result=False) | {"href": f"/api/v1/jobs/{job.id}"}, status_code=202)
 
-    @app.exception_handler(Exception)
-    async def _internal(_request: Request, err: Exception):
-        log.error("internal error: %s", type(err).__name__)
-        return JSONResponse(error_body(None, f"internal error ({type(err).__name__})", None), status_code=500)
 
-    def request_of(body: Any) -> Any:
-        return build(body.model_dump(exclude_none=True), state.catalog)
+def _plan_for_live(state: State, body: LiveBody) -> dict:
+    if body.deployment:
+        return deployments.version(state.engine, body.deployment, body.version)["plan"]
+    if body.plan is None:
+        raise SpecError("plan", "no plan to hold the server against", "deployment (a saved one) or plan")
+    return body.plan
 
-    def planned(body_request) -> Any:
-        result = api.plan(body_request)
-        state.metrics.plans.inc()
-        return result
 
-    # --- health, metrics ---
+def _endpoint_url(state: State, name: str) -> str:
+    from sqlalchemy import select  # noqa: PLC0415
+
+    with state.engine.connect() as con:
+        row = con.execute(select(db.endpoints.c.url).where(db.endpoints.c.name == name)).first()
+    if row is None:
+        raise ApiError(403, "endpoint", f"{name!r} is not a registered /metrics endpoint; the service fetches "
+                       "only registered ones", "a name from GET /api/v1/endpoints (an admin registers them)")
+    return row[0]
+
+
+def _record(state: State, result, tag: str, source: str, user: auth.User) -> None:
+    if state.store_path is not None:
+        api.record_live(result, tag, str(state.store_path), source)
+    else:
+        inputs = result.plan_inputs
+        with state.engine.begin() as con:
+            con.execute(db.observations.insert().values(
+                kind="live", tag=tag, target=inputs.get("target"), draft=inputs.get("draft"),
+                method=inputs.get("method"), k=inputs.get("num_speculative_tokens"),
+                acceptance_rate=result.observed.acceptance_rate,
+                mean_accepted_length=result.observed.mean_accepted_length,
+                payload=json.dumps(result.observed.to_dict() | {"violations": result.violations}, sort_keys=True),
+                source=source, created_at=db.now()))
+    with state.engine.begin() as con:
+        db.write_audit(con, user.name, "calibration.record", tag, {"source": source})
+
+
+def _save(state: State, name: str, request, user: auth.User, note: str | None, create: bool) -> dict:
+    result = planned(state, request)
+    from .requests import SERVER_SIDE  # noqa: PLC0415
+
+    settings = {k: v for k, v in request.settings().items() if k not in SERVER_SIDE}  # the store path is ours
+    number = deployments.save_version(state.engine, name, settings, result.to_dict(), user.name,
+                                      note, create)
+    return {"name": name, "version": number, "verdict": result.verdict.verdict,
+            "headroom_fraction": result.to_dict()["headroom_fraction"]}
+
+
+def _service_routes(app: FastAPI, state: State, PlanRequest: Any) -> None:  # noqa: N803
+    """Health, metrics."""
     @app.get("/healthz", tags=["service"])
     def healthz() -> dict:
         return {"status": "ok", "version": __version__}
@@ -340,22 +369,25 @@ def create_app(config: Config | None = None) -> FastAPI:
         state.metrics.jobs.set(state.jobs.running())
         return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-    # --- the library over HTTP ---
+
+
+def _library_routes(app: FastAPI, state: State, PlanRequest: Any) -> None:  # noqa: N803
+    """The library over HTTP."""
     @app.post("/api/v1/plan", tags=["plan"], summary="specsize plan --format json")
     def plan(body: PlanRequest = Body(...), _u: auth.User = Depends(role("planner"))) -> dict:  # type: ignore[valid-type]
-        return planned(request_of(body)).to_dict()
+        return planned(state, request_of(state, body)).to_dict()
 
     @app.post("/api/v1/check", tags=["plan"], summary="specsize check --format json: the plan, and the gate's "
               "exit code as `exit_code`")
     def check(body: PlanRequest = Body(...), _u: auth.User = Depends(role("planner"))) -> dict:  # type: ignore[valid-type]
-        result = planned(request_of(body))
+        result = planned(state, request_of(state, body))
         return result.to_dict() | {"exit_code": {"fits": 0, "thin": 1, "does_not_fit": 3}[result.verdict.verdict]}
 
     @app.post("/api/v1/speedup", tags=["plan"], summary="specsize speedup --format json")
     def speedup(body: PlanRequest = Body(...), _u: auth.User = Depends(role("planner"))) -> dict:  # type: ignore[valid-type]
         from ..reports.speedup import to_dict  # noqa: PLC0415
 
-        return to_dict(api.speedup(request_of(body)))
+        return to_dict(api.speedup(request_of(state, body)))
 
     @app.post("/api/v1/report", tags=["plan"], summary="specsize report --format html (or markdown with "
               "?format=markdown)", response_class=Response)
@@ -363,7 +395,7 @@ def create_app(config: Config | None = None) -> FastAPI:
                _u: auth.User = Depends(role("planner"))) -> Response:
         if format not in ("html", "markdown"):
             raise SpecError("format", f"unknown format {format!r}", "html, markdown")
-        data = api.report(request_of(body))
+        data = api.report(request_of(state, body))
         state.metrics.plans.inc()
         if format == "markdown":
             from ..reports import report_markdown  # noqa: PLC0415
@@ -376,26 +408,19 @@ def create_app(config: Config | None = None) -> FastAPI:
             "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'; img-src data:; sandbox",
             "content-disposition": 'attachment; filename="specsize-report.html"'})
 
-    def _job(kind: str, payload: dict, user: auth.User) -> JSONResponse:
-        job = state.jobs.submit(kind, payload, user.name)
-        if job is None:
-            raise ApiError(429, "jobs", f"{state.jobs.workers} jobs are already running",
-                           "wait for one to finish (GET /api/v1/jobs/ID)", {"retry-after": "5"})
-        return JSONResponse(job.to_dict(with_result=False) | {"href": f"/api/v1/jobs/{job.id}"}, status_code=202)
-
     @app.post("/api/v1/simulate", tags=["jobs"], status_code=202,
               summary="specsize simulate --format json, as a background job")
     def simulate(body: PlanRequest = Body(...), user: auth.User = Depends(role("planner"))) -> JSONResponse:  # type: ignore[valid-type]
-        request = request_of(body)
+        request = request_of(state, body)
         from ..inputs.resolve import check_scenario  # noqa: PLC0415
 
         check_scenario(request)  # bad input is answered now, not by the job
-        return _job("simulate", {"body": body.model_dump(exclude_none=True)}, user)
+        return _job(state, "simulate", {"body": body.model_dump(exclude_none=True), "store": state.store}, user)
 
     @app.post("/api/v1/search", tags=["jobs"], status_code=202,
               summary="specsize search --format json, as a background job")
     def search(body: SearchBody, user: auth.User = Depends(role("planner"))) -> JSONResponse:
-        return _job("search", {"spec": body.spec, "simulate": body.simulate}, user)
+        return _job(state, "search", {"spec": body.spec, "simulate": body.simulate}, user)
 
     @app.get("/api/v1/jobs/{job_id}", tags=["jobs"])
     def job(job_id: str, user: auth.User = Depends(role("viewer"))) -> dict:
@@ -404,47 +429,17 @@ def create_app(config: Config | None = None) -> FastAPI:
             raise ApiError(404, "job", f"no job {job_id}", "an id from POST simulate or search")
         return found.to_dict()
 
-    def _plan_for_live(body: LiveBody) -> dict:
-        if body.deployment:
-            return deployments.version(state.engine, body.deployment, body.version)["plan"]
-        if body.plan is None:
-            raise SpecError("plan", "no plan to hold the server against", "deployment (a saved one) or plan")
-        return body.plan
 
-    def _endpoint_url(name: str) -> str:
-        from sqlalchemy import select  # noqa: PLC0415
-
-        with state.engine.connect() as con:
-            row = con.execute(select(db.endpoints.c.url).where(db.endpoints.c.name == name)).first()
-        if row is None:
-            raise ApiError(403, "endpoint", f"{name!r} is not a registered /metrics endpoint; the service fetches "
-                           "only registered ones", "a name from GET /api/v1/endpoints (an admin registers them)")
-        return row[0]
-
+def _live_and_catalog_routes(app: FastAPI, state: State, PlanRequest: Any) -> None:  # noqa: N803
+    """check-live against registered endpoints; the catalogs."""
     @app.post("/api/v1/check-live", tags=["live"], summary="specsize check-live --format json, against a "
               "registered /metrics endpoint")
     def check_live(body: LiveBody, user: auth.User = Depends(role("planner"))) -> dict:
-        url = _endpoint_url(body.endpoint)
-        result = api.check_live(_plan_for_live(body), metrics=url)
+        url = _endpoint_url(state, body.endpoint)
+        result = api.check_live(_plan_for_live(state, body), metrics=url)
         if body.record:
-            _record(result, body.record, f"service check-live {body.endpoint}", user)
+            _record(state, result, body.record, f"service check-live {body.endpoint}", user)
         return result.to_dict()
-
-    def _record(result, tag: str, source: str, user: auth.User) -> None:
-        if state.store_path is not None:
-            api.record_live(result, tag, str(state.store_path), source)
-        else:
-            inputs = result.plan_inputs
-            with state.engine.begin() as con:
-                con.execute(db.observations.insert().values(
-                    kind="live", tag=tag, target=inputs.get("target"), draft=inputs.get("draft"),
-                    method=inputs.get("method"), k=inputs.get("num_speculative_tokens"),
-                    acceptance_rate=result.observed.acceptance_rate,
-                    mean_accepted_length=result.observed.mean_accepted_length,
-                    payload=json.dumps(result.observed.to_dict() | {"violations": result.violations}, sort_keys=True),
-                    source=source, created_at=db.now()))
-        with state.engine.begin() as con:
-            db.write_audit(con, user.name, "calibration.record", tag, {"source": source})
 
     @app.get("/api/v1/models", tags=["catalog"])
     def models(_u: auth.User = Depends(role("viewer"))) -> list[dict]:
@@ -456,7 +451,10 @@ def create_app(config: Config | None = None) -> FastAPI:
 
         return json.loads(listing(api.gpus(), "json"))
 
-    # --- registered /metrics endpoints ---
+
+
+def _endpoint_routes(app: FastAPI, state: State, PlanRequest: Any) -> None:  # noqa: N803
+    """Registered /metrics endpoints."""
     @app.get("/api/v1/endpoints", tags=["live"])
     def list_endpoints(_u: auth.User = Depends(role("viewer"))) -> list[dict]:
         from sqlalchemy import select  # noqa: PLC0415
@@ -481,7 +479,10 @@ def create_app(config: Config | None = None) -> FastAPI:
             raise SpecError("name", f"endpoint {body.name!r} exists", "a new name") from None
         return {"name": body.name, "url": url}
 
-    # --- saved deployments ---
+
+
+def _deployment_routes(app: FastAPI, state: State, PlanRequest: Any) -> None:  # noqa: N803
+    """Saved deployments."""
     class NewDeployment(PlanRequest):  # type: ignore[valid-type, misc]
         deployment_name: str = Field(description="The deployment's name (letters, digits, . _ -).")
         note: str | None = Field(None, description="Why this version.")
@@ -490,13 +491,6 @@ def create_app(config: Config | None = None) -> FastAPI:
         note: str | None = Field(None, description="Why this version.")
         base_version: int | None = Field(None, description="Apply the fields over this version (default: the "
                                          "newest); without any field, the version is re-planned as it is.")
-
-    def _save(name: str, request, user: auth.User, note: str | None, create: bool) -> dict:
-        result = planned(request)
-        number = deployments.save_version(state.engine, name, request.settings(), result.to_dict(), user.name,
-                                          note, create)
-        return {"name": name, "version": number, "verdict": result.verdict.verdict,
-                "headroom_fraction": result.to_dict()["headroom_fraction"]}
 
     @app.get("/api/v1/deployments", tags=["deployments"])
     def list_deployments(_u: auth.User = Depends(role("viewer"))) -> list[dict]:
@@ -507,14 +501,15 @@ def create_app(config: Config | None = None) -> FastAPI:
         fields = body.model_dump(exclude_none=True)
         name, note = fields.pop("deployment_name"), fields.pop("note", None)
         deployments.check_name(name)
-        return _save(name, build(fields, state.catalog), user, note, create=True)
+        return _save(state, name, build(fields, state.catalog, state.store), user, note, create=True)
 
     @app.post("/api/v1/deployments/{name}/versions", tags=["deployments"], status_code=201)
     def new_version(name: str, body: NewVersion, user: auth.User = Depends(role("planner"))) -> dict:
         fields = body.model_dump(exclude_none=True)
         note, base = fields.pop("note", None), fields.pop("base_version", None)
         current = deployments.version(state.engine, name, base)["request"]
-        return _save(name, build(merged(current, fields), state.catalog), user, note, create=False)
+        request = build(merged(current, fields), state.catalog, state.store)
+        return _save(state, name, request, user, note, create=False)
 
     @app.get("/api/v1/deployments/{name}", tags=["deployments"])
     def get_deployment(name: str, _u: auth.User = Depends(role("viewer"))) -> dict:
@@ -550,9 +545,46 @@ def create_app(config: Config | None = None) -> FastAPI:
             rows = con.execute(select(db.audit).order_by(db.audit.c.id.desc()).limit(max(1, min(limit, 1000)))).all()
         return [dict(r._mapping) for r in rows]
 
+
+def create_app(config: Config | None = None) -> FastAPI:
+    config = config or Config()
+    state = State(config)
+    PlanRequest = request_model()
+    app = FastAPI(title="specsize", version=__version__, docs_url="/api/docs", redoc_url=None,
+                  openapi_url="/api/v1/openapi.json",
+                  description="Will a speculative-decoding deployment fit, with headroom, at the load you expect? "
+                              "Every request needs `Authorization: Bearer TOKEN` (`specsize users add`).")
+    app.state.service = state
+
+    @app.exception_handler(SpecError)
+    async def _spec(_request: Request, err: SpecError):
+        return _spec_error(err)
+
+    @app.exception_handler(ApiError)
+    async def _api(_request: Request, err: ApiError):
+        return JSONResponse(error_body(err.field, err.problem, err.accepted), status_code=err.status,
+                            headers=err.headers)
+
+    app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_request: Request, err: StarletteHTTPException):
+        return JSONResponse(error_body(None, str(err.detail), None), status_code=err.status_code)
+
+    @app.exception_handler(Exception)
+    async def _internal(_request: Request, err: Exception):
+        log.error("internal error: %s", type(err).__name__)
+        return JSONResponse(error_body(None, f"internal error ({type(err).__name__})", None), status_code=500)
+
+    _service_routes(app, state, PlanRequest)
+    _library_routes(app, state, PlanRequest)
+    _live_and_catalog_routes(app, state, PlanRequest)
+    _endpoint_routes(app, state, PlanRequest)
+    _deployment_routes(app, state, PlanRequest)
     from .ui import mount_ui  # noqa: PLC0415
 
-    mount_ui(app, state, current_user, role, merged, _save, _endpoint_url)
+    mount_ui(app, state, current_user, role, merged, lambda *a: _save(state, *a),
+             lambda name: _endpoint_url(state, name))
     return Guard(app, config.max_body_bytes, state.metrics)  # type: ignore[return-value]
 
 

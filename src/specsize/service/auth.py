@@ -71,9 +71,9 @@ def add_user(engine: Engine, name: str, role: str, password: str | None = None, 
     with engine.begin() as con:
         if con.execute(select(db.users.c.id).where(db.users.c.name == name)).first():
             raise SpecError("name", f"user {name!r} exists", "a new user name (or `users revoke` first)")
-        user_id = con.execute(db.users.insert().values(
-            name=name, role=role, password_hash=_hasher.hash(password) if password else None,
-            created_at=db.now())).inserted_primary_key[0]
+        inserted = con.execute(db.users.insert().values(
+            name=name, role=role, password_hash=_hasher.hash(password) if password else None, created_at=db.now()))
+        user_id = inserted.inserted_primary_key[0]  # type: ignore[index]
         token = _new_token(con, user_id)
         db.write_audit(con, actor, "user.add", name, {"role": role, "password": password is not None})
     return token

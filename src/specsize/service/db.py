@@ -205,11 +205,9 @@ def migrate(engine: Engine) -> int:
                             f"({SCHEMA_VERSION}); it was left untouched", "upgrade specsize")
         for version in range(current + 1, SCHEMA_VERSION + 1):
             MIGRATIONS[version](con)
-            if row:
-                con.execute(schema.update().where(schema.c.key == "version").values(value=str(version)))
-            else:
-                con.execute(schema.insert().values(key="version", value=str(version)))
-                row = (str(version),)
+        if current < SCHEMA_VERSION:
+            con.execute(schema.delete().where(schema.c.key == "version"))
+            con.execute(schema.insert().values(key="version", value=str(SCHEMA_VERSION)))
     return SCHEMA_VERSION
 
 

@@ -39,8 +39,8 @@ def save_version(engine: Engine, name: str, request: dict, plan: dict, author: s
         if row is None:
             if not create:
                 raise SpecError("name", f"no deployment {name!r}", "a name from GET /api/v1/deployments")
-            deployment_id = con.execute(db.deployments.insert().values(
-                name=name, created_at=db.now(), created_by=author)).inserted_primary_key[0]
+            inserted = con.execute(db.deployments.insert().values(name=name, created_at=db.now(), created_by=author))
+            deployment_id = inserted.inserted_primary_key[0]  # type: ignore[index]
         elif create:
             raise SpecError("name", f"deployment {name!r} exists", "a new name, or POST .../versions to change it")
         else:

@@ -24,7 +24,7 @@ def _run(kind: str, payload: dict, conn) -> None:
         if kind == "simulate":
             from .requests import build  # noqa: PLC0415
 
-            report = api.simulate(build(payload["body"], None))  # the body as sent: the same provenance
+            report = api.simulate(build(payload["body"], None, payload.get("store")))  # the body as sent: the same provenance
             import json  # noqa: PLC0415
 
             from ..reports import svg  # noqa: PLC0415

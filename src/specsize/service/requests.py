@@ -59,8 +59,9 @@ def request_model() -> type[BaseModel]:
     return create_model("PlanRequest", __config__=ConfigDict(extra="forbid"), **spec)  # type: ignore[call-overload]
 
 
-def build(body: dict, catalog: frozenset[str] | None) -> Request:
-    """A Request from a JSON body (already shaped by `request_model`); `catalog` None: already checked."""
+def build(body: dict, catalog: frozenset[str] | None, store: str | None = None) -> Request:
+    """A Request from a JSON body (already shaped by `request_model`); `catalog` None: already checked. `store`:
+    the calibration store that `acceptance_from_store` reads (the service's own database on SQLite)."""
     from ..inputs.load import build_request, load_request, parse_yaml_mapping  # noqa: PLC0415
 
     values = {k: v for k, v in body.items() if v is not None}
@@ -80,9 +81,11 @@ def build(body: dict, catalog: frozenset[str] | None) -> Request:
                 raise SpecError(key, "names a file on the server, which the service does not read for callers",
                                 "lengths given inline (prompt_tokens, output_tokens)")
         request = build_request(data, values, "file", None, "the deployment")
-    for name in CATALOG_ONLY if catalog is not None else ():
+    for name in CATALOG_ONLY:
         value = getattr(request, name)
-        if value is not None and value not in catalog:
+        if catalog is not None and value is not None and value not in catalog:
             raise SpecError(name, f"{value!r} is not a catalog model; the service reads no files or hubs",
                             "a model id from GET /api/v1/models")
+    if store is not None and request.acceptance_from_store:
+        request = request.replace(store=store)
     return request

@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import secrets
 import time
+from functools import partial
 from importlib import resources
+from types import SimpleNamespace
 from typing import Any, Callable
 
 from fastapi import FastAPI, Request
@@ -48,6 +50,26 @@ def _headline(plan: dict) -> dict:
             "commands": [{"engine": c["engine"], "shell": c["shell"]} for c in plan.get("engine_commands") or []]}
 
 
+def _set_cookie(secure: bool, response: Response, name: str, value: str, max_age: int) -> None:
+    response.set_cookie(name, value, max_age=max_age, httponly=True, samesite="strict", path="/", secure=secure)
+
+
+def whatif_changes(base: dict, moved: dict) -> dict:
+    """The what-if controls' values as request changes. The prompt control moves the p99; the median and p95 stay
+    where they were unless that would put them above it, and the max is at least the new p99."""
+    changes = {k: v for k, v in moved.items() if k in WHATIF}
+    prompt = changes.pop("prompt_tokens", None)
+    if prompt is not None:
+        current = dict(base.get("prompt_tokens") or {})
+        p99 = int(prompt)
+        current.update({"p99": p99, "max": max(int(current.get("max") or p99), p99)})
+        for low in ("p50", "p95"):
+            if current.get(low) is not None:
+                current[low] = min(int(current[low]), p99)
+        changes["prompt_tokens"] = current
+    return changes
+
+
 def mount_ui(app: FastAPI, state, current_user: Callable, role: Callable, merged: Callable, save: Callable,
              endpoint_url: Callable) -> None:
     folder = resources.files("specsize.service")
@@ -80,10 +102,34 @@ def mount_ui(app: FastAPI, state, current_user: Callable, role: Callable, merged
             raise SpecError("rate", "too many requests", f"at most {state.config.rate_per_minute} a minute")
         return user
 
-    def set_cookie(response: Response, name: str, value: str, max_age: int) -> None:
-        response.set_cookie(name, value, max_age=max_age, httponly=True, samesite="strict", path="/",
-                            secure=state.config.secure_cookies)
+    set_cookie = partial(_set_cookie, state.config.secure_cookies)
 
+    def version_of(name: str, number: int | None) -> dict:
+        return deployments.version(state.engine, name, number)
+
+    def endpoints_of() -> list[str]:
+        from sqlalchemy import select  # noqa: PLC0415
+
+        from . import db  # noqa: PLC0415
+
+        with state.engine.connect() as con:
+            return [r[0] for r in con.execute(select(db.endpoints.c.name).order_by(db.endpoints.c.name))]
+
+    def whatif_request(name: str, body: dict) -> Any:
+        base = version_of(name, body.get("version"))["request"]
+        settings = merged(base, whatif_changes(base, body.get("changes") or {}))
+        return build(settings, state.catalog, state.store), settings
+
+    ui = SimpleNamespace(state=state, templates=templates, session_user=session_user, page=page, form_user=form_user,
+                         set_cookie=set_cookie, version_of=version_of, endpoints_of=endpoints_of,
+                         whatif_request=whatif_request, current_user=current_user, merged=merged, save=save,
+                         endpoint_url=endpoint_url)
+    for register in (_login_routes, _page_routes, _action_routes, _live_routes):
+        register(app, ui)
+
+
+def _login_routes(app: FastAPI, ui: SimpleNamespace) -> None:
+    state, templates, session_user, set_cookie = ui.state, ui.templates, ui.session_user, ui.set_cookie
     @app.get("/login", include_in_schema=False)
     def login_form(request: Request, error: str | None = None) -> Response:
         token = secrets.token_urlsafe(24)
@@ -119,6 +165,10 @@ def mount_ui(app: FastAPI, state, current_user: Callable, role: Callable, merged
         response.delete_cookie(COOKIE, path="/")
         return response
 
+
+def _page_routes(app: FastAPI, ui: SimpleNamespace) -> None:
+    (state, page, form_user, version_of, endpoints_of, save) = (
+        ui.state, ui.page, ui.form_user, ui.version_of, ui.endpoints_of, ui.save)
     @app.get("/", include_in_schema=False)
     def home(request: Request) -> Response:
         return page(request, "list.html", rows=deployments.list_deployments(state.engine))
@@ -140,22 +190,19 @@ def mount_ui(app: FastAPI, state, current_user: Callable, role: Callable, merged
         try:
             user = form_user(request, form, "planner")
             deployments.check_name(name)
-            save(name, build({"deployment_yaml": text}, state.catalog), user, str(form.get("note") or "") or None,
-                 True)
+            request_obj = build({"deployment_yaml": text}, state.catalog, state.store)
+            save(name, request_obj, user, str(form.get("note") or "") or None, True)
         except SpecError as err:
             return page(request, "new.html", error=str(err), name=name, text=text)
         return RedirectResponse(f"/d/{name}", status_code=303)
 
-    def _version(name: str, number: int | None) -> dict:
-        return deployments.version(state.engine, name, number)
-
     @app.get("/d/{name}", include_in_schema=False)
     def deployment(request: Request, name: str, v: int | None = None) -> Response:
         try:
-            current = _version(name, v)
+            current = version_of(name, v)
         except SpecError as err:
             return page(request, "error.html", error=str(err))
-        result, figs = figures(build(current["request"], state.catalog))
+        result, figs = figures(build(current["request"], state.catalog, state.store))
         from ..core.specs import QUANT_METHODS  # noqa: PLC0415
 
         controls = {key: current["request"].get(key) for key in WHATIF}
@@ -164,36 +211,17 @@ def mount_ui(app: FastAPI, state, current_user: Callable, role: Callable, merged
         return page(request, "deployment.html", name=name, current=current, head=_headline(current["plan"]),
                     figs=figs, versions=deployments.versions(state.engine, name), controls=controls,
                     gpus=[g.gpu_id for g in api.gpus()], quantizations=QUANT_METHODS,
-                    endpoints=_endpoints())
+                    endpoints=endpoints_of())
 
-    def _endpoints() -> list[str]:
-        from sqlalchemy import select  # noqa: PLC0415
-
-        from . import db  # noqa: PLC0415
-
-        with state.engine.connect() as con:
-            return [r[0] for r in con.execute(select(db.endpoints.c.name).order_by(db.endpoints.c.name))]
-
-    def _whatif_request(name: str, body: dict) -> Any:
-        base = _version(name, body.get("version"))["request"]
-        changes = {k: v for k, v in (body.get("changes") or {}).items() if k in WHATIF}
-        prompt = changes.pop("prompt_tokens", None)
-        if prompt is not None:  # the control moves the p99; the median, p95 and max keep their place below it
-            current = dict(base.get("prompt_tokens") or {})
-            p99 = int(prompt)
-            current.update({"p99": p99, "max": max(int(current.get("max") or p99), p99)})
-            for low in ("p50", "p95"):
-                if current.get(low) is not None:
-                    current[low] = min(int(current[low]), p99)
-            changes["prompt_tokens"] = current
-        return build(merged(base, changes), state.catalog), merged(base, changes)
-
+def _action_routes(app: FastAPI, ui: SimpleNamespace) -> None:
+    (state, page, form_user, version_of, whatif_request, current_user, merged, save) = (
+        ui.state, ui.page, ui.form_user, ui.version_of, ui.whatif_request, ui.current_user, ui.merged, ui.save)
     @app.post("/ui/whatif/{name}", include_in_schema=False)
     async def whatif(request: Request, name: str) -> Response:
         current_user(request)  # session + CSRF header (or a token), rate limit
         body = await request.json()
         started = time.perf_counter()
-        request_obj, _ = _whatif_request(name, body)
+        request_obj, _ = whatif_request(name, body)
         result, figs = figures(request_obj)
         state.metrics.plans.inc()
         head = _headline(result.to_dict())
@@ -205,7 +233,7 @@ def mount_ui(app: FastAPI, state, current_user: Callable, role: Callable, merged
         try:
             user = form_user(request, form, "planner")
             body = {"version": int(str(form.get("version"))), "changes": json.loads(str(form.get("changes") or "{}"))}
-            request_obj, _ = _whatif_request(name, body)
+            request_obj, _ = whatif_request(name, body)
             out = save(name, request_obj, user, str(form.get("note") or "what-if") or None, False)
         except (SpecError, ValueError) as err:
             return page(request, "error.html", error=str(err))
@@ -216,22 +244,26 @@ def mount_ui(app: FastAPI, state, current_user: Callable, role: Callable, merged
         form = await request.form()
         try:
             user = form_user(request, form, "planner")
-            current = _version(name, int(str(form.get("version"))))
+            current = version_of(name, int(str(form.get("version"))))
             recommendations = current["plan"].get("recommendations") or []
             index = int(str(form.get("fix")))
             if not 0 <= index < len(recommendations):
                 raise SpecError("fix", f"no fix {index}", f"0 to {len(recommendations) - 1}")
             fix = recommendations[index]
-            request_obj = build(merged(current["request"], fix["changes"]), state.catalog)
+            request_obj = build(merged(current["request"], fix["changes"]), state.catalog, state.store)
             out = save(name, request_obj, user, f"fix: {fix['description']}", False)
         except (SpecError, ValueError) as err:
             return page(request, "error.html", error=str(err))
         return RedirectResponse(f"/d/{name}?v={out['version']}", status_code=303)
 
+
+def _live_routes(app: FastAPI, ui: SimpleNamespace) -> None:
+    (state, page, version_of, whatif_request, current_user, endpoint_url) = (
+        ui.state, ui.page, ui.version_of, ui.whatif_request, ui.current_user, ui.endpoint_url)
     @app.get("/d/{name}/compare", include_in_schema=False)
     def compare(request: Request, name: str, a: int, b: int) -> Response:
         try:
-            d = deployments.diff(_version(name, a), _version(name, b))
+            d = deployments.diff(version_of(name, a), version_of(name, b))
         except SpecError as err:
             return page(request, "error.html", error=str(err))
         return page(request, "compare.html", name=name, diff=d)
@@ -246,7 +278,7 @@ def mount_ui(app: FastAPI, state, current_user: Callable, role: Callable, merged
         from ..reports import svg  # noqa: PLC0415
 
         url = endpoint_url(endpoint)  # 403 unless registered: the live view fetches nothing else
-        plan = _version(name, None)["plan"]
+        plan = version_of(name, None)["plan"]
         result = api.check_live(plan, metrics=url)
         points = state.live.setdefault((name, endpoint), [])
         observed = result.observed
@@ -261,8 +293,8 @@ def mount_ui(app: FastAPI, state, current_user: Callable, role: Callable, merged
         user = current_user(request)
         if not user.can("planner"):
             raise SpecError("role", f"{user.role} may not run simulations", "a planner or higher")
-        _, body = _whatif_request(name, await request.json())
-        job = state.jobs.submit("simulate", {"body": body}, user.name)
+        _, body = whatif_request(name, await request.json())
+        job = state.jobs.submit("simulate", {"body": body, "store": state.store}, user.name)
         if job is None:
             return JSONResponse({"error": {"field": "jobs", "problem": "too many jobs running", "accepted": "wait"}},
                                 status_code=429)
