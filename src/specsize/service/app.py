@@ -550,7 +550,7 @@ def create_app(config: Config | None = None) -> FastAPI:
     config = config or Config()
     state = State(config)
     PlanRequest = request_model()
-    app = FastAPI(title="specsize", version=__version__, docs_url="/api/docs", redoc_url=None,
+    app = FastAPI(title="specsize", version=__version__, docs_url=None, redoc_url=None,  # their pages load scripts from a CDN
                   openapi_url="/api/v1/openapi.json",
                   description="Will a speculative-decoding deployment fit, with headroom, at the load you expect? "
                               "Every request needs `Authorization: Bearer TOKEN` (`specsize users add`).")

@@ -68,7 +68,7 @@ def build(body: dict, catalog: frozenset[str] | None, store: str | None = None) 
     text = values.pop(EXTRA, None)
     for name in values:
         if name not in FIELDS:
-            raise SpecError(name, "unknown field", "the fields of GET /openapi.json (PlanRequest)")
+            raise SpecError(name, "unknown field", "the fields of GET /api/v1/openapi.json (PlanRequest)")
         if name in SERVER_SIDE:
             raise SpecError(name, "names a file on the server, which the service does not read for callers",
                             "lengths given inline (prompt_tokens, output_tokens)")

@@ -49,7 +49,7 @@ def run(db_url: str | None, host: str, port: int, rate_limit: int, max_body: int
                     secure_cookies=cookie_secure or not local)
     app = create_app(config)
     print(f"specsize: serving http://{host}:{port} (database {db.redacted(db.normalize_url(url))}); "
-          f"API docs at /api/docs", file=sys.stderr)
+          "OpenAPI at /api/v1/openapi.json", file=sys.stderr)
     if local and not auth.any_user(_engine(url)):
         print("specsize: note: no user yet: `specsize users add NAME --role admin` (every request needs one)",
               file=sys.stderr)
