@@ -179,9 +179,15 @@ def test_check_live_fetches_only_registered_endpoints(service):
             assert live.json()["planned_verdict"] == plan["verdict"]
             assert (observed["num_gpu_blocks"], observed["block_size"]) == (170, 128)
         assert _Metrics.hits == ["/metrics"]
-        if not db_url.startswith("postgresql"):  # the calibration store lives in the service's SQLite file
-            listed = json.loads(specsize("calibrations", "--store", db_url, "--format", "json").stdout)
-            assert [row["tag"] for row in listed] == ["test-live"]
+        # the calibration store lives in the service's database: the CLI reads what the service recorded, and a
+        # plan over HTTP takes its acceptance from there
+        listed = json.loads(specsize("calibrations", "--store", db_url, "--format", "json").stdout)
+        assert [row["tag"] for row in listed] == ["test-live"]
+        with server.client(tokens["planner"]) as c:
+            stored = c.post("/api/v1/plan", json={"deployment_yaml": EXAMPLE.read_text(),
+                                                  "acceptance_from_store": "test-live"})
+        assert stored.status_code == 200, stored.text
+        assert stored.json()["inputs"]["acceptance_source"].startswith("store #1 'test-live'")
     finally:
         vllm.shutdown()
 

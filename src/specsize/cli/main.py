@@ -334,11 +334,12 @@ def calibrations(ctx, store: str | None, kind: str | None, tag: str | None, fmt:
         return
     from pathlib import Path  # noqa: PLC0415
 
-    from ..adapters.store import Store, default_path  # noqa: PLC0415
+    from ..adapters.store import POSTGRESQL, Store, default_path  # noqa: PLC0415
     from ..reports import listings  # noqa: PLC0415
 
-    path = Path(store) if store else default_path()
-    if not path.exists():  # listing reads: a mistyped path must not create a store (nor its folders)
+    postgres = (store or "").startswith(POSTGRESQL)  # the service's database (docs/service.md)
+    path = Path(store) if store and not postgres else default_path()
+    if not postgres and not path.exists():  # listing reads: a mistyped path must not create a store (nor its folders)
         from ..core.errors import SpecError  # noqa: PLC0415
 
         if store:
@@ -347,7 +348,7 @@ def calibrations(ctx, store: str | None, kind: str | None, tag: str | None, fmt:
         return
     with Store(store) as s:
         rows = s.list(kind=kind, tag=tag)
-    click.echo(listings.calibrations(rows, path, fmt), nl=False)
+    click.echo(listings.calibrations(rows, "the PostgreSQL store" if postgres else path, fmt), nl=False)
 
 
 @calibrations.command("add")

@@ -178,7 +178,8 @@ class State:
         self.engine = db.connect(config.db_url)
         self.url = db.normalize_url(config.db_url)
         self.store_path = db.sqlite_path(self.url)
-        self.store = str(self.store_path) if self.store_path else None  # the calibration store, same database
+        # the calibration store lives in the same database: the SQLite file, or the PostgreSQL URL
+        self.store = str(self.store_path) if self.store_path else self.url
         self.metrics = Metrics()
         self.limiter = RateLimiter(config.rate_per_minute)
         self.jobs = JobRunner(config.job_workers, config.job_timeout_s)
@@ -320,18 +321,7 @@ def _endpoint_url(state: State, name: str) -> str:
 
 
 def _record(state: State, result, tag: str, source: str, user: auth.User) -> None:
-    if state.store_path is not None:
-        api.record_live(result, tag, str(state.store_path), source)
-    else:
-        inputs = result.plan_inputs
-        with state.engine.begin() as con:
-            con.execute(db.observations.insert().values(
-                kind="live", tag=tag, target=inputs.get("target"), draft=inputs.get("draft"),
-                method=inputs.get("method"), k=inputs.get("num_speculative_tokens"),
-                acceptance_rate=result.observed.acceptance_rate,
-                mean_accepted_length=result.observed.mean_accepted_length,
-                payload=json.dumps(result.observed.to_dict() | {"violations": result.violations}, sort_keys=True),
-                source=source, created_at=db.now()))
+    api.record_live(result, tag, state.store, source)  # the calibration store: the service's own database
     with state.engine.begin() as con:
         db.write_audit(con, user.name, "calibration.record", tag, {"source": source})
 

@@ -95,25 +95,16 @@ schema = Table(
     Column("key", String(32), primary_key=True),
     Column("value", String(64), nullable=False),
 )
-# the calibration store's table on PostgreSQL (adapters/store.py creates it on SQLite), same columns
-observations = Table(
-    "observations", MetaData(),
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("kind", Text, nullable=False), Column("tag", Text, nullable=False), Column("target", Text),
-    Column("draft", Text), Column("method", Text), Column("k", Integer), Column("acceptance_rate", Float),
-    Column("mean_accepted_length", Float), Column("payload", Text, nullable=False),
-    Column("source", Text, nullable=False), Column("created_at", Text, nullable=False),
-    Column("environment", Text),
-)
-
 SERVICE_TABLES = [users, tokens, sessions, deployments, versions, endpoints, audit]
 
 
 def _v1(con: Connection) -> None:
     for table in SERVICE_TABLES:
         table.create(con, checkfirst=True)
-    if con.dialect.name != "sqlite":
-        observations.create(con, checkfirst=True)
+    if con.dialect.name != "sqlite":  # the calibration store's table (adapters/store.py creates it on SQLite)
+        from ..adapters.store import observations_table  # noqa: PLC0415
+
+        observations_table().create(con, checkfirst=True)
 
 
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1}
