@@ -112,7 +112,15 @@ def _inspect(path: Path) -> int:
     return version
 
 
+POSTGRESQL = ("postgresql://", "postgres://", "postgresql+psycopg://")
+
+
 class Store:
+    def __new__(cls, path: str | Path | None = None):
+        if cls is Store and isinstance(path, str) and path.startswith(POSTGRESQL):
+            return super().__new__(PostgresStore)  # the same store in the service's PostgreSQL database
+        return super().__new__(cls)
+
     def __init__(self, path: str | Path | None = None):
         self.path = Path(path) if path else default_path()
         if self.path.is_dir():
@@ -209,3 +217,73 @@ class Store:
                             + (f" and {method} {draft or ''}".rstrip() if method else ""),
                             ", ".join(tags) if tags else "record one with `specsize calibrations add` or measure")
         return matching[-1]
+
+
+class PostgresStore(Store):
+    """The calibration store in a PostgreSQL database (`--store postgresql://...`, and the service's database
+    when it runs on PostgreSQL): the same `observations` table and rows, through SQLAlchemy (specsize[service]).
+    Every write is one transaction; rows are never updated."""
+
+    def __init__(self, path: str | Path | None = None):
+        from sqlalchemy import create_engine  # noqa: PLC0415 - only for a PostgreSQL store
+
+        url = str(path)
+        self.path = Path("postgresql")
+        self.url = "postgresql+psycopg://" + url.split("://", 1)[1]
+        try:
+            self._engine = create_engine(self.url, pool_pre_ping=True)
+            with self._engine.begin() as con:
+                observations_table().create(con, checkfirst=True)
+        except Exception as err:  # unreachable, refused: one line, no password
+            raise SpecError("store", f"cannot open the PostgreSQL store ({type(err).__name__})",
+                            "a reachable postgresql://USER@HOST:PORT/DB you may write to") from None
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def add(self, kind: str, tag: str, payload: dict, source: str, *, target: str | None = None,
+            draft: str | None = None, method: str | None = None, k: int | None = None,
+            acceptance_rate: float | None = None, mean_accepted_length: float | None = None,
+            environment: str | None = None) -> int:
+        if kind not in KINDS:
+            raise SpecError("kind", f"unknown kind {kind!r}", ", ".join(KINDS))
+        if not tag:
+            raise SpecError("tag", "an observation needs a tag", "a workload tag such as 'chat-v2'")
+        table = observations_table()
+        with self._engine.begin() as con:
+            inserted = con.execute(table.insert().values(
+                kind=kind, tag=tag, target=target, draft=draft, method=method, k=k, acceptance_rate=acceptance_rate,
+                mean_accepted_length=mean_accepted_length, payload=json.dumps(payload, sort_keys=True),
+                source=source, created_at=datetime.now(timezone.utc).isoformat(timespec="microseconds"),
+                environment=environment))
+        return int(inserted.inserted_primary_key[0])  # type: ignore[index]
+
+    def list(self, kind: str | None = None, tag: str | None = None) -> list[Observation]:
+        from sqlalchemy import select  # noqa: PLC0415
+
+        table = observations_table()
+        query = select(*(table.c[name] for name in COLUMNS))
+        if kind:
+            query = query.where(table.c.kind == kind)
+        if tag:
+            query = query.where(table.c.tag == tag)
+        with self._engine.connect() as con:
+            rows = con.execute(query.order_by(table.c.id)).all()
+        return [Observation(*(*row[:9], json.loads(row[9]), *row[10:])) for row in rows]
+
+
+COLUMNS = ("id", "kind", "tag", "target", "draft", "method", "k", "acceptance_rate", "mean_accepted_length",
+           "payload", "source", "created_at", "environment")
+
+
+def observations_table():
+    """The `observations` table as SQLAlchemy sees it (the columns of MIGRATIONS 1 and 2)."""
+    from sqlalchemy import Column, Float, Integer, MetaData, Table, Text  # noqa: PLC0415
+
+    return Table("observations", MetaData(),
+                 Column("id", Integer, primary_key=True, autoincrement=True), Column("kind", Text, nullable=False),
+                 Column("tag", Text, nullable=False), Column("target", Text), Column("draft", Text),
+                 Column("method", Text), Column("k", Integer), Column("acceptance_rate", Float),
+                 Column("mean_accepted_length", Float), Column("payload", Text, nullable=False),
+                 Column("source", Text, nullable=False), Column("created_at", Text, nullable=False),
+                 Column("environment", Text))

@@ -334,11 +334,12 @@ def calibrations(ctx, store: str | None, kind: str | None, tag: str | None, fmt:
         return
     from pathlib import Path  # noqa: PLC0415
 
-    from ..adapters.store import Store, default_path  # noqa: PLC0415
+    from ..adapters.store import POSTGRESQL, Store, default_path  # noqa: PLC0415
     from ..reports import listings  # noqa: PLC0415
 
-    path = Path(store) if store else default_path()
-    if not path.exists():  # listing reads: a mistyped path must not create a store (nor its folders)
+    postgres = (store or "").startswith(POSTGRESQL)  # the service's database (docs/service.md)
+    path = Path(store) if store and not postgres else default_path()
+    if not postgres and not path.exists():  # listing reads: a mistyped path must not create a store (nor its folders)
         from ..core.errors import SpecError  # noqa: PLC0415
 
         if store:
@@ -347,7 +348,7 @@ def calibrations(ctx, store: str | None, kind: str | None, tag: str | None, fmt:
         return
     with Store(store) as s:
         rows = s.list(kind=kind, tag=tag)
-    click.echo(listings.calibrations(rows, path, fmt), nl=False)
+    click.echo(listings.calibrations(rows, "the PostgreSQL store" if postgres else path, fmt), nl=False)
 
 
 @calibrations.command("add")
@@ -401,6 +402,80 @@ def gpus(fmt: str) -> None:
     from ..reports import listings  # noqa: PLC0415
 
     click.echo(listings.gpus(api.gpus(), fmt), nl=False)
+
+
+@cli.command()
+@click.option("--db", "db_url", help="Database: a SQLite file or postgresql://USER@HOST:PORT/DB "
+              "[default: service.sqlite in the user's data directory].")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind; a non-local one needs users.")
+@click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True)
+@click.option("--rate-limit", type=click.IntRange(1, 1_000_000), default=600, show_default=True,
+              help="Requests a minute per user (per client address before login).")
+@click.option("--max-body", type=click.IntRange(1024, 1 << 30), default=1 << 20, show_default=True,
+              help="Largest request body [bytes].")
+@click.option("--job-timeout", type=click.FloatRange(1, 86400), default=300.0, show_default=True,
+              help="Seconds a simulate or search job may run.")
+@click.option("--cookie-secure", is_flag=True, help="Mark session cookies Secure even on a loopback bind (set it "
+              "behind a TLS-terminating reverse proxy on the same host).")
+def serve(db_url: str | None, host: str, port: int, rate_limit: int, max_body: int, job_timeout: float,
+          cookie_secure: bool) -> None:
+    """Serve the API (/api/v1, OpenAPI at /api/v1/openapi.json) and the web UI, access-controlled (docs/service.md).
+
+    Binds 127.0.0.1 unless told otherwise, and refuses a non-local address while no user exists
+    (`specsize users add NAME --role admin`).
+    """
+    from ..service.serve import run  # noqa: PLC0415
+
+    run(db_url, host, port, rate_limit, max_body, job_timeout, cookie_secure)
+
+
+@cli.group()
+def users() -> None:
+    """Manage the service's users (roles: viewer, planner, admin) and their API tokens."""
+
+
+@users.command("add")
+@click.argument("name")
+@click.option("--role", required=True, help="viewer, planner or admin.")
+@click.option("--db", "db_url", help="The service's database (as `serve --db`).")
+@click.option("--password-stdin", is_flag=True, help="Also read a password for the web UI from stdin (one line).")
+def users_add(name: str, role: str, db_url: str | None, password_stdin: bool) -> None:
+    """Add a user; prints the new API token once, on the last line of stdout."""
+    from ..service.serve import add_user  # noqa: PLC0415
+
+    password = sys.stdin.readline().rstrip("\n") if password_stdin else None
+    token = add_user(db_url, name, role, password)
+    click.echo(f"added {name} ({role}); the API token is shown once, now:", err=True)
+    click.echo(token)
+
+
+@users.command("list")
+@click.option("--db", "db_url", help="The service's database (as `serve --db`).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def users_list(db_url: str | None, fmt: str) -> None:
+    """List users, their roles and whether they are revoked (never a token or a password)."""
+    from ..service.serve import list_users  # noqa: PLC0415
+
+    rows = list_users(db_url)
+    if fmt == "json":
+        import json  # noqa: PLC0415
+
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for row in rows:
+        state = f"revoked {row['revoked_at'][:19]}" if row["revoked_at"] else "active"
+        click.echo(f"{row['name']:<24} {row['role']:<8} {state}{'  (password)' if row['password'] else ''}")
+
+
+@users.command("revoke")
+@click.argument("name")
+@click.option("--db", "db_url", help="The service's database (as `serve --db`).")
+def users_revoke(name: str, db_url: str | None) -> None:
+    """Revoke a user: their tokens and sessions stop working at once."""
+    from ..service.serve import revoke_user  # noqa: PLC0415
+
+    revoke_user(db_url, name)
+    click.echo(f"revoked {name}")
 
 
 def main(argv: list[str] | None = None) -> None:

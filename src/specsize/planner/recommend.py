@@ -214,6 +214,8 @@ def _changes(d: Deployment, nd: Deployment, w: Workload, nw: Workload) -> dict:
         out["num_speculative_tokens"] = nd.speculative.num_speculative_tokens
         if nd.speculative.draft is not None:
             out["draft"] = nd.speculative.draft.model_id
+        elif d.speculative.draft is not None:
+            out["draft"] = None  # applied as settings, the old draft must go too (None: remove the setting)
         out["draft_tp"] = nd.speculative.draft_tp
     for name in ("kv_cache_dtype", "max_num_seqs", "max_model_len", "quantization", "gpu_memory_utilization"):
         if getattr(nd.engine, name) != getattr(d.engine, name):

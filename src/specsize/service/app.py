@@ -1,0 +1,603 @@
+"""`specsize serve`: the public API (`specsize.api`) over HTTP, and the web UI, behind access control.
+
+Why FastAPI on Starlette + uvicorn: the request bodies are the library's field table, and FastAPI turns a pydantic
+model derived from that table into validation *and* the served OpenAPI document in one step; Starlette gives the
+plain ASGI middleware the limits need (body size, rate, headers); uvicorn is the reference ASGI server. A plan is
+a few milliseconds of CPU, so the synchronous handlers run in Starlette's thread pool; simulate and search run as
+killable background jobs (`jobs.py`).
+
+This module is a thin shell: it parses, checks who is asking, calls `specsize.api`, stores, and renders with
+`specsize.reports`. It computes nothing of a plan itself.
+"""
+
+import ipaddress
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from fastapi import Body, Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from .. import __version__, api
+from ..core.errors import SpecError
+from . import auth, db, deployments
+from .jobs import JobRunner
+from .requests import build, request_model
+
+log = logging.getLogger("specsize.service")
+
+
+@dataclass(frozen=True)
+class Config:
+    db_url: str | None = None
+    rate_per_minute: int = 600  # per user (per client address before login)
+    max_body_bytes: int = 1 << 20
+    job_timeout_s: float = 300.0
+    job_workers: int = 2
+    secure_cookies: bool = True  # the Secure flag; `serve` drops it only on a loopback bind over plain HTTP
+    live_poll_s: float = 5.0
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, field: str | None, problem: str, accepted: str | None = None,
+                 headers: dict | None = None):
+        self.status, self.field, self.problem, self.accepted, self.headers = status, field, problem, accepted, headers
+
+
+def error_body(field: str | None, problem: str, accepted: str | None) -> dict:
+    return {"error": {"field": field, "problem": problem, "accepted": accepted}}
+
+
+# --- limits, headers, metrics (plain ASGI middleware) ------------------------------------------------------
+
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+       "font-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+SECURITY_HEADERS = [(b"content-security-policy", CSP.encode()), (b"x-frame-options", b"DENY"),
+                    (b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer"),
+                    (b"cross-origin-opener-policy", b"same-origin"), (b"cross-origin-resource-policy", b"same-origin"),
+                    (b"permissions-policy", b"camera=(), microphone=(), geolocation=()")]
+
+
+class Guard:
+    """Body-size limit (413, counted as the body arrives, so chunked uploads cannot slip past a header),
+    security headers on every response, and the service's own request metrics."""
+
+    def __init__(self, app, max_body: int, metrics: "Metrics"):
+        self.app, self.max_body, self.metrics = app, max_body, metrics
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started = time.perf_counter()
+        status_seen = {"code": 500}
+        headers = dict(scope.get("headers") or [])
+        declared = headers.get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body:
+            return await self._too_large(scope, send, started)
+        if declared is None and scope.get("method") in ("POST", "PUT", "PATCH"):
+            # a chunked body: read it up to the limit before the app sees any of it, then replay it
+            chunks, received, more = [], 0, True
+            while more:
+                message = await receive()
+                if message["type"] != "http.request":
+                    break
+                chunks.append(message.get("body", b""))
+                received += len(chunks[-1])
+                if received > self.max_body:
+                    return await self._too_large(scope, send, started)
+                more = message.get("more_body", False)
+            replay = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
+
+            async def replayed():
+                return replay.pop() if replay else await receive()
+
+            receive = replayed
+
+        async def send_with_headers(message):
+            if message["type"] == "http.response.start":
+                status_seen["code"] = message["status"]
+                extra = list(SECURITY_HEADERS)
+                if scope["path"].startswith("/api/") or scope["path"] == "/metrics":
+                    extra.append((b"cache-control", b"no-store"))
+                message = {**message, "headers": list(message.get("headers", [])) + extra}
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_headers)
+        finally:
+            self.metrics.observe(scope, status_seen["code"], time.perf_counter() - started)
+
+    async def _too_large(self, scope, send, started):
+        body = json.dumps(error_body("body", f"the request body is larger than {self.max_body:,} bytes",
+                                     f"at most {self.max_body:,} bytes")).encode()
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                (b"connection", b"close"), *SECURITY_HEADERS]})
+        await send({"type": "http.response.body", "body": body})
+        self.metrics.observe(scope, 413, time.perf_counter() - started)
+
+
+class Metrics:
+    def __init__(self):
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram  # noqa: PLC0415
+
+        self.registry = CollectorRegistry()
+        self.requests = Counter("specsize_http_requests", "HTTP requests", ["method", "route", "status"],
+                                registry=self.registry)
+        self.latency = Histogram("specsize_http_request_seconds", "HTTP request latency", ["route"],
+                                 buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+                                 registry=self.registry)
+        self.plans = Counter("specsize_plans_computed", "Plans computed", registry=self.registry)
+        self.jobs = Gauge("specsize_jobs_running", "Background jobs running", registry=self.registry)
+        self.refused = Counter("specsize_requests_refused", "Requests refused", ["reason"], registry=self.registry)
+
+    def observe(self, scope, status: int, seconds: float) -> None:
+        route = scope.get("route")
+        path = getattr(route, "path", None) or ("static" if scope["path"].startswith("/static/") else "unmatched")
+        self.requests.labels(scope.get("method", ""), path, str(status)).inc()
+        self.latency.labels(path).observe(seconds)
+        if status in (413, 429, 401, 403):
+            self.refused.labels(str(status)).inc()
+
+
+class RateLimiter:
+    """A token bucket per key (user name, or client address before login): `per_minute` requests a minute,
+    bursts of up to the same number."""
+
+    def __init__(self, per_minute: int):
+        self.rate, self.capacity = per_minute / 60.0, float(per_minute)
+        self.buckets: dict[str, tuple[float, float]] = {}
+        self._lock = threading.Lock()
+
+    def allow(self, key: str) -> float | None:
+        """None when allowed, else the seconds until the next request would be."""
+        now = time.monotonic()
+        with self._lock:
+            tokens, stamp = self.buckets.get(key, (self.capacity, now))
+            tokens = min(self.capacity, tokens + (now - stamp) * self.rate)
+            if tokens < 1.0:
+                self.buckets[key] = (tokens, now)
+                return (1.0 - tokens) / self.rate
+            self.buckets[key] = (tokens - 1.0, now)
+            if len(self.buckets) > 100_000:
+                self.buckets.clear()
+            return None
+
+
+# --- the app ------------------------------------------------------------------------------------------------
+
+class State:
+    def __init__(self, config: Config):
+        self.config = config
+        self.engine = db.connect(config.db_url)
+        self.url = db.normalize_url(config.db_url)
+        self.store_path = db.sqlite_path(self.url)
+        # the calibration store lives in the same database: the SQLite file, or the PostgreSQL URL
+        self.store = str(self.store_path) if self.store_path else self.url
+        self.metrics = Metrics()
+        self.limiter = RateLimiter(config.rate_per_minute)
+        self.jobs = JobRunner(config.job_workers, config.job_timeout_s)
+        self.catalog = frozenset(row["id"] for row in api.models())
+        self.live: dict[tuple[str, str], list[dict]] = {}
+
+
+def current_user(request: Request) -> auth.User:
+    """The caller: a bearer token (API) or a session cookie (UI, with its CSRF token on every write)."""
+    state: State = request.app.state.service
+    header = request.headers.get("authorization", "")
+    user = None
+    if header.lower().startswith("bearer "):
+        user = auth.user_for_token(state.engine, header[7:].strip())
+    else:
+        cookie = request.cookies.get("specsize_session")
+        found = auth.session(state.engine, cookie) if cookie else None
+        if found:
+            user, csrf = found
+            if request.method not in ("GET", "HEAD", "OPTIONS"):
+                sent = request.headers.get("x-csrf-token") or request.scope.get("specsize_form_csrf") or ""
+                if not auth.same(sent, csrf):
+                    raise ApiError(403, "csrf", "missing or wrong CSRF token", "the page's csrf token")
+            request.state.csrf = csrf
+    client = request.client.host if request.client else "?"
+    wait = state.limiter.allow(f"user:{user.name}" if user else f"addr:{client}")
+    if wait is not None:
+        raise ApiError(429, "rate", "too many requests", f"at most {state.config.rate_per_minute} a minute",
+                       {"retry-after": str(max(1, int(wait + 0.999)))})
+    if user is None:
+        raise ApiError(401, "authorization", "authentication required",
+                       "Authorization: Bearer TOKEN (specsize users add), or log in at /login",
+                       {"www-authenticate": "Bearer"})
+    request.state.user = user
+    return user
+
+
+def role(needed: str) -> Callable:
+    def check(request: Request, user: auth.User = Depends(current_user)) -> auth.User:
+        if not user.can(needed):
+            raise ApiError(403, "role", f"{user.role} may not do this", f"a {needed} or higher")
+        return user
+    return check
+
+
+def _spec_error(err: SpecError) -> JSONResponse:
+    return JSONResponse(error_body(err.field, err.problem, err.accepted), status_code=400)
+
+
+def _validation_error(_request: Request, err: RequestValidationError) -> JSONResponse:
+    from ..inputs.request import FIELDS, info  # noqa: PLC0415
+
+    first = err.errors()[0] if err.errors() else {}
+    loc = [str(p) for p in first.get("loc", ()) if p not in ("body",)]
+    field = loc[0] if loc and first.get("type") != "json_invalid" else "body"
+    accepted = info(field).accepted if field in FIELDS else None
+    problem = str(first.get("msg", "invalid value"))
+    if first.get("type") == "extra_forbidden":
+        from .requests import SERVER_SIDE  # noqa: PLC0415
+
+        problem, accepted = "unknown field", "the fields of GET /api/v1/openapi.json (PlanRequest)"
+        if field in SERVER_SIDE:
+            problem = "names a file on the server, which the service does not read for callers"
+            accepted = "lengths given inline (prompt_tokens, output_tokens)"
+    return JSONResponse(error_body(field, problem, accepted), status_code=422)
+
+
+class Job(BaseModel):
+    id: str
+    kind: str
+    status: str
+
+
+class LiveBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    endpoint: str = Field(description="The name of a registered /metrics endpoint (POST /api/v1/endpoints).")
+    deployment: str | None = Field(None, description="A saved deployment whose plan to hold the server against.")
+    version: int | None = Field(None, description="Its version (default: the newest).")
+    plan: dict | None = Field(None, description="Or a plan JSON (specsize plan --format json).")
+    record: str | None = Field(None, description="Also record the observation in the calibration store under this tag.")
+
+
+class EndpointBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    url: str = Field(description="http(s)://HOST:PORT/metrics of a vLLM server")
+
+
+class SearchBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    spec: str = Field(description="The search spec (YAML text), as `specsize search SPEC_FILE` reads it.")
+    simulate: bool = True
+
+
+def _check_endpoint_url(url: str) -> str:
+    from urllib.parse import urlsplit  # noqa: PLC0415
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.password:
+        raise SpecError("url", f"cannot register {url!r}", "http(s)://HOST:PORT/metrics without credentials")
+    return url
+
+
+def request_of(state: State, body: Any) -> Any:
+    return build(body.model_dump(exclude_none=True), state.catalog, state.store)
+
+
+def planned(state: State, body_request) -> Any:
+    result = api.plan(body_request)
+    state.metrics.plans.inc()
+    return result
+
+
+def _job(state: State, kind: str, payload: dict, user: auth.User) -> JSONResponse:
+    job = state.jobs.submit(kind, payload, user.name)
+    if job is None:
+        raise ApiError(429, "jobs", f"{state.jobs.workers} jobs are already running",
+                       "wait for one to finish (GET /api/v1/jobs/ID)", {"retry-after": "5"})
+    return JSONResponse(job.to_dict(with_result=False) | {"href": f"/api/v1/jobs/{job.id}"}, status_code=202)
+
+
+def _plan_for_live(state: State, body: LiveBody) -> dict:
+    if body.deployment:
+        return deployments.version(state.engine, body.deployment, body.version)["plan"]
+    if body.plan is None:
+        raise SpecError("plan", "no plan to hold the server against", "deployment (a saved one) or plan")
+    return body.plan
+
+
+def _endpoint_url(state: State, name: str) -> str:
+    from sqlalchemy import select  # noqa: PLC0415
+
+    with state.engine.connect() as con:
+        row = con.execute(select(db.endpoints.c.url).where(db.endpoints.c.name == name)).first()
+    if row is None:
+        raise ApiError(403, "endpoint", f"{name!r} is not a registered /metrics endpoint; the service fetches "
+                       "only registered ones", "a name from GET /api/v1/endpoints (an admin registers them)")
+    return row[0]
+
+
+def _record(state: State, result, tag: str, source: str, user: auth.User) -> None:
+    api.record_live(result, tag, state.store, source)  # the calibration store: the service's own database
+    with state.engine.begin() as con:
+        db.write_audit(con, user.name, "calibration.record", tag, {"source": source})
+
+
+def _save(state: State, name: str, request, user: auth.User, note: str | None, create: bool) -> dict:
+    result = planned(state, request)
+    from .requests import SERVER_SIDE  # noqa: PLC0415
+
+    settings = {k: v for k, v in request.settings().items() if k not in SERVER_SIDE}  # the store path is ours
+    number = deployments.save_version(state.engine, name, settings, result.to_dict(), user.name,
+                                      note, create)
+    return {"name": name, "version": number, "verdict": result.verdict.verdict,
+            "headroom_fraction": result.to_dict()["headroom_fraction"]}
+
+
+def _service_routes(app: FastAPI, state: State, PlanRequest: Any) -> None:  # noqa: N803
+    """Health, metrics."""
+    @app.get("/healthz", tags=["service"])
+    def healthz() -> dict:
+        return {"status": "ok", "version": __version__}
+
+    @app.get("/readyz", tags=["service"])
+    def readyz() -> JSONResponse:
+        try:
+            with state.engine.connect() as con:
+                con.exec_driver_sql("SELECT 1")
+        except Exception as err:  # noqa: BLE001
+            return JSONResponse({"status": "unavailable", "database": type(err).__name__}, status_code=503)
+        return JSONResponse({"status": "ready", "database": state.engine.dialect.name})
+
+    @app.get("/metrics", tags=["service"])
+    def metrics(_user: auth.User = Depends(current_user)) -> Response:
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest  # noqa: PLC0415
+
+        state.metrics.jobs.set(state.jobs.running())
+        return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+
+def _library_routes(app: FastAPI, state: State, PlanRequest: Any) -> None:  # noqa: N803
+    """The library over HTTP."""
+    @app.post("/api/v1/plan", tags=["plan"], summary="specsize plan --format json")
+    def plan(body: PlanRequest = Body(...), _u: auth.User = Depends(role("planner"))) -> dict:  # type: ignore[valid-type]
+        return planned(state, request_of(state, body)).to_dict()
+
+    @app.post("/api/v1/check", tags=["plan"], summary="specsize check --format json: the plan, and the gate's "
+              "exit code as `exit_code`")
+    def check(body: PlanRequest = Body(...), _u: auth.User = Depends(role("planner"))) -> dict:  # type: ignore[valid-type]
+        result = planned(state, request_of(state, body))
+        return result.to_dict() | {"exit_code": {"fits": 0, "thin": 1, "does_not_fit": 3}[result.verdict.verdict]}
+
+    @app.post("/api/v1/speedup", tags=["plan"], summary="specsize speedup --format json")
+    def speedup(body: PlanRequest = Body(...), _u: auth.User = Depends(role("planner"))) -> dict:  # type: ignore[valid-type]
+        from ..reports.speedup import to_dict  # noqa: PLC0415
+
+        return to_dict(api.speedup(request_of(state, body)))
+
+    @app.post("/api/v1/report", tags=["plan"], summary="specsize report --format html (or markdown with "
+              "?format=markdown)", response_class=Response)
+    def report(body: PlanRequest = Body(...), format: str = "html",  # type: ignore[valid-type]
+               _u: auth.User = Depends(role("planner"))) -> Response:
+        if format not in ("html", "markdown"):
+            raise SpecError("format", f"unknown format {format!r}", "html, markdown")
+        data = api.report(request_of(state, body))
+        state.metrics.plans.inc()
+        if format == "markdown":
+            from ..reports import report_markdown  # noqa: PLC0415
+
+            return PlainTextResponse(report_markdown.render(data), media_type="text/markdown")
+        from ..reports import html  # noqa: PLC0415
+
+        # a document to save: its own inline styles and SVG, nothing else; sandboxed when opened in place
+        return Response(html.render(data), media_type="text/html", headers={
+            "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'; img-src data:; sandbox",
+            "content-disposition": 'attachment; filename="specsize-report.html"'})
+
+    @app.post("/api/v1/simulate", tags=["jobs"], status_code=202,
+              summary="specsize simulate --format json, as a background job")
+    def simulate(body: PlanRequest = Body(...), user: auth.User = Depends(role("planner"))) -> JSONResponse:  # type: ignore[valid-type]
+        request = request_of(state, body)
+        from ..inputs.resolve import check_scenario  # noqa: PLC0415
+
+        check_scenario(request)  # bad input is answered now, not by the job
+        return _job(state, "simulate", {"body": body.model_dump(exclude_none=True), "store": state.store}, user)
+
+    @app.post("/api/v1/search", tags=["jobs"], status_code=202,
+              summary="specsize search --format json, as a background job")
+    def search(body: SearchBody, user: auth.User = Depends(role("planner"))) -> JSONResponse:
+        return _job(state, "search", {"spec": body.spec, "simulate": body.simulate}, user)
+
+    @app.get("/api/v1/jobs/{job_id}", tags=["jobs"])
+    def job(job_id: str, user: auth.User = Depends(role("viewer"))) -> dict:
+        found = state.jobs.get(job_id)
+        if found is None or (found.owner != user.name and not user.can("admin")):
+            raise ApiError(404, "job", f"no job {job_id}", "an id from POST simulate or search")
+        return found.to_dict()
+
+
+def _live_and_catalog_routes(app: FastAPI, state: State, PlanRequest: Any) -> None:  # noqa: N803
+    """check-live against registered endpoints; the catalogs."""
+    @app.post("/api/v1/check-live", tags=["live"], summary="specsize check-live --format json, against a "
+              "registered /metrics endpoint")
+    def check_live(body: LiveBody, user: auth.User = Depends(role("planner"))) -> dict:
+        url = _endpoint_url(state, body.endpoint)
+        result = api.check_live(_plan_for_live(state, body), metrics=url)
+        if body.record:
+            _record(state, result, body.record, f"service check-live {body.endpoint}", user)
+        return result.to_dict()
+
+    @app.get("/api/v1/models", tags=["catalog"])
+    def models(_u: auth.User = Depends(role("viewer"))) -> list[dict]:
+        return api.models()
+
+    @app.get("/api/v1/gpus", tags=["catalog"])
+    def gpus(_u: auth.User = Depends(role("viewer"))) -> list[dict]:
+        from ..reports.listings import gpus as listing  # noqa: PLC0415
+
+        return json.loads(listing(api.gpus(), "json"))
+
+
+
+def _endpoint_routes(app: FastAPI, state: State, PlanRequest: Any) -> None:  # noqa: N803
+    """Registered /metrics endpoints."""
+    @app.get("/api/v1/endpoints", tags=["live"])
+    def list_endpoints(_u: auth.User = Depends(role("viewer"))) -> list[dict]:
+        from sqlalchemy import select  # noqa: PLC0415
+
+        with state.engine.connect() as con:
+            rows = con.execute(select(db.endpoints.c.name, db.endpoints.c.url, db.endpoints.c.created_by,
+                                      db.endpoints.c.created_at).order_by(db.endpoints.c.name)).all()
+        return [{"name": r[0], "url": r[1], "created_by": r[2], "created_at": r[3]} for r in rows]
+
+    @app.post("/api/v1/endpoints", tags=["live"], status_code=201)
+    def add_endpoint(body: EndpointBody, user: auth.User = Depends(role("admin"))) -> dict:
+        deployments.check_name(body.name)
+        url = _check_endpoint_url(body.url)
+        from sqlalchemy.exc import IntegrityError  # noqa: PLC0415
+
+        try:
+            with state.engine.begin() as con:
+                con.execute(db.endpoints.insert().values(name=body.name, url=url, created_by=user.name,
+                                                         created_at=db.now()))
+                db.write_audit(con, user.name, "endpoint.add", body.name, {"url": url})
+        except IntegrityError:
+            raise SpecError("name", f"endpoint {body.name!r} exists", "a new name") from None
+        return {"name": body.name, "url": url}
+
+
+
+def _deployment_routes(app: FastAPI, state: State, PlanRequest: Any) -> None:  # noqa: N803
+    """Saved deployments."""
+    class NewDeployment(PlanRequest):  # type: ignore[valid-type, misc]
+        deployment_name: str = Field(description="The deployment's name (letters, digits, . _ -).")
+        note: str | None = Field(None, description="Why this version.")
+
+    class NewVersion(PlanRequest):  # type: ignore[valid-type, misc]
+        note: str | None = Field(None, description="Why this version.")
+        base_version: int | None = Field(None, description="Apply the fields over this version (default: the "
+                                         "newest); without any field, the version is re-planned as it is.")
+
+    @app.get("/api/v1/deployments", tags=["deployments"])
+    def list_deployments(_u: auth.User = Depends(role("viewer"))) -> list[dict]:
+        return deployments.list_deployments(state.engine)
+
+    @app.post("/api/v1/deployments", tags=["deployments"], status_code=201)
+    def create_deployment(body: NewDeployment, user: auth.User = Depends(role("planner"))) -> dict:
+        fields = body.model_dump(exclude_none=True)
+        name, note = fields.pop("deployment_name"), fields.pop("note", None)
+        deployments.check_name(name)
+        return _save(state, name, build(fields, state.catalog, state.store), user, note, create=True)
+
+    @app.post("/api/v1/deployments/{name}/versions", tags=["deployments"], status_code=201)
+    def new_version(name: str, body: NewVersion, user: auth.User = Depends(role("planner"))) -> dict:
+        fields = body.model_dump(exclude_none=True)
+        note, base = fields.pop("note", None), fields.pop("base_version", None)
+        current = deployments.version(state.engine, name, base)["request"]
+        request = build(merged(current, fields), state.catalog, state.store)
+        return _save(state, name, request, user, note, create=False)
+
+    @app.get("/api/v1/deployments/{name}", tags=["deployments"])
+    def get_deployment(name: str, _u: auth.User = Depends(role("viewer"))) -> dict:
+        return deployments.version(state.engine, name) | {"versions": deployments.versions(state.engine, name)}
+
+    @app.get("/api/v1/deployments/{name}/versions", tags=["deployments"])
+    def list_versions(name: str, _u: auth.User = Depends(role("viewer"))) -> list[dict]:
+        return deployments.versions(state.engine, name)
+
+    @app.get("/api/v1/deployments/{name}/versions/{number}", tags=["deployments"])
+    def get_version(name: str, number: int, _u: auth.User = Depends(role("viewer"))) -> dict:
+        return deployments.version(state.engine, name, number)
+
+    @app.get("/api/v1/deployments/{name}/diff", tags=["deployments"])
+    def diff(name: str, a: int, b: int, _u: auth.User = Depends(role("viewer"))) -> dict:
+        return deployments.diff(deployments.version(state.engine, name, a), deployments.version(state.engine, name, b))
+
+    @app.get("/api/v1/deployments/{name}/versions/{number}/yaml", tags=["deployments"], response_class=PlainTextResponse)
+    def export_yaml(name: str, number: int, _u: auth.User = Depends(role("viewer"))) -> PlainTextResponse:
+        v = deployments.version(state.engine, name, number)
+        return PlainTextResponse(f"# {name} v{number} by {v['author']} at {v['created_at']}\n"
+                                 + deployments.to_yaml(v["request"]), media_type="application/yaml")
+
+    @app.get("/api/v1/deployments/{name}/versions/{number}/command", tags=["deployments"])
+    def export_command(name: str, number: int, _u: auth.User = Depends(role("viewer"))) -> list[dict]:
+        return deployments.version(state.engine, name, number)["plan"].get("engine_commands", [])
+
+    @app.get("/api/v1/audit", tags=["service"])
+    def audit_log(limit: int = 100, _u: auth.User = Depends(role("admin"))) -> list[dict]:
+        from sqlalchemy import select  # noqa: PLC0415
+
+        with state.engine.connect() as con:
+            rows = con.execute(select(db.audit).order_by(db.audit.c.id.desc()).limit(max(1, min(limit, 1000)))).all()
+        return [dict(r._mapping) for r in rows]
+
+
+def create_app(config: Config | None = None) -> FastAPI:
+    config = config or Config()
+    state = State(config)
+    PlanRequest = request_model()
+    app = FastAPI(title="specsize", version=__version__, docs_url=None, redoc_url=None,  # their pages load scripts from a CDN
+                  openapi_url="/api/v1/openapi.json",
+                  description="Will a speculative-decoding deployment fit, with headroom, at the load you expect? "
+                              "Every request needs `Authorization: Bearer TOKEN` (`specsize users add`).")
+    app.state.service = state
+
+    @app.exception_handler(SpecError)
+    async def _spec(_request: Request, err: SpecError):
+        return _spec_error(err)
+
+    @app.exception_handler(ApiError)
+    async def _api(_request: Request, err: ApiError):
+        return JSONResponse(error_body(err.field, err.problem, err.accepted), status_code=err.status,
+                            headers=err.headers)
+
+    app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_request: Request, err: StarletteHTTPException):
+        return JSONResponse(error_body(None, str(err.detail), None), status_code=err.status_code)
+
+    @app.exception_handler(Exception)
+    async def _internal(_request: Request, err: Exception):
+        log.error("internal error: %s", type(err).__name__)
+        return JSONResponse(error_body(None, f"internal error ({type(err).__name__})", None), status_code=500)
+
+    _service_routes(app, state, PlanRequest)
+    _library_routes(app, state, PlanRequest)
+    _live_and_catalog_routes(app, state, PlanRequest)
+    _endpoint_routes(app, state, PlanRequest)
+    _deployment_routes(app, state, PlanRequest)
+    from .ui import mount_ui  # noqa: PLC0415
+
+    mount_ui(app, state, current_user, role, merged, lambda *a: _save(state, *a),
+             lambda name: _endpoint_url(state, name))
+    return Guard(app, config.max_body_bytes, state.metrics)  # type: ignore[return-value]
+
+
+def merged(current: dict, changes: dict) -> dict:
+    """A stored request with `changes` over it; a change to None removes the setting."""
+    out = dict(current)
+    for key, value in changes.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    if "acceptance_rate" in changes and changes["acceptance_rate"] is not None:
+        out.pop("mean_accepted_length", None)  # one acceptance at a time: the new one replaces the other form
+        out.pop("measured_at_k", None)
+    if "mean_accepted_length" in changes and changes["mean_accepted_length"] is not None:
+        out.pop("acceptance_rate", None)
+    return out
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

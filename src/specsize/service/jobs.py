@@ -1,0 +1,130 @@
+"""Long jobs (simulate, search) run in a process of their own, with a deadline: the request returns a job id at
+once, `GET /api/v1/jobs/{id}` reports queued / running / done / failed / timed_out, and a job past its deadline
+is killed (a thread could not be). At most `workers` jobs run at once; more are refused (429), not queued
+without bound. Jobs are kept in memory: a restart forgets them (the deployments they served are in the
+database)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+KEEP_FINISHED_S = 3600.0
+
+
+def _run(kind: str, payload: dict, conn) -> None:
+    """The job's body, in the child process: call the library, send back the JSON contract."""
+    try:
+        from .. import api  # noqa: PLC0415
+
+        if kind == "simulate":
+            from .requests import build  # noqa: PLC0415
+
+            report = api.simulate(build(payload["body"], None, payload.get("store")))  # the body as sent: the same provenance
+            import json  # noqa: PLC0415
+
+            from ..reports import svg  # noqa: PLC0415
+            from ..reports.simulation import render  # noqa: PLC0415 - the JSON of `specsize simulate --format json`
+
+            conn.send(("done", {"result": json.loads(render(report, "json")), "timeline_svg": svg.timeline(report)}))
+        elif kind == "search":
+            import os  # noqa: PLC0415
+            import tempfile  # noqa: PLC0415
+
+            from ..reports.search import to_dict  # noqa: PLC0415
+
+            with tempfile.TemporaryDirectory() as folder:
+                path = os.path.join(folder, "search.yaml")
+                with open(path, "w") as handle:
+                    handle.write(payload["spec"])
+                result = api.search(path, simulate=payload.get("simulate", True))
+            conn.send(("done", {"result": to_dict(result)}))
+        else:
+            conn.send(("failed", {"error": {"field": "kind", "problem": f"unknown job {kind}",
+                                            "accepted": "simulate, search"}}))
+    except Exception as err:  # noqa: BLE001 - reported as the job's error, never a traceback
+        from ..core.errors import SpecError  # noqa: PLC0415
+
+        if isinstance(err, SpecError):
+            conn.send(("failed", {"error": {"field": err.field, "problem": err.problem, "accepted": err.accepted}}))
+        else:
+            conn.send(("failed", {"error": {"field": None, "problem": f"internal error: {type(err).__name__}",
+                                            "accepted": None}}))
+    finally:
+        conn.close()
+
+
+@dataclass
+class Job:
+    id: str
+    kind: str
+    owner: str
+    created: float
+    timeout_s: float
+    status: str = "queued"
+    outcome: dict = field(default_factory=dict)
+    finished: float | None = None
+
+    def to_dict(self, with_result: bool = True) -> dict:
+        out: dict[str, Any] = {"id": self.id, "kind": self.kind, "owner": self.owner, "status": self.status,
+                               "timeout_s": self.timeout_s,
+                               "elapsed_s": round((self.finished or time.time()) - self.created, 3)}
+        if with_result:
+            out.update(self.outcome)
+        return out
+
+
+class JobRunner:
+    def __init__(self, workers: int = 2, timeout_s: float = 300.0):
+        self.workers, self.timeout_s = workers, timeout_s
+        self.jobs: dict[str, Job] = {}
+        self._lock = threading.Lock()
+        self._context = multiprocessing.get_context("spawn")  # no fork of a threaded server
+
+    def running(self) -> int:
+        return sum(1 for j in self.jobs.values() if j.status in ("queued", "running"))
+
+    def submit(self, kind: str, payload: dict, owner: str) -> Job | None:
+        """A new job, or None when `workers` jobs already run."""
+        with self._lock:
+            self._forget_old()
+            if self.running() >= self.workers:
+                return None
+            job = Job(secrets.token_hex(8), kind, owner, time.time(), self.timeout_s)
+            self.jobs[job.id] = job
+        threading.Thread(target=self._watch, args=(job, payload), daemon=True).start()
+        return job
+
+    def _watch(self, job: Job, payload: dict) -> None:
+        parent, child = self._context.Pipe(duplex=False)
+        process = self._context.Process(target=_run, args=(job.kind, payload, child), daemon=True)
+        job.status = "running"
+        process.start()
+        child.close()
+        if parent.poll(job.timeout_s):
+            try:
+                status, outcome = parent.recv()
+            except EOFError:
+                status, outcome = "failed", {"error": {"field": None, "problem": "the job's process ended",
+                                                        "accepted": None}}
+        else:
+            status, outcome = "timed_out", {"error": {"field": "timeout", "problem": f"the job ran past "
+                                                      f"{job.timeout_s:g} s and was stopped",
+                                                      "accepted": "a shorter duration or a smaller search"}}
+        if process.is_alive():
+            process.kill()
+        process.join(5)
+        parent.close()
+        job.outcome, job.finished, job.status = outcome, time.time(), status
+
+    def _forget_old(self) -> None:
+        cutoff = time.time() - KEEP_FINISHED_S
+        for key in [k for k, j in self.jobs.items() if j.finished and j.finished < cutoff]:
+            del self.jobs[key]
+
+    def get(self, job_id: str) -> Job | None:
+        return self.jobs.get(job_id)

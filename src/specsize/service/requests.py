@@ -1,0 +1,91 @@
+"""HTTP bodies -> a validated `Request`, and the OpenAPI schema of those bodies, both derived from the one
+field table (`inputs.request`): no field is declared here.
+
+A body is a JSON object of request fields (the names of a deployment file, flattened: `concurrency`, not
+`workload.concurrency`), optionally with `deployment_yaml`, the text of a deployment file, as the base layer
+(file < fields, as on the command line). Over HTTP the server must not become a file reader or a fetcher for
+its callers, so fields that name files on the server (samples, traces, the calibration store path) are refused,
+and target/draft must be catalog ids (`GET /api/v1/models`), not paths or hub ids.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from ..core.errors import SpecError
+from ..inputs.request import FIELDS, Request, fields, info
+
+SERVER_SIDE = tuple(name for name in FIELDS if info(name).kind == "path")  # samples_file, store, trace, ...
+CATALOG_ONLY = ("target", "draft")
+EXTRA = "deployment_yaml"
+
+_JSON_TYPES: dict[str, Any] = {
+    "int": int, "float": float, "bool": bool, "str": str, "mapping": dict,
+    "lengths": Union[dict, str, list[int]], "int_list": Union[list[int], str], "str_list": list[str],
+}
+
+
+def _annotation(name: str) -> Any:
+    fi = info(name)
+    if fi.kind == "choice":
+        assert fi.choices
+        return Literal[fi.choices]  # type: ignore[valid-type]
+    if name == "num_speculative_tokens":
+        return int
+    return _JSON_TYPES[fi.kind]
+
+
+def _field(name: str) -> tuple[Any, Any]:
+    fi = info(name)
+    extra: dict[str, Any] = {}
+    if fi.minimum is not None:
+        extra["exclusiveMinimum" if fi.exclusive_minimum else "minimum"] = fi.minimum
+    if fi.maximum is not None:
+        extra["exclusiveMaximum" if fi.exclusive_maximum else "maximum"] = fi.maximum
+    if fi.unit:
+        extra["x-unit"] = fi.unit
+    doc = fi.doc + (f" Default: {fi.default_doc}." if fi.default_doc else "")
+    return Optional[_annotation(name)], Field(None, description=doc, json_schema_extra=extra or None)
+
+
+def request_model() -> type[BaseModel]:
+    """The pydantic model of a request body: documentation (OpenAPI) and JSON types; the field table's own
+    reader then validates every value, so the API and the CLI refuse the same inputs with the same words."""
+    spec = {f.name: _field(f.name) for f in fields() if f.name not in SERVER_SIDE}
+    spec[EXTRA] = (Optional[str], Field(None, description="The text of a deployment file (YAML) as the base "
+                                        "layer; the other fields override it."))
+    return create_model("PlanRequest", __config__=ConfigDict(extra="forbid"), **spec)  # type: ignore[call-overload]
+
+
+def build(body: dict, catalog: frozenset[str] | None, store: str | None = None) -> Request:
+    """A Request from a JSON body (already shaped by `request_model`); `catalog` None: already checked. `store`:
+    the calibration store that `acceptance_from_store` reads (the service's own database on SQLite)."""
+    from ..inputs.load import build_request, load_request, parse_yaml_mapping  # noqa: PLC0415
+
+    values = {k: v for k, v in body.items() if v is not None}
+    text = values.pop(EXTRA, None)
+    for name in values:
+        if name not in FIELDS:
+            raise SpecError(name, "unknown field", "the fields of GET /api/v1/openapi.json (PlanRequest)")
+        if name in SERVER_SIDE:
+            raise SpecError(name, "names a file on the server, which the service does not read for callers",
+                            "lengths given inline (prompt_tokens, output_tokens)")
+    if text is None:
+        request = load_request(**values)
+    else:
+        data = parse_yaml_mapping(text, "the deployment", "deployment_yaml")
+        for key in SERVER_SIDE:
+            if key in data or key in (data.get("workload") or {}):
+                raise SpecError(key, "names a file on the server, which the service does not read for callers",
+                                "lengths given inline (prompt_tokens, output_tokens)")
+        request = build_request(data, values, "file", None, "the deployment")
+    for name in CATALOG_ONLY:
+        value = getattr(request, name)
+        if catalog is not None and value is not None and value not in catalog:
+            raise SpecError(name, f"{value!r} is not a catalog model; the service reads no files or hubs",
+                            "a model id from GET /api/v1/models")
+    if store is not None and request.acceptance_from_store:
+        request = request.replace(store=store)
+    return request

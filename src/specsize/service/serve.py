@@ -1,0 +1,57 @@
+"""The entry points of `specsize serve` and `specsize users`: open the database, check the bind, run uvicorn."""
+
+from __future__ import annotations
+
+import os
+
+from ..core.errors import SpecError
+
+
+def _engine(db_url: str | None):
+    from . import db  # noqa: PLC0415
+
+    return db.connect(db_url or os.environ.get("SPECSIZE_DB"))
+
+
+def add_user(db_url: str | None, name: str, role: str, password: str | None) -> str:
+    from . import auth  # noqa: PLC0415
+
+    return auth.add_user(_engine(db_url), name, role, password)
+
+
+def list_users(db_url: str | None) -> list[dict]:
+    from . import auth  # noqa: PLC0415
+
+    return auth.list_users(_engine(db_url))
+
+
+def revoke_user(db_url: str | None, name: str) -> None:
+    from . import auth  # noqa: PLC0415
+
+    auth.revoke_user(_engine(db_url), name)
+
+
+def run(db_url: str | None, host: str, port: int, rate_limit: int, max_body: int, job_timeout: float,
+        cookie_secure: bool = False) -> None:
+    import sys  # noqa: PLC0415
+
+    import uvicorn  # noqa: PLC0415
+
+    from . import auth, db  # noqa: PLC0415
+    from .app import Config, create_app, is_loopback  # noqa: PLC0415
+
+    url = db_url or os.environ.get("SPECSIZE_DB")
+    local = is_loopback(host)
+    if not local and not auth.any_user(_engine(url)):
+        raise SpecError("host", f"refusing to bind {host} with no user configured: anyone who reaches it could use "
+                        "it", "127.0.0.1, or first `specsize users add NAME --role admin`")
+    config = Config(db_url=url, rate_per_minute=rate_limit, max_body_bytes=max_body, job_timeout_s=job_timeout,
+                    secure_cookies=cookie_secure or not local)
+    app = create_app(config)
+    print(f"specsize: serving http://{host}:{port} (database {db.redacted(db.normalize_url(url))}); "
+          "OpenAPI at /api/v1/openapi.json", file=sys.stderr)
+    if local and not auth.any_user(_engine(url)):
+        print("specsize: note: no user yet: `specsize users add NAME --role admin` (every request needs one)",
+              file=sys.stderr)
+    uvicorn.run(app, host=host, port=port, log_level="warning", proxy_headers=False, server_header=False,
+                date_header=True, timeout_keep_alive=5, limit_concurrency=256)

