@@ -116,3 +116,40 @@ def test_malformed_inputs(tmp_path, capsys):
     assert code == 2 and "plan" in err
     with pytest.raises(SpecError):
         read_metrics("# just a comment\n")
+
+
+def test_a_metrics_url_that_redirects_is_refused_not_followed():
+    """The fetch goes only to the URL given (the service registers endpoints): a redirect elsewhere is an error."""
+    import http.server
+    import threading
+
+    from specsize.api import _metrics_text
+    from specsize.core.errors import SpecError
+
+    hits = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            hits.append(self.path)
+            if self.path == "/metrics":
+                self.send_response(302)
+                self.send_header("Location", "/elsewhere")
+                self.end_headers()
+            else:
+                self.send_response(200)
+                self.end_headers()
+                self.wfile.write(b"vllm:num_requests_running 1\n")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
+        with pytest.raises(SpecError, match="redirects"):
+            _metrics_text(url)
+        assert hits == ["/metrics"]
+    finally:
+        server.shutdown()

@@ -244,6 +244,17 @@ def _read(path: str | Path, field: str) -> str:
     return read_text(path, field, "a readable file")
 
 
+def _refuse_redirects(source: str):  # a handler bound to the URL given
+    import urllib.request  # noqa: PLC0415
+
+    class Refuse(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001
+            raise SpecError("metrics", f"{source} redirects ({code}) to {newurl}; redirects are not followed",
+                            "the /metrics URL of the engine itself")
+
+    return Refuse()
+
+
 def _metrics_text(source: str) -> str:
     if not source.startswith(("http://", "https://")):
         return _read(source, "metrics")
@@ -256,7 +267,8 @@ def _metrics_text(source: str) -> str:
     chunks: list[bytes] = []
     received = 0
     try:
-        with urllib.request.urlopen(source, timeout=10) as response:  # noqa: S310 - a URL the user gave
+        # redirects are not followed: the URL given (registered, in the service) is the only place fetched
+        with urllib.request.build_opener(_refuse_redirects(source)).open(source, timeout=10) as response:
             while received <= limit:
                 chunk = response.read1(65536)
                 if not chunk:
