@@ -48,7 +48,8 @@ class AccountingProfile:
     act_moe_coef: float = 1.0  # x tokens x top_k x (3 x expert-intermediate-per-rank + hidden) x bytes
     act_vocab_coef: float = 3.2  # x sampler rows x vocab x 4 bytes (fp32 logits and their copies)
     act_softcap_coef: float = 0.3  # extra, when final_logit_softcapping is set
-    spec_profile_vocab_coef: float = 1.0  # extra fp32 logits rows the profiling pass adds with speculation
+    spec_profile_vocab_coef: float = 1.0  # extra fp32 logits rows the profiling pass adds per dummy draft token
+    spec_profile_base_coef: float = 0.0  # and once, whatever the draft count (measured: 0.5 with d drafts, 3.5 each)
     # whether the profiling pass's dummy rejection sampler drafts k tokens per sequence (else one, whatever k is)
     spec_profile_k_aware: bool = False
     # memory outside torch's allocator
@@ -288,12 +289,13 @@ def activation_peak(d: Deployment, s: ResolvedSettings, p: AccountingProfile) ->
     if d.target.final_logit_softcapping:
         sampler += p.act_softcap_coef * rows * logits_row
     drafted = max(1, s.num_speculative_tokens) if p.spec_profile_k_aware else 1  # dummy draft tokens per sequence
-    spec = p.spec_profile_vocab_coef * rows * drafted * logits_row if sp.enabled else 0.0
+    spec_sets = p.spec_profile_base_coef + p.spec_profile_vocab_coef * drafted  # fp32 row-sets, per sequence
+    spec = spec_sets * rows * logits_row if sp.enabled else 0.0
     peak = int(forward + sampler + spec)
     # At run time a verification step scores k+1 positions per sequence (up to the token budget); the
     # profiling pass scored fewer rows. The difference is memory the engine did not reserve.
     runtime_rows = min(rows * (s.num_speculative_tokens + 1), tokens) if sp.enabled else rows
-    profiled_rows = rows * ((1 + drafted * p.spec_profile_vocab_coef / p.act_vocab_coef) if sp.enabled else 1)
+    profiled_rows = rows * ((1 + spec_sets / p.act_vocab_coef) if sp.enabled else 1)
     unprofiled = max(0, int((runtime_rows - profiled_rows) * p.act_vocab_coef * logits_row))
     terms = {"forward_target": int(target), "forward_draft": int(draft), "sampler": int(sampler),
              "speculation": int(spec), "tokens": tokens, "sampler_rows": rows, **encoder_terms}

