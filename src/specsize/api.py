@@ -123,6 +123,8 @@ def plan(request: Request | None = None, **overrides: Any) -> PlanResult:
 def _burst(q: Request, w) -> tuple[float | None, str | None]:
     """The burst factor a simulation applies and where it came from. Without a rate the scenario is the
     envelope's own burst; with a rate, only a burst someone asked for applies (never a default's)."""
+    if q.client_concurrency is not None:
+        return None, None
     if q.rate is None or q.given("burst_factor") or q.burst_start is not None or q.on_off is not None:
         return w.burst_factor, f"burst_factor ({q.source_of('burst_factor')})"
     return None, None
@@ -162,7 +164,8 @@ def simulate(request: Request | None = None, progress: Callable[[int, int], None
         output_p99=q.output_tokens_p99, burst_factor=factor, burst_source=source, burst_start_s=q.burst_start,
         burst_duration_s=q.burst_duration, on_off=_on_off(q.on_off), ramp_to_req_s=q.ramp_to,
         prefix_hit_rate=q.prefix_hit_rate, compare=not q.no_compare, ttft_slo_s=r.ttft_slo_s,
-        lengths_source=_lengths_source(q), trace=_trace(q.trace), lengths=_trace(q.lengths_file, lengths_only=True))
+        lengths_source=_lengths_source(q), trace=_trace(q.trace), lengths=_trace(q.lengths_file, lengths_only=True),
+        client_concurrency=q.client_concurrency, num_requests=q.num_requests)
     return run_simulation(r.deployment, r.workload, r.profile, r.efficiency, r.acceptance, r.tpot_slo_s, r.tree,
                           settings, q.headroom, progress)
 

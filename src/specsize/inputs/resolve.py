@@ -157,6 +157,11 @@ def check_scenario(q: Request) -> None:
                                    "output_tokens_median") if getattr(q, name) is not None]
         if clash:
             raise SpecError(clash[0], "a trace sets arrivals and lengths itself", "either --trace or the generators")
+    if q.client_concurrency is not None:
+        clash = [name for name in ("rate", "trace", "on_off", "burst_start", "ramp_to") if getattr(q, name) is not None]
+        if clash:
+            raise SpecError(clash[0], "a closed loop sends each request when an answer arrives",
+                            "either --client-concurrency or an arrival process")
     if q.on_off is not None and (q.burst_start is not None or q.burst_duration is not None):
         raise SpecError("burst_start", "--on-off repeats bursts itself", "either --on-off or --burst-start")
     if q.burst_duration is not None and q.burst_start is None:
