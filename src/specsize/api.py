@@ -16,6 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from .catalog.configs import DERIVED
 from .core.errors import SpecError
 from .core.specs import ModelSpec
 from .inputs.load import EMBEDDED, load_request
@@ -70,7 +71,15 @@ def _notes(r: Resolved) -> tuple[str, ...]:
     newer = beyond_known(r.request.engine, r.request.engine_version)
     if newer:
         notes.append(newer)
-    return tuple(notes)
+    return tuple(notes) + _derived_head_note(r)
+
+
+def _derived_head_note(r: Resolved) -> tuple[str, ...]:
+    draft = r.deployment.speculative.draft
+    if draft is None or not draft.source.startswith(DERIVED):
+        return ()
+    return (f"no readable head config: priced {draft.source} (catalog.configs.standard_head), in memory and in time; "
+            "pass --draft for the real one",)
 
 
 def _lengths_source(request: Request) -> str:
@@ -194,8 +203,9 @@ def speedup(request: Request | None = None, **overrides: Any) -> SpeedupReport:
     for candidate in candidates:  # each candidate is a deployment of its own: checked as `plan` checks one
         validate(replace(d, speculative=candidate.speculative), r.workload, q.headroom)
     ks = list(q.speedup_ks or (d.speculative.num_speculative_tokens,))
-    return compare_drafters(d, r.profile, r.efficiency, r.acceptance, list(q.batch_sizes), ks, q.context_len, r.tree,
-                            candidates)
+    result = compare_drafters(d, r.profile, r.efficiency, r.acceptance, list(q.batch_sizes), ks, q.context_len,
+                              r.tree, candidates)
+    return replace(result, notes=_derived_head_note(r) + result.notes)
 
 
 def report(request: Request | None = None, **overrides: Any) -> ReportData:
