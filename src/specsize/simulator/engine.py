@@ -155,6 +155,9 @@ def _admit(cfg: EngineConfig, b: _Book, waiting: deque[int], run: np.ndarray, c:
     admitted_sched: list[int] = []
     while waiting and len(run) + len(admitted) < cfg.max_num_seqs and budget > 0:
         head = waiting[0]
+        if int(_blocks_for(cfg, int(b.prefill_target[head]) + k + 1)) > cfg.num_blocks:
+            waiting.popleft()  # longer than the whole pool: the engine can never run it (left unfinished)
+            continue
         start = int(b.computed[head])
         if not b.first_seen[head]:
             start = min(int(b.prompt[head] * cfg.prefix_hit_rate), int(b.prompt[head]) - 1) \
@@ -273,7 +276,7 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
     b = _book(req)
     time_limit, sample_every = _time_limits(req.arrival_s, max_time_s, sample_interval_s)
     if clients and max_time_s is None:
-        time_limit = np.inf  # a closed loop ends when its last request does
+        time_limit = 1e7  # a closed loop ends when its last request does (this bounds a run that cannot)
 
     windows = tuple(w for w, _ in cfg.target.kv_windows)
     draft_windows = tuple(w for w, _ in cfg.draft.kv_windows) if cfg.draft else ()

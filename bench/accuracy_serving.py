@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""Accuracy of `specsize simulate` against published whole-server benchmark runs (vLLM, SGLang).
+
+Each row of bench/data/serving_runs.jsonl is one published run (`vllm bench serve`, SGLang `bench_serving`,
+GPUStack's and llm-d's published sweeps) with its configuration and its measured output throughput, TTFT and
+TPOT, and its source. A run becomes one simulation: the row's model, GPU, TP, quantization, prompt and output
+lengths, and its load (a Poisson rate; `--request-rate inf`: every request at t = 0; a fixed concurrency: the
+closed-loop client). Predicted vs measured: relative error (predicted / measured - 1) per metric; the table
+ends with the median |error| and the signed median (bias) on the fit slice and on the held-out slice apart.
+
+The split: a run is held out when a hash of its series (source + model + GPU) falls in the last third, so a
+whole series (every load of one setup) is on one side. The efficiencies of catalog/data/efficiency.json were
+set looking at the fit slice only; the held-out slice is the honest error.
+
+Speculation: where a series measures the same server with and without a drafter at several loads but does not
+give the acceptance, the acceptance is taken from the series' lowest load (fit) and the ratio at the other
+loads is predicted (held out); the load where speculation stops paying is read from both.
+
+Run: .venv/bin/python bench/accuracy_serving.py [--only fit|heldout] [--verbose]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "bench" / "data" / "serving_runs.jsonl"
+
+GPUS = {"H100": "H100-SXM-80GB", "H100 80GB": "H100-SXM-80GB", "H200": "H200-141GB", "A100": "A100-80GB"}
+MODELS = {  # published id -> (catalog id, quantization override)
+    "Qwen/Qwen3-8B": ("Qwen/Qwen3-8B", None), "Qwen/Qwen3-8B-FP8": ("Qwen/Qwen3-8B", "fp8"),
+    "Qwen/Qwen3-14B": ("Qwen/Qwen3-14B", None), "Qwen/Qwen3-14B-FP8": ("Qwen/Qwen3-14B", "fp8"),
+    "Qwen/Qwen3-32B": ("Qwen/Qwen3-32B", None), "Qwen/Qwen3-32B-FP8": ("Qwen/Qwen3-32B", "fp8"),
+    "Qwen/Qwen3-235B-A22B-Instruct-2507": ("Qwen/Qwen3-235B-A22B", None),
+    "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8": ("Qwen/Qwen3-235B-A22B", "fp8"),
+    "openai/gpt-oss-20b": ("openai/gpt-oss-20b", None), "openai/gpt-oss-120b": ("openai/gpt-oss-120b", None),
+    "meta-llama/Llama-3.3-70B-Instruct": ("meta-llama/Llama-3.3-70B-Instruct", None),
+    "deepseek-ai/DeepSeek-R1": ("deepseek-ai/DeepSeek-R1", None),
+    "deepseek-ai/DeepSeek-R1-0528": ("deepseek-ai/DeepSeek-R1", None),
+}
+ENGINES = ("vLLM", "SGLang")
+
+
+def number(text) -> float | None:
+    if isinstance(text, (int, float)):
+        return float(text)
+    if not isinstance(text, str):
+        return None
+    m = re.search(r"\d+(\.\d+)?", text)
+    return float(m.group()) if m else None
+
+
+def held_out(row: dict) -> bool:
+    key = f"{row['source'].split('#')[0]}|{row['model']}|{row['gpu']}|{row.get('group') or ''}"
+    return int(hashlib.sha256(key.encode()).hexdigest(), 16) % 3 == 0
+
+
+def case(row: dict) -> tuple[dict | None, str]:
+    """The simulate overrides for a run, or None and why it is skipped."""
+    if not any(row["engine"].startswith(e) for e in ENGINES):
+        return None, f"engine {row['engine']} not modelled"
+    if row["model"] not in MODELS:
+        return None, f"model {row['model']} not in the catalog"
+    gpu = GPUS.get(row["gpu"])
+    if gpu is None:
+        return None, f"GPU {row['gpu']} not mapped"
+    if (row.get("dp") or 1) > 1:
+        return None, "data parallel"
+    spec = row.get("speculative") or {}
+    if spec and spec.get("acceptance_rate") is None and spec.get("mean_acceptance_length") is None:
+        return None, "speculative without acceptance (see the ratio table)"
+    prompt, output = number(row["input_len"]), number(row["output_len"])
+    if not prompt or not output:
+        return None, "lengths not stated"
+    target, quant = MODELS[row["model"]]
+    q = str(row.get("quantization") or "").lower()
+    if quant is None and q.startswith("fp8"):
+        quant = "fp8"
+    tp = int(row.get("tp") or 1)
+    over = dict(target=target, gpu=gpu, tp=tp, prompt_tokens_median=prompt, output_tokens_median=output,
+                no_compare=True, seed=0)
+    if quant:
+        over["quantization"] = quant
+    rate, conc = row.get("request_rate"), row.get("max_concurrency")
+    n = int(row.get("num_prompts") or 0)
+    if conc:
+        over.update(client_concurrency=int(conc), num_requests=n or max(100, 10 * int(conc)))
+    elif rate in ("inf", None) or (isinstance(rate, float) and math.isinf(rate)):
+        if not n:
+            return None, "no rate, no concurrency, no request count"
+        over.update(client_concurrency=n, num_requests=n)  # every request sent at t = 0
+    else:
+        over.update(rate=float(rate), duration=120.0 if not n else n / float(rate))
+    return over, ""
+
+
+def measured(row: dict) -> dict:
+    m = row["measured"]
+    out = {}
+    if m.get("output_throughput_tok_s"):
+        out["throughput"] = ("mean", m["output_throughput_tok_s"])
+    for name in ("ttft", "tpot"):
+        if m.get(f"{name}_median_ms") is not None:
+            out[name] = ("p50", m[f"{name}_median_ms"] / 1e3)
+        elif m.get(f"{name}_mean_ms") is not None:
+            out[name] = ("mean", m[f"{name}_mean_ms"] / 1e3)
+    return out
+
+
+def predict(over: dict) -> dict | None:
+    from specsize import api
+
+    rep = api.simulate(**over)
+    s = rep.spec
+    if not s.completed:
+        return None
+    return {"throughput": {"mean": s.throughput_tok_s},
+            "ttft": {"p50": s.ttft_s.p50, "mean": s.ttft_s.mean},
+            "tpot": {"p50": s.tpot_s.p50, "mean": s.tpot_s.mean}}
+
+
+def summary(errors: list[float]) -> str:
+    if not errors:
+        return "-"
+    return (f"median |err| {statistics.median(abs(e) for e in errors):5.1%}, bias {statistics.median(errors):+6.1%}"
+            f" (n={len(errors)})")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", default=str(DATA))
+    ap.add_argument("--only", choices=("fit", "heldout"))
+    ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--limit", type=int, default=0)
+    args = ap.parse_args()
+    rows = [json.loads(line) for line in Path(args.data).read_text().splitlines() if line.strip()]
+    errs: dict[tuple[str, str], list[float]] = {}
+    skipped: dict[str, int] = {}
+    print(f"{'run':46} {'slice':7} {'metric':10} {'measured':>10} {'predicted':>10} {'error':>7}")
+    started = time.perf_counter()
+    done = 0
+    for row in rows:
+        over, why = case(row)
+        if over is None:
+            skipped[why] = skipped.get(why, 0) + 1
+            continue
+        part = "heldout" if held_out(row) else "fit"
+        if args.only and part != args.only:
+            continue
+        meas = measured(row)
+        try:
+            pred = predict(over)
+        except Exception as err:  # noqa: BLE001 - a row the tool refuses is reported, not fatal
+            skipped[f"refused: {str(err)[:60]}"] = skipped.get(f"refused: {str(err)[:60]}", 0) + 1
+            continue
+        if pred is None:
+            skipped["no request fits the simulated KV pool"] = skipped.get("no request fits the simulated KV pool", 0) + 1
+            continue
+        done += 1
+        for metric, (stat, value) in meas.items():
+            p = pred[metric][stat]
+            if p is None or not value:
+                continue
+            e = p / value - 1
+            errs.setdefault((part, metric), []).append(e)
+            unit, scale = ("tok/s", 1) if metric == "throughput" else ("ms", 1e3)
+            print(f"{row['id'][:46]:46} {part:7} {metric + ' ' + stat:10} {value * scale:10.1f} {p * scale:10.1f} "
+                  f"{e:+7.1%}")
+        if args.limit and done >= args.limit:
+            break
+    print()
+    for part in ("fit", "heldout"):
+        for metric in ("throughput", "ttft", "tpot"):
+            print(f"{part:8} {metric:10} {summary(errs.get((part, metric), []))}")
+    if args.verbose:
+        print("\nskipped:")
+        for why, count in sorted(skipped.items(), key=lambda kv: -kv[1]):
+            print(f"  {count:4} {why}")
+    print(f"\n{done} runs simulated in {time.perf_counter() - started:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
