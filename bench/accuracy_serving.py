@@ -34,7 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "bench" / "data" / "serving_runs.jsonl"
 
-GPUS = {"H100": "H100-SXM-80GB", "H100 80GB": "H100-SXM-80GB", "H200": "H200-141GB", "A100": "A100-80GB"}
+GPUS = {"H100": "H100-SXM-80GB", "H100 80GB": "H100-SXM-80GB", "H200": "H200-141GB", "A100": "A100-80GB",
+        "B200": "B200-180GB", "MI300X": "MI300X-192GB", "MI325X": "MI325X-256GB", "MI355X": "MI355X-288GB"}
 MODELS = {  # published id -> (catalog id, quantization override)
     "Qwen/Qwen3-8B": ("Qwen/Qwen3-8B", None), "Qwen/Qwen3-8B-FP8": ("Qwen/Qwen3-8B", "fp8"),
     "Qwen/Qwen3-14B": ("Qwen/Qwen3-14B", None), "Qwen/Qwen3-14B-FP8": ("Qwen/Qwen3-14B", "fp8"),
@@ -45,6 +46,13 @@ MODELS = {  # published id -> (catalog id, quantization override)
     "meta-llama/Llama-3.3-70B-Instruct": ("meta-llama/Llama-3.3-70B-Instruct", None),
     "deepseek-ai/DeepSeek-R1": ("deepseek-ai/DeepSeek-R1", None),
     "deepseek-ai/DeepSeek-R1-0528": ("deepseek-ai/DeepSeek-R1", None),
+    "deepseek-ai/DeepSeek-V3": ("deepseek-ai/DeepSeek-V3", None),
+    "meta-llama/Llama-3.1-8B-Instruct": ("meta-llama/Llama-3.1-8B-Instruct", None),
+    "meta-llama/Llama-3.1-70B-Instruct": ("meta-llama/Llama-3.1-70B-Instruct", None),
+    "meta-llama/Llama-3.1-405B-Instruct": ("meta-llama/Meta-Llama-3.1-405B", None),
+    "meta-llama/Llama-3.1-405B-Instruct-FP8": ("meta-llama/Meta-Llama-3.1-405B", "fp8"),
+    "amd/Llama-3.1-405B-Instruct-FP8-KV": ("meta-llama/Meta-Llama-3.1-405B", "fp8"),
+    "Qwen/Qwen3-30B-A3B": ("Qwen/Qwen3-30B-A3B", None),
 }
 ENGINES = ("vLLM", "SGLang")
 
@@ -56,6 +64,40 @@ def number(text) -> float | None:
         return None
     m = re.search(r"\d+(\.\d+)?", text)
     return float(m.group()) if m else None
+
+
+SHAREGPT_SIGMA = 1.0  # lognormal spread of ShareGPT prompt and output lengths (a workload shape, not a timing term)
+_LENGTH_FILES: dict[tuple[float, float], str] = {}
+
+
+def sharegpt_lengths(prompt_mean: float, output_mean: float) -> str:
+    """A lengths file of ShareGPT-like requests with the run's mean prompt and output: lognormal lengths, filtered as
+    `vllm bench serve` samples ShareGPT (prompt and output >= 4 tokens, prompt <= 1024, prompt + output <= 2048:
+    vllm-project/vllm benchmarks/datasets.py is_valid_sequence), rescaled to the published means."""
+    import tempfile
+
+    import numpy as np
+
+    key = (round(prompt_mean, 1), round(output_mean, 1))
+    if key in _LENGTH_FILES:
+        return _LENGTH_FILES[key]
+    rng = np.random.default_rng(7)
+    p = rng.lognormal(0.0, SHAREGPT_SIGMA, 20_000)
+    o = rng.lognormal(0.0, SHAREGPT_SIGMA, 20_000)
+    sp, so = prompt_mean, output_mean
+    for _ in range(30):  # scale so that the filtered sample has the published means
+        ps, os_ = np.rint(p * sp), np.rint(o * so)
+        keep = (ps >= 4) & (os_ >= 4) & (ps <= 1024) & (ps + os_ <= 2048)
+        sp *= prompt_mean / ps[keep].mean()
+        so *= output_mean / os_[keep].mean()
+    ps, os_ = np.rint(p * sp), np.rint(o * so)
+    keep = (ps >= 4) & (os_ >= 4) & (ps <= 1024) & (ps + os_ <= 2048)
+    handle = tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False)
+    for a, b in zip(ps[keep][:5000], os_[keep][:5000]):
+        handle.write(json.dumps({"prompt_tokens": int(a), "output_tokens": int(b)}) + "\n")
+    handle.close()
+    _LENGTH_FILES[key] = handle.name
+    return handle.name
 
 
 def held_out(row: dict) -> bool:
@@ -85,15 +127,22 @@ def case(row: dict) -> tuple[dict | None, str]:
     if quant is None and q.startswith("fp8"):
         quant = "fp8"
     tp = int(row.get("tp") or 1)
-    over = dict(target=target, gpu=gpu, tp=tp, prompt_tokens_median=prompt, output_tokens_median=output,
-                no_compare=True, seed=0)
+    over = dict(target=target, gpu=gpu, tp=tp, no_compare=True, seed=0)
+    if "sharegpt" in str(row.get("dataset") or "").lower():
+        over["lengths_file"] = sharegpt_lengths(prompt, output)
+    else:
+        over.update(prompt_tokens_median=prompt, output_tokens_median=output)
     if quant:
         over["quantization"] = quant
     rate, conc = row.get("request_rate"), row.get("max_concurrency")
+    if isinstance(rate, str) and rate not in ("inf", "offline"):
+        rate = "inf" if "burst" in rate else number(rate)
+    if isinstance(conc, str):
+        conc = number(conc)
     n = int(row.get("num_prompts") or 0)
     if conc:
         over.update(client_concurrency=int(conc), num_requests=n or max(100, 10 * int(conc)))
-    elif rate in ("inf", None) or (isinstance(rate, float) and math.isinf(rate)):
+    elif rate in ("inf", "offline", None) or (isinstance(rate, float) and math.isinf(rate)):
         if not n:
             return None, "no rate, no concurrency, no request count"
         over.update(client_concurrency=n, num_requests=n)  # every request sent at t = 0
