@@ -66,6 +66,7 @@ def number(text) -> float | None:
     return float(m.group()) if m else None
 
 
+STOPS_PAYING = 0.95  # a TPOT ratio (spec / no spec) this close to 1 is no gain worth the drafter
 SHAREGPT_SIGMA = 1.0  # lognormal spread of ShareGPT prompt and output lengths (a workload shape, not a timing term)
 _LENGTH_FILES: dict[tuple[float, float], str] = {}
 
@@ -134,6 +135,14 @@ def case(row: dict) -> tuple[dict | None, str]:
         over.update(prompt_tokens_median=prompt, output_tokens_median=output)
     if quant:
         over["quantization"] = quant
+    load = _load(row)
+    if load is None:
+        return None, "no rate, no concurrency, no request count"
+    return {**over, **load}, ""
+
+
+def _load(row: dict) -> dict | None:
+    """The run's load as simulate settings: a closed loop, everything at t = 0, or a Poisson rate."""
     rate, conc = row.get("request_rate"), row.get("max_concurrency")
     if isinstance(rate, str) and rate not in ("inf", "offline"):
         rate = "inf" if "burst" in rate else number(rate)
@@ -141,14 +150,10 @@ def case(row: dict) -> tuple[dict | None, str]:
         conc = number(conc)
     n = int(row.get("num_prompts") or 0)
     if conc:
-        over.update(client_concurrency=int(conc), num_requests=n or max(100, 10 * int(conc)))
-    elif rate in ("inf", "offline", None) or (isinstance(rate, float) and math.isinf(rate)):
-        if not n:
-            return None, "no rate, no concurrency, no request count"
-        over.update(client_concurrency=n, num_requests=n)  # every request sent at t = 0
-    else:
-        over.update(rate=float(rate), duration=120.0 if not n else n / float(rate))
-    return over, ""
+        return {"client_concurrency": int(conc), "num_requests": n or max(100, 10 * int(conc))}
+    if rate in ("inf", "offline", None) or (isinstance(rate, float) and math.isinf(rate)):
+        return {"client_concurrency": n, "num_requests": n} if n else None  # every request sent at t = 0
+    return {"rate": float(rate), "duration": 120.0 if not n else n / float(rate)}
 
 
 def measured(row: dict) -> dict:
@@ -181,6 +186,63 @@ def summary(errors: list[float]) -> str:
         return "-"
     return (f"median |err| {statistics.median(abs(e) for e in errors):5.1%}, bias {statistics.median(errors):+6.1%}"
             f" (n={len(errors)})")
+
+
+def ratio_series(rows: list[dict]) -> None:
+    """Speculation on/off at several loads of one setup without a published acceptance (llm-d's Qwen3-32B EAGLE-3
+    ladder): the acceptance is solved from the lowest load's TPOT ratio (fit), the other loads are predicted."""
+    from specsize import api
+
+    groups: dict[str, dict[float, dict]] = {}
+    for row in rows:
+        if row.get("group") != "llmd-qwen3-32b-eagle3-qps-ladder":
+            continue
+        arm = "spec" if row.get("speculative") else "off"
+        groups.setdefault(arm, {})[float(row["request_rate"])] = row
+    if not groups.get("spec") or not groups.get("off"):
+        return
+    loads = sorted(set(groups["spec"]) & set(groups["off"]))
+    base = groups["off"][loads[0]]
+    prompt, output = number(base["input_len"]), number(base["output_len"])
+    k = int(groups["spec"][loads[0]]["speculative"].get("k") or 3)
+
+    def sim(rate: float, a: float):
+        rep = api.simulate(target="Qwen/Qwen3-32B", gpu="H200-141GB", tp=2, method="eagle3", num_speculative_tokens=k,
+                           acceptance_rate=a, rate=rate, duration=120.0, prompt_tokens_median=prompt,
+                           prompt_tokens_p99=min(4096.0, prompt * 2.2), output_tokens_median=output,
+                           output_tokens_p99=min(512.0, output * 2.0), seed=0)
+        return rep.spec, rep.no_spec
+
+    def measured_ratio(rate: float, metric: str) -> float:
+        on, off = groups["spec"][rate]["measured"], groups["off"][rate]["measured"]
+        key = {"tpot": "tpot_median_ms", "throughput": "output_throughput_tok_s"}[metric]
+        return on[key] / off[key]
+
+    target = measured_ratio(loads[0], "tpot")
+    lo, hi = 0.05, 0.95
+    for _ in range(10):  # TPOT ratio falls as acceptance rises
+        mid = (lo + hi) / 2
+        spec, off = sim(loads[0], mid)
+        if spec.tpot_s.p50 / off.tpot_s.p50 > target:
+            lo = mid
+        else:
+            hi = mid
+    a = (lo + hi) / 2
+    print(f"\nspec/no-spec ratio across load: llm-d Qwen3-32B + EAGLE-3 (k={k}, head derived), 2 x H200 TP 2; "
+          f"acceptance {a:.3f} solved from the {loads[0]:g} QPS TPOT ratio (fit); the other loads held out")
+    print(f"{'QPS':>5} {'TPOT ratio meas.':>17} {'pred.':>7} {'tok/s ratio meas.':>18} {'pred.':>7}")
+    stop_measured = stop_predicted = None
+    for rate in loads:
+        spec, off = sim(rate, a)
+        pt, mt = spec.tpot_s.p50 / off.tpot_s.p50, measured_ratio(rate, "tpot")
+        pr, mr = spec.throughput_tok_s / off.throughput_tok_s, measured_ratio(rate, "throughput")
+        print(f"{rate:5g} {mt:17.2f} {pt:7.2f} {mr:18.2f} {pr:7.2f}")
+        if stop_measured is None and mt >= STOPS_PAYING:
+            stop_measured = rate
+        if stop_predicted is None and pt >= STOPS_PAYING:
+            stop_predicted = rate
+    print(f"speculation stops paying (TPOT gain under {1 - STOPS_PAYING:.0%}, ratio >= {STOPS_PAYING}): measured at "
+          f"{stop_measured} QPS, predicted at {stop_predicted} QPS")
 
 
 def main() -> int:
@@ -234,6 +296,8 @@ def main() -> int:
         for why, count in sorted(skipped.items(), key=lambda kv: -kv[1]):
             print(f"  {count:4} {why}")
     print(f"\n{done} runs simulated in {time.perf_counter() - started:.1f} s")
+    if not args.only and not args.limit:
+        ratio_series(rows)
     return 0
 
 
