@@ -129,6 +129,9 @@ def case(row: dict) -> tuple[dict | None, str]:
         quant = "fp8"
     tp = int(row.get("tp") or 1)
     over = dict(target=target, gpu=gpu, tp=tp, no_compare=True, seed=0)
+    version = re.search(r"(\d+)\.(\d+)", str(row.get("engine_version") or ""))
+    if row["engine"].startswith("vLLM") and version:  # the engine release's defaults (max_num_seqs, budget)
+        over["engine_version"] = f"{version.group(1)}.{version.group(2)}"
     if "sharegpt" in str(row.get("dataset") or "").lower():
         over["lengths_file"] = sharegpt_lengths(prompt, output)
     else:
