@@ -169,3 +169,21 @@ def test_simulation_problems_are_kinds(capsys):
     assert report.spec.problems, "40 req/s on the default must overload it"
     assert all(p.kind in PROBLEM_KINDS for p in report.spec.problems)
     assert report.to_dict()["problem_kinds"] == [p.kind for p in report.spec.problems]
+
+
+def test_a_medusa_config_prices_its_heads(tmp_path, capsys):
+    # Medusa's own config.json (FasterDecoding/Medusa: medusa_num_heads, hidden_size, vocab_size) has no decoder
+    # layers: 5 heads of a 4096 x 4096 block and a 4096 x 32000 lm_head each = 5 x (16,777,216 + 131,072,000)
+    from specsize.catalog.configs import spec_from_config
+    from specsize.core.weights import total_params
+
+    cfg = {"medusa_num_heads": 5, "medusa_num_layers": 1, "hidden_size": 4096, "vocab_size": 32000,
+           "base_model_name_or_path": "lmsys/vicuna-7b-v1.3"}
+    heads = spec_from_config(cfg, "medusa-vicuna-7b", "test")
+    assert total_params(heads) == 5 * (4096 * 4096 + 4096 * 32000) + 4096  # + the final norm
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    code, out, err = run(capsys, "speedup", "--target", "meta-llama/Llama-3.1-8B-Instruct", "--method", "medusa",
+                         "--draft", str(path), "-k", "3", "--gpu", "H100-SXM-80GB", "--acceptance-rate", "0.7",
+                         "--batch-size", "1")
+    assert code == 0, err

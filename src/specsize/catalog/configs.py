@@ -167,6 +167,10 @@ def spec_from_config(raw: dict[str, Any], model_id: str, source: str, *, params_
     if not isinstance(raw, dict):
         raise SpecError("config.json", f"{model_id}: expected a JSON object", "a Hugging Face config.json")
     cfg = _text_config(raw)
+    if "medusa_num_heads" in cfg and "num_hidden_layers" not in cfg:  # a Medusa head's own config.json
+        return medusa_heads(_medusa_field(cfg, "hidden_size", model_id), _medusa_field(cfg, "vocab_size", model_id),
+                            _medusa_field(cfg, "medusa_num_heads", model_id), model_id, source,
+                            str(cfg.get("torch_dtype") or "bfloat16"))
     for name in REQUIRED:
         if cfg.get(name) in (None, ""):
             raise SpecError(f"config.json:{name}", f"{model_id}: missing field {name!r}",
@@ -252,9 +256,24 @@ def standard_head(target: ModelSpec, method: str, k: int) -> ModelSpec:
         return as_eagle_head(spec_from_config(cfg, f"{target.model_id} (EAGLE head, derived)", label))
     if method == "medusa":
         heads_k = max(1, k)
-        # no decoder layer: k residual blocks (the fc below, k x H x H) and k lm_heads (one table of k x vocab rows)
-        cfg = {**base, "architectures": ["MedusaModel"], "num_hidden_layers": 1, "tie_word_embeddings": True,
-               "vocab_size": heads_k * target.vocab_size}
-        return spec_from_config(cfg, f"{target.model_id} (Medusa, {heads_k} heads, derived)", label).with_(
-            num_layers=0, layers=(), eagle_fc_inputs=heads_k)
+        return medusa_heads(h, target.vocab_size, heads_k, f"{target.model_id} (Medusa, {heads_k} heads, derived)",
+                            label, target.dtype)
     raise ValueError(method)
+
+
+def _medusa_field(cfg: dict, name: str, model_id: str) -> int:
+    value = cfg.get(name)
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 1 << 24:
+        raise SpecError(f"config.json:{name}", f"{model_id}: a Medusa config needs it as a positive integer, got "
+                        f"{value!r}", "a Medusa config.json (medusa_num_heads, hidden_size, vocab_size)")
+    return value
+
+
+def medusa_heads(hidden: int, vocab: int, heads: int, model_id: str, source: str, dtype: str) -> ModelSpec:
+    """Medusa-1 heads (Cai et al. 2024): no decoder layer; `heads` residual blocks H -> H (priced as the fc of
+    heads x H x H) and `heads` lm_heads H -> vocab (one table of heads x vocab rows, read whole each step)."""
+    cfg = {"architectures": ["MedusaModel"], "model_type": "llama", "hidden_size": hidden,
+           "intermediate_size": 4 * hidden, "num_attention_heads": max(1, hidden // 128), "num_key_value_heads": 1,
+           "num_hidden_layers": 1, "vocab_size": heads * vocab, "tie_word_embeddings": True, "torch_dtype": dtype,
+           "max_position_embeddings": 4096}
+    return spec_from_config(cfg, model_id, source).with_(num_layers=0, layers=(), eagle_fc_inputs=heads)
