@@ -91,6 +91,7 @@ class PerfSummary:
     tpot_slo_s: float | None
     note: str | None
     acceptance_source: str | None = None
+    ttft_s_no_spec: float | None = None  # without the drafter's own prefill (ttft_s includes it)
 
 
 def find_crossover(costs: SpecCosts, per_pass: float, context: int, upper: int) -> int | None:
@@ -136,6 +137,7 @@ def summarize(d: Deployment, mem: MemoryAccount, eff: Efficiency, acceptance: Ac
                            max_concurrency_for_tpot_slo=slo, tpot_slo_s=tpot_slo_s, note=note)
     a = acceptance.per_token(k)
     costs = costs_for(d, mem, eff, k, tree)
+    ttft = prefill_time(costs, prompt_len, s.max_num_batched_tokens)  # a drafter with a KV cache prefills too
     measured = acceptance.mean_accepted_length is not None
     per_pass = _tokens_per_pass(a, k, tree, measured)
     point = speedup_point(costs, batch_size, context_len, per_pass, k)
@@ -149,5 +151,6 @@ def summarize(d: Deployment, mem: MemoryAccount, eff: Efficiency, acceptance: Ac
                        tpot_s=point.tpot_s, tpot_s_no_spec=point.tpot_s_no_spec, speedup=point.speedup,
                        throughput_tok_s=point.throughput_tok_s, throughput_tok_s_no_spec=point.throughput_tok_s_no_spec,
                        crossover_batch=find_crossover(costs, per_pass, context_len, upper), best_k=best, ttft_s=ttft,
+                       ttft_s_no_spec=prefill_time(plain_costs, prompt_len, s.max_num_batched_tokens),
                        bound_no_spec=plain.bound, max_concurrency_for_tpot_slo=slo, tpot_slo_s=tpot_slo_s, note=note,
                        acceptance_source=acceptance.source)
