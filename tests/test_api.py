@@ -10,6 +10,7 @@ import pytest
 
 import specsize
 from specsize.cli.main import main
+from specsize.catalog import load_model
 from specsize.core.errors import SpecError
 from specsize.core.traffic import peak_concurrency
 
@@ -104,10 +105,30 @@ def test_quantization_override_keeps_shared_reserved(capsys):
                                                             "--quantization", "fp8", "--format", "json")[1]
 
 
-def test_eagle_without_a_head_is_bad_input_not_an_assert(capsys):
-    code, out, err = run(capsys, "speedup", "--target", "meta-llama/Llama-3.1-8B-Instruct", "--method", "eagle3",
-                         "-k", "3", "--gpu", "H100-SXM-80GB", "--acceptance-rate", "0.7", "--batch-size", "1")
-    assert code == 2 and err.startswith("specsize: error: draft:") and out == ""
+@pytest.mark.parametrize("method", ["eagle", "eagle3", "medusa"])
+@pytest.mark.parametrize("draft", [None, "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"])
+def test_eagle_without_a_head_prices_the_standard_head(capsys, method, draft):
+    """No head config (or one that cannot be read): the standard head is derived from the target, said in a note."""
+    args = ["speedup", "--target", "meta-llama/Llama-3.1-8B-Instruct", "--method", method, "-k", "3", "--gpu",
+            "H100-SXM-80GB", "--acceptance-rate", "0.7", "--batch-size", "1,64"]
+    code, out, err = run(capsys, *args, *(["--draft", draft] if draft else []))
+    assert code == 0, err
+    assert f"the standard {method} head of meta-llama/Llama-3.1-8B-Instruct" in out + err
+
+
+def test_derived_eagle3_head_by_hand():
+    # one Llama layer whose attention reads 2H: q 8192 x 4096, k and v 8192 x 1024 each, o 4096 x 4096; MLP
+    # 3 x 4096 x 14336; fc 3H -> H 3 x 4096 x 4096; its own lm_head over 32,000 tokens; the 128,256 x 4096
+    # embedding; 3 norms + the final one of 4096
+    from specsize.catalog.configs import standard_head
+    from specsize.core.weights import total_params
+
+    head = standard_head(load_model("meta-llama/Llama-3.1-8B-Instruct"), "eagle3", 3)
+    by_hand = (8192 * 4096 + 2 * 8192 * 1024 + 4096 * 4096 + 3 * 4096 * 14336 + 3 * 4096 * 4096 + 32_000 * 4096
+               + 128_256 * 4096 + 4 * 4096)
+    assert total_params(head) == by_hand == 950_026_240
+    medusa = standard_head(load_model("meta-llama/Llama-3.1-8B-Instruct"), "medusa", 3)
+    assert total_params(medusa) == 3 * 4096 * 4096 + 3 * 128_256 * 4096 + 4096  # 3 blocks, 3 lm_heads, a norm
 
 
 def test_simulate_rate_alone_applies_no_hidden_burst(capsys):
@@ -148,3 +169,21 @@ def test_simulation_problems_are_kinds(capsys):
     assert report.spec.problems, "40 req/s on the default must overload it"
     assert all(p.kind in PROBLEM_KINDS for p in report.spec.problems)
     assert report.to_dict()["problem_kinds"] == [p.kind for p in report.spec.problems]
+
+
+def test_a_medusa_config_prices_its_heads(tmp_path, capsys):
+    # Medusa's own config.json (FasterDecoding/Medusa: medusa_num_heads, hidden_size, vocab_size) has no decoder
+    # layers: 5 heads of a 4096 x 4096 block and a 4096 x 32000 lm_head each = 5 x (16,777,216 + 131,072,000)
+    from specsize.catalog.configs import spec_from_config
+    from specsize.core.weights import total_params
+
+    cfg = {"medusa_num_heads": 5, "medusa_num_layers": 1, "hidden_size": 4096, "vocab_size": 32000,
+           "base_model_name_or_path": "lmsys/vicuna-7b-v1.3"}
+    heads = spec_from_config(cfg, "medusa-vicuna-7b", "test")
+    assert total_params(heads) == 5 * (4096 * 4096 + 4096 * 32000) + 4096  # + the final norm
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    code, out, err = run(capsys, "speedup", "--target", "meta-llama/Llama-3.1-8B-Instruct", "--method", "medusa",
+                         "--draft", str(path), "-k", "3", "--gpu", "H100-SXM-80GB", "--acceptance-rate", "0.7",
+                         "--batch-size", "1")
+    assert code == 0, err

@@ -9,7 +9,7 @@ from specsize.catalog import load_gpu, load_model
 from specsize.catalog.gpus import load_efficiency
 from specsize.core.memory import account
 from specsize.core.perf import (Efficiency, acceptance_from_mean_length, build_costs, forward_time, model_cost,
-                                spec_step_time, speedup_point, tokens_per_pass)
+                                spec_step_time, speedup_point, tokens_per_pass, uniform_step)
 from specsize.core.specs import Deployment, EngineSettings, GpuSpec, SpeculativeConfig
 from specsize.engines import resolve_profile
 from specsize.planner.perf import Acceptance, speedup_table
@@ -35,11 +35,15 @@ def test_memory_bound_decode_by_hand():
 
 
 def test_compute_bound_prefill_by_hand():
-    # 4,096 tokens at once, no context: 2 x 4,096 x 1,235,814,400 flops = 1.0124e13 at 1e15 -> 10.12 ms,
-    # while the bytes (2.47e9 + 2 x 4096 x 2048 x 2 x 16) take 3.0 ms
+    # 4,096 tokens at once, no context. The lm_head (the tied 128,256 x 2,048 table: 262,668,288 params) scores
+    # only the one sampled position: GEMM flops 2 x 4,096 x (1,235,814,400 - 262,668,288) + 2 x 262,668,288
+    # = 7.9725e12 at 1e15 -> 7.9725 ms (the weights' 2.47e9 bytes take 2.47 ms); the activations
+    # (4,096 x 2 x 2,048 x 2 B x 16 layers = 536,870,912 B) are their own memory-bound pass: 0.537 ms
     t = forward_time(cost_1b(), ROUND_GPU, IDEAL, batch=1, q=4096, context=0)
     assert t.bound == "compute"
-    assert t.time_s == pytest.approx(2 * 4096 * PARAMS_1B / 1e15, rel=1e-12)
+    lm_head = 128_256 * 2048
+    gemm = (2 * 4096 * (PARAMS_1B - lm_head) + 2 * lm_head) / 1e15
+    assert t.time_s == pytest.approx(gemm + 4096 * 2 * 2048 * 2 * 16 / 1e12, rel=1e-12)
 
 
 def test_overheads_add():
@@ -118,6 +122,7 @@ def test_moe_verification_touches_more_experts():
 def test_ngram_step_has_no_drafter_forward():
     d = _deployment("ngram", None, 3)
     costs = build_costs(d, load_efficiency(d.gpu), "bfloat16", None, 2)
-    verify = forward_time(costs.target, costs.gpu, costs.eff, 8, 4, 1000).time_s
+    # verification scores (and samples) k + 1 = 4 positions per sequence
+    verify = uniform_step(costs.target_co, 8, 4, 1000, sampled=4).time_s
     assert spec_step_time(costs, 8, 1000) == pytest.approx(verify + costs.eff.spec_step_overhead_s
                                                            + 8 * costs.eff.ngram_per_seq_s)

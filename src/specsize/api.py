@@ -16,6 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from .catalog.configs import DERIVED
 from .core.errors import SpecError
 from .core.specs import ModelSpec
 from .inputs.load import EMBEDDED, load_request
@@ -77,7 +78,15 @@ def _notes(r: Resolved) -> tuple[str, ...]:
                   "makes vLLM refuse a gpu_memory_utilization above the free share")
         notes.append(f"{gpu.name} is a {gpu.segment} card: a desktop, WSL or other processes often hold memory on "
                      f"it, which {effect}; give --other-processes-gib or --nvidia-smi FILE")
-    return tuple(notes)
+    return tuple(notes) + _derived_head_note(r)
+
+
+def _derived_head_note(r: Resolved) -> tuple[str, ...]:
+    draft = r.deployment.speculative.draft
+    if draft is None or not draft.source.startswith(DERIVED):
+        return ()
+    return (f"no readable head config: priced {draft.source} (catalog.configs.standard_head), in memory and in time; "
+            "pass --draft for the real one",)
 
 
 def _lengths_source(request: Request) -> str:
@@ -130,6 +139,8 @@ def plan(request: Request | None = None, **overrides: Any) -> PlanResult:
 def _burst(q: Request, w) -> tuple[float | None, str | None]:
     """The burst factor a simulation applies and where it came from. Without a rate the scenario is the
     envelope's own burst; with a rate, only a burst someone asked for applies (never a default's)."""
+    if q.client_concurrency is not None:
+        return None, None
     if q.rate is None or q.given("burst_factor") or q.burst_start is not None or q.on_off is not None:
         return w.burst_factor, f"burst_factor ({q.source_of('burst_factor')})"
     return None, None
@@ -171,7 +182,8 @@ def simulate(request: Request | None = None, progress: Callable[[int, int], None
         output_p99=q.output_tokens_p99, burst_factor=factor, burst_source=source, burst_start_s=q.burst_start,
         burst_duration_s=q.burst_duration, on_off=_on_off(q.on_off), ramp_to_req_s=q.ramp_to,
         prefix_hit_rate=q.prefix_hit_rate, compare=not q.no_compare, ttft_slo_s=r.ttft_slo_s,
-        lengths_source=_lengths_source(q), trace=_trace(q.trace), lengths=_trace(q.lengths_file, lengths_only=True))
+        lengths_source=_lengths_source(q), trace=_trace(q.trace), lengths=_trace(q.lengths_file, lengths_only=True),
+        client_concurrency=q.client_concurrency, num_requests=q.num_requests)
     return run_simulation(r.deployment, r.workload, r.profile, r.efficiency, r.acceptance, r.tpot_slo_s, r.tree,
                           settings, q.headroom, progress)
 
@@ -204,8 +216,9 @@ def speedup(request: Request | None = None, **overrides: Any) -> SpeedupReport:
     for candidate in candidates:  # each candidate is a deployment of its own: checked as `plan` checks one
         validate(replace(d, speculative=candidate.speculative), r.workload, q.headroom)
     ks = list(q.speedup_ks or (d.speculative.num_speculative_tokens,))
-    return compare_drafters(d, r.profile, r.efficiency, r.acceptance, list(q.batch_sizes), ks, q.context_len, r.tree,
-                            candidates)
+    result = compare_drafters(d, r.profile, r.efficiency, r.acceptance, list(q.batch_sizes), ks, q.context_len,
+                              r.tree, candidates)
+    return replace(result, notes=_derived_head_note(r) + result.notes)
 
 
 def report(request: Request | None = None, **overrides: Any) -> ReportData:

@@ -373,6 +373,10 @@ def spec_from_config(raw: dict[str, Any], model_id: str, source: str, *, params_
     if not isinstance(raw, dict):
         raise SpecError("config.json", f"{model_id}: expected a JSON object", "a Hugging Face config.json")
     cfg = _text_config(raw)
+    if "medusa_num_heads" in cfg and "num_hidden_layers" not in cfg:  # a Medusa head's own config.json
+        return medusa_heads(_medusa_field(cfg, "hidden_size", model_id), _medusa_field(cfg, "vocab_size", model_id),
+                            _medusa_field(cfg, "medusa_num_heads", model_id), model_id, source,
+                            str(cfg.get("torch_dtype") or "bfloat16"))
     for name in REQUIRED:
         if cfg.get(name) in (None, ""):
             raise SpecError(f"config.json:{name}", f"{model_id}: missing field {name!r}",
@@ -439,3 +443,63 @@ def _mtp_layers(cfg: dict, model_type: str) -> int:
 def as_eagle_head(m: ModelSpec) -> ModelSpec:
     """An EAGLE-1 head built from a one-layer Llama-style config: it fuses 2 hidden states (fc 2H -> H)."""
     return m if m.eagle_fc_inputs else m.with_(eagle_fc_inputs=2)
+
+
+# EAGLE-3 heads predict over a reduced draft vocabulary: 32,000 tokens in the published heads
+# (sgl-project/SpecForge configs/llama3-8B-eagle3.json and configs/llama3-70B-eagle3.json, vendored in the
+# catalog as sgl-project/SpecForge-llama3-*-eagle3; yuhuili/EAGLE3-LLaMA3.1-Instruct-8B config.json).
+EAGLE3_DRAFT_VOCAB = 32_000
+DERIVED = "derived"  # the source prefix of a head built from the target's config
+
+
+def standard_head(target: ModelSpec, method: str, k: int) -> ModelSpec:
+    """The usual drafter of `method` for `target` when none is given, built from the target's config:
+
+    - eagle: one decoder layer at the target's widths + the fc 2H -> H fusing token embedding and hidden state;
+      embeddings and lm_head shared with the target (Li et al. 2024, EAGLE; vLLM EagleLlamaForCausalLM);
+    - eagle3: one decoder layer whose attention takes 2H inputs, the fc 3H -> H fusing three target layers'
+      hidden states, and its own lm_head over a 32,000-token draft vocabulary (EAGLE-3, Li et al. 2025);
+    - medusa: k heads, each a residual block H -> H and an lm_head H -> vocab (Cai et al. 2024, Medusa-1).
+    An MoE target's head is dense at the target's dense intermediate size; an MLA target's head is a Llama
+    layer with 128-wide heads, as the published DeepSeek EAGLE heads."""
+    h = target.hidden_size
+    if target.mla is not None or not target.num_kv_heads:
+        heads, kv_heads, head_dim = max(1, h // 128), 8, 128
+    else:
+        heads, kv_heads, head_dim = target.num_attention_heads, target.num_kv_heads, target.head_dim
+    inter = target.intermediate_size or 4 * h
+    base = {"model_type": "llama", "hidden_size": h, "intermediate_size": inter, "num_attention_heads": heads,
+            "num_key_value_heads": kv_heads, "head_dim": head_dim, "vocab_size": target.vocab_size,
+            "max_position_embeddings": target.max_position_embeddings, "tie_word_embeddings": False,
+            "torch_dtype": target.dtype}
+    label = f"{DERIVED}: the standard {method} head of {target.model_id}"
+    if method == "eagle3":
+        cfg = {**base, "architectures": ["LlamaForCausalLMEagle3"], "num_hidden_layers": 1,
+               "draft_vocab_size": min(EAGLE3_DRAFT_VOCAB, target.vocab_size)}
+        return spec_from_config(cfg, f"{target.model_id} (EAGLE-3 head, derived)", label)
+    if method == "eagle":
+        cfg = {**base, "architectures": ["EagleLlamaForCausalLM"], "num_hidden_layers": 1}
+        return as_eagle_head(spec_from_config(cfg, f"{target.model_id} (EAGLE head, derived)", label))
+    if method == "medusa":
+        heads_k = max(1, k)
+        return medusa_heads(h, target.vocab_size, heads_k, f"{target.model_id} (Medusa, {heads_k} heads, derived)",
+                            label, target.dtype)
+    raise ValueError(method)
+
+
+def _medusa_field(cfg: dict, name: str, model_id: str) -> int:
+    value = cfg.get(name)
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 1 << 24:
+        raise SpecError(f"config.json:{name}", f"{model_id}: a Medusa config needs it as a positive integer, got "
+                        f"{value!r}", "a Medusa config.json (medusa_num_heads, hidden_size, vocab_size)")
+    return value
+
+
+def medusa_heads(hidden: int, vocab: int, heads: int, model_id: str, source: str, dtype: str) -> ModelSpec:
+    """Medusa-1 heads (Cai et al. 2024): no decoder layer; `heads` residual blocks H -> H (priced as the fc of
+    heads x H x H) and `heads` lm_heads H -> vocab (one table of heads x vocab rows, read whole each step)."""
+    cfg = {"architectures": ["MedusaModel"], "model_type": "llama", "hidden_size": hidden,
+           "intermediate_size": 4 * hidden, "num_attention_heads": max(1, hidden // 128), "num_key_value_heads": 1,
+           "num_hidden_layers": 1, "vocab_size": heads * vocab, "tie_word_embeddings": True, "torch_dtype": dtype,
+           "max_position_embeddings": 4096}
+    return spec_from_config(cfg, model_id, source).with_(num_layers=0, layers=(), eagle_fc_inputs=heads)

@@ -1,14 +1,20 @@
 """Step times and what speculation is worth, per engine instance. Pure: no I/O.
 
 One forward pass of B sequences, each scoring q new tokens over a context of L tokens, on one GPU of a
-TP group:
+TP group, is the sum of its operations, each at its own roofline (docs/performance.md):
 
-    time = max(flops / (peak_flops x eff_compute), bytes / (bandwidth x eff_memory))
-           + step overhead + 2 all-reduces per layer (TP > 1)
+    GEMMs      max(weight bytes / (bandwidth x eff_memory), flops / (peak x eff_compute(T))) + fixed per kernel,
+               eff_compute(T) = eff_compute x T / (T + gemm_half_tokens): tile and wave losses at few tokens
+    fused MoE  the experts the step's tokens touch, at eff_compute(tokens per touched expert)
+    attention  max(KV bytes / (bandwidth x attn_memory), attention flops / (peak x attn_compute))
+    all-reduce 2 per layer (TP > 1): latency + 2 (TP-1)/TP x message bytes / bus bandwidth
+    sampler    the logits of the sampled positions (B x vocab x fp32) read and written `sampler_passes` times
+    CPU        per step + per scheduled sequence (scheduler, input preparation, output processing); the API
+               server's per-sequence streaming work runs beside the engine and bounds a step from below
 
 bytes = weights read once per step (for MoE: the shared part plus every distinct expert the step's B x q
 tokens touch) + the KV cache of every sequence's context; flops = 2 x active parameters x tokens +
-attention over the context. A speculative step is one verification pass of k+1 positions per sequence,
+attention over the context; the lm_head multiplies only the positions sampled. A speculative step is one verification pass of k+1 positions per sequence,
 the drafter's k steps and a fixed per-step cost (rejection sampling, bookkeeping):
 
     tokens_per_pass = (1 - a^(k+1)) / (1 - a)          (Leviathan et al. 2023, eq. 1)
@@ -39,6 +45,21 @@ class Efficiency:
     allreduce_latency_s: float  # per all-reduce
     ngram_per_seq_s: float = 2e-5  # CPU prompt-lookup per sequence per step
     source: str = ""
+    # The terms below default to neutral values (a pure roofline); the catalog's rows set them per family.
+    gemm_half_tokens: float = 0.0  # tokens in a GEMM at which it reaches half its compute efficiency
+    gemm_fixed_s: float = 0.0  # per GEMM kernel: launch inside a CUDA graph, ramp-up of a small matrix
+    attn_memory: float = 0.0  # fraction of HBM bandwidth reading the KV cache in decode (0: as `memory`)
+    attn_compute: float = 0.0  # fraction of peak in prefill attention (0: as `compute`)
+    moe_memory: float = 0.0  # fraction of HBM bandwidth streaming routed experts (0: as `memory`)
+    low_bit_memory: float = 0.0  # fraction of HBM bandwidth of w4a16 / MXFP4 dequantising kernels (0: `memory`)
+    allreduce_bus_fraction: float = 1.0  # achieved bus bandwidth / interconnect bandwidth
+    allreduce_latency_per_gpu_s: float = 0.0  # extra latency per GPU beyond 2 in the all-reduce
+    sampler_passes: float = 0.0  # fp32 logits passes of the sampler (softmax, top-k/p, sampling)
+    cpu_per_seq_s: float = 0.0  # engine-core CPU per scheduled sequence per step
+    api_per_seq_s: float = 0.0  # API server per sequence per step (detokenise, stream): a floor on the step
+    eager_layer_s: float = 0.0  # extra launch cost per layer without CUDA graphs (--enforce-eager)
+    frontend_latency_s: float = 0.0  # per request before its first step and after its first token (HTTP, IPC)
+    stream_per_token_s: float = 0.0  # per output token delivered to the client
 
 
 @dataclass(frozen=True)
@@ -58,6 +79,10 @@ class ModelCost:
     act_bytes: int
     tp: int
     fp8_compute: bool
+    lm_head_params: int = 0  # per rank; multiplies only the sampled positions
+    vocab: int = 0  # logits per sampled position on this rank
+    low_bit: bool = False  # 4-bit weights dequantised in the GEMM (w4a16, MXFP4 on pre-Blackwell GPUs)
+    low_bit_experts_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -89,6 +114,7 @@ def model_cost(m: ModelSpec, tp: int, dtype: str, quant: Quantization | None, *,
         dense_params = (full.params - base.params) + base.lm_head // DTYPE_BYTES[dtype] - (
             moe_layers * m.moe.num_experts * expert_params if m.moe else 0)
         n_layers = m.num_mtp_layers
+        lm_head_params = (base.lm_head or base.embedding) // DTYPE_BYTES[dtype]
     else:
         w = weight_breakdown(m, tp, 1, dtype, quant, share_embeddings=share_embeddings, rotary_cache=False)
         per_layer_expert, expert_params = expert_bytes_per_rank(m, tp, dtype, quant)
@@ -101,6 +127,8 @@ def model_cost(m: ModelSpec, tp: int, dtype: str, quant: Quantization | None, *,
         emb_params = emb_bytes // DTYPE_BYTES[dtype]
         dense_params = w.params - emb_params - moe_layers * (m.moe.num_experts if m.moe else 0) * expert_params
         n_layers = m.num_layers
+        lm_head_params = (w.lm_head or (w.embedding if tied else 0)) // DTYPE_BYTES[dtype]
+    q = quant if quant is not None else m.quantization
     kv = []
     heads = m.num_attention_heads // tp
     for layer in model_kv_layers(m, tp, kv_dtype_bytes, "x", layers=layers if layers else None):
@@ -110,7 +138,11 @@ def model_cost(m: ModelSpec, tp: int, dtype: str, quant: Quantization | None, *,
                      expert_params=expert_params, moe_layers=moe_layers,
                      num_experts=m.moe.num_experts if m.moe else 0, top_k=m.moe.experts_per_token if m.moe else 0,
                      kv_layers=tuple(kv), hidden=m.hidden_size, n_layers=n_layers, act_bytes=DTYPE_BYTES[dtype],
-                     tp=tp, fp8_compute=bool(quant and quant.method in ("fp8", "nvfp4", "mxfp4")))
+                     tp=tp, fp8_compute=bool(q and q.method in ("fp8", "nvfp4")),
+                     lm_head_params=min(lm_head_params, max(0, dense_params)),
+                     vocab=lm_head_params // max(1, m.hidden_size),
+                     low_bit=bool(q and q.method in ("int4", "mxfp4")),
+                     low_bit_experts_only=bool(q and q.experts_only))
 
 
 @dataclass(frozen=True)
@@ -121,7 +153,7 @@ class StepCoefficients:
     expert_bytes_per_layer: float  # one routed expert, summed over MoE layers
     num_experts: int
     top_k: int
-    flops_per_token: float
+    flops_per_token: float  # dense GEMMs (lm_head excluded: it multiplies only the sampled positions)
     attn_flops_per_pair: float  # per (new token x context token)
     act_bytes_per_token: float
     kv_full_bytes_per_token: float  # context bytes per token of the full-attention layers
@@ -131,10 +163,23 @@ class StepCoefficients:
     comm_fixed_s: float  # all-reduce latency per step
     comm_per_token_s: float
     overhead_s: float
+    expert_flops_per_token: float = 0.0  # routed experts (top_k of them) per token
+    lm_head_flops_per_logit: float = 0.0
+    half_tokens: float = 0.0  # eff_compute(T) = eff_compute x T / (T + half_tokens)
+    fixed_s: float = 0.0  # per-kernel fixed costs of every layer (and launches without CUDA graphs)
+    inv_bandwidth_experts: float = 0.0
+    inv_bandwidth_kv: float = 0.0
+    inv_flops_attn: float = 0.0
+    sampler_s_per_logit: float = 0.0  # per sampled position: B x vocab fp32 passes
+    cpu_per_seq_s: float = 0.0
+    api_per_seq_s: float = 0.0
 
 
-def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = True) -> StepCoefficients:
-    peak = gpu.fp8_flops if (c.fp8_compute and gpu.fp8_flops) else gpu.bf16_flops
+def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = True,
+                 eager: bool = False) -> StepCoefficients:
+    fp4_native = gpu.family == "blackwell"  # FP4 tensor cores: MXFP4/NVFP4 weights need no dequantisation
+    fp8 = c.fp8_compute or (c.low_bit and fp4_native)
+    peak = gpu.fp8_flops if (fp8 and gpu.fp8_flops) else gpu.bf16_flops
     full = sum(b for b, window, _ in c.kv_layers if not window)
     windows: dict[int, float] = {}
     for b, window, _ in c.kv_layers:
@@ -142,38 +187,87 @@ def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = T
             windows[window] = windows.get(window, 0) + b
     comm_fixed = comm_token = 0.0
     if c.tp > 1:
-        link = gpu.interconnect_bytes_s or 1e12
-        comm_fixed = 2 * c.n_layers * eff.allreduce_latency_s
+        link = (gpu.interconnect_bytes_s or 1e12) * eff.allreduce_bus_fraction
+        latency = eff.allreduce_latency_s + eff.allreduce_latency_per_gpu_s * (c.tp - 2)
+        comm_fixed = 2 * c.n_layers * latency
         comm_token = 2 * c.n_layers * c.hidden * c.act_bytes * 2 * (c.tp - 1) / c.tp / link
+    bw = gpu.memory_bandwidth_bytes_s
+
+    def inv_bw(fraction: float) -> float:
+        return 1.0 / (bw * (fraction or eff.memory)) if bw else 0.0
+
+    low_bit = c.low_bit and not fp4_native
+    dense_memory = eff.low_bit_memory if (low_bit and not c.low_bit_experts_only) else eff.memory
+    expert_memory = eff.low_bit_memory if low_bit else eff.moe_memory
+    if low_bit and eff.low_bit_memory and eff.moe_memory:
+        expert_memory = min(eff.low_bit_memory, eff.moe_memory)
+    lm_head_flops = 2.0 * c.lm_head_params
+    dense_flops = 2.0 * c.dense_params - lm_head_flops
+    # four GEMMs per layer (QKV, output projection, gate/up, down) plus the MoE router where there is one
+    kernels_per_layer = 4 + (1 if c.moe_layers else 0)
+    fixed = c.n_layers * (kernels_per_layer * eff.gemm_fixed_s + (eff.eager_layer_s if eager else 0.0))
+    sampler = eff.sampler_passes * 4.0 * c.vocab * inv_bw(eff.memory) if c.vocab else 0.0
     return StepCoefficients(
         dense_bytes=c.dense_bytes, expert_bytes_per_layer=c.moe_layers * c.expert_bytes, num_experts=c.num_experts,
-        top_k=c.top_k, flops_per_token=2.0 * (c.dense_params + c.moe_layers * c.top_k * c.expert_params),
+        top_k=c.top_k, flops_per_token=max(0.0, dense_flops),
         attn_flops_per_pair=4.0 * sum(width for _, _, width in c.kv_layers),
         act_bytes_per_token=2.0 * c.hidden * c.act_bytes * c.n_layers, kv_full_bytes_per_token=full,
         kv_windows=tuple(windows.items()),
         inv_flops=1.0 / (peak * eff.compute) if peak else 0.0,
-        inv_bandwidth=1.0 / (gpu.memory_bandwidth_bytes_s * eff.memory) if gpu.memory_bandwidth_bytes_s else 0.0,
-        comm_fixed_s=comm_fixed, comm_per_token_s=comm_token, overhead_s=eff.step_overhead_s if overhead else 0.0)
+        inv_bandwidth=inv_bw(dense_memory),
+        comm_fixed_s=comm_fixed, comm_per_token_s=comm_token, overhead_s=eff.step_overhead_s if overhead else 0.0,
+        expert_flops_per_token=2.0 * c.moe_layers * c.top_k * c.expert_params, lm_head_flops_per_logit=lm_head_flops,
+        half_tokens=eff.gemm_half_tokens, fixed_s=fixed, inv_bandwidth_experts=inv_bw(expert_memory),
+        inv_bandwidth_kv=inv_bw(eff.attn_memory),
+        inv_flops_attn=1.0 / (peak * (eff.attn_compute or eff.compute)) if peak else 0.0,
+        sampler_s_per_logit=sampler, cpu_per_seq_s=eff.cpu_per_seq_s if overhead else 0.0,
+        api_per_seq_s=eff.api_per_seq_s if overhead else 0.0)
+
+
+def gemm_time(bytes_: float, flops: float, tokens: float, co: StepCoefficients, inv_bandwidth: float) -> float:
+    """One GEMM's roofline with the compute efficiency falling at few tokens (tile and wave quantisation)."""
+    t_memory = bytes_ * inv_bandwidth
+    if tokens <= 0:
+        return t_memory
+    slow = (tokens + co.half_tokens) / tokens if co.half_tokens else 1.0
+    return max(t_memory, flops * co.inv_flops * slow)
 
 
 def step_time(co: StepCoefficients, tokens: float, context_tokens: float, window_tokens: tuple,
-              pairs: float) -> tuple[float, float, float, bool]:
+              pairs: float, seqs: float | None = None, logits: float | None = None) -> tuple[float, float, float, bool]:
     """(seconds, flops, bytes, compute-bound?) of one forward over `tokens` new tokens.
 
     `context_tokens`: sum of the sequences' context lengths (full-attention layers read all of it);
     `window_tokens`: per window of `co.kv_windows`, the sum of min(context, window); `pairs`: sum of
-    new tokens x context over sequences (attention flops).
+    new tokens x context over sequences (attention flops); `seqs`: sequences in the step (CPU costs; default
+    `tokens`); `logits`: positions whose logits are computed and sampled (default `seqs`).
     """
+    seqs = tokens if seqs is None else seqs
+    logits = seqs if logits is None else logits
     touched = distinct_experts(co.num_experts, co.top_k, tokens)
     kv = co.kv_full_bytes_per_token * context_tokens
     for (_, per_token), span in zip(co.kv_windows, window_tokens):
         kv += per_token * span
-    moved = co.dense_bytes + touched * co.expert_bytes_per_layer + kv + co.act_bytes_per_token * tokens
-    flops = co.flops_per_token * tokens + co.attn_flops_per_pair * pairs
-    t_compute = flops * co.inv_flops
-    t_memory = moved * co.inv_bandwidth
+    expert_bytes = touched * co.expert_bytes_per_layer
+    act = co.act_bytes_per_token * tokens
+    moved = co.dense_bytes + expert_bytes + kv + act
+    dense_flops = co.flops_per_token * tokens + co.lm_head_flops_per_logit * logits
+    expert_flops = co.expert_flops_per_token * tokens
+    attn_flops = co.attn_flops_per_pair * pairs
+    flops = dense_flops + expert_flops + attn_flops
+    t_dense = gemm_time(co.dense_bytes, dense_flops, tokens, co, co.inv_bandwidth)
+    t_experts = 0.0
+    if touched:
+        per_expert = tokens * co.top_k / touched
+        t_experts = gemm_time(expert_bytes, expert_flops, per_expert, co, co.inv_bandwidth_experts or co.inv_bandwidth)
+    t_kv_read = kv * (co.inv_bandwidth_kv or co.inv_bandwidth)
+    t_attn = max(t_kv_read, attn_flops * (co.inv_flops_attn or co.inv_flops))
+    t_gpu = t_dense + t_experts + t_attn + act * co.inv_bandwidth + co.fixed_s + co.sampler_s_per_logit * logits
     comm = co.comm_fixed_s + co.comm_per_token_s * tokens if co.comm_fixed_s or co.comm_per_token_s else 0.0
-    return max(t_compute, t_memory) + comm + co.overhead_s, flops, moved, t_compute > t_memory
+    engine = t_gpu + comm + co.overhead_s + co.cpu_per_seq_s * seqs
+    seconds = max(engine, co.api_per_seq_s * seqs)
+    t_memory = moved * co.inv_bandwidth
+    return seconds, flops, moved, flops * co.inv_flops > t_memory
 
 
 def distinct_experts(num_experts: int, top_k: int, tokens: float) -> float:
@@ -204,6 +298,7 @@ class SpecCosts:
     draft_width: int  # tokens per sequence in each drafter forward (tree top-k)
     target_co: StepCoefficients | None = None
     draft_co: StepCoefficients | None = None
+    draft_prefills: bool = False  # the drafter runs over the prompt too (it keeps a KV cache of its own)
 
 
 def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization | None, kv_dtype_bytes: int,
@@ -234,14 +329,18 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
     steps = kind.steps(k)
     return SpecCosts(target=target, draft=draft, draft_gpu_tp=draft_tp, method=sp.method, gpu=d.gpu, eff=eff,
                      verify_width=width + 1, draft_steps=steps, draft_width=max(1, tree_topk),
-                     target_co=coefficients(target, d.gpu, eff),
-                     draft_co=coefficients(draft, d.gpu, eff, overhead=False) if draft is not None else None)
+                     target_co=coefficients(target, d.gpu, eff, eager=d.engine.enforce_eager),
+                     draft_co=coefficients(draft, d.gpu, eff, overhead=False, eager=d.engine.enforce_eager)
+                     if draft is not None else None,
+                     draft_prefills=draft is not None and kind.keeps_kv)
 
 
-def uniform_step(co: StepCoefficients, batch: int, q: int, context: int) -> StepTime:
-    """`batch` sequences scoring `q` tokens each over `context` tokens, from precomputed coefficients."""
+def uniform_step(co: StepCoefficients, batch: int, q: int, context: int, sampled: int = 1) -> StepTime:
+    """`batch` sequences scoring `q` tokens each over `context` tokens, `sampled` of them per sequence
+    through the lm_head and the sampler (1 for decode and prefill, q for verification)."""
     windows = tuple(batch * min(context, window) for window, _ in co.kv_windows)
-    seconds, flops, moved, compute = step_time(co, batch * q, batch * context, windows, batch * q * context)
+    seconds, flops, moved, compute = step_time(co, batch * q, batch * context, windows, batch * q * context,
+                                               seqs=batch, logits=batch * sampled)
     return StepTime(time_s=seconds, flops=flops, bytes=moved, bound="compute" if compute else "memory")
 
 
@@ -256,15 +355,22 @@ def decode_step(c: SpecCosts, batch: int, context: int) -> StepTime:
 
 def spec_step_time(c: SpecCosts, batch: int, context: int) -> float:
     """One speculative step: drafting, one verification pass of verify_width positions, fixed costs."""
-    verify = uniform_step(_target_co(c), batch, c.verify_width, context).time_s
+    # every verified position goes through the lm_head and the (rejection) sampler: B x (k+1) x vocab
+    verify = uniform_step(_target_co(c), batch, c.verify_width, context, sampled=c.verify_width).time_s
     if drafter_kind(c.method).cpu_drafted:
         return verify + c.eff.spec_step_overhead_s + c.eff.ngram_per_seq_s * batch
-    draft = 0.0
-    if c.draft is not None and c.draft_steps:
-        assert c.draft_co is not None  # build_costs sets draft_co whenever it sets draft
-        one = uniform_step(c.draft_co, batch, c.draft_width, context).time_s
-        draft = c.draft_steps * (one + c.eff.draft_step_overhead_s) + c.eff.draft_setup_overhead_s
-    return verify + c.eff.spec_step_overhead_s + draft
+    return verify + c.eff.spec_step_overhead_s + draft_time(c, batch, context)
+
+
+def draft_time(c: SpecCosts, batch: int, context: int) -> float:
+    """The drafter's forwards of one speculative step at batch `batch` (its own roofline: a draft model or head
+    turns compute-bound at large B too), its per-forward launch cost and its set-up pass."""
+    if c.draft is None or not c.draft_steps:
+        return 0.0
+    assert c.draft_co is not None  # build_costs sets draft_co whenever it sets draft
+    width = c.draft_width
+    one = uniform_step(c.draft_co, batch, width, context, sampled=width).time_s
+    return c.draft_steps * (one + c.eff.draft_step_overhead_s) + c.eff.draft_setup_overhead_s
 
 
 @dataclass(frozen=True)
@@ -298,12 +404,17 @@ def crossover_batch(points: list[SpeedupPoint]) -> int | None:
 
 
 def prefill_time(c: SpecCosts, prompt_tokens: int, chunk: int) -> float:
-    """Time to prefill one prompt in chunks of `chunk` tokens (each chunk one engine step)."""
+    """Time to prefill one prompt in chunks of `chunk` tokens (each chunk one engine step). A drafter that keeps
+    its own KV cache (a draft model, EAGLE heads, MTP layers) prefills the prompt in the same steps, so its
+    forward over the chunk delays the first token too."""
     total = 0.0
     done = 0
+    drafter = c.draft_co if (c.draft_co is not None and c.draft_prefills) else None
     while done < prompt_tokens:
         size = min(chunk, prompt_tokens - done)
         total += uniform_step(_target_co(c), 1, size, done + size // 2).time_s
+        if drafter is not None:
+            total += uniform_step(drafter, 1, size, done + size // 2).time_s
         done += size
     return total
 

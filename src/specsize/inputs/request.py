@@ -171,6 +171,11 @@ class Request:
                            yaml=None)
     ramp_to: float | None = F(None, "Ramp the rate linearly from `rate` to this over the duration.", "float",
                               SIMULATION, unit="req/s", minimum=0, maximum=1e6, yaml=None)
+    client_concurrency: int | None = F(None, "Closed loop: this many requests in flight, each answer sending the "
+                                       "next (as `vllm bench serve --max-concurrency`).", "int", SIMULATION,
+                                       minimum=1, maximum=1 << 20, yaml=None, default_doc="open loop (`rate`)")
+    num_requests: int = F(1000, "Requests sent in a closed loop (`client_concurrency`).", "int", SIMULATION,
+                          minimum=1, maximum=2_000_000, yaml=None)
     trace: str | None = F(None, "Replay a CSV/JSONL trace (Azure columns accepted).", "path", SIMULATION, yaml=None)
     lengths_file: str | None = F(None, "Resample (prompt, output) pairs from this CSV/JSONL; arrivals as `rate` "
                                  "says.", "path", SIMULATION, yaml=None)

@@ -8,15 +8,16 @@ only typed objects.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from ..catalog import load_gpu, load_model
-from ..catalog.configs import as_eagle_head
+from ..catalog.configs import as_eagle_head, standard_head
 from ..catalog.gpus import load_efficiency
 from ..core.errors import SpecError
 from ..core.memory import AccountingProfile
 from ..core.multimodal import with_images
 from ..core.perf import Efficiency
-from ..core.specs import Deployment, EngineSettings, GpuSpec, SpeculativeConfig, Workload, canonical_dtype
+from ..core.specs import Deployment, EngineSettings, GpuSpec, ModelSpec, SpeculativeConfig, Workload, canonical_dtype
 from ..core.speculation import Acceptance, SpecMethod
 from ..engines import resolve_profile
 from ..planner.perf import Tree
@@ -55,20 +56,42 @@ def method_of(method_name: str | None, draft_id: str | None, field: str = "metho
     return SpecMethod.parse(method_name or (SpecMethod.DRAFT_MODEL if draft_id else SpecMethod.NONE), field)
 
 
+DERIVABLE = (SpecMethod.EAGLE, SpecMethod.EAGLE3, SpecMethod.MEDUSA)
+
+
+def _hub_shaped(draft_id: str) -> bool:
+    """An owner/name id that is no local file or directory (a hub id the catalog does not hold)."""
+    return draft_id.count("/") == 1 and not draft_id.startswith((".", "/", "~")) and not Path(draft_id).exists()
+
+
 def speculative_config(method_name: str | None, draft_id: str | None, k: int | None, draft_tp: int,
-                       field: str = "method") -> SpeculativeConfig:
-    """The drafter a request names, its config loaded when its kind needs one."""
+                       field: str = "method", target: ModelSpec | None = None) -> SpeculativeConfig:
+    """The drafter a request names, its config loaded when its kind needs one. An EAGLE, EAGLE-3 or Medusa
+    method without a readable head config gets the standard head derived from the target's config
+    (catalog.configs.standard_head; the reports say so)."""
     method = method_of(method_name, draft_id, field)
     kind = SpeculativeConfig(method=method).kind
     if draft_id and not kind.needs_draft_config:
         raise SpecError("draft", f"method {method} takes no draft model", "no draft, or a method that uses one")
     draft = None
     if kind.needs_draft_config:
-        if not draft_id:
+        derivable = target is not None and method in DERIVABLE
+        if not draft_id and not derivable:
             raise SpecError("draft", f"method {method} needs a draft model or head config",
                             "a catalog id (specsize models), a config.json or a model directory")
-        draft = load_model(str(draft_id))
-        if method == SpecMethod.EAGLE:
+        if draft_id:
+            try:
+                draft = load_model(str(draft_id))
+            except SpecError:
+                if not (derivable and _hub_shaped(str(draft_id))):
+                    raise
+                draft = None
+        if draft is None:
+            assert target is not None
+            draft = standard_head(target, str(method), k or 1)
+            if draft_id:
+                draft = draft.with_(source=f"{draft.source} ({draft_id} could not be read)")
+        elif method == SpecMethod.EAGLE:
             draft = as_eagle_head(draft)
     if method != SpecMethod.NONE and (k is None or k < 1):
         raise SpecError("num_speculative_tokens", f"must be >= 1 with method {method}, got {k}", "an integer >= 1")
@@ -101,7 +124,7 @@ def deployment_of(r: Request) -> Deployment:
         raise SpecError("target", "no target model given", "a catalog id (specsize models) or a config.json path")
     draft = _drafter_settings(r)
     target = load_model(r.target)
-    speculative = speculative_config(r.method, draft, r.num_speculative_tokens, r.draft_tp)
+    speculative = speculative_config(r.method, draft, r.num_speculative_tokens, r.draft_tp, target=target)
     if speculative.enabled and (r.tree_topk != 1 or r.num_draft_tokens is not None):
         speculative = replace(speculative, tree_topk=r.tree_topk, num_draft_tokens=r.num_draft_tokens)
     settings = EngineSettings(
@@ -172,6 +195,11 @@ def check_scenario(q: Request) -> None:
                                    "output_tokens_median") if getattr(q, name) is not None]
         if clash:
             raise SpecError(clash[0], "a trace sets arrivals and lengths itself", "either --trace or the generators")
+    if q.client_concurrency is not None:
+        clash = [name for name in ("rate", "trace", "on_off", "burst_start", "ramp_to") if getattr(q, name) is not None]
+        if clash:
+            raise SpecError(clash[0], "a closed loop sends each request when an answer arrives",
+                            "either --client-concurrency or an arrival process")
     if q.on_off is not None and (q.burst_start is not None or q.burst_duration is not None):
         raise SpecError("burst_start", "--on-off repeats bursts itself", "either --on-off or --burst-start")
     if q.burst_duration is not None and q.burst_start is None:

@@ -18,9 +18,14 @@ from ..core.speculation import Acceptance, Tree, tokens_per_pass
 __all__ = ["Acceptance", "Tree", "PerfSummary", "SpeedupTable", "costs_for", "speedup_table", "summarize"]
 
 
-def _tokens_per_pass(a: float, k: int, tree: Tree) -> float:
+def _tokens_per_pass(a: float, k: int, tree: Tree, measured_length: bool = False) -> float:
+    """Tokens per target pass. A tree's mean accepted length, as SGLang reports it, already holds the tree's gain:
+    the rate solved from it is each depth's acceptance, not a per-branch one to widen again by top-k."""
     if tree.topk > 1:
-        return tree_tokens_per_pass(a, k, tree.topk, tree.num_draft_tokens or k * tree.topk)
+        cap = tree.num_draft_tokens or k * tree.topk
+        if measured_length:
+            return min(tokens_per_pass(a, k), float(cap + 1))
+        return tree_tokens_per_pass(a, k, tree.topk, cap)
     return tokens_per_pass(a, k)
 
 
@@ -56,7 +61,7 @@ def speedup_table(d: Deployment, mem: MemoryAccount, eff: Efficiency, acceptance
     crossover, best = {}, {}
     for k in ks:
         costs = costs_for(d, mem, eff, k, tree)
-        per_pass = _tokens_per_pass(a, k, tree)
+        per_pass = _tokens_per_pass(a, k, tree, acceptance.mean_accepted_length is not None)
         points = [speedup_point(costs, b, context_len, per_pass, k) for b in batch_sizes]
         rows += points
         crossover[k] = crossover_batch(points)
@@ -86,6 +91,7 @@ class PerfSummary:
     tpot_slo_s: float | None
     note: str | None
     acceptance_source: str | None = None
+    ttft_s_no_spec: float | None = None  # without the drafter's own prefill (ttft_s includes it)
 
 
 def find_crossover(costs: SpecCosts, per_pass: float, context: int, upper: int) -> int | None:
@@ -131,10 +137,12 @@ def summarize(d: Deployment, mem: MemoryAccount, eff: Efficiency, acceptance: Ac
                            max_concurrency_for_tpot_slo=slo, tpot_slo_s=tpot_slo_s, note=note)
     a = acceptance.per_token(k)
     costs = costs_for(d, mem, eff, k, tree)
-    per_pass = _tokens_per_pass(a, k, tree)
+    ttft = prefill_time(costs, prompt_len, s.max_num_batched_tokens)  # a drafter with a KV cache prefills too
+    measured = acceptance.mean_accepted_length is not None
+    per_pass = _tokens_per_pass(a, k, tree, measured)
     point = speedup_point(costs, batch_size, context_len, per_pass, k)
     best = max(k_range, key=lambda kk: speedup_point(costs_for(d, mem, eff, kk, tree), batch_size, context_len,
-                                                     _tokens_per_pass(a, kk, tree), kk).speedup)
+                                                     _tokens_per_pass(a, kk, tree, measured), kk).speedup)
     slo = None
     if tpot_slo_s:
         slo = concurrency_for_tpot(lambda b: speedup_point(costs, b, context_len, per_pass, k).tpot_s,
@@ -143,5 +151,6 @@ def summarize(d: Deployment, mem: MemoryAccount, eff: Efficiency, acceptance: Ac
                        tpot_s=point.tpot_s, tpot_s_no_spec=point.tpot_s_no_spec, speedup=point.speedup,
                        throughput_tok_s=point.throughput_tok_s, throughput_tok_s_no_spec=point.throughput_tok_s_no_spec,
                        crossover_batch=find_crossover(costs, per_pass, context_len, upper), best_k=best, ttft_s=ttft,
+                       ttft_s_no_spec=prefill_time(plain_costs, prompt_len, s.max_num_batched_tokens),
                        bound_no_spec=plain.bound, max_concurrency_for_tpot_slo=slo, tpot_slo_s=tpot_slo_s, note=note,
                        acceptance_source=acceptance.source)

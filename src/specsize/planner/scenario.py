@@ -47,6 +47,8 @@ class SimSettings:
     lengths_source: str = "the workload"
     trace: RequestTrace | None = None
     lengths: RequestTrace | None = None  # only the lengths are read
+    client_concurrency: int | None = None  # closed loop: requests in flight (vllm bench serve --max-concurrency)
+    num_requests: int = 1000  # requests a closed loop sends
 
 
 def _lengths(median: float | None, p99: float | None, fallback_median: float, fallback_p99: float,
@@ -111,6 +113,20 @@ def _requests(scenario: Scenario, sim: SimSettings, acc, limit: int) -> Requests
     return replace(req, description=scenario.description)
 
 
+def _closed_loop(scenario: Scenario, sim: SimSettings, acc, limit: int, count: int, clients: int) -> Requests:
+    """`count` requests for `clients` closed-loop clients: lengths as the scenario says, arrivals set by the run."""
+    assert scenario.prompt is not None and scenario.output is not None
+    rng = np.random.default_rng(sim.seed)
+    prompts, outputs = scenario.prompt.sample(rng, count), scenario.output.sample(rng, count)
+    if sim.lengths is not None:  # keep each request's (prompt, output) pair together
+        pick = np.random.default_rng(sim.seed + 1).integers(0, len(sim.lengths.prompt_tokens), count)
+        prompts = np.minimum(np.asarray(sim.lengths.prompt_tokens)[pick], limit - 1)
+        outputs = np.minimum(np.asarray(sim.lengths.output_tokens)[pick], limit // 2)
+    return Requests(arrival_s=np.zeros(count), prompt_tokens=prompts, output_tokens=outputs,
+                    acceptance=acc.sample(rng, count), duration_s=0.0, description=scenario.description,
+                    clients=clients)
+
+
 def run_simulation(d: Deployment, w_total: Workload, profile: AccountingProfile, eff: Efficiency,
                    acceptance: Acceptance | None, tpot_slo_s: float | None, tree: Tree, sim: SimSettings,
                    headroom: float = 0.2, progress=None) -> SimulationReport:
@@ -139,6 +155,13 @@ def run_simulation(d: Deployment, w_total: Workload, profile: AccountingProfile,
                             requests=len(t.arrival_s))
         req = from_arrays(t.arrival_s[share], t.prompt_tokens[share], t.output_tokens[share], list(per_request)[share],
                           maximum=limit, description=scenario.description)
+    elif sim.client_concurrency is not None:
+        clients = max(1, -(-sim.client_concurrency // d.replicas))  # each replica gets its share of the clients
+        count = max(1, -(-sim.num_requests // d.replicas))
+        scenario = build_scenario(d, w, 1.0, replace(sim, burst_factor=None, on_off=None), limit)
+        scenario = replace(scenario, arrivals="closed_loop", rate_req_s=None, rate_source="closed_loop", rates=None,
+                           burst_source=None, clients=clients, requests=count)
+        req = _closed_loop(scenario, sim, acc, limit, count, clients)
     else:
         rate = (sim.rate_req_s / d.replicas if sim.rate_req_s is not None
                 else rate_for_concurrency(d, mem, eff, w, acceptance, tree))

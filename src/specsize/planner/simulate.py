@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..core.memory import MemoryAccount
-from ..core.perf import Efficiency, build_costs, coefficients
+from ..core.perf import Efficiency, build_costs
 from ..core.specs import Deployment, SpeculativeConfig, Workload
 from ..core.speculation import Acceptance, Tree
 from ..core.traffic import decode_context, littles_law_rate
@@ -78,14 +78,15 @@ def engine_config(d: Deployment, mem: MemoryAccount, eff: Efficiency, tree: Tree
     k = s.num_speculative_tokens if d.speculative.enabled else 0
     costs = build_costs(d, eff, s.dtype, s.quantization, s.kv_dtype_bytes, k=k, tree_topk=tree.topk,
                         num_draft_tokens=tree.num_draft_tokens if tree.topk > 1 else None)
-    draft = coefficients(costs.draft, d.gpu, eff, overhead=False) if costs.draft is not None else None
+    assert costs.target_co is not None
     return EngineConfig(
         num_blocks=mem.usable_blocks, block_size=s.block_size, max_num_seqs=s.max_num_seqs,
-        max_num_batched_tokens=s.max_num_batched_tokens, k=k, target=coefficients(costs.target, d.gpu, eff),
-        draft=draft, draft_steps=costs.draft_steps, draft_width=costs.draft_width,
+        max_num_batched_tokens=s.max_num_batched_tokens, k=k, target=costs.target_co,
+        draft=costs.draft_co, draft_steps=costs.draft_steps, draft_width=costs.draft_width,
+        draft_prefills=costs.draft_prefills,
         spec_step_overhead_s=eff.spec_step_overhead_s if k else 0.0,
-        draft_setup_overhead_s=eff.draft_setup_overhead_s if draft is not None else 0.0,
-        draft_step_overhead_s=eff.draft_step_overhead_s,
+        draft_setup_overhead_s=eff.draft_setup_overhead_s if costs.draft_co is not None else 0.0,
+        draft_step_overhead_s=eff.draft_step_overhead_s, frontend_latency_s=eff.frontend_latency_s,
         cpu_draft_per_seq_s=eff.ngram_per_seq_s if d.speculative.kind.cpu_drafted else 0.0,
         prefix_hit_rate=prefix_hit_rate, kv_layers=mem.kv_layers)
 
@@ -123,7 +124,8 @@ class SimSummary:
 
 def summarize(label: str, r: SimResult, req: Requests, slo: Slo, th: Thresholds) -> SimSummary:
     completed = int(r.finished.sum())
-    window = float(req.arrival_s[-1]) if len(req) else 0.0
+    sent = r.arrival_s[np.isfinite(r.arrival_s)]  # a closed loop's arrivals are known only after the run
+    window = float(sent.max()) if len(sent) else 0.0
     span = max(r.end_time_s, 1e-9)
     throughput = float(r.output_tokens[r.finished].sum()) / span
     goodput = None
@@ -160,7 +162,7 @@ def summarize(label: str, r: SimResult, req: Requests, slo: Slo, th: Thresholds)
         problems.append(Problem(THIN_HEADROOM, f"thin headroom: the KV cache peaked at {kv_peak:.1%} of its blocks, "
                                                f"leaving less than the {th.kv_headroom:.0%} headroom policy"))
     in_system = r.area_in_system / span
-    rate = len(req) / span
+    rate = len(sent) / span
     mean_e2e = float(np.nanmean(r.e2e_s)) if completed else math.nan
     return SimSummary(
         label=label, requests=len(req), completed=completed, unfinished=unfinished, ttft_s=_pct(r.ttft_s),

@@ -127,7 +127,8 @@ def perf_rows(r: PlanResult) -> list[tuple[str, str, str]]:
 
     rows = [("TPOT at batch {} (context {:,})".format(p.batch_size, p.context_len), ms(p.tpot_s_no_spec), ms(p.tpot_s)),
             ("throughput per engine", tps(p.throughput_tok_s_no_spec), tps(p.throughput_tok_s)),
-            ("TTFT (p50 prompt, no queue)", ms(p.ttft_s), ms(p.ttft_s))]
+            ("TTFT (p50 prompt, no queue)", ms(p.ttft_s if p.ttft_s_no_spec is None else p.ttft_s_no_spec),
+             ms(p.ttft_s))]
     if p.speedup is not None:
         rows.append(("speed-up (TPOT)", "1.00x", f"{p.speedup:.2f}x"))
         rows.append(("tokens per target pass", "1", f"{p.tokens_per_pass:.2f} (a = {p.acceptance_rate:.3f})"))

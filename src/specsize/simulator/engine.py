@@ -47,6 +47,8 @@ class EngineConfig:
     cpu_draft_per_seq_s: float = 0.0  # n-gram lookup
     prefix_hit_rate: float = 0.0
     kv_layers: tuple = ()  # the pool's layers (core.kvcache.KVLayer); empty: every layer full attention
+    draft_prefills: bool = False  # the drafter also runs over prompt chunks (its own KV cache): in TTFT
+    frontend_latency_s: float = 0.0  # per request outside the engine (HTTP, tokenisation, IPC, first chunk)
 
 
 @dataclass
@@ -153,6 +155,9 @@ def _admit(cfg: EngineConfig, b: _Book, waiting: deque[int], run: np.ndarray, c:
     admitted_sched: list[int] = []
     while waiting and len(run) + len(admitted) < cfg.max_num_seqs and budget > 0:
         head = waiting[0]
+        if int(_blocks_for(cfg, int(b.prefill_target[head]) + k + 1)) > cfg.num_blocks:
+            waiting.popleft()  # longer than the whole pool: the engine can never run it (left unfinished)
+            continue
         start = int(b.computed[head])
         if not b.first_seen[head]:
             start = min(int(b.prompt[head] * cfg.prefix_hit_rate), int(b.prompt[head]) - 1) \
@@ -189,16 +194,26 @@ def _step_seconds(cfg: EngineConfig, windows: tuple, draft_windows: tuple, c: np
     ctx_total = float(c[active].sum())
     span = tuple(float(np.minimum(c[active], w).sum()) for w in windows)
     pairs = float((sched * c).sum())
-    seconds = step_time(cfg.target, tokens, ctx_total, span, pairs)[0]
     dec = decoding & active
     n_dec = int(dec.sum())
+    n_active = int(active.sum())
+    # sampled positions: one per prefilling sequence, k + 1 per decoding one (verification)
+    logits = (n_active - n_dec) + n_dec * (1 + k)
+    seconds = step_time(cfg.target, tokens, ctx_total, span, pairs, seqs=n_active, logits=logits)[0]
+    if cfg.draft is not None and cfg.draft_prefills and k:
+        prefill_tokens = tokens - n_dec * (1 + k)
+        if prefill_tokens > 0:  # the drafter builds its own KV cache over the prompt chunks
+            pre = active & ~decoding
+            pspan = tuple(float(np.minimum(c[pre], w).sum()) for w in draft_windows)
+            seconds += step_time(cfg.draft, prefill_tokens, float(c[pre].sum()), pspan,
+                                 float((sched[pre] * c[pre]).sum()), seqs=0, logits=0)[0]
     if k and n_dec:
         if cfg.draft is not None and cfg.draft_steps:
             dctx = c[dec]
             dspan = tuple(float(np.minimum(dctx, w).sum()) for w in draft_windows)
             width = cfg.draft_width
             one = step_time(cfg.draft, n_dec * width, float(dctx.sum()) * width, dspan,
-                            float(dctx.sum()) * width)[0]
+                            float(dctx.sum()) * width, seqs=n_dec, logits=n_dec * width)[0]
             seconds += cfg.draft_steps * (one + cfg.draft_step_overhead_s) + cfg.draft_setup_overhead_s
         seconds += cfg.spec_step_overhead_s + cfg.cpu_draft_per_seq_s * n_dec
     return seconds, dec, n_dec
@@ -234,16 +249,16 @@ def _advance(b: _Book, rng: np.random.Generator, k: int, run: np.ndarray, sched:
     return prefill_tokens, decode_tokens
 
 
-def _retire(b: _Book, run: np.ndarray, now: float) -> tuple[np.ndarray, int]:
-    """Requests that produced all their output leave the running set. Returns (run, blocks freed)."""
+def _retire(b: _Book, run: np.ndarray, now: float) -> tuple[np.ndarray, int, int]:
+    """Requests that produced all their output leave the running set. Returns (run, blocks freed, how many)."""
     finished_mask = b.generated[run] >= b.output[run]
     if not finished_mask.any():
-        return run, 0
+        return run, 0, 0
     done_ids = run[finished_mask]
     b.finish[done_ids] = now
     freed = int(b.held[done_ids].sum())
     b.held[done_ids] = 0
-    return run[~finished_mask], freed
+    return run[~finished_mask], freed, len(done_ids)
 
 
 def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float | None = None,
@@ -252,8 +267,16 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
     rng = np.random.default_rng(seed)
     n = len(req)
     arrival = req.arrival_s
+    clients = req.clients
+    released = n
+    if clients:  # closed loop: `clients` requests in flight; each answer sends the next request
+        arrival = np.full(n, np.inf)
+        released = min(clients, n)
+        arrival[:released] = 0.0
     b = _book(req)
-    time_limit, sample_every = _time_limits(arrival, max_time_s, sample_interval_s)
+    time_limit, sample_every = _time_limits(req.arrival_s, max_time_s, sample_interval_s)
+    if clients and max_time_s is None:
+        time_limit = 1e7  # a closed loop ends when its last request does (this bounds a run that cannot)
 
     windows = tuple(w for w, _ in cfg.target.kv_windows)
     draft_windows = tuple(w for w, _ in cfg.draft.kv_windows) if cfg.draft else ()
@@ -272,7 +295,7 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
             waiting.append(next_arrival)
             next_arrival += 1
         if not len(run) and not waiting:
-            if next_arrival >= n:
+            if next_arrival >= n or not np.isfinite(arrival[next_arrival]):
                 break
             now = float(arrival[next_arrival])
             continue
@@ -293,7 +316,7 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
         active = sched > 0
         if not active.any():
             # nothing fits this step (pool full of prefills waiting on blocks): wait for the next arrival
-            if next_arrival < n:
+            if next_arrival < n and np.isfinite(arrival[next_arrival]):
                 now = max(now, float(arrival[next_arrival]))
                 continue
             break
@@ -310,8 +333,12 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
         prefill_tokens, decode_tokens = _advance(b, rng, cfg.k, run, sched, active, decoding, dec, n_dec, now)
         prefill_total += prefill_tokens
         decode_total += decode_tokens
-        run, freed = _retire(b, run, now)
+        run, freed, done = _retire(b, run, now)
         free += freed
+        if clients and done and released < n:  # the clients whose answers arrived send their next requests
+            more = min(done, n - released)
+            arrival[released:released + more] = now + cfg.frontend_latency_s
+            released += more
         if now >= next_sample:
             _sample(series, now, len(run), len(waiting), 1 - free / cfg.num_blocks, preemptions)
             next_sample = now + sample_every
@@ -319,7 +346,8 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
                 progress(min(next_arrival, n), n)
 
     return _result(b, arrival, series, now=now, steps=steps, preemptions=preemptions, recomputed=recomputed,
-                   area=area, prefill_total=prefill_total, decode_total=decode_total)
+                   area=area, prefill_total=prefill_total, decode_total=decode_total,
+                   frontend_s=cfg.frontend_latency_s)
 
 
 def _arrivals_area(area: float, arrival: np.ndarray, next_arrival: int, now: float) -> float:
@@ -342,10 +370,13 @@ def _sample(series: dict[str, list], now: float, running: int, waiting: int, kv_
 
 
 def _result(b: _Book, arrival: np.ndarray, series: dict[str, list], *, now: float, steps: int, preemptions: int,
-            recomputed: int, area: float, prefill_total: int, decode_total: int) -> SimResult:
+            recomputed: int, area: float, prefill_total: int, decode_total: int,
+            frontend_s: float = 0.0) -> SimResult:
+    """Client-side latencies: the engine's plus the fixed per-request front-end latency."""
     output, first_token, finish = b.output, b.first_token, b.finish
-    ttft = first_token - arrival
-    e2e = finish - arrival
+    arrival = np.where(np.isfinite(arrival), arrival, np.nan)
+    ttft = first_token - arrival + frontend_s
+    e2e = finish - arrival + frontend_s
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(output > 1, (finish - first_token) / (output - 1), np.nan)
     return SimResult(ttft_s=ttft, tpot_s=tpot, e2e_s=e2e, finished=~np.isnan(finish), output_tokens=output,

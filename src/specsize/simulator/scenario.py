@@ -35,7 +35,7 @@ def describe_lengths(spec: LengthSpec | None) -> str:
 
 @dataclass(frozen=True)
 class Scenario:
-    arrivals: str  # "poisson" or "trace"
+    arrivals: str  # "poisson", "closed_loop" or "trace"
     duration_s: float
     rate_req_s: float | None  # per replica, before bursts
     rate_source: str  # "rate" (given), "littles_law" (what keeps `concurrency` in flight), "trace"
@@ -47,12 +47,15 @@ class Scenario:
     replicas: int
     trace_path: str | None = None
     requests: int = 0
+    clients: int = 0  # closed loop: requests in flight
 
     @property
     def description(self) -> str:
         if self.arrivals == "trace":
             share = f", 1/{self.replicas} per replica" if self.replicas > 1 else ""
             return f"trace {self.trace_path} ({self.requests} requests{share})"
+        if self.arrivals == "closed_loop":
+            return f"closed loop: {self.clients} clients, {self.requests:,} requests"
         assert self.rates is not None and self.rate_req_s is not None
         shape = f"Poisson {self.rate_req_s:.2f} req/s for {self.duration_s:g} s"
         for b in self.rates.bursts:
@@ -69,6 +72,9 @@ class Scenario:
         """One line: arrivals, lengths and their provenance."""
         if self.arrivals == "trace":
             return self.description
+        if self.arrivals == "closed_loop":
+            return (f"{self.description}; prompts {describe_lengths(self.prompt)}, outputs "
+                    f"{describe_lengths(self.output)} (lengths from {self.lengths_source})")
         rate = "given" if self.rate_source == "rate" else "Little's law at the workload's concurrency"
         burst = f"; burst from {self.burst_source}" if self.burst_source else "; no burst"
         return (f"{self.description} (rate: {rate}{burst}); prompts {describe_lengths(self.prompt)}, outputs "
@@ -79,6 +85,7 @@ class Scenario:
         return {
             "arrivals": self.arrivals, "duration_s": self.duration_s, "rate_req_s": self.rate_req_s,
             "rate_source": self.rate_source, "replicas": self.replicas, "trace": self.trace_path,
+            "clients": self.clients or None,
             "bursts": [{"start_s": b.start_s, "duration_s": b.duration_s, "factor": b.factor} for b in r.bursts]
             if r else [],
             "on_off": None if r is None or r.on_off is None else

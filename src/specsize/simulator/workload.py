@@ -125,6 +125,7 @@ class Requests:
     acceptance: np.ndarray
     duration_s: float
     description: str = field(default="", compare=False)
+    clients: int = 0  # > 0: closed loop, `clients` requests in flight, arrival_s ignored (vllm --max-concurrency)
 
     def __len__(self) -> int:
         return len(self.arrival_s)

@@ -1,0 +1,308 @@
+#!/usr/bin/env python3
+"""Accuracy of `specsize simulate` against published whole-server benchmark runs (vLLM, SGLang).
+
+Each row of bench/data/serving_runs.jsonl is one published run (`vllm bench serve`, SGLang `bench_serving`,
+GPUStack's and llm-d's published sweeps) with its configuration and its measured output throughput, TTFT and
+TPOT, and its source. A run becomes one simulation: the row's model, GPU, TP, quantization, prompt and output
+lengths, and its load (a Poisson rate; `--request-rate inf`: every request at t = 0; a fixed concurrency: the
+closed-loop client). Predicted vs measured: relative error (predicted / measured - 1) per metric; the table
+ends with the median |error| and the signed median (bias) on the fit slice and on the held-out slice apart.
+
+The split: a run is held out when a hash of its series (source + model + GPU) falls in the last third, so a
+whole series (every load of one setup) is on one side. The efficiencies of catalog/data/efficiency.json were
+set looking at the fit slice only; the held-out slice is the honest error.
+
+Speculation: where a series measures the same server with and without a drafter at several loads but does not
+give the acceptance, the acceptance is taken from the series' lowest load (fit) and the ratio at the other
+loads is predicted (held out); the load where speculation stops paying is read from both.
+
+Run: .venv/bin/python bench/accuracy_serving.py [--only fit|heldout] [--verbose]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "bench" / "data" / "serving_runs.jsonl"
+
+GPUS = {"H100": "H100-SXM-80GB", "H100 80GB": "H100-SXM-80GB", "H200": "H200-141GB", "A100": "A100-80GB",
+        "B200": "B200-180GB", "MI300X": "MI300X-192GB", "MI325X": "MI325X-256GB", "MI355X": "MI355X-288GB"}
+MODELS = {  # published id -> (catalog id, quantization override)
+    "Qwen/Qwen3-8B": ("Qwen/Qwen3-8B", None), "Qwen/Qwen3-8B-FP8": ("Qwen/Qwen3-8B", "fp8"),
+    "Qwen/Qwen3-14B": ("Qwen/Qwen3-14B", None), "Qwen/Qwen3-14B-FP8": ("Qwen/Qwen3-14B", "fp8"),
+    "Qwen/Qwen3-32B": ("Qwen/Qwen3-32B", None), "Qwen/Qwen3-32B-FP8": ("Qwen/Qwen3-32B", "fp8"),
+    "Qwen/Qwen3-235B-A22B-Instruct-2507": ("Qwen/Qwen3-235B-A22B", None),
+    "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8": ("Qwen/Qwen3-235B-A22B", "fp8"),
+    "openai/gpt-oss-20b": ("openai/gpt-oss-20b", None), "openai/gpt-oss-120b": ("openai/gpt-oss-120b", None),
+    "meta-llama/Llama-3.3-70B-Instruct": ("meta-llama/Llama-3.3-70B-Instruct", None),
+    "deepseek-ai/DeepSeek-R1": ("deepseek-ai/DeepSeek-R1", None),
+    "deepseek-ai/DeepSeek-R1-0528": ("deepseek-ai/DeepSeek-R1", None),
+    "deepseek-ai/DeepSeek-V3": ("deepseek-ai/DeepSeek-V3", None),
+    "meta-llama/Llama-3.1-8B-Instruct": ("meta-llama/Llama-3.1-8B-Instruct", None),
+    "meta-llama/Llama-3.1-70B-Instruct": ("meta-llama/Llama-3.1-70B-Instruct", None),
+    "meta-llama/Llama-3.1-405B-Instruct": ("meta-llama/Meta-Llama-3.1-405B", None),
+    "meta-llama/Llama-3.1-405B-Instruct-FP8": ("meta-llama/Meta-Llama-3.1-405B", "fp8"),
+    "amd/Llama-3.1-405B-Instruct-FP8-KV": ("meta-llama/Meta-Llama-3.1-405B", "fp8"),
+    "Qwen/Qwen3-30B-A3B": ("Qwen/Qwen3-30B-A3B", None),
+}
+ENGINES = ("vLLM", "SGLang")
+
+
+def number(text) -> float | None:
+    if isinstance(text, (int, float)):
+        return float(text)
+    if not isinstance(text, str):
+        return None
+    m = re.search(r"\d+(\.\d+)?", text)
+    return float(m.group()) if m else None
+
+
+STOPS_PAYING = 0.95  # a TPOT ratio (spec / no spec) this close to 1 is no gain worth the drafter
+SHAREGPT_SIGMA = 1.0  # lognormal spread of ShareGPT prompt and output lengths (a workload shape, not a timing term)
+_LENGTH_FILES: dict[tuple[float, float], str] = {}
+
+
+def sharegpt_lengths(prompt_mean: float, output_mean: float) -> str:
+    """A lengths file of ShareGPT-like requests with the run's mean prompt and output: lognormal lengths, filtered as
+    `vllm bench serve` samples ShareGPT (prompt and output >= 4 tokens, prompt <= 1024, prompt + output <= 2048:
+    vllm-project/vllm benchmarks/datasets.py is_valid_sequence), rescaled to the published means."""
+    import tempfile
+
+    import numpy as np
+
+    key = (round(prompt_mean, 1), round(output_mean, 1))
+    if key in _LENGTH_FILES:
+        return _LENGTH_FILES[key]
+    rng = np.random.default_rng(7)
+    p = rng.lognormal(0.0, SHAREGPT_SIGMA, 20_000)
+    o = rng.lognormal(0.0, SHAREGPT_SIGMA, 20_000)
+    sp, so = prompt_mean, output_mean
+    for _ in range(30):  # scale so that the filtered sample has the published means
+        ps, os_ = np.rint(p * sp), np.rint(o * so)
+        keep = (ps >= 4) & (os_ >= 4) & (ps <= 1024) & (ps + os_ <= 2048)
+        sp *= prompt_mean / ps[keep].mean()
+        so *= output_mean / os_[keep].mean()
+    ps, os_ = np.rint(p * sp), np.rint(o * so)
+    keep = (ps >= 4) & (os_ >= 4) & (ps <= 1024) & (ps + os_ <= 2048)
+    handle = tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False)
+    for a, b in zip(ps[keep][:5000], os_[keep][:5000]):
+        handle.write(json.dumps({"prompt_tokens": int(a), "output_tokens": int(b)}) + "\n")
+    handle.close()
+    _LENGTH_FILES[key] = handle.name
+    return handle.name
+
+
+def held_out(row: dict) -> bool:
+    key = f"{row['source'].split('#')[0]}|{row['model']}|{row['gpu']}|{row.get('group') or ''}"
+    return int(hashlib.sha256(key.encode()).hexdigest(), 16) % 3 == 0
+
+
+def case(row: dict) -> tuple[dict | None, str]:
+    """The simulate overrides for a run, or None and why it is skipped."""
+    if not any(row["engine"].startswith(e) for e in ENGINES):
+        return None, f"engine {row['engine']} not modelled"
+    if row["model"] not in MODELS:
+        return None, f"model {row['model']} not in the catalog"
+    gpu = GPUS.get(row["gpu"])
+    if gpu is None:
+        return None, f"GPU {row['gpu']} not mapped"
+    if (row.get("dp") or 1) > 1:
+        return None, "data parallel"
+    spec = row.get("speculative") or {}
+    if spec and spec.get("acceptance_rate") is None and spec.get("mean_acceptance_length") is None:
+        return None, "speculative without acceptance (see the ratio table)"
+    prompt, output = number(row["input_len"]), number(row["output_len"])
+    if not prompt or not output:
+        return None, "lengths not stated"
+    target, quant = MODELS[row["model"]]
+    q = str(row.get("quantization") or "").lower()
+    if quant is None and q.startswith("fp8"):
+        quant = "fp8"
+    tp = int(row.get("tp") or 1)
+    over = dict(target=target, gpu=gpu, tp=tp, no_compare=True, seed=0)
+    version = re.search(r"(\d+)\.(\d+)", str(row.get("engine_version") or ""))
+    if row["engine"].startswith("vLLM") and version:  # the engine release's defaults (max_num_seqs, budget)
+        over["engine_version"] = f"{version.group(1)}.{version.group(2)}"
+    if "sharegpt" in str(row.get("dataset") or "").lower():
+        over["lengths_file"] = sharegpt_lengths(prompt, output)
+    else:
+        over.update(prompt_tokens_median=prompt, output_tokens_median=output)
+    if quant:
+        over["quantization"] = quant
+    load = _load(row)
+    if load is None:
+        return None, "no rate, no concurrency, no request count"
+    return {**over, **load}, ""
+
+
+def _load(row: dict) -> dict | None:
+    """The run's load as simulate settings: a closed loop, everything at t = 0, or a Poisson rate."""
+    rate, conc = row.get("request_rate"), row.get("max_concurrency")
+    if isinstance(rate, str) and rate not in ("inf", "offline"):
+        rate = "inf" if "burst" in rate else number(rate)
+    if isinstance(conc, str):
+        conc = number(conc)
+    n = int(row.get("num_prompts") or 0)
+    if conc:
+        return {"client_concurrency": int(conc), "num_requests": n or max(100, 10 * int(conc))}
+    if rate in ("inf", "offline", None) or (isinstance(rate, float) and math.isinf(rate)):
+        return {"client_concurrency": n, "num_requests": n} if n else None  # every request sent at t = 0
+    return {"rate": float(rate), "duration": 120.0 if not n else n / float(rate)}
+
+
+def measured(row: dict) -> dict:
+    m = row["measured"]
+    out = {}
+    if m.get("output_throughput_tok_s"):
+        out["throughput"] = ("mean", m["output_throughput_tok_s"])
+    for name in ("ttft", "tpot"):
+        if m.get(f"{name}_median_ms") is not None:
+            out[name] = ("p50", m[f"{name}_median_ms"] / 1e3)
+        elif m.get(f"{name}_mean_ms") is not None:
+            out[name] = ("mean", m[f"{name}_mean_ms"] / 1e3)
+    return out
+
+
+def predict(over: dict) -> dict | None:
+    from specsize import api
+
+    rep = api.simulate(**over)
+    s = rep.spec
+    if not s.completed:
+        return None
+    return {"throughput": {"mean": s.throughput_tok_s},
+            "ttft": {"p50": s.ttft_s.p50, "mean": s.ttft_s.mean},
+            "tpot": {"p50": s.tpot_s.p50, "mean": s.tpot_s.mean}}
+
+
+def summary(errors: list[float]) -> str:
+    if not errors:
+        return "-"
+    return (f"median |err| {statistics.median(abs(e) for e in errors):5.1%}, bias {statistics.median(errors):+6.1%}"
+            f" (n={len(errors)})")
+
+
+def ratio_series(rows: list[dict]) -> None:
+    """Speculation on/off at several loads of one setup without a published acceptance (llm-d's Qwen3-32B EAGLE-3
+    ladder): the acceptance is solved from the lowest load's TPOT ratio (fit), the other loads are predicted."""
+    from specsize import api
+
+    groups: dict[str, dict[float, dict]] = {}
+    for row in rows:
+        if row.get("group") != "llmd-qwen3-32b-eagle3-qps-ladder":
+            continue
+        arm = "spec" if row.get("speculative") else "off"
+        groups.setdefault(arm, {})[float(row["request_rate"])] = row
+    if not groups.get("spec") or not groups.get("off"):
+        return
+    loads = sorted(set(groups["spec"]) & set(groups["off"]))
+    base = groups["off"][loads[0]]
+    prompt, output = number(base["input_len"]), number(base["output_len"])
+    k = int(groups["spec"][loads[0]]["speculative"].get("k") or 3)
+
+    def sim(rate: float, a: float):
+        rep = api.simulate(target="Qwen/Qwen3-32B", gpu="H200-141GB", tp=2, method="eagle3", num_speculative_tokens=k,
+                           acceptance_rate=a, rate=rate, duration=120.0, prompt_tokens_median=prompt,
+                           prompt_tokens_p99=min(4096.0, prompt * 2.2), output_tokens_median=output,
+                           output_tokens_p99=min(512.0, output * 2.0), seed=0)
+        return rep.spec, rep.no_spec
+
+    def measured_ratio(rate: float, metric: str) -> float:
+        on, off = groups["spec"][rate]["measured"], groups["off"][rate]["measured"]
+        key = {"tpot": "tpot_median_ms", "throughput": "output_throughput_tok_s"}[metric]
+        return on[key] / off[key]
+
+    target = measured_ratio(loads[0], "tpot")
+    lo, hi = 0.05, 0.95
+    for _ in range(10):  # TPOT ratio falls as acceptance rises
+        mid = (lo + hi) / 2
+        spec, off = sim(loads[0], mid)
+        if spec.tpot_s.p50 / off.tpot_s.p50 > target:
+            lo = mid
+        else:
+            hi = mid
+    a = (lo + hi) / 2
+    print(f"\nspec/no-spec ratio across load: llm-d Qwen3-32B + EAGLE-3 (k={k}, head derived), 2 x H200 TP 2; "
+          f"acceptance {a:.3f} solved from the {loads[0]:g} QPS TPOT ratio (fit); the other loads held out")
+    print(f"{'QPS':>5} {'TPOT ratio meas.':>17} {'pred.':>7} {'tok/s ratio meas.':>18} {'pred.':>7}")
+    stop_measured = stop_predicted = None
+    for rate in loads:
+        spec, off = sim(rate, a)
+        pt, mt = spec.tpot_s.p50 / off.tpot_s.p50, measured_ratio(rate, "tpot")
+        pr, mr = spec.throughput_tok_s / off.throughput_tok_s, measured_ratio(rate, "throughput")
+        print(f"{rate:5g} {mt:17.2f} {pt:7.2f} {mr:18.2f} {pr:7.2f}")
+        if stop_measured is None and mt >= STOPS_PAYING:
+            stop_measured = rate
+        if stop_predicted is None and pt >= STOPS_PAYING:
+            stop_predicted = rate
+    print(f"speculation stops paying (TPOT gain under {1 - STOPS_PAYING:.0%}, ratio >= {STOPS_PAYING}): measured at "
+          f"{stop_measured} QPS, predicted at {stop_predicted} QPS")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", default=str(DATA))
+    ap.add_argument("--only", choices=("fit", "heldout"))
+    ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--limit", type=int, default=0)
+    args = ap.parse_args()
+    rows = [json.loads(line) for line in Path(args.data).read_text().splitlines() if line.strip()]
+    errs: dict[tuple[str, str], list[float]] = {}
+    skipped: dict[str, int] = {}
+    print(f"{'run':46} {'slice':7} {'metric':10} {'measured':>10} {'predicted':>10} {'error':>7}")
+    started = time.perf_counter()
+    done = 0
+    for row in rows:
+        over, why = case(row)
+        if over is None:
+            skipped[why] = skipped.get(why, 0) + 1
+            continue
+        part = "heldout" if held_out(row) else "fit"
+        if args.only and part != args.only:
+            continue
+        meas = measured(row)
+        try:
+            pred = predict(over)
+        except Exception as err:  # noqa: BLE001 - a row the tool refuses is reported, not fatal
+            skipped[f"refused: {str(err)[:60]}"] = skipped.get(f"refused: {str(err)[:60]}", 0) + 1
+            continue
+        if pred is None:
+            skipped["no request fits the simulated KV pool"] = skipped.get("no request fits the simulated KV pool", 0) + 1
+            continue
+        done += 1
+        for metric, (stat, value) in meas.items():
+            p = pred[metric][stat]
+            if p is None or not value:
+                continue
+            e = p / value - 1
+            errs.setdefault((part, metric), []).append(e)
+            unit, scale = ("tok/s", 1) if metric == "throughput" else ("ms", 1e3)
+            print(f"{row['id'][:46]:46} {part:7} {metric + ' ' + stat:10} {value * scale:10.1f} {p * scale:10.1f} "
+                  f"{e:+7.1%}")
+        if args.limit and done >= args.limit:
+            break
+    print()
+    for part in ("fit", "heldout"):
+        for metric in ("throughput", "ttft", "tpot"):
+            print(f"{part:8} {metric:10} {summary(errs.get((part, metric), []))}")
+    if args.verbose:
+        print("\nskipped:")
+        for why, count in sorted(skipped.items(), key=lambda kv: -kv[1]):
+            print(f"  {count:4} {why}")
+    print(f"\n{done} runs simulated in {time.perf_counter() - started:.1f} s")
+    if not args.only and not args.limit:
+        ratio_series(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,163 @@
+"""The per-operation step-time model (issue #11): each term worked out by hand on a GPU of round numbers, and the
+invariants the simulator and the speed-up tables rely on."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from specsize.catalog import load_gpu, load_model
+from specsize.catalog.gpus import load_efficiency
+from specsize.core.perf import Efficiency, build_costs, coefficients, forward_time, model_cost, speedup_point
+from specsize.core.specs import Deployment, EngineSettings, GpuSpec, SpeculativeConfig
+from specsize.simulator.engine import EngineConfig, simulate
+from specsize.simulator.workload import Requests
+
+ROUND_GPU = GpuSpec("round", "round", 80 * 2**30, memory_bandwidth_bytes_s=1e12, bf16_flops=1e15, fp8_flops=None,
+                    interconnect_bytes_s=1e11)
+IDEAL = Efficiency("ideal", memory=1.0, compute=1.0, step_overhead_s=0.0, spec_step_overhead_s=0.0,
+                   draft_step_overhead_s=0.0, draft_setup_overhead_s=0.0, allreduce_latency_s=0.0)
+LM_HEAD_1B = 128_256 * 2048  # Llama-3.2-1B's tied table, read as its lm_head
+PARAMS_1B = 1_235_814_400
+
+
+def cost_1b(tp=1):
+    return model_cost(load_model("meta-llama/Llama-3.2-1B-Instruct"), tp, "bfloat16", None)
+
+
+def test_all_reduce_by_hand():
+    # TP 4, 16 layers, 2 all-reduces each. Latency 10 us + 1 us per GPU beyond 2 = 12 us; the ring moves
+    # 2 (TP-1)/TP = 1.5 x the message (hidden 2048 x 2 B per token) at half the 1e11 B/s link:
+    # 32 x 12 us = 384 us, and per token 32 x 2048 x 2 x 1.5 / 5e10 = 3.93216 us; the ideal baseline has no
+    # latency and the whole link (per token 32 x 2048 x 2 x 1.5 / 1e11 = 1.96608 us)
+    eff = replace(IDEAL, allreduce_latency_s=1e-5, allreduce_latency_per_gpu_s=1e-6, allreduce_bus_fraction=0.5)
+    for tokens in (1, 64):
+        with_comm = forward_time(cost_1b(4), ROUND_GPU, eff, tokens, 1, 0).time_s
+        ideal = forward_time(cost_1b(4), ROUND_GPU, IDEAL, tokens, 1, 0).time_s
+        assert with_comm - ideal == pytest.approx(32 * 12e-6 + tokens * (3.93216e-6 - 1.96608e-6), rel=1e-9)
+
+
+def test_gemm_efficiency_by_tokens_by_hand():
+    # eff_compute(T) = T / (T + 100): at 4,096 tokens the GEMM flops (2 x 4,096 x the 973,146,112 params that
+    # multiply every token + 2 x the lm_head once) run at 4,096 / 4,196 of peak
+    eff = replace(IDEAL, gemm_half_tokens=100.0)
+    gemm = 2 * 4096 * (PARAMS_1B - LM_HEAD_1B) + 2 * LM_HEAD_1B
+    act = 4096 * 2 * 2048 * 2 * 16 / 1e12
+    t = forward_time(cost_1b(), ROUND_GPU, eff, 1, 4096, 0).time_s
+    assert t == pytest.approx(gemm / 1e15 * 4196 / 4096 + act, rel=1e-12)
+    # at one token the weights' bytes dominate, whatever the efficiency curve: 2.47 GB at 1e12 B/s
+    one = forward_time(cost_1b(), ROUND_GPU, eff, 1, 1, 0).time_s
+    assert one == pytest.approx((PARAMS_1B * 2 + 2 * 2048 * 2 * 16) / 1e12, rel=1e-12)
+    # at 400 tokens: compute 2 x 400 x 973,146,112 (+ the lm_head) x 500 / 400 at 1e15 = 0.973 ms > 2.47 ms? no:
+    # the weights still dominate (2.47 ms), so the step is memory-bound
+    mid = forward_time(cost_1b(), ROUND_GPU, eff, 1, 400, 0).time_s
+    assert mid == pytest.approx((PARAMS_1B * 2 + 400 * 2 * 2048 * 2 * 16) / 1e12, rel=1e-12)
+
+
+def test_sampler_and_cpu_per_sequence_by_hand():
+    # 8 sequences decode: 6 fp32 passes over 8 x 128,256 logits at 1e12 B/s, and 10 us of CPU per sequence
+    eff = replace(IDEAL, sampler_passes=6.0, cpu_per_seq_s=1e-5)
+    base = forward_time(cost_1b(), ROUND_GPU, IDEAL, 8, 1, 0).time_s
+    t = forward_time(cost_1b(), ROUND_GPU, eff, 8, 1, 0).time_s
+    assert t - base == pytest.approx(8 * 6 * 4 * 128_256 / 1e12 + 8 * 1e-5, rel=1e-9)
+
+
+def test_api_server_floors_the_step():
+    # 1 ms of API-server work per sequence per step: 64 sequences cannot step faster than 64 ms
+    eff = replace(IDEAL, api_per_seq_s=1e-3)
+    assert forward_time(cost_1b(), ROUND_GPU, eff, 64, 1, 0).time_s == pytest.approx(0.064)
+    assert forward_time(cost_1b(), ROUND_GPU, eff, 1, 1, 0).time_s == pytest.approx(
+        forward_time(cost_1b(), ROUND_GPU, IDEAL, 1, 1, 0).time_s)
+
+
+def test_fixed_cost_per_gemm_and_eager_launches():
+    # 16 layers x 4 GEMMs x 3 us, and without CUDA graphs 40 us more per layer
+    eff = replace(IDEAL, gemm_fixed_s=3e-6, eager_layer_s=4e-5)
+    base = forward_time(cost_1b(), ROUND_GPU, IDEAL, 1, 1, 0).time_s
+    graphs = coefficients(cost_1b(), ROUND_GPU, eff)
+    eager = coefficients(cost_1b(), ROUND_GPU, eff, eager=True)
+    assert graphs.fixed_s == pytest.approx(16 * 4 * 3e-6)
+    assert eager.fixed_s == pytest.approx(16 * (4 * 3e-6 + 4e-5))
+    assert forward_time(cost_1b(), ROUND_GPU, eff, 1, 1, 0).time_s == pytest.approx(base + 16 * 4 * 3e-6)
+
+
+def test_mxfp4_on_hopper_computes_at_bf16():
+    # gpt-oss's MXFP4 experts are dequantised to bf16 in the GEMM before Blackwell: the bf16 peak, not fp8's
+    m = load_model("openai/gpt-oss-20b")
+    c = model_cost(m, 1, "bfloat16", None)
+    assert c.low_bit and not c.fp8_compute
+    hopper, blackwell = load_gpu("H100-SXM-80GB"), load_gpu("B200-180GB")
+    assert coefficients(c, hopper, IDEAL).inv_flops == pytest.approx(1 / hopper.bf16_flops)
+    assert coefficients(c, blackwell, IDEAL).inv_flops == pytest.approx(1 / blackwell.fp8_flops)
+
+
+def _hopper(method="none", draft=None, k=0, tp=1):
+    spec = SpeculativeConfig(method, load_model(draft) if draft else None, k)
+    return Deployment(target=load_model("meta-llama/Llama-3.1-8B-Instruct"), gpu=load_gpu("H100-SXM-80GB"),
+                      speculative=spec, tp=tp, engine=EngineSettings(max_model_len=8192))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 512), st.integers(1, 512), st.integers(0, 8000), st.integers(0, 8000), st.sampled_from([1, 2, 8]))
+def test_step_time_non_decreasing_in_batch_and_context(b1, b2, l1, l2, tp):
+    d = _hopper(tp=tp)
+    costs = build_costs(d, load_efficiency(d.gpu), "bfloat16", None, 2)
+    co = costs.target_co
+    from specsize.core.perf import uniform_step
+
+    lo_b, hi_b = sorted((b1, b2))
+    lo_l, hi_l = sorted((l1, l2))
+    assert uniform_step(co, lo_b, 1, lo_l).time_s <= uniform_step(co, hi_b, 1, lo_l).time_s + 1e-15
+    assert uniform_step(co, lo_b, 1, lo_l).time_s <= uniform_step(co, lo_b, 1, hi_l).time_s + 1e-15
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 512), st.integers(1, 8), st.floats(0.0, 0.99))
+def test_speedup_never_above_tokens_per_pass(batch, k, a):
+    from specsize.core.speculation import tokens_per_pass
+
+    d = _hopper("draft_model", "meta-llama/Llama-3.2-1B-Instruct", k)
+    costs = build_costs(d, load_efficiency(d.gpu), "bfloat16", None, 2)
+    point = speedup_point(costs, batch, 1024, tokens_per_pass(a, k), k)
+    assert point.speedup <= tokens_per_pass(a, k) + 1e-12
+
+
+def _closed_loop_tpot(clients: int) -> float:
+    d = _hopper()
+    costs = build_costs(d, load_efficiency(d.gpu), "bfloat16", None, 2)
+    cfg = EngineConfig(num_blocks=20_000, block_size=16, max_num_seqs=256, max_num_batched_tokens=8192, k=0,
+                       target=costs.target_co)
+    n = 4 * clients
+    req = Requests(arrival_s=np.zeros(n), prompt_tokens=np.full(n, 500), output_tokens=np.full(n, 100),
+                   acceptance=np.zeros(n), duration_s=0.0, clients=clients)
+    r = simulate(cfg, req)
+    assert r.finished.all()
+    return float(np.median(r.tpot_s))
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(1, 128), st.integers(1, 128))
+def test_more_load_never_lowers_tpot_in_the_simulation(c1, c2):
+    lo, hi = sorted((c1, c2))
+    assert _closed_loop_tpot(lo) <= _closed_loop_tpot(hi) * (1 + 1e-9)
+
+
+def test_closed_loop_keeps_the_clients_in_flight():
+    # 2 clients, 6 identical requests: three waves of two; each next request is sent when an answer arrives
+    d = _hopper()
+    costs = build_costs(d, load_efficiency(d.gpu), "bfloat16", None, 2)
+    cfg = EngineConfig(num_blocks=20_000, block_size=16, max_num_seqs=256, max_num_batched_tokens=8192, k=0,
+                       target=costs.target_co, frontend_latency_s=0.01)
+    req = Requests(arrival_s=np.zeros(6), prompt_tokens=np.full(6, 100), output_tokens=np.full(6, 10),
+                   acceptance=np.zeros(6), duration_s=0.0, clients=2)
+    r = simulate(cfg, req)
+    assert r.finished.all()
+    waves = np.unique(np.round(r.arrival_s, 9))
+    assert len(waves) == 3 and waves[0] == 0
+    # each wave is sent 10 ms (the front-end latency) after the previous one finishes
+    finish = r.arrival_s + r.e2e_s - 0.01
+    assert waves[1] == pytest.approx(finish[0] + 0.01)
+    # the client sees the front-end latency in its TTFT
+    assert (r.ttft_s >= 0.01).all()
