@@ -42,6 +42,31 @@ class ResultsFile:
         self.schema = schema(columns)
         self.metadata = {k.encode(): str(v).encode() for k, v in (metadata or {}).items()}
 
+    def lock(self):
+        """Hold RESULTS.parquet.lock for the run: a second sweep into the same file is refused, not interleaved."""
+        import contextlib  # noqa: PLC0415
+        import fcntl  # noqa: PLC0415
+
+        from ..core.errors import SpecError  # noqa: PLC0415
+
+        @contextlib.contextmanager
+        def held():
+            path = self.output.with_name(self.output.name + ".lock")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "w") as handle:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    raise SpecError("output", f"another sweep is writing {self.output}",
+                                    "one sweep per results file at a time") from None
+                try:
+                    yield
+                finally:
+                    path.unlink(missing_ok=True)
+                    fcntl.flock(handle, fcntl.LOCK_UN)
+
+        return held()
+
     def _sources(self) -> list[Path]:
         found = sorted(self.parts.glob("part-*.parquet")) if self.parts.is_dir() else []
         return ([self.output] if self.output.is_file() else []) + found

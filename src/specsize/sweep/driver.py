@@ -83,11 +83,18 @@ def run(study_path: str | Path, output: str | Path, workers: int | None = None, 
     """Run (or resume) the study at `study_path` into `output`. `on_chunk(cells, failed)` after each chunk."""
     started = time.perf_counter()
     study, results = open_study(study_path, output)
+    with results.lock():
+        return _run(study, results, started, workers, ray_address, chunk, on_start, on_chunk)
+
+
+def _run(study: Study, results: ResultsFile, started: float, workers: int | None, ray_address: str | None,
+         chunk: int | None, on_start: Callable[[SweepRun], None] | None,
+         on_chunk: Callable[[int, int], None] | None) -> SweepRun:
     done = results.done_keys()
     total = study.size
     skipped = sum(1 for cell in study.cells() if cell.key in done)
     executor = make_executor(workers, ray_address, preload=(WORKER_MODULE,))
-    sweep = SweepRun(study=study, output=Path(output), total=total, skipped=skipped, executor=executor.kind,
+    sweep = SweepRun(study=study, output=results.output, total=total, skipped=skipped, executor=executor.kind,
                      workers=executor.workers)
     if on_start:
         on_start(sweep)
