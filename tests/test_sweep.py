@@ -282,3 +282,12 @@ def test_the_cli_stays_light():
     code = ("import sys, specsize.cli.main; bad = [m for m in ('pyarrow', 'ray', 'numpy') if m in sys.modules]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_example_study_reads():
+    example = Path(__file__).resolve().parents[1] / "examples" / "sweep" / "fleet.yaml"
+    study = read_study(example)
+    assert study.size == 2 * 4 * 3 * 2 * 2 * 2 * 2 == 384
+    assert study.tenant_columns() == ("target", "workload", "load")
+    assert study.load_column() == "load"
+    assert study.compute.simulate and set(study.prices) == {"H100-SXM-80GB", "H200-141GB", "L40S-48GB"}

@@ -38,7 +38,7 @@ from .fields import SIMULATION, WORKLOAD
 from .load import PATH_FIELDS, read_yaml_file, validated
 from .request import FIELDS, YAML_WORKLOAD_KEYS, info
 
-STUDY_KEYS = ("name", "description", "seed", "base", "axes", "compute", "prices", "slo_attainment")
+STUDY_KEYS = ("name", "description", "seed", "base", "axes", "compute", "prices", "slo_attainment", "tenants")
 COMPUTE_KEYS = ("speedup", "simulate")
 SIMULATE_KEYS = ("duration", "when", "no_compare")
 SIMULATE_ON = ("fits", "fits_or_thin")
@@ -91,6 +91,7 @@ class Study:
     slo_attainment: float
     model_version: str
     digests: dict  # {path: sha256 of its content}: a cell key hashes what a file holds, not where it lies
+    tenants: tuple[str, ...] | None = None  # the axes a tenant is a combination of (None: the traffic axes)
 
     @property
     def size(self) -> int:
@@ -109,7 +110,10 @@ class Study:
 
     def tenant_columns(self) -> tuple[str, ...]:
         """The axes that describe traffic (every field they set is a workload or scenario field): a tenant is
-        one combination of them, and the chosen fleet has one configuration per tenant."""
+        one combination of them, and the chosen fleet has one configuration per tenant. `tenants:` names them
+        instead (e.g. the target too, when every model is served)."""
+        if self.tenants is not None:
+            return self.tenants
         return tuple(axis.name for axis in self.axes
                      if all(info(name).group in TENANT_GROUPS for value in axis.values for name in value))
 
@@ -305,9 +309,15 @@ def read_study(path: str | Path) -> Study:
     attainment = data.get("slo_attainment", 0.99)
     if isinstance(attainment, bool) or not isinstance(attainment, (int, float)) or not 0 < attainment <= 1:
         raise SpecError("slo_attainment", f"must be a share, got {attainment!r}", "a number > 0 and <= 1")
+    tenants = data.get("tenants")
+    if tenants is not None:
+        names = [axis.name for axis in axes]
+        if not isinstance(tenants, list) or any(t not in names for t in tenants):
+            raise SpecError("tenants", f"must list axis names, got {tenants!r}", ", ".join(names))
+        tenants = tuple(tenants)
     study = Study(name=str(data.get("name") or p.stem), path=str(p), seed=seed, base=base, axes=axes,
                   compute=_compute(data.get("compute")), prices=_prices(data.get("prices")),
-                  slo_attainment=float(attainment), model_version=model_version(), digests=digests)
+                  slo_attainment=float(attainment), model_version=model_version(), digests=digests, tenants=tenants)
     if study.size > 100_000_000:
         raise SpecError("axes", f"{study.size:,} cells", "at most 100,000,000 cells per study")
     return study

@@ -201,8 +201,7 @@ def _inputs_of(row: Mapping, names: Sequence[str]) -> str:
 def render_html(study: Study, rows: Sequence[Mapping], tenant_columns: Sequence[str], load_column: str | None,
                 elapsed_s: float | None = None) -> str:
     e = html.escape
-    varying = [name for name, _ in columns(study)[len(HEAD):len(HEAD) + len(study.group_axes()) +
-                                                    len(study.input_fields())]]
+    varying = [axis.name for axis in study.axes]  # a field axis's column is the field; a group's its label
     counts = {s: sum(1 for r in rows if r.get("status") == s) for s in STATUS}
     verdicts = {v: sum(1 for r in rows if r.get("verdict") == v) for v in ("fits", "thin", "does_not_fit")}
     out = ["<!doctype html><html lang='en'><head><meta charset='utf-8'>",
