@@ -291,3 +291,22 @@ def test_the_example_study_reads():
     assert study.tenant_columns() == ("target", "workload", "load")
     assert study.load_column() == "load"
     assert study.compute.simulate and set(study.prices) == {"H100-SXM-80GB", "H200-141GB", "L40S-48GB"}
+
+
+def _die_the_first_time(marker: str) -> int:
+    """A chunk whose first worker is killed (as the OOM killer would): the pool must run it again."""
+    if not os.path.exists(marker):
+        Path(marker).touch()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return os.getpid()
+
+
+def test_a_lost_local_worker_is_replaced_and_its_chunk_rerun(tmp_path):
+    from specsize.adapters.executors import LocalPool
+
+    pool = LocalPool(1)
+    try:
+        results = list(pool.map_unordered(_die_the_first_time, [str(tmp_path / "marker")]))
+    finally:
+        pool.close()
+    assert len(results) == 1 and pool.retried == 1
