@@ -96,6 +96,7 @@ def test_the_reference_table_has_every_kind_of_cell(reference):
     simulated = [r for r in ok if r["simulated"]]
     assert len(simulated) >= 10 and all(r["verdict"] == "fits" for r in simulated)
     for r in simulated:
+        assert r["speculative"] == (r["method"] != "none")
         run = "nospec" if r["method"] == "none" else "spec"
         assert r[f"{run}_ttft_p50_s"] <= r[f"{run}_ttft_p99_s"]
         assert 0 <= r[f"{run}_slo_attainment"] <= 1

@@ -64,7 +64,7 @@ def speculation_by_load(rows: Sequence[Mapping], load_column: str) -> list[dict]
     throughput where both ran, else the model's speed-up at that batch), and the median speed-up."""
     levels: dict = {}
     for row in rows:
-        if row.get("status") != "ok" or row.get("method") in (None, "none"):
+        if row.get("status") != "ok" or not row.get("speculative"):
             continue
         spec, nospec = row.get("spec_throughput_tok_s"), row.get("nospec_throughput_tok_s")
         ratio = spec / nospec if spec and nospec else row.get("speedup")
@@ -85,7 +85,7 @@ def meets(row: Mapping, attainment_needed: float) -> bool:
     if row.get("status") != "ok" or row.get("verdict") != "fits":
         return False
     if row.get("simulated"):
-        sim = "spec" if row.get("method") not in (None, "none") else "nospec"
+        sim = "spec" if row.get("speculative") else "nospec"
         if not row.get(f"{sim}_sustains"):
             return False
         attained = row.get(f"{sim}_slo_attainment")

@@ -22,7 +22,7 @@ RESULTS_VERSION = 1
 STATUS = ("ok", "invalid", "error")  # invalid: the cell's inputs cannot be planned; error: a bug, reported
 
 HEAD = (("key", "str"), ("index", "int"), ("seed", "int"), ("status", "str"), ("error", "str"))
-PLAN = (("verdict", "str"), ("headroom_worst_case", "float"), ("headroom_expected", "float"), ("breaks_first", "str"),
+PLAN = (("verdict", "str"), ("speculative", "bool"), ("headroom_worst_case", "float"), ("headroom_expected", "float"), ("breaks_first", "str"),
         ("gpus_per_instance", "int"), ("replicas", "int"), ("gpus_total", "int"),
         ("budget_bytes", "int"), ("weights_target_bytes", "int"), ("weights_draft_bytes", "int"),
         ("activation_peak_bytes", "int"), ("non_torch_bytes", "int"), ("cuda_graph_bytes", "int"),
@@ -69,7 +69,7 @@ def cell_row(cell: Cell, status: str = "ok", error: str | None = None) -> dict:
 
 def plan_terms(result: PlanResult) -> dict:
     m, v, d = result.memory, result.verdict, result.deployment
-    out = {"verdict": v.verdict, "headroom_worst_case": _finite(v.worst_case.headroom_fraction),
+    out = {"verdict": v.verdict, "speculative": d.speculative.enabled, "headroom_worst_case": _finite(v.worst_case.headroom_fraction),
            "headroom_expected": _finite(v.expected.headroom_fraction), "breaks_first": v.breaks_first,
            "gpus_per_instance": d.gpus_per_instance, "replicas": d.replicas,
            "gpus_total": d.gpus_per_instance * d.replicas, "budget_bytes": m.budget_bytes,
@@ -118,7 +118,7 @@ def cost_terms(row: dict) -> dict:
     gpus, price = row.get("gpus_per_instance"), row.get("price_per_gpu_hour")
     if gpus is None:
         return {}
-    speculative = row.get("method") not in (None, "none")
+    speculative = bool(row.get("speculative"))
     if row.get("simulated"):
         spec = row.get("spec_throughput_tok_s") if speculative else row.get("nospec_throughput_tok_s")
         nospec = row.get("nospec_throughput_tok_s")
@@ -234,7 +234,7 @@ def render_html(study: Study, rows: Sequence[Mapping], tenant_columns: Sequence[
     out.append("<h2>Cost vs SLO attainment (Pareto front)</h2>")
     points = []
     for r in rows:
-        run = "spec" if r.get("method") not in (None, "none") else "nospec"
+        run = "spec" if r.get("speculative") else "nospec"
         cost, attained = r.get("cost_per_mtok"), r.get(f"{run}_slo_attainment")
         if r.get("status") == "ok" and cost is not None and attained is not None:
             points.append(fleet.Point(r["key"], float(cost), float(attained)))
