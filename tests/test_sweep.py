@@ -225,8 +225,8 @@ def test_a_bad_study_is_one_line_naming_the_field(tmp_path, edit, field):
     path.write_text(STUDY.replace(*edit))
     done = _sweep(str(path), "-o", str(tmp_path / "out.parquet"))
     assert done.returncode == 2
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"specsize: error: {field}"), done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and done.stderr.startswith(f"specsize: error: {field}"), done.stderr
     assert not (tmp_path / "out.parquet").exists()
 
 

@@ -57,6 +57,7 @@ def sweep(study_file: str, output: str, workers: int | None, ray_address: str | 
 
     def start(run) -> None:
         bar.start()
+        state["started"] = True
         state["t0"] = time.perf_counter()
         state["task"] = bar.add_task("sweep", total=run.total, completed=run.skipped, rate=0.0, failed=0)
         if run.skipped:
@@ -68,17 +69,21 @@ def sweep(study_file: str, output: str, workers: int | None, ray_address: str | 
         rate = run.computed / max(time.perf_counter() - state["t0"], 1e-9)
         bar.update(state["task"], advance=cells, rate=rate, failed=run.failed)
 
+    def stop() -> None:
+        if state.pop("started", False):  # a bar never started prints nothing (a bad study is one line)
+            bar.stop()
+
     try:
         run = driver.run(study_file, output, workers=workers, ray_address=ray_address, chunk=chunk_size,
                          on_start=start, on_chunk=chunk)
     except KeyboardInterrupt:
-        bar.stop()
+        stop()
         done = state["run"].computed if "run" in state else 0
         click.echo(f"specsize: interrupted after {done:,} new cells; they are saved: run the same command to "
                    "resume", err=True)
         sys.exit(130)
     finally:
-        bar.stop()
+        stop()
     html_target = html_path or str(Path(output).with_suffix(".html"))
     write_output(run.summary_html(), html_target, True)
     rate = run.computed / run.elapsed_s if run.elapsed_s else 0.0
