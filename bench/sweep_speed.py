@@ -173,13 +173,20 @@ def screening_memory(folder: Path, workers: int) -> dict:
 
 
 def main() -> int:
+    folder = Path(tempfile.mkdtemp(prefix="sweep-bench-"))
+    try:
+        return bench(folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def bench(folder: Path) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="a smaller simulation study")
     parser.add_argument("--no-ray", action="store_true")
     parser.add_argument("--cores-per-node", type=int, default=32)
     parser.add_argument("--nodes", type=int, default=100)
     args = parser.parse_args()
-    folder = Path(tempfile.mkdtemp(prefix="sweep-bench-"))
     concurrency = "[2, 16]" if args.quick else "[2, 16, 64]"
     study = folder / "sim.yaml"
     study.write_text(SIM_STUDY.format(concurrency=concurrency, duration=5 if args.quick else 8))
