@@ -19,6 +19,7 @@ from ..inputs.fields import ACCEPTANCE, ANALYSIS, DEPLOYMENT, PERF, SIMULATION, 
 from ..engines.emit import EMITTERS
 from .options import option_for, request_from, request_options
 from .output import write_output, write_series
+from .sweep import sweep as sweep_command
 
 EXIT_FOR_VERDICT = {"fits": 0, "thin": 1, "does_not_fit": 3}
 FAIL_ON = ("never", "thin", "does_not_fit")
@@ -476,6 +477,9 @@ def users_revoke(name: str, db_url: str | None) -> None:
 
     revoke_user(db_url, name)
     click.echo(f"revoked {name}")
+
+
+cli.add_command(sweep_command)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,140 @@
+"""A sweep's results on disk: append-only part files while it runs, one sorted Parquet file at the end.
+
+    RESULTS.parquet.parts/part-<first key>-<rows>.parquet   one per finished chunk, each written to a temporary
+                                                            name and renamed (a kill never leaves half a part)
+    RESULTS.parquet                                         written at the end (temporary + rename), rows
+                                                            sorted by cell key, then the parts are removed
+
+Resuming reads the keys of the parts and of an existing RESULTS.parquet and skips those cells. A cell written
+twice (a chunk retried after its part was already saved) keeps one row: rows of a key are identical.
+pyarrow is imported only here, when a sweep runs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+ARROW_TYPES = {"int": "int64", "float": "float64", "bool": "bool_", "str": "string"}
+
+
+def _pa():
+    try:
+        import pyarrow as pa  # noqa: PLC0415
+        import pyarrow.parquet as pq  # noqa: PLC0415
+    except ImportError:
+        from ..core.errors import SpecError  # noqa: PLC0415
+
+        raise SpecError("output", "writing Parquet needs pyarrow", "pip install 'specsize[sweep]'") from None
+    return pa, pq
+
+
+def schema(columns: Sequence[tuple[str, str]]):
+    pa, _ = _pa()
+    return pa.schema([(name, getattr(pa, ARROW_TYPES[kind])()) for name, kind in columns])
+
+
+class ResultsFile:
+    def __init__(self, output: str | Path, columns: Sequence[tuple[str, str]], metadata: dict | None = None):
+        self.output = Path(output)
+        self.parts = self.output.with_name(self.output.name + ".parts")
+        self.schema = schema(columns)
+        self.metadata = {k.encode(): str(v).encode() for k, v in (metadata or {}).items()}
+
+    def lock(self):
+        """Hold RESULTS.parquet.lock for the run: a second sweep into the same file is refused, not interleaved."""
+        import contextlib  # noqa: PLC0415
+        import fcntl  # noqa: PLC0415
+
+        from ..core.errors import SpecError  # noqa: PLC0415
+
+        @contextlib.contextmanager
+        def held():
+            path = self.output.with_name(self.output.name + ".lock")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "w") as handle:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    raise SpecError("output", f"another sweep is writing {self.output}",
+                                    "one sweep per results file at a time") from None
+                try:
+                    yield
+                finally:
+                    path.unlink(missing_ok=True)
+                    fcntl.flock(handle, fcntl.LOCK_UN)
+
+        return held()
+
+    def _sources(self) -> list[Path]:
+        found = sorted(self.parts.glob("part-*.parquet")) if self.parts.is_dir() else []
+        return ([self.output] if self.output.is_file() else []) + found
+
+    def done_keys(self) -> set[str]:
+        """Keys of the cells already written (an unreadable part, from a crash mid-rename, is ignored)."""
+        _, pq = _pa()
+        keys: set[str] = set()
+        for path in self._sources():
+            try:
+                keys.update(pq.read_table(path, columns=["key"]).column("key").to_pylist())
+            except Exception:  # noqa: BLE001 - a damaged file only means those cells run again
+                continue
+        return keys
+
+    def write_part(self, rows: Sequence[dict]) -> None:
+        if not rows:
+            return
+        pa, pq = _pa()
+        self.parts.mkdir(parents=True, exist_ok=True)
+        table = pa.Table.from_pylist(list(rows), schema=self.schema)
+        first = min(row["key"] for row in rows)
+        final = self.parts / f"part-{first[:16]}-{len(rows)}.parquet"
+        temporary = self.parts / f".tmp-{os.getpid()}-{first[:16]}.parquet"
+        pq.write_table(table, temporary)
+        os.replace(temporary, final)
+
+    def finish(self, keep: Iterable[str]) -> int:
+        """Write the one sorted file from every part (and an earlier result), keeping only the keys in
+        `keep` (the study's cells now); return its row count. The parts are removed once it is in place."""
+        pa, pq = _pa()
+        import pyarrow.compute as pc  # noqa: PLC0415
+
+        tables = []
+        for path in self._sources():
+            try:
+                table = pq.read_table(path)
+            except Exception:  # noqa: BLE001 - damaged: its cells were (or will be) computed again
+                continue
+            tables.append(table.select([n for n in self.schema.names if n in table.column_names]))
+        if tables:
+            table = pa.concat_tables(tables, promote_options="permissive")
+            missing = [n for n in self.schema.names if n not in table.column_names]
+            for name in missing:
+                table = table.append_column(name, pa.nulls(len(table), self.schema.field(name).type))
+            table = table.select(self.schema.names).cast(self.schema)
+        else:
+            table = self.schema.empty_table()
+        table = table.filter(pc.is_in(table["key"], value_set=pa.array(sorted(set(keep)), pa.string())))
+        table = table.sort_by("key")
+        if len(table) > 1:
+            keys = table["key"].to_pylist()
+            unique = [0] + [i for i in range(1, len(keys)) if keys[i] != keys[i - 1]]
+            if len(unique) < len(keys):
+                table = table.take(pa.array(unique))
+        table = table.replace_schema_metadata(self.metadata)
+        temporary = self.output.with_name(f".{self.output.name}.tmp-{os.getpid()}")
+        pq.write_table(table, temporary)
+        with open(temporary, "rb") as handle:
+            os.fsync(handle.fileno())
+        os.replace(temporary, self.output)
+        if self.parts.is_dir():
+            for path in self.parts.iterdir():
+                path.unlink()
+            self.parts.rmdir()
+        return len(table)
+
+    def read_rows(self, columns: Sequence[str] | None = None) -> list[dict]:
+        _, pq = _pa()
+        table = pq.read_table(self.output, columns=list(columns) if columns else None)
+        return table.to_pylist()

@@ -1,0 +1,93 @@
+"""`specsize sweep`: a fleet study on a local process pool or a Ray cluster. A shell: the driver (`specsize.sweep`)
+runs the cells through `specsize.api`; this module parses the flags, shows progress and writes the summary."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .output import write_output
+
+
+def _progress():
+    """A rich progress bar on stderr: cells done, rate, ETA, failures."""
+    from rich.console import Console  # noqa: PLC0415
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,  # noqa: PLC0415
+                               TimeElapsedColumn, TimeRemainingColumn)
+
+    return Progress(TextColumn("[bold]sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("cells"),
+                    TextColumn("{task.fields[rate]:>8.1f} cells/s"), TextColumn("ETA"), TimeRemainingColumn(),
+                    TimeElapsedColumn(), TextColumn("{task.fields[failed]} failed"),
+                    console=Console(stderr=True), transient=False)
+
+
+@click.command()
+@click.argument("study_file", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="The results table (Parquet, one row per cell). Rerunning resumes an interrupted sweep.")
+@click.option("--workers", type=click.IntRange(1, 4096), help="Local worker processes (default: all cores).")
+@click.option("--ray", "ray_address", metavar="auto|ADDRESS",
+              help="Run on a Ray cluster: HOST:PORT of `ray start --head`, ray://HOST:10001, or auto.")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False),
+              help="The HTML summary (default: RESULTS.html beside the table).")
+@click.option("--chunk-size", type=click.IntRange(1, 100_000), help="Cells per task (default: about 8 per worker, "
+              "at most 64).")
+def sweep(study_file: str, output: str, workers: int | None, ray_address: str | None, html_path: str | None,
+          chunk_size: int | None) -> None:
+    """Plan (and simulate where it fits) every cell of a fleet study: models x drafters x k x GPUs x TP x
+    quantization x KV dtype x engines x workloads x load x bursts.
+
+    Writes one Parquet row per cell (inputs, verdict, headroom, memory terms, TTFT/TPOT percentiles,
+    throughput, preemptions, cost per million tokens; invalid cells with their error) and an HTML summary.
+    Interrupted (Ctrl-C, a kill, a lost worker)? Run the same command again: finished cells are kept. The same
+    study gives the same table on 1 worker, N workers or Ray. Exit 0 when the table is written, 2 on a bad
+    study, 130 when interrupted. See docs/sweep.md.
+    """
+    import time  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+
+    from ..core.errors import SpecError  # noqa: PLC0415
+    from ..sweep import driver  # noqa: PLC0415
+
+    if workers is not None and ray_address is not None:
+        raise SpecError("workers", "--workers and --ray both given", "one executor: --workers N or --ray ADDRESS")
+    bar = _progress()
+    state: dict = {}
+
+    def start(run) -> None:
+        bar.start()
+        state["started"] = True
+        state["t0"] = time.perf_counter()
+        state["task"] = bar.add_task("sweep", total=run.total, completed=run.skipped, rate=0.0, failed=0)
+        if run.skipped:
+            click.echo(f"specsize: resuming: {run.skipped:,} of {run.total:,} cells already done", err=True)
+        state["run"] = run
+
+    def chunk(cells: int, failed: int) -> None:
+        run = state["run"]
+        rate = run.computed / max(time.perf_counter() - state["t0"], 1e-9)
+        bar.update(state["task"], advance=cells, rate=rate, failed=run.failed)
+
+    def stop() -> None:
+        if state.pop("started", False):  # a bar never started prints nothing (a bad study is one line)
+            bar.stop()
+
+    try:
+        run = driver.run(study_file, output, workers=workers, ray_address=ray_address, chunk=chunk_size,
+                         on_start=start, on_chunk=chunk)
+    except KeyboardInterrupt:
+        stop()
+        done = state["run"].computed if "run" in state else 0
+        click.echo(f"specsize: interrupted after {done:,} new cells; they are saved: run the same command to "
+                   "resume", err=True)
+        sys.exit(130)
+    finally:
+        stop()
+    html_target = html_path or str(Path(output).with_suffix(".html"))
+    write_output(run.summary_html(), html_target, True)
+    rate = run.computed / run.elapsed_s if run.elapsed_s else 0.0
+    click.echo(f"specsize: wrote {output}: {run.rows:,} cells ({run.computed:,} computed in {run.elapsed_s:.1f} s, "
+               f"{rate:,.1f} cells/s on {run.workers} {run.executor} worker(s); {run.skipped:,} resumed; "
+               f"{run.failed:,} invalid or failed)", err=True)
+    sys.exit(0)

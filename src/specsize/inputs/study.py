@@ -1,0 +1,323 @@
+"""A sweep study (YAML) -> a validated `Study` and its cells, each keyed by a hash of its inputs.
+
+A study is a cross product of axes over the one field table (`inputs.request`): every key a study sets is a
+`Request` field and is validated by that field's declaration, never redeclared here.
+
+    name: fleet
+    seed: 7                          # the base of every cell's seed
+    base: {max_model_len: 16384, ttft_slo_ms: 2000}   # fields every cell shares (`workload:` may nest)
+    axes:                            # the cross product, in this order
+      gpu: [H100-SXM-80GB, H200-141GB]             # a field axis: a list of that field's values
+      drafter:                                     # a group axis: mappings of fields that vary together
+        - {label: none, method: none}
+        - {method: eagle3, draft: ..., mean_accepted_length: 3.2, measured_at_k: 4}
+    compute: {simulate: {duration: 30}}            # plan always; simulate spec and no-spec where it fits
+    prices: {H100-SXM-80GB: 2.5}                   # $ per GPU-hour, for the cost per million tokens
+    slo_attainment: 0.99                           # the share of requests within the SLO a fleet needs
+
+A value that is wrong on its own (a negative TP, an unknown GPU dtype) is a study error: one line naming it,
+exit 2. A combination that cannot be planned (a head for another target) is a cell error, recorded in the
+results with its message while the rest of the study runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterator
+
+from ..core.errors import SpecError
+from ..core.specs import LengthDistribution
+from .fields import SIMULATION, WORKLOAD
+from .load import PATH_FIELDS, read_yaml_file, validated
+from .request import FIELDS, YAML_WORKLOAD_KEYS, info
+
+STUDY_KEYS = ("name", "description", "seed", "base", "axes", "compute", "prices", "slo_attainment", "tenants")
+COMPUTE_KEYS = ("speedup", "simulate")
+SIMULATE_KEYS = ("duration", "when", "no_compare")
+SIMULATE_ON = ("fits", "fits_or_thin")
+# the fields a cell may not set: what a sweep computes per cell is the study's `compute:`, not a field
+NOT_AXES = ("simulate", "duration", "seed", "store", "acceptance_from_store", "speedup_ks", "candidates",
+            "name", "description", "security", "no_compare")
+LABEL = "label"
+TENANT_GROUPS = (WORKLOAD, SIMULATION)
+LOAD_FIELDS = ("concurrency", "rate")
+# the code whose change changes a cell's answer: part of every cell key, so new code never reuses old rows
+MODEL_PACKAGES = ("core", "planner", "simulator", "engines", "catalog", "inputs")
+
+
+@dataclass(frozen=True)
+class Axis:
+    name: str
+    group: bool  # a group axis sets several fields per value; a field axis sets the one field `name`
+    values: tuple[dict, ...]  # per value: {field: canonical value}
+    labels: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Compute:
+    speedup: bool = True
+    simulate: bool = False
+    duration_s: float = 30.0
+    simulate_on: str = "fits_or_thin"  # which verdicts are simulated
+    no_compare: bool = False
+
+
+@dataclass(frozen=True)
+class Cell:
+    key: str  # sha256 hex of the inputs, the compute settings, the study seed and the model version
+    index: int  # position in the cross product (for people; rows are ordered by key)
+    seed: int  # the simulation seed of this cell: from its key, the same wherever it runs
+    values: dict  # {field: canonical JSON value}: what `api.load_request(**values)` is called with
+    labels: dict  # {group axis: label}
+    price_per_gpu_hour: float | None
+
+
+@dataclass(frozen=True)
+class Study:
+    name: str
+    path: str
+    seed: int
+    base: dict
+    axes: tuple[Axis, ...]
+    compute: Compute
+    prices: dict
+    slo_attainment: float
+    model_version: str
+    digests: dict  # {path: sha256 of its content}: a cell key hashes what a file holds, not where it lies
+    tenants: tuple[str, ...] | None = None  # the axes a tenant is a combination of (None: the traffic axes)
+
+    @property
+    def size(self) -> int:
+        return math.prod(len(axis.values) for axis in self.axes)
+
+    def input_fields(self) -> tuple[str, ...]:
+        """Every field some cell sets, in the field table's order: the input columns of the results."""
+        named = set(self.base)
+        for axis in self.axes:
+            for value in axis.values:
+                named |= set(value)
+        return tuple(name for name in FIELDS if name in named)
+
+    def group_axes(self) -> tuple[str, ...]:
+        return tuple(axis.name for axis in self.axes if axis.group)
+
+    def tenant_columns(self) -> tuple[str, ...]:
+        """The axes that describe traffic (every field they set is a workload or scenario field): a tenant is
+        one combination of them, and the chosen fleet has one configuration per tenant. `tenants:` names them
+        instead (e.g. the target too, when every model is served)."""
+        if self.tenants is not None:
+            return self.tenants
+        return tuple(axis.name for axis in self.axes
+                     if all(info(name).group in TENANT_GROUPS for value in axis.values for name in value))
+
+    def load_column(self) -> str | None:
+        """The column that says the load: a concurrency or rate axis, or a group axis that sets one."""
+        for field in LOAD_FIELDS:
+            for axis in self.axes:
+                if any(field in value for value in axis.values):
+                    return axis.name
+        return None
+
+    def cells(self) -> Iterator[Cell]:
+        """The cross product, lazily (a million-cell study never sits in memory)."""
+        settings = _canonical_json({"compute": self.compute.__dict__, "seed": self.seed, "model": self.model_version})
+        for index, choice in enumerate(itertools.product(*(range(len(axis.values)) for axis in self.axes))):
+            values = dict(self.base)
+            labels = {}
+            for axis, pick in zip(self.axes, choice):
+                values.update(axis.values[pick])
+                if axis.group:
+                    labels[axis.name] = axis.labels[pick]
+            keyed = {k: self.digests.get(v, v) if k in PATH_FIELDS else v for k, v in values.items()}
+            key = hashlib.sha256((_canonical_json(keyed) + settings).encode()).hexdigest()
+            gpu = values.get("gpu")
+            yield Cell(key=key, index=index, seed=int(key[:8], 16), values=values, labels=labels,
+                       price_per_gpu_hour=self.prices.get(gpu) if gpu is not None else None)
+
+
+def _canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+@lru_cache(maxsize=1)
+def model_version() -> str:
+    """A hash of the modelling code and data (the packages in MODEL_PACKAGES, sources and data files)."""
+    digest = hashlib.sha256()
+    root = resources.files("specsize")
+    for package in MODEL_PACKAGES:
+        for path in sorted(_files(root / package)):
+            digest.update(path.encode())
+            digest.update((root / path).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _files(folder, prefix: str = "") -> Iterator[str]:
+    name = prefix + folder.name
+    for item in folder.iterdir():
+        if item.is_dir() and item.name != "__pycache__":
+            yield from _files(item, name + "/")
+        elif item.is_file() and item.name.endswith((".py", ".json", ".yaml", ".yml", ".csv")):
+            yield f"{name}/{item.name}"
+
+
+def _file_digest(path: str) -> str:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+    except OSError as err:
+        raise SpecError("study", f"cannot read {path} ({err.strerror})", "a readable file") from None
+
+
+def _field_value(name: str, raw: Any, where: str, base: Path, digests: dict) -> Any:
+    """`raw` as field `name` declares it, in a JSON form that `load_request` reads back (the canonical form
+    the cell key hashes)."""
+    if name not in FIELDS or name in NOT_AXES:
+        allowed = sorted(set(FIELDS) - set(NOT_AXES))
+        raise SpecError(where, f"{name!r} is not a field a study cell can set", ", ".join(allowed))
+    if raw is None:
+        return None
+    try:
+        value = validated(name, raw)
+    except SpecError as err:
+        raise SpecError(f"{where}", err.problem, err.accepted) from None
+    if isinstance(value, LengthDistribution):
+        return {"p50": value.p50, "p95": value.p95, "p99": value.p99, "max": value.max}
+    if isinstance(value, tuple):
+        return list(value)
+    if name in PATH_FIELDS or info(name).kind == "path":
+        path = Path(value) if Path(value).is_absolute() else (base / value).resolve()
+        digests[str(path)] = "sha256:" + _file_digest(str(path))  # unreadable now: a study error
+        return str(path)
+    return value
+
+
+def _fields(mapping: Any, where: str, base: Path, digests: dict, allow_label: bool = False) -> tuple[dict, str | None]:
+    if not isinstance(mapping, dict):
+        raise SpecError(where, f"must be a mapping of fields, got {type(mapping).__name__}", "field: value")
+    out: dict = {}
+    label = None
+    for key, raw in mapping.items():
+        key = str(key)
+        if allow_label and key == LABEL:
+            label = str(raw)
+        elif key == "workload" and isinstance(raw, dict):
+            for inner, inner_raw in raw.items():
+                if inner not in YAML_WORKLOAD_KEYS:
+                    raise SpecError(f"{where}.workload", f"unknown key {inner!r}", ", ".join(YAML_WORKLOAD_KEYS))
+                out[inner] = _field_value(inner, inner_raw, f"{where}.workload.{inner}", base, digests)
+        else:
+            out[key] = _field_value(key, raw, f"{where}.{key}", base, digests)
+    return {k: v for k, v in out.items() if v is not None}, label
+
+
+def _label(value: dict) -> str:
+    return ",".join(f"{k}={json.dumps(v) if isinstance(v, (dict, list)) else v}" for k, v in value.items()) or "-"
+
+
+def _axis(name: str, raw: Any, base: Path, digests: dict) -> Axis:
+    where = f"axes.{name}"
+    if not isinstance(raw, list) or not raw:
+        raise SpecError(where, "must be a non-empty list of values", "[value, ...] or [{field: value, ...}, ...]")
+    if name in FIELDS:
+        values = tuple({name: _field_value(name, item, f"{where}[{i}]", base, digests)} for i, item in enumerate(raw))
+        labels = tuple(str(v[name]) for v in values)
+        return Axis(name=name, group=False, values=values, labels=labels)
+    parsed = [_fields(item, f"{where}[{i}]", base, digests, allow_label=True) for i, item in enumerate(raw)]
+    values = tuple(v for v, _ in parsed)
+    labels = tuple(label or _label(v) for v, label in parsed)
+    if len(set(labels)) != len(labels):
+        raise SpecError(where, "two values have the same label", f"distinct `{LABEL}:` per value")
+    return Axis(name=name, group=True, values=values, labels=labels)
+
+
+def _compute(raw: Any) -> Compute:
+    if raw is None:
+        return Compute()
+    if not isinstance(raw, dict):
+        raise SpecError("compute", "must be a mapping", ", ".join(COMPUTE_KEYS))
+    for key in raw:
+        if key not in COMPUTE_KEYS:
+            raise SpecError(f"compute.{key}", "unknown key", ", ".join(COMPUTE_KEYS))
+    speedup = raw.get("speedup", True)
+    if not isinstance(speedup, bool):
+        raise SpecError("compute.speedup", f"must be true or false, got {speedup!r}", "true, false")
+    sim = raw.get("simulate", False)
+    if sim is False or sim is None:
+        return Compute(speedup=speedup)
+    if sim is True:
+        sim = {}
+    if not isinstance(sim, dict):
+        raise SpecError("compute.simulate", f"must be false or a mapping, got {sim!r}", ", ".join(SIMULATE_KEYS))
+    for key in sim:
+        if key not in SIMULATE_KEYS:
+            raise SpecError(f"compute.simulate.{key}", "unknown key", ", ".join(SIMULATE_KEYS))
+    try:
+        duration = validated("duration", sim.get("duration", 30.0))
+        no_compare = validated("no_compare", sim.get("no_compare", False))
+    except SpecError as err:
+        raise SpecError(f"compute.simulate.{err.field}", err.problem, err.accepted) from None
+    when = str(sim.get("when", "fits_or_thin"))
+    if when not in SIMULATE_ON:
+        raise SpecError("compute.simulate.when", f"unknown value {when!r}", ", ".join(SIMULATE_ON))
+    return Compute(speedup=speedup, simulate=True, duration_s=duration, simulate_on=when, no_compare=no_compare)
+
+
+def _prices(raw: Any) -> dict:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise SpecError("prices", "must map GPU ids to $ per GPU-hour", "{GPU_ID: 2.5, ...}")
+    out = {}
+    for gpu, price in raw.items():
+        if isinstance(price, bool) or not isinstance(price, (int, float)) or not 0 <= price < 1e6 \
+                or not math.isfinite(price):
+            raise SpecError(f"prices.{gpu}", f"must be a price in $ per GPU-hour, got {price!r}", "a number >= 0")
+        out[str(gpu)] = float(price)
+    return out
+
+
+def read_study(path: str | Path) -> Study:
+    """The study at `path`, every value validated by its field's declaration."""
+    p = Path(path)
+    data = read_yaml_file(p, "study")
+    for key in data:
+        if key not in STUDY_KEYS:
+            raise SpecError(str(key), "unknown key in the study", ", ".join(STUDY_KEYS))
+    base_dir = p.resolve().parent
+    digests: dict = {}
+    base, _ = _fields(data.get("base") or {}, "base", base_dir, digests)
+    axes_raw = data.get("axes")
+    if not isinstance(axes_raw, dict) or not axes_raw:
+        raise SpecError("axes", "a study needs at least one axis", "a mapping of axis name: [values]")
+    axes = tuple(_axis(str(name), raw, base_dir, digests) for name, raw in axes_raw.items())
+    seen: dict[str, str] = {}
+    for axis in axes:
+        for name in {field for value in axis.values for field in value}:
+            if name in seen:
+                raise SpecError(f"axes.{axis.name}", f"sets {name!r}, which axis {seen[name]!r} also sets",
+                                "each field on one axis")
+            seen[name] = axis.name
+    seed = data.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+        raise SpecError("seed", f"must be an integer, got {seed!r}", "an integer 0 to 2^32-1")
+    attainment = data.get("slo_attainment", 0.99)
+    if isinstance(attainment, bool) or not isinstance(attainment, (int, float)) or not 0 < attainment <= 1:
+        raise SpecError("slo_attainment", f"must be a share, got {attainment!r}", "a number > 0 and <= 1")
+    tenants = data.get("tenants")
+    if tenants is not None:
+        names = [axis.name for axis in axes]
+        if not isinstance(tenants, list) or any(t not in names for t in tenants):
+            raise SpecError("tenants", f"must list axis names, got {tenants!r}", ", ".join(names))
+        tenants = tuple(tenants)
+    study = Study(name=str(data.get("name") or p.stem), path=str(p), seed=seed, base=base, axes=axes,
+                  compute=_compute(data.get("compute")), prices=_prices(data.get("prices")),
+                  slo_attainment=float(attainment), model_version=model_version(), digests=digests, tenants=tenants)
+    if study.size > 100_000_000:
+        raise SpecError("axes", f"{study.size:,} cells", "at most 100,000,000 cells per study")
+    return study

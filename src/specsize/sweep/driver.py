@@ -1,0 +1,119 @@
+"""The sweep driver: read the study, skip the cells already written, stream chunks of the rest through an
+executor into part files, then write the one sorted table. Memory stays flat: cells are generated lazily, at
+most a few chunks are in flight, and each finished chunk goes straight to disk.
+
+Reproducible: a row depends only on its cell (inputs, compute settings, seed from the cell key, the model
+version), and the table is sorted by cell key, so 1 worker, N workers and Ray write the same table.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..adapters.executors import make_executor
+from ..adapters.results import ResultsFile
+from ..core.errors import SpecError
+from ..inputs.study import Cell, Study, read_study
+from ..reports import sweep as report
+
+MAX_CHUNK = 64
+WORKER_MODULE = "specsize.sweep.cell"
+
+
+@dataclass
+class SweepRun:
+    study: Study
+    output: Path
+    total: int
+    skipped: int  # already written by an earlier (interrupted) run
+    computed: int = 0
+    failed: int = 0  # invalid or error rows computed in this run
+    rows: int = 0  # in the final table
+    elapsed_s: float = 0.0
+    executor: str = ""
+    workers: int = 0
+    retried: int = 0
+
+    def summary_html(self) -> str:
+        names = ["key", "status", "error", "verdict", "speculative", "headroom_worst_case", "simulated", "cost_per_mtok", "speedup",
+                 "gpus_per_instance", "spec_slo_attainment", "nospec_slo_attainment", "spec_throughput_tok_s",
+                 "nospec_throughput_tok_s", "spec_sustains", "nospec_sustains"]
+        names += list(self.study.group_axes()) + list(self.study.input_fields())
+        wanted = [n for n, _ in report.columns(self.study) if n in set(names)]
+        rows = ResultsFile(self.output, report.columns(self.study)).read_rows(wanted)
+        load = self.study.load_column()
+        return report.render_html(self.study, rows, self.study.tenant_columns(), load, self.elapsed_s)
+
+
+def _chunks(cells: Iterator[Cell], size: int) -> Iterator[list[Cell]]:
+    while True:
+        chunk = list(itertools.islice(cells, size))
+        if not chunk:
+            return
+        yield chunk
+
+
+def chunk_size(total: int, workers: int) -> int:
+    """About eight chunks per worker (even progress, little lost to a killed worker), at most MAX_CHUNK."""
+    return max(1, min(MAX_CHUNK, math.ceil(total / (8 * workers)))) if total else 1
+
+
+def open_study(study_path: str | Path, output: str | Path) -> tuple[Study, ResultsFile]:
+    study = read_study(study_path)
+    cols = report.columns(study)
+    names = [name for name, _ in cols]
+    clash = sorted({n for n in names if names.count(n) > 1})
+    if clash:
+        raise SpecError(f"axes.{clash[0]}", "an axis name is also a results column", "another axis name")
+    if Path(output).suffix != ".parquet":
+        raise SpecError("output", f"{output} is not a .parquet file", "-o RESULTS.parquet")
+    meta = {"specsize.results_version": report.RESULTS_VERSION, "specsize.study": study.name,
+            "specsize.model_version": study.model_version, "specsize.seed": study.seed}
+    return study, ResultsFile(output, cols, meta)
+
+
+def run(study_path: str | Path, output: str | Path, workers: int | None = None, ray_address: str | None = None,
+        chunk: int | None = None, on_start: Callable[[SweepRun], None] | None = None,
+        on_chunk: Callable[[int, int], None] | None = None) -> SweepRun:
+    """Run (or resume) the study at `study_path` into `output`. `on_chunk(cells, failed)` after each chunk."""
+    started = time.perf_counter()
+    study, results = open_study(study_path, output)
+    with results.lock():
+        return _run(study, results, started, workers, ray_address, chunk, on_start, on_chunk)
+
+
+def _run(study: Study, results: ResultsFile, started: float, workers: int | None, ray_address: str | None,
+         chunk: int | None, on_start: Callable[[SweepRun], None] | None,
+         on_chunk: Callable[[int, int], None] | None) -> SweepRun:
+    done = results.done_keys()
+    total = study.size
+    skipped = sum(1 for cell in study.cells() if cell.key in done)
+    executor = make_executor(workers, ray_address, preload=(WORKER_MODULE,))
+    sweep = SweepRun(study=study, output=results.output, total=total, skipped=skipped, executor=executor.kind,
+                     workers=executor.workers)
+    if on_start:
+        on_start(sweep)
+    from .cell import run_chunk  # noqa: PLC0415 - the workers import it by name; the driver needs only the name
+
+    size = chunk or chunk_size(total - skipped, executor.workers)
+    todo = (cell for cell in study.cells() if cell.key not in done)
+    jobs = ((study.compute, cells) for cells in _chunks(todo, size))
+    try:
+        for rows in executor.map_unordered(run_chunk, jobs):
+            results.write_part(rows)
+            failed = sum(1 for row in rows if row["status"] != "ok")
+            sweep.computed += len(rows)
+            sweep.failed += failed
+            if on_chunk:
+                on_chunk(len(rows), failed)
+    finally:
+        sweep.retried = executor.retried
+        executor.close()
+    sweep.rows = results.finish(cell.key for cell in study.cells())
+    sweep.elapsed_s = time.perf_counter() - started
+    return sweep

@@ -1,0 +1,313 @@
+"""`specsize sweep`: a 64-cell study (some cells do not fit, some are simulated, eight are invalid) run with 1
+worker, 2 workers and on a real local Ray cluster gives one identical table; a run killed half-way resumes to
+the same table; bad studies are refused in one line with exit 2."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+from specsize.inputs.study import read_study  # noqa: E402
+from specsize.planner import fleet  # noqa: E402
+
+STUDY = """
+name: test-study
+seed: 3
+base:
+  max_model_len: 8192
+  ttft_slo_ms: 3000
+  tpot_slo_ms: 80
+  workload:
+    prompt_tokens: {p50: 500, p95: 1500, p99: 3000, max: 6000}
+    output_tokens: {p50: 150, p95: 400, p99: 600, max: 1000}
+axes:
+  target: [meta-llama/Llama-3.1-8B-Instruct, Qwen/Qwen3-8B]
+  drafter:
+    - {label: none, method: none}
+    - {label: eagle3, method: eagle3, draft: sgl-project/SpecForge-llama3-8B-eagle3, mean_accepted_length: 3.0,
+       measured_at_k: 3, num_speculative_tokens: 3}
+    - {label: ngram, method: ngram, acceptance_rate: 0.4, num_speculative_tokens: 3}
+    # a Llama draft for a Qwen target: another tokenizer, so those 8 cells are invalid (the study goes on)
+    - {label: llama-1b, method: draft_model, draft: meta-llama/Llama-3.2-1B-Instruct, acceptance_rate: 0.6,
+       num_speculative_tokens: 2}
+  gpu: [H100-SXM-80GB, L40S-48GB]
+  kv_cache_dtype: [auto, fp8]
+  concurrency: [2, 512]
+compute:
+  simulate: {duration: 6, when: fits}
+prices: {H100-SXM-80GB: 2.5, L40S-48GB: 1.0}
+"""
+CELLS = 2 * 4 * 2 * 2 * 2
+
+
+def _sweep(*args: str, timeout: float = 240, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "specsize.cli.main", "sweep", *args], capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("study") / "study.yaml"
+    path.write_text(STUDY)
+    return path
+
+
+@pytest.fixture(scope="module")
+def reference(study) -> pa.Table:
+    """The table of a 1-worker run: what every other executor must reproduce."""
+    out = study.parent / "one.parquet"
+    done = _sweep(str(study), "-o", str(out), "--workers", "1")
+    assert done.returncode == 0, done.stderr
+    assert (study.parent / "one.html").is_file()
+    return pq.read_table(out)
+
+
+def test_the_reference_table_has_every_kind_of_cell(reference):
+    rows = reference.to_pylist()
+    assert len(rows) == CELLS >= 48
+    assert [r["key"] for r in rows] == sorted(r["key"] for r in rows)
+    invalid = [r for r in rows if r["status"] == "invalid"]
+    assert len(invalid) == 8
+    assert all(r["target"] == "Qwen/Qwen3-8B" and r["drafter"] == "llama-1b" for r in invalid)
+    assert all(r["error"].startswith("draft:") and "vocabulary" in r["error"] for r in invalid)
+    assert all(r["verdict"] is None for r in invalid)
+    ok = [r for r in rows if r["status"] == "ok"]
+    assert {r["verdict"] for r in ok} >= {"fits", "does_not_fit"}
+    # 512 concurrent requests of p99 shape (3000 + 600 tokens) cannot fit one 48 GB card at bf16:
+    # 512 x 3600 x 144 KiB (Llama-3.1-8B: 32 layers x 2 x 8 KV heads x 128 x 2 bytes = 128 KiB, + the draft's)
+    # is far beyond the ~25 GiB left after 15 GiB of weights
+    assert all(r["verdict"] == "does_not_fit" for r in ok if r["concurrency"] == 512 and r["gpu"] == "L40S-48GB")
+    assert all(r["headroom_worst_case"] >= 0.2 for r in ok if r["verdict"] == "fits")
+    simulated = [r for r in ok if r["simulated"]]
+    assert len(simulated) >= 10 and all(r["verdict"] == "fits" for r in simulated)
+    for r in simulated:
+        assert r["speculative"] == (r["method"] != "none")
+        run = "nospec" if r["method"] == "none" else "spec"
+        assert r[f"{run}_ttft_p50_s"] <= r[f"{run}_ttft_p99_s"]
+        assert 0 <= r[f"{run}_slo_attainment"] <= 1
+        tput = r[f"{run}_throughput_tok_s"]
+        price = {"H100-SXM-80GB": 2.5, "L40S-48GB": 1.0}[r["gpu"]]
+        assert r["cost_per_mtok"] == pytest.approx(1 * price / (tput * 3600) * 1e6)
+        if r["method"] != "none":
+            assert r["nospec_throughput_tok_s"] > 0  # the no-spec run beside it
+    for r in ok:  # the accounting identity of design.md: the budget is spent on these terms and the KV pool
+        spent = (r["weights_target_bytes"] + r["weights_draft_bytes"] + r["activation_peak_bytes"]
+                 + r["non_torch_bytes"] + r["kv_cache_bytes"])
+        assert spent in (r["budget_bytes"], r["budget_bytes"] - r["cuda_graph_bytes"])
+
+
+def test_two_workers_write_the_same_table(study, reference):
+    out = study.parent / "two.parquet"
+    done = _sweep(str(study), "-o", str(out), "--workers", "2")
+    assert done.returncode == 0, done.stderr
+    assert pq.read_table(out).equals(reference)
+
+
+def test_a_killed_run_resumes_to_the_same_table(study, reference):
+    out = study.parent / "killed.parquet"
+    parts = study.parent / "killed.parquet.parts"
+    process = subprocess.Popen([sys.executable, "-m", "specsize.cli.main", "sweep", str(study), "-o", str(out),
+                                "--workers", "1", "--chunk-size", "2"], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(list(parts.glob("part-*.parquet"))) < CELLS // 2 // 2:
+            time.sleep(0.05)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)  # the driver and its workers, mid-run
+        process.wait()
+    written = len(list(parts.glob("part-*.parquet")))
+    assert CELLS // 4 <= written < CELLS // 2, "the run was not killed half-way"
+    assert not out.exists()
+    done = _sweep(str(study), "-o", str(out), "--workers", "2")
+    assert done.returncode == 0, done.stderr
+    assert "resuming" in done.stderr
+    computed = int(done.stderr.split(" computed in")[0].rsplit("(", 1)[1].replace(",", ""))
+    assert computed <= CELLS - 2 * written  # finished cells were not computed again
+    assert pq.read_table(out).equals(reference)
+    assert not parts.exists()
+    again = _sweep(str(study), "-o", str(out), "--workers", "1")  # a finished study: nothing to do
+    assert again.returncode == 0 and "(0 computed" in again.stderr
+    assert pq.read_table(out).equals(reference)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A real Ray head on this machine: 127.0.0.1, dashboard off, token authentication on, its own temp dir;
+    stopped (its whole process group) at teardown, whatever happened."""
+    ray_bin = Path(sys.executable).parent / "ray"
+    if not ray_bin.exists():
+        pytest.skip("ray is not installed (pip install 'specsize[sweep]')")
+    port = _free_port()
+    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32),
+           "RAY_USAGE_STATS_ENABLED": "0"}
+    log = open(Path(temp) / "head.log", "w")
+    head = subprocess.Popen([str(ray_bin), "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
+                             "--include-dashboard=false", "--num-cpus", "2", "--temp-dir", temp,
+                             "--disable-usage-stats", "--block"], stdout=log, stderr=subprocess.STDOUT, env=env,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        while "--block" not in (Path(temp) / "head.log").read_text():
+            if head.poll() is not None or time.monotonic() > deadline:
+                pytest.skip(f"the Ray head did not start: {(Path(temp) / 'head.log').read_text()[-500:]}")
+            time.sleep(0.2)
+        yield f"127.0.0.1:{port}", env
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)
+        try:
+            head.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(head.pid, signal.SIGKILL)  # the raylet, GCS and workers share the head's session
+        except ProcessLookupError:
+            pass
+        head.wait()
+        log.close()
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def test_ray_writes_the_same_table(study, reference, ray_cluster):
+    address, env = ray_cluster
+    out = study.parent / "ray.parquet"
+    done = _sweep(str(study), "-o", str(out), "--ray", address, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "ray worker" in done.stderr
+    assert pq.read_table(out).equals(reference)
+    refused = _sweep(str(study), "-o", str(study.parent / "no-token.parquet"), "--ray", address,
+                     env={"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "wrong" * 8}, timeout=120)
+    assert refused.returncode == 2 and "cannot connect" in refused.stderr  # the token is the way in
+
+
+def test_the_summary_is_self_contained(study, reference):
+    page = (study.parent / "one.html").read_text()
+    for section in ("The chosen fleet", "Pareto front", "Headroom by GPU type", "Where speculation pays"):
+        assert section in page
+    assert "<svg" in page and "<script" not in page and "<link" not in page
+    assert "https://" not in page and "http://" not in page.replace("http://www.w3.org/2000/svg", "")
+
+
+@pytest.mark.parametrize(("edit", "field"), [
+    (("concurrency: [2, 512]", "concurrency: [2, 0]"), "axes.concurrency[1]"),
+    (("kv_cache_dtype: [auto, fp8]", "kv_cache_dtype: [auto, fp9]"), "axes.kv_cache_dtype[1]"),
+    (("seed: 3", "seeds: 3"), "seeds"),
+    (("when: fits", "when: always"), "compute.simulate.when"),
+    (("label: ngram, method: ngram", "label: ngram, method: ngramm"), "axes.drafter[2].method"),
+    (("max_model_len: 8192", "max_model_len: 8192\n  duration: 5"), "base.duration"),
+    (("gpu: [H100-SXM-80GB, L40S-48GB]", "tp: [1, 2]\n  drafter2: []"), "axes.drafter2"),
+])
+def test_a_bad_study_is_one_line_naming_the_field(tmp_path, edit, field):
+    path = tmp_path / "bad.yaml"
+    assert edit[0] in STUDY
+    path.write_text(STUDY.replace(*edit))
+    done = _sweep(str(path), "-o", str(tmp_path / "out.parquet"))
+    assert done.returncode == 2
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and done.stderr.startswith(f"specsize: error: {field}"), done.stderr
+    assert not (tmp_path / "out.parquet").exists()
+
+
+def test_cell_keys_hash_inputs_not_places(tmp_path):
+    one, two = tmp_path / "a", tmp_path / "b" / "deeper"
+    for folder in (one, two):
+        folder.mkdir(parents=True)
+        (folder / "lengths.jsonl").write_text("".join(f'{{"prompt_tokens": {100 + i}, "output_tokens": 50}}\n'
+                                                     for i in range(20)))
+        (folder / "s.yaml").write_text(STUDY.replace("    prompt_tokens: {p50: 500, p95: 1500, p99: 3000, max: 6000}\n"
+                                                     "    output_tokens: {p50: 150, p95: 400, p99: 600, max: 1000}\n",
+                                                     "    samples_file: lengths.jsonl\n"))
+    a, b = read_study(one / "s.yaml"), read_study(two / "s.yaml")
+    keys = [c.key for c in a.cells()]
+    assert len(keys) == len(set(keys)) == CELLS
+    assert keys == [c.key for c in b.cells()]  # the same file content in another folder: the same cells
+    assert [c.seed for c in a.cells()] == [int(k[:8], 16) for k in keys]
+    (two / "lengths.jsonl").write_text('{"prompt_tokens": 7, "output_tokens": 5}\n')
+    assert [c.key for c in read_study(two / "s.yaml").cells()] != keys  # other content: other cells
+    (one / "s.yaml").write_text((one / "s.yaml").read_text().replace("seed: 3", "seed: 4"))
+    assert not set(keys) & {c.key for c in read_study(one / "s.yaml").cells()}
+
+
+def test_cost_and_attainment_by_hand():
+    # 4 GPUs at $2.50 an hour = $10/h; 1,000 tokens/s = 3.6 M tokens/h -> $2.78 per million tokens
+    assert fleet.cost_per_million_tokens(4, 2.5, 1000.0) == pytest.approx(10 / 3.6)
+    assert fleet.cost_per_million_tokens(4, None, 1000.0) is None
+    assert fleet.cost_per_million_tokens(4, 2.5, 0.0) is None
+    # 2 requests/s within the SLO over 50 s = 100 of 120 requests
+    assert fleet.slo_attainment(2.0, 50.0, 120) == pytest.approx(100 / 120)
+    assert fleet.slo_attainment(None, 50.0, 120) is None
+
+
+points = st.lists(st.builds(fleet.Point, key=st.text(min_size=1, max_size=4),
+                            cost=st.floats(0, 100, allow_nan=False), attainment=st.floats(0, 1, allow_nan=False)),
+                  max_size=30)
+
+
+@given(points)
+def test_the_pareto_front_is_exactly_the_undominated_points(pts):
+    front = fleet.pareto_front(pts)
+
+    def dominates(p, q):
+        return p.cost <= q.cost and p.attainment >= q.attainment and (p.cost, p.attainment) != (q.cost, q.attainment)
+
+    for p in front:
+        assert not any(dominates(q, p) for q in pts)
+    for q in pts:
+        assert any(p == q or dominates(p, q) or (p.cost, p.attainment) == (q.cost, q.attainment) for p in front)
+    assert [p.cost for p in front] == sorted(p.cost for p in front)
+
+
+def test_the_cli_stays_light():
+    code = ("import sys, specsize.cli.main; bad = [m for m in ('pyarrow', 'ray', 'numpy') if m in sys.modules]; "
+            "assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_example_study_reads():
+    example = Path(__file__).resolve().parents[1] / "examples" / "sweep" / "fleet.yaml"
+    study = read_study(example)
+    assert study.size == 2 * 4 * 3 * 2 * 2 * 2 * 2 == 384
+    assert study.tenant_columns() == ("target", "workload", "load")
+    assert study.load_column() == "load"
+    assert study.compute.simulate and set(study.prices) == {"H100-SXM-80GB", "H200-141GB", "L40S-48GB"}
+
+
+def _die_the_first_time(marker: str) -> int:
+    """A chunk whose first worker is killed (as the OOM killer would): the pool must run it again."""
+    if not os.path.exists(marker):
+        Path(marker).touch()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return os.getpid()
+
+
+def test_a_lost_local_worker_is_replaced_and_its_chunk_rerun(tmp_path):
+    from specsize.adapters.executors import LocalPool
+
+    pool = LocalPool(1)
+    try:
+        results = list(pool.map_unordered(_die_the_first_time, [str(tmp_path / "marker")]))
+    finally:
+        pool.close()
+    assert len(results) == 1 and pool.retried == 1
