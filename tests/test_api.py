@@ -187,3 +187,19 @@ def test_a_medusa_config_prices_its_heads(tmp_path, capsys):
                          "--draft", str(path), "-k", "3", "--gpu", "H100-SXM-80GB", "--acceptance-rate", "0.7",
                          "--batch-size", "1")
     assert code == 0, err
+
+
+def test_a_derived_head_is_named_as_a_gap_in_the_engine_command_not_as_a_path():
+    """With --method eagle3 and no --draft the head is priced from the target's config; the emitted commands
+    must not pass that description off as a checkpoint path."""
+    from specsize import api
+    from specsize.engines.emit import sglang_command, vllm_command
+
+    request = api.load_request(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", method="eagle3",
+                               num_speculative_tokens=3)
+    result = api.plan(request)
+    assert result.deployment.speculative.draft.is_derived
+    vllm = " ".join(vllm_command(result.deployment, result.memory).argv)
+    assert '"model":"PATH_TO_YOUR_EAGLE3_HEAD"' in vllm and "derived" not in vllm
+    sglang = sglang_command(result.deployment, result.memory).argv
+    assert sglang[sglang.index("--speculative-draft-model-path") + 1] == "PATH_TO_YOUR_EAGLE3_HEAD"

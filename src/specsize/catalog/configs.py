@@ -7,8 +7,8 @@ import math
 from typing import Any
 
 from ..core.errors import SpecError
-from ..core.specs import (DTYPE_ALIASES, AttentionKind, AttentionLayer, MLASpec, MixerKind, ModelSpec, MoESpec,
-                          Quantization, StateLayer, VisionSpec)
+from ..core.specs import (DERIVED_SOURCE, DTYPE_ALIASES, AttentionKind, AttentionLayer, MLASpec, MixerKind,
+                          ModelSpec, MoESpec, Quantization, StateLayer, VisionSpec)
 
 REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
 
@@ -449,7 +449,7 @@ def as_eagle_head(m: ModelSpec) -> ModelSpec:
 # (sgl-project/SpecForge configs/llama3-8B-eagle3.json and configs/llama3-70B-eagle3.json, vendored in the
 # catalog as sgl-project/SpecForge-llama3-*-eagle3; yuhuili/EAGLE3-LLaMA3.1-Instruct-8B config.json).
 EAGLE3_DRAFT_VOCAB = 32_000
-DERIVED = "derived"  # the source prefix of a head built from the target's config
+DERIVED = DERIVED_SOURCE  # the source prefix of a head built from the target's config
 
 
 def standard_head(target: ModelSpec, method: str, k: int) -> ModelSpec:

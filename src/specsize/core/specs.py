@@ -127,6 +127,9 @@ class Quantization:
     source: str = "declared"  # "declared" (checkpoint quantization_config) or "override"
 
 
+DERIVED_SOURCE = "derived"  # the source prefix of a drafter head built from the target's config
+
+
 @dataclass(frozen=True, eq=False)  # identity equality: cheap hashing for the caches keyed on models
 class ModelSpec:
     model_id: str
@@ -165,6 +168,11 @@ class ModelSpec:
     mlp_layers: tuple[int, ...] | None = None  # layers with an MLP / MoE block (None: every layer)
     attention_output_gate: bool = False  # Qwen3-Next / Qwen3.5: q_proj also projects a per-head output gate
     gated_mlp: bool = True  # False: up + down only (Nemotron-H's squared-ReLU MLP)
+
+    @property
+    def is_derived(self) -> bool:
+        """A drafter head built from the target's config (no checkpoint of its own was given)."""
+        return self.source.startswith(DERIVED_SOURCE)
 
     @property
     def is_moe(self) -> bool:

@@ -43,6 +43,16 @@ def _kv_dtype(value: str, engine: str) -> str | None:
     return value
 
 
+def _draft_path(d: Deployment) -> str:
+    """The drafter's checkpoint; a head specsize derived from the target's config has none, so the command
+    names the gap instead of a path that does not exist (the plan's note says the head was derived)."""
+    draft = d.speculative.draft
+    assert draft is not None
+    if draft.is_derived:
+        return f"PATH_TO_YOUR_{d.speculative.kind.method.value.upper()}_HEAD"
+    return draft.model_id
+
+
 def _speculative_config(d: Deployment) -> dict | None:
     sp = d.speculative
     if not sp.enabled:
@@ -52,7 +62,7 @@ def _speculative_config(d: Deployment) -> dict | None:
         raise SpecError("emit", f"vLLM has no {sp.method} speculative method", supported("vllm"))
     out: dict = {"method": method, "num_speculative_tokens": sp.num_speculative_tokens}
     if sp.draft is not None:
-        out["model"] = sp.draft.model_id
+        out["model"] = _draft_path(d)
     if sp.kind.own_tp:
         out["draft_tensor_parallel_size"] = sp.draft_tp
     if sp.kind.cpu_drafted:
@@ -117,7 +127,7 @@ def sglang_command(d: Deployment, mem: MemoryAccount) -> EngineCommand:
             raise SpecError("emit", f"SGLang has no {sp.method} speculative algorithm", supported("sglang"))
         argv += ["--speculative-algorithm", algorithm]
         if sp.draft is not None:
-            argv += ["--speculative-draft-model-path", sp.draft.model_id]
+            argv += ["--speculative-draft-model-path", _draft_path(d)]
         draft_tokens = sp.num_draft_tokens or sp.num_speculative_tokens + 1
         if sp.kind.cpu_drafted:
             argv += ["--speculative-num-draft-tokens", str(draft_tokens)]
