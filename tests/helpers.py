@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
+
+import pytest
 
 from specsize.catalog import load_gpu, load_model
 from specsize.core.specs import Deployment, EngineSettings, LengthDistribution, SpeculativeConfig, Workload
@@ -37,3 +40,13 @@ def calibration_rows() -> dict:
     if not path.exists():
         return {}
     return {row["id"]: row for row in map(json.loads, path.read_text().splitlines())}
+
+
+def chromium() -> str:
+    """Debian's Chromium for the browser tests (the report page and the service's UI), or skip saying why."""
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    pytest.skip("no Chromium on this machine: .ci/run installs Debian's chromium package; install it with "
+                "`apt-get install chromium` to run this test")

@@ -1,7 +1,6 @@
 """The HTML report in a real headless browser, golden Markdown, atomic writes."""
 
 import json
-import shutil
 import subprocess
 import sys
 import time
@@ -10,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from specsize.cli.main import main
+
+from helpers import chromium
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden"
@@ -23,17 +24,8 @@ def run(capsys, *args):
     return exc.value.code, out, err
 
 
-def _chromium() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        path = shutil.which(name)
-        if path:
-            return path
-    pytest.skip("no Chromium on this machine: .ci/run installs Debian's chromium package; install it with "
-                "`apt-get install chromium` to run this test")
-
-
 def test_html_report_in_headless_chromium(tmp_path, capsys):
-    browser_path = _chromium()
+    browser_path = chromium()
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is part of specsize[test]")
     page_file = tmp_path / "report.html"
     code, _, _ = run(capsys, "report", "-o", str(page_file))

@@ -4,12 +4,12 @@ versions; no console error, and no request leaves the app's origin."""
 
 from __future__ import annotations
 
-import shutil
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
+from helpers import chromium
 from servers import REPO, Server, add_user, free_port
 
 EXAMPLE = REPO / "examples" / "llama8b-eagle3-h100.yaml"
@@ -36,17 +36,8 @@ class _Vllm(BaseHTTPRequestHandler):
         pass
 
 
-def _chromium() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        path = shutil.which(name)
-        if path:
-            return path
-    pytest.skip("no Chromium on this machine: .ci/run installs Debian's chromium package; install it with "
-                "`apt-get install chromium` to run this test")
-
-
 def test_the_web_ui_end_to_end(tmp_path):
-    browser_path = _chromium()
+    browser_path = chromium()
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is part of specsize[test]")
     db = str(tmp_path / "ui.sqlite")
     add_user(db, "pat", "planner", password=PASSWORD)
