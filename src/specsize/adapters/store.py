@@ -115,6 +115,14 @@ def _inspect(path: Path) -> int:
 POSTGRESQL = ("postgresql://", "postgres://", "postgresql+psycopg://")
 
 
+
+def _check_observation(kind: str, tag: str) -> None:
+    """What every store (SQLite, PostgreSQL) refuses before writing an observation."""
+    if kind not in KINDS:
+        raise SpecError("kind", f"unknown kind {kind!r}", ", ".join(KINDS))
+    if not tag:
+        raise SpecError("tag", "an observation needs a tag", "a workload tag such as 'chat-v2'")
+
 class Store:
     def __new__(cls, path: str | Path | None = None):
         if cls is Store and isinstance(path, str) and path.startswith(POSTGRESQL):
@@ -169,10 +177,7 @@ class Store:
             draft: str | None = None, method: str | None = None, k: int | None = None,
             acceptance_rate: float | None = None, mean_accepted_length: float | None = None,
             environment: str | None = None) -> int:
-        if kind not in KINDS:
-            raise SpecError("kind", f"unknown kind {kind!r}", ", ".join(KINDS))
-        if not tag:
-            raise SpecError("tag", "an observation needs a tag", "a workload tag such as 'chat-v2'")
+        _check_observation(kind, tag)
         now = datetime.now(timezone.utc).isoformat(timespec="microseconds")
         self._con.execute("BEGIN IMMEDIATE")
         try:
@@ -245,10 +250,7 @@ class PostgresStore(Store):
             draft: str | None = None, method: str | None = None, k: int | None = None,
             acceptance_rate: float | None = None, mean_accepted_length: float | None = None,
             environment: str | None = None) -> int:
-        if kind not in KINDS:
-            raise SpecError("kind", f"unknown kind {kind!r}", ", ".join(KINDS))
-        if not tag:
-            raise SpecError("tag", "an observation needs a tag", "a workload tag such as 'chat-v2'")
+        _check_observation(kind, tag)
         table = observations_table()
         with self._engine.begin() as con:
             inserted = con.execute(table.insert().values(
