@@ -128,6 +128,8 @@ def case(row: dict) -> tuple[dict | None, str]:
     if quant is None and q.startswith("fp8"):
         quant = "fp8"
     tp = int(row.get("tp") or 1)
+    if tp > 8:  # 2 x 8 GPUs: the all-reduce crosses nodes (InfiniBand / Ethernet), which the model does not price
+        return None, "tensor parallel across nodes (TP > 8): inter-node all-reduce not modelled"
     over = dict(target=target, gpu=gpu, tp=tp, no_compare=True, seed=0)
     version = re.search(r"(\d+)\.(\d+)", str(row.get("engine_version") or ""))
     if row["engine"].startswith("vLLM") and version:  # the engine release's defaults (max_num_seqs, budget)

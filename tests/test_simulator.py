@@ -27,7 +27,8 @@ def config(num_blocks=100_000, k=0, max_num_seqs=256, batched=8192):
 
 def test_single_request_by_hand():
     # prefill of 1,000 tokens, no context: memory-bound (2.47e12 flops take 2.47 ms at 1e15, the bytes 2.60 ms)
-    ttft = (W + ACT * 1000) / 1e12
+    # + causal attention inside the prompt: 1000 x 1001 / 2 pairs x 4 x (32 heads x 64) x 16 layers flops at 1e15
+    ttft = (W + ACT * 1000) / 1e12 + 1000 * 1001 / 2 * 4 * 2048 * 16 / 1e15
     # then 4 decode steps over contexts 1000..1003
     decodes = sum(W + ACT + KV * (1000 + j) for j in range(4)) / 1e12
     r = simulate(config(), closed_batch(1, 1000, 5), seed=0)
@@ -119,3 +120,44 @@ def test_trace_formats(tmp_path):
                      '{"arrival_time": 1.0, "prompt_tokens": 20, "output_tokens": 4}\n')
     t = read_trace(jsonl)
     assert t.arrival_s == [0.0, 1.5] and t.prompt_tokens == [20, 10]
+
+
+def test_frontend_queue_by_hand():
+    from specsize.simulator.engine import frontend_queue
+
+    # 10 ms each, one at a time: three sent together leave at 10, 20, 30 ms; one sent at 1 s finds it idle
+    t = frontend_queue(np.array([0.0, 0.0, 0.0, 1.0, np.inf]), 0.01)
+    assert t[:4] == pytest.approx([0.01, 0.02, 0.03, 1.01])
+    assert np.isinf(t[4])  # not sent yet (closed loop)
+
+
+def test_a_burst_queues_in_the_front_end():
+    # 200 one-token requests sent at once: the k-th reaches the engine after k x 5 ms of serial front-end work, so the
+    # mean TTFT grows by about 5 ms x (200 + 1) / 2 = 0.5 s against a front-end without serial work
+    import dataclasses
+
+    req = closed_batch(200, 16, 1)
+    base = simulate(config(), req, seed=0)
+    queued = simulate(dataclasses.replace(config(), frontend_serial_s=0.005), req, seed=0)
+    assert np.nanmax(queued.ttft_s) >= 200 * 0.005
+    assert np.nanmean(queued.ttft_s) - np.nanmean(base.ttft_s) == pytest.approx(0.005 * 201 / 2, rel=0.1)
+
+
+def test_frontend_queue_properties():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from specsize.simulator.engine import frontend_queue
+
+    @settings(max_examples=50, deadline=None)
+    @given(st.lists(st.floats(0, 100), min_size=1, max_size=50), st.floats(1e-4, 0.1))
+    def check(gaps, serial):
+        sent = np.cumsum(gaps)
+        t = frontend_queue(sent, serial)
+        assert (t >= sent + serial - 1e-9).all()  # none leaves before it was sent and served
+        assert (np.diff(t) >= serial - 1e-9).all()  # one at a time
+        # work-conserving: a request waits only behind the one before it
+        prev = np.concatenate([[-np.inf], t[:-1]])
+        assert t == pytest.approx(np.maximum(sent, prev) + serial)
+
+    check()

@@ -49,6 +49,7 @@ class EngineConfig:
     kv_layers: tuple = ()  # the pool's layers (core.kvcache.KVLayer); empty: every layer full attention
     draft_prefills: bool = False  # the drafter also runs over prompt chunks (its own KV cache): in TTFT
     frontend_latency_s: float = 0.0  # per request outside the engine (HTTP, tokenisation, IPC, first chunk)
+    frontend_serial_s: float = 0.0  # per request, one at a time: the API server's serial work (a burst queues there)
 
 
 @dataclass
@@ -193,7 +194,9 @@ def _step_seconds(cfg: EngineConfig, windows: tuple, draft_windows: tuple, c: np
     tokens = int(sched.sum())
     ctx_total = float(c[active].sum())
     span = tuple(float(np.minimum(c[active], w).sum()) for w in windows)
-    pairs = float((sched * c).sum())
+    # attention pairs: each new token attends to the context before the step and, causally, to the new tokens
+    # before it (a prompt chunk's own triangle: s (s + 1) / 2)
+    pairs = float((sched * (c + (sched + 1) / 2)).sum())
     dec = decoding & active
     n_dec = int(dec.sum())
     n_active = int(active.sum())
@@ -206,7 +209,7 @@ def _step_seconds(cfg: EngineConfig, windows: tuple, draft_windows: tuple, c: np
             pre = active & ~decoding
             pspan = tuple(float(np.minimum(c[pre], w).sum()) for w in draft_windows)
             seconds += step_time(cfg.draft, prefill_tokens, float(c[pre].sum()), pspan,
-                                 float((sched[pre] * c[pre]).sum()), seqs=0, logits=0)[0]
+                                 float((sched[pre] * (c[pre] + (sched[pre] + 1) / 2)).sum()), seqs=0, logits=0)[0]
     if k and n_dec:
         if cfg.draft is not None and cfg.draft_steps:
             dctx = c[dec]
@@ -268,11 +271,8 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
     n = len(req)
     arrival = req.arrival_s
     clients = req.clients
-    released = n
-    if clients:  # closed loop: `clients` requests in flight; each answer sends the next request
-        arrival = np.full(n, np.inf)
-        released = min(clients, n)
-        arrival[:released] = 0.0
+    sent, arrival, released = _first_sends(cfg, arrival, clients)
+    front_free = float(arrival[released - 1]) if (clients and n and cfg.frontend_serial_s) else 0.0
     b = _book(req)
     time_limit, sample_every = _time_limits(req.arrival_s, max_time_s, sample_interval_s)
     if clients and max_time_s is None:
@@ -336,18 +336,57 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
         run, freed, done = _retire(b, run, now)
         free += freed
         if clients and done and released < n:  # the clients whose answers arrived send their next requests
-            more = min(done, n - released)
-            arrival[released:released + more] = now + cfg.frontend_latency_s
-            released += more
+            released, front_free = _send_next(cfg, sent, arrival, released, min(done, n - released), now, front_free)
         if now >= next_sample:
             _sample(series, now, len(run), len(waiting), 1 - free / cfg.num_blocks, preemptions)
             next_sample = now + sample_every
             if progress is not None:
                 progress(min(next_arrival, n), n)
 
-    return _result(b, arrival, series, now=now, steps=steps, preemptions=preemptions, recomputed=recomputed,
+    if cfg.frontend_serial_s:  # requests waiting in the API server are in the system too (Little's law)
+        seen = np.isfinite(sent) & (sent <= now)
+        area += float((np.minimum(arrival[seen], now) - sent[seen]).sum())
+    return _result(b, sent, series, now=now, steps=steps, preemptions=preemptions, recomputed=recomputed,
                    area=area, prefill_total=prefill_total, decode_total=decode_total,
                    frontend_s=cfg.frontend_latency_s)
+
+
+def _first_sends(cfg: EngineConfig, arrival: np.ndarray, clients: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """(when each client sends its request, when the engine receives it, how many are sent): the API server's
+    serial queue between the two; a closed loop sends its `clients` first requests at t = 0, the rest later."""
+    n = len(arrival)
+    sent, released = arrival, n
+    if clients:
+        sent = np.full(n, np.inf)
+        released = min(clients, n)
+        sent[:released] = 0.0
+    received = frontend_queue(sent, cfg.frontend_serial_s) if cfg.frontend_serial_s else sent.copy()
+    return sent, received, released
+
+
+def _send_next(cfg: EngineConfig, sent: np.ndarray, arrival: np.ndarray, released: int, more: int, now: float,
+               front_free: float) -> tuple[int, float]:
+    """Closed loop: the clients whose answers arrived at `now` send their next requests (after the front-end
+    latency); the API server takes them one at a time. Returns (sent so far, when the API server is next free)."""
+    sent[released:released + more] = now + cfg.frontend_latency_s
+    arrival[released:released + more] = now + cfg.frontend_latency_s
+    if cfg.frontend_serial_s:
+        for i in range(released, released + more):
+            front_free = max(float(sent[i]), front_free) + cfg.frontend_serial_s
+            arrival[i] = front_free
+    return released + more, front_free
+
+
+def frontend_queue(sent: np.ndarray, serial_s: float) -> np.ndarray:
+    """When the engine receives each request when the API server handles requests one at a time, `serial_s` each
+    (parsing, tokenisation, IPC to the engine core), in the order sent (`sent` non-decreasing; inf: not yet sent):
+    t_i = max(sent_i, t_(i-1)) + serial_s = serial_s (i + 1) + max over j <= i of (sent_j - serial_s j)."""
+    if not len(sent):
+        return sent.copy()
+    i = np.arange(len(sent), dtype=float)
+    with np.errstate(invalid="ignore"):
+        t = serial_s * (i + 1) + np.maximum.accumulate(sent - serial_s * i)
+    return np.where(np.isfinite(sent), t, np.inf)
 
 
 def _arrivals_area(area: float, arrival: np.ndarray, next_arrival: int, now: float) -> float:
