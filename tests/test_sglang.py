@@ -389,3 +389,18 @@ def test_every_resource_limit_is_pinned_in_sglangs_command():
     control = cis4(result, {})
     assert control.status == "pass"
     assert not [line for line in control.evidence if "NOT in the emitted command" in line]
+
+
+def test_a_hybrid_target_is_refused_not_planned_without_its_state():
+    """Qwen3-Next keeps a per-sequence state in 36 of its 48 layers; SGLang carves a state cache out before the KV
+    pool, which specsize does not model for SGLang: refused (exit 2 through the CLI), not planned as if only its
+    12 attention layers held memory."""
+    from specsize.cli.main import main
+
+    d = deployment(target="Qwen/Qwen3-Next-80B-A3B-Instruct", gpu="H200-141GB", tp=2)
+    with pytest.raises(SpecError, match="state cache for .*gated_delta_net"):
+        account(d, sglang("0.5.14"))
+    with pytest.raises(SystemExit) as exc:
+        main(["plan", "--engine", "sglang", "--target", "Qwen/Qwen3-Next-80B-A3B-Instruct", "--gpu", "H200-141GB",
+              "--tp", "2"])
+    assert exc.value.code == 2

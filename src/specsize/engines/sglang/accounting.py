@@ -108,8 +108,7 @@ def _as_pool_layers(layers: tuple[KVLayer, ...]) -> tuple[KVLayer, ...]:
     """SGLang's token pool holds every token in every layer (its hybrid SWA split is not modelled)."""
     for layer in layers:
         if layer.kind not in MODELLED_LAYER_KINDS:
-            raise SpecError("engine", f"SGLang's state cache for {layer.kind} layers (carved out before the KV "
-                            "pool, capping running requests) is not modelled", "--engine vllm for this model")
+            raise SpecError("engine", f"SGLang's pool for {layer.kind} layers is not modelled", "--engine vllm")
     return tuple(layer if layer.kind in ("full", "mla") else
                  KVLayer(layer.owner, "full", None, layer.bytes_per_token) for layer in layers)
 
@@ -149,6 +148,15 @@ def _tokens(rest_bytes: float, cell: int, page: int) -> int:
     return int(rest_bytes) // cell // page * page
 
 
+def _refuse_hybrid(d: Deployment) -> None:
+    """A model's state layers are not KV layers: SGLang's state cache is refused, never dropped."""
+    for model in (d.target, d.speculative.draft):
+        if model is not None and model.is_hybrid:
+            kinds = ", ".join(sorted({state.kind for state in model.state_layers}))
+            raise SpecError("engine", f"SGLang's state cache for {model.model_id}'s {kinds} layers (carved out "
+                            "before the KV pool, capping running requests) is not modelled", "--engine vllm for this model")
+
+
 def account(d: Deployment, p: AccountingProfile, rules: Rules) -> MemoryAccount:
     e = d.engine
     if e.kv_cache_memory_bytes is not None:
@@ -157,6 +165,7 @@ def account(d: Deployment, p: AccountingProfile, rules: Rules) -> MemoryAccount:
     target, quant = effective_target(d)
     if target is not d.target:
         d = replace(d, target=target)
+    _refuse_hybrid(d)
     sp = d.speculative
     if sp.kind.own_tp and sp.draft_tp != d.tp:  # SGLang runs a STANDALONE draft at the target's TP
         sp = replace(sp, draft_tp=d.tp)
