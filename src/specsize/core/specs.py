@@ -270,6 +270,11 @@ class Deployment:
     def replicas(self) -> int:
         return max(1, (self.num_gpus or self.gpus_per_instance) // self.gpus_per_instance)
 
+    @property
+    def gpus_total(self) -> int:
+        """GPUs the deployment occupies: every replica's instance."""
+        return self.gpus_per_instance * self.replicas
+
 
 @dataclass(frozen=True)
 class LengthDistribution:

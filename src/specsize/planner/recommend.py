@@ -185,7 +185,7 @@ def recommend(result: PlanResult, profile: AccountingProfile, efficiency=None, a
         if base_tpot and after.perf is not None:
             new_tpot = after.perf.tpot_s or after.perf.tpot_s_no_spec
             tpot_change = new_tpot / base_tpot - 1
-        price = extra / max(1, d.gpus_per_instance * d.replicas) + QUALITY_PRICE.get(price_key, 0.0)
+        price = extra / d.gpus_total + QUALITY_PRICE.get(price_key, 0.0)
         price += max(0.0, tpot_change or 0.0)
         if action == "lower_utilization":
             gained = max(gained, 0.0)

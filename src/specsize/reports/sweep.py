@@ -72,7 +72,7 @@ def plan_terms(result: PlanResult) -> dict:
     out = {"verdict": v.verdict, "speculative": d.speculative.enabled, "headroom_worst_case": _finite(v.worst_case.headroom_fraction),
            "headroom_expected": _finite(v.expected.headroom_fraction), "breaks_first": v.breaks_first,
            "gpus_per_instance": d.gpus_per_instance, "replicas": d.replicas,
-           "gpus_total": d.gpus_per_instance * d.replicas, "budget_bytes": m.budget_bytes,
+           "gpus_total": d.gpus_total, "budget_bytes": m.budget_bytes,
            "weights_target_bytes": m.weights_target.total, "weights_draft_bytes": m.weights_draft_bytes,
            "activation_peak_bytes": m.activation_peak_bytes, "non_torch_bytes": m.non_torch_bytes,
            "cuda_graph_bytes": m.cuda_graph_bytes, "kv_cache_bytes": m.kv_cache_bytes, "kv_blocks": m.kv_blocks,
