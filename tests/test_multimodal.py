@@ -174,27 +174,28 @@ def test_weights_with_the_tower_agree_with_public_startups(model_id, tp, printed
 
 
 @pytest.mark.parametrize("k", [1, 3, 6])
-def test_profiled_speculation_term_does_not_grow_with_k(k):
-    # vLLM's _dummy_sampler_run gives every dummy sequence one draft token whatever k is (gpu_model_runner.py,
-    # 0.8-era to main): the profiled term is one extra set of rows x vocab x 4 bytes; Qwen3-8B, 256 sequences:
+def test_profiled_speculation_term_is_the_rejection_sampler_at_k_drafts(k):
+    # The V1 profiles reserve vLLM's rejection sampler with k draft tokens per sequence, (0.5 + 3.5 k) fp32 row-sets
+    # (engines/vllm.py; the coefficients measured on vLLM's own code, tests/engine/test_sampler_peak.py);
+    # Qwen3-8B, 256 sequences, a row-set is 256 x 151,936 x 4 = 155,582,464 bytes:
     m = account(deployment("Qwen/Qwen3-8B", gpu="L4-24GB", method="ngram", k=k, max_num_seqs=256,
                            max_model_len=8192), profile("0.32"))
-    assert m.activation_terms["speculation"] == 256 * 151_936 * 4
-    # what a real verification step scores beyond that: min(256 (k+1), 2048) rows against the 256 x (1 + 1/3.2)
-    # the pass covered, each row 3.2 x 151,936 x 4 bytes
-    runtime_rows = min(256 * (k + 1), 2048)
-    assert m.unprofiled_runtime_bytes == int((runtime_rows - 256 * (1 + 1 / 3.2)) * 3.2 * 151_936 * 4)
+    assert m.activation_terms["speculation"] == int((0.5 + 3.5 * k) * 155_582_464)
+    assert m.activation_terms["speculation_beyond_one_draft"] == int(3.5 * (k - 1) * 155_582_464)
+    # the pass then covers 256 x (1 + (0.5 + 3.5 k) / 3.2) rows (576, 1,136, 1,976) of the min(256 (k+1), 2,048)
+    # (512, 1,024, 1,792) a verification step scores: nothing is left unprofiled
+    assert m.unprofiled_runtime_bytes == 0
 
 
-def test_a_k_aware_profiling_pass_reserves_k_draft_rows():
-    # a release whose dummy rejection sampler drafts k tokens per sequence (vllm-project/vllm#37521, unmerged):
-    # the profiled term is k sets of rows, and the unprofiled run-time rows shrink accordingly
-    p = replace(profile("0.32"), spec_profile_k_aware=True)
+def test_a_one_draft_profiling_pass_leaves_verification_rows_unprofiled():
+    # a build whose dummy rejection sampler drafts one token per sequence whatever k is (the V1 runner's
+    # _dummy_sampler_run in the sources read): 4 row-sets, and the verification rows beyond them are reported
+    p = replace(profile("0.32"), spec_profile_k_aware=False)
     m = account(deployment("Qwen/Qwen3-8B", gpu="L4-24GB", method="ngram", k=4, max_num_seqs=256,
                            max_model_len=8192), p)
-    assert m.activation_terms["speculation"] == 4 * 256 * 151_936 * 4
-    # runtime rows min(256 x 5, 2048) = 1280 against 256 x (1 + 4 / 3.2) = 576 covered
-    assert m.unprofiled_runtime_bytes == int((1280 - 256 * (1 + 4 / 3.2)) * 3.2 * 151_936 * 4)
+    assert m.activation_terms["speculation"] == 4 * 155_582_464
+    # runtime rows min(256 x 5, 2048) = 1280 against 256 x (1 + 4 / 3.2) = 576 covered, 3.2 row-sets each
+    assert m.unprofiled_runtime_bytes == int((1280 - 576) * 3.2 * 151_936 * 4)
 
 
 def test_search_spec_workload_counts_images(tmp_path):

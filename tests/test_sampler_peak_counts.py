@@ -21,20 +21,17 @@ def test_hand_counts():
 
 
 def test_measured_rejection_sampler_term_by_hand():
-    """specsize's profiled speculation term with the measured form (spec_profile_base_coef + per draft x drafts) for a
-    pass that drafts k tokens (no release profile does: docs/accounting.md): Qwen3-8B, 256 sequences, k 4 is
+    """specsize's profiled speculation term, the measured form (spec_profile_base_coef + per draft x drafts) at k
+    drafts per sequence, which the shipped V1 profiles use (engines/vllm.py): Qwen3-8B, 256 sequences, k 4 is
     (0.5 + 3.5 x 4) x 256 x 151,936 x 4 bytes, and then the pass covered more rows than a verification step scores
     (256 x (1 + 14.5 / 3.2) = 1,416 >= min(256 x 5, 2048) = 1,280), so nothing is unprofiled."""
-    from dataclasses import replace
-
     from specsize.core.memory import account
 
     from helpers import deployment, profile
 
-    p = replace(profile("0.32"), spec_profile_k_aware=True, spec_profile_base_coef=0.5, spec_profile_vocab_coef=3.5)
     d = deployment("Qwen/Qwen3-8B", gpu="L4-24GB", method="ngram", k=4, max_num_seqs=256, max_model_len=8192)
-    m = account(d, p)
+    m = account(d, profile("0.32"))
     assert m.activation_terms["speculation"] == 2_255_945_728  # 14.5 x 155,582,464
     assert m.unprofiled_runtime_bytes == 0
-    # the shipped profiles keep one row-set and no base: 256 x 151,936 x 4 = 155,582,464 bytes
-    assert account(d, profile("0.32")).activation_terms["speculation"] == 155_582_464
+    # V0 keeps its one fitted row-set: 256 x 151,936 x 4 = 155,582,464 bytes
+    assert account(d, profile("0.6.4")).activation_terms["speculation"] == 155_582_464

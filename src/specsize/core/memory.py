@@ -297,8 +297,11 @@ def activation_peak(d: Deployment, s: ResolvedSettings, p: AccountingProfile) ->
     runtime_rows = min(rows * (s.num_speculative_tokens + 1), tokens) if sp.enabled else rows
     profiled_rows = rows * ((1 + spec_sets / p.act_vocab_coef) if sp.enabled else 1)
     unprofiled = max(0, int((runtime_rows - profiled_rows) * p.act_vocab_coef * logits_row))
+    # what a build whose pass drafts one token per sequence would leave out of this term (engines/vllm.py)
+    beyond_one = p.spec_profile_vocab_coef * (drafted - 1) * rows * logits_row if sp.enabled else 0.0
     terms = {"forward_target": int(target), "forward_draft": int(draft), "sampler": int(sampler),
-             "speculation": int(spec), "tokens": tokens, "sampler_rows": rows, **encoder_terms}
+             "speculation": int(spec), "speculation_beyond_one_draft": int(beyond_one), "tokens": tokens,
+             "sampler_rows": rows, **encoder_terms}
     return peak, terms, unprofiled
 
 

