@@ -110,9 +110,20 @@ def test_malformed_yaml_and_unknown_key(tmp_path, capsys):
 
 def test_config_missing_fields_via_cli(tmp_path, capsys):
     cfg = tmp_path / "config.json"
-    cfg.write_text(json.dumps({"hidden_size": 64, "num_hidden_layers": 2}))
+    cfg.write_text(json.dumps({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2}))
     code, _, err = run(capsys, "plan", "--target", str(cfg), "--gpu", "L4-24GB")
     assert code == 2 and "num_attention_heads" in err
+
+
+def test_a_config_without_model_type_is_refused_not_read_as_llama(tmp_path, capsys):
+    # a complete Llama-3.1-8B shape but no model_type: vLLM cannot load it, and specsize does not guess
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+                               "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256,
+                               "max_position_embeddings": 8192}))
+    code, out, err = run(capsys, "plan", "--target", str(cfg), "--gpu", "H100-SXM-80GB", "--format", "json")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "config.json:model_type" in err and "no model_type" in err and "llama" in err
 
 
 def test_samples_workload(tmp_path, capsys):

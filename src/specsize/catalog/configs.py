@@ -133,7 +133,8 @@ def _unmodelled(what: str, model_id: str, found: str, accepted: str) -> SpecErro
 
 def check_modelled(cfg: dict, model_id: str) -> None:
     """Refuse a config whose model type or layer kinds specsize does not model: one line naming what it does not
-    understand. A config without model_type (the partial copies of the catalog) is read as a Llama-style model."""
+    understand. A config without model_type is refused where a user gives it (catalog/models.py); the catalog's
+    own partial copies, which lack it, are read as Llama-style models."""
     model_type = cfg.get("model_type")
     if model_type is not None and str(model_type) not in MODELLED_TYPES:
         raise _unmodelled("model_type", model_id, f"model type {str(model_type)!r}", ", ".join(MODELLED_TYPES))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..core.errors import SpecError
 from ..core.specs import ModelSpec
-from .configs import REQUIRED, spec_from_config
+from .configs import MODELLED_TYPES, REQUIRED, spec_from_config
 from .files import read_text, RowCheck, packaged_json, row_label
 
 MODELS_DIR = "models"
@@ -187,6 +187,7 @@ def _from_path(path: Path, model_id: str | None = None) -> ModelSpec:
         raise SpecError("model", f"{path} has no config.json", "a config.json file or a model directory holding one")
     cfg = _read_json(config_path, "model")
     name = model_id or (path.name if path.is_dir() else path.parent.name or str(path))
+    _require_model_type(cfg, name)
     exact = None
     if path.is_dir():
         nested = cfg.get("text_config")
@@ -226,7 +227,20 @@ def _from_hub(model_id: str) -> ModelSpec:
     except Exception:  # metadata is a refinement; the config alone still sizes the model
         exact = None
     cfg = _read_json(Path(config_file), "model")
+    _require_model_type(cfg, model_id)
     return spec_from_config(cfg, model_id, f"hub: {model_id}", weight_bytes_exact=exact)
+
+
+def _require_model_type(cfg: dict, model_id: str) -> None:
+    """A user's config.json must say what architecture it is: transformers' AutoConfig, and so vLLM and SGLang,
+    refuse one without model_type, and specsize will not guess (a guess would plan it as a dense Llama). Medusa's
+    head config is the exception: it is read by its own fields."""
+    if "medusa_num_heads" in cfg:  # Medusa's own head config (FasterDecoding/Medusa) carries no model_type
+        return
+    if not isinstance(cfg.get("model_type"), str) or not cfg["model_type"]:
+        raise SpecError("config.json:model_type", f"{model_id}: the config has no model_type, so its architecture "
+                        "is unknown (vLLM cannot load it either)", "a config.json with model_type, one of "
+                        + ", ".join(MODELLED_TYPES))
 
 
 def _hub_reachable(timeout_s: float = 2.0) -> bool:
