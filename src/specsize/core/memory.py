@@ -15,8 +15,8 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from .errors import SpecError
-from .kvcache import (HybridPool, KVLayer, bytes_per_token, hybrid_block_size, hybrid_pool, layer_blocks,
-                      layer_groups, model_kv_layers, model_state_layers)
+from .kvcache import (HybridPool, KVLayer, bytes_per_token, grouped_layer_slots, hybrid_block_size, hybrid_pool,
+                      layer_blocks, layer_groups, model_kv_layers, model_state_layers)
 from .multimodal import encoder_profile, pixel_values_bytes, tower_forward_peak
 from .specs import DTYPE_BYTES, Deployment, ModelSpec, Quantization, VisionSpec, canonical_dtype, effective_target
 from .units import GiB, ceil_div
@@ -76,6 +76,9 @@ class AccountingProfile:
     mamba2_checkpoint_pages: int = 0  # "align": pages a mamba2 layer adds for its prefill checkpoint
     hybrid_kernel_block: int = 16
     refuses_max_num_seqs_above_blocks: bool = False
+    # attention-only pools of several kinds (sliding + full, chunked + full) are grouped with padded layer slots
+    # (vLLM's hybrid KV-cache manager, default since 0.10: core.kvcache.grouped_layer_slots)
+    kv_groups_by_kind: bool = False
     sources: tuple[str, ...] = field(default=(), compare=False)
     # An engine whose budget is not `total x utilization` (SGLang's mem_fraction_static) brings its own account:
     # a function (deployment, profile) -> MemoryAccount, defined with the engine's profile under engines/.
@@ -119,7 +122,8 @@ class MemoryAccount:
     unprofiled_runtime_bytes: int  # peaks at run time that the profiling pass did not see
     startup_problem: str | None
 
-    block_bytes: int = 0  # bytes of one pool block when it is not block_size x kv_bytes_per_token (hybrid models)
+    block_bytes: int = 0  # bytes of one pool block when it is not block_size x kv_bytes_per_token (hybrid models,
+    # and pools of several attention kinds with padded layer slots)
     state_bytes_per_sequence: int = 0  # hybrid models: one sequence's recurrent state on this GPU, unpadded
     state_blocks_per_sequence: int = 0  # hybrid models: pool blocks one sequence's state holds for its lifetime
     kv_cache_groups: int = 1  # vLLM's KV-cache groups (several with state layers)
@@ -456,6 +460,8 @@ def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
     else:
         kv_bytes = budget - w_target.total - w_draft - act - non_torch - (graphs if p.cuda_graph_subtracted else 0)
     per_token = bytes_per_token(layers)
+    if pool is None and p.kv_groups_by_kind:  # a pool of several attention kinds allocates padded layer slots
+        per_token = per_token * grouped_layer_slots(layers) // len(layers)
     per_block = pool.block_bytes if pool is not None else s.block_size * per_token
     blocks = max(0, kv_bytes // per_block) if per_block else 0
     whole = p.token_report == "requests"
@@ -500,7 +506,7 @@ def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
         cuda_graph_bytes=graphs, cuda_graph_counted=p.cuda_graph_subtracted, kv_cache_bytes=kv_bytes,
         kv_layers=layers, kv_blocks=blocks, kv_cache_tokens=tokens, max_concurrency=concurrency,
         unprofiled_runtime_bytes=unprofiled, startup_problem=problem, null_blocks=p.null_blocks,
-        block_bytes=pool.block_bytes if pool is not None else 0,
+        block_bytes=pool.block_bytes if pool is not None else (per_block if per_token != bytes_per_token(layers) else 0),
         state_bytes_per_sequence=pool.state_bytes if pool is not None else 0,
         state_blocks_per_sequence=pool.state_blocks if pool is not None else 0,
         kv_cache_groups=pool.groups if pool is not None else 1,
