@@ -69,8 +69,8 @@ def _tokens(row: dict) -> int | None:
     return None
 
 
-def predict(row: dict, kv_override_gib: float | None = None):
-    model_id, quant, changes = CHECKPOINTS[row["target_model"]]
+def predict(row: dict, kv_override_gib: float | None = None, checkpoints: dict | None = None):
+    model_id, quant, changes = (checkpoints or CHECKPOINTS)[row["target_model"]]
     target = load_model(model_id)
     if changes:
         target = target.with_(**changes)

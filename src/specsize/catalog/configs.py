@@ -315,6 +315,20 @@ def _vision_int(vc: dict, key: str, model_id: str, default: int | None = None) -
     return value
 
 
+def _rotary_caches(cfg: dict, max_positions: int) -> tuple[int, ...]:
+    """Positions of each distinct cos/sin cache vLLM builds (one buffer per distinct get_rope key). A linear-scaled
+    rope caches max_position_embeddings x factor positions (vllm/model_executor/layers/rotary_embedding/
+    linear_scaling_rope.py, _compute_cos_sin_cache: "max_len = self.max_position_embeddings * scaling_factor");
+    Gemma-3's sliding layers get their own unscaled rope at rope_local_base_freq (models/gemma3.py: one get_rope per
+    layer type). Other scalings keep the single max_position_embeddings cache (empty tuple)."""
+    scaling = cfg.get("rope_scaling") or {}
+    kind = scaling.get("rope_type") or scaling.get("type")
+    if kind != "linear" and not cfg.get("rope_local_base_freq"):
+        return ()
+    main = int(max_positions * float(scaling.get("factor") or 1.0)) if kind == "linear" else max_positions
+    return (main, max_positions) if cfg.get("rope_local_base_freq") else (main,)
+
+
 def _vision(raw: dict, model_id: str) -> VisionSpec | None:
     """The vision tower of a multimodal config (its vision_config section), or None for a text-only one.
 
@@ -404,6 +418,7 @@ def spec_from_config(raw: dict[str, Any], model_id: str, source: str, *, params_
     rotary = mla.qk_rope_head_dim if mla else int(head_dim * float(cfg.get("partial_rotary_factor") or 1.0))
     if cfg.get("position_embedding_type") == "nope":
         rotary = 0
+    rotary_caches = _rotary_caches(cfg, int(cfg.get("max_position_embeddings") or 4096)) if rotary else ()
     tie = cfg.get("tie_word_embeddings")
     if tie is None:
         tie = model_type.startswith("gemma")  # Gemma ties by default; others (Llama, Qwen) default to untied
@@ -418,6 +433,7 @@ def spec_from_config(raw: dict[str, Any], model_id: str, source: str, *, params_
         attention_bias=bool(cfg.get("attention_bias", model_type in ("qwen2", "qwen2_vl", "qwen2_5_vl"))),
         qk_norm=model_type in ("qwen3", "qwen3_moe", "qwen3_next") or model_type.startswith(("gemma3", "qwen3_5")),
         norms_per_layer=4 if model_type.startswith("gemma") else (3 if is_eagle3 else 2), rotary_dim=rotary, moe=moe, mla=mla,
+        rotary_cache_positions=rotary_caches,
         quantization=parse_quantization(cfg.get("quantization_config"), moe is not None, model_id),
         num_mtp_layers=_mtp_layers(cfg, model_type),
         draft_vocab_size=int(cfg["draft_vocab_size"]) if cfg.get("draft_vocab_size") else None,

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from .errors import SpecError
-from .kvcache import (HybridPool, KVLayer, bytes_per_token, hybrid_block_size, hybrid_pool, layer_blocks,
-                      layer_groups, model_kv_layers, model_state_layers)
-from .multimodal import encoder_profile, tower_forward_peak
+from .kvcache import (HybridPool, KVLayer, bytes_per_token, grouped_layer_slots, hybrid_block_size, hybrid_pool,
+                      layer_blocks, layer_groups, model_kv_layers, model_state_layers)
+from .multimodal import encoder_profile, pixel_values_bytes, tower_forward_peak
 from .specs import DTYPE_BYTES, Deployment, ModelSpec, Quantization, VisionSpec, canonical_dtype, effective_target
 from .units import GiB, ceil_div
 from .weights import WeightBreakdown, padded_vocab, weight_breakdown
@@ -76,6 +76,9 @@ class AccountingProfile:
     mamba2_checkpoint_pages: int = 0  # "align": pages a mamba2 layer adds for its prefill checkpoint
     hybrid_kernel_block: int = 16
     refuses_max_num_seqs_above_blocks: bool = False
+    # attention-only pools of several kinds (sliding + full, chunked + full) are grouped with padded layer slots
+    # (vLLM's hybrid KV-cache manager, default since 0.10: core.kvcache.grouped_layer_slots)
+    kv_groups_by_kind: bool = False
     sources: tuple[str, ...] = field(default=(), compare=False)
     # An engine whose budget is not `total x utilization` (SGLang's mem_fraction_static) brings its own account:
     # a function (deployment, profile) -> MemoryAccount, defined with the engine's profile under engines/.
@@ -119,7 +122,8 @@ class MemoryAccount:
     unprofiled_runtime_bytes: int  # peaks at run time that the profiling pass did not see
     startup_problem: str | None
 
-    block_bytes: int = 0  # bytes of one pool block when it is not block_size x kv_bytes_per_token (hybrid models)
+    block_bytes: int = 0  # bytes of one pool block when it is not block_size x kv_bytes_per_token (hybrid models,
+    # and pools of several attention kinds with padded layer slots)
     state_bytes_per_sequence: int = 0  # hybrid models: one sequence's recurrent state on this GPU, unpadded
     state_blocks_per_sequence: int = 0  # hybrid models: pool blocks one sequence's state holds for its lifetime
     kv_cache_groups: int = 1  # vLLM's KV-cache groups (several with state layers)
@@ -281,8 +285,9 @@ def activation_peak(d: Deployment, s: ResolvedSettings, p: AccountingProfile) ->
         draft = _forward_activation(sp.draft, tokens, draft_tp, ab, p)
     forward = max(target, draft)
     encoder_terms: dict = {}
+    tower = held = 0
     if d.target.vision is not None:
-        forward, encoder_terms = _with_encoder(d.target.vision, d.target.hidden_size, forward, s, d.tp, ab)
+        tower, held, encoder_terms = _encoder_phase(d.target.vision, d.target.hidden_size, s, d.tp, ab)
     vocab = d.target.vocab_size
     logits_row = vocab * 4
     sampler = p.act_vocab_coef * rows * logits_row
@@ -291,7 +296,9 @@ def activation_peak(d: Deployment, s: ResolvedSettings, p: AccountingProfile) ->
     drafted = max(1, s.num_speculative_tokens) if p.spec_profile_k_aware else 1  # dummy draft tokens per sequence
     spec_sets = p.spec_profile_base_coef + p.spec_profile_vocab_coef * drafted  # fp32 row-sets, per sequence
     spec = spec_sets * rows * logits_row if sp.enabled else 0.0
-    peak = int(forward + sampler + spec)
+    # the tower's phase comes first and ends before the language model's; what it leaves (the cached embeddings,
+    # the pixel values) stays held through the forward and the sampler (core.multimodal)
+    peak = int(max(tower, forward + held + sampler + spec))
     # At run time a verification step scores k+1 positions per sequence (up to the token budget); the
     # profiling pass scored fewer rows. The difference is memory the engine did not reserve.
     runtime_rows = min(rows * (s.num_speculative_tokens + 1), tokens) if sp.enabled else rows
@@ -305,17 +312,19 @@ def activation_peak(d: Deployment, s: ResolvedSettings, p: AccountingProfile) ->
     return peak, terms, unprofiled
 
 
-def _with_encoder(v: VisionSpec, text_hidden: int, forward: float, s: ResolvedSettings, tp: int,
-                  act_bytes: int) -> tuple[float, dict]:
-    """The profiling pass's forward peak with the vision encoder's step before it (core.multimodal): the larger of
-    the tower's forward over the largest image batch, and the language model's forward while the encoder cache
-    holds that batch's embeddings."""
+def _encoder_phase(v: VisionSpec, text_hidden: int, s: ResolvedSettings, tp: int, act_bytes: int
+                   ) -> tuple[int, int, dict]:
+    """(peak of the vision encoder's phase of the profiling pass, bytes it leaves held for the language model's
+    forward and sampler, terms), as core.multimodal describes vLLM's profile_run: the tower's forward over the
+    largest image batch with that batch's pixel values; then the encoder cache holding the batch's embeddings, and
+    the pixel values, kept until the sampler has run."""
     enc = encoder_profile(v, s.max_num_batched_tokens, s.max_model_len, s.max_num_seqs)
-    tower = tower_forward_peak(v, enc.patches, tp, act_bytes)
+    pixels = pixel_values_bytes(v, enc.patches, act_bytes)
+    tower = tower_forward_peak(v, enc.patches, tp, act_bytes) + pixels
     cached = enc.cached_tokens * text_hidden * act_bytes
-    terms = {"encoder_forward": int(tower), "encoder_cache": int(cached), "encoder_budget_tokens": enc.budget_tokens,
-             "encoder_images": enc.images}
-    return max(tower, forward + cached), terms
+    terms = {"encoder_forward": int(tower), "encoder_cache": int(cached), "encoder_pixels": int(pixels),
+             "encoder_budget_tokens": enc.budget_tokens, "encoder_images": enc.images}
+    return tower, cached + pixels, terms
 
 
 def non_torch_bytes(d: Deployment, p: AccountingProfile) -> int:
@@ -454,6 +463,8 @@ def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
     else:
         kv_bytes = budget - w_target.total - w_draft - act - non_torch - (graphs if p.cuda_graph_subtracted else 0)
     per_token = bytes_per_token(layers)
+    if pool is None and p.kv_groups_by_kind:  # a pool of several attention kinds allocates padded layer slots
+        per_token = per_token * grouped_layer_slots(layers) // len(layers)
     per_block = pool.block_bytes if pool is not None else s.block_size * per_token
     blocks = max(0, kv_bytes // per_block) if per_block else 0
     whole = p.token_report == "requests"
@@ -498,7 +509,7 @@ def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
         cuda_graph_bytes=graphs, cuda_graph_counted=p.cuda_graph_subtracted, kv_cache_bytes=kv_bytes,
         kv_layers=layers, kv_blocks=blocks, kv_cache_tokens=tokens, max_concurrency=concurrency,
         unprofiled_runtime_bytes=unprofiled, startup_problem=problem, null_blocks=p.null_blocks,
-        block_bytes=pool.block_bytes if pool is not None else 0,
+        block_bytes=pool.block_bytes if pool is not None else (per_block if per_token != bytes_per_token(layers) else 0),
         state_bytes_per_sequence=pool.state_bytes if pool is not None else 0,
         state_blocks_per_sequence=pool.state_blocks if pool is not None else 0,
         kv_cache_groups=pool.groups if pool is not None else 1,

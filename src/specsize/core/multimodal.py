@@ -10,9 +10,13 @@ GPUModelRunner.profile_run in vllm/v1/worker/gpu_model_runner.py, read at vllm-c
     items profiled at once    = max(1, min(budget // tokens per item, max_num_seqs x items per prompt))
 
 profile_run encodes that many images of the largest size in one batch, keeps their embeddings in the
-encoder cache, then runs the language model's dummy forward over max_num_batched_tokens with the cache
-still held (it is cleared afterwards). The activation peak is therefore the larger of the tower's own
-forward over all those patches, and the language model's forward plus the cached embeddings.
+encoder cache, then runs the language model's dummy forward over max_num_batched_tokens and the dummy sampler
+with the cache still held (it is cleared only after the sampler). The dummy batch's pixel values stay on the GPU
+for the whole pass (`batched_dummy_mm_inputs` is a local of profile_run), in the model dtype (the processor's
+floating outputs are cast to it: vllm/multimodal/processing/context.py, "This mimics the behavior of
+transformers.BatchFeature"). The activation peak is therefore the larger of two phases: the tower's own forward
+over all those patches, and the language model's forward plus the sampler with the cached embeddings and the
+pixel values still held (core.memory.activation_peak).
 """
 
 from __future__ import annotations
@@ -83,3 +87,9 @@ def tower_forward_peak(v: VisionSpec, patches: int, tp: int, act_bytes: int) -> 
     mlp = (3 if v.kind in SWIGLU_TOWERS else 2) * v.intermediate_size // tp
     attention = 4 * v.hidden_size // tp
     return patches * (2 * v.hidden_size + max(mlp, attention)) * act_bytes
+
+
+def pixel_values_bytes(v: VisionSpec, patches: int, act_bytes: int) -> int:
+    """Bytes of the dummy batch's pixel values on the GPU: every patch's channels x patch_size^2 (x the temporal
+    patch of Qwen2.5-VL) in the model dtype."""
+    return patches * v.num_channels * v.patch_size * v.patch_size * max(1, v.temporal_patch_size) * act_bytes

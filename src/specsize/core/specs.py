@@ -150,6 +150,9 @@ class ModelSpec:
     qk_norm: bool = False
     norms_per_layer: int = 2
     rotary_dim: int = 0
+    # positions of each distinct rotary cos/sin cache the engine builds (empty: one of max_position_embeddings);
+    # Gemma-3: a local cache and a linear-scaled global one (catalog.configs._rotary_caches)
+    rotary_cache_positions: tuple[int, ...] = ()
     moe: MoESpec | None = None
     mla: MLASpec | None = None
     quantization: Quantization | None = None

@@ -218,7 +218,8 @@ def weight_breakdown(m: ModelSpec, tp: int = 1, pp: int = 1, dtype: str | None =
         fc = linear_bytes(h, m.eagle_fc_inputs * h, wb, None, bias=m.eagle_fc_inputs == 2)
         mlp += fc
         params += m.eagle_fc_inputs * h * h
-    buffers = m.max_position_embeddings * m.rotary_dim * wb if (rotary_cache and m.rotary_dim) else 0
+    positions = sum(m.rotary_cache_positions) or m.max_position_embeddings
+    buffers = positions * m.rotary_dim * wb if (rotary_cache and m.rotary_dim) else 0
     vision = 0
     if m.vision is not None:  # with PP the tower loads with the first stage; the busiest is at least that
         replicated, sharded = vision_params(m.vision, h)

@@ -87,6 +87,7 @@ _V1_COMMON = AccountingProfile(
     mla_block_size=64,  # FlashMLA's page size on Hopper
     cpu_block_size=128,
     null_blocks=1,
+    kv_groups_by_kind=True,
     sources=_V1_SOURCES,
 )
 
@@ -118,6 +119,7 @@ V1_EARLY = replace(
     default_max_num_seqs=256, default_max_num_seqs_large_gpu=256,
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=2048,
     cuda_graph_subtracted=False,
+    kv_groups_by_kind=False,  # 0.8-0.9 had no hybrid KV-cache manager (it came in 0.10)
 )
 
 V1_019 = replace(

@@ -50,6 +50,7 @@ from ...core.memory import (AccountingProfile, MemoryAccount, activation_peak, d
                             resolve_settings, target_weights)
 from ...core.specs import Deployment, effective_target
 from ...core.units import GiB
+from ...core.weights import WeightBreakdown
 
 MiB = 1 << 20
 MODELLED_LAYER_KINDS = ("full", "sliding", "chunked", "mla")
@@ -157,6 +158,17 @@ def _refuse_hybrid(d: Deployment) -> None:
                             "before the KV pool, capping running requests) is not modelled", "--engine vllm for this model")
 
 
+def _sglang_rotary_caches(d: Deployment, w: WeightBreakdown) -> WeightBreakdown:
+    """SGLang's Gemma-3 builds both its ropes unscaled ("Override the values in config.json": rope_scaling
+    {"rope_type": "default"} for the sliding and the global layers, python/sglang/srt/models/gemma3_causal.py), so
+    its two cos/sin caches hold max_position_embeddings positions each, not vLLM's x 8 global one."""
+    m = d.target
+    if not (m.model_type.startswith("gemma3") and w.buffers and m.rotary_cache_positions):
+        return w
+    per_position = w.buffers // sum(m.rotary_cache_positions)  # rotary dim x dtype bytes
+    return replace(w, buffers=len(m.rotary_cache_positions) * m.max_position_embeddings * per_position)
+
+
 def account(d: Deployment, p: AccountingProfile, rules: Rules) -> MemoryAccount:
     e = d.engine
     if e.kv_cache_memory_bytes is not None:
@@ -186,7 +198,7 @@ def account(d: Deployment, p: AccountingProfile, rules: Rules) -> MemoryAccount:
 
     context = context_bytes(d, p, rules)
     free_before = total - d.shared_reserved_bytes - context
-    w_target = target_weights(d, s.dtype, quant)
+    w_target = _sglang_rotary_caches(d, target_weights(d, s.dtype, quant))
     w_draft = draft_weight_bytes(d, s)
     duplicate = _duplicate_head_bytes(d, w_target.embedding, w_target.lm_head)
     target_layers = _as_pool_layers(model_kv_layers(d.target, d.tp, s.kv_dtype_bytes, "target", d.pp))
