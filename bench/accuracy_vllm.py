@@ -116,6 +116,22 @@ def err(predicted: float, observed: float | None) -> float | None:
     return (predicted - observed) / observed
 
 
+def evaluate(row: dict) -> dict:
+    """(predicted, observed) pairs of one row: end to end from the GPU's total memory, and tokens from its KV GiB."""
+    out = {"id": row["id"], "version": _version(row)}
+    if row.get("total_gpu_memory_gib"):
+        m = predict(row)
+        out.update(weights=(m.weights_target_bytes / GiB, _weights_gib(row)),
+                   activation=(m.activation_peak_bytes / GiB, row.get("activation_peak_gib")),
+                   non_torch=(m.non_torch_bytes / GiB, row.get("non_torch_memory_gib")),
+                   kv_gib=(m.kv_cache_bytes / GiB, row.get("kv_cache_memory_gib")),
+                   tokens=(m.kv_cache_tokens, _tokens(row)))
+    if row.get("kv_cache_memory_gib") and _tokens(row):
+        m = predict(row, kv_override_gib=row["kv_cache_memory_gib"])
+        out["tokens_from_kv"] = (m.kv_cache_tokens, _tokens(row))
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     ap.add_argument("--rows", "--calibration", dest="rows", default=str(DEFAULT),
@@ -131,22 +147,10 @@ def main() -> int:
         row = json.loads(line)
         if row["target_model"] not in CHECKPOINTS:
             skipped.append((row["id"], f"model {row['target_model']!r} not in the catalog"))
-            continue
-        if row.get("speculative_method") not in (None, "ngram"):
+        elif row.get("speculative_method") not in (None, "ngram"):
             skipped.append((row["id"], f"method {row['speculative_method']} not modelled"))
-            continue
-        out = {"id": row["id"], "version": _version(row)}
-        if row.get("total_gpu_memory_gib"):
-            m = predict(row)
-            out.update(weights=(m.weights_target_bytes / GiB, _weights_gib(row)),
-                       activation=(m.activation_peak_bytes / GiB, row.get("activation_peak_gib")),
-                       non_torch=(m.non_torch_bytes / GiB, row.get("non_torch_memory_gib")),
-                       kv_gib=(m.kv_cache_bytes / GiB, row.get("kv_cache_memory_gib")),
-                       tokens=(m.kv_cache_tokens, _tokens(row)))
-        if row.get("kv_cache_memory_gib") and _tokens(row):
-            m = predict(row, kv_override_gib=row["kv_cache_memory_gib"])
-            out["tokens_from_kv"] = (m.kv_cache_tokens, _tokens(row))
-        results.append(out)
+        else:
+            results.append(evaluate(row))
 
     def fmt(pair, digits=2):
         if not pair or pair[1] is None:

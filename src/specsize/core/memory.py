@@ -48,6 +48,11 @@ class AccountingProfile:
     act_moe_coef: float = 1.0  # x tokens x top_k x (3 x expert-intermediate-per-rank + hidden) x bytes
     act_vocab_coef: float = 3.2  # x sampler rows x vocab x 4 bytes (fp32 logits and their copies)
     act_softcap_coef: float = 0.3  # extra, when final_logit_softcapping is set
+    # V1 (phases): the peak is the larger of the forward and the sampler step (which holds act_sampler_hidden_coef
+    # hidden-state sets of the batch besides the logits), plus the fused-MoE kernel's workspaces, which the first
+    # forward allocates and keeps (moe_workspace_bytes); False: forward + sampler (V0's fit)
+    act_phases: bool = False
+    act_sampler_hidden_coef: float = 0.0  # x tokens x hidden x activation bytes, held through the sampler step
     spec_profile_vocab_coef: float = 1.0  # extra fp32 logits rows the profiling pass adds per dummy draft token
     spec_profile_base_coef: float = 0.0  # and once, whatever the draft count (measured: 0.5 with d drafts, 3.5 each)
     # whether the profiling pass's dummy rejection sampler drafts k tokens per sequence (else one, whatever k is)
@@ -255,10 +260,33 @@ def draft_weight_bytes(d: Deployment, s: ResolvedSettings) -> int:
     return head
 
 
+FUSED_MOE_CHUNK_TOKENS = 16 * 1024  # VLLM_FUSED_MOE_CHUNK_SIZE's default (vllm/envs.py): rows per fused-MoE call
+
+
+def moe_workspace_bytes(m: ModelSpec, tokens: int, tp: int, act_bytes: int) -> int:
+    """The fused-MoE kernel's two workspaces for one call over `tokens` tokens (vLLM V1's TritonExperts.
+    workspace_shapes, vllm/model_executor/layers/fused_moe/fused_moe.py: (M, top_k, max(N / 2, K)) and
+    (M, top_k, max(N, K)), N = 2 x expert intermediate per rank, K = hidden). The modular kernel keeps them once
+    allocated, so they add to the sampler step's peak. Checked on vLLM 0.19.0 start-ups at 8192 tokens (torch
+    peak = sampler step + these): Qwen3-30B-A3B 2.68 GiB (2.17 + 0.50), Mixtral-8x7B TP2 1.21 (0.53 + 0.66),
+    DeepSeek-V2-Lite 1.93 (1.48 + 0.45), Qwen1.5-MoE-A2.7B 2.47 (2.17 + 0.30; llm-d-planner accuracy logs).
+    mxfp4 experts (gpt-oss) run OpenAI's monolithic Triton kernel, whose buffers live inside the call
+    ("MoEPrepareAndFinalizeNoDPEPMonolithic"; gpt-oss-20b TP2 2.87 GiB = the sampler step alone): none."""
+    moe = m.moe
+    if moe is None or not moe.moe_layers or (m.quantization is not None and m.quantization.method == "mxfp4"):
+        return 0
+    rows = min(tokens, FUSED_MOE_CHUNK_TOKENS) * moe.experts_per_token
+    n, k = 2 * moe.expert_intermediate_size // tp, m.hidden_size
+    return rows * (max(n // 2, k) + max(n, k)) * act_bytes
+
+
 def _forward_activation(m: ModelSpec, tokens: int, tp: int, act_bytes: int, p: AccountingProfile) -> float:
     hidden = p.act_hidden_coef * tokens * m.hidden_size * act_bytes
     dense = p.act_intermediate_coef * tokens * (m.intermediate_size // tp) * act_bytes
-    if m.moe is not None and m.moe.moe_layers:
+    if p.act_phases and m.moe is not None and m.moe.moe_layers:
+        # the experts' buffers are the kept workspaces (moe_workspace_bytes); dense MLP layers keep their term
+        dense = dense if len(m.moe.moe_layers) < m.num_layers else 0.0
+    elif m.moe is not None and m.moe.moe_layers:
         moe = m.moe
         moe_term = (p.act_moe_coef * tokens * moe.experts_per_token
                     * (3 * moe.expert_intermediate_size // tp + m.hidden_size) * act_bytes)
@@ -291,7 +319,16 @@ def activation_peak(d: Deployment, s: ResolvedSettings, p: AccountingProfile) ->
     drafted = max(1, s.num_speculative_tokens) if p.spec_profile_k_aware else 1  # dummy draft tokens per sequence
     spec_sets = p.spec_profile_base_coef + p.spec_profile_vocab_coef * drafted  # fp32 row-sets, per sequence
     spec = spec_sets * rows * logits_row if sp.enabled else 0.0
-    peak = int(forward + sampler + spec)
+    workspace = 0
+    if p.act_phases:
+        sampler += p.act_sampler_hidden_coef * tokens * d.target.hidden_size * ab
+        sampler += encoder_terms.get("encoder_cache", 0)  # the encoder cache is held until the pass ends
+        workspace = moe_workspace_bytes(d.target, tokens, d.tp, ab)
+        if sp.draft is not None and sp.kind.has_gpu_drafter:
+            workspace = max(workspace, moe_workspace_bytes(sp.draft, tokens, sp.drafter_tp or d.tp, ab))
+        peak = int(max(forward, sampler + spec) + workspace)
+    else:
+        peak = int(forward + sampler + spec)
     # At run time a verification step scores k+1 positions per sequence (up to the token budget); the
     # profiling pass scored fewer rows. The difference is memory the engine did not reserve.
     runtime_rows = min(rows * (s.num_speculative_tokens + 1), tokens) if sp.enabled else rows
@@ -301,7 +338,7 @@ def activation_peak(d: Deployment, s: ResolvedSettings, p: AccountingProfile) ->
     beyond_one = p.spec_profile_vocab_coef * (drafted - 1) * rows * logits_row if sp.enabled else 0.0
     terms = {"forward_target": int(target), "forward_draft": int(draft), "sampler": int(sampler),
              "speculation": int(spec), "speculation_beyond_one_draft": int(beyond_one), "tokens": tokens,
-             "sampler_rows": rows, **encoder_terms}
+             "sampler_rows": rows, "moe_workspace": int(workspace), **encoder_terms}
     return peak, terms, unprofiled
 
 

@@ -71,11 +71,21 @@ _V1_COMMON = AccountingProfile(
     version="",
     label="",
     generation="V1",
-    act_hidden_coef=2.58,
-    act_intermediate_coef=0.73,
-    act_vocab_coef=3.20,
-    act_softcap_coef=0.31,
-    act_moe_coef=0.84,
+    # the profiling pass's peak is the larger of the forward and the sampler step, plus the kept fused-MoE
+    # workspaces (core.memory.moe_workspace_bytes). Sampler step: 3.68 fp32 vocabulary row-sets per sequence and
+    # 1.29 hidden-state sets of the batch, least squares over the sampler-bound vLLM 0.19.0 start-ups (Llama-3.1-8B,
+    # Llama-3.3-70B, Qwen2.5-7B/72B, Qwen3-8B/14B, phi-4: 1.52-2.29 GiB, every residual within 0.01 GiB, whatever the
+    # TP: the peak does not shrink with TP, as a forward's would); the Gemma-2 softcap costs nothing measurable
+    # (2b/9b/27b 3.62/3.65/3.66 GiB against 3.64/3.67/3.69). Forward: 3 intermediate sets (gate_up's two halves and
+    # the activation's output) and 7.18 hidden sets, the hidden term from the one forward-bound dense row
+    # (r2-llmdplanner-llama31-8b-fp32: 2.21 GiB, where the sampler step would be 1.96).
+    act_phases=True,
+    act_hidden_coef=7.18,
+    act_intermediate_coef=3.0,
+    act_vocab_coef=3.68,
+    act_sampler_hidden_coef=1.29,
+    act_softcap_coef=0.0,
+    act_moe_coef=0.0,
     # the profiled rejection sampler at k drafts per sequence: (0.5 + 3.5 k) fp32 row-sets (see the module docstring)
     spec_profile_vocab_coef=3.5,
     spec_profile_base_coef=0.5,
