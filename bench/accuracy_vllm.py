@@ -58,6 +58,7 @@ CHECKPOINTS = {
     "RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w8a8": (
         "meta-llama/Llama-3.1-8B-Instruct", Quantization("int8"), {}),
     "Qwen/Qwen2.5-72B-Instruct": ("Qwen/Qwen2.5-72B-Instruct", None, {}),
+    "Qwen/Qwen2.5-7B-Instruct-AWQ": ("Qwen/Qwen2.5-7B-Instruct", Quantization("int4", group_size=128), {}),  # AWQ
     "Qwen/Qwen3-8B": ("Qwen/Qwen3-8B", None, {}),
     "Qwen/Qwen3-14B": ("Qwen/Qwen3-14B", None, {}),
     "Qwen/Qwen3-30B-A3B": ("Qwen/Qwen3-30B-A3B", None, {}),

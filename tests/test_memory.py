@@ -140,3 +140,21 @@ def test_v1_peak_is_the_sampler_step_plus_kept_moe_workspaces():
     assert m.activation_terms["moe_workspace"] == 0
     assert abs(m.activation_peak_bytes - (3.68 * 1024 * 201_088 * 4 + 1.29 * 8192 * 2880 * 2)) <= 1
     assert abs(m.activation_peak_bytes / GiB / 2.87 - 1) < 0.01
+
+
+def test_model_runner_v2_reserves_no_graphs_for_dense_models_in_0_25_to_0_27():
+    # A public vLLM 0.26.0 start-up (RTX 4080, Qwen2.5-7B-Instruct-AWQ, util 0.9 of 15.99 GiB) gave the KV cache
+    # 14.39 - 5.29 weights - 1.04 activation - 0.06 non-torch = 8.00 GiB, its 0.48 GiB of CUDA graphs not taken:
+    # Model Runner V2 (the dense default from 0.25) returned 0 from profile_cudagraph_memory (vllm issue 49224)
+    assert round(0.9 * 15.99 - 5.29 - 1.04 - 0.06, 2) == 8.00
+    dense = deployment("Qwen/Qwen2.5-7B-Instruct", max_model_len=8192)
+    for version, reserved in (("0.24", True), ("0.25", False), ("0.27", False), ("0.28", True)):
+        m = account(dense, profile(version))
+        assert m.cuda_graph_counted is reserved
+        # the budget equation: everything but the KV pool, graphs only where reserved
+        assert m.kv_cache_bytes == (m.budget_bytes - m.weights_target_bytes - m.activation_peak_bytes
+                                    - m.non_torch_bytes - (m.cuda_graph_bytes if reserved else 0))
+    # MoE and hybrid models and n-gram speculation stay on the V1 runner, which subtracts its estimate
+    assert account(deployment("Qwen/Qwen3-30B-A3B", max_model_len=8192), profile("0.26")).cuda_graph_counted
+    ngram = deployment("Qwen/Qwen2.5-7B-Instruct", method="ngram", k=4, max_model_len=8192)
+    assert account(ngram, profile("0.26")).cuda_graph_counted

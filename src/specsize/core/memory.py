@@ -18,6 +18,7 @@ from .errors import SpecError
 from .kvcache import (HybridPool, KVLayer, bytes_per_token, hybrid_block_size, hybrid_pool, layer_blocks,
                       layer_groups, model_kv_layers, model_state_layers)
 from .multimodal import encoder_profile, tower_forward_peak
+from .speculation import SpecMethod
 from .specs import DTYPE_BYTES, Deployment, ModelSpec, Quantization, VisionSpec, canonical_dtype, effective_target
 from .units import GiB, ceil_div
 from .weights import WeightBreakdown, padded_vocab, weight_breakdown
@@ -66,6 +67,10 @@ class AccountingProfile:
     cuda_graph_reference_sizes: int = 67  # capture sizes the per-layer figure was measured at
     cuda_graph_max_capture: int = 512
     cuda_graph_subtracted: bool = False
+    # vLLM 0.25-0.27: Model Runner V2, the default for dense models from 0.25 (vllm PR 44443), estimated no CUDA
+    # graph memory (profile_cudagraph_memory returned 0: vllm issue 49224, fixed by PR 53306), so the KV pool kept
+    # what the V1 runner sets aside for graphs; MoE and hybrid models (and n-gram speculation) stayed on V1
+    mrv2_dense_reserves_no_graphs: bool = False
     # start-up
     refuses_start_below_max_model_len: bool = True
     null_blocks: int = 0  # blocks the block pool holds back for good (V1's null block)
@@ -467,6 +472,14 @@ def _hybrid_problem(d: Deployment, s: ResolvedSettings, p: AccountingProfile, po
     return None
 
 
+def graphs_reserved(d: Deployment, p: AccountingProfile) -> bool:
+    """Whether the engine takes its CUDA graph estimate out of the KV budget for deployment `d`."""
+    if not p.cuda_graph_subtracted:
+        return False
+    on_mrv2 = not d.target.is_moe and not d.target.is_hybrid and d.speculative.method != SpecMethod.NGRAM
+    return not (p.mrv2_dense_reserves_no_graphs and on_mrv2)
+
+
 def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
     """The memory account of rank 0 of one engine instance of deployment `d` (with the deployment's
     quantization override applied: `specs.effective_target`)."""
@@ -486,10 +499,11 @@ def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
     layers = kv_layers_for(d, s.kv_dtype_bytes, s, p)
     s, pool = _hybrid_setup(d, s, p, layers)
     graphs = cuda_graph_bytes(d, s, p, len(layers))
+    reserved = graphs_reserved(d, p)
     if d.engine.kv_cache_memory_bytes is not None:
         kv_bytes = d.engine.kv_cache_memory_bytes
     else:
-        kv_bytes = budget - w_target.total - w_draft - act - non_torch - (graphs if p.cuda_graph_subtracted else 0)
+        kv_bytes = budget - w_target.total - w_draft - act - non_torch - (graphs if reserved else 0)
     per_token = bytes_per_token(layers)
     per_block = pool.block_bytes if pool is not None else s.block_size * per_token
     blocks = max(0, kv_bytes // per_block) if per_block else 0
@@ -532,7 +546,7 @@ def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
     return MemoryAccount(
         settings=s, total_bytes=total, budget_bytes=budget, weights_target=w_target, weights_draft_bytes=w_draft,
         activation_peak_bytes=act, activation_terms=act_terms, non_torch_bytes=non_torch,
-        cuda_graph_bytes=graphs, cuda_graph_counted=p.cuda_graph_subtracted, kv_cache_bytes=kv_bytes,
+        cuda_graph_bytes=graphs, cuda_graph_counted=reserved, kv_cache_bytes=kv_bytes,
         kv_layers=layers, kv_blocks=blocks, kv_cache_tokens=tokens, max_concurrency=concurrency,
         unprofiled_runtime_bytes=unprofiled, startup_problem=problem, null_blocks=p.null_blocks,
         block_bytes=pool.block_bytes if pool is not None else 0,

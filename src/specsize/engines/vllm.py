@@ -169,6 +169,21 @@ V1_024 = replace(
     token_report="requests",
 )
 
+# 0.25-0.27: Model Runner V2 became the default for dense models (vllm PR 44443, in the 0.25 release notes; it falls
+# back to the V1 runner for MoE and hybrid models and n-gram speculation) and its profile_cudagraph_memory() returned
+# 0 (vllm issue 49224: the KV pool takes the whole budget and graph capture may run out of memory), so dense models
+# keep the graphs' share in the pool. Seen in a public 0.26.0 start-up (RTX 4080, Qwen2.5-7B-Instruct-AWQ: 8.0 GiB =
+# 14.39 budget - 5.29 weights - 1.04 activation - 0.06 non-torch, the 0.48 GiB of graphs not taken; bench/data/
+# blind_startups.jsonl) and reported for 0.27.1. PR 53306 (merged 2026-08-23) gave V2 a real estimate; 0.28 is taken
+# as its first release (not established from a log).
+V1_025 = replace(
+    V1_024,
+    version="0.25", label="vLLM 0.25-0.27 (V1; Model Runner V2 for dense models reserves no CUDA graph memory)",
+    mrv2_dense_reserves_no_graphs=True,
+)
+V1_028 = replace(V1_024, version="0.28", label="vLLM 0.28-0.31 (V1; CUDA graphs subtracted; capacity in whole requests)")
+V1_024 = replace(V1_024, label="vLLM 0.24 (V1; CUDA graphs subtracted; capacity in whole requests)")
+
 V1_LATEST = replace(
     _V1_COMMON,
     version="0.32", label="vLLM 0.32 (V1; CUDA graphs subtracted; capacity in whole requests)",
@@ -183,4 +198,5 @@ V1_LATEST = replace(
 
 # (first release covered, profile), oldest first
 PROFILES = (((0, 6), V0_EARLY), ((0, 6, 4), V0), ((0, 8), V1_EARLY), ((0, 11), V1_011), ((0, 17), V1_019), ((0, 21), V1_021),
-            ((0, 24), V1_024), ((0, 32), V1_LATEST))
+            ((0, 24), V1_024), ((0, 25), V1_025), ((0, 28), V1_028),
+            ((0, 32), V1_LATEST))
