@@ -67,6 +67,7 @@ CHECKPOINTS = {
     "google/gemma-2-9b-it": ("google/gemma-2-9b", None, {}),  # the -it checkpoint shares the base's config
     "google/gemma-2-27b-it": ("google/gemma-2-27b", None, {}),
     "microsoft/phi-4": ("microsoft/phi-4", None, {}),
+    "deepseek-ai/DeepSeek-V2-Lite-Chat": ("deepseek-ai/DeepSeek-V2-Lite-Chat", None, {}),
 }
 
 
