@@ -128,7 +128,9 @@ def evaluate(row: dict) -> dict:
                    non_torch=(m.non_torch_bytes / GiB, row.get("non_torch_memory_gib")),
                    kv_gib=(m.kv_cache_bytes / GiB, row.get("kv_cache_memory_gib")),
                    tokens=(m.kv_cache_tokens, _tokens(row)))
-    if row.get("kv_cache_memory_gib") and _tokens(row):
+    # with PP the printed token count is the smallest stage's (vLLM takes the minimum over the workers' pools) while
+    # "Available KV cache memory" is the first stage's: tokens from that GiB would not be the printed figure
+    if row.get("kv_cache_memory_gib") and _tokens(row) and (row.get("pipeline_parallel_size") or 1) == 1:
         m = predict(row, kv_override_gib=row["kv_cache_memory_gib"])
         out["tokens_from_kv"] = (m.kv_cache_tokens, _tokens(row))
     return out
