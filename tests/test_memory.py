@@ -105,3 +105,56 @@ def test_real_vllm_startups_within_one_percent(row_id):
     m = account(d, profile(row["engine_version"]))
     assert abs(m.weights_target_bytes / GiB / row["model_weights_gib"] - 1) < 0.01
     assert abs(m.kv_cache_tokens / row["kv_cache_tokens"] - 1) < 0.01
+
+
+def test_sort_based_top_k_top_p_in_the_sampler_profile_before_0_17():
+    # llm-d-planner's version sweep (Qwen3-14B, one H100 of 79.19 GiB, util 0.95, 8192 tokens / 1024 sequences):
+    # torch peak 5.64 GiB at vLLM 0.15.0 and 0.16.0, 2.23 GiB at 0.17.0 with everything else equal. 0.11-0.16 hold
+    # 5.88 more fp32 vocabulary row-sets for the sampler's sort: 5.88 x 1024 x 151,936 x 4 B = 3.41 GiB.
+    d = deployment("Qwen/Qwen3-14B", gpu_memory_utilization=0.95, max_model_len=8192)
+    old, new = account(d, profile("0.15")), account(d, profile("0.17"))
+    assert abs((old.activation_peak_bytes - new.activation_peak_bytes) - 5.88 * 1024 * 151_936 * 4) < 1024
+    assert abs(old.activation_peak_bytes / GiB - 5.64) < 0.03 and abs(new.activation_peak_bytes / GiB - 2.23) < 0.03
+    # "kv_cache_tokens": 274,848 at 0.15.0 and 297,152 at 0.17.0 (bench/data/blind_startups.jsonl)
+    assert abs(old.kv_cache_tokens / 274_848 - 1) < 0.01 and abs(new.kv_cache_tokens / 297_152 - 1) < 0.01
+
+
+def test_v1_peak_is_the_sampler_step_plus_kept_moe_workspaces():
+    # vLLM 0.19.0, 8192 batched tokens, 1024 sequences (H100 defaults). Llama-3.1-8B is sampler-bound: 3.68 fp32
+    # row-sets of 1024 x 128,256 x 4 B and 1.29 hidden sets of 8192 x 4096 x 2 B, whatever the TP (the start-ups
+    # print "torch peak memory increase: 1.89GiB" at TP1, TP2 and TP4)
+    sampler = 3.68 * 1024 * 128_256 * 4 + 1.29 * 8192 * 4096 * 2
+    for tp in (1, 2, 4):
+        m = account(deployment(tp=tp, gpu_memory_utilization=0.95, max_model_len=8192), profile("0.19"))
+        assert m.activation_terms["moe_workspace"] == 0
+        assert abs(m.activation_peak_bytes - sampler) <= 1
+        assert abs(m.activation_peak_bytes / GiB - 1.89) < 0.02
+    # Qwen3-30B-A3B keeps the fused-MoE kernel's two workspaces, (M, top_k, max(N/2, K)) and (M, top_k, max(N, K)),
+    # N = 2 x 768, K = 2048: 8192 x 8 x (2048 + 2048) x 2 B = 0.5 GiB on top of its sampler step; printed: 2.68 GiB
+    m = account(deployment("Qwen/Qwen3-30B-A3B", gpu_memory_utilization=0.95, max_model_len=8192), profile("0.19"))
+    assert m.activation_terms["moe_workspace"] == 8192 * 8 * 4096 * 2 == 536_870_912
+    assert abs(m.activation_peak_bytes / GiB - 2.68) < 0.02
+    # gpt-oss's mxfp4 experts run a monolithic kernel whose buffers live inside the call: no kept workspace
+    # (gpt-oss-20b TP2 printed 2.87 GiB, its sampler step: 3.68 x 1024 x 201,088 x 4 + 1.29 x 8192 x 2880 x 2)
+    m = account(deployment("openai/gpt-oss-20b", tp=2, max_model_len=8192), profile("0.19"))
+    assert m.activation_terms["moe_workspace"] == 0
+    assert abs(m.activation_peak_bytes - (3.68 * 1024 * 201_088 * 4 + 1.29 * 8192 * 2880 * 2)) <= 1
+    assert abs(m.activation_peak_bytes / GiB / 2.87 - 1) < 0.01
+
+
+def test_model_runner_v2_reserves_no_graphs_for_dense_models_in_0_25_to_0_27():
+    # A public vLLM 0.26.0 start-up (RTX 4080, Qwen2.5-7B-Instruct-AWQ, util 0.9 of 15.99 GiB) gave the KV cache
+    # 14.39 - 5.29 weights - 1.04 activation - 0.06 non-torch = 8.00 GiB, its 0.48 GiB of CUDA graphs not taken:
+    # Model Runner V2 (the dense default from 0.25) returned 0 from profile_cudagraph_memory (vllm issue 49224)
+    assert round(0.9 * 15.99 - 5.29 - 1.04 - 0.06, 2) == 8.00
+    dense = deployment("Qwen/Qwen2.5-7B-Instruct", max_model_len=8192)
+    for version, reserved in (("0.24", True), ("0.25", False), ("0.27", False), ("0.28", True)):
+        m = account(dense, profile(version))
+        assert m.cuda_graph_counted is reserved
+        # the budget equation: everything but the KV pool, graphs only where reserved
+        assert m.kv_cache_bytes == (m.budget_bytes - m.weights_target_bytes - m.activation_peak_bytes
+                                    - m.non_torch_bytes - (m.cuda_graph_bytes if reserved else 0))
+    # MoE and hybrid models and n-gram speculation stay on the V1 runner, which subtracts its estimate
+    assert account(deployment("Qwen/Qwen3-30B-A3B", max_model_len=8192), profile("0.26")).cuda_graph_counted
+    ngram = deployment("Qwen/Qwen2.5-7B-Instruct", method="ngram", k=4, max_model_len=8192)
+    assert account(ngram, profile("0.26")).cuda_graph_counted

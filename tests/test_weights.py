@@ -78,3 +78,23 @@ def test_published_parameter_counts():
     for model_id, published in [("Qwen/Qwen2.5-7B-Instruct", 7.61e9), ("Qwen/Qwen2.5-0.5B-Instruct", 0.49e9),
                                 ("meta-llama/Meta-Llama-3.1-405B", 405e9), ("meta-llama/Llama-3.1-8B-Instruct", 8.03e9)]:
         assert abs(total_params(load_model(model_id)) / published - 1) < 0.01, model_id
+
+
+def test_gpt_oss_attention_stays_bf16_and_mxfp4_experts_are_padded():
+    # gpt-oss quantizes only the experts (quantization_config.modules_to_not_convert: self_attn, router,
+    # embed_tokens, lm_head). One attention block at TP1, bf16: qkv 2880 -> (64 + 2 x 8) x 64 = 5120 with bias,
+    # o 4096 -> 2880 with bias, 64 fp32 sink logits:
+    # 5120 x 2880 x 2 + 5120 x 2 + 2880 x 4096 x 2 + 2880 x 2 + 64 x 4 = 53,100,416 bytes, x 24 layers
+    m = load_model("openai/gpt-oss-20b")
+    w = weight_breakdown(m, tp=1)
+    assert w.attention == 24 * 53_100_416 == 1_274_409_984
+    # experts, padded as vLLM's mxfp4 MoE allocates them (hidden 2880 -> 3072, intermediate 2880 -> 2944):
+    # per expert gate_up 5888 x 3072 + down 3072 x 2944 fp4 values (0.5 byte) + one e8m0 scale per 32 values,
+    # bf16 biases 5888 + 3072: 3 x 3072 x 2944 x 17 / 32 + 8960 x 2 = 14,413,824 + 17,920; x 32 experts x 24 layers
+    assert w.mlp == 24 * 32 * (3 * 3072 * 2944 * 17 // 32 + 8_960 * 2) == 11_083_579_392
+    # what vLLM prints, within 1%: "Model loading took 13.72 GiB" (gpt-oss-20b, TP1, many public logs),
+    # "65.9651 GiB" (gpt-oss-120b, TP1, H100; vllm-project/vllm issue 23278), "weights memory: 7.01GiB"
+    # (gpt-oss-20b, TP2, H100, TRITON backend; llm-d-planner v0.19.0 accuracy log)
+    assert abs(w.total / 2**30 / 13.72 - 1) < 0.01
+    assert abs(weight_breakdown(load_model("openai/gpt-oss-120b"), tp=1).total / 2**30 / 65.9651 - 1) < 0.01
+    assert abs(weight_breakdown(m, tp=2).total / 2**30 / 7.01 - 1) < 0.011

