@@ -75,7 +75,7 @@ def test_the_web_ui_end_to_end(tmp_path):
             page.set_input_files("input[name=file]", str(EXAMPLE))
             page.click("#create")
             page.wait_for_url(server.url + "/d/llama8b")
-            # the example: 48 x 2 = 96 concurrent p99 requests against 121 that fit: 21% headroom, policy 20%
+            # the example: 44 x 2 = 88 concurrent p99 requests against 119 that fit: 26% headroom, policy 20%
             assert page.inner_text("#verdict") == "fits"
             kv_before = page.inner_html("#fig-kv")
             gpu_before = page.inner_html("#fig-gpu")
