@@ -131,9 +131,13 @@ def case(row: dict) -> tuple[dict | None, str]:
     if tp > 8:  # 2 x 8 GPUs: the all-reduce crosses nodes (InfiniBand / Ethernet), which the model does not price
         return None, "tensor parallel across nodes (TP > 8): inter-node all-reduce not modelled"
     over = dict(target=target, gpu=gpu, tp=tp, no_compare=True, seed=0)
-    version = re.search(r"(\d+)\.(\d+)", str(row.get("engine_version") or ""))
+    version = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", str(row.get("engine_version") or ""))
     if row["engine"].startswith("vLLM") and version:  # the engine release's defaults (max_num_seqs, budget)
         over["engine_version"] = f"{version.group(1)}.{version.group(2)}"
+    if row["engine"].startswith("SGLang"):  # SGLang's own pool, max_running_requests and chunked-prefill size
+        over["engine"] = "sglang"
+        if version:
+            over["engine_version"] = ".".join(g for g in version.groups() if g is not None)
     if "sharegpt" in str(row.get("dataset") or "").lower():
         over["lengths_file"] = sharegpt_lengths(prompt, output)
     else:
