@@ -40,6 +40,9 @@ class AccountingProfile:
     large_gpu_bytes: int = 70 * GiB  # "large" GPUs get the larger defaults
     large_gpu_excluded_names: tuple[str, ...] = ()  # GPUs (a part of their name) kept on the smaller defaults
     batched_tokens_at_least_max_model_len: bool = False  # V0 without chunked prefill
+    # a step runs either new prompts or decodes, prompts first (vLLM V0 without chunked prefill, SGLang without
+    # --enable-mixed-chunk); False: V1's mixed steps, running decodes first, then prompt chunks in the budget
+    prefill_first: bool = False
     default_block_size: int = 16
     mla_block_size: int = 16
     cpu_block_size: int = 128
@@ -96,6 +99,7 @@ class ResolvedSettings:
     quantization: Quantization | None
     enforce_eager: bool
     num_speculative_tokens: int
+    prefill_first: bool = False  # the engine's step policy (AccountingProfile.prefill_first)
 
 
 @dataclass(frozen=True)
@@ -218,6 +222,7 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         max_num_seqs=max_num_seqs, max_num_batched_tokens=batched, block_size=block_size, dtype=dtype,
         kv_cache_dtype=kv_dtype, kv_dtype_bytes=kv_bytes, quantization=quant, enforce_eager=e.enforce_eager,
         num_speculative_tokens=d.speculative.num_speculative_tokens if d.speculative.enabled else 0,
+        prefill_first=p.prefill_first,
     )
 
 

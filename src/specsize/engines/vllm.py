@@ -86,6 +86,9 @@ V0 = AccountingProfile(
     default_max_num_seqs=256, default_max_num_seqs_large_gpu=256,
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=2048,
     batched_tokens_at_least_max_model_len=True,
+    # without chunked prefill a V0 step is prompts only or decodes only, prompts first (vllm/core/scheduler.py
+    # _schedule_default: "if len(prefills.seq_groups) == 0: running_scheduled = self._schedule_running(...)")
+    prefill_first=True,
     act_hidden_coef=7.97, act_intermediate_coef=0.79, act_vocab_coef=5.09, act_softcap_coef=0.31, act_moe_coef=0.84,
     spec_profile_vocab_coef=1.0,
     non_torch_bytes=int(0.35 * GiB), non_torch_tp_base_bytes=0, non_torch_tp_per_rank_bytes=int(0.005 * GiB),
