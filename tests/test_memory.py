@@ -105,3 +105,18 @@ def test_real_vllm_startups_within_one_percent(row_id):
     m = account(d, profile(row["engine_version"]))
     assert abs(m.weights_target_bytes / GiB / row["model_weights_gib"] - 1) < 0.01
     assert abs(m.kv_cache_tokens / row["kv_cache_tokens"] - 1) < 0.01
+
+
+@pytest.mark.parametrize(("gpu", "version", "seqs", "tokens"), [
+    # vllm/engine/arg_utils.py: "if device_memory >= 70 * GiB_bytes and "a100" not in device_name": 8192 tokens /
+    # 1024 sequences for the OpenAI server, else 2048 / 256 (vLLM PR #17885 keeps the A100 80 GB on the latter)
+    ("H100-SXM-80GB", "0.11", 1024, 8192),
+    ("A100-80GB", "0.11", 256, 2048),
+    ("A100-80GB", "0.32", 256, 2048),
+    ("H100-SXM-80GB", "0.8", 256, 2048),
+])
+def test_serving_defaults_by_gpu(gpu, version, seqs, tokens):
+    from specsize.core.memory import resolve_settings
+
+    s = resolve_settings(deployment(gpu=gpu), profile(version), None)
+    assert (s.max_num_seqs, s.max_num_batched_tokens) == (seqs, tokens)
