@@ -101,6 +101,33 @@ def sharegpt_lengths(prompt_mean: float, output_mean: float) -> str:
     return handle.name
 
 
+_NORMAL = re.compile(r"normal, sd (\d+(?:\.\d+)?), (\d+)-(\d+)")
+
+
+def stated_lengths(input_len: str, output_len: str) -> str | None:
+    """A lengths file of the run's published length distributions when both are stated as a truncated normal
+    ("~2048 (normal, sd 1024, 10-4096)": inference-perf's normal distribution, clipped to its bounds), else None."""
+    import tempfile
+
+    import numpy as np
+
+    shapes = [_NORMAL.search(str(text)) for text in (input_len, output_len)]
+    means = [number(text) for text in (input_len, output_len)]
+    if not all(shapes) or not all(means):
+        return None
+    rng = np.random.default_rng(7)
+    drawn = []
+    for m, mean in zip(shapes, means):
+        assert m is not None and mean is not None
+        sd, low, high = float(m.group(1)), float(m.group(2)), float(m.group(3))
+        drawn.append(np.clip(np.rint(rng.normal(mean, sd, 5000)), low, high))
+    handle = tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False)
+    for a, b in zip(*drawn):
+        handle.write(json.dumps({"prompt_tokens": int(a), "output_tokens": int(b)}) + "\n")
+    handle.close()
+    return handle.name
+
+
 def held_out(row: dict) -> bool:
     key = f"{row['source'].split('#')[0]}|{row['model']}|{row['gpu']}|{row.get('group') or ''}"
     return int(hashlib.sha256(key.encode()).hexdigest(), 16) % 3 == 0
@@ -131,19 +158,31 @@ def case(row: dict) -> tuple[dict | None, str]:
     if tp > 8:  # 2 x 8 GPUs: the all-reduce crosses nodes (InfiniBand / Ethernet), which the model does not price
         return None, "tensor parallel across nodes (TP > 8): inter-node all-reduce not modelled"
     over = dict(target=target, gpu=gpu, tp=tp, no_compare=True, seed=0)
-    version = re.search(r"(\d+)\.(\d+)", str(row.get("engine_version") or ""))
+    version = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", str(row.get("engine_version") or ""))
     if row["engine"].startswith("vLLM") and version:  # the engine release's defaults (max_num_seqs, budget)
         over["engine_version"] = f"{version.group(1)}.{version.group(2)}"
-    if "sharegpt" in str(row.get("dataset") or "").lower():
-        over["lengths_file"] = sharegpt_lengths(prompt, output)
-    else:
-        over.update(prompt_tokens_median=prompt, output_tokens_median=output)
+    if row["engine"].startswith("SGLang"):  # SGLang's own pool, max_running_requests and chunked-prefill size
+        over["engine"] = "sglang"
+        if version:
+            over["engine_version"] = ".".join(g for g in version.groups() if g is not None)
+    over.update(_lengths(row, prompt, output))
     if quant:
         over["quantization"] = quant
     load = _load(row)
     if load is None:
         return None, "no rate, no concurrency, no request count"
     return {**over, **load}, ""
+
+
+def _lengths(row: dict, prompt: float, output: float) -> dict:
+    """The run's prompt and output lengths as simulate settings: ShareGPT-like, the published distributions, or
+    the stated medians."""
+    if "sharegpt" in str(row.get("dataset") or "").lower():
+        return {"lengths_file": sharegpt_lengths(prompt, output)}
+    stated = stated_lengths(row["input_len"], row["output_len"])
+    if stated:  # the published distributions, not a lognormal around their means
+        return {"lengths_file": stated}
+    return {"prompt_tokens_median": prompt, "output_tokens_median": output}
 
 
 def _load(row: dict) -> dict | None:
@@ -208,14 +247,12 @@ def ratio_series(rows: list[dict]) -> None:
         return
     loads = sorted(set(groups["spec"]) & set(groups["off"]))
     base = groups["off"][loads[0]]
-    prompt, output = number(base["input_len"]), number(base["output_len"])
     k = int(groups["spec"][loads[0]]["speculative"].get("k") or 3)
+    lengths = stated_lengths(base["input_len"], base["output_len"])  # inference-perf's truncated normals
 
     def sim(rate: float, a: float):
         rep = api.simulate(target="Qwen/Qwen3-32B", gpu="H200-141GB", tp=2, method="eagle3", num_speculative_tokens=k,
-                           acceptance_rate=a, rate=rate, duration=120.0, prompt_tokens_median=prompt,
-                           prompt_tokens_p99=min(4096.0, prompt * 2.2), output_tokens_median=output,
-                           output_tokens_p99=min(512.0, output * 2.0), seed=0)
+                           acceptance_rate=a, rate=rate, duration=120.0, lengths_file=lengths, seed=0)
         return rep.spec, rep.no_spec
 
     def measured_ratio(rate: float, metric: str) -> float:

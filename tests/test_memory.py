@@ -158,3 +158,18 @@ def test_model_runner_v2_reserves_no_graphs_for_dense_models_in_0_25_to_0_27():
     assert account(deployment("Qwen/Qwen3-30B-A3B", max_model_len=8192), profile("0.26")).cuda_graph_counted
     ngram = deployment("Qwen/Qwen2.5-7B-Instruct", method="ngram", k=4, max_model_len=8192)
     assert account(ngram, profile("0.26")).cuda_graph_counted
+
+
+@pytest.mark.parametrize(("gpu", "version", "seqs", "tokens"), [
+    # vllm/engine/arg_utils.py: "if device_memory >= 70 * GiB_bytes and "a100" not in device_name": 8192 tokens /
+    # 1024 sequences for the OpenAI server, else 2048 / 256 (vLLM PR #17885 keeps the A100 80 GB on the latter)
+    ("H100-SXM-80GB", "0.11", 1024, 8192),
+    ("A100-80GB", "0.11", 256, 2048),
+    ("A100-80GB", "0.32", 256, 2048),
+    ("H100-SXM-80GB", "0.8", 256, 2048),
+])
+def test_serving_defaults_by_gpu(gpu, version, seqs, tokens):
+    from specsize.core.memory import resolve_settings
+
+    s = resolve_settings(deployment(gpu=gpu), profile(version), None)
+    assert (s.max_num_seqs, s.max_num_batched_tokens) == (seqs, tokens)

@@ -161,3 +161,23 @@ def test_frontend_queue_properties():
         assert t == pytest.approx(np.maximum(sent, prev) + serial)
 
     check()
+
+
+def test_prefill_first_steps_by_hand():
+    # SGLang / vLLM V0: a step runs prompts only or decodes only, prompts first. Two requests of 1,000 + 3 tokens sent
+    # at once with a budget of 1,000 tokens: step 1 prefills request 0 (P, as in test_single_request_by_hand),
+    # step 2 prefills request 1 while request 0 waits with its first token, steps 3-4 decode both together over
+    # contexts 1000 + 1000 and 1001 + 1001 (memory-bound: the weights once, both sequences' KV and activations)
+    import dataclasses
+
+    p = (W + ACT * 1000) / 1e12 + 1000 * 1001 / 2 * 4 * 2048 * 16 / 1e15
+    d1 = (W + 2 * ACT + KV * 2000) / 1e12
+    d2 = (W + 2 * ACT + KV * 2002) / 1e12
+    r = simulate(dataclasses.replace(config(batched=1000), prefill_first=True), closed_batch(2, 1000, 3), seed=0)
+    assert r.steps == 4
+    assert r.ttft_s == pytest.approx([p, 2 * p], rel=1e-6)
+    assert r.e2e_s == pytest.approx([2 * p + d1 + d2] * 2, rel=1e-6)
+    assert r.tpot_s == pytest.approx([(p + d1 + d2) / 2, (d1 + d2) / 2], rel=1e-6)
+    # V1's mixed steps instead run request 0's first decode beside request 1's prompt in step 2: a step sooner
+    mixed = simulate(config(batched=1000), closed_batch(2, 1000, 3), seed=0)
+    assert mixed.e2e_s[0] < r.e2e_s[0]

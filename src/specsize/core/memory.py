@@ -39,7 +39,11 @@ class AccountingProfile:
     default_max_num_batched_tokens: int = 2048
     default_max_num_batched_tokens_large_gpu: int = 2048
     large_gpu_bytes: int = 70 * GiB  # "large" GPUs get the larger defaults
+    large_gpu_excluded_names: tuple[str, ...] = ()  # GPUs (a part of their name) kept on the smaller defaults
     batched_tokens_at_least_max_model_len: bool = False  # V0 without chunked prefill
+    # a step runs either new prompts or decodes, prompts first (vLLM V0 without chunked prefill, SGLang without
+    # --enable-mixed-chunk); False: V1's mixed steps, running decodes first, then prompt chunks in the budget
+    prefill_first: bool = False
     default_block_size: int = 16
     mla_block_size: int = 16
     cpu_block_size: int = 128
@@ -108,6 +112,7 @@ class ResolvedSettings:
     quantization: Quantization | None
     enforce_eager: bool
     num_speculative_tokens: int
+    prefill_first: bool = False  # the engine's step policy (AccountingProfile.prefill_first)
 
 
 @dataclass(frozen=True)
@@ -208,7 +213,8 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         kv_dtype = canonical_dtype(e.kv_cache_dtype, "kv_cache_dtype")
         kv_bytes = DTYPE_BYTES[kv_dtype]
     max_model_len = e.max_model_len or target.max_position_embeddings
-    large = d.gpu.memory_bytes >= p.large_gpu_bytes
+    large = d.gpu.memory_bytes >= p.large_gpu_bytes and not any(
+        part in f"{d.gpu.gpu_id} {d.gpu.name}".lower() for part in p.large_gpu_excluded_names)
     max_num_seqs = e.max_num_seqs or (p.default_max_num_seqs_large_gpu if large else p.default_max_num_seqs)
     if e.max_num_batched_tokens:
         batched = e.max_num_batched_tokens
@@ -230,6 +236,7 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         max_num_seqs=max_num_seqs, max_num_batched_tokens=batched, block_size=block_size, dtype=dtype,
         kv_cache_dtype=kv_dtype, kv_dtype_bytes=kv_bytes, quantization=quant, enforce_eager=e.enforce_eager,
         num_speculative_tokens=d.speculative.num_speculative_tokens if d.speculative.enabled else 0,
+        prefill_first=p.prefill_first,
     )
 
 

