@@ -161,3 +161,38 @@ def test_closed_loop_keeps_the_clients_in_flight():
     assert waves[1] == pytest.approx(finish[0] + 0.01)
     # the client sees the front-end latency in its TTFT
     assert (r.ttft_s >= 0.01).all()
+
+
+def test_a_sequences_own_tokens_and_tree_siblings_route_alike_by_hand():
+    # Mixtral: 8 experts top-2, each routed expert of a layer 3 x 4096 x 14336 x 2 B / TP 2. With a reuse of 0.5,
+    # one sequence verifying 6 tokens draws 1 + 5 x 0.5 = 3.5 independent routings: 8 x (1 - 0.75^3.5) experts;
+    # 6 sequences of one token each (decode) still draw 6: 8 x (1 - 0.75^6); a tree of 6 tokens over 3 positions
+    # (siblings share a position) draws 1 + 2 x 0.5 = 2: 8 x (1 - 0.75^2) = 3.5
+    from specsize.core.perf import uniform_step
+
+    c = model_cost(load_model("mistralai/Mixtral-8x7B-v0.1"), 2, "bfloat16", None)
+    co = coefficients(c, ROUND_GPU, replace(IDEAL, moe_seq_reuse=0.5), overhead=False)
+    expert = c.moe_layers * c.expert_bytes
+    dense = uniform_step(co, 1, 6, 0).bytes - 8 * (1 - 0.75 ** 3.5) * expert
+    assert uniform_step(co, 6, 1, 0).bytes == pytest.approx(dense + 8 * (1 - 0.75 ** 6) * expert)
+    assert uniform_step(co, 1, 6, 0, positions=3).bytes == pytest.approx(dense + 3.5 * expert)
+    # without reuse (the pure roofline) the 6 tokens are 6 independent draws, as 6 sequences
+    plain = coefficients(c, ROUND_GPU, IDEAL, overhead=False)
+    assert uniform_step(plain, 1, 6, 0).bytes == pytest.approx(uniform_step(plain, 6, 1, 0).bytes)
+
+
+def test_tp_handover_and_draft_step_costs_by_hand():
+    # EAGLE-3 (k = 3) at TP 2: the step pays the 3.5 ms handover once and 0.5 ms on each of the 3 drafter
+    # forwards: 3.5 + 3 x 0.5 = 5 ms more than without them; at TP 1 neither; an n-gram step (no drafter model)
+    # pays neither at any TP
+    from specsize.catalog.configs import standard_head
+    from specsize.core.perf import spec_step_time
+
+    target = load_model("meta-llama/Llama-3.1-8B-Instruct")
+    costly = replace(IDEAL, spec_step_tp_s=3.5e-3, draft_step_tp_s=5e-4)
+    for method, tp, extra in (("eagle3", 2, 5e-3), ("eagle3", 1, 0.0), ("ngram", 2, 0.0)):
+        spec = SpeculativeConfig(method, standard_head(target, method, 3) if method != "ngram" else None, 3)
+        d = Deployment(target=target, gpu=ROUND_GPU, speculative=spec, tp=tp, engine=EngineSettings(max_model_len=8192))
+        with_costs = spec_step_time(build_costs(d, costly, "bfloat16", None, 2), 4, 500)
+        without = spec_step_time(build_costs(d, IDEAL, "bfloat16", None, 2), 4, 500)
+        assert with_costs - without == pytest.approx(extra, abs=1e-12)

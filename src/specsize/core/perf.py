@@ -51,6 +51,7 @@ class Efficiency:
     attn_memory: float = 0.0  # fraction of HBM bandwidth reading the KV cache in decode (0: as `memory`)
     attn_compute: float = 0.0  # fraction of peak in prefill attention (0: as `compute`)
     moe_memory: float = 0.0  # fraction of HBM bandwidth streaming routed experts (0: as `memory`)
+    moe_seq_reuse: float = 0.0  # share of a sequence's extra tokens in one pass routed to experts it already touches
     low_bit_memory: float = 0.0  # fraction of HBM bandwidth of w4a16 / MXFP4 dequantising kernels (0: `memory`)
     allreduce_bus_fraction: float = 1.0  # achieved bus bandwidth / interconnect bandwidth
     allreduce_latency_per_gpu_s: float = 0.0  # extra latency per GPU beyond 2 in the all-reduce
@@ -61,6 +62,8 @@ class Efficiency:
     frontend_latency_s: float = 0.0  # per request before its first step and after its first token (HTTP, IPC)
     frontend_serial_s: float = 0.0  # per request, one at a time in the API server: a burst queues before the engine
     stream_per_token_s: float = 0.0  # per output token delivered to the client
+    draft_step_tp_s: float = 0.0  # per drafter forward when the drafter is sharded over TP > 1 GPUs
+    spec_step_tp_s: float = 0.0  # per speculative step when the target is sharded over TP > 1 GPUs
 
 
 @dataclass(frozen=True)
@@ -174,6 +177,7 @@ class StepCoefficients:
     sampler_s_per_logit: float = 0.0  # per sampled position: B x vocab fp32 passes
     cpu_per_seq_s: float = 0.0
     api_per_seq_s: float = 0.0
+    expert_seq_reuse: float = 0.0  # Efficiency.moe_seq_reuse
 
 
 def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = True,
@@ -222,7 +226,7 @@ def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = T
         inv_bandwidth_kv=inv_bw(eff.attn_memory),
         inv_flops_attn=1.0 / (peak * (eff.attn_compute or eff.compute)) if peak else 0.0,
         sampler_s_per_logit=sampler, cpu_per_seq_s=eff.cpu_per_seq_s if overhead else 0.0,
-        api_per_seq_s=eff.api_per_seq_s if overhead else 0.0)
+        api_per_seq_s=eff.api_per_seq_s if overhead else 0.0, expert_seq_reuse=eff.moe_seq_reuse)
 
 
 def gemm_time(bytes_: float, flops: float, tokens: float, co: StepCoefficients, inv_bandwidth: float) -> float:
@@ -235,17 +239,24 @@ def gemm_time(bytes_: float, flops: float, tokens: float, co: StepCoefficients, 
 
 
 def step_time(co: StepCoefficients, tokens: float, context_tokens: float, window_tokens: tuple,
-              pairs: float, seqs: float | None = None, logits: float | None = None) -> tuple[float, float, float, bool]:
+              pairs: float, seqs: float | None = None, logits: float | None = None,
+              positions: float | None = None) -> tuple[float, float, float, bool]:
     """(seconds, flops, bytes, compute-bound?) of one forward over `tokens` new tokens.
 
     `context_tokens`: sum of the sequences' context lengths (full-attention layers read all of it);
     `window_tokens`: per window of `co.kv_windows`, the sum of min(context, window); `pairs`: sum of
     new tokens x context over sequences (attention flops); `seqs`: sequences in the step (CPU costs; default
-    `tokens`); `logits`: positions whose logits are computed and sampled (default `seqs`).
+    `tokens`); `logits`: positions whose logits are computed and sampled (default `seqs`); `positions`: distinct
+    sequence positions among the tokens (default `tokens`; fewer in a draft tree, whose siblings share a position).
     """
     seqs = tokens if seqs is None else seqs
     logits = seqs if logits is None else logits
-    touched = distinct_experts(co.num_experts, co.top_k, tokens)
+    # a sequence's own tokens in one pass (verified drafts, tree siblings, a prompt chunk) route alike: only the
+    # first is an independent draw, a share `expert_seq_reuse` of the others lands on experts already touched
+    # siblings of a draft tree are alternatives at one position and route as one token
+    spread = tokens if positions is None else min(tokens, positions)
+    routed = seqs + (spread - seqs) * (1 - co.expert_seq_reuse) if spread > seqs else spread
+    touched = distinct_experts(co.num_experts, co.top_k, routed)
     kv = co.kv_full_bytes_per_token * context_tokens
     for (_, per_token), span in zip(co.kv_windows, window_tokens):
         kv += per_token * span
@@ -336,12 +347,15 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
                      draft_prefills=draft is not None and kind.keeps_kv)
 
 
-def uniform_step(co: StepCoefficients, batch: int, q: int, context: int, sampled: int = 1) -> StepTime:
+def uniform_step(co: StepCoefficients, batch: int, q: int, context: int, sampled: int = 1,
+                 positions: int | None = None) -> StepTime:
     """`batch` sequences scoring `q` tokens each over `context` tokens, `sampled` of them per sequence
-    through the lm_head and the sampler (1 for decode and prefill, q for verification)."""
+    through the lm_head and the sampler (1 for decode and prefill, q for verification); `positions` per sequence
+    the distinct positions among the q (a draft tree's depth + 1; default q)."""
     windows = tuple(batch * min(context, window) for window, _ in co.kv_windows)
     seconds, flops, moved, compute = step_time(co, batch * q, batch * context, windows, batch * q * context,
-                                               seqs=batch, logits=batch * sampled)
+                                               seqs=batch, logits=batch * sampled,
+                                               positions=batch * positions if positions else None)
     return StepTime(time_s=seconds, flops=flops, bytes=moved, bound="compute" if compute else "memory")
 
 
@@ -357,10 +371,30 @@ def decode_step(c: SpecCosts, batch: int, context: int) -> StepTime:
 def spec_step_time(c: SpecCosts, batch: int, context: int) -> float:
     """One speculative step: drafting, one verification pass of verify_width positions, fixed costs."""
     # every verified position goes through the lm_head and the (rejection) sampler: B x (k+1) x vocab
-    verify = uniform_step(_target_co(c), batch, c.verify_width, context, sampled=c.verify_width).time_s
+    # a tree (draft_width > 1) spans draft_steps + 1 positions per sequence, a chain one per verified token
+    depth = c.draft_steps + 1 if c.draft_width > 1 else None
+    verify = uniform_step(_target_co(c), batch, c.verify_width, context, sampled=c.verify_width,
+                          positions=depth).time_s
     if drafter_kind(c.method).cpu_drafted:
         return verify + c.eff.spec_step_overhead_s + c.eff.ngram_per_seq_s * batch
-    return verify + c.eff.spec_step_overhead_s + draft_time(c, batch, context)
+    return verify + c.eff.spec_step_overhead_s + handover_time(c) + draft_time(c, batch, context)
+
+
+def handover_time(c: SpecCosts) -> float:
+    """A model drafter's step hands over between drafter and target three times (draft, verify, draft extend),
+    each behind a host sync (SGLang eagle_worker.py: .item() / .cpu() between the phases); sharded over TP > 1
+    GPUs, every rank's host work runs in lockstep: `spec_step_tp_s` per speculative step."""
+    if c.draft is None or drafter_kind(c.method).cpu_drafted or c.target.tp <= 1:
+        return 0.0
+    return c.eff.spec_step_tp_s
+
+
+def draft_forward_overhead(c: SpecCosts) -> float:
+    """Fixed cost of one drafter forward beyond its roofline: its launches (`draft_step_overhead_s`) and, sharded
+    over TP > 1 GPUs, the sync of its all-reduces and vocab-parallel logits around softmax / top-k
+    (`draft_step_tp_s`)."""
+    sharded = c.draft is not None and c.draft.tp > 1
+    return c.eff.draft_step_overhead_s + (c.eff.draft_step_tp_s if sharded else 0.0)
 
 
 def draft_time(c: SpecCosts, batch: int, context: int) -> float:
@@ -371,7 +405,7 @@ def draft_time(c: SpecCosts, batch: int, context: int) -> float:
     assert c.draft_co is not None  # build_costs sets draft_co whenever it sets draft
     width = c.draft_width
     one = uniform_step(c.draft_co, batch, width, context, sampled=width).time_s
-    return c.draft_steps * (one + c.eff.draft_step_overhead_s) + c.eff.draft_setup_overhead_s
+    return c.draft_steps * (one + draft_forward_overhead(c)) + c.eff.draft_setup_overhead_s
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..core.memory import MemoryAccount
-from ..core.perf import Efficiency, build_costs
+from ..core.perf import Efficiency, build_costs, draft_forward_overhead, handover_time
 from ..core.specs import Deployment, SpeculativeConfig, Workload
 from ..core.speculation import Acceptance, Tree
 from ..core.traffic import decode_context, littles_law_rate
@@ -84,9 +84,9 @@ def engine_config(d: Deployment, mem: MemoryAccount, eff: Efficiency, tree: Tree
         max_num_batched_tokens=s.max_num_batched_tokens, k=k, target=costs.target_co,
         draft=costs.draft_co, draft_steps=costs.draft_steps, draft_width=costs.draft_width,
         draft_prefills=costs.draft_prefills,
-        spec_step_overhead_s=eff.spec_step_overhead_s if k else 0.0,
+        spec_step_overhead_s=eff.spec_step_overhead_s + handover_time(costs) if k else 0.0,
         draft_setup_overhead_s=eff.draft_setup_overhead_s if costs.draft_co is not None else 0.0,
-        draft_step_overhead_s=eff.draft_step_overhead_s, frontend_latency_s=eff.frontend_latency_s,
+        draft_step_overhead_s=draft_forward_overhead(costs), frontend_latency_s=eff.frontend_latency_s,
         frontend_serial_s=eff.frontend_serial_s, prefill_first=s.prefill_first,
         cpu_draft_per_seq_s=eff.ngram_per_seq_s if d.speculative.kind.cpu_drafted else 0.0,
         prefix_hit_rate=prefix_hit_rate, kv_layers=mem.kv_layers)
