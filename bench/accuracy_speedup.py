@@ -123,7 +123,8 @@ def published(print_rows: bool = True) -> dict:
                        else EngineSettings(max_model_len=8192))
         acceptance = Acceptance(mean_accepted_length=row["acceptance"]["mean_length"], measured_at_k=k)
         shape = Tree(topk=topk, num_draft_tokens=int(tree["num_draft_tokens"])) if topk > 1 else Tree()
-        table = speedup_table(d, account(d, resolve_profile()), load_efficiency(d.gpu), acceptance,
+        profile = resolve_profile("sglang" if row["engine"].startswith("SGLang") else "vllm")
+        table = speedup_table(d, account(d, profile), load_efficiency(d.gpu), acceptance,
                               [int(row["batch_size"])], [k], int(row.get("context") or 300), shape)
         predicted, observed = table.rows[0].speedup, float(row["speedup"])
         split = split_of(row["source"])

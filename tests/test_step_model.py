@@ -182,17 +182,18 @@ def test_a_sequences_own_tokens_and_tree_siblings_route_alike_by_hand():
 
 
 def test_tp_handover_and_draft_step_costs_by_hand():
-    # EAGLE-3 (k = 3) at TP 2: the step pays the 3.5 ms handover once and 0.5 ms on each of the 3 drafter
-    # forwards: 3.5 + 3 x 0.5 = 5 ms more than without them; at TP 1 neither; an n-gram step (no drafter model)
-    # pays neither at any TP
+    # EAGLE-3 (k = 3) at TP 2 in an engine that hands over through the host (SGLang): the step pays the 3.5 ms
+    # handover once and 0.5 ms on each of the 3 drafter forwards: 3.5 + 3 x 0.5 = 5 ms more than without them; at
+    # TP 1 neither; an n-gram step (no drafter model) neither at any TP; nor an engine without the handover (vLLM)
     from specsize.catalog.configs import standard_head
     from specsize.core.perf import spec_step_time
 
     target = load_model("meta-llama/Llama-3.1-8B-Instruct")
     costly = replace(IDEAL, spec_step_tp_s=3.5e-3, draft_step_tp_s=5e-4)
-    for method, tp, extra in (("eagle3", 2, 5e-3), ("eagle3", 1, 0.0), ("ngram", 2, 0.0)):
+    for method, tp, handover, extra in (("eagle3", 2, True, 5e-3), ("eagle3", 1, True, 0.0),
+                                        ("ngram", 2, True, 0.0), ("eagle3", 2, False, 0.0)):
         spec = SpeculativeConfig(method, standard_head(target, method, 3) if method != "ngram" else None, 3)
         d = Deployment(target=target, gpu=ROUND_GPU, speculative=spec, tp=tp, engine=EngineSettings(max_model_len=8192))
-        with_costs = spec_step_time(build_costs(d, costly, "bfloat16", None, 2), 4, 500)
-        without = spec_step_time(build_costs(d, IDEAL, "bfloat16", None, 2), 4, 500)
+        with_costs = spec_step_time(build_costs(d, costly, "bfloat16", None, 2, host_handover=handover), 4, 500)
+        without = spec_step_time(build_costs(d, IDEAL, "bfloat16", None, 2, host_handover=handover), 4, 500)
         assert with_costs - without == pytest.approx(extra, abs=1e-12)

@@ -44,6 +44,9 @@ class AccountingProfile:
     # a step runs either new prompts or decodes, prompts first (vLLM V0 without chunked prefill, SGLang without
     # --enable-mixed-chunk); False: V1's mixed steps, running decodes first, then prompt chunks in the budget
     prefill_first: bool = False
+    # a model drafter's speculative step syncs with the host between draft, verify and draft extend, every TP rank
+    # in lockstep (SGLang's EAGLE worker without overlap scheduling): Efficiency.spec_step_tp_s / draft_step_tp_s
+    spec_host_handover: bool = False
     default_block_size: int = 16
     mla_block_size: int = 16
     cpu_block_size: int = 128
@@ -113,6 +116,7 @@ class ResolvedSettings:
     enforce_eager: bool
     num_speculative_tokens: int
     prefill_first: bool = False  # the engine's step policy (AccountingProfile.prefill_first)
+    spec_host_handover: bool = False  # AccountingProfile.spec_host_handover
 
 
 @dataclass(frozen=True)
@@ -236,7 +240,7 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         max_num_seqs=max_num_seqs, max_num_batched_tokens=batched, block_size=block_size, dtype=dtype,
         kv_cache_dtype=kv_dtype, kv_dtype_bytes=kv_bytes, quantization=quant, enforce_eager=e.enforce_eager,
         num_speculative_tokens=d.speculative.num_speculative_tokens if d.speculative.enabled else 0,
-        prefill_first=p.prefill_first,
+        prefill_first=p.prefill_first, spec_host_handover=p.spec_host_handover,
     )
 
 

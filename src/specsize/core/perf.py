@@ -311,10 +311,12 @@ class SpecCosts:
     target_co: StepCoefficients | None = None
     draft_co: StepCoefficients | None = None
     draft_prefills: bool = False  # the drafter runs over the prompt too (it keeps a KV cache of its own)
+    host_handover: bool = False  # the engine syncs with the host between drafter and target (handover_time)
 
 
 def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization | None, kv_dtype_bytes: int,
-                k: int | None = None, tree_topk: int = 1, num_draft_tokens: int | None = None) -> SpecCosts:
+                k: int | None = None, tree_topk: int = 1, num_draft_tokens: int | None = None,
+                host_handover: bool = False) -> SpecCosts:
     sp = d.speculative
     k = sp.num_speculative_tokens if k is None else k
     target = model_cost(d.target, d.tp, dtype, quant, kv_dtype_bytes=kv_dtype_bytes)
@@ -344,7 +346,7 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
                      target_co=coefficients(target, d.gpu, eff, eager=d.engine.enforce_eager),
                      draft_co=coefficients(draft, d.gpu, eff, overhead=False, eager=d.engine.enforce_eager)
                      if draft is not None else None,
-                     draft_prefills=draft is not None and kind.keeps_kv)
+                     draft_prefills=draft is not None and kind.keeps_kv, host_handover=host_handover)
 
 
 def uniform_step(co: StepCoefficients, batch: int, q: int, context: int, sampled: int = 1,
@@ -383,17 +385,18 @@ def spec_step_time(c: SpecCosts, batch: int, context: int) -> float:
 def handover_time(c: SpecCosts) -> float:
     """A model drafter's step hands over between drafter and target three times (draft, verify, draft extend),
     each behind a host sync (SGLang eagle_worker.py: .item() / .cpu() between the phases); sharded over TP > 1
-    GPUs, every rank's host work runs in lockstep: `spec_step_tp_s` per speculative step."""
-    if c.draft is None or drafter_kind(c.method).cpu_drafted or c.target.tp <= 1:
+    GPUs, every rank's host work runs in lockstep: `spec_step_tp_s` per speculative step, in engines whose profile
+    says so (SGLang's EAGLE worker; vLLM V1 proposes inside one model-runner step)."""
+    if not c.host_handover or c.draft is None or drafter_kind(c.method).cpu_drafted or c.target.tp <= 1:
         return 0.0
     return c.eff.spec_step_tp_s
 
 
 def draft_forward_overhead(c: SpecCosts) -> float:
     """Fixed cost of one drafter forward beyond its roofline: its launches (`draft_step_overhead_s`) and, sharded
-    over TP > 1 GPUs, the sync of its all-reduces and vocab-parallel logits around softmax / top-k
-    (`draft_step_tp_s`)."""
-    sharded = c.draft is not None and c.draft.tp > 1
+    over TP > 1 GPUs in a host-handover engine (SGLang), the sync of its all-reduces and vocab-parallel logits
+    around softmax / top-k (`draft_step_tp_s`)."""
+    sharded = c.host_handover and c.draft is not None and c.draft.tp > 1
     return c.eff.draft_step_overhead_s + (c.eff.draft_step_tp_s if sharded else 0.0)
 
 

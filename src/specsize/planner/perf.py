@@ -34,7 +34,8 @@ def costs_for(d: Deployment, mem: MemoryAccount, eff: Efficiency, k: int, tree: 
     if d.speculative.enabled and k != d.speculative.num_speculative_tokens:
         d = replace(d, speculative=replace(d.speculative, num_speculative_tokens=k))
     return build_costs(d, eff, s.dtype, s.quantization, s.kv_dtype_bytes, k=k, tree_topk=tree.topk,
-                       num_draft_tokens=tree.num_draft_tokens if tree.topk > 1 else None)
+                       num_draft_tokens=tree.num_draft_tokens if tree.topk > 1 else None,
+                       host_handover=s.spec_host_handover)
 
 
 @dataclass(frozen=True)

@@ -130,7 +130,8 @@ def _judge(d, mem, w, policy, slo, eff, acceptance, k, replicas, ctx, peak_total
     key = (d.gpu.gpu_id, d.tp, label, k, d.engine.kv_cache_dtype)
     costs = cache.get(key)
     if costs is None:
-        costs = cache[key] = build_costs(d, eff, s.dtype, s.quantization, s.kv_dtype_bytes, k=k)
+        costs = cache[key] = build_costs(d, eff, s.dtype, s.quantization, s.kv_dtype_bytes, k=k,
+                                                 host_handover=s.spec_host_handover)
     batch = max(1, min(verdict.worst_case.concurrency, s.max_num_seqs))
     if d.speculative.enabled and acceptance is not None:
         tpot = spec_step_time(costs, batch, ctx) / tokens_per_pass(acceptance.per_token(k), k)

@@ -77,7 +77,8 @@ def engine_config(d: Deployment, mem: MemoryAccount, eff: Efficiency, tree: Tree
     s = mem.settings
     k = s.num_speculative_tokens if d.speculative.enabled else 0
     costs = build_costs(d, eff, s.dtype, s.quantization, s.kv_dtype_bytes, k=k, tree_topk=tree.topk,
-                        num_draft_tokens=tree.num_draft_tokens if tree.topk > 1 else None)
+                        num_draft_tokens=tree.num_draft_tokens if tree.topk > 1 else None,
+                        host_handover=s.spec_host_handover)
     assert costs.target_co is not None
     return EngineConfig(
         num_blocks=mem.usable_blocks, block_size=s.block_size, max_num_seqs=s.max_num_seqs,

@@ -42,6 +42,9 @@ _BASE = replace(vllm.V1_LATEST, engine="sglang", generation="SGLang",
                 # managers/scheduler.py get_next_batch_to_run ("# Run prefill first if possible"; mixed steps only
                 # with --enable-mixed-chunk, off by default)
                 prefill_first=True, default_block_size=1, mla_block_size=1,
+                # EAGLE worker (spec v1): draft, verify and draft extend each behind a host sync (.item() / .cpu()
+                # in python/sglang/srt/speculative/eagle_worker.py), every TP rank in lockstep
+                spec_host_handover=True,
                 cpu_block_size=1, null_blocks=0, null_block_in_startup_check=False, token_report="blocks",
                 cuda_graph_subtracted=False, refuses_start_below_max_model_len=False,
                 non_torch_bytes=int(0.60 * GiB), sources=_SOURCES)
