@@ -104,6 +104,7 @@ def published(print_rows: bool = True) -> dict:
         print(f"\npublished rows: {HELD_OUT.relative_to(ROOT)} (split: SHA-1 of the source URL, even = fit)")
         print(f"{'row':50} {'split':8} {'B':>3} {'k':>2} {'tree':>7} {'pred':>6} {'obs':>6} {'error':>8}")
     errors: dict = {"fit": [], "held-out": []}
+    wrong = {"fit": 0, "held-out": 0}
     for line in HELD_OUT.read_text().splitlines():
         row = json.loads(line)
         if not row.get("speedup"):
@@ -130,15 +131,15 @@ def published(print_rows: bool = True) -> dict:
         split = split_of(row["source"])
         errors[split].append(predicted / observed - 1)
         side = "" if (predicted >= 1) == (observed >= 1) else "  WRONG SIDE OF 1"
+        wrong[split] += bool(side)
         if print_rows:
             print(f"{row['id'][:50]:50} {split:8} {row['batch_size']:>3} {k:>2} "
                   f"{topk:>3}/{tree.get('num_draft_tokens') or '-':<3} "
                   f"{predicted:6.2f} {observed:6.2f} {errors[split][-1]:+8.1%}{side}")
     for split, errs in errors.items():
         if errs:
-            wrong = sum(1 for e in errs if False)
             print(f"{split}: median |error| {statistics.median(abs(e) for e in errs):.1%} over {len(errs)} rows "
-                  f"(max {max(abs(e) for e in errs):.1%}){'' if not wrong else ''}")
+                  f"(max {max(abs(e) for e in errs):.1%}), on the wrong side of 1: {wrong[split]}")
     return errors
 
 
