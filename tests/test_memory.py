@@ -166,7 +166,15 @@ def test_model_runner_v2_reserves_no_graphs_for_dense_models_in_0_25_to_0_27():
     ("H100-SXM-80GB", "0.11", 1024, 8192),
     ("A100-80GB", "0.11", 256, 2048),
     ("A100-80GB", "0.32", 256, 2048),
-    ("H100-SXM-80GB", "0.8", 256, 2048),
+    # 0.8: H100 and H200 by name (PR #12369: 8192 tokens; PR #16158: 256 sequences "for hardware other than H100/200");
+    # 0.9-0.10: the >= 70 GiB rule without the A100 (PR #17885)
+    ("H100-SXM-80GB", "0.8", 1024, 8192),
+    ("H200-141GB", "0.8", 1024, 8192),
+    ("MI300X-192GB", "0.8", 256, 2048),
+    ("A100-80GB", "0.8", 256, 2048),
+    ("H100-SXM-80GB", "0.10", 1024, 8192),
+    ("MI300X-192GB", "0.10", 1024, 8192),
+    ("A100-80GB", "0.10", 256, 2048),
 ])
 def test_serving_defaults_by_gpu(gpu, version, seqs, tokens):
     from specsize.core.memory import resolve_settings

@@ -40,6 +40,7 @@ class AccountingProfile:
     default_max_num_batched_tokens_large_gpu: int = 2048
     large_gpu_bytes: int = 70 * GiB  # "large" GPUs get the larger defaults
     large_gpu_excluded_names: tuple[str, ...] = ()  # GPUs (a part of their name) kept on the smaller defaults
+    large_gpu_names: tuple[str, ...] = ()  # when set, only these GPUs (a part of their name) get the larger defaults
     batched_tokens_at_least_max_model_len: bool = False  # V0 without chunked prefill
     # a step runs either new prompts or decodes, prompts first (vLLM V0 without chunked prefill, SGLang without
     # --enable-mixed-chunk); False: V1's mixed steps, running decodes first, then prompt chunks in the budget
@@ -217,8 +218,10 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         kv_dtype = canonical_dtype(e.kv_cache_dtype, "kv_cache_dtype")
         kv_bytes = DTYPE_BYTES[kv_dtype]
     max_model_len = e.max_model_len or target.max_position_embeddings
+    gpu_name = f"{d.gpu.gpu_id} {d.gpu.name}".lower()
     large = d.gpu.memory_bytes >= p.large_gpu_bytes and not any(
-        part in f"{d.gpu.gpu_id} {d.gpu.name}".lower() for part in p.large_gpu_excluded_names)
+        part in gpu_name for part in p.large_gpu_excluded_names) and (
+        not p.large_gpu_names or any(part in gpu_name for part in p.large_gpu_names))
     max_num_seqs = e.max_num_seqs or (p.default_max_num_seqs_large_gpu if large else p.default_max_num_seqs)
     if e.max_num_batched_tokens:
         batched = e.max_num_batched_tokens

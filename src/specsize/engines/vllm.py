@@ -7,7 +7,8 @@ bench/accuracy_vllm.py prints the error on every row. Differences between releas
   non-torch memory): eager-style profiling over max_num_batched_tokens =
   max(2048, max_model_len) without chunked prefill, 256 sequences; CUDA graphs captured after the KV cache
   is sized (not subtracted).
-- V1 0.8-0.10: torch.compile'd profiling pass, 2048 batched tokens / 256 sequences by default for serving.
+- V1 0.8-0.10: torch.compile'd profiling pass; serving defaults 8192 batched tokens / 1024 sequences on the H100 and
+  H200 (0.8, by name), on GPUs of 70 GiB and more but the A100 (0.9-0.10), 2048 / 256 elsewhere (see V1_EARLY).
 - V1 0.11-0.20: defaults grow to 8192 / 1024 on GPUs of 70 GiB and more but the A100; CUDA graph memory is estimated
   and printed but not subtracted (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS off; rows r2-llmdplanner-*).
   0.11-0.16 profile the sampler's sort-based top-k/top-p (5.88 more fp32 vocabulary row-sets; V1_011 below).
@@ -127,19 +128,31 @@ V0_EARLY = replace(V0, version="0.6", label="vLLM 0.6.0-0.6.3 (V0 engine; other 
                    other_processes_in_non_torch=True)
 V0 = replace(V0, version="0.6.4", label="vLLM 0.6.4-0.7 (V0 engine)")
 
-V1_EARLY = replace(
-    _V1_COMMON,
-    version="0.8", label="vLLM 0.8-0.10 (V1 engine)",
-    default_max_num_seqs=256, default_max_num_seqs_large_gpu=256,
-    default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=2048,
-    cuda_graph_subtracted=False,
-    kv_groups_by_kind=False,  # 0.8-0.9 had no hybrid KV-cache manager (it came in 0.10)
-)
-
 # The larger defaults skip the A100 (80 GB included): vllm/engine/arg_utils.py, "if device_memory >= 70 * GiB_bytes
 # and "a100" not in device_name" ("NOTE(Kuntai): Setting large `max_num_batched_tokens` for A100 reduces
 # throughput, see PR #17885"), kept in every release since, vllm-project/vllm@99d7eb5d6a51 included.
 _NOT_A100 = ("a100",)
+
+# V1's serving defaults before that rule: vLLM PR #12369 (merged 2025-01-23, "[V1] Increase default batch size for
+# H100/H200": 'if "h100" in device_name or "h200" in device_name', 8192 tokens for the OpenAI server, 2048 for other
+# GPUs) and PR #16158 (merged 2025-04-07, "[V1] Revert the default `max_num_seqs` to V0 values for most hardware":
+# 256 sequences "for hardware other than H100/200", which keep 1024; vLLM's tests/engine/test_arg_utils.py
+# test_defaults_with_usage_context of that time asserts 8192 / 1024 on H100 and H200, 2048 / 256 elsewhere).
+# PR #17073 (merged 2025-04-23) then gave the larger defaults to every GPU of large memory and PR #17885 (merged
+# 2025-05-09) took the A100 back out: the rule of 0.11 and later, taken here as 0.9's (the 0.9.0 release followed
+# on 2025-05-15; not established from a log). Not modelled: 0.8.0-0.8.3 gave 1024 sequences to every GPU (before
+# #16158), and a 0.8.5 build may hold #17073 (the A100 on the larger defaults).
+V1_EARLY = replace(
+    _V1_COMMON,
+    version="0.8", label="vLLM 0.8 (V1 engine)",
+    default_max_num_seqs=256, default_max_num_seqs_large_gpu=1024,
+    default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=8192,
+    large_gpu_names=("h100", "h200"),
+    cuda_graph_subtracted=False,
+    kv_groups_by_kind=False,  # 0.8-0.9 had no hybrid KV-cache manager (it came in 0.10)
+)
+V1_09 = replace(V1_EARLY, version="0.9", label="vLLM 0.9-0.10 (V1 engine)", large_gpu_names=(),
+                large_gpu_excluded_names=_NOT_A100)
 
 V1_019 = replace(
     _V1_COMMON,
@@ -210,6 +223,6 @@ V1_LATEST = replace(
 )
 
 # (first release covered, profile), oldest first
-PROFILES = (((0, 6), V0_EARLY), ((0, 6, 4), V0), ((0, 8), V1_EARLY), ((0, 11), V1_011), ((0, 17), V1_019), ((0, 21), V1_021),
+PROFILES = (((0, 6), V0_EARLY), ((0, 6, 4), V0), ((0, 8), V1_EARLY), ((0, 9), V1_09), ((0, 11), V1_011), ((0, 17), V1_019), ((0, 21), V1_021),
             ((0, 24), V1_024), ((0, 25), V1_025), ((0, 28), V1_028),
             ((0, 32), V1_LATEST))

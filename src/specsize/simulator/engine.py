@@ -49,7 +49,8 @@ class EngineConfig:
     kv_layers: tuple = ()  # the pool's layers (core.kvcache.KVLayer); empty: every layer full attention
     draft_prefills: bool = False  # the drafter also runs over prompt chunks (its own KV cache): in TTFT
     frontend_latency_s: float = 0.0  # per request outside the engine (HTTP, tokenisation, IPC, first chunk)
-    frontend_serial_s: float = 0.0  # per request, one at a time: the API server's serial work (a burst queues there)
+    frontend_serial_s: float = 0.0  # per request, the API server's work taking it in, one core shared by the requests
+    # being taken in (_Front: a burst is taken in together, at the end)
     prefill_first: bool = False  # a step is prompts only or decodes only, prompts first (SGLang, vLLM V0)
 
 
@@ -302,8 +303,8 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
     n = len(req)
     arrival = req.arrival_s
     clients = req.clients
-    sent, arrival, released = _first_sends(cfg, arrival, clients)
-    front_free = float(arrival[released - 1]) if (clients and n and cfg.frontend_serial_s) else 0.0
+    sent, arrival, released, front = _first_sends(cfg, arrival, clients)
+    front_free = 0.0
     b = _book(req)
     time_limit, sample_every = _time_limits(req.arrival_s, max_time_s, sample_interval_s)
     if clients and max_time_s is None:
@@ -322,13 +323,12 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
     next_sample = 0.0
 
     while now <= time_limit:
-        while next_arrival < n and arrival[next_arrival] <= now:
-            waiting.append(next_arrival)
-            next_arrival += 1
+        next_arrival = _ingest(front, arrival, next_arrival, now, waiting)
         if not len(run) and not waiting:
-            if next_arrival >= n or not np.isfinite(arrival[next_arrival]):
+            upcoming = _upcoming(front, arrival, next_arrival)
+            if not np.isfinite(upcoming):
                 break
-            now = float(arrival[next_arrival])
+            now = max(now, upcoming)
             continue
 
         if cfg.prefill_first:  # 2-4 as one choice: a prefill step if any prompt token can run, else decodes
@@ -353,8 +353,9 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
         active = sched > 0
         if not active.any():
             # nothing fits this step (pool full of prefills waiting on blocks): wait for the next arrival
-            if next_arrival < n and np.isfinite(arrival[next_arrival]):
-                now = max(now, float(arrival[next_arrival]))
+            upcoming = _upcoming(front, arrival, next_arrival)
+            if np.isfinite(upcoming):
+                now = max(now, upcoming)
                 continue
             break
 
@@ -388,42 +389,104 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
                    frontend_s=cfg.frontend_latency_s)
 
 
-def _first_sends(cfg: EngineConfig, arrival: np.ndarray, clients: int) -> tuple[np.ndarray, np.ndarray, int]:
-    """(when each client sends its request, when the engine receives it, how many are sent): the API server's
-    serial queue between the two; a closed loop sends its `clients` first requests at t = 0, the rest later."""
+def _first_sends(cfg: EngineConfig, arrival: np.ndarray,
+                 clients: int) -> tuple[np.ndarray, np.ndarray, int, _Front | None]:
+    """(when each client sends its request, when the engine receives it, how many are sent, the API server's intake
+    between the two: it fills the receive times as the run goes); a closed loop sends its `clients` first requests
+    at t = 0, the rest later."""
     n = len(arrival)
     sent, released = arrival, n
     if clients:
         sent = np.full(n, np.inf)
         released = min(clients, n)
         sent[:released] = 0.0
-    received = frontend_queue(sent, cfg.frontend_serial_s) if cfg.frontend_serial_s else sent.copy()
-    return sent, received, released
+    if not cfg.frontend_serial_s:
+        return sent, sent.copy(), released, None
+    received = np.full(n, np.inf)
+    return sent, received, released, _Front(cfg.frontend_serial_s, sent, received)
 
 
 def _send_next(cfg: EngineConfig, sent: np.ndarray, arrival: np.ndarray, released: int, more: int, now: float,
                front_free: float) -> tuple[int, float]:
     """Closed loop: the clients whose answers arrived at `now` send their next requests (after the front-end
-    latency); the API server takes them one at a time. Returns (sent so far, when the API server is next free)."""
+    latency); with intake work the API server (_Front) takes them in. Returns (sent so far, `front_free`)."""
     sent[released:released + more] = now + cfg.frontend_latency_s
-    arrival[released:released + more] = now + cfg.frontend_latency_s
-    if cfg.frontend_serial_s:
-        for i in range(released, released + more):
-            front_free = max(float(sent[i]), front_free) + cfg.frontend_serial_s
-            arrival[i] = front_free
+    if not cfg.frontend_serial_s:
+        arrival[released:released + more] = now + cfg.frontend_latency_s
     return released + more, front_free
 
 
-def frontend_queue(sent: np.ndarray, serial_s: float) -> np.ndarray:
-    """When the engine receives each request when the API server handles requests one at a time, `serial_s` each
-    (parsing, tokenisation, IPC to the engine core), in the order sent (`sent` non-decreasing; inf: not yet sent):
-    t_i = max(sent_i, t_(i-1)) + serial_s = serial_s (i + 1) + max over j <= i of (sent_j - serial_s j)."""
-    if not len(sent):
-        return sent.copy()
-    i = np.arange(len(sent), dtype=float)
-    with np.errstate(invalid="ignore"):
-        t = serial_s * (i + 1) + np.maximum.accumulate(sent - serial_s * i)
-    return np.where(np.isfinite(sent), t, np.inf)
+class _Front:
+    """The API server's intake as one core shared equally by the requests it is taking in (processor sharing: an
+    asyncio loop runs each request's handler in turn), `serial` seconds of work each: a request sent alone is taken
+    in after `serial`, a burst of N sent together all after about N x serial. Fills `arrival` (when the engine
+    receives each request) as simulated time passes (`advance`)."""
+
+    __slots__ = ("serial", "sent", "arrival", "nxt", "levels", "ids", "v", "t")
+
+    def __init__(self, serial: float, sent: np.ndarray, arrival: np.ndarray):
+        self.serial, self.sent, self.arrival = serial, sent, arrival
+        self.nxt = 0
+        self.levels: deque[float] = deque()  # virtual finish times of the requests being taken in, in order sent
+        self.ids: deque[int] = deque()
+        self.v = self.t = 0.0  # virtual time (service each request in the system has had) at time t
+
+    def next_time(self) -> float:
+        """When the next request reaches the engine if no other is sent meanwhile, or the next send if sooner."""
+        m = len(self.levels)
+        dep = self.t + (self.levels[0] - self.v) * m if m else np.inf
+        join = float(self.sent[self.nxt]) if self.nxt < len(self.sent) else np.inf
+        return min(dep, join)
+
+    def advance(self, until: float) -> None:
+        sent, n = self.sent, len(self.sent)
+        while True:
+            m = len(self.levels)
+            join = float(sent[self.nxt]) if self.nxt < n else np.inf
+            dep = self.t + (self.levels[0] - self.v) * m if m else np.inf
+            if min(join, dep) > until or join == dep == np.inf:
+                if m:
+                    self.v += (until - self.t) / m
+                self.t = max(self.t, until)
+                return
+            if dep <= join:
+                self.v = self.levels.popleft()
+                self.t = dep
+                self.arrival[self.ids.popleft()] = dep
+            else:
+                if m:
+                    self.v += (join - self.t) / m
+                self.t = max(self.t, join)
+                self.levels.append(self.v + self.serial)
+                self.ids.append(self.nxt)
+                self.nxt += 1
+
+
+def _ingest(front: _Front | None, arrival: np.ndarray, next_arrival: int, now: float, waiting: deque[int]) -> int:
+    """Step 1: the requests the engine has received by `now` join the waiting queue. Returns the next one to come."""
+    if front is not None:
+        front.advance(now)
+    n = len(arrival)
+    while next_arrival < n and arrival[next_arrival] <= now:
+        waiting.append(next_arrival)
+        next_arrival += 1
+    return next_arrival
+
+
+def _upcoming(front: _Front | None, arrival: np.ndarray, next_arrival: int) -> float:
+    """When the engine may next receive a request: the next known arrival, else the API server's next event (inf:
+    none will come)."""
+    if next_arrival < len(arrival) and np.isfinite(arrival[next_arrival]):
+        return float(arrival[next_arrival])
+    return front.next_time() if front is not None else np.inf
+
+
+def frontend_receive(sent: np.ndarray, serial_s: float) -> np.ndarray:
+    """When the engine receives each request sent at `sent` (non-decreasing; inf: never sent) through the API
+    server's shared intake (_Front)."""
+    received = np.full(len(sent), np.inf)
+    _Front(serial_s, sent, received).advance(np.inf)
+    return received
 
 
 def _arrivals_area(area: float, arrival: np.ndarray, next_arrival: int, now: float) -> float:
