@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from accuracy_vllm import _tokens, _weights_gib, err, predict  # noqa: E402
+from accuracy_vllm import _tokens, _weights_gib, err, predict, summarize  # noqa: E402
 
 from specsize.core.specs import Quantization  # noqa: E402
 from specsize.core.units import GiB  # noqa: E402
@@ -98,16 +97,8 @@ def main() -> int:
         if r["id"] in KNOWN:
             print(f"  note: {KNOWN[r['id']]}")
 
-    def errors(key):
-        return [abs(err(*r[key])) for r in results if r.get(key) and r[key][1] is not None]
-
-    print("\nsummary (|error|)            rows  median     max")
-    for key, label in (("weights", "weights"), ("activation", "activation peak"), ("kv_gib", "KV cache GiB"),
-                       ("tokens", "KV tokens, end to end"), ("tokens_from_kv", "KV tokens, from KV GiB")):
-        e = errors(key)
-        if e:
-            print(f"{label:28} {len(e):5}  {statistics.median(e):6.2%}  {max(e):6.2%}")
-    kv, t = errors("kv_gib"), errors("tokens")
+    errors = summarize(results)
+    kv, t = errors["kv_gib"], errors["tokens"]
     ok = max(kv) <= 0.03 and max(t) <= 0.03
     print(f"\ntarget: KV GiB and KV tokens within 3% on every row: KV GiB max {max(kv):.2%}, tokens max {max(t):.2%} "
           f"-> {'MET' if ok else 'NOT MET'}")

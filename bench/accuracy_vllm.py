@@ -118,6 +118,21 @@ def err(predicted: float, observed: float | None) -> float | None:
     return (predicted - observed) / observed
 
 
+SUMMARY = (("weights", "weights"), ("activation", "activation peak"), ("kv_gib", "KV cache GiB"),
+           ("tokens", "KV tokens, end to end"), ("tokens_from_kv", "KV tokens, from KV GiB"))
+
+
+def summarize(results: list[dict]) -> dict[str, list[float]]:
+    """Print the median / max |error| of every figure over the evaluated rows; return the |errors| by figure."""
+    errors = {key: [abs(err(*r[key])) for r in results if r.get(key) and r[key][1] is not None] for key, _ in SUMMARY}
+    print("\nsummary (|error|)            rows  median     max")
+    for key, label in SUMMARY:
+        if errors[key]:
+            e = errors[key]
+            print(f"{label:28} {len(e):5}  {statistics.median(e):6.2%}  {max(e):6.2%}")
+    return errors
+
+
 def evaluate(row: dict) -> dict:
     """(predicted, observed) pairs of one row: end to end from the GPU's total memory, and tokens from its KV GiB."""
     out = {"id": row["id"], "version": _version(row)}
@@ -172,16 +187,8 @@ def main() -> int:
     for rid, why in skipped:
         print(f"skipped {rid}: {why}")
 
-    def errors(key):
-        return [abs(err(*r[key])) for r in results if r.get(key) and r[key][1] is not None]
-
-    print("\nsummary (|error|)            rows  median     max")
-    for key, label in (("weights", "weights"), ("activation", "activation peak"), ("kv_gib", "KV cache GiB"),
-                       ("tokens", "KV tokens, end to end"), ("tokens_from_kv", "KV tokens, from KV GiB")):
-        e = errors(key)
-        if e:
-            print(f"{label:28} {len(e):5}  {statistics.median(e):6.2%}  {max(e):6.2%}")
-    w, t = errors("weights"), errors("tokens")
+    errors = summarize(results)
+    w, t = errors["weights"], errors["tokens"]
     ok = max(w) <= 0.01 and statistics.median(t) <= 0.03 and max(t) <= 0.10
     print(f"\ntargets: weights <= 1% every row: {max(w):.2%}; KV tokens median <= 3%: {statistics.median(t):.2%}, "
           f"max <= 10%: {max(t):.2%} -> {'MET' if ok else 'NOT MET'}")

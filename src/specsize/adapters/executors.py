@@ -35,6 +35,16 @@ def _ignore_sigint(preload: tuple[str, ...]) -> None:
         importlib.import_module(module)
 
 
+def _top_up(source: Iterator[Any], room: int, submit: Callable[[Any], None]) -> bool:
+    """Submit up to `room` more chunks from `source` (the back-pressure above); True once `source` is exhausted."""
+    for _ in range(max(0, room)):
+        chunk = next(source, None)
+        if chunk is None:
+            return True
+        submit(chunk)
+    return False
+
+
 class LocalPool:
     """`workers` processes on this machine."""
 
@@ -66,13 +76,12 @@ class LocalPool:
         source = iter(chunks)
         pending: dict = {}  # future -> (chunk, attempts)
         exhausted = False
+
+        def submit(chunk: Any) -> None:
+            pending[self._pool.submit(fn, chunk)] = (chunk, 0)
+
         while True:
-            while not exhausted and len(pending) < limit:
-                chunk = next(source, None)
-                if chunk is None:
-                    exhausted = True
-                    break
-                pending[self._pool.submit(fn, chunk)] = (chunk, 0)
+            exhausted = exhausted or _top_up(source, limit - len(pending), submit)
             if not pending:
                 return
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -144,12 +153,7 @@ class RayPool:
         pending: list = []
         exhausted = False
         while True:
-            while not exhausted and len(pending) < limit:
-                chunk = next(source, None)
-                if chunk is None:
-                    exhausted = True
-                    break
-                pending.append(task.remote(chunk))
+            exhausted = exhausted or _top_up(source, limit - len(pending), lambda chunk: pending.append(task.remote(chunk)))
             if not pending:
                 return
             done, pending = ray.wait(pending, num_returns=1)
