@@ -16,7 +16,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from .catalog.configs import DERIVED
 from .core.errors import SpecError
 from .core.specs import ModelSpec
 from .inputs.load import EMBEDDED, load_request
@@ -83,7 +82,7 @@ def _notes(r: Resolved) -> tuple[str, ...]:
 
 def _derived_head_note(r: Resolved) -> tuple[str, ...]:
     draft = r.deployment.speculative.draft
-    if draft is None or not draft.source.startswith(DERIVED):
+    if draft is None or not draft.is_derived:
         return ()
     return (f"no readable head config: priced {draft.source} (catalog.configs.standard_head), in memory and in time; "
             "pass --draft for the real one",)

@@ -466,7 +466,6 @@ def as_eagle_head(m: ModelSpec) -> ModelSpec:
 # (sgl-project/SpecForge configs/llama3-8B-eagle3.json and configs/llama3-70B-eagle3.json, vendored in the
 # catalog as sgl-project/SpecForge-llama3-*-eagle3; yuhuili/EAGLE3-LLaMA3.1-Instruct-8B config.json).
 EAGLE3_DRAFT_VOCAB = 32_000
-DERIVED = DERIVED_SOURCE  # the source prefix of a head built from the target's config
 
 
 def standard_head(target: ModelSpec, method: str, k: int) -> ModelSpec:
@@ -489,7 +488,7 @@ def standard_head(target: ModelSpec, method: str, k: int) -> ModelSpec:
             "num_key_value_heads": kv_heads, "head_dim": head_dim, "vocab_size": target.vocab_size,
             "max_position_embeddings": target.max_position_embeddings, "tie_word_embeddings": False,
             "torch_dtype": target.dtype}
-    label = f"{DERIVED}: the standard {method} head of {target.model_id}"
+    label = f"{DERIVED_SOURCE}: the standard {method} head of {target.model_id}"
     if method == "eagle3":
         cfg = {**base, "architectures": ["LlamaForCausalLMEagle3"], "num_hidden_layers": 1,
                "draft_vocab_size": min(EAGLE3_DRAFT_VOCAB, target.vocab_size)}

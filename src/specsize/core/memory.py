@@ -528,7 +528,8 @@ def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
     else:
         kv_bytes = budget - w_target.total - w_draft - act - non_torch - (graphs if reserved else 0)
     per_token = bytes_per_token(layers)
-    if pool is None and p.kv_groups_by_kind:  # a pool of several attention kinds allocates padded layer slots
+    padded = pool is None and p.kv_groups_by_kind and grouped_layer_slots(layers) != len(layers)
+    if padded:  # a pool of several attention kinds allocates padded layer slots
         per_token = per_token * grouped_layer_slots(layers) // len(layers)
     per_block = pool.block_bytes if pool is not None else s.block_size * per_token
     blocks = max(0, kv_bytes // per_block) if per_block else 0
@@ -574,7 +575,7 @@ def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
         cuda_graph_bytes=graphs, cuda_graph_counted=reserved, kv_cache_bytes=kv_bytes,
         kv_layers=layers, kv_blocks=blocks, kv_cache_tokens=tokens, max_concurrency=concurrency,
         unprofiled_runtime_bytes=unprofiled, startup_problem=problem, null_blocks=p.null_blocks,
-        block_bytes=pool.block_bytes if pool is not None else (per_block if per_token != bytes_per_token(layers) else 0),
+        block_bytes=pool.block_bytes if pool is not None else (per_block if padded else 0),
         state_bytes_per_sequence=pool.state_bytes if pool is not None else 0,
         state_blocks_per_sequence=pool.state_blocks if pool is not None else 0,
         kv_cache_groups=pool.groups if pool is not None else 1,

@@ -61,7 +61,6 @@ class Efficiency:
     eager_layer_s: float = 0.0  # extra launch cost per layer without CUDA graphs (--enforce-eager)
     frontend_latency_s: float = 0.0  # per request before its first step and after its first token (HTTP, IPC)
     frontend_serial_s: float = 0.0  # per request, API-server intake on one shared core: a burst queues before the engine
-    stream_per_token_s: float = 0.0  # per output token delivered to the client
     draft_step_tp_s: float = 0.0  # per drafter forward when the drafter is sharded over TP > 1 GPUs
     spec_step_tp_s: float = 0.0  # per speculative step when the target is sharded over TP > 1 GPUs
 

@@ -14,10 +14,11 @@ from dataclasses import dataclass, replace
 from ..core.envelope import DOES_NOT_FIT, FITS, evaluate
 from ..core.errors import SpecError
 from ..core.memory import AccountingProfile, account
-from ..core.perf import build_costs, decode_step, prefill_share, prefill_time, spec_step_time, tokens_per_pass
+from ..core.perf import decode_step, prefill_share, prefill_time, spec_step_time, tokens_per_pass
 from ..core.specs import Deployment
-from ..core.speculation import Acceptance
+from ..core.speculation import Acceptance, Tree
 from ..core.traffic import decode_context, littles_law_rate, peak_concurrency, replica_share
+from .perf import costs_for
 
 STATUS_ORDER = ("ok", "thin", "misses_tpot", "misses_ttft", "misses_throughput", "does_not_fit")
 
@@ -130,8 +131,7 @@ def _judge(d, mem, w, policy, slo, eff, acceptance, k, replicas, ctx, peak_total
     key = (d.gpu.gpu_id, d.tp, label, k, d.engine.kv_cache_dtype)
     costs = cache.get(key)
     if costs is None:
-        costs = cache[key] = build_costs(d, eff, s.dtype, s.quantization, s.kv_dtype_bytes, k=k,
-                                                 host_handover=s.spec_host_handover)
+        costs = cache[key] = costs_for(d, mem, eff, k, Tree())
     batch = max(1, min(verdict.worst_case.concurrency, s.max_num_seqs))
     if d.speculative.enabled and acceptance is not None:
         tpot = spec_step_time(costs, batch, ctx) / tokens_per_pass(acceptance.per_token(k), k)

@@ -18,13 +18,14 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..core.memory import MemoryAccount
-from ..core.perf import Efficiency, build_costs, draft_forward_overhead, handover_time
+from ..core.perf import Efficiency, draft_forward_overhead, handover_time
 from ..core.specs import Deployment, SpeculativeConfig, Workload
 from ..core.speculation import Acceptance, Tree
 from ..core.traffic import decode_context, littles_law_rate
 from ..simulator.engine import EngineConfig, SimResult, simulate
 from ..simulator.scenario import Scenario
 from ..simulator.workload import AcceptanceSpec, LengthSpec, Requests
+from .perf import costs_for
 
 CACHE_THRASHING, UNFINISHED, QUEUE_GROWTH, INSTABILITY, THIN_HEADROOM = (
     "cache_thrashing", "unfinished", "queue_growth", "scheduling_instability", "thin_headroom")
@@ -76,9 +77,7 @@ def engine_config(d: Deployment, mem: MemoryAccount, eff: Efficiency, tree: Tree
                   prefix_hit_rate: float = 0.0) -> EngineConfig:
     s = mem.settings
     k = s.num_speculative_tokens if d.speculative.enabled else 0
-    costs = build_costs(d, eff, s.dtype, s.quantization, s.kv_dtype_bytes, k=k, tree_topk=tree.topk,
-                        num_draft_tokens=tree.num_draft_tokens if tree.topk > 1 else None,
-                        host_handover=s.spec_host_handover)
+    costs = costs_for(d, mem, eff, k, tree)
     assert costs.target_co is not None
     return EngineConfig(
         num_blocks=mem.usable_blocks, block_size=s.block_size, max_num_seqs=s.max_num_seqs,

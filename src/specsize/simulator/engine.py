@@ -218,6 +218,12 @@ def _admit(cfg: EngineConfig, b: _Book, waiting: deque[int], run: np.ndarray, c:
     return run, c, sched, decoding, free
 
 
+def _pairs(sched: np.ndarray, context: np.ndarray) -> float:
+    """Attention pairs of a step: each new token attends to the context before the step and, causally, to the new
+    tokens before it (a prompt chunk's own triangle: s (s + 1) / 2)."""
+    return float((sched * (context + (sched + 1) / 2)).sum())
+
+
 def _step_seconds(cfg: EngineConfig, windows: tuple, draft_windows: tuple, c: np.ndarray, sched: np.ndarray,
                   active: np.ndarray, decoding: np.ndarray) -> tuple[float, np.ndarray, int]:
     """Step 5: the performance model's time for this exact composition. Returns (seconds, decoding mask of the
@@ -226,9 +232,7 @@ def _step_seconds(cfg: EngineConfig, windows: tuple, draft_windows: tuple, c: np
     tokens = int(sched.sum())
     ctx_total = float(c[active].sum())
     span = tuple(float(np.minimum(c[active], w).sum()) for w in windows)
-    # attention pairs: each new token attends to the context before the step and, causally, to the new tokens
-    # before it (a prompt chunk's own triangle: s (s + 1) / 2)
-    pairs = float((sched * (c + (sched + 1) / 2)).sum())
+    pairs = _pairs(sched, c)
     dec = decoding & active
     n_dec = int(dec.sum())
     n_active = int(active.sum())
@@ -241,7 +245,7 @@ def _step_seconds(cfg: EngineConfig, windows: tuple, draft_windows: tuple, c: np
             pre = active & ~decoding
             pspan = tuple(float(np.minimum(c[pre], w).sum()) for w in draft_windows)
             seconds += step_time(cfg.draft, prefill_tokens, float(c[pre].sum()), pspan,
-                                 float((sched[pre] * (c[pre] + (sched[pre] + 1) / 2)).sum()), seqs=0, logits=0)[0]
+                                 _pairs(sched[pre], c[pre]), seqs=0, logits=0)[0]
     if k and n_dec:
         if cfg.draft is not None and cfg.draft_steps:
             dctx = c[dec]
@@ -304,7 +308,6 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
     arrival = req.arrival_s
     clients = req.clients
     sent, arrival, released, front = _first_sends(cfg, arrival, clients)
-    front_free = 0.0
     b = _book(req)
     time_limit, sample_every = _time_limits(req.arrival_s, max_time_s, sample_interval_s)
     if clients and max_time_s is None:
@@ -374,7 +377,7 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
         run, freed, done = _retire(b, run, now)
         free += freed
         if clients and done and released < n:  # the clients whose answers arrived send their next requests
-            released, front_free = _send_next(cfg, sent, arrival, released, min(done, n - released), now, front_free)
+            released = _send_next(cfg, sent, arrival, released, min(done, n - released), now)
         if now >= next_sample:
             _sample(series, now, len(run), len(waiting), 1 - free / cfg.num_blocks, preemptions)
             next_sample = now + sample_every
@@ -406,14 +409,13 @@ def _first_sends(cfg: EngineConfig, arrival: np.ndarray,
     return sent, received, released, _Front(cfg.frontend_serial_s, sent, received)
 
 
-def _send_next(cfg: EngineConfig, sent: np.ndarray, arrival: np.ndarray, released: int, more: int, now: float,
-               front_free: float) -> tuple[int, float]:
+def _send_next(cfg: EngineConfig, sent: np.ndarray, arrival: np.ndarray, released: int, more: int, now: float) -> int:
     """Closed loop: the clients whose answers arrived at `now` send their next requests (after the front-end
-    latency); with intake work the API server (_Front) takes them in. Returns (sent so far, `front_free`)."""
+    latency); with intake work the API server (_Front) takes them in. Returns how many are sent so far."""
     sent[released:released + more] = now + cfg.frontend_latency_s
     if not cfg.frontend_serial_s:
         arrival[released:released + more] = now + cfg.frontend_latency_s
-    return released + more, front_free
+    return released + more
 
 
 class _Front:
