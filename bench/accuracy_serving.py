@@ -34,6 +34,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "bench" / "data" / "serving_runs.jsonl"
 
+
+def load_rows(path: str | Path | None = None) -> list[dict]:
+    """The published runs: one file, or by default every bench/data/serving_runs*.jsonl (the first gathering and
+    the later ones, each file with its own sources)."""
+    files = [Path(path)] if path else sorted(DATA.parent.glob("serving_runs*.jsonl"))
+    return [json.loads(line) for f in files for line in f.read_text().splitlines() if line.strip()]
+
 GPUS = {"H100": "H100-SXM-80GB", "H100 80GB": "H100-SXM-80GB", "H200": "H200-141GB", "A100": "A100-80GB",
         "B200": "B200-180GB", "MI300X": "MI300X-192GB", "MI325X": "MI325X-256GB", "MI355X": "MI355X-288GB"}
 MODELS = {  # published id -> (catalog id, quantization override)
@@ -289,12 +296,12 @@ def ratio_series(rows: list[dict]) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--data", default=str(DATA))
+    ap.add_argument("--data", default=None, help="one runs file (default: every bench/data/serving_runs*.jsonl)")
     ap.add_argument("--only", choices=("fit", "heldout"))
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--limit", type=int, default=0)
     args = ap.parse_args()
-    rows = [json.loads(line) for line in Path(args.data).read_text().splitlines() if line.strip()]
+    rows = load_rows(args.data)
     errs: dict[tuple[str, str], list[float]] = {}
     skipped: dict[str, int] = {}
     print(f"{'run':46} {'slice':7} {'metric':10} {'measured':>10} {'predicted':>10} {'error':>7}")

@@ -73,7 +73,7 @@ def main() -> int:
     for arg in sys.argv[1:]:
         key, values = arg.split("=")
         grid[key] = [float(v) for v in values.split(",")]
-    rows = [json.loads(line) for line in A.DATA.read_text().splitlines() if line.strip()]
+    rows = A.load_rows()
     best = {k: v[0] for k, v in grid.items()}
     best_score, stats = evaluate(best, rows)
     print(f"start {best} objective {best_score:.4f} {stats}", flush=True)
