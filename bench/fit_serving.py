@@ -14,7 +14,6 @@ Run: .venv/bin/python bench/fit_serving.py frontend_serial_s=0,0.002,0.005,0.01 
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 import sys
