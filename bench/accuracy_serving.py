@@ -42,7 +42,8 @@ def load_rows(path: str | Path | None = None) -> list[dict]:
     return [json.loads(line) for f in files for line in f.read_text().splitlines() if line.strip()]
 
 GPUS = {"H100": "H100-SXM-80GB", "H100 80GB": "H100-SXM-80GB", "H200": "H200-141GB", "A100": "A100-80GB",
-        "B200": "B200-180GB", "MI300X": "MI300X-192GB", "MI325X": "MI325X-256GB", "MI355X": "MI355X-288GB"}
+        "B200": "B200-180GB", "MI300X": "MI300X-192GB", "MI325X": "MI325X-256GB", "MI355X": "MI355X-288GB",
+        "L4": "L4-24GB"}
 MODELS = {  # published id -> (catalog id, quantization override)
     "Qwen/Qwen3-8B": ("Qwen/Qwen3-8B", None), "Qwen/Qwen3-8B-FP8": ("Qwen/Qwen3-8B", "fp8"),
     "Qwen/Qwen3-14B": ("Qwen/Qwen3-14B", None), "Qwen/Qwen3-14B-FP8": ("Qwen/Qwen3-14B", "fp8"),
@@ -60,6 +61,8 @@ MODELS = {  # published id -> (catalog id, quantization override)
     "meta-llama/Llama-3.1-405B-Instruct-FP8": ("meta-llama/Meta-Llama-3.1-405B", "fp8"),
     "amd/Llama-3.1-405B-Instruct-FP8-KV": ("meta-llama/Meta-Llama-3.1-405B", "fp8"),
     "Qwen/Qwen3-30B-A3B": ("Qwen/Qwen3-30B-A3B", None),
+    "Qwen/Qwen2.5-0.5B-Instruct": ("Qwen/Qwen2.5-0.5B-Instruct", None),
+    "Qwen/Qwen2.5-32B": ("Qwen/Qwen2.5-32B-Instruct", None),  # the base checkpoint: same architecture
 }
 ENGINES = ("vLLM", "SGLang")
 
