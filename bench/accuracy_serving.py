@@ -53,6 +53,10 @@ MODELS = {  # published id -> (catalog id, quantization override)
     "meta-llama/Llama-3.1-405B-Instruct-FP8": ("meta-llama/Meta-Llama-3.1-405B", "fp8"),
     "amd/Llama-3.1-405B-Instruct-FP8-KV": ("meta-llama/Meta-Llama-3.1-405B", "fp8"),
     "Qwen/Qwen3-30B-A3B": ("Qwen/Qwen3-30B-A3B", None),
+    "Qwen/Qwen2.5-7B-Instruct": ("Qwen/Qwen2.5-7B-Instruct", None),
+    "Qwen/Qwen2.5-14B-Instruct": ("Qwen/Qwen2.5-14B-Instruct", None),
+    "Qwen/Qwen2.5-32B-Instruct": ("Qwen/Qwen2.5-32B-Instruct", None),
+    "Qwen/Qwen2.5-72B-Instruct": ("Qwen/Qwen2.5-72B-Instruct", None),
 }
 ENGINES = ("vLLM", "SGLang")
 
