@@ -63,6 +63,10 @@ MODELS = {  # published id -> (catalog id, quantization override)
     "Qwen/Qwen3-30B-A3B": ("Qwen/Qwen3-30B-A3B", None),
     "Qwen/Qwen2.5-0.5B-Instruct": ("Qwen/Qwen2.5-0.5B-Instruct", None),
     "Qwen/Qwen2.5-32B": ("Qwen/Qwen2.5-32B-Instruct", None),  # the base checkpoint: same architecture
+    "Qwen/Qwen2.5-7B-Instruct": ("Qwen/Qwen2.5-7B-Instruct", None),
+    "Qwen/Qwen2.5-14B-Instruct": ("Qwen/Qwen2.5-14B-Instruct", None),
+    "Qwen/Qwen2.5-32B-Instruct": ("Qwen/Qwen2.5-32B-Instruct", None),
+    "Qwen/Qwen2.5-72B-Instruct": ("Qwen/Qwen2.5-72B-Instruct", None),
 }
 ENGINES = ("vLLM", "SGLang")
 
