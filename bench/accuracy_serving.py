@@ -171,14 +171,7 @@ def case(row: dict) -> tuple[dict | None, str]:
     tp = int(row.get("tp") or 1)
     if tp > 8:  # 2 x 8 GPUs: the all-reduce crosses nodes (InfiniBand / Ethernet), which the model does not price
         return None, "tensor parallel across nodes (TP > 8): inter-node all-reduce not modelled"
-    over = dict(target=target, gpu=gpu, tp=tp, no_compare=True, seed=0)
-    version = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", str(row.get("engine_version") or ""))
-    if row["engine"].startswith("vLLM") and version:  # the engine release's defaults (max_num_seqs, budget)
-        over["engine_version"] = f"{version.group(1)}.{version.group(2)}"
-    if row["engine"].startswith("SGLang"):  # SGLang's own pool, max_running_requests and chunked-prefill size
-        over["engine"] = "sglang"
-        if version:
-            over["engine_version"] = ".".join(g for g in version.groups() if g is not None)
+    over = dict(target=target, gpu=gpu, tp=tp, no_compare=True, seed=0, **_engine(row))
     over.update(_lengths(row, prompt, output))
     if quant:
         over["quantization"] = quant
@@ -186,6 +179,22 @@ def case(row: dict) -> tuple[dict | None, str]:
     if load is None:
         return None, "no rate, no concurrency, no request count"
     return {**over, **load}, ""
+
+
+def _engine(row: dict) -> dict:
+    """The engine, its release (whose defaults - max_num_seqs, the token budget - the simulation takes) and whether
+    it runs offline (LLM.generate / benchmark_throughput.py: no API server in front)."""
+    over: dict = {}
+    version = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", str(row.get("engine_version") or ""))
+    if row["engine"].startswith("vLLM") and version:
+        over["engine_version"] = f"{version.group(1)}.{version.group(2)}"
+    if row["engine"].startswith("SGLang"):  # SGLang's own pool, max_running_requests and chunked-prefill size
+        over["engine"] = "sglang"
+        if version:
+            over["engine_version"] = ".".join(g for g in version.groups() if g is not None)
+    if "offline" in row["engine"].lower() or str(row.get("request_rate")).lower() == "offline":
+        over["offline"] = True
+    return over
 
 
 def _lengths(row: dict, prompt: float, output: float) -> dict:
@@ -214,11 +223,38 @@ def _load(row: dict) -> dict | None:
     return {"rate": float(rate), "duration": 120.0 if not n else n / float(rate)}
 
 
+def selected(row: dict, part: str, args) -> bool:
+    return (not args.only or part == args.only) and (not args.match or bool(re.search(args.match, describe(row))))
+
+
+REGIMES = ("offline", "concurrency", "poisson", "burst")
+
+
+def regime(row: dict) -> str:
+    """offline (LLM.generate), concurrency (closed loop), poisson (a rate) or burst (every request at t = 0)."""
+    return "offline" if _engine(row).get("offline") else describe(row).rsplit(" ", 1)[1]
+
+
+def describe(row: dict) -> str:
+    """engine, release (V0 / V1 for vLLM), GPU and load kind of a run, for --match and the fits' subsets."""
+    version = re.search(r"(\d+)\.(\d+)", str(row.get("engine_version") or ""))
+    generation = ""
+    if row["engine"].startswith("vLLM"):
+        generation = "V?" if not version else ("V0" if (int(version.group(1)), int(version.group(2))) < (0, 8) else "V1")
+    rate, conc = row.get("request_rate"), row.get("max_concurrency")
+    kind = "concurrency" if conc else ("burst" if rate in ("inf", "offline", None) or str(rate).startswith("inf")
+                                       else "poisson")
+    return f"{row['engine']} {row.get('engine_version')} {generation} {row['gpu']} {kind}"
+
+
 def measured(row: dict) -> dict:
     m = row["measured"]
     out = {}
     if m.get("output_throughput_tok_s"):
         out["throughput"] = ("mean", m["output_throughput_tok_s"])
+    elif m.get("request_throughput") and "fixed" in str(row.get("dataset") or "") and number(row["output_len"]):
+        # every request generates exactly output_len tokens: output tok/s = requests/s x output_len
+        out["throughput"] = ("mean", m["request_throughput"] * number(row["output_len"]))
     for name in ("ttft", "tpot"):
         if m.get(f"{name}_median_ms") is not None:
             out[name] = ("p50", m[f"{name}_median_ms"] / 1e3)
@@ -301,12 +337,27 @@ def ratio_series(rows: list[dict]) -> None:
           f"{stop_measured} QPS, predicted at {stop_predicted} QPS")
 
 
+def report(errs: dict) -> None:
+    """The summary lines: per slice and metric, then per slice, regime and metric."""
+    print()
+    for part in ("fit", "heldout"):
+        for metric in ("throughput", "ttft", "tpot"):
+            print(f"{part:8} {metric:10} {summary(errs.get((part, metric), []))}")
+    print("\nby regime (the API server's bursts apart from the server runs at a rate, a concurrency, or offline):")
+    for part in ("fit", "heldout"):
+        for kind in REGIMES:
+            for metric in ("throughput", "ttft", "tpot"):
+                if errs.get((f"{part} {kind}", metric)):
+                    print(f"{part:8} {kind:12} {metric:10} {summary(errs[(f'{part} {kind}', metric)])}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default=None, help="one runs file (default: every bench/data/serving_runs*.jsonl)")
     ap.add_argument("--only", choices=("fit", "heldout"))
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--match", default="", help="only runs whose engine, release, GPU and load match this regex")
     args = ap.parse_args()
     rows = load_rows(args.data)
     errs: dict[tuple[str, str], list[float]] = {}
@@ -320,7 +371,7 @@ def main() -> int:
             skipped[why] = skipped.get(why, 0) + 1
             continue
         part = "heldout" if held_out(row) else "fit"
-        if args.only and part != args.only:
+        if not selected(row, part, args):
             continue
         meas = measured(row)
         try:
@@ -338,15 +389,13 @@ def main() -> int:
                 continue
             e = p / value - 1
             errs.setdefault((part, metric), []).append(e)
+            errs.setdefault((f"{part} {regime(row)}", metric), []).append(e)
             unit, scale = ("tok/s", 1) if metric == "throughput" else ("ms", 1e3)
             print(f"{row['id'][:46]:46} {part:7} {metric + ' ' + stat:10} {value * scale:10.1f} {p * scale:10.1f} "
                   f"{e:+7.1%}")
         if args.limit and done >= args.limit:
             break
-    print()
-    for part in ("fit", "heldout"):
-        for metric in ("throughput", "ttft", "tpot"):
-            print(f"{part:8} {metric:10} {summary(errs.get((part, metric), []))}")
+    report(errs)
     if args.verbose:
         print("\nskipped:")
         for why, count in sorted(skipped.items(), key=lambda kv: -kv[1]):

@@ -26,7 +26,8 @@ sys.path.insert(0, str(ROOT / "src"))
 DATA = ROOT / "bench" / "data" / "kernel_steps.jsonl"
 HELD_OUT = ("Qwen/Qwen3-32B", "openai/gpt-oss-120b")
 TERMS = ("memory", "compute", "gemm_half_tokens", "gemm_fixed_s", "attn_memory", "attn_compute", "moe_memory",
-         "low_bit_memory", "allreduce_latency_s", "allreduce_bus_fraction")
+         "moe_fp8_memory", "moe_low_bit_memory", "moe_layer_fixed_s", "low_bit_memory", "allreduce_latency_s",
+         "allreduce_bus_fraction")
 
 
 def load_points() -> list[dict]:
@@ -112,8 +113,7 @@ def fit(points: list[dict], effs: dict) -> dict:
                 current = getattr(eff, term)
                 for factor in (0.5, 0.7, 0.85, 0.93, 1.07, 1.18, 1.4, 2.0):
                     value = current * factor if current else (1e-6 if term.endswith("_s") else 0.5) * factor
-                    if term in ("memory", "compute", "attn_memory", "attn_compute", "moe_memory", "low_bit_memory",
-                                "allreduce_bus_fraction") and value > 0.98:
+                    if not term.endswith("_s") and term != "gemm_half_tokens" and value > 0.98:
                         continue
                     trial = dataclasses.replace(eff, **{term: value})
                     s = score(trial)

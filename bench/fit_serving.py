@@ -8,13 +8,16 @@ a small grid per term, in the order given.
 
 Run: .venv/bin/python bench/fit_serving.py frontend_serial_s=0,0.002,0.005,0.01 [compute*=1,0.8 ...]
      (`key=v`: v for every family; `key*=f`: each family's own value times f; `frontend_split=v`: v of the
-     30 ms low-load front-end latency is serial API-server work (frontend_serial_s), the rest fixed latency)
+     30 ms low-load front-end latency is serial API-server work (frontend_serial_s), the rest fixed latency;
+     `family.term=v`: one family only, e.g. cdna3.compute*=0.5;
+     `match=REGEX`: only the fit runs whose engine, release (V0 / V1), GPU and load kind match)
      (the first value of each term is its starting point; prints the objective of every point tried)
 """
 
 from __future__ import annotations
 
 import math
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -26,6 +29,7 @@ import accuracy_serving as A  # noqa: E402
 from specsize.catalog import gpus  # noqa: E402
 
 
+MATCH = ""  # `match=REGEX` on the command line: fit on the runs whose engine / release / GPU / load match
 FRONTEND_TOTAL_S = 0.03  # TTFT beyond prefill at 1-8 concurrent requests (efficiency.json: frontend_latency_s)
 
 
@@ -36,6 +40,10 @@ def evaluate(settings: dict[str, float], rows: list[dict]) -> tuple[float, dict[
     for fam, row in base.items():  # `key`: the same value for every family; `key*`: each family's value scaled
         row = dict(row)
         for key, value in settings.items():
+            if "." in key:  # `family.term=v` / `family.term*=f`: one family's term only
+                only, key = key.split(".", 1)
+                if fam != only:
+                    continue
             if key == "frontend_split":  # v of the 30 ms low-load front-end latency is serial work, the rest not
                 row["frontend_serial_s"], row["frontend_latency_s"] = value, max(0.0, FRONTEND_TOTAL_S - value)
             elif key.endswith("*"):
@@ -49,7 +57,7 @@ def evaluate(settings: dict[str, float], rows: list[dict]) -> tuple[float, dict[
         logs: dict[str, list[float]] = {"throughput": [], "ttft": [], "tpot": []}
         for row in rows:
             over, _ = A.case(row)
-            if over is None or A.held_out(row):
+            if over is None or A.held_out(row) or (MATCH and not re.search(MATCH, A.describe(row))):
                 continue
             try:
                 pred = A.predict(over)
@@ -69,8 +77,12 @@ def evaluate(settings: dict[str, float], rows: list[dict]) -> tuple[float, dict[
 
 def main() -> int:
     grid = {}
+    global MATCH
     for arg in sys.argv[1:]:
-        key, values = arg.split("=")
+        key, values = arg.split("=", 1)
+        if key == "match":
+            MATCH = values
+            continue
         grid[key] = [float(v) for v in values.split(",")]
     rows = A.load_rows()
     best = {k: v[0] for k, v in grid.items()}

@@ -190,3 +190,24 @@ def test_prefill_first_steps_by_hand():
     # V1's mixed steps instead run request 0's first decode beside request 1's prompt in step 2: a step sooner
     mixed = simulate(config(batched=1000), closed_batch(2, 1000, 3), seed=0)
     assert mixed.e2e_s[0] < r.e2e_s[0]
+
+
+def test_offline_has_no_api_server_in_front():
+    # one request alone (a closed loop of one client): online, its TTFT carries the catalog's front-end latency
+    # and its own intake on the idle API server (frontend_latency_s + frontend_serial_s, 25 + 5 ms on an H100, as
+    # the engine release scales its API server's work: api_cost_scale of the default, newest vLLM profile);
+    # offline (LLM.generate) neither. The engine's work is the same, so the difference is exactly their sum.
+    import specsize
+    from specsize.catalog import load_gpu
+    from specsize.catalog.gpus import load_efficiency
+    from specsize.engines.registry import resolve_profile
+
+    eff = load_efficiency(load_gpu("H100-SXM-80GB"))
+    scale = resolve_profile("vllm").api_cost_scale
+    common = dict(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", client_concurrency=1,
+                  num_requests=1, prompt_tokens_median=512, output_tokens_median=64, no_compare=True, seed=0)
+    online = specsize.simulate(specsize.load_request(**common)).spec
+    offline = specsize.simulate(specsize.load_request(offline=True, **common)).spec
+    assert online.ttft_s.mean - offline.ttft_s.mean == pytest.approx(
+        (eff.frontend_latency_s + eff.frontend_serial_s) * scale, rel=1e-6)
+    assert offline.tpot_s.mean == pytest.approx(online.tpot_s.mean, rel=1e-9)

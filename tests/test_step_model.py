@@ -197,3 +197,77 @@ def test_tp_handover_and_draft_step_costs_by_hand():
         with_costs = spec_step_time(build_costs(d, costly, "bfloat16", None, 2, host_handover=handover), 4, 500)
         without = spec_step_time(build_costs(d, IDEAL, "bfloat16", None, 2, host_handover=handover), 4, 500)
         assert with_costs - without == pytest.approx(extra, abs=1e-12)
+
+
+def test_mxfp4_expert_padding_is_read_with_the_expert_not_every_step_by_hand():
+    # gpt-oss-120b at TP 1: 36 MoE layers of 128 experts, hidden 2880, expert intermediate 2880, mxfp4 experts
+    # padded by vLLM to hidden 3072 (a multiple of 256) and intermediate 2944 (a multiple of 128). One expert:
+    # gate/up 2 x 2944 x 3072 and down 3072 x 2944 values at 4.25 bits (4-bit values + one e8m0 scale per 32),
+    # plus bf16 biases 2 x 2944 + 3072: (3 x 2944 x 3072) x 17 / 32 + (5888 + 3072) x 2 = 14,431,488 + 17,920
+    expert = 3 * 2944 * 3072 * 17 // 32 + (2 * 2944 + 3072) * 2
+    c = model_cost(load_model("openai/gpt-oss-120b"), 1, "bfloat16", None)
+    assert c.expert_bytes == expert
+    # what every step reads whatever the routing: the bf16 attention (q 2880->4096, k and v 2880->512, o
+    # 4096->2880, with biases, and 64 sinks), the lm_head (201,088 x 2880), norms and routers - about 3.1 GB, not
+    # the 5.5 GB of padding on top (36 x 128 x padded-minus-unpadded experts) it used to carry
+    attention = 36 * ((2880 * 4096 + 4096) + 2 * (2880 * 512 + 512) + (4096 * 2880 + 2880) + 64) * 2
+    lm_head = 201_088 * 2880 * 2
+    assert c.dense_bytes == pytest.approx(attention + lm_head, rel=0.02)
+
+
+def test_catalog_step_times_reproduce_the_measured_kernel_sums():
+    # bench/data/kernel_steps.jsonl: decode steps summed from per-operation times measured with vLLM's kernels
+    # (aiconfigurator-core 0.12.0's tables, tools/distill_kernel_steps.py). The catalog's Hopper terms were fitted
+    # on them (bench/fit_kernels.py); a point of a held-out model, Qwen3-32B at TP 1 on an H100, batch 64 over
+    # 2,048 tokens, measured 38.6 ms of kernels, lands within 15% and the whole held-out H100 decode grid within
+    # 20% at its median
+    import json
+    import math
+    import statistics
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "data" / "kernel_steps.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    gpu = load_gpu("H100-SXM-80GB")
+    eff = replace(load_efficiency(gpu), sampler_passes=0.0)
+    cost = model_cost(load_model("Qwen/Qwen3-32B"), 1, "bfloat16", None)
+    co = coefficients(cost, gpu, eff, overhead=False)
+    points = [r for r in rows if r["model"] == "Qwen/Qwen3-32B" and r["quantization"] is None and r["tp"] == 1
+              and r["gpu"] == "H100-SXM-80GB" and r["kind"] == "decode"]
+    assert points
+    errors = []
+    from specsize.core.perf import uniform_step
+    for r in points:
+        predicted = uniform_step(co, r["batch"], 1, r["context"]).time_s
+        errors.append(abs(math.log(predicted / (r["ms"] / 1e3))))
+        if (r["batch"], r["context"]) == (64, 2048):
+            assert r["ms"] == pytest.approx(38.6, abs=0.5)
+            assert predicted == pytest.approx(r["ms"] / 1e3, rel=0.15)
+    assert statistics.median(errors) < math.log(1.2)
+
+
+def test_engine_release_scales_its_own_host_and_api_server_costs():
+    # the catalog's host and API-server terms are vLLM 0.10-0.11's; a release profile scales them: 0.22 (InferenceX's
+    # gpt-oss-120b server streams 512 requests at a 22.5 ms TPOT) takes api_cost_scale of the API server's
+    # per-token floor and front-end terms, 0.11 takes the catalog's own. The GPU terms are the same.
+    from specsize.core.memory import account
+    from specsize.engines.registry import resolve_profile
+    from specsize.planner.perf import costs_for
+    from specsize.core.speculation import Tree
+
+    gpu = load_gpu("H100-SXM-80GB")
+    eff = load_efficiency(gpu)
+    d = Deployment(target=load_model("meta-llama/Llama-3.1-8B-Instruct"), gpu=gpu, speculative=SpeculativeConfig(),
+                   tp=1, engine=EngineSettings(max_model_len=8192))
+    old, new = resolve_profile("vllm", "0.11"), resolve_profile("vllm", "0.22")
+    assert old.api_cost_scale == 1.0 and 0 < new.api_cost_scale < 1
+    c_old = costs_for(d, account(d, old), eff, 0, Tree())
+    c_new = costs_for(d, account(d, new), eff, 0, Tree())
+    assert c_old.target_co.api_per_seq_s == eff.api_per_seq_s
+    assert c_new.target_co.api_per_seq_s == pytest.approx(eff.api_per_seq_s * new.api_cost_scale)
+    assert c_new.eff.frontend_latency_s == pytest.approx(eff.frontend_latency_s * new.api_cost_scale)
+    assert c_new.target_co.inv_bandwidth == c_old.target_co.inv_bandwidth
+    # at 512 sequences the floor binds on 0.11 (512 x the per-token cost) and not on 0.22's lighter front end
+    from specsize.core.perf import uniform_step
+    assert uniform_step(c_old.target_co, 512, 1, 500).time_s == pytest.approx(512 * eff.api_per_seq_s)
+    assert uniform_step(c_new.target_co, 512, 1, 500).time_s < 512 * eff.api_per_seq_s

@@ -182,7 +182,7 @@ def simulate(request: Request | None = None, progress: Callable[[int, int], None
         burst_duration_s=q.burst_duration, on_off=_on_off(q.on_off), ramp_to_req_s=q.ramp_to,
         prefix_hit_rate=q.prefix_hit_rate, compare=not q.no_compare, ttft_slo_s=r.ttft_slo_s,
         lengths_source=_lengths_source(q), trace=_trace(q.trace), lengths=_trace(q.lengths_file, lengths_only=True),
-        client_concurrency=q.client_concurrency, num_requests=q.num_requests)
+        client_concurrency=q.client_concurrency, num_requests=q.num_requests, offline=q.offline)
     return run_simulation(r.deployment, r.workload, r.profile, r.efficiency, r.acceptance, r.tpot_slo_s, r.tree,
                           settings, q.headroom, progress)
 

@@ -5,7 +5,8 @@ TP group, is the sum of its operations, each at its own roofline (docs/performan
 
     GEMMs      max(weight bytes / (bandwidth x eff_memory), flops / (peak x eff_compute(T))) + fixed per kernel,
                eff_compute(T) = eff_compute x T / (T + gemm_half_tokens): tile and wave losses at few tokens
-    fused MoE  the experts the step's tokens touch, at eff_compute(tokens per touched expert)
+    fused MoE  the experts the step's tokens touch, at eff_compute(tokens per touched expert) and the bandwidth
+               of the experts' dtype (bf16, fp8, 4-bit), plus a fixed cost per MoE layer (routing, alignment)
     attention  max(KV bytes / (bandwidth x attn_memory), attention flops / (peak x attn_compute))
     all-reduce 2 per layer (TP > 1): latency + 2 (TP-1)/TP x message bytes / bus bandwidth
     sampler    the logits of the sampled positions (B x vocab x fp32) read and written `sampler_passes` times
@@ -23,7 +24,7 @@ the drafter's k steps and a fixed per-step cost (rejection sampling, bookkeeping
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .kvcache import model_kv_layers
 from .specs import DTYPE_BYTES, Deployment, GpuSpec, ModelSpec, Quantization
@@ -53,6 +54,9 @@ class Efficiency:
     moe_memory: float = 0.0  # fraction of HBM bandwidth streaming routed experts (0: as `memory`)
     moe_seq_reuse: float = 0.0  # share of a sequence's extra tokens in one pass routed to experts it already touches
     low_bit_memory: float = 0.0  # fraction of HBM bandwidth of w4a16 / MXFP4 dequantising kernels (0: `memory`)
+    moe_fp8_memory: float = 0.0  # fraction of HBM bandwidth streaming fp8 routed experts (0: as `moe_memory`)
+    moe_low_bit_memory: float = 0.0  # ... streaming 4-bit (MXFP4, w4a16) routed experts (0: min(low_bit, moe))
+    moe_layer_fixed_s: float = 0.0  # per MoE layer and forward: routing, top-k, token alignment and permutation
     allreduce_bus_fraction: float = 1.0  # achieved bus bandwidth / interconnect bandwidth
     allreduce_latency_per_gpu_s: float = 0.0  # extra latency per GPU beyond 2 in the all-reduce
     sampler_passes: float = 0.0  # fp32 logits passes of the sampler (softmax, top-k/p, sampling)
@@ -63,6 +67,12 @@ class Efficiency:
     frontend_serial_s: float = 0.0  # per request, API-server intake on one shared core: a burst queues before the engine
     draft_step_tp_s: float = 0.0  # per drafter forward when the drafter is sharded over TP > 1 GPUs
     spec_step_tp_s: float = 0.0  # per speculative step when the target is sharded over TP > 1 GPUs
+
+
+def offline_efficiency(eff: Efficiency) -> Efficiency:
+    """The costs of an engine driven in-process (vLLM `LLM.generate`, `benchmark_throughput.py`): no API server takes
+    requests in or streams their tokens, so its front-end latency, intake and per-token work are gone."""
+    return replace(eff, frontend_latency_s=0.0, frontend_serial_s=0.0, api_per_seq_s=0.0)
 
 
 @dataclass(frozen=True)
@@ -205,11 +215,16 @@ def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = T
     expert_memory = eff.low_bit_memory if low_bit else eff.moe_memory
     if low_bit and eff.low_bit_memory and eff.moe_memory:
         expert_memory = min(eff.low_bit_memory, eff.moe_memory)
+    if low_bit and eff.moe_low_bit_memory:
+        expert_memory = eff.moe_low_bit_memory
+    elif c.fp8_compute and not low_bit and eff.moe_fp8_memory:
+        expert_memory = eff.moe_fp8_memory
     lm_head_flops = 2.0 * c.lm_head_params
     dense_flops = 2.0 * c.dense_params - lm_head_flops
     # four GEMMs per layer (QKV, output projection, gate/up, down) plus the MoE router where there is one
     kernels_per_layer = 4 + (1 if c.moe_layers else 0)
-    fixed = c.n_layers * (kernels_per_layer * eff.gemm_fixed_s + (eff.eager_layer_s if eager else 0.0))
+    fixed = (c.n_layers * (kernels_per_layer * eff.gemm_fixed_s + (eff.eager_layer_s if eager else 0.0))
+             + c.moe_layers * eff.moe_layer_fixed_s)
     sampler = eff.sampler_passes * 4.0 * c.vocab * inv_bw(eff.memory) if c.vocab else 0.0
     return StepCoefficients(
         dense_bytes=c.dense_bytes, expert_bytes_per_layer=c.moe_layers * c.expert_bytes, num_experts=c.num_experts,

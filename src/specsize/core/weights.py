@@ -164,9 +164,7 @@ def _mlp_bytes(m: ModelSpec, layer: int, tp: int, wb: int, q: Quantization | Non
         up = 2 * inter if m.gated_mlp else inter
         return (linear_bytes(up, h, wb, dense_q) + linear_bytes(h, inter, wb, dense_q), (up + inter) * h, 0)
     inter = moe.expert_intermediate_size // tp
-    h_pad, inter_pad = mxfp4_expert_dims(h, inter) if (q and q.method == "mxfp4") else (h, inter)
-    one = (linear_bytes(2 * inter_pad, h_pad, wb, q, bias=moe.expert_bias)
-           + linear_bytes(h_pad, inter_pad, wb, q, bias=moe.expert_bias))
+    one = _expert_bytes(m, tp, wb, q)
     b = moe.num_experts * one
     p = moe.num_experts * 3 * h * inter
     if moe.num_shared_experts:
@@ -291,12 +289,18 @@ def total_params(m: ModelSpec) -> int:
 
 def expert_bytes_per_rank(m: ModelSpec, tp: int, dtype: str | None = None,
                           quant: Quantization | None = None) -> tuple[int, int]:
-    """(bytes, params) of one routed expert of one MoE layer on one rank; (0, 0) for a dense model."""
+    """(bytes, params) of one routed expert of one MoE layer on one rank, as allocated (mxfp4 experts padded to the
+    kernels' tiles: the padded tensor is what the kernel reads); (0, 0) for a dense model."""
     if m.moe is None:
         return 0, 0
-    wb = DTYPE_BYTES[dtype or m.dtype]
     q = quant if quant is not None else m.quantization
-    inter = m.moe.expert_intermediate_size // tp
-    h = m.hidden_size
+    return _expert_bytes(m, tp, DTYPE_BYTES[dtype or m.dtype], q), 3 * m.hidden_size * (m.moe.expert_intermediate_size // tp)
+
+
+def _expert_bytes(m: ModelSpec, tp: int, wb: int, q: Quantization | None) -> int:
+    """Bytes of one routed expert of one MoE layer on one rank with the quantization `q` already resolved."""
+    assert m.moe is not None
+    h, inter = m.hidden_size, m.moe.expert_intermediate_size // tp
+    h_pad, inter_pad = mxfp4_expert_dims(h, inter) if (q and q.method == "mxfp4") else (h, inter)
     bias = m.moe.expert_bias
-    return (linear_bytes(2 * inter, h, wb, q, bias=bias) + linear_bytes(h, inter, wb, q, bias=bias), 3 * h * inter)
+    return linear_bytes(2 * inter_pad, h_pad, wb, q, bias=bias) + linear_bytes(h_pad, inter_pad, wb, q, bias=bias)

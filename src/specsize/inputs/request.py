@@ -182,6 +182,9 @@ class Request:
     prefix_hit_rate: float = F(0.0, "Share of prompt tokens served from the prefix cache.", "float", SIMULATION,
                                minimum=0, maximum=1, exclusive_maximum=True, yaml=None)
     no_compare: bool = F(False, "Skip the run without speculation.", "bool", SIMULATION, yaml=None)
+    offline: bool = F(False, "Offline batch inference (vLLM `LLM.generate`, `benchmark_throughput.py`): no API server "
+                      "in front, so no front-end latency, intake queue or per-token streaming cost.", "bool",
+                      SIMULATION, yaml=None)
     # --- speed-up tables ---------------------------------------------------------------------------------------
     batch_sizes: tuple[int, ...] = F((1, 2, 4, 8, 16, 32, 64, 128), "Batch sizes B[,B...].", "int_list", SPEEDUP,
                                      minimum=1, maximum=1 << 20, flag="--batch-size", yaml=None)

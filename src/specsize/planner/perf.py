@@ -31,6 +31,12 @@ def _tokens_per_pass(a: float, k: int, tree: Tree, measured_length: bool = False
 
 def costs_for(d: Deployment, mem: MemoryAccount, eff: Efficiency, k: int, tree: Tree) -> SpecCosts:
     s = mem.settings
+    if s.host_cost_scale != 1.0 or s.api_cost_scale != 1.0:  # the engine release's own host and API-server work
+        eff = replace(eff, step_overhead_s=eff.step_overhead_s * s.host_cost_scale,
+                      cpu_per_seq_s=eff.cpu_per_seq_s * s.host_cost_scale,
+                      api_per_seq_s=eff.api_per_seq_s * s.api_cost_scale,
+                      frontend_latency_s=eff.frontend_latency_s * s.api_cost_scale,
+                      frontend_serial_s=eff.frontend_serial_s * s.api_cost_scale)
     if d.speculative.enabled and k != d.speculative.num_speculative_tokens:
         d = replace(d, speculative=replace(d.speculative, num_speculative_tokens=k))
     return build_costs(d, eff, s.dtype, s.quantization, s.kv_dtype_bytes, k=k, tree_topk=tree.topk,

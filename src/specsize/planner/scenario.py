@@ -12,7 +12,7 @@ import numpy as np
 from ..core.envelope import DOES_NOT_FIT, FITS, THIN
 from ..core.errors import SpecError
 from ..core.memory import AccountingProfile, account
-from ..core.perf import Efficiency
+from ..core.perf import Efficiency, offline_efficiency
 from ..core.specs import Deployment, RequestTrace, SpeculativeConfig, Workload
 from ..core.speculation import Acceptance, Tree
 from ..simulator.scenario import Scenario
@@ -43,6 +43,7 @@ class SimSettings:
     ramp_to_req_s: float | None = None
     prefix_hit_rate: float = 0.0
     compare: bool = True
+    offline: bool = False  # no API server in front (LLM.generate): core.perf.offline_efficiency
     ttft_slo_s: float | None = None
     lengths_source: str = "the workload"
     trace: RequestTrace | None = None
@@ -131,6 +132,8 @@ def run_simulation(d: Deployment, w_total: Workload, profile: AccountingProfile,
                    acceptance: Acceptance | None, tpot_slo_s: float | None, tree: Tree, sim: SimSettings,
                    headroom: float = 0.2, progress=None) -> SimulationReport:
     validate(d, w_total, headroom)
+    if sim.offline:
+        eff = offline_efficiency(eff)
     w = replica_workload(d, w_total)  # one engine instance is simulated: it gets its replica's share of the load
     if d.gpu.memory_bandwidth_bytes_s <= 0:
         raise SpecError("gpu", "simulation needs a catalog GPU (bandwidth and FLOP/s)", "a GPU id from `specsize gpus`")

@@ -78,6 +78,7 @@ def engine_config(d: Deployment, mem: MemoryAccount, eff: Efficiency, tree: Tree
     s = mem.settings
     k = s.num_speculative_tokens if d.speculative.enabled else 0
     costs = costs_for(d, mem, eff, k, tree)
+    eff = costs.eff  # with the engine release's own host and API-server costs
     assert costs.target_co is not None
     return EngineConfig(
         num_blocks=mem.usable_blocks, block_size=s.block_size, max_num_seqs=s.max_num_seqs,
