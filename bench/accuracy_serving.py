@@ -236,7 +236,7 @@ def regime(row: dict) -> str:
 
 
 def describe(row: dict) -> str:
-    """engine, release (V0 / V1 for vLLM), GPU and load kind of a run, for --match and the fits' subsets."""
+    """engine, release (V0 / V1 for vLLM), GPU, load kind and model of a run, for --match and the fits' subsets."""
     version = re.search(r"(\d+)\.(\d+)", str(row.get("engine_version") or ""))
     generation = ""
     if row["engine"].startswith("vLLM"):
@@ -244,7 +244,7 @@ def describe(row: dict) -> str:
     rate, conc = row.get("request_rate"), row.get("max_concurrency")
     kind = "concurrency" if conc else ("burst" if rate in ("inf", "offline", None) or str(rate).startswith("inf")
                                        else "poisson")
-    return f"{row['engine']} {row.get('engine_version')} {generation} {row['gpu']} {kind}"
+    return f"{row['engine']} {row.get('engine_version')} {generation} {row['gpu']} {kind} {row['model']}"
 
 
 def measured(row: dict) -> dict:

@@ -9,7 +9,7 @@ a small grid per term, in the order given.
 Run: .venv/bin/python bench/fit_serving.py frontend_serial_s=0,0.002,0.005,0.01 [compute*=1,0.8 ...]
      (`key=v`: v for every family; `key*=f`: each family's own value times f; `frontend_split=v`: v of the
      30 ms low-load front-end latency is serial API-server work (frontend_serial_s), the rest fixed latency;
-     `family.term=v`: one family only, e.g. cdna3.compute*=0.5;
+     `family.term=v`: one family only, e.g. cdna3.compute*=0.5; `V0.field=v`: a field of the vLLM V0 profiles;
      `match=REGEX`: only the fit runs whose engine, release (V0 / V1), GPU and load kind match)
      (the first value of each term is its starting point; prints the objective of every point tried)
 """
@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
+from dataclasses import replace
 import sys
 from pathlib import Path
 
@@ -27,19 +28,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import accuracy_serving as A  # noqa: E402
 
 from specsize.catalog import gpus  # noqa: E402
+from specsize.engines import registry  # noqa: E402
 
 
 MATCH = ""  # `match=REGEX` on the command line: fit on the runs whose engine / release / GPU / load match
 FRONTEND_TOTAL_S = 0.03  # TTFT beyond prefill at 1-8 concurrent requests (efficiency.json: frontend_latency_s)
 
 
-def evaluate(settings: dict[str, float], rows: list[dict]) -> tuple[float, dict[str, tuple[float, float]]]:
+def patched_rows(settings: dict[str, float]) -> dict:
+    """The efficiency catalog with the settings applied: `key` the same value for every family, `key*` each
+    family's value scaled, `family.key` one family only (`V0.` keys are profile fields, not applied here)."""
     base = gpus._efficiency_rows()
     gpus._efficiency_rows.cache_clear()
     patched = {}
-    for fam, row in base.items():  # `key`: the same value for every family; `key*`: each family's value scaled
+    for fam, row in base.items():
         row = dict(row)
         for key, value in settings.items():
+            if key.startswith("V0."):
+                continue
             if "." in key:  # `family.term=v` / `family.term*=f`: one family's term only
                 only, key = key.split(".", 1)
                 if fam != only:
@@ -51,8 +57,19 @@ def evaluate(settings: dict[str, float], rows: list[dict]) -> tuple[float, dict[
             else:
                 row[key] = value
         patched[fam] = row
+    return patched
+
+
+def evaluate(settings: dict[str, float], rows: list[dict]) -> tuple[float, dict[str, tuple[float, float]]]:
+    patched = patched_rows(settings)
     original = gpus._efficiency_rows
     gpus._efficiency_rows = lambda: patched  # type: ignore[assignment]
+    profiles = registry.ENGINES["vllm"]
+    # `V0.field=v`: a field of the vLLM V0 profiles (0.6-0.7), e.g. V0.host_cost_scale
+    fields = {key.split(".", 1)[1]: value for key, value in settings.items() if key.startswith("V0.")}
+    if fields:
+        registry.ENGINES["vllm"] = tuple((start, replace(p, **fields) if p.generation == "V0" else p)
+                                         for start, p in profiles)
     try:
         logs: dict[str, list[float]] = {"throughput": [], "ttft": [], "tpot": []}
         for row in rows:
@@ -71,6 +88,7 @@ def evaluate(settings: dict[str, float], rows: list[dict]) -> tuple[float, dict[
                     logs[metric].append(math.log(p / value))
     finally:
         gpus._efficiency_rows = original  # type: ignore[assignment]
+        registry.ENGINES["vllm"] = profiles
     stats = {m: (statistics.median(abs(x) for x in v), math.exp(statistics.median(v)) - 1) for m, v in logs.items() if v}
     return sum(s[0] for s in stats.values()), stats
 
