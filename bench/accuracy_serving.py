@@ -232,7 +232,7 @@ REGIMES = ("offline", "concurrency", "poisson", "burst")
 
 def regime(row: dict) -> str:
     """offline (LLM.generate), concurrency (closed loop), poisson (a rate) or burst (every request at t = 0)."""
-    return "offline" if _engine(row).get("offline") else describe(row).rsplit(" ", 1)[1]
+    return "offline" if _engine(row).get("offline") else describe(row).split(" ")[-2]
 
 
 def describe(row: dict) -> str:
@@ -244,7 +244,8 @@ def describe(row: dict) -> str:
     rate, conc = row.get("request_rate"), row.get("max_concurrency")
     kind = "concurrency" if conc else ("burst" if rate in ("inf", "offline", None) or str(rate).startswith("inf")
                                        else "poisson")
-    return f"{row['engine']} {row.get('engine_version')} {generation} {row['gpu']} {kind} {row['model']}"
+    return (f"{row['engine']} {row.get('engine_version')} {generation} {row['gpu']} tp{row.get('tp') or 1} {kind} "
+            f"{row['model']}")
 
 
 def measured(row: dict) -> dict:
