@@ -230,22 +230,27 @@ def selected(row: dict, part: str, args) -> bool:
 REGIMES = ("offline", "concurrency", "poisson", "burst")
 
 
+def load_kind(row: dict) -> str:
+    """How the run's requests arrive: concurrency (a closed loop), burst (every request at t = 0) or poisson."""
+    rate = row.get("request_rate")
+    if row.get("max_concurrency"):
+        return "concurrency"
+    return "burst" if rate in ("inf", "offline", None) or str(rate).startswith("inf") else "poisson"
+
+
 def regime(row: dict) -> str:
-    """offline (LLM.generate), concurrency (closed loop), poisson (a rate) or burst (every request at t = 0)."""
-    return "offline" if _engine(row).get("offline") else describe(row).split(" ")[-2]
+    """offline (LLM.generate), or the load kind of a served run."""
+    return "offline" if _engine(row).get("offline") else load_kind(row)
 
 
 def describe(row: dict) -> str:
-    """engine, release (V0 / V1 for vLLM), GPU, load kind and model of a run, for --match and the fits' subsets."""
+    """engine, release (V0 / V1 for vLLM), GPU, TP, load kind and model of a run, for --match and the fits' subsets."""
     version = re.search(r"(\d+)\.(\d+)", str(row.get("engine_version") or ""))
     generation = ""
     if row["engine"].startswith("vLLM"):
         generation = "V?" if not version else ("V0" if (int(version.group(1)), int(version.group(2))) < (0, 8) else "V1")
-    rate, conc = row.get("request_rate"), row.get("max_concurrency")
-    kind = "concurrency" if conc else ("burst" if rate in ("inf", "offline", None) or str(rate).startswith("inf")
-                                       else "poisson")
-    return (f"{row['engine']} {row.get('engine_version')} {generation} {row['gpu']} tp{row.get('tp') or 1} {kind} "
-            f"{row['model']}")
+    return (f"{row['engine']} {row.get('engine_version')} {generation} {row['gpu']} tp{row.get('tp') or 1} "
+            f"{load_kind(row)} {row['model']}")
 
 
 def measured(row: dict) -> dict:

@@ -103,8 +103,7 @@ def published(print_rows: bool = True) -> dict:
     if print_rows:
         print(f"\npublished rows: {HELD_OUT.relative_to(ROOT)} (split: SHA-1 of the source URL, even = fit)")
         print(f"{'row':50} {'split':8} {'B':>3} {'k':>2} {'tree':>7} {'pred':>6} {'obs':>6} {'error':>8}")
-    errors: dict = {"fit": [], "held-out": []}
-    wrong = {"fit": 0, "held-out": 0}
+    pairs: dict = {"fit": [], "held-out": []}  # (predicted, observed) per split
     for line in HELD_OUT.read_text().splitlines():
         row = json.loads(line)
         if not row.get("speedup"):
@@ -129,28 +128,24 @@ def published(print_rows: bool = True) -> dict:
                               [int(row["batch_size"])], [k], int(row.get("context") or 300), shape)
         predicted, observed = table.rows[0].speedup, float(row["speedup"])
         split = split_of(row["source"])
-        errors[split].append(predicted / observed - 1)
+        pairs[split].append((predicted, observed))
         side = "" if (predicted >= 1) == (observed >= 1) else "  WRONG SIDE OF 1"
-        wrong[split] += bool(side)
         if print_rows:
             print(f"{row['id'][:50]:50} {split:8} {row['batch_size']:>3} {k:>2} "
                   f"{topk:>3}/{tree.get('num_draft_tokens') or '-':<3} "
-                  f"{predicted:6.2f} {observed:6.2f} {errors[split][-1]:+8.1%}{side}")
-    for split, errs in errors.items():
-        if errs:
-            print(f"{split}: median |error| {statistics.median(abs(e) for e in errs):.1%} over {len(errs)} rows "
-                  f"(max {max(abs(e) for e in errs):.1%}), on the wrong side of 1: {wrong[split]}")
-    return errors
+                  f"{predicted:6.2f} {observed:6.2f} {predicted / observed - 1:+8.1%}{side}")
+    if print_rows:
+        for split, rows in pairs.items():
+            if rows:
+                errs = [abs(p / o - 1) for p, o in rows]
+                wrong = sum((p >= 1) != (o >= 1) for p, o in rows)
+                print(f"{split}: median |error| {statistics.median(errs):.1%} over {len(errs)} rows "
+                      f"(max {max(errs):.1%}), on the wrong side of 1: {wrong}")
+    return pairs
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--calibration", default=str(DEFAULT))
-    args = ap.parse_args()
-    path = Path(args.calibration)
-    if not path.exists():
-        print(f"calibration file not found: {path}", file=sys.stderr)
-        return 2
+def calibration(path: Path) -> tuple[list[dict], list[tuple[str, str]]]:
+    """(predicted rows, skipped (id, why)) of the calibration file's speed-ups that carry an acceptance."""
     results, skipped = [], []
     for line in path.read_text().splitlines():
         row = json.loads(line)
@@ -174,6 +169,18 @@ def main() -> int:
         results.append({"id": row["id"], "series": row["series_id"], "batch": row["batch_size"], "k": row["k"],
                         "method": d.speculative.method, "predicted": predicted, "observed": observed,
                         "error": predicted / observed - 1, "metric": row.get("speedup_metric"), "note": note})
+    return results, skipped
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--calibration", default=str(DEFAULT))
+    args = ap.parse_args()
+    path = Path(args.calibration)
+    if not path.exists():
+        print(f"calibration file not found: {path}", file=sys.stderr)
+        return 2
+    results, skipped = calibration(path)
 
     print(f"{'row':7} {'series':28} {'method':7} {'B':>3} {'k':>3} {'pred':>6} {'obs':>6} {'error':>8}  assumptions")
     for r in results:

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT / "src"))
 DATA = ROOT / "bench" / "data" / "kernel_steps.jsonl"
 HELD_OUT = ("Qwen/Qwen3-32B", "openai/gpt-oss-120b")
 TERMS = ("memory", "compute", "gemm_half_tokens", "gemm_fixed_s", "attn_memory", "attn_compute", "moe_memory",
-         "moe_fp8_memory", "moe_low_bit_memory", "moe_layer_fixed_s", "low_bit_memory", "allreduce_latency_s",
+         "moe_fp8_memory", "moe_layer_fixed_s", "low_bit_memory", "allreduce_latency_s",
          "allreduce_bus_fraction")
 
 
@@ -140,9 +140,9 @@ def write(fitted: dict) -> None:
         for term in TERMS:
             value = getattr(eff, term)
             row[term] = float(f"{value:.3g}")
-        note = KERNEL_SOURCE.format(terms=", ".join(TERMS))
-        if note not in row["source"]:
-            row["source"] = note + " | " + row["source"]
+        # one kernel-fit sentence per row: an earlier fit's is replaced, not stacked
+        older = [part for part in row["source"].split(" | ") if not part.startswith("GPU terms (")]
+        row["source"] = " | ".join([KERNEL_SOURCE.format(terms=", ".join(TERMS)), *older])
     path.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"wrote {path}")
 

@@ -65,7 +65,7 @@ def evaluate(settings: dict[str, float], rows: list[dict]) -> tuple[float, dict[
     original = gpus._efficiency_rows
     gpus._efficiency_rows = lambda: patched  # type: ignore[assignment]
     profiles = registry.ENGINES["vllm"]
-    # `V0.field=v`: a field of the vLLM V0 profiles (0.6-0.7), e.g. V0.host_cost_scale
+    # `V0.field=v`: a field of the vLLM V0 profiles (0.6-0.7), e.g. V0.api_cost_scale
     fields = {key.split(".", 1)[1]: value for key, value in settings.items() if key.startswith("V0.")}
     if fields:
         registry.ENGINES["vllm"] = tuple((start, replace(p, **fields) if p.generation == "V0" else p)

@@ -11,10 +11,7 @@ Run: .venv/bin/python bench/fit_speedup.py moe_seq_reuse=0.3,0,0.15 spec_step_ov
 
 from __future__ import annotations
 
-import contextlib
-import io
 import math
-import re
 import statistics
 import sys
 from pathlib import Path
@@ -25,34 +22,17 @@ import accuracy_speedup as S  # noqa: E402
 
 from specsize.catalog import gpus  # noqa: E402
 
-_ROW = re.compile(r"^(\S+)\s+(fit|held-out)\s.*?(\d+\.\d\d)\s+(\d+\.\d\d)\s+[+-][\d.]+%")
-_CAL = re.compile(r"^(sd\d+)\s.*?\s(\d+\.\d\d)\s+(\d+\.\d\d)\s+[+-][\d.]+%")
-
 
 def evaluate(settings: dict[str, float]) -> tuple[float, dict]:
     base = gpus._efficiency_rows()
     patched = {fam: {**row, **settings} for fam, row in base.items()}
     original = gpus._efficiency_rows
     gpus._efficiency_rows = lambda: patched  # type: ignore[assignment]
-    out = io.StringIO()
     try:
-        with contextlib.redirect_stdout(out):
-            saved, sys.argv = sys.argv, sys.argv[:1]
-            try:
-                S.main()
-            finally:
-                sys.argv = saved
+        results, _ = S.calibration(S.DEFAULT)
+        parts = {"calibration": [(r["predicted"], r["observed"]) for r in results], **S.published(print_rows=False)}
     finally:
         gpus._efficiency_rows = original  # type: ignore[assignment]
-    parts: dict[str, list[tuple[float, float]]] = {"calibration": [], "fit": [], "held-out": []}
-    for line in out.getvalue().splitlines():
-        m = _ROW.match(line)
-        if m:
-            parts[m.group(2)].append((float(m.group(3)), float(m.group(4))))
-            continue
-        m = _CAL.match(line)
-        if m:
-            parts["calibration"].append((float(m.group(2)), float(m.group(3))))
     stats = {}
     for name, pairs in parts.items():
         logs = [abs(math.log(p / o)) for p, o in pairs]

@@ -48,9 +48,6 @@ class AccountingProfile:
     # a model drafter's speculative step syncs with the host between draft, verify and draft extend, every TP rank
     # in lockstep (SGLang's EAGLE worker without overlap scheduling): Efficiency.spec_step_tp_s / draft_step_tp_s
     spec_host_handover: bool = False
-    # the engine's host work per step (Efficiency.step_overhead_s, cpu_per_seq_s) relative to vLLM V1's, which the
-    # catalog's terms are fitted on: V0 schedules, prepares and processes outputs in line with the GPU
-    host_cost_scale: float = 1.0
     # the API server's work (Efficiency.api_per_seq_s, its per-token streaming that floors a step, and the
     # front-end latency and intake of a request) relative to the catalog's, which is fitted on vLLM 0.10-0.11 servers
     api_cost_scale: float = 1.0
@@ -124,7 +121,6 @@ class ResolvedSettings:
     num_speculative_tokens: int
     prefill_first: bool = False  # the engine's step policy (AccountingProfile.prefill_first)
     spec_host_handover: bool = False  # AccountingProfile.spec_host_handover
-    host_cost_scale: float = 1.0  # AccountingProfile.host_cost_scale
     api_cost_scale: float = 1.0  # AccountingProfile.api_cost_scale
 
 
@@ -251,8 +247,7 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         max_num_seqs=max_num_seqs, max_num_batched_tokens=batched, block_size=block_size, dtype=dtype,
         kv_cache_dtype=kv_dtype, kv_dtype_bytes=kv_bytes, quantization=quant, enforce_eager=e.enforce_eager,
         num_speculative_tokens=d.speculative.num_speculative_tokens if d.speculative.enabled else 0,
-        prefill_first=p.prefill_first, spec_host_handover=p.spec_host_handover, host_cost_scale=p.host_cost_scale,
-        api_cost_scale=p.api_cost_scale,
+        prefill_first=p.prefill_first, spec_host_handover=p.spec_host_handover, api_cost_scale=p.api_cost_scale,
     )
 
 

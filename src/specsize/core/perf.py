@@ -55,7 +55,6 @@ class Efficiency:
     moe_seq_reuse: float = 0.0  # share of a sequence's extra tokens in one pass routed to experts it already touches
     low_bit_memory: float = 0.0  # fraction of HBM bandwidth of w4a16 / MXFP4 dequantising kernels (0: `memory`)
     moe_fp8_memory: float = 0.0  # fraction of HBM bandwidth streaming fp8 routed experts (0: as `moe_memory`)
-    moe_low_bit_memory: float = 0.0  # ... streaming 4-bit (MXFP4, w4a16) routed experts (0: min(low_bit, moe))
     moe_layer_fixed_s: float = 0.0  # per MoE layer and forward: routing, top-k, token alignment and permutation
     allreduce_bus_fraction: float = 1.0  # achieved bus bandwidth / interconnect bandwidth
     allreduce_latency_per_gpu_s: float = 0.0  # extra latency per GPU beyond 2 in the all-reduce
@@ -69,10 +68,19 @@ class Efficiency:
     spec_step_tp_s: float = 0.0  # per speculative step when the target is sharded over TP > 1 GPUs
 
 
+def api_server_scaled(eff: Efficiency, scale: float) -> Efficiency:
+    """The API server's work - a request's front-end latency and intake, its per-token streaming that floors a step -
+    times `scale` (an engine release's own front end: AccountingProfile.api_cost_scale)."""
+    if scale == 1.0:
+        return eff
+    return replace(eff, frontend_latency_s=eff.frontend_latency_s * scale,
+                   frontend_serial_s=eff.frontend_serial_s * scale, api_per_seq_s=eff.api_per_seq_s * scale)
+
+
 def offline_efficiency(eff: Efficiency) -> Efficiency:
     """The costs of an engine driven in-process (vLLM `LLM.generate`, `benchmark_throughput.py`): no API server takes
-    requests in or streams their tokens, so its front-end latency, intake and per-token work are gone."""
-    return replace(eff, frontend_latency_s=0.0, frontend_serial_s=0.0, api_per_seq_s=0.0)
+    requests in or streams their tokens."""
+    return api_server_scaled(eff, 0.0)
 
 
 @dataclass(frozen=True)
@@ -215,9 +223,7 @@ def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = T
     expert_memory = eff.low_bit_memory if low_bit else eff.moe_memory
     if low_bit and eff.low_bit_memory and eff.moe_memory:
         expert_memory = min(eff.low_bit_memory, eff.moe_memory)
-    if low_bit and eff.moe_low_bit_memory:
-        expert_memory = eff.moe_low_bit_memory
-    elif c.fp8_compute and not low_bit and eff.moe_fp8_memory:
+    if c.fp8_compute and not low_bit and eff.moe_fp8_memory:
         expert_memory = eff.moe_fp8_memory
     lm_head_flops = 2.0 * c.lm_head_params
     dense_flops = 2.0 * c.dense_params - lm_head_flops

@@ -10,8 +10,8 @@ from dataclasses import dataclass, replace
 
 from ..core.errors import SpecError
 from ..core.memory import MemoryAccount
-from ..core.perf import (Efficiency, SpecCosts, SpeedupPoint, build_costs, concurrency_for_tpot, crossover_batch,
-                         decode_step, prefill_time, speedup_point, tree_tokens_per_pass)
+from ..core.perf import (Efficiency, SpecCosts, SpeedupPoint, api_server_scaled, build_costs, concurrency_for_tpot,
+                         crossover_batch, decode_step, prefill_time, speedup_point, tree_tokens_per_pass)
 from ..core.specs import Deployment, SpeculativeConfig
 from ..core.speculation import Acceptance, Tree, tokens_per_pass
 
@@ -31,12 +31,7 @@ def _tokens_per_pass(a: float, k: int, tree: Tree, measured_length: bool = False
 
 def costs_for(d: Deployment, mem: MemoryAccount, eff: Efficiency, k: int, tree: Tree) -> SpecCosts:
     s = mem.settings
-    if s.host_cost_scale != 1.0 or s.api_cost_scale != 1.0:  # the engine release's own host and API-server work
-        eff = replace(eff, step_overhead_s=eff.step_overhead_s * s.host_cost_scale,
-                      cpu_per_seq_s=eff.cpu_per_seq_s * s.host_cost_scale,
-                      api_per_seq_s=eff.api_per_seq_s * s.api_cost_scale,
-                      frontend_latency_s=eff.frontend_latency_s * s.api_cost_scale,
-                      frontend_serial_s=eff.frontend_serial_s * s.api_cost_scale)
+    eff = api_server_scaled(eff, s.api_cost_scale)  # the engine release's own front end
     if d.speculative.enabled and k != d.speculative.num_speculative_tokens:
         d = replace(d, speculative=replace(d.speculative, num_speculative_tokens=k))
     return build_costs(d, eff, s.dtype, s.quantization, s.kv_dtype_bytes, k=k, tree_topk=tree.topk,

@@ -45,9 +45,9 @@ _BASE = replace(vllm.V1_LATEST, engine="sglang", generation="SGLang",
                 # EAGLE worker (spec v1): draft, verify and draft extend each behind a host sync (.item() / .cpu()
                 # in python/sglang/srt/speculative/eagle_worker.py), every TP rank in lockstep
                 spec_host_handover=True,
-                # host and API-server costs: the catalog's (fitted with SGLang 0.4-0.5 servers among the rows), not
+                # its API server's costs: the catalog's (fitted with SGLang 0.4-0.5 servers among the rows), not
                 # vLLM 0.17+'s lighter front end
-                host_cost_scale=1.0, api_cost_scale=1.0,
+                api_cost_scale=1.0,
                 cpu_block_size=1, null_blocks=0, null_block_in_startup_check=False, token_report="blocks",
                 cuda_graph_subtracted=False, refuses_start_below_max_model_len=False,
                 non_torch_bytes=int(0.60 * GiB), sources=_SOURCES)
