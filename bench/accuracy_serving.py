@@ -142,6 +142,26 @@ def stated_lengths(input_len: str, output_len: str) -> str | None:
     return handle.name
 
 
+def uniform_lengths(prompt: tuple[float, float], output: tuple[float, float]) -> str:
+    """A lengths file of prompt and output lengths drawn uniformly in the given [low, high] ranges (benchmark clients'
+    random datasets with a range ratio: SGLang's bench_serving and InferenceX's benchmark_serving.py draw
+    randint(int(L x ratio), L); vLLM's own client is fixed at its default ratio 0)."""
+    import tempfile
+
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    drawn = [rng.integers(max(1, int(lo)), max(1, int(lo)) + max(1, int(hi - lo)) + 1, 5000) for lo, hi in (prompt, output)]
+    handle = tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False)
+    for a, b in zip(*drawn):
+        handle.write(json.dumps({"prompt_tokens": int(a), "output_tokens": int(b)}) + "\n")
+    handle.close()
+    return handle.name
+
+
+RANGE_RATIO_08 = re.compile(r"random-range-ratio 0\.8|range ratio 0\.8")
+
+
 def held_out(row: dict) -> bool:
     key = f"{row['source'].split('#')[0]}|{row['model']}|{row['gpu']}|{row.get('group') or ''}"
     return int(hashlib.sha256(key.encode()).hexdigest(), 16) % 3 == 0
@@ -205,6 +225,12 @@ def _lengths(row: dict, prompt: float, output: float) -> dict:
     stated = stated_lengths(row["input_len"], row["output_len"])
     if stated:  # the published distributions, not a lognormal around their means
         return {"lengths_file": stated}
+    if "uniform" in f"{row.get('dataset')} {row['input_len']}":
+        # stated as the means of lengths uniform in [1, L] (range ratio 0): the range is [1, 2 x mean]
+        return {"lengths_file": uniform_lengths((1, 2 * prompt), (1, 2 * output))}
+    if RANGE_RATIO_08.search(str(row.get("notes") or "")):
+        # InferenceX's client (its README: --random-range-ratio 0.8) draws lengths in [0.8 L, L] of the nominal L
+        return {"lengths_file": uniform_lengths((0.8 * prompt, prompt), (0.8 * output, output))}
     return {"prompt_tokens_median": prompt, "output_tokens_median": output}
 
 

@@ -9,7 +9,8 @@ a small grid per term, in the order given.
 Run: .venv/bin/python bench/fit_serving.py frontend_serial_s=0,0.002,0.005,0.01 [compute*=1,0.8 ...]
      (`key=v`: v for every family; `key*=f`: each family's own value times f; `frontend_split=v`: v of the
      30 ms low-load front-end latency is serial API-server work (frontend_serial_s), the rest fixed latency;
-     `family.term=v`: one family only, e.g. cdna3.compute*=0.5; `V0.field=v`: a field of the vLLM V0 profiles;
+     `family.term=v`: one family only, e.g. cdna3.compute*=0.5; `V0.field=v`: a field of the vLLM V0 profiles,
+     `V17.field=v` of the profiles from 0.17 on;
      `match=REGEX`: only the fit runs whose engine, release (V0 / V1), GPU and load kind match)
      (the first value of each term is its starting point; prints the objective of every point tried)
 """
@@ -44,7 +45,7 @@ def patched_rows(settings: dict[str, float]) -> dict:
     for fam, row in base.items():
         row = dict(row)
         for key, value in settings.items():
-            if key.startswith("V0."):
+            if key.startswith(("V0.", "V17.")):
                 continue
             if "." in key:  # `family.term=v` / `family.term*=f`: one family's term only
                 only, key = key.split(".", 1)
@@ -65,11 +66,14 @@ def evaluate(settings: dict[str, float], rows: list[dict]) -> tuple[float, dict[
     original = gpus._efficiency_rows
     gpus._efficiency_rows = lambda: patched  # type: ignore[assignment]
     profiles = registry.ENGINES["vllm"]
-    # `V0.field=v`: a field of the vLLM V0 profiles (0.6-0.7), e.g. V0.api_cost_scale
-    fields = {key.split(".", 1)[1]: value for key, value in settings.items() if key.startswith("V0.")}
-    if fields:
-        registry.ENGINES["vllm"] = tuple((start, replace(p, **fields) if p.generation == "V0" else p)
-                                         for start, p in profiles)
+    # `V0.field=v`: a field of the vLLM V0 profiles (0.6-0.7), e.g. V0.api_cost_scale; `V17.field=v`: of the
+    # profiles from 0.17 on
+    v0 = {key.split(".", 1)[1]: value for key, value in settings.items() if key.startswith("V0.")}
+    v17 = {key.split(".", 1)[1]: value for key, value in settings.items() if key.startswith("V17.")}
+    if v0 or v17:
+        registry.ENGINES["vllm"] = tuple(
+            (start, replace(p, **v0) if p.generation == "V0" else replace(p, **v17) if start >= (0, 17) else p)
+            for start, p in profiles)
     try:
         logs: dict[str, list[float]] = {"throughput": [], "ttft": [], "tpot": []}
         for row in rows:

@@ -93,6 +93,47 @@ def test_mxfp4_on_hopper_computes_at_bf16():
     assert coefficients(c, blackwell, IDEAL).inv_flops == pytest.approx(1 / blackwell.fp8_flops)
 
 
+def test_fp4_formats_run_native_on_blackwell_int4_stays_dequantised():
+    # NVFP4 and MXFP4 are FP4 formats: Blackwell's FP4 tensor cores run them at (at least) the fp8 peak and stream
+    # the experts as dense ones (moe_memory); before Blackwell they are dequantised like int4 (w4a16: bf16 peak,
+    # low_bit_memory). The fp8 block-quantised experts' own efficiency (moe_fp8_memory) never applies to them.
+    from specsize.core.specs import Quantization
+
+    m = load_model("Qwen/Qwen3-30B-A3B")
+    hopper, blackwell = load_gpu("H100-SXM-80GB"), load_gpu("B200-180GB")
+    eff = replace(IDEAL, moe_memory=0.8, moe_fp8_memory=0.2, low_bit_memory=0.5)
+    nvfp4 = model_cost(m, 1, "bfloat16", Quantization("nvfp4"))
+    assert nvfp4.low_bit and nvfp4.fp4 and not nvfp4.fp8_compute
+    on_b200 = coefficients(nvfp4, blackwell, eff)
+    assert on_b200.inv_flops == pytest.approx(1 / blackwell.fp8_flops)
+    assert on_b200.inv_bandwidth_experts == pytest.approx(1 / (blackwell.memory_bandwidth_bytes_s * 0.8))
+    on_h100 = coefficients(nvfp4, hopper, eff)
+    assert on_h100.inv_flops == pytest.approx(1 / hopper.bf16_flops)
+    assert on_h100.inv_bandwidth_experts == pytest.approx(1 / (hopper.memory_bandwidth_bytes_s * 0.5))
+    int4 = model_cost(m, 1, "bfloat16", Quantization("int4", group_size=128))
+    assert int4.low_bit and not int4.fp4
+    assert coefficients(int4, blackwell, eff).inv_flops == pytest.approx(1 / blackwell.bf16_flops)
+    fp8 = model_cost(m, 1, "bfloat16", Quantization("fp8", block=(128, 128)))
+    assert coefficients(fp8, hopper, eff).inv_bandwidth_experts == pytest.approx(
+        1 / (hopper.memory_bandwidth_bytes_s * 0.2))
+
+
+def test_dequantising_kernels_have_their_own_small_batch_curve():
+    # int4 dense weights, 512 tokens, compute-bound on the round GPU (1 PFLOP/s): the dense GEMMs' time is
+    # 2 x params x 512 / 1e15 x (512 + half) / 512, so moving the half point from 100 (the dense curve) to 10
+    # (low_bit_half_tokens: Marlin-like kernels) saves 2 x params x 90 / 1e15 seconds
+    from specsize.core.specs import Quantization
+
+    c = model_cost(load_model("meta-llama/Llama-3.2-1B-Instruct"), 1, "bfloat16", Quantization("int4", group_size=128))
+    assert c.low_bit and not c.low_bit_experts_only
+    dense_curve = replace(IDEAL, gemm_half_tokens=100.0)
+    own_curve = replace(IDEAL, gemm_half_tokens=100.0, low_bit_half_tokens=10.0)
+    slow = forward_time(c, ROUND_GPU, dense_curve, 512, 1, 0)
+    fast = forward_time(c, ROUND_GPU, own_curve, 512, 1, 0)
+    assert slow.bound == fast.bound == "compute"
+    assert slow.time_s - fast.time_s == pytest.approx(2 * c.dense_params * 90 / 1e15, rel=1e-9)
+
+
 def _hopper(method="none", draft=None, k=0, tp=1):
     spec = SpeculativeConfig(method, load_model(draft) if draft else None, k)
     return Deployment(target=load_model("meta-llama/Llama-3.1-8B-Instruct"), gpu=load_gpu("H100-SXM-80GB"),
@@ -148,8 +189,9 @@ def test_closed_loop_keeps_the_clients_in_flight():
     # 2 clients, 6 identical requests: three waves of two; each next request is sent when an answer arrives
     d = _hopper()
     costs = build_costs(d, load_efficiency(d.gpu), "bfloat16", None, 2)
+    # no API-server streaming work: the front-end latency stays 10 ms (it stretches with that work's busy share)
     cfg = EngineConfig(num_blocks=20_000, block_size=16, max_num_seqs=256, max_num_batched_tokens=8192, k=0,
-                       target=costs.target_co, frontend_latency_s=0.01)
+                       target=replace(costs.target_co, api_per_seq_s=0.0), frontend_latency_s=0.01)
     req = Requests(arrival_s=np.zeros(6), prompt_tokens=np.full(6, 100), output_tokens=np.full(6, 10),
                    acceptance=np.zeros(6), duration_s=0.0, clients=2)
     r = simulate(cfg, req)

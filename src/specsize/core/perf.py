@@ -54,6 +54,7 @@ class Efficiency:
     moe_memory: float = 0.0  # fraction of HBM bandwidth streaming routed experts (0: as `memory`)
     moe_seq_reuse: float = 0.0  # share of a sequence's extra tokens in one pass routed to experts it already touches
     low_bit_memory: float = 0.0  # fraction of HBM bandwidth of w4a16 / MXFP4 dequantising kernels (0: `memory`)
+    low_bit_half_tokens: float = 0.0  # gemm_half_tokens of those dequantising kernels (0: as gemm_half_tokens)
     moe_fp8_memory: float = 0.0  # fraction of HBM bandwidth streaming fp8 routed experts (0: as `moe_memory`)
     moe_layer_fixed_s: float = 0.0  # per MoE layer and forward: routing, top-k, token alignment and permutation
     allreduce_bus_fraction: float = 1.0  # achieved bus bandwidth / interconnect bandwidth
@@ -102,8 +103,9 @@ class ModelCost:
     fp8_compute: bool
     lm_head_params: int = 0  # per rank; multiplies only the sampled positions
     vocab: int = 0  # logits per sampled position on this rank
-    low_bit: bool = False  # 4-bit weights dequantised in the GEMM (w4a16, MXFP4 on pre-Blackwell GPUs)
+    low_bit: bool = False  # 4-bit weights (int4 w4a16, MXFP4, NVFP4): dequantised in the GEMM unless the GPU has FP4
     low_bit_experts_only: bool = False
+    fp4: bool = False  # an FP4 format (MXFP4, NVFP4): Blackwell's FP4 tensor cores run it without dequantising
 
 
 @dataclass(frozen=True)
@@ -159,11 +161,11 @@ def model_cost(m: ModelSpec, tp: int, dtype: str, quant: Quantization | None, *,
                      expert_params=expert_params, moe_layers=moe_layers,
                      num_experts=m.moe.num_experts if m.moe else 0, top_k=m.moe.experts_per_token if m.moe else 0,
                      kv_layers=tuple(kv), hidden=m.hidden_size, n_layers=n_layers, act_bytes=DTYPE_BYTES[dtype],
-                     tp=tp, fp8_compute=bool(q and q.method in ("fp8", "nvfp4")),
+                     tp=tp, fp8_compute=bool(q and q.method == "fp8"),
                      lm_head_params=min(lm_head_params, max(0, dense_params)),
                      vocab=lm_head_params // max(1, m.hidden_size),
-                     low_bit=bool(q and q.method in ("int4", "mxfp4")),
-                     low_bit_experts_only=bool(q and q.experts_only))
+                     low_bit=bool(q and q.method in ("int4", "mxfp4", "nvfp4")),
+                     low_bit_experts_only=bool(q and q.experts_only), fp4=bool(q and q.method in ("mxfp4", "nvfp4")))
 
 
 @dataclass(frozen=True)
@@ -187,6 +189,7 @@ class StepCoefficients:
     expert_flops_per_token: float = 0.0  # routed experts (top_k of them) per token
     lm_head_flops_per_logit: float = 0.0
     half_tokens: float = 0.0  # eff_compute(T) = eff_compute x T / (T + half_tokens)
+    half_tokens_experts: float | None = None  # the same for the routed experts (None: half_tokens)
     fixed_s: float = 0.0  # per-kernel fixed costs of every layer (and launches without CUDA graphs)
     inv_bandwidth_experts: float = 0.0
     inv_bandwidth_kv: float = 0.0
@@ -199,8 +202,9 @@ class StepCoefficients:
 
 def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = True,
                  eager: bool = False) -> StepCoefficients:
-    fp4_native = gpu.family == "blackwell"  # FP4 tensor cores: MXFP4/NVFP4 weights need no dequantisation
-    fp8 = c.fp8_compute or (c.low_bit and fp4_native)
+    # FP4 tensor cores: MXFP4/NVFP4 weights need no dequantisation; int4 (AWQ/GPTQ) stays a dequantising kernel
+    fp4_native = gpu.family == "blackwell" and c.fp4
+    fp8 = c.fp8_compute or fp4_native
     peak = gpu.fp8_flops if (fp8 and gpu.fp8_flops) else gpu.bf16_flops
     full = sum(b for b, window, _ in c.kv_layers if not window)
     windows: dict[int, float] = {}
@@ -220,6 +224,8 @@ def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = T
 
     low_bit = c.low_bit and not fp4_native
     dense_memory = eff.low_bit_memory if (low_bit and not c.low_bit_experts_only) else eff.memory
+    dequant_half = eff.low_bit_half_tokens or eff.gemm_half_tokens  # the dequantising kernels' own curve
+    dense_half = dequant_half if (low_bit and not c.low_bit_experts_only) else eff.gemm_half_tokens
     expert_memory = eff.low_bit_memory if low_bit else eff.moe_memory
     if low_bit and eff.low_bit_memory and eff.moe_memory:
         expert_memory = min(eff.low_bit_memory, eff.moe_memory)
@@ -242,19 +248,23 @@ def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = T
         inv_bandwidth=inv_bw(dense_memory),
         comm_fixed_s=comm_fixed, comm_per_token_s=comm_token, overhead_s=eff.step_overhead_s if overhead else 0.0,
         expert_flops_per_token=2.0 * c.moe_layers * c.top_k * c.expert_params, lm_head_flops_per_logit=lm_head_flops,
-        half_tokens=eff.gemm_half_tokens, fixed_s=fixed, inv_bandwidth_experts=inv_bw(expert_memory),
+        half_tokens=dense_half, half_tokens_experts=dequant_half if low_bit else eff.gemm_half_tokens,
+        fixed_s=fixed, inv_bandwidth_experts=inv_bw(expert_memory),
         inv_bandwidth_kv=inv_bw(eff.attn_memory),
         inv_flops_attn=1.0 / (peak * (eff.attn_compute or eff.compute)) if peak else 0.0,
         sampler_s_per_logit=sampler, cpu_per_seq_s=eff.cpu_per_seq_s if overhead else 0.0,
         api_per_seq_s=eff.api_per_seq_s if overhead else 0.0, expert_seq_reuse=eff.moe_seq_reuse)
 
 
-def gemm_time(bytes_: float, flops: float, tokens: float, co: StepCoefficients, inv_bandwidth: float) -> float:
-    """One GEMM's roofline with the compute efficiency falling at few tokens (tile and wave quantisation)."""
+def gemm_time(bytes_: float, flops: float, tokens: float, co: StepCoefficients, inv_bandwidth: float,
+              half_tokens: float | None = None) -> float:
+    """One GEMM's roofline with the compute efficiency falling at few tokens (tile and wave quantisation;
+    `half_tokens`: the kernel's own curve, default the dense one)."""
     t_memory = bytes_ * inv_bandwidth
     if tokens <= 0:
         return t_memory
-    slow = (tokens + co.half_tokens) / tokens if co.half_tokens else 1.0
+    half = co.half_tokens if half_tokens is None else half_tokens
+    slow = (tokens + half) / tokens if half else 1.0
     return max(t_memory, flops * co.inv_flops * slow)
 
 
@@ -291,7 +301,8 @@ def step_time(co: StepCoefficients, tokens: float, context_tokens: float, window
     t_experts = 0.0
     if touched:
         per_expert = tokens * co.top_k / touched
-        t_experts = gemm_time(expert_bytes, expert_flops, per_expert, co, co.inv_bandwidth_experts or co.inv_bandwidth)
+        t_experts = gemm_time(expert_bytes, expert_flops, per_expert, co, co.inv_bandwidth_experts or co.inv_bandwidth,
+                              co.half_tokens_experts)
     t_kv_read = kv * (co.inv_bandwidth_kv or co.inv_bandwidth)
     t_attn = max(t_kv_read, attn_flops * (co.inv_flops_attn or co.inv_flops))
     t_gpu = t_dense + t_experts + t_attn + act * co.inv_bandwidth + co.fixed_s + co.sampler_s_per_logit * logits

@@ -145,8 +145,10 @@ _NOT_A100 = ("a100",)
 # The API server's per-token work from 0.17 on, relative to the catalog's (fitted on 0.10-0.11 servers): InferenceX's
 # vLLM 0.22 gpt-oss-120b server on 4 x B200 streams 512 concurrent requests at a TPOT of 22.5 ms and its 0.17 server on
 # one MI300X 256 at 13-20 ms (bench/data/serving_runs_vendor.jsonl, serving_runs_gh.jsonl), which the 0.10-0.11 cost
-# of 150 us per request and step would hold to 77 and 38 ms; fitted on those rows (bench/fit_serving.py).
-API_COST_SCALE_017 = 0.25
+# of 150 us per request and step would hold to 77 and 38 ms; fitted on those rows (bench/fit_serving.py: 0.25 with
+# fixed lengths; 0.5 once InferenceX's uniform lengths and the API server's load-stretched front-end latency were
+# modelled, objective over the V1 fit runs 0.970 / 0.957 / 0.951 / 0.973 / 1.001 at 0.25 / 0.35 / 0.5 / 0.7 / 1).
+API_COST_SCALE_017 = 0.5
 
 V1_EARLY = replace(
     _V1_COMMON,

@@ -93,6 +93,7 @@ class _Book:
     finish: np.ndarray
     first_seen: np.ndarray  # prefix-cache credit only on the first admission
     prefill_target: np.ndarray
+    front_busy: np.ndarray  # the API server's busy share streaming tokens when the request's first token came out
 
 
 def _book(req: Requests) -> _Book:
@@ -102,7 +103,7 @@ def _book(req: Requests) -> _Book:
                  log_acc=np.log(np.clip(req.acceptance, 1e-12, 1.0)), computed=np.zeros(n, dtype=np.int64),
                  generated=np.zeros(n, dtype=np.int64), held=np.zeros(n, dtype=np.int64),
                  first_token=np.full(n, np.nan), finish=np.full(n, np.nan), first_seen=np.zeros(n, dtype=bool),
-                 prefill_target=prompt.copy())
+                 prefill_target=prompt.copy(), front_busy=np.zeros(n))
 
 
 def _time_limits(arrival: np.ndarray, max_time_s: float | None,
@@ -259,8 +260,9 @@ def _step_seconds(cfg: EngineConfig, windows: tuple, draft_windows: tuple, c: np
 
 
 def _advance(b: _Book, rng: np.random.Generator, k: int, run: np.ndarray, sched: np.ndarray, active: np.ndarray,
-             decoding: np.ndarray, dec: np.ndarray, n_dec: int, now: float) -> tuple[int, int]:
-    """Step 6: advance the scheduled requests. Returns (prefill tokens, decode tokens) of this step."""
+             decoding: np.ndarray, dec: np.ndarray, n_dec: int, now: float, busy: float = 0.0) -> tuple[int, int]:
+    """Step 6: advance the scheduled requests (`busy`: the API server's streaming share during the step, kept for
+    the requests whose first token it produces). Returns (prefill tokens, decode tokens) of this step."""
     prefill_tokens = decode_tokens = 0
     pre = active & ~decoding
     if pre.any():
@@ -271,6 +273,7 @@ def _advance(b: _Book, rng: np.random.Generator, k: int, run: np.ndarray, sched:
         fresh = ids[done & (b.generated[ids] == 0)]
         b.generated[fresh] = 1
         b.first_token[fresh] = now
+        b.front_busy[fresh] = busy
     if n_dec:
         ids = run[dec]
         if k:
@@ -371,7 +374,9 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
         area = _arrivals_area(area, arrival, next_arrival, now)
 
         # 6. advance the scheduled requests
-        prefill_tokens, decode_tokens = _advance(b, rng, cfg.k, run, sched, active, decoding, dec, n_dec, now)
+        busy = (min(FRONT_BUSY_MAX, cfg.target.api_per_seq_s * int(active.sum()) / seconds)
+                if cfg.frontend_latency_s else 0.0)
+        prefill_tokens, decode_tokens = _advance(b, rng, cfg.k, run, sched, active, decoding, dec, n_dec, now, busy)
         prefill_total += prefill_tokens
         decode_total += decode_tokens
         run, freed, done = _retire(b, run, now)
@@ -510,14 +515,20 @@ def _sample(series: dict[str, list], now: float, running: int, waiting: int, kv_
     series["preemptions"].append(preemptions)
 
 
+FRONT_BUSY_MAX = 0.95  # the API server's streaming share is capped here: the step floor (api_per_seq_s) keeps it < 1
+
+
 def _result(b: _Book, arrival: np.ndarray, series: dict[str, list], *, now: float, steps: int, preemptions: int,
             recomputed: int, area: float, prefill_total: int, decode_total: int,
             frontend_s: float = 0.0) -> SimResult:
-    """Client-side latencies: the engine's plus the fixed per-request front-end latency."""
+    """Client-side latencies: the engine's plus the per-request front-end latency. The API server's one event loop
+    takes a request in and streams its first token while it streams every running sequence's tokens: the front-end
+    latency stretches as 1 / (1 - busy) with the loop's busy share (processor sharing, M/G/1-PS)."""
     output, first_token, finish = b.output, b.first_token, b.finish
     arrival = np.where(np.isfinite(arrival), arrival, np.nan)
-    ttft = first_token - arrival + frontend_s
-    e2e = finish - arrival + frontend_s
+    front = frontend_s / (1.0 - b.front_busy)
+    ttft = first_token - arrival + front
+    e2e = finish - arrival + front
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(output > 1, (finish - first_token) / (output - 1), np.nan)
     return SimResult(ttft_s=ttft, tpot_s=tpot, e2e_s=e2e, finished=~np.isnan(finish), output_tokens=output,
