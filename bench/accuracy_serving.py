@@ -89,8 +89,6 @@ def sharegpt_lengths(prompt_mean: float, output_mean: float) -> str:
     """A lengths file of ShareGPT-like requests with the run's mean prompt and output: lognormal lengths, filtered as
     `vllm bench serve` samples ShareGPT (prompt and output >= 4 tokens, prompt <= 1024, prompt + output <= 2048:
     vllm-project/vllm benchmarks/datasets.py is_valid_sequence), rescaled to the published means."""
-    import tempfile
-
     import numpy as np
 
     key = (round(prompt_mean, 1), round(output_mean, 1))
@@ -107,11 +105,18 @@ def sharegpt_lengths(prompt_mean: float, output_mean: float) -> str:
         so *= output_mean / os_[keep].mean()
     ps, os_ = np.rint(p * sp), np.rint(o * so)
     keep = (ps >= 4) & (os_ >= 4) & (ps <= 1024) & (ps + os_ <= 2048)
+    _LENGTH_FILES[key] = lengths_file(ps[keep][:5000], os_[keep][:5000])
+    return _LENGTH_FILES[key]
+
+
+def lengths_file(prompts, outputs) -> str:
+    """A lengths file (`--lengths-file`: one JSON object per line) of the paired prompt and output lengths."""
+    import tempfile
+
     handle = tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False)
-    for a, b in zip(ps[keep][:5000], os_[keep][:5000]):
+    for a, b in zip(prompts, outputs):
         handle.write(json.dumps({"prompt_tokens": int(a), "output_tokens": int(b)}) + "\n")
     handle.close()
-    _LENGTH_FILES[key] = handle.name
     return handle.name
 
 
@@ -121,8 +126,6 @@ _NORMAL = re.compile(r"normal, sd (\d+(?:\.\d+)?), (\d+)-(\d+)")
 def stated_lengths(input_len: str, output_len: str) -> str | None:
     """A lengths file of the run's published length distributions when both are stated as a truncated normal
     ("~2048 (normal, sd 1024, 10-4096)": inference-perf's normal distribution, clipped to its bounds), else None."""
-    import tempfile
-
     import numpy as np
 
     shapes = [_NORMAL.search(str(text)) for text in (input_len, output_len)]
@@ -135,28 +138,18 @@ def stated_lengths(input_len: str, output_len: str) -> str | None:
         assert m is not None and mean is not None
         sd, low, high = float(m.group(1)), float(m.group(2)), float(m.group(3))
         drawn.append(np.clip(np.rint(rng.normal(mean, sd, 5000)), low, high))
-    handle = tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False)
-    for a, b in zip(*drawn):
-        handle.write(json.dumps({"prompt_tokens": int(a), "output_tokens": int(b)}) + "\n")
-    handle.close()
-    return handle.name
+    return lengths_file(*drawn)
 
 
 def uniform_lengths(prompt: tuple[float, float], output: tuple[float, float]) -> str:
     """A lengths file of prompt and output lengths drawn uniformly in the given [low, high] ranges (benchmark clients'
     random datasets with a range ratio: SGLang's bench_serving and InferenceX's benchmark_serving.py draw
     randint(int(L x ratio), L); vLLM's own client is fixed at its default ratio 0)."""
-    import tempfile
-
     import numpy as np
 
     rng = np.random.default_rng(7)
     drawn = [rng.integers(max(1, int(lo)), max(1, int(lo)) + max(1, int(hi - lo)) + 1, 5000) for lo, hi in (prompt, output)]
-    handle = tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False)
-    for a, b in zip(*drawn):
-        handle.write(json.dumps({"prompt_tokens": int(a), "output_tokens": int(b)}) + "\n")
-    handle.close()
-    return handle.name
+    return lengths_file(*drawn)
 
 
 RANGE_RATIO_08 = re.compile(r"random-range-ratio 0\.8|range ratio 0\.8")

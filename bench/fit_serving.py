@@ -32,20 +32,23 @@ from specsize.catalog import gpus  # noqa: E402
 from specsize.engines import registry  # noqa: E402
 
 
+# `V0.field=v` / `V17.field=v`: a field of the vLLM profiles of V0 (0.6-0.7) / of 0.17 on, not an efficiency term
+PROFILE_PATCHES = {"V0.": lambda start, p: p.generation == "V0", "V17.": lambda start, p: start >= (0, 17)}
+
 MATCH = ""  # `match=REGEX` on the command line: fit on the runs whose engine / release / GPU / load match
 FRONTEND_TOTAL_S = 0.03  # TTFT beyond prefill at 1-8 concurrent requests (efficiency.json: frontend_latency_s)
 
 
 def patched_rows(settings: dict[str, float]) -> dict:
     """The efficiency catalog with the settings applied: `key` the same value for every family, `key*` each
-    family's value scaled, `family.key` one family only (`V0.` keys are profile fields, not applied here)."""
+    family's value scaled, `family.key` one family only (PROFILE_PATCHES keys are profile fields, not applied here)."""
     base = gpus._efficiency_rows()
     gpus._efficiency_rows.cache_clear()
     patched = {}
     for fam, row in base.items():
         row = dict(row)
         for key, value in settings.items():
-            if key.startswith(("V0.", "V17.")):
+            if key.startswith(tuple(PROFILE_PATCHES)):
                 continue
             if "." in key:  # `family.term=v` / `family.term*=f`: one family's term only
                 only, key = key.split(".", 1)
@@ -66,14 +69,14 @@ def evaluate(settings: dict[str, float], rows: list[dict]) -> tuple[float, dict[
     original = gpus._efficiency_rows
     gpus._efficiency_rows = lambda: patched  # type: ignore[assignment]
     profiles = registry.ENGINES["vllm"]
-    # `V0.field=v`: a field of the vLLM V0 profiles (0.6-0.7), e.g. V0.api_cost_scale; `V17.field=v`: of the
-    # profiles from 0.17 on
-    v0 = {key.split(".", 1)[1]: value for key, value in settings.items() if key.startswith("V0.")}
-    v17 = {key.split(".", 1)[1]: value for key, value in settings.items() if key.startswith("V17.")}
-    if v0 or v17:
-        registry.ENGINES["vllm"] = tuple(
-            (start, replace(p, **v0) if p.generation == "V0" else replace(p, **v17) if start >= (0, 17) else p)
-            for start, p in profiles)
+    patched_profiles = []
+    for start, p in profiles:
+        for prefix, applies in PROFILE_PATCHES.items():
+            fields = {k[len(prefix):]: v for k, v in settings.items() if k.startswith(prefix)}
+            if fields and applies(start, p):
+                p = replace(p, **fields)
+        patched_profiles.append((start, p))
+    registry.ENGINES["vllm"] = tuple(patched_profiles)
     try:
         logs: dict[str, list[float]] = {"throughput": [], "ttft": [], "tpot": []}
         for row in rows:

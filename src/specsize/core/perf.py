@@ -25,11 +25,15 @@ the drafter's k steps and a fixed per-step cost (rejection sampling, bookkeeping
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from .kvcache import model_kv_layers
 from .specs import DTYPE_BYTES, Deployment, GpuSpec, ModelSpec, Quantization
 from .speculation import SpecMethod, acceptance_from_mean_length, drafter_kind, tokens_per_pass  # noqa: F401 - re-exported
 from .weights import expert_bytes_per_rank, padded_vocab, weight_breakdown
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -189,7 +193,7 @@ class StepCoefficients:
     expert_flops_per_token: float = 0.0  # routed experts (top_k of them) per token
     lm_head_flops_per_logit: float = 0.0
     half_tokens: float = 0.0  # eff_compute(T) = eff_compute x T / (T + half_tokens)
-    half_tokens_experts: float | None = None  # the same for the routed experts (None: half_tokens)
+    half_tokens_experts: float = 0.0  # the same for the routed experts (a dequantising kernel's own curve)
     fixed_s: float = 0.0  # per-kernel fixed costs of every layer (and launches without CUDA graphs)
     inv_bandwidth_experts: float = 0.0
     inv_bandwidth_kv: float = 0.0
@@ -257,14 +261,13 @@ def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = T
 
 
 def gemm_time(bytes_: float, flops: float, tokens: float, co: StepCoefficients, inv_bandwidth: float,
-              half_tokens: float | None = None) -> float:
-    """One GEMM's roofline with the compute efficiency falling at few tokens (tile and wave quantisation;
-    `half_tokens`: the kernel's own curve, default the dense one)."""
+              half_tokens: float) -> float:
+    """One GEMM's roofline with the compute efficiency falling at few tokens (tile and wave quantisation: the
+    kernel's curve reaches half its efficiency at `half_tokens`)."""
     t_memory = bytes_ * inv_bandwidth
     if tokens <= 0:
         return t_memory
-    half = co.half_tokens if half_tokens is None else half_tokens
-    slow = (tokens + half) / tokens if half else 1.0
+    slow = (tokens + half_tokens) / tokens if half_tokens else 1.0
     return max(t_memory, flops * co.inv_flops * slow)
 
 
@@ -297,7 +300,7 @@ def step_time(co: StepCoefficients, tokens: float, context_tokens: float, window
     expert_flops = co.expert_flops_per_token * tokens
     attn_flops = co.attn_flops_per_pair * pairs
     flops = dense_flops + expert_flops + attn_flops
-    t_dense = gemm_time(co.dense_bytes, dense_flops, tokens, co, co.inv_bandwidth)
+    t_dense = gemm_time(co.dense_bytes, dense_flops, tokens, co, co.inv_bandwidth, co.half_tokens)
     t_experts = 0.0
     if touched:
         per_expert = tokens * co.top_k / touched
@@ -311,6 +314,21 @@ def step_time(co: StepCoefficients, tokens: float, context_tokens: float, window
     seconds = max(engine, co.api_per_seq_s * seqs)
     t_memory = moved * co.inv_bandwidth
     return seconds, flops, moved, flops * co.inv_flops > t_memory
+
+
+API_BUSY_MAX = 0.95  # the API server's streaming share is capped here (the step floor above keeps it <= 1)
+
+
+def api_busy_share(co: StepCoefficients, seqs: float, seconds: float) -> float:
+    """The share of a `seconds`-long step of `seqs` sequences the API server spends streaming their tokens (the
+    work that floors the step in step_time), capped at API_BUSY_MAX."""
+    return min(API_BUSY_MAX, co.api_per_seq_s * seqs / seconds) if seconds > 0 else 0.0
+
+
+def frontend_stretched(latency_s: float, busy: np.ndarray) -> np.ndarray:
+    """A request's front-end latency through an API server busy `busy` of the time with other streams: its one
+    event loop takes the request in and streams its first token beside them (processor sharing, M/G/1-PS)."""
+    return latency_s / (1.0 - busy)
 
 
 def distinct_experts(num_experts: int, top_k: int, tokens: float) -> float:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.kvcache import pool_blocks
-from ..core.perf import StepCoefficients, step_time
+from ..core.perf import StepCoefficients, api_busy_share, frontend_stretched, step_time
 from .workload import Requests
 
 
@@ -374,8 +374,7 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
         area = _arrivals_area(area, arrival, next_arrival, now)
 
         # 6. advance the scheduled requests
-        busy = (min(FRONT_BUSY_MAX, cfg.target.api_per_seq_s * int(active.sum()) / seconds)
-                if cfg.frontend_latency_s else 0.0)
+        busy = api_busy_share(cfg.target, int(active.sum()), seconds) if cfg.frontend_latency_s else 0.0
         prefill_tokens, decode_tokens = _advance(b, rng, cfg.k, run, sched, active, decoding, dec, n_dec, now, busy)
         prefill_total += prefill_tokens
         decode_total += decode_tokens
@@ -515,18 +514,14 @@ def _sample(series: dict[str, list], now: float, running: int, waiting: int, kv_
     series["preemptions"].append(preemptions)
 
 
-FRONT_BUSY_MAX = 0.95  # the API server's streaming share is capped here: the step floor (api_per_seq_s) keeps it < 1
-
-
 def _result(b: _Book, arrival: np.ndarray, series: dict[str, list], *, now: float, steps: int, preemptions: int,
             recomputed: int, area: float, prefill_total: int, decode_total: int,
             frontend_s: float = 0.0) -> SimResult:
-    """Client-side latencies: the engine's plus the per-request front-end latency. The API server's one event loop
-    takes a request in and streams its first token while it streams every running sequence's tokens: the front-end
-    latency stretches as 1 / (1 - busy) with the loop's busy share (processor sharing, M/G/1-PS)."""
+    """Client-side latencies: the engine's plus the per-request front-end latency, stretched by the API server's
+    streaming load when the request's first token came out (core.perf.frontend_stretched)."""
     output, first_token, finish = b.output, b.first_token, b.finish
     arrival = np.where(np.isfinite(arrival), arrival, np.nan)
-    front = frontend_s / (1.0 - b.front_busy)
+    front = frontend_stretched(frontend_s, b.front_busy)
     ttft = first_token - arrival + front
     e2e = finish - arrival + front
     with np.errstate(invalid="ignore", divide="ignore"):
