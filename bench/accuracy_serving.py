@@ -25,6 +25,7 @@ import argparse
 import hashlib
 import json
 import math
+import os
 import re
 import statistics
 import sys
@@ -207,7 +208,13 @@ def _engine(row: dict) -> dict:
             over["engine_version"] = ".".join(g for g in version.groups() if g is not None)
     if "offline" in row["engine"].lower() or str(row.get("request_rate")).lower() == "offline":
         over["offline"] = True
+    steps = SCHEDULER_STEPS.search(str(row.get("notes") or ""))
+    if steps and row["engine"].startswith("vLLM"):  # the published server command's multi-step scheduling (V0)
+        over["num_scheduler_steps"] = int(steps.group(1))
     return over
+
+
+SCHEDULER_STEPS = re.compile(r"--num-scheduler-steps[ =](\d+)")
 
 
 def _lengths(row: dict, prompt: float, output: float) -> dict:
@@ -300,6 +307,23 @@ def predict(over: dict) -> dict | None:
             "tpot": {"p50": s.tpot_s.p50, "mean": s.tpot_s.mean}}
 
 
+def _predict_or_why(over: dict):
+    try:
+        return predict(over)
+    except Exception as err:  # noqa: BLE001 - the refusal's text, reported by the caller
+        return str(err)
+
+
+def _predictions(overs: list[dict], jobs: int) -> list:
+    """predict() of every case, in order, over `jobs` processes (each simulation is independent and seeded)."""
+    if jobs <= 1 or len(overs) < 2:
+        return [_predict_or_why(o) for o in overs]
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(jobs) as pool:
+        return list(pool.map(_predict_or_why, overs, chunksize=4))
+
+
 def summary(errors: list[float]) -> str:
     if not errors:
         return "-"
@@ -383,6 +407,8 @@ def main() -> int:
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--match", default="", help="only runs whose engine, release, GPU and load match this regex")
+    ap.add_argument("--jobs", type=int, default=max(1, min(4, os.cpu_count() or 1)),
+                    help="simulations run in this many processes (default: the cores, at most 4)")
     args = ap.parse_args()
     rows = load_rows(args.data)
     errs: dict[tuple[str, str], list[float]] = {}
@@ -390,19 +416,21 @@ def main() -> int:
     print(f"{'run':46} {'slice':7} {'metric':10} {'measured':>10} {'predicted':>10} {'error':>7}")
     started = time.perf_counter()
     done = 0
+    cases = []
     for row in rows:
         over, why = case(row)
         if over is None:
             skipped[why] = skipped.get(why, 0) + 1
             continue
         part = "heldout" if held_out(row) else "fit"
-        if not selected(row, part, args):
-            continue
+        if selected(row, part, args):
+            cases.append((row, part, over))
+    if args.limit:
+        cases = cases[:args.limit]
+    for (row, part, _), pred in zip(cases, _predictions([over for _, _, over in cases], args.jobs)):
         meas = measured(row)
-        try:
-            pred = predict(over)
-        except Exception as err:  # noqa: BLE001 - a row the tool refuses is reported, not fatal
-            skipped[f"refused: {str(err)[:60]}"] = skipped.get(f"refused: {str(err)[:60]}", 0) + 1
+        if isinstance(pred, str):  # a row the tool refuses is reported, not fatal
+            skipped[f"refused: {pred[:60]}"] = skipped.get(f"refused: {pred[:60]}", 0) + 1
             continue
         if pred is None:
             skipped["no request fits the simulated KV pool"] = skipped.get("no request fits the simulated KV pool", 0) + 1
@@ -418,8 +446,6 @@ def main() -> int:
             unit, scale = ("tok/s", 1) if metric == "throughput" else ("ms", 1e3)
             print(f"{row['id'][:46]:46} {part:7} {metric + ' ' + stat:10} {value * scale:10.1f} {p * scale:10.1f} "
                   f"{e:+7.1%}")
-        if args.limit and done >= args.limit:
-            break
     report(errs)
     if args.verbose:
         print("\nskipped:")

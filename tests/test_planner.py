@@ -183,3 +183,16 @@ def test_shared_pool_refuses_start_and_recommends_lower_utilization():
     recs = recommend(r, PROFILE)
     lower = next(x for x in recs if x.action == "lower_utilization")
     assert lower.changes["gpu_memory_utilization"] == pytest.approx(0.74)  # (79.19 - 20) / 79.19 = 0.747
+
+
+def test_multi_step_scheduling_is_emitted_for_vllm_v0():
+    from dataclasses import replace
+
+    from specsize.engines import vllm as vllm_profiles
+
+    d = deployment()
+    d = replace(d, engine=replace(d.engine, num_scheduler_steps=8))
+    r = plan(d, workload(), vllm_profiles.V0, 0.2)
+    argv = list(vllm_command(r.deployment, r.memory).argv)
+    assert argv[argv.index("--num-scheduler-steps") + 1] == "8"
+    assert set(engine_flags()["vllm"]["v0_only_flags"]) <= set(engine_flags()["vllm"]["flags"])

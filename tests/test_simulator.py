@@ -192,6 +192,48 @@ def test_prefill_first_steps_by_hand():
     assert mixed.e2e_s[0] < r.e2e_s[0]
 
 
+def test_multi_step_groups_by_hand():
+    # vLLM V0 with --num-scheduler-steps 4: a decode step opens a group of 4 decode steps over the same batch.
+    # Request 0 (1,000 + 3 tokens, at t = 0) is prefilled (P, as in test_single_request_by_hand), then decodes
+    # over contexts 1000 and 1001 and has all 3 tokens after the group's second step; it stays in the batch for the
+    # other two (computed, context 1002, nothing gained) and leaves when the group ends. Request 1 arrives just
+    # after the prefill: it waits for the group's end, then is prefilled alone (no context of its own yet).
+    import dataclasses
+
+    from specsize.simulator.workload import from_arrays
+
+    p = (W + ACT * 1000) / 1e12 + 1000 * 1001 / 2 * 4 * 2048 * 16 / 1e15
+    def d(context):
+        return (W + ACT + KV * context) / 1e12
+    group = d(1000) + d(1001) + 2 * d(1002)
+    arrive = p + 1e-6
+    req = from_arrays([0.0, arrive], [1000, 1000], [3, 3], [0.0, 0.0])
+    cfg = dataclasses.replace(config(batched=1000), prefill_first=True, scheduler_steps=4)
+    r = simulate(cfg, req, seed=0)
+    assert r.ttft_s[0] == pytest.approx(p, rel=1e-9)
+    assert r.e2e_s[0] == pytest.approx(p + group, rel=1e-9)  # its last token reaches the client at the group's end
+    assert r.ttft_s[1] == pytest.approx(p + group + p - arrive, rel=1e-9)
+    assert r.steps == 1 + 4 + 1 + 4
+    # one step at a time, request 1 is prefilled right after request 0's first decode
+    single = simulate(dataclasses.replace(cfg, scheduler_steps=1), req, seed=0)
+    assert single.ttft_s[1] == pytest.approx(p + d(1000) + p - arrive, rel=1e-9)
+
+
+def test_multi_step_scheduling_is_vllm_v0_only(capsys):
+    from specsize.cli.main import main
+
+    base = ["simulate", "--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "A100-80GB", "--rate", "1",
+            "--duration", "5", "--num-scheduler-steps", "10"]
+    for extra, why in ((["--engine-version", "0.11"], "V0 engine only"),
+                       (["--engine", "sglang"], "V0 engine only"),
+                       (["--engine-version", "0.6", "--method", "ngram", "-k", "3", "--acceptance-rate", "0.5"],
+                        "speculative")):
+        with pytest.raises(SystemExit) as exit_info:
+            main(base + extra)
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert exit_info.value.code == 2 and "num_scheduler_steps" in err and why in err, err
+
+
 def test_offline_has_no_api_server_in_front():
     # one request alone (a closed loop of one client): online, its TTFT carries the catalog's front-end latency
     # and its own intake on the idle API server (frontend_latency_s + frontend_serial_s, 25 + 5 ms on an H100, as

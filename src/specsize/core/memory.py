@@ -122,6 +122,7 @@ class ResolvedSettings:
     prefill_first: bool = False  # the engine's step policy (AccountingProfile.prefill_first)
     spec_host_handover: bool = False  # AccountingProfile.spec_host_handover
     api_cost_scale: float = 1.0  # AccountingProfile.api_cost_scale
+    scheduler_steps: int = 1  # vLLM V0's multi-step scheduling (EngineSettings.num_scheduler_steps)
 
 
 @dataclass(frozen=True)
@@ -248,7 +249,24 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         kv_cache_dtype=kv_dtype, kv_dtype_bytes=kv_bytes, quantization=quant, enforce_eager=e.enforce_eager,
         num_speculative_tokens=d.speculative.num_speculative_tokens if d.speculative.enabled else 0,
         prefill_first=p.prefill_first, spec_host_handover=p.spec_host_handover, api_cost_scale=p.api_cost_scale,
+        scheduler_steps=scheduler_steps(d, p),
     )
+
+
+def scheduler_steps(d: Deployment, p: AccountingProfile) -> int:
+    """Decode steps per scheduling round: vLLM V0's --num-scheduler-steps (0.6-0.7; V1 has no such flag, SGLang
+    none), never with speculation (vLLM 0.6 refuses the pair: "Speculative decoding is not supported with
+    multi-step")."""
+    steps = d.engine.num_scheduler_steps
+    if steps <= 1:
+        return 1
+    if p.engine != "vllm" or p.generation != "V0":
+        raise SpecError("num_scheduler_steps", f"multi-step scheduling is vLLM's V0 engine only, not {p.label}",
+                        "1, or engine vllm with engine_version 0.6 or 0.7")
+    if d.speculative.enabled:
+        raise SpecError("num_scheduler_steps", "vLLM's multi-step scheduling does not run with speculative decoding",
+                        "1, or method none")
+    return steps
 
 
 def target_weights(d: Deployment, dtype: str, quant: Quantization | None) -> WeightBreakdown:

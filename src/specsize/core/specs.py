@@ -249,6 +249,7 @@ class EngineSettings:
     dtype: str = "auto"
     quantization: str | None = None  # override of the checkpoint's
     enforce_eager: bool = False
+    num_scheduler_steps: int = 1  # vLLM V0's --num-scheduler-steps (multi-step scheduling)
     kv_cache_memory_bytes: int | None = None  # vLLM's own flag: fixes the KV pool, bypassing the budget
     device: str = "cuda"
     cuda_graph_max_bs: int | None = None  # largest decode batch captured in a CUDA graph (SGLang's flag)

@@ -87,6 +87,8 @@ def vllm_command(d: Deployment, mem: MemoryAccount) -> EngineCommand:
     options["kv-cache-dtype"] = _kv_dtype(e.kv_cache_dtype, "vllm") or "auto"  # pinned: CIS-4
     if e.kv_cache_memory_bytes is not None:
         options["kv-cache-memory-bytes"] = e.kv_cache_memory_bytes
+    if s.scheduler_steps > 1:  # V0 only (core.memory.scheduler_steps)
+        options["num-scheduler-steps"] = s.scheduler_steps
     if e.quantization and e.quantization != "none":
         options["quantization"] = {"int4": "awq_marlin", "int8": "compressed-tensors"}.get(e.quantization, e.quantization)
     spec = _speculative_config(d)

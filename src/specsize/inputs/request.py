@@ -74,6 +74,9 @@ class Request:
     dtype: str = F("auto", "Activation and weight dtype.", "choice", DEPLOYMENT,
                    choices=("auto", "bfloat16", "float16", "float32", "bf16", "fp16", "fp32", "half", "float"))
     enforce_eager: bool = F(False, "No CUDA graphs.", "bool", DEPLOYMENT)
+    num_scheduler_steps: int = F(1, "vLLM V0's multi-step scheduling (--num-scheduler-steps, releases 0.6-0.7): "
+                                 "decodes run in groups of N steps; requests are admitted, and their last tokens "
+                                 "reach the client, only between groups.", "int", DEPLOYMENT, minimum=1, maximum=64)
     block_size: int | None = F(None, "KV cache block size (SGLang: --page-size).", "int", DEPLOYMENT,
                                unit="tokens", minimum=1, maximum=1 << 16, default_doc="the engine profile's "
                                "default (vLLM: 16; SGLang: 1)")

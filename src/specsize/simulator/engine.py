@@ -52,6 +52,9 @@ class EngineConfig:
     frontend_serial_s: float = 0.0  # per request, the API server's work taking it in, one core shared by the requests
     # being taken in (_Front: a burst is taken in together, at the end)
     prefill_first: bool = False  # a step is prompts only or decodes only, prompts first (SGLang, vLLM V0)
+    # vLLM V0's multi-step scheduling (--num-scheduler-steps N): a decode step opens a group of N decode steps over
+    # the same batch; nothing is admitted, prefilled or retired inside a group, and tokens reach the client at its end
+    scheduler_steps: int = 1
 
 
 @dataclass
@@ -128,8 +131,8 @@ def _schedule_running(cfg: EngineConfig, b: _Book, run: np.ndarray, waiting: deq
     before = np.cumsum(want) - want
     sched = np.clip(cfg.max_num_batched_tokens - before, 0, want)
     sched = np.where(decoding & (sched < want), 0, sched)  # a decode is all k+1 or nothing
-    # k lookahead slots for decoders and for prefills that finish this step
-    lookahead = np.where(decoding | (c + sched >= target_len), k, 0)
+    # k lookahead slots for decoders and for prefills that finish this step (multi-step: the group's N - 1 ahead)
+    lookahead = np.where(decoding | (c + sched >= target_len), k + cfg.scheduler_steps - 1, 0)
     need = _blocks_for(cfg, c + sched + lookahead) - b.held[run]
     need = np.maximum(need, 0)
     total_need = int(need.sum())
@@ -327,6 +330,7 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
     area = 0.0
     series: dict[str, list] = {"t": [], "running": [], "waiting": [], "kv_used_fraction": [], "preemptions": []}
     next_sample = 0.0
+    group_left = 0  # decode steps left in the current multi-step group (cfg.scheduler_steps > 1)
 
     while now <= time_limit:
         next_arrival = _ingest(front, arrival, next_arrival, now, waiting)
@@ -337,7 +341,12 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
             now = max(now, upcoming)
             continue
 
-        if cfg.prefill_first:  # 2-4 as one choice: a prefill step if any prompt token can run, else decodes
+        if group_left:  # inside a multi-step group: the same batch decodes again, finished requests included
+            run, c, sched, decoding, free, _, preempted, lost = _schedule_running(cfg, b, run, waiting, free)
+            sched = np.where(decoding, sched, 0)
+            preemptions += preempted
+            recomputed += lost
+        elif cfg.prefill_first:  # 2-4 as one choice: a prefill step if any prompt token can run, else decodes
             run, c, sched, decoding, free, preempted, lost = _schedule_prefill_first(cfg, b, run, waiting, free)
             preemptions += preempted
             recomputed += lost
@@ -358,6 +367,7 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
 
         active = sched > 0
         if not active.any():
+            group_left = 0
             # nothing fits this step (pool full of prefills waiting on blocks): wait for the next arrival
             upcoming = _upcoming(front, arrival, next_arrival)
             if np.isfinite(upcoming):
@@ -378,10 +388,15 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
         prefill_tokens, decode_tokens = _advance(b, rng, cfg.k, run, sched, active, decoding, dec, n_dec, now, busy)
         prefill_total += prefill_tokens
         decode_total += decode_tokens
-        run, freed, done = _retire(b, run, now)
-        free += freed
-        if clients and done and released < n:  # the clients whose answers arrived send their next requests
-            released = _send_next(cfg, sent, arrival, released, min(done, n - released), now)
+        if group_left:
+            group_left -= 1
+        elif cfg.scheduler_steps > 1 and not prefill_tokens and decode_tokens:
+            group_left = cfg.scheduler_steps - 1  # a decode step opens a group
+        if not group_left:  # requests leave (and their last tokens reach the client) when a group ends
+            run, freed, done = _retire(b, run, now)
+            free += freed
+            if clients and done and released < n:  # the clients whose answers arrived send their next requests
+                released = _send_next(cfg, sent, arrival, released, min(done, n - released), now)
         if now >= next_sample:
             _sample(series, now, len(run), len(waiting), 1 - free / cfg.num_blocks, preemptions)
             next_sample = now + sample_every
