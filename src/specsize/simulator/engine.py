@@ -222,6 +222,26 @@ def _admit(cfg: EngineConfig, b: _Book, waiting: deque[int], run: np.ndarray, c:
     return run, c, sched, decoding, free
 
 
+def _schedule(cfg: EngineConfig, b: _Book, run: np.ndarray, waiting: deque[int], free: int, in_group: bool):
+    """Steps 2-4 by the engine's policy. Returns (run, c, sched, decoding, free, preemptions, recomputed tokens)."""
+    if in_group:  # inside a multi-step group: the same batch decodes again, finished requests included
+        run, c, sched, decoding, free, _, preempted, lost = _schedule_running(cfg, b, run, waiting, free)
+        return run, c, np.where(decoding, sched, 0), decoding, free, preempted, lost
+    if cfg.prefill_first:  # 2-4 as one choice: a prefill step if any prompt token can run, else decodes
+        return _schedule_prefill_first(cfg, b, run, waiting, free)
+    # 2-3. schedule running requests within the token budget; preempt the newest until the rest fit
+    preempted = lost = 0
+    if len(run):
+        run, c, sched, decoding, free, budget, preempted, lost = _schedule_running(cfg, b, run, waiting, free)
+    else:
+        c = sched = np.zeros(0, dtype=np.int64)
+        decoding = np.zeros(0, dtype=bool)
+        budget = cfg.max_num_batched_tokens
+    # 4. admit from the head of the queue
+    run, c, sched, decoding, free = _admit(cfg, b, waiting, run, c, sched, decoding, free, budget)
+    return run, c, sched, decoding, free, preempted, lost
+
+
 def _pairs(sched: np.ndarray, context: np.ndarray) -> float:
     """Attention pairs of a step: each new token attends to the context before the step and, causally, to the new
     tokens before it (a prompt chunk's own triangle: s (s + 1) / 2)."""
@@ -341,30 +361,9 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
             now = max(now, upcoming)
             continue
 
-        if group_left:  # inside a multi-step group: the same batch decodes again, finished requests included
-            run, c, sched, decoding, free, _, preempted, lost = _schedule_running(cfg, b, run, waiting, free)
-            sched = np.where(decoding, sched, 0)
-            preemptions += preempted
-            recomputed += lost
-        elif cfg.prefill_first:  # 2-4 as one choice: a prefill step if any prompt token can run, else decodes
-            run, c, sched, decoding, free, preempted, lost = _schedule_prefill_first(cfg, b, run, waiting, free)
-            preemptions += preempted
-            recomputed += lost
-        else:
-            # 2-3. schedule running requests within the token budget; preempt the newest until the rest fit
-            if len(run):
-                run, c, sched, decoding, free, budget, preempted, lost = _schedule_running(cfg, b, run, waiting,
-                                                                                          free)
-                preemptions += preempted
-                recomputed += lost
-            else:
-                c = sched = np.zeros(0, dtype=np.int64)
-                decoding = np.zeros(0, dtype=bool)
-                budget = cfg.max_num_batched_tokens
-
-            # 4. admit from the head of the queue
-            run, c, sched, decoding, free = _admit(cfg, b, waiting, run, c, sched, decoding, free, budget)
-
+        run, c, sched, decoding, free, preempted, lost = _schedule(cfg, b, run, waiting, free, group_left > 0)
+        preemptions += preempted
+        recomputed += lost
         active = sched > 0
         if not active.any():
             group_left = 0
