@@ -392,6 +392,11 @@ def report(errs: dict) -> None:
     for part in ("fit", "heldout"):
         for metric in ("throughput", "ttft", "tpot"):
             print(f"{part:8} {metric:10} {summary(errs.get((part, metric), []))}")
+    print("\nwithout the bursts (the runs at a rate, a concurrency, or offline):")
+    for part in ("fit", "heldout"):
+        for metric in ("throughput", "ttft", "tpot"):
+            served = [e for kind in REGIMES if kind != "burst" for e in errs.get((f"{part} {kind}", metric), [])]
+            print(f"{part:8} {metric:10} {summary(served)}")
     print("\nby regime (the API server's bursts apart from the server runs at a rate, a concurrency, or offline):")
     for part in ("fit", "heldout"):
         for kind in REGIMES:
