@@ -147,7 +147,8 @@ def plan_to_dict(r: PlanResult) -> dict:
             "max_num_seqs": s.max_num_seqs, "max_num_batched_tokens": s.max_num_batched_tokens,
             "block_size": s.block_size, "dtype": s.dtype, "kv_cache_dtype": s.kv_cache_dtype,
             "quantization": s.quantization.method if s.quantization else None,
-            "enforce_eager": s.enforce_eager, "kv_cache_memory_bytes": d.engine.kv_cache_memory_bytes,
+            "enforce_eager": s.enforce_eager, "num_scheduler_steps": s.scheduler_steps,
+            "kv_cache_memory_bytes": d.engine.kv_cache_memory_bytes,
             "device": d.engine.device,
             "workload": {
                 "prompt_tokens": asdict(w.prompt_tokens), "output_tokens": asdict(w.output_tokens),
