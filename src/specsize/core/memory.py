@@ -430,8 +430,10 @@ def kv_layers_for(d: Deployment, kv_dtype_bytes: int, s: ResolvedSettings | None
         pages = 1 + k + (1 if align else 0)
         if align and p is not None and d.target.state_layers[0].kind == "mamba2":
             pages += p.mamba2_checkpoint_pages
-        # vLLM's CPU platform resets the recurrent state to float32 on CPUs with AVX-512 BF16 (vllm/platforms/cpu.py)
-        ssm = 4 if d.engine.device == "cpu" else None
+        # vLLM's CPU platform resets the recurrent state to float32 on CPUs with AVX-512 BF16 (vllm/platforms/cpu.py
+        # check_and_update_config: "if torch.cpu._is_avx512_bf16_supported() and mamba_ssm_cache_dtype != 'float32'");
+        # elsewhere (AVX2 hosts) it keeps the model's dtype, as on a GPU
+        ssm = 4 if d.engine.device == "cpu" and d.engine.cpu_isa == "avx512_bf16" else None
         layers += model_state_layers(d.target, d.tp, DTYPE_BYTES[dtype], ssm, "target", k, pages, d.pp)
     sp = d.speculative
     if not sp.kind.keeps_kv:

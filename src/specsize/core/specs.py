@@ -252,6 +252,7 @@ class EngineSettings:
     num_scheduler_steps: int = 1  # vLLM V0's --num-scheduler-steps (multi-step scheduling)
     kv_cache_memory_bytes: int | None = None  # vLLM's own flag: fixes the KV pool, bypassing the budget
     device: str = "cuda"
+    cpu_isa: str = "avx512_bf16"  # with device cpu: the host's vector ISA (AVX-512 BF16: vLLM keeps SSM state in fp32)
     cuda_graph_max_bs: int | None = None  # largest decode batch captured in a CUDA graph (SGLang's flag)
 
 

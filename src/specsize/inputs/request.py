@@ -84,6 +84,10 @@ class Request:
                                       "--cuda-graph-max-bs).", "int", DEPLOYMENT, minimum=1, maximum=1 << 16,
                                       default_doc="SGLang's default for the GPU's memory and TP")
     device: str = F("cuda", "Accelerator the engine runs on.", "choice", DEPLOYMENT, choices=("cuda", "cpu"))
+    cpu_isa: str = F("avx512_bf16", "With device cpu: the host CPU's vector instructions. vLLM's CPU platform keeps a "
+                     "hybrid model's SSM state in float32 on AVX-512 BF16 hosts and in the model's dtype on the others, "
+                     "which changes its block size and pool.", "choice", DEPLOYMENT,
+                     choices=("avx512_bf16", "avx512", "avx2"))
     engine: str = F(DEFAULT_ENGINE, "Serving engine whose accounting to follow.", "choice", DEPLOYMENT,
                     choices=tuple(ENGINES))
     engine_version: str | None = F(None, "Engine release X.Y.", "str", DEPLOYMENT, default_doc="newest profile")
