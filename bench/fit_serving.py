@@ -10,7 +10,7 @@ Run: .venv/bin/python bench/fit_serving.py frontend_serial_s=0,0.002,0.005,0.01 
      (`key=v`: v for every family; `key*=f`: each family's own value times f; `frontend_split=v`: v of the
      30 ms low-load front-end latency is serial API-server work (frontend_serial_s), the rest fixed latency;
      `family.term=v`: one family only, e.g. cdna3.compute*=0.5; `V0.field=v`: a field of the vLLM V0 profiles,
-     `V17.field=v` of the profiles from 0.17 on;
+     `V17.field=v` of the profiles from 0.17 on, `SGL.field=v` of every SGLang profile;
      `match=REGEX`: only the fit runs whose engine, release (V0 / V1), GPU and load kind match)
      (the first value of each term is its starting point; prints the objective of every point tried)
 """
@@ -32,8 +32,11 @@ from specsize.catalog import gpus  # noqa: E402
 from specsize.engines import registry  # noqa: E402
 
 
-# `V0.field=v` / `V17.field=v`: a field of the vLLM profiles of V0 (0.6-0.7) / of 0.17 on, not an efficiency term
-PROFILE_PATCHES = {"V0.": lambda start, p: p.generation == "V0", "V17.": lambda start, p: start >= (0, 17)}
+# `V0.field=v` / `V17.field=v` / `SGL.field=v`: a field of the vLLM profiles of V0 (0.6-0.7) / of 0.17 on / of every
+# SGLang profile, not an efficiency term: prefix -> (engine, which of its profiles)
+PROFILE_PATCHES = {"V0.": ("vllm", lambda start, p: p.generation == "V0"),
+                   "V17.": ("vllm", lambda start, p: start >= (0, 17)),
+                   "SGL.": ("sglang", lambda start, p: True)}
 
 MATCH = ""  # `match=REGEX` on the command line: fit on the runs whose engine / release / GPU / load match
 FRONTEND_TOTAL_S = 0.03  # TTFT beyond prefill at 1-8 concurrent requests (efficiency.json: frontend_latency_s)
@@ -68,15 +71,16 @@ def evaluate(settings: dict[str, float], rows: list[dict]) -> tuple[float, dict[
     patched = patched_rows(settings)
     original = gpus._efficiency_rows
     gpus._efficiency_rows = lambda: patched  # type: ignore[assignment]
-    profiles = registry.ENGINES["vllm"]
-    patched_profiles = []
-    for start, p in profiles:
-        for prefix, applies in PROFILE_PATCHES.items():
-            fields = {k[len(prefix):]: v for k, v in settings.items() if k.startswith(prefix)}
-            if fields and applies(start, p):
-                p = replace(p, **fields)
-        patched_profiles.append((start, p))
-    registry.ENGINES["vllm"] = tuple(patched_profiles)
+    originals = {engine: registry.ENGINES[engine] for engine in ("vllm", "sglang")}
+    for engine, profiles in originals.items():
+        patched_profiles = []
+        for start, p in profiles:
+            for prefix, (owner, applies) in PROFILE_PATCHES.items():
+                fields = {k[len(prefix):]: v for k, v in settings.items() if k.startswith(prefix)}
+                if fields and owner == engine and applies(start, p):
+                    p = replace(p, **fields)
+            patched_profiles.append((start, p))
+        registry.ENGINES[engine] = tuple(patched_profiles)
     try:
         logs: dict[str, list[float]] = {"throughput": [], "ttft": [], "tpot": []}
         for row in rows:
@@ -95,7 +99,7 @@ def evaluate(settings: dict[str, float], rows: list[dict]) -> tuple[float, dict[
                     logs[metric].append(math.log(p / value))
     finally:
         gpus._efficiency_rows = original  # type: ignore[assignment]
-        registry.ENGINES["vllm"] = profiles
+        registry.ENGINES.update(originals)
     stats = {m: (statistics.median(abs(x) for x in v), math.exp(statistics.median(v)) - 1) for m, v in logs.items() if v}
     return sum(s[0] for s in stats.values()), stats
 
