@@ -154,6 +154,7 @@ def uniform_lengths(prompt: tuple[float, float], output: tuple[float, float]) ->
 
 
 RANGE_RATIO_08 = re.compile(r"random-range-ratio 0\.8|range ratio 0\.8")
+PLUS_MINUS = re.compile(r"(?:\+-|±)(\d+(?:\.\d+)?)% variance")  # "each ~20k input / ~2k output tokens (+-15% variance)"
 
 
 def held_out(row: dict) -> bool:
@@ -189,6 +190,9 @@ def case(row: dict) -> tuple[dict | None, str]:
     over.update(_lengths(row, prompt, output))
     if quant:
         over["quantization"] = quant
+    kv = str(row.get("kv_cache_dtype") or "").lower()
+    if kv.startswith("fp8"):  # the published server's --kv-cache-dtype (fp8_e4m3 / fp8_e5m2 / fp8)
+        over["kv_cache_dtype"] = kv.split()[0] if kv.split()[0] in ("fp8", "fp8_e4m3", "fp8_e5m2") else "fp8"
     load = _load(row)
     if load is None:
         return None, "no rate, no concurrency, no request count"
@@ -228,6 +232,10 @@ def _lengths(row: dict, prompt: float, output: float) -> dict:
     if "uniform" in f"{row.get('dataset')} {row['input_len']}":
         # stated as the means of lengths uniform in [1, L] (range ratio 0): the range is [1, 2 x mean]
         return {"lengths_file": uniform_lengths((1, 2 * prompt), (1, 2 * output))}
+    spread = PLUS_MINUS.search(str(row.get("notes") or ""))
+    if spread:  # vLLM's random dataset from 0.9 on: --random-range-ratio r draws uniformly in [(1 - r) L, (1 + r) L]
+        r = float(spread.group(1)) / 100
+        return {"lengths_file": uniform_lengths(((1 - r) * prompt, (1 + r) * prompt), ((1 - r) * output, (1 + r) * output))}
     if RANGE_RATIO_08.search(str(row.get("notes") or "")):
         # InferenceX's client (its README: --random-range-ratio 0.8) draws lengths in [0.8 L, L] of the nominal L
         return {"lengths_file": uniform_lengths((0.8 * prompt, prompt), (0.8 * output, output))}

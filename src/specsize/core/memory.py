@@ -51,6 +51,9 @@ class AccountingProfile:
     # the API server's work (Efficiency.api_per_seq_s, its per-token streaming that floors a step, and the
     # front-end latency and intake of a request) relative to the catalog's, which is fitted on vLLM 0.10-0.11 servers
     api_cost_scale: float = 1.0
+    # the engine's own fused-MoE kernels for fp8 (block-)quantised experts, as a fraction of HBM bandwidth, where they
+    # differ from the vLLM kernels the GPU family's terms were measured with (Efficiency.moe_fp8_memory); 0: the family's
+    moe_fp8_memory: float = 0.0
     default_block_size: int = 16
     mla_block_size: int = 16
     cpu_block_size: int = 128
@@ -122,6 +125,7 @@ class ResolvedSettings:
     prefill_first: bool = False  # the engine's step policy (AccountingProfile.prefill_first)
     spec_host_handover: bool = False  # AccountingProfile.spec_host_handover
     api_cost_scale: float = 1.0  # AccountingProfile.api_cost_scale
+    moe_fp8_memory: float = 0.0  # AccountingProfile.moe_fp8_memory (0: the GPU family's)
     scheduler_steps: int = 1  # vLLM V0's multi-step scheduling (EngineSettings.num_scheduler_steps)
 
 
@@ -249,7 +253,7 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         kv_cache_dtype=kv_dtype, kv_dtype_bytes=kv_bytes, quantization=quant, enforce_eager=e.enforce_eager,
         num_speculative_tokens=d.speculative.num_speculative_tokens if d.speculative.enabled else 0,
         prefill_first=p.prefill_first, spec_host_handover=p.spec_host_handover, api_cost_scale=p.api_cost_scale,
-        scheduler_steps=scheduler_steps(d, p),
+        scheduler_steps=scheduler_steps(d, p), moe_fp8_memory=p.moe_fp8_memory,
     )
 
 

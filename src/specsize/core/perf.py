@@ -82,6 +82,12 @@ def api_server_scaled(eff: Efficiency, scale: float) -> Efficiency:
                    frontend_serial_s=eff.frontend_serial_s * scale, api_per_seq_s=eff.api_per_seq_s * scale)
 
 
+def engine_kernels(eff: Efficiency, moe_fp8_memory: float) -> Efficiency:
+    """The family's terms with an engine's own kernels where they differ from vLLM's, which the terms were measured
+    with: its fused-MoE kernels for fp8 experts (AccountingProfile.moe_fp8_memory; 0 keeps the family's)."""
+    return replace(eff, moe_fp8_memory=moe_fp8_memory) if moe_fp8_memory else eff
+
+
 def offline_efficiency(eff: Efficiency) -> Efficiency:
     """The costs of an engine driven in-process (vLLM `LLM.generate`, `benchmark_throughput.py`): no API server takes
     requests in or streams their tokens."""

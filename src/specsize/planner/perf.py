@@ -11,7 +11,8 @@ from dataclasses import dataclass, replace
 from ..core.errors import SpecError
 from ..core.memory import MemoryAccount
 from ..core.perf import (Efficiency, SpecCosts, SpeedupPoint, api_server_scaled, build_costs, concurrency_for_tpot,
-                         crossover_batch, decode_step, prefill_time, speedup_point, tree_tokens_per_pass)
+                         crossover_batch, decode_step, engine_kernels, prefill_time, speedup_point,
+                         tree_tokens_per_pass)
 from ..core.specs import Deployment, SpeculativeConfig
 from ..core.speculation import Acceptance, Tree, tokens_per_pass
 
@@ -32,6 +33,7 @@ def _tokens_per_pass(a: float, k: int, tree: Tree, measured_length: bool = False
 def costs_for(d: Deployment, mem: MemoryAccount, eff: Efficiency, k: int, tree: Tree) -> SpecCosts:
     s = mem.settings
     eff = api_server_scaled(eff, s.api_cost_scale)  # the engine release's own front end
+    eff = engine_kernels(eff, s.moe_fp8_memory)  # and its own MoE kernels
     if d.speculative.enabled and k != d.speculative.num_speculative_tokens:
         d = replace(d, speculative=replace(d.speculative, num_speculative_tokens=k))
     return build_costs(d, eff, s.dtype, s.quantization, s.kv_dtype_bytes, k=k, tree_topk=tree.topk,

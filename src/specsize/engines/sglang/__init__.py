@@ -48,6 +48,13 @@ _BASE = replace(vllm.V1_LATEST, engine="sglang", generation="SGLang",
                 # its API server's costs: the catalog's (fitted with SGLang 0.4-0.5 servers among the rows), not
                 # vLLM 0.17+'s lighter front end
                 api_cost_scale=1.0,
+                # its fused-MoE kernels for fp8 block-quantised experts (DeepGEMM / its tuned Triton configs on Hopper,
+                # its Blackwell and AITER paths) stream at 0.6 of HBM, not the 0.35 (Hopper) / 0.125 (Blackwell) of vLLM
+                # 0.24's kernels in the kernel tables: fitted on InferenceX's DeepSeek-R1-0528 FP8 SGLang runs
+                # (bench/data/serving_runs_ix.jsonl, fit slice, H200 TP 8 at 4-64 clients; bench/fit_serving.py
+                # hopper.moe_fp8_memory 0.35 / 0.5 / 0.6 / 0.75: objective 1.172 / 0.857 / 0.690 / 0.836, TPOT |err|
+                # 39% / 18% / 7% / 11%)
+                moe_fp8_memory=0.6,
                 cpu_block_size=1, null_blocks=0, null_block_in_startup_check=False, token_report="blocks",
                 cuda_graph_subtracted=False, refuses_start_below_max_model_len=False,
                 non_torch_bytes=int(0.60 * GiB), sources=_SOURCES)
