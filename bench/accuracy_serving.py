@@ -212,6 +212,10 @@ def _engine(row: dict) -> dict:
             over["engine_version"] = ".".join(g for g in version.groups() if g is not None)
     if "offline" in row["engine"].lower() or str(row.get("request_rate")).lower() == "offline":
         over["offline"] = True
+    over.update(server_flags(row))
+    chunked = CHUNKED.search(str(row.get("notes") or ""))
+    if chunked and row["engine"].startswith("vLLM") and version and (int(version.group(1)), int(version.group(2))) < (0, 8):
+        over["chunked_prefill"] = "off" if chunked.group(1).lower() == "false" else "on"  # V0's flag; V1 always chunks
     steps = SCHEDULER_STEPS.search(str(row.get("notes") or ""))
     if steps and row["engine"].startswith("vLLM"):  # the published server command's multi-step scheduling (V0)
         over["num_scheduler_steps"] = int(steps.group(1))
@@ -219,6 +223,28 @@ def _engine(row: dict) -> dict:
 
 
 SCHEDULER_STEPS = re.compile(r"--num-scheduler-steps[ =](\d+)")
+CHUNKED = re.compile(r"enable-chunked-prefill(?:[ =](true|false))?\b", re.IGNORECASE)
+
+# the published server command's limits, as a user passes them (vLLM's flag, SGLang's flag or its recipe variable)
+SERVER_FLAGS = (
+    ("max_num_seqs", int, r"(?:--)?max-num-seqs[ =](\d+)|(?:--)?max-running-requests[ =](\d+)|MAX_RUNNING_REQUESTS=(\d+)"),
+    ("max_num_batched_tokens", int,
+     r"(?:--)?max-num-batched-tokens[ =](\d+)|(?:--)?chunked-prefill-size[ =](\d+)|CHUNKED_PREFILL_SIZE=(\d+)"),
+    ("gpu_memory_utilization", float,
+     r"(?:--)?gpu-memory-utilization[ =](0?\.\d+)|(?:--)?mem-fraction-static[ =](0?\.\d+)|MEM_FRAC_STATIC=(0?\.\d+)"),
+    ("max_model_len", int, r"(?:--)?max-model-len[ =](\d+)|(?:--)?context-length[ =](\d+)"),
+)
+
+
+def server_flags(row: dict) -> dict:
+    """The engine limits the run's published server command sets (row notes), as simulate settings."""
+    notes = str(row.get("notes") or "")
+    out: dict = {}
+    for field, kind, pattern in SERVER_FLAGS:
+        m = re.search(pattern, notes)
+        if m:
+            out[field] = kind(next(g for g in m.groups() if g))
+    return out
 
 
 def _lengths(row: dict, prompt: float, output: float) -> dict:

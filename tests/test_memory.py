@@ -181,3 +181,27 @@ def test_serving_defaults_by_gpu(gpu, version, seqs, tokens):
 
     s = resolve_settings(deployment(gpu=gpu), profile(version), None)
     assert (s.max_num_seqs, s.max_num_batched_tokens) == (seqs, tokens)
+
+
+def test_vllm_v0_chunks_prompts_by_default_above_32k():
+    # vLLM 0.6's arg_utils: "Chunked prefill is enabled by default for models with max_model_len > 32K", then its
+    # SchedulerConfig: "Chunked prefill is enabled with max_num_batched_tokens=512" (the whole model length with
+    # multi-step); below 32K a step budget of at least the model length and prompt-only steps (prefill first)
+    from specsize.core.errors import SpecError
+
+    v0 = profile("0.6.4")
+    long = account(deployment(gpu="A100-80GB"), v0).settings  # Llama-3.1-8B: max_model_len 131,072
+    assert (long.max_num_batched_tokens, long.prefill_first) == (512, False)
+    short = account(deployment(gpu="A100-80GB", max_model_len=4096), v0).settings
+    assert (short.max_num_batched_tokens, short.prefill_first) == (4096, True)
+    off = account(deployment(gpu="A100-80GB", chunked_prefill="off"), v0).settings
+    assert (off.max_num_batched_tokens, off.prefill_first) == (131_072, True)
+    on = account(deployment(gpu="A100-80GB", max_model_len=4096, chunked_prefill="on"), v0).settings
+    assert (on.max_num_batched_tokens, on.prefill_first) == (512, False)
+    steps = account(deployment(gpu="A100-80GB", num_scheduler_steps=8), v0).settings
+    assert (steps.max_num_batched_tokens, steps.prefill_first) == (131_072, False)
+    # speculation keeps V0's default off (arg_utils: "not use_spec_decode")
+    spec = account(deployment(gpu="A100-80GB", method="ngram", k=3), v0).settings
+    assert spec.prefill_first and spec.max_num_batched_tokens == 131_072
+    with pytest.raises(SpecError, match="chunked_prefill"):
+        account(deployment(chunked_prefill="off"), profile("0.32"))

@@ -232,12 +232,15 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         part in gpu_name for part in p.large_gpu_excluded_names) and (
         not p.large_gpu_names or any(part in gpu_name for part in p.large_gpu_names))
     max_num_seqs = e.max_num_seqs or (p.default_max_num_seqs_large_gpu if large else p.default_max_num_seqs)
+    chunked = v0_chunked_prefill(d, p, max_model_len)
     if e.max_num_batched_tokens:
         batched = e.max_num_batched_tokens
     else:
         batched = p.default_max_num_batched_tokens_large_gpu if large else p.default_max_num_batched_tokens
         if p.batched_tokens_at_least_max_model_len:
-            batched = max(batched, max_model_len)
+            # V0's SchedulerConfig: 512 with chunked prefill ("chosen to have a balance between ITL and TTFT"; the
+            # whole model length with multi-step), else at least the model length
+            batched = 512 if chunked and e.num_scheduler_steps <= 1 else max(batched, max_model_len)
     if e.block_size:
         block_size = e.block_size
     elif e.device == "cpu":
@@ -252,9 +255,32 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         max_num_seqs=max_num_seqs, max_num_batched_tokens=batched, block_size=block_size, dtype=dtype,
         kv_cache_dtype=kv_dtype, kv_dtype_bytes=kv_bytes, quantization=quant, enforce_eager=e.enforce_eager,
         num_speculative_tokens=d.speculative.num_speculative_tokens if d.speculative.enabled else 0,
-        prefill_first=p.prefill_first, spec_host_handover=p.spec_host_handover, api_cost_scale=p.api_cost_scale,
+        prefill_first=p.prefill_first and not chunked, spec_host_handover=p.spec_host_handover,
+        api_cost_scale=p.api_cost_scale,
         scheduler_steps=scheduler_steps(d, p), moe_fp8_memory=p.moe_fp8_memory,
     )
+
+
+V0_CHUNKED_ABOVE = 32 * 1024  # V0 turns chunked prefill on for models longer than this (vllm/engine/arg_utils.py)
+
+
+def v0_chunked_prefill(d: Deployment, p: AccountingProfile, max_model_len: int) -> bool:
+    """Whether vLLM V0 chunks prompts (its --enable-chunked-prefill; then a step mixes decodes and prompt chunks, as
+    V1's do). Its default (vllm/engine/arg_utils.py, 0.6): on for a model longer than 32K ("Chunked prefill is enabled
+    by default for models with max_model_len > 32K") on a GPU, without a sliding window, speculation or
+    sequence-length-agnostic (state) layers. V1 and SGLang always chunk: setting it there is refused."""
+    setting = d.engine.chunked_prefill
+    if p.generation != "V0":
+        if setting != "auto":
+            raise SpecError("chunked_prefill", f"{p.label} always chunks prompts",
+                            "auto, or engine vllm with engine_version 0.6 or 0.7 (set max_num_batched_tokens for the "
+                            "chunk size)")
+        return False
+    if setting != "auto":
+        return setting == "on"
+    windowed = any(layer.window for layer in d.target.layers)
+    return (max_model_len > V0_CHUNKED_ABOVE and d.engine.device == "cuda" and not windowed
+            and not d.speculative.enabled and not d.target.is_hybrid)
 
 
 def scheduler_steps(d: Deployment, p: AccountingProfile) -> int:

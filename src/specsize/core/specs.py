@@ -250,6 +250,7 @@ class EngineSettings:
     quantization: str | None = None  # override of the checkpoint's
     enforce_eager: bool = False
     num_scheduler_steps: int = 1  # vLLM V0's --num-scheduler-steps (multi-step scheduling)
+    chunked_prefill: str = "auto"  # vLLM V0's --enable-chunked-prefill: auto (its default), on, off
     kv_cache_memory_bytes: int | None = None  # vLLM's own flag: fixes the KV pool, bypassing the budget
     device: str = "cuda"
     cpu_isa: str = "avx512_bf16"  # with device cpu: the host's vector ISA (AVX-512 BF16: vLLM keeps SSM state in fp32)
