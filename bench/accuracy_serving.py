@@ -190,9 +190,11 @@ def case(row: dict) -> tuple[dict | None, str]:
     over.update(_lengths(row, prompt, output))
     if quant:
         over["quantization"] = quant
-    kv = str(row.get("kv_cache_dtype") or "").lower()
+    from specsize.core.specs import KV_CACHE_DTYPES
+
+    kv = (str(row.get("kv_cache_dtype") or "").lower().split() or [""])[0]
     if kv.startswith("fp8"):  # the published server's --kv-cache-dtype (fp8_e4m3 / fp8_e5m2 / fp8)
-        over["kv_cache_dtype"] = kv.split()[0] if kv.split()[0] in ("fp8", "fp8_e4m3", "fp8_e5m2") else "fp8"
+        over["kv_cache_dtype"] = kv if kv in KV_CACHE_DTYPES else "fp8"
     load = _load(row)
     if load is None:
         return None, "no rate, no concurrency, no request count"
@@ -214,15 +216,11 @@ def _engine(row: dict) -> dict:
         over["offline"] = True
     over.update(server_flags(row))
     chunked = CHUNKED.search(str(row.get("notes") or ""))
-    if chunked and row["engine"].startswith("vLLM") and version and (int(version.group(1)), int(version.group(2))) < (0, 8):
-        over["chunked_prefill"] = "off" if chunked.group(1).lower() == "false" else "on"  # V0's flag; V1 always chunks
-    steps = SCHEDULER_STEPS.search(str(row.get("notes") or ""))
-    if steps and row["engine"].startswith("vLLM"):  # the published server command's multi-step scheduling (V0)
-        over["num_scheduler_steps"] = int(steps.group(1))
+    if chunked and _generation(row) == "V0":  # V0's flag; V1 and SGLang always chunk
+        over["chunked_prefill"] = "off" if (chunked.group(1) or "").lower() == "false" else "on"
     return over
 
 
-SCHEDULER_STEPS = re.compile(r"--num-scheduler-steps[ =](\d+)")
 CHUNKED = re.compile(r"enable-chunked-prefill(?:[ =](true|false))?\b", re.IGNORECASE)
 
 # the published server command's limits, as a user passes them (vLLM's flag, SGLang's flag or its recipe variable)
@@ -233,6 +231,7 @@ SERVER_FLAGS = (
     ("gpu_memory_utilization", float,
      r"(?:--)?gpu-memory-utilization[ =](0?\.\d+)|(?:--)?mem-fraction-static[ =](0?\.\d+)|MEM_FRAC_STATIC=(0?\.\d+)"),
     ("max_model_len", int, r"(?:--)?max-model-len[ =](\d+)|(?:--)?context-length[ =](\d+)"),
+    ("num_scheduler_steps", int, r"--num-scheduler-steps[ =](\d+)"),  # vLLM V0's multi-step scheduling
 )
 
 
@@ -303,12 +302,17 @@ def regime(row: dict) -> str:
     return "offline" if _engine(row).get("offline") else load_kind(row)
 
 
+def _generation(row: dict) -> str:
+    """V0 / V1 (V? without a release) for a vLLM run, '' for another engine."""
+    version = re.search(r"(\d+)\.(\d+)", str(row.get("engine_version") or ""))
+    if not row["engine"].startswith("vLLM"):
+        return ""
+    return "V?" if not version else ("V0" if (int(version.group(1)), int(version.group(2))) < (0, 8) else "V1")
+
+
 def describe(row: dict) -> str:
     """engine, release (V0 / V1 for vLLM), GPU, TP, load kind and model of a run, for --match and the fits' subsets."""
-    version = re.search(r"(\d+)\.(\d+)", str(row.get("engine_version") or ""))
-    generation = ""
-    if row["engine"].startswith("vLLM"):
-        generation = "V?" if not version else ("V0" if (int(version.group(1)), int(version.group(2))) < (0, 8) else "V1")
+    generation = _generation(row)
     return (f"{row['engine']} {row.get('engine_version')} {generation} {row['gpu']} tp{row.get('tp') or 1} "
             f"{load_kind(row)} {row['model']}")
 

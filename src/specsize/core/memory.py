@@ -233,6 +233,7 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         not p.large_gpu_names or any(part in gpu_name for part in p.large_gpu_names))
     max_num_seqs = e.max_num_seqs or (p.default_max_num_seqs_large_gpu if large else p.default_max_num_seqs)
     chunked = v0_chunked_prefill(d, p, max_model_len)
+    steps = scheduler_steps(d, p)
     if e.max_num_batched_tokens:
         batched = e.max_num_batched_tokens
     else:
@@ -240,7 +241,7 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         if p.batched_tokens_at_least_max_model_len:
             # V0's SchedulerConfig: 512 with chunked prefill ("chosen to have a balance between ITL and TTFT"; the
             # whole model length with multi-step), else at least the model length
-            batched = 512 if chunked and e.num_scheduler_steps <= 1 else max(batched, max_model_len)
+            batched = 512 if chunked and steps == 1 else max(batched, max_model_len)
     if e.block_size:
         block_size = e.block_size
     elif e.device == "cpu":
@@ -257,8 +258,13 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         num_speculative_tokens=d.speculative.num_speculative_tokens if d.speculative.enabled else 0,
         prefill_first=p.prefill_first and not chunked, spec_host_handover=p.spec_host_handover,
         api_cost_scale=p.api_cost_scale,
-        scheduler_steps=scheduler_steps(d, p), moe_fp8_memory=p.moe_fp8_memory,
+        scheduler_steps=steps, moe_fp8_memory=p.moe_fp8_memory,
     )
+
+
+def _v0_only(field: str, problem: str, otherwise: str) -> None:
+    """Refuse a vLLM V0 setting given to another engine (V1, SGLang)."""
+    raise SpecError(field, problem, f"{otherwise}, or engine vllm with engine_version 0.6 or 0.7")
 
 
 V0_CHUNKED_ABOVE = 32 * 1024  # V0 turns chunked prefill on for models longer than this (vllm/engine/arg_utils.py)
@@ -272,9 +278,8 @@ def v0_chunked_prefill(d: Deployment, p: AccountingProfile, max_model_len: int) 
     setting = d.engine.chunked_prefill
     if p.generation != "V0":
         if setting != "auto":
-            raise SpecError("chunked_prefill", f"{p.label} always chunks prompts",
-                            "auto, or engine vllm with engine_version 0.6 or 0.7 (set max_num_batched_tokens for the "
-                            "chunk size)")
+            _v0_only("chunked_prefill", f"{p.label} always chunks prompts",
+                     "auto (set max_num_batched_tokens for the chunk size)")
         return False
     if setting != "auto":
         return setting == "on"
@@ -290,9 +295,8 @@ def scheduler_steps(d: Deployment, p: AccountingProfile) -> int:
     steps = d.engine.num_scheduler_steps
     if steps <= 1:
         return 1
-    if p.engine != "vllm" or p.generation != "V0":
-        raise SpecError("num_scheduler_steps", f"multi-step scheduling is vLLM's V0 engine only, not {p.label}",
-                        "1, or engine vllm with engine_version 0.6 or 0.7")
+    if p.generation != "V0":
+        _v0_only("num_scheduler_steps", f"multi-step scheduling is vLLM's V0 engine only, not {p.label}", "1")
     if d.speculative.enabled:
         raise SpecError("num_scheduler_steps", "vLLM's multi-step scheduling does not run with speculative decoding",
                         "1, or method none")

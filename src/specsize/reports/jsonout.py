@@ -148,6 +148,7 @@ def plan_to_dict(r: PlanResult) -> dict:
             "block_size": s.block_size, "dtype": s.dtype, "kv_cache_dtype": s.kv_cache_dtype,
             "quantization": s.quantization.method if s.quantization else None,
             "enforce_eager": s.enforce_eager, "num_scheduler_steps": s.scheduler_steps,
+            "chunked_prefill": d.engine.chunked_prefill, "cpu_isa": d.engine.cpu_isa,
             "kv_cache_memory_bytes": d.engine.kv_cache_memory_bytes,
             "device": d.engine.device,
             "workload": {
