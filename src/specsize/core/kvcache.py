@@ -217,23 +217,51 @@ def has_windows(layers: tuple[KVLayer, ...]) -> bool:
     return windowed_layers(layers)[0] > 0
 
 
+@dataclass(frozen=True)
+class BlockRule:
+    """How many pool blocks one sequence holds, as a function of its tokens, with the layer walk done once (the
+    simulator asks it for every running request at every step): `attention_groups` x ceil(tokens / block_size)
+    plus `state_blocks` for a live sequence of a hybrid pool; with windows, the per-token bytes each group holds
+    (`caps`: (blocks cap or None, bytes per token)) over the bytes of one token of every layer, rounded up."""
+
+    block_size: int
+    attention_groups: int = 1
+    state_blocks: int = 0
+    caps: tuple[tuple[int | None, int], ...] = ()
+    total: int = 0
+
+    def __call__(self, tokens, minimum=min):
+        full = -(-tokens // self.block_size)
+        if self.state_blocks or self.attention_groups != 1:
+            return self.attention_groups * full + (tokens > 0) * self.state_blocks
+        if not self.caps:
+            return full
+        held = 0
+        for cap, per_token in self.caps:
+            held = held + (full if cap is None else minimum(full, cap)) * per_token
+        return -(-held // self.total)
+
+
+@lru_cache(maxsize=1024)
+def block_rule(layers: tuple[KVLayer, ...], block_size: int, in_flight: int = 1) -> BlockRule:
+    """pool_blocks' rule for these layers (cached: layer tuples compare by identity)."""
+    pool = hybrid_pool(layers, block_size)
+    if pool is not None:  # a live sequence (tokens > 0) holds its state blocks whatever its length
+        return BlockRule(block_size, pool.attention_groups, pool.state_blocks)
+    total = bytes_per_token(layers)
+    if not total or not has_windows(layers):
+        return BlockRule(block_size)
+    caps = tuple((window_cap(kind, window, block_size, in_flight), per_token)
+                 for kind, window, _count, per_token in layer_groups(layers))
+    return BlockRule(block_size, caps=caps, total=total)
+
+
 def pool_blocks(layers: tuple[KVLayer, ...], tokens, block_size: int, in_flight: int = 1, minimum=min):
     """Blocks of the engine's pool one sequence of `tokens` holds: its KV bytes (`request_kv_bytes`) over the
     bytes of one pool block (block_size tokens of every layer), rounded up; ceil(tokens / block_size) when
     every layer is full attention. Works on ints, and on integer numpy arrays with `minimum=np.minimum` (the
-    simulator's per-step demand): the one owner of blocks per request."""
-    full = -(-tokens // block_size)
-    pool = hybrid_pool(layers, block_size)
-    if pool is not None:  # a live sequence (tokens > 0) holds its state blocks whatever its length
-        return pool.attention_groups * full + (tokens > 0) * pool.state_blocks
-    total = bytes_per_token(layers)
-    if not total or not has_windows(layers):
-        return full
-    held = 0
-    for kind, window, _count, per_token in layer_groups(layers):
-        cap = window_cap(kind, window, block_size, in_flight)
-        held = held + (full if cap is None else minimum(full, cap)) * per_token
-    return -(-held // total)
+    simulator's per-step demand): the one owner of blocks per request (block_rule)."""
+    return block_rule(layers, block_size, in_flight)(tokens, minimum)
 
 
 def request_kv_bytes(layers: tuple[KVLayer, ...], tokens: int, block_size: int, in_flight: int = 1) -> int:

@@ -22,12 +22,16 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
-from ..core.kvcache import pool_blocks
+from ..core.kvcache import BlockRule, block_rule
 from ..core.perf import StepCoefficients, api_busy_share, frontend_stretched, step_time
 from .workload import Requests
+
+
+_sum = np.add.reduce  # ndarray.sum without its Python wrapper (integer sums: exact in any order)
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,12 @@ class EngineConfig:
     # the same batch; nothing is admitted, prefilled or retired inside a group, and tokens reach the client at its end
     scheduler_steps: int = 1
 
+    @cached_property
+    def blocks(self) -> BlockRule:
+        """core.kvcache's rule for the pool blocks one sequence holds, built once (every layer full attention when
+        `kv_layers` is empty)."""
+        return block_rule(self.kv_layers, self.block_size, self.k + 1) if self.kv_layers else BlockRule(self.block_size)
+
 
 @dataclass
 class SimResult:
@@ -77,9 +87,7 @@ class SimResult:
 
 def _blocks_for(cfg: EngineConfig, tokens):
     """Pool blocks a sequence of `tokens` holds (core.kvcache.pool_blocks: windowed layers hold their window)."""
-    if not cfg.kv_layers:
-        return -(-tokens // cfg.block_size)
-    return pool_blocks(cfg.kv_layers, tokens, cfg.block_size, cfg.k + 1, np.minimum)
+    return cfg.blocks(tokens, np.minimum)
 
 
 @dataclass(slots=True)
@@ -103,10 +111,16 @@ def _book(req: Requests) -> _Book:
     n = len(req)
     prompt = req.prompt_tokens.astype(np.int64)
     return _Book(prompt=prompt, output=req.output_tokens.astype(np.int64),
-                 log_acc=np.log(np.clip(req.acceptance, 1e-12, 1.0)), computed=np.zeros(n, dtype=np.int64),
+                 log_acc=_log_acceptance(req.acceptance), computed=np.zeros(n, dtype=np.int64),
                  generated=np.zeros(n, dtype=np.int64), held=np.zeros(n, dtype=np.int64),
                  first_token=np.full(n, np.nan), finish=np.full(n, np.nan), first_seen=np.zeros(n, dtype=bool),
                  prefill_target=prompt.copy(), front_busy=np.zeros(n))
+
+
+def _log_acceptance(acceptance: np.ndarray) -> np.ndarray:
+    """log of each request's acceptance rate, kept below 0 (an acceptance of 1 accepts every draft: log u / tiny is
+    huge, capped at k) so that drawing needs no division by zero."""
+    return np.minimum(np.log(np.clip(acceptance, 1e-12, 1.0)), -1e-300)
 
 
 def _time_limits(arrival: np.ndarray, max_time_s: float | None,
@@ -127,15 +141,21 @@ def _schedule_running(cfg: EngineConfig, b: _Book, run: np.ndarray, waiting: deq
     c = b.computed[run]
     target_len = b.prefill_target[run]
     decoding = c >= target_len
-    want = np.where(decoding, 1 + k, target_len - c)
-    before = np.cumsum(want) - want
-    sched = np.clip(cfg.max_num_batched_tokens - before, 0, want)
-    sched = np.where(decoding & (sched < want), 0, sched)  # a decode is all k+1 or nothing
-    # k lookahead slots for decoders and for prefills that finish this step (multi-step: the group's N - 1 ahead)
-    lookahead = np.where(decoding | (c + sched >= target_len), k + cfg.scheduler_steps - 1, 0)
-    need = _blocks_for(cfg, c + sched + lookahead) - b.held[run]
+    ahead = k + cfg.scheduler_steps - 1
+    if (1 + k) * len(run) <= cfg.max_num_batched_tokens and np.count_nonzero(decoding) == len(run):
+        # the common step: every running request decodes and all fit the budget (the same numbers as below)
+        sched = np.full(len(run), 1 + k, dtype=np.int64)
+        need = _blocks_for(cfg, c + (1 + k + ahead)) - b.held[run]
+    else:
+        want = np.where(decoding, 1 + k, target_len - c)
+        before = np.cumsum(want) - want
+        sched = np.minimum(np.maximum(cfg.max_num_batched_tokens - before, 0), want)
+        sched = np.where(decoding & (sched < want), 0, sched)  # a decode is all k+1 or nothing
+        # k lookahead slots for decoders and for prefills that finish this step (multi-step: the group's N - 1 ahead)
+        lookahead = np.where(decoding | (c + sched >= target_len), ahead, 0)
+        need = _blocks_for(cfg, c + sched + lookahead) - b.held[run]
     need = np.maximum(need, 0)
-    total_need = int(need.sum())
+    total_need = int(_sum(need))
     preemptions = recomputed = 0
     while total_need > free and len(run):
         victim = int(run[-1])
@@ -150,7 +170,7 @@ def _schedule_running(cfg: EngineConfig, b: _Book, run: np.ndarray, waiting: deq
         run, c, sched, need, decoding = run[:-1], c[:-1], sched[:-1], need[:-1], decoding[:-1]
     free -= total_need
     b.held[run] += need
-    budget = cfg.max_num_batched_tokens - int(sched.sum())
+    budget = cfg.max_num_batched_tokens - int(_sum(sched))
     return run, c, sched, decoding, free, budget, preemptions, recomputed
 
 
@@ -167,7 +187,7 @@ def _schedule_prefill_first(cfg: EngineConfig, b: _Book, run: np.ndarray, waitin
     if waiting or not decoding.all():
         want = np.where(decoding, 0, target_len - c)
         before = np.cumsum(want) - want
-        sched = np.clip(cfg.max_num_batched_tokens - before, 0, want)
+        sched = np.minimum(np.maximum(cfg.max_num_batched_tokens - before, 0), want)
         lookahead = np.where(~decoding & (c + sched >= target_len), k, 0)
         need = np.where(sched > 0, np.maximum(_blocks_for(cfg, c + sched + lookahead) - b.held[run], 0), 0)
         total = int(need.sum())
@@ -245,7 +265,7 @@ def _schedule(cfg: EngineConfig, b: _Book, run: np.ndarray, waiting: deque[int],
 def _pairs(sched: np.ndarray, context: np.ndarray) -> float:
     """Attention pairs of a step: each new token attends to the context before the step and, causally, to the new
     tokens before it (a prompt chunk's own triangle: s (s + 1) / 2)."""
-    return float((sched * (context + (sched + 1) / 2)).sum())
+    return float(sched @ context) + float(sched @ (sched + 1)) / 2
 
 
 def _step_seconds(cfg: EngineConfig, windows: tuple, draft_windows: tuple, c: np.ndarray, sched: np.ndarray,
@@ -253,13 +273,15 @@ def _step_seconds(cfg: EngineConfig, windows: tuple, draft_windows: tuple, c: np
     """Step 5: the performance model's time for this exact composition. Returns (seconds, decoding mask of the
     scheduled requests, how many)."""
     k = cfg.k
-    tokens = int(sched.sum())
-    ctx_total = float(c[active].sum())
-    span = tuple(float(np.minimum(c[active], w).sum()) for w in windows)
+    tokens = int(_sum(sched))
+    n_active = int(np.count_nonzero(active))
+    every = n_active == len(c)  # the common step: every running request is scheduled
+    ctx = c if every else c[active]
+    ctx_total = float(_sum(ctx))
+    span = tuple(float(_sum(np.minimum(ctx, w))) for w in windows)
     pairs = _pairs(sched, c)
-    dec = decoding & active
-    n_dec = int(dec.sum())
-    n_active = int(active.sum())
+    dec = decoding if every else decoding & active
+    n_dec = int(np.count_nonzero(dec))
     # sampled positions: one per prefilling sequence, k + 1 per decoding one (verification)
     logits = (n_active - n_dec) + n_dec * (1 + k)
     seconds = step_time(cfg.target, tokens, ctx_total, span, pairs, seqs=n_active, logits=logits)[0]
@@ -272,11 +294,11 @@ def _step_seconds(cfg: EngineConfig, windows: tuple, draft_windows: tuple, c: np
                                  _pairs(sched[pre], c[pre]), seqs=0, logits=0)[0]
     if k and n_dec:
         if cfg.draft is not None and cfg.draft_steps:
-            dctx = c[dec]
-            dspan = tuple(float(np.minimum(dctx, w).sum()) for w in draft_windows)
+            dctx = c if n_dec == len(c) else c[dec]
+            dspan = tuple(float(_sum(np.minimum(dctx, w))) for w in draft_windows)
             width = cfg.draft_width
-            one = step_time(cfg.draft, n_dec * width, float(dctx.sum()) * width, dspan,
-                            float(dctx.sum()) * width, seqs=n_dec, logits=n_dec * width)[0]
+            dsum = float(_sum(dctx)) * width
+            one = step_time(cfg.draft, n_dec * width, dsum, dspan, dsum, seqs=n_dec, logits=n_dec * width)[0]
             seconds += cfg.draft_steps * (one + cfg.draft_step_overhead_s) + cfg.draft_setup_overhead_s
         seconds += cfg.spec_step_overhead_s + cfg.cpu_draft_per_seq_s * n_dec
     return seconds, dec, n_dec
@@ -287,41 +309,38 @@ def _advance(b: _Book, rng: np.random.Generator, k: int, run: np.ndarray, sched:
     """Step 6: advance the scheduled requests (`busy`: the API server's streaming share during the step, kept for
     the requests whose first token it produces). Returns (prefill tokens, decode tokens) of this step."""
     prefill_tokens = decode_tokens = 0
-    pre = active & ~decoding
-    if pre.any():
+    pre = active & ~decoding if n_dec < len(run) else None  # None: every request in the step decodes
+    if pre is not None and np.count_nonzero(pre):
         ids = run[pre]
         b.computed[ids] += sched[pre]
-        prefill_tokens = int(sched[pre].sum())
+        prefill_tokens = int(_sum(sched[pre]))
         done = b.computed[ids] >= b.prefill_target[ids]
         fresh = ids[done & (b.generated[ids] == 0)]
         b.generated[fresh] = 1
         b.first_token[fresh] = now
         b.front_busy[fresh] = busy
     if n_dec:
-        ids = run[dec]
-        if k:
-            u = rng.random(n_dec)
-            la = b.log_acc[ids]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                accepted = np.where(la < 0, np.floor(np.log(u) / la), k)
-            accepted = np.clip(accepted, 0, k).astype(np.int64)
+        ids = run if n_dec == len(run) else run[dec]
+        if k:  # P(n >= j) = a^j: n = floor(log u / log a), at most k (log_acc < 0: _book)
+            u = np.maximum(rng.random(n_dec), 1e-300)
+            accepted = np.minimum(np.floor(np.log(u) / b.log_acc[ids]), k).astype(np.int64)
         else:
             accepted = np.zeros(n_dec, dtype=np.int64)
         gained = np.minimum(accepted + 1, b.output[ids] - b.generated[ids])
         b.generated[ids] += gained
         b.computed[ids] += gained
-        decode_tokens = int(gained.sum())
+        decode_tokens = int(_sum(gained))
     return prefill_tokens, decode_tokens
 
 
 def _retire(b: _Book, run: np.ndarray, now: float) -> tuple[np.ndarray, int, int]:
     """Requests that produced all their output leave the running set. Returns (run, blocks freed, how many)."""
     finished_mask = b.generated[run] >= b.output[run]
-    if not finished_mask.any():
+    if not np.count_nonzero(finished_mask):
         return run, 0, 0
     done_ids = run[finished_mask]
     b.finish[done_ids] = now
-    freed = int(b.held[done_ids].sum())
+    freed = int(_sum(b.held[done_ids]))
     b.held[done_ids] = 0
     return run[~finished_mask], freed, len(done_ids)
 
@@ -365,7 +384,7 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
         preemptions += preempted
         recomputed += lost
         active = sched > 0
-        if not active.any():
+        if not np.count_nonzero(active):
             group_left = 0
             # nothing fits this step (pool full of prefills waiting on blocks): wait for the next arrival
             upcoming = _upcoming(front, arrival, next_arrival)
@@ -383,7 +402,7 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
         area = _arrivals_area(area, arrival, next_arrival, now)
 
         # 6. advance the scheduled requests
-        busy = api_busy_share(cfg.target, int(active.sum()), seconds) if cfg.frontend_latency_s else 0.0
+        busy = api_busy_share(cfg.target, int(np.count_nonzero(active)), seconds) if cfg.frontend_latency_s else 0.0
         prefill_tokens, decode_tokens = _advance(b, rng, cfg.k, run, sched, active, decoding, dec, n_dec, now, busy)
         prefill_total += prefill_tokens
         decode_total += decode_tokens
