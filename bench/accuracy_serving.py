@@ -232,6 +232,8 @@ SERVER_FLAGS = (
      r"(?:--)?gpu-memory-utilization[ =](0?\.\d+)|(?:--)?mem-fraction-static[ =](0?\.\d+)|MEM_FRAC_STATIC=(0?\.\d+)"),
     ("max_model_len", int, r"(?:--)?max-model-len[ =](\d+)|(?:--)?context-length[ =](\d+)"),
     ("num_scheduler_steps", int, r"--num-scheduler-steps[ =](\d+)"),  # vLLM V0's multi-step scheduling
+    ("scheduler_recv_interval", int, r"--scheduler-recv-interval[ =](\d+)"),  # SGLang's
+    ("stream_interval", int, r"--stream-interval[ =](\d+)"),  # SGLang's
 )
 
 

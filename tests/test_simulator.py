@@ -76,6 +76,13 @@ def test_littles_law_on_a_long_poisson_run():
     offered_rate = len(req) / 3000.0
     mean_in_system = r.area_in_system / r.end_time_s
     assert mean_in_system == pytest.approx(offered_rate * np.mean(r.e2e_s), rel=0.02)
+    # SGLang's receive interval holds arrivals back from its queue: they are in the system all the same
+    import dataclasses
+
+    held = simulate(dataclasses.replace(config(num_blocks=20_000, max_num_seqs=64), prefill_first=True,
+                                        recv_interval=30), req, seed=7)
+    assert held.finished.all() and np.mean(held.ttft_s) > np.mean(r.ttft_s)
+    assert held.area_in_system / held.end_time_s == pytest.approx(offered_rate * np.mean(held.e2e_s), rel=0.02)
 
 
 def test_deterministic_under_seed():
@@ -217,6 +224,64 @@ def test_multi_step_groups_by_hand():
     # one step at a time, request 1 is prefilled right after request 0's first decode
     single = simulate(dataclasses.replace(cfg, scheduler_steps=1), req, seed=0)
     assert single.ttft_s[1] == pytest.approx(p + d(1000) + p - arrive, rel=1e-9)
+
+
+def test_scheduler_recv_interval_by_hand():
+    # SGLang's --scheduler-recv-interval 3: while it decodes, its scheduler takes new requests in only once the steps
+    # since it last did weigh 3 (a decode step 1, a prompt step 1000: SchedulerRecvSkipper). Request 0 (1,000 + 10
+    # tokens, at t = 0) is prefilled (P), then decodes; request 1 arrives just after the prefill. The loop after the
+    # prefill takes requests in (weight 1000) before request 1 has come; the next two loops weigh 1 and 2 and do not;
+    # the third takes it in, so it is prefilled after three decode steps, not one.
+    import dataclasses
+
+    from specsize.simulator.workload import from_arrays
+
+    p = (W + ACT * 1000) / 1e12 + 1000 * 1001 / 2 * 4 * 2048 * 16 / 1e15
+    def d(context):
+        return (W + ACT + KV * context) / 1e12
+    arrive = p + 1e-6
+    req = from_arrays([0.0, arrive], [1000, 1000], [10, 10], [0.0, 0.0])
+    cfg = dataclasses.replace(config(batched=1000), prefill_first=True, recv_interval=3)
+    r = simulate(cfg, req, seed=0)
+    assert r.ttft_s[0] == pytest.approx(p, rel=1e-9)
+    assert r.ttft_s[1] == pytest.approx(p + d(1000) + d(1001) + d(1002) + p - arrive, rel=1e-9)
+    every = simulate(dataclasses.replace(cfg, recv_interval=1), req, seed=0)
+    assert every.ttft_s[1] == pytest.approx(p + d(1000) + p - arrive, rel=1e-9)
+    # an idle engine takes a request in at once, whatever the interval
+    alone = simulate(cfg, from_arrays([0.0, 5.0], [1000, 1000], [2, 2], [0.0, 0.0]), seed=0)
+    assert alone.ttft_s[1] == pytest.approx(p, rel=1e-9)
+
+
+def test_sglang_intervals_are_sglang_only(capsys):
+    from specsize.cli.main import main
+
+    base = ["simulate", "--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB", "--rate", "1",
+            "--duration", "5"]
+    for flag, field in (("--scheduler-recv-interval", "scheduler_recv_interval"), ("--stream-interval", "stream_interval")):
+        with pytest.raises(SystemExit) as exit_info:
+            main(base + [flag, "10"])
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert exit_info.value.code == 2 and field in err and "engine sglang" in err, err
+
+
+def test_stream_interval_divides_the_api_servers_token_work():
+    # SGLang hands a request's tokens to its API server every N tokens (--stream-interval): the per-sequence streaming
+    # work of the catalog's Hopper row (150 us per sequence and step, SGLang's api_cost_scale 1) over 10
+    from specsize.catalog import load_gpu
+    from specsize.catalog.gpus import load_efficiency
+    from specsize.core.memory import account
+    from specsize.core.specs import Deployment, EngineSettings
+    from specsize.engines import resolve_profile
+    from specsize.planner.perf import Tree, costs_for
+
+    def api_cost(interval):
+        d = Deployment(target=load_model("meta-llama/Llama-3.1-8B-Instruct"), gpu=load_gpu("H100-SXM-80GB"),
+                       engine=EngineSettings(stream_interval=interval))
+        mem = account(d, resolve_profile("sglang"))
+        return costs_for(d, mem, load_efficiency(d.gpu), 0, Tree()).target_co.api_per_seq_s
+
+    assert api_cost(1) == pytest.approx(150e-6, rel=1e-12)
+    assert api_cost(10) == pytest.approx(15e-6, rel=1e-12)
 
 
 def test_multi_step_scheduling_is_vllm_v0_only(capsys):

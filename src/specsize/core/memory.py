@@ -127,6 +127,8 @@ class ResolvedSettings:
     api_cost_scale: float = 1.0  # AccountingProfile.api_cost_scale
     moe_fp8_memory: float = 0.0  # AccountingProfile.moe_fp8_memory (0: the GPU family's)
     scheduler_steps: int = 1  # vLLM V0's multi-step scheduling (EngineSettings.num_scheduler_steps)
+    recv_interval: int = 1  # SGLang's --scheduler-recv-interval (EngineSettings.scheduler_recv_interval)
+    stream_interval: int = 1  # SGLang's --stream-interval (EngineSettings.stream_interval)
 
 
 @dataclass(frozen=True)
@@ -259,7 +261,18 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         prefill_first=p.prefill_first and not chunked, spec_host_handover=p.spec_host_handover,
         api_cost_scale=p.api_cost_scale,
         scheduler_steps=steps, moe_fp8_memory=p.moe_fp8_memory,
+        recv_interval=_sglang_only("scheduler_recv_interval", e.scheduler_recv_interval, p),
+        stream_interval=_sglang_only("stream_interval", e.stream_interval, p),
     )
+
+
+def _sglang_only(field: str, value: int, p: AccountingProfile) -> int:
+    """An SGLang scheduler interval (1: its default, every step); refused above 1 for another engine, which has no
+    such flag."""
+    if value > 1 and p.engine != "sglang":
+        flag = "--" + field.replace("_", "-")
+        raise SpecError(field, f"{flag} is SGLang's flag; {p.label} has none", "1, or engine sglang")
+    return value
 
 
 def _v0_only(field: str, problem: str, otherwise: str) -> None:

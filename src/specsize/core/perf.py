@@ -82,6 +82,13 @@ def api_server_scaled(eff: Efficiency, scale: float) -> Efficiency:
                    frontend_serial_s=eff.frontend_serial_s * scale, api_per_seq_s=eff.api_per_seq_s * scale)
 
 
+def streamed_every(eff: Efficiency, tokens: int) -> Efficiency:
+    """The API server's per-token work when the engine hands it a request's tokens every `tokens` tokens (SGLang's
+    --stream-interval: its scheduler sends a running request's output to the detokenizer and the tokenizer manager
+    only then, so they detokenise and stream 1 / tokens of the messages); the per-request intake is unchanged."""
+    return replace(eff, api_per_seq_s=eff.api_per_seq_s / tokens) if tokens > 1 else eff
+
+
 def engine_kernels(eff: Efficiency, moe_fp8_memory: float) -> Efficiency:
     """The family's terms with an engine's own kernels where they differ from vLLM's, which the terms were measured
     with: its fused-MoE kernels for fp8 experts (AccountingProfile.moe_fp8_memory; 0 keeps the family's)."""

@@ -255,6 +255,8 @@ class EngineSettings:
     device: str = "cuda"
     cpu_isa: str = "avx512_bf16"  # with device cpu: the host's vector ISA (AVX-512 BF16: vLLM keeps SSM state in fp32)
     cuda_graph_max_bs: int | None = None  # largest decode batch captured in a CUDA graph (SGLang's flag)
+    scheduler_recv_interval: int = 1  # SGLang's --scheduler-recv-interval: new requests taken in every N decode steps
+    stream_interval: int = 1  # SGLang's --stream-interval: a request's tokens sent to the API server every N tokens
 
 
 @dataclass(frozen=True)

@@ -141,6 +141,10 @@ def sglang_command(d: Deployment, mem: MemoryAccount) -> EngineCommand:
     graph_bs = mem.engine_terms.get("cuda_graph_max_bs") or e.cuda_graph_max_bs
     if graph_bs and not s.enforce_eager:
         argv += ["--cuda-graph-max-bs", str(graph_bs)]
+    if s.recv_interval > 1:
+        argv += ["--scheduler-recv-interval", str(s.recv_interval)]
+    if s.stream_interval > 1:
+        argv += ["--stream-interval", str(s.stream_interval)]
     return EngineCommand("sglang", engine_flags()["sglang"]["versions"], tuple(argv), None)
 
 

@@ -133,7 +133,8 @@ def deployment_of(r: Request) -> Deployment:
         kv_cache_dtype=r.kv_cache_dtype, dtype=r.dtype if r.dtype == "auto" else canonical_dtype(r.dtype),
         quantization=r.quantization, enforce_eager=r.enforce_eager, device=r.device,
         num_scheduler_steps=r.num_scheduler_steps, cpu_isa=r.cpu_isa, chunked_prefill=r.chunked_prefill,
-        kv_cache_memory_bytes=r.kv_cache_memory_bytes, cuda_graph_max_bs=r.cuda_graph_max_bs)
+        kv_cache_memory_bytes=r.kv_cache_memory_bytes, cuda_graph_max_bs=r.cuda_graph_max_bs,
+        scheduler_recv_interval=r.scheduler_recv_interval, stream_interval=r.stream_interval)
     return Deployment(target=target, gpu=_gpu(r), speculative=speculative, tp=r.tp, pp=r.pp, num_gpus=r.gpus,
                       engine=settings, shared_reserved_bytes=int(r.shared_reserved_gib * 2**30) + _other_processes(r))
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from ..core.errors import SpecError
 from ..core.memory import MemoryAccount
 from ..core.perf import (Efficiency, SpecCosts, SpeedupPoint, api_server_scaled, build_costs, concurrency_for_tpot,
-                         crossover_batch, decode_step, engine_kernels, prefill_time, speedup_point,
+                         crossover_batch, decode_step, engine_kernels, prefill_time, speedup_point, streamed_every,
                          tree_tokens_per_pass)
 from ..core.specs import Deployment, SpeculativeConfig
 from ..core.speculation import Acceptance, Tree, tokens_per_pass
@@ -34,6 +34,7 @@ def costs_for(d: Deployment, mem: MemoryAccount, eff: Efficiency, k: int, tree: 
     s = mem.settings
     eff = api_server_scaled(eff, s.api_cost_scale)  # the engine release's own front end
     eff = engine_kernels(eff, s.moe_fp8_memory)  # and its own MoE kernels
+    eff = streamed_every(eff, s.stream_interval)  # tokens handed to the API server every N (SGLang's --stream-interval)
     if d.speculative.enabled and k != d.speculative.num_speculative_tokens:
         d = replace(d, speculative=replace(d.speculative, num_speculative_tokens=k))
     return build_costs(d, eff, s.dtype, s.quantization, s.kv_dtype_bytes, k=k, tree_topk=tree.topk,

@@ -149,6 +149,7 @@ def plan_to_dict(r: PlanResult) -> dict:
             "quantization": s.quantization.method if s.quantization else None,
             "enforce_eager": s.enforce_eager, "num_scheduler_steps": s.scheduler_steps,
             "chunked_prefill": d.engine.chunked_prefill, "cpu_isa": d.engine.cpu_isa,
+            "scheduler_recv_interval": s.recv_interval, "stream_interval": s.stream_interval,
             "kv_cache_memory_bytes": d.engine.kv_cache_memory_bytes,
             "device": d.engine.device,
             "workload": {

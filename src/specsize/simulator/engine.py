@@ -31,6 +31,7 @@ from ..core.perf import StepCoefficients, api_busy_share, frontend_stretched, st
 from .workload import Requests
 
 
+RECV_WEIGHT_PROMPT = 1000  # SGLang's SchedulerRecvSkipper: the weight of a step that is not decode or verify
 _sum = np.add.reduce  # ndarray.sum without its Python wrapper (integer sums: exact in any order)
 
 
@@ -59,6 +60,9 @@ class EngineConfig:
     # vLLM V0's multi-step scheduling (--num-scheduler-steps N): a decode step opens a group of N decode steps over
     # the same batch; nothing is admitted, prefilled or retired inside a group, and tokens reach the client at its end
     scheduler_steps: int = 1
+    # SGLang's --scheduler-recv-interval N: the scheduler takes new requests in only once the steps since it last did
+    # weigh N (a decode step 1, any step with prompt tokens 1000: SchedulerRecvSkipper); an idle engine takes them at once
+    recv_interval: int = 1
 
     @cached_property
     def blocks(self) -> BlockRule:
@@ -371,8 +375,10 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
     next_sample = 0.0
     group_left = 0  # decode steps left in the current multi-step group (cfg.scheduler_steps > 1)
 
+    recv_weight = cfg.recv_interval  # the first loop takes requests in
     while now <= time_limit:
-        next_arrival = _ingest(front, arrival, next_arrival, now, waiting)
+        next_arrival, recv_weight = _receive(cfg, recv_weight, not (len(run) or waiting), front, arrival,
+                                             next_arrival, now, waiting)
         if not len(run) and not waiting:
             upcoming = _upcoming(front, arrival, next_arrival)
             if not np.isfinite(upcoming):
@@ -387,6 +393,7 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
         if not np.count_nonzero(active):
             group_left = 0
             # nothing fits this step (pool full of prefills waiting on blocks): wait for the next arrival
+            recv_weight = cfg.recv_interval  # an idle scheduler takes requests in at once
             upcoming = _upcoming(front, arrival, next_arrival)
             if np.isfinite(upcoming):
                 now = max(now, upcoming)
@@ -399,13 +406,14 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
         area += in_system * seconds
         now += seconds
         steps += 1
-        area = _arrivals_area(area, arrival, next_arrival, now)
+        area = _arrivals_area(area, arrival, next_arrival, now, now - seconds)
 
         # 6. advance the scheduled requests
         busy = api_busy_share(cfg.target, int(np.count_nonzero(active)), seconds) if cfg.frontend_latency_s else 0.0
         prefill_tokens, decode_tokens = _advance(b, rng, cfg.k, run, sched, active, decoding, dec, n_dec, now, busy)
         prefill_total += prefill_tokens
         decode_total += decode_tokens
+        recv_weight += RECV_WEIGHT_PROMPT if prefill_tokens else 1
         if group_left:
             group_left -= 1
         elif cfg.scheduler_steps > 1 and not prefill_tokens and decode_tokens:
@@ -501,6 +509,16 @@ class _Front:
                 self.nxt += 1
 
 
+def _receive(cfg: EngineConfig, weight: int, idle: bool, front: _Front | None, arrival: np.ndarray, next_arrival: int,
+             now: float, waiting: deque[int]) -> tuple[int, int]:
+    """Step 1 as the scheduler's loop takes requests in: every loop, or with SGLang's receive interval once the steps
+    since it last did weigh `cfg.recv_interval` (an idle engine at once). Returns (next request to come, the weight
+    carried on)."""
+    if weight < cfg.recv_interval and not idle:
+        return next_arrival, weight
+    return _ingest(front, arrival, next_arrival, now, waiting), 0
+
+
 def _ingest(front: _Front | None, arrival: np.ndarray, next_arrival: int, now: float, waiting: deque[int]) -> int:
     """Step 1: the requests the engine has received by `now` join the waiting queue. Returns the next one to come."""
     if front is not None:
@@ -528,12 +546,13 @@ def frontend_receive(sent: np.ndarray, serial_s: float) -> np.ndarray:
     return received
 
 
-def _arrivals_area(area: float, arrival: np.ndarray, next_arrival: int, now: float) -> float:
-    """Requests that arrive during the step are in the system from their arrival on."""
+def _arrivals_area(area: float, arrival: np.ndarray, next_arrival: int, now: float, start: float) -> float:
+    """Requests that reached the engine but are not in its queue yet (arrived during the step, or held back by
+    SGLang's receive interval) are in the system from their arrival, or the step's start, on."""
     n = len(arrival)
     probe = next_arrival
     while probe < n and arrival[probe] <= now:
-        area += now - arrival[probe]
+        area += now - max(float(arrival[probe]), start)
         probe += 1
     return area
 
