@@ -252,14 +252,16 @@ def test_scheduler_recv_interval_by_hand():
     assert alone.ttft_s[1] == pytest.approx(p, rel=1e-9)
 
 
-def test_sglang_intervals_are_sglang_only(capsys):
+def test_intervals_are_refused_where_the_engine_has_no_such_flag(capsys):
     from specsize.cli.main import main
 
     base = ["simulate", "--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB", "--rate", "1",
             "--duration", "5"]
-    for flag, field in (("--scheduler-recv-interval", "scheduler_recv_interval"), ("--stream-interval", "stream_interval")):
+    # vLLM has no receive interval; its --stream-interval came with 0.12 (PR 27869), inside the 0.11-0.16 profile
+    for extra, field in ((["--scheduler-recv-interval", "10"], "scheduler_recv_interval"),
+                         (["--stream-interval", "10", "--engine-version", "0.11"], "stream_interval")):
         with pytest.raises(SystemExit) as exit_info:
-            main(base + [flag, "10"])
+            main(base + extra)
         err = capsys.readouterr().err.strip().splitlines()[-1]
         assert exit_info.value.code == 2 and field in err and "engine sglang" in err, err
 

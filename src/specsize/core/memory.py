@@ -51,6 +51,8 @@ class AccountingProfile:
     # the API server's work (Efficiency.api_per_seq_s, its per-token streaming that floors a step, and the
     # front-end latency and intake of a request) relative to the catalog's, which is fitted on vLLM 0.10-0.11 servers
     api_cost_scale: float = 1.0
+    # the release takes --stream-interval (SGLang's own flag; vLLM's from PR 27869, merged 2025-11, in 0.12 on)
+    stream_interval_flag: bool = False
     # the engine's own fused-MoE kernels for fp8 (block-)quantised experts, as a fraction of HBM bandwidth, where they
     # differ from the vLLM kernels the GPU family's terms were measured with (Efficiency.moe_fp8_memory); 0: the family's
     moe_fp8_memory: float = 0.0
@@ -261,17 +263,18 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         prefill_first=p.prefill_first and not chunked, spec_host_handover=p.spec_host_handover,
         api_cost_scale=p.api_cost_scale,
         scheduler_steps=steps, moe_fp8_memory=p.moe_fp8_memory,
-        recv_interval=_sglang_only("scheduler_recv_interval", e.scheduler_recv_interval, p),
-        stream_interval=_sglang_only("stream_interval", e.stream_interval, p),
+        recv_interval=_engine_interval("scheduler_recv_interval", e.scheduler_recv_interval, p.engine == "sglang", p,
+                                       "engine sglang"),
+        stream_interval=_engine_interval("stream_interval", e.stream_interval, p.stream_interval_flag, p,
+                                         "engine sglang, or vllm from 0.17"),
     )
 
 
-def _sglang_only(field: str, value: int, p: AccountingProfile) -> int:
-    """An SGLang scheduler interval (1: its default, every step); refused above 1 for another engine, which has no
-    such flag."""
-    if value > 1 and p.engine != "sglang":
+def _engine_interval(field: str, value: int, has_flag: bool, p: AccountingProfile, where: str) -> int:
+    """A scheduler interval (1: the engine's default, every step); refused above 1 for a release without the flag."""
+    if value > 1 and not has_flag:
         flag = "--" + field.replace("_", "-")
-        raise SpecError(field, f"{flag} is SGLang's flag; {p.label} has none", "1, or engine sglang")
+        raise SpecError(field, f"{p.label} has no {flag}", f"1, or {where}")
     return value
 
 

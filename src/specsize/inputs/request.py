@@ -90,9 +90,9 @@ class Request:
     scheduler_recv_interval: int = F(1, "SGLang's --scheduler-recv-interval: while it decodes, its scheduler takes "
                                      "new requests in only every N decode steps (a step with prompt tokens counts "
                                      "as N), which adds to their TTFT.", "int", DEPLOYMENT, minimum=1, maximum=1000)
-    stream_interval: int = F(1, "SGLang's --stream-interval: a running request's tokens go to the API server every N "
-                             "tokens, which divides its per-token streaming work by N.", "int", DEPLOYMENT,
-                             minimum=1, maximum=1000)
+    stream_interval: int = F(1, "--stream-interval (SGLang; vLLM from 0.17's profile on): a running request's tokens go "
+                             "to the API server every N tokens, which divides its per-token streaming work by N.",
+                             "int", DEPLOYMENT, minimum=1, maximum=1000)
     device: str = F("cuda", "Accelerator the engine runs on.", "choice", DEPLOYMENT, choices=("cuda", "cpu"))
     cpu_isa: str = F("avx512_bf16", "With device cpu: the host CPU's vector instructions. vLLM's CPU platform keeps a "
                      "hybrid model's SSM state in float32 on AVX-512 BF16 hosts and in the model's dtype on the others, "

@@ -47,7 +47,7 @@ _BASE = replace(vllm.V1_LATEST, engine="sglang", generation="SGLang",
                 spec_host_handover=True,
                 # its API server's costs: the catalog's (fitted with SGLang 0.4-0.5 servers among the rows), not
                 # vLLM 0.17+'s lighter front end
-                api_cost_scale=1.0,
+                api_cost_scale=1.0, stream_interval_flag=True,
                 # its fused-MoE kernels for fp8 block-quantised experts (DeepGEMM / its tuned Triton configs on Hopper,
                 # its Blackwell and AITER paths) stream at 0.6 of HBM, not the 0.35 (Hopper) / 0.125 (Blackwell) of vLLM
                 # 0.24's kernels in the kernel tables: fitted on InferenceX's DeepSeek-R1-0528 FP8 SGLang runs
