@@ -313,3 +313,43 @@ def test_engine_release_scales_its_own_host_and_api_server_costs():
     from specsize.core.perf import uniform_step
     assert uniform_step(c_old.target_co, 512, 1, 500).time_s == pytest.approx(512 * eff.api_per_seq_s)
     assert uniform_step(c_new.target_co, 512, 1, 500).time_s < 512 * eff.api_per_seq_s
+
+
+def test_async_scheduling_hides_the_host_step_by_hand():
+    # Llama-3.2-1B decoding one sequence over 1,000 tokens of context on the round GPU: the forward reads the weights,
+    # one token's activations and 1,000 tokens of KV (32,768 B each) at 1e12 B/s = 2.5045 ms. Per step the engine
+    # core works 10 us per sequence (scheduling, inputs, outputs) and the forward has 1 ms of fixed cost. Synchronous
+    # (vLLM before 0.14) all three add; with async scheduling (0.14 on) the engine core prepares the next step while
+    # the GPU runs this one: the step is the longer of forward and per-sequence work, plus the fixed cost.
+    from specsize.core.perf import step_time
+
+    eff = replace(IDEAL, step_overhead_s=1e-3, cpu_per_seq_s=1e-5)
+    gpu = (2_471_628_800 + 2 * 2048 * 2 * 16 + 32_768 * 1000) / 1e12
+    sync = coefficients(cost_1b(), ROUND_GPU, eff)
+    overlapped = coefficients(cost_1b(), ROUND_GPU, eff, host_overlapped=True)
+    assert step_time(sync, 1, 1000, (), 1000)[0] == pytest.approx(gpu + 1.01e-3, rel=1e-9)
+    assert step_time(overlapped, 1, 1000, (), 1000)[0] == pytest.approx(gpu + 1e-3, rel=1e-9)
+    # per-sequence work longer than the forward sets the step: 2,000 sequences (20 ms) over a 2,000-token decode
+    # whose forward is about 4.9 ms (2 x 1.24e9 parameters x 2,000 tokens at 1e15 FLOP/s)
+    many = step_time(overlapped, 2000, 0, (), 0, seqs=2000)[0]
+    assert many == pytest.approx(2000 * 1e-5 + 1e-3, rel=1e-9)
+
+
+def test_async_scheduling_by_release_and_drafter():
+    # vLLM 0.14 turned async scheduling on by default (PR 27614), with speculation only for EAGLE / MTP drafters
+    # (PR 31998): an n-gram server steps synchronously while its no-speculation baseline does not
+    from specsize.core.memory import account
+    from specsize.engines import resolve_profile
+    from specsize.planner.perf import Tree, costs_for
+
+    def costs(version, method):
+        d = Deployment(target=load_model("meta-llama/Llama-3.1-8B-Instruct"), gpu=load_gpu("H100-SXM-80GB"),
+                       speculative=SpeculativeConfig(method, None, 3) if method != "none" else SpeculativeConfig())
+        mem = account(d, resolve_profile("vllm", version))
+        return costs_for(d, mem, load_efficiency(d.gpu), 3 if method != "none" else 0, Tree())
+
+    for version, method, target, plain in (("0.13", "none", False, False), ("0.14", "none", True, True),
+                                           ("0.14", "ngram", False, True), ("0.32", "ngram", False, True)):
+        c = costs(version, method)
+        assert (c.target_co.host_overlapped, c.plain_co.host_overlapped) == (target, plain), (version, method)
+    assert resolve_profile("sglang").async_scheduling is False  # its overlap scheduler is inside its fitted terms

@@ -51,6 +51,10 @@ class AccountingProfile:
     # the API server's work (Efficiency.api_per_seq_s, its per-token streaming that floors a step, and the
     # front-end latency and intake of a request) relative to the catalog's, which is fitted on vLLM 0.10-0.11 servers
     api_cost_scale: float = 1.0
+    # vLLM's async scheduling (default on from 0.14, vllm-project/vllm PR 27614, the 0.14.0 release notes: "Async
+    # scheduling is now enabled by default"; not with pipeline parallel or the CPU backend): the engine core schedules
+    # and prepares step N + 1 while the GPU runs step N, so the host's per-step work hides behind the forward
+    async_scheduling: bool = False
     # the release takes --stream-interval (SGLang's own flag; vLLM's from PR 27869, merged 2025-11, in 0.12 on)
     stream_interval_flag: bool = False
     # the engine's own fused-MoE kernels for fp8 (block-)quantised experts, as a fraction of HBM bandwidth, where they
@@ -130,6 +134,7 @@ class ResolvedSettings:
     moe_fp8_memory: float = 0.0  # AccountingProfile.moe_fp8_memory (0: the GPU family's)
     scheduler_steps: int = 1  # vLLM V0's multi-step scheduling (EngineSettings.num_scheduler_steps)
     recv_interval: int = 1  # SGLang's --scheduler-recv-interval (EngineSettings.scheduler_recv_interval)
+    async_scheduling: bool = False  # AccountingProfile.async_scheduling, where the deployment allows it
     stream_interval: int = 1  # SGLang's --stream-interval (EngineSettings.stream_interval)
 
 
@@ -263,10 +268,11 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         prefill_first=p.prefill_first and not chunked, spec_host_handover=p.spec_host_handover,
         api_cost_scale=p.api_cost_scale,
         scheduler_steps=steps, moe_fp8_memory=p.moe_fp8_memory,
+        async_scheduling=p.async_scheduling and d.pp == 1 and e.device == "cuda",
         recv_interval=_engine_interval("scheduler_recv_interval", e.scheduler_recv_interval, p.engine == "sglang", p,
                                        "engine sglang"),
         stream_interval=_engine_interval("stream_interval", e.stream_interval, p.stream_interval_flag, p,
-                                         "engine sglang, or vllm from 0.17"),
+                                         "engine sglang, or vllm from 0.14"),
     )
 
 

@@ -215,10 +215,14 @@ class StepCoefficients:
     cpu_per_seq_s: float = 0.0
     api_per_seq_s: float = 0.0
     expert_seq_reuse: float = 0.0  # Efficiency.moe_seq_reuse
+    # the engine core's per-sequence work (cpu_per_seq_s: scheduling, input preparation, output processing) runs
+    # beside the forward (vLLM's async scheduling): the step takes the longer of the two, then the per-forward fixed
+    # cost (overhead_s: graph launch, the sampled tokens' sync), which stays on the critical path
+    host_overlapped: bool = False
 
 
 def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = True,
-                 eager: bool = False) -> StepCoefficients:
+                 eager: bool = False, host_overlapped: bool = False) -> StepCoefficients:
     # FP4 tensor cores: MXFP4/NVFP4 weights need no dequantisation; int4 (AWQ/GPTQ) stays a dequantising kernel
     fp4_native = gpu.family == "blackwell" and c.fp4
     fp8 = c.fp8_compute or fp4_native
@@ -270,7 +274,8 @@ def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = T
         inv_bandwidth_kv=inv_bw(eff.attn_memory),
         inv_flops_attn=1.0 / (peak * (eff.attn_compute or eff.compute)) if peak else 0.0,
         sampler_s_per_logit=sampler, cpu_per_seq_s=eff.cpu_per_seq_s if overhead else 0.0,
-        api_per_seq_s=eff.api_per_seq_s if overhead else 0.0, expert_seq_reuse=eff.moe_seq_reuse)
+        api_per_seq_s=eff.api_per_seq_s if overhead else 0.0, expert_seq_reuse=eff.moe_seq_reuse,
+        host_overlapped=host_overlapped)
 
 
 def gemm_time(bytes_: float, flops: float, tokens: float, co: StepCoefficients, inv_bandwidth: float,
@@ -323,7 +328,8 @@ def step_time(co: StepCoefficients, tokens: float, context_tokens: float, window
     t_attn = max(t_kv_read, attn_flops * (co.inv_flops_attn or co.inv_flops))
     t_gpu = t_dense + t_experts + t_attn + act * co.inv_bandwidth + co.fixed_s + co.sampler_s_per_logit * logits
     comm = co.comm_fixed_s + co.comm_per_token_s * tokens if co.comm_fixed_s or co.comm_per_token_s else 0.0
-    engine = t_gpu + comm + co.overhead_s + co.cpu_per_seq_s * seqs
+    host = co.cpu_per_seq_s * seqs  # beside the forward with async scheduling, after it without
+    engine = (max(t_gpu + comm, host) if co.host_overlapped else t_gpu + comm + host) + co.overhead_s
     seconds = max(engine, co.api_per_seq_s * seqs)
     t_memory = moved * co.inv_bandwidth
     return seconds, flops, moved, flops * co.inv_flops > t_memory
@@ -372,13 +378,17 @@ class SpecCosts:
     draft_width: int  # tokens per sequence in each drafter forward (tree top-k)
     target_co: StepCoefficients | None = None
     draft_co: StepCoefficients | None = None
+    plain_co: StepCoefficients | None = None  # the target without speculation (the baseline a speed-up is against)
     draft_prefills: bool = False  # the drafter runs over the prompt too (it keeps a KV cache of its own)
     host_handover: bool = False  # the engine syncs with the host between drafter and target (handover_time)
 
 
 def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization | None, kv_dtype_bytes: int,
                 k: int | None = None, tree_topk: int = 1, num_draft_tokens: int | None = None,
-                host_handover: bool = False) -> SpecCosts:
+                host_handover: bool = False, async_scheduling: bool = False) -> SpecCosts:
+    """What steps of this deployment cost. `async_scheduling`: the release overlaps the host's per-step work with the
+    forward (ResolvedSettings.async_scheduling); it stays on with speculation only for drafters that keep it
+    (DrafterKind.keeps_async), and `plain_co`, the target without speculation, always has it."""
     sp = d.speculative
     k = sp.num_speculative_tokens if k is None else k
     target = model_cost(d.target, d.tp, dtype, quant, kv_dtype_bytes=kv_dtype_bytes)
@@ -405,7 +415,10 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
     steps = kind.steps(k)
     return SpecCosts(target=target, draft=draft, draft_gpu_tp=draft_tp, method=sp.method, gpu=d.gpu, eff=eff,
                      verify_width=width + 1, draft_steps=steps, draft_width=max(1, tree_topk),
-                     target_co=coefficients(target, d.gpu, eff, eager=d.engine.enforce_eager),
+                     target_co=coefficients(target, d.gpu, eff, eager=d.engine.enforce_eager,
+                                            host_overlapped=async_scheduling and (not sp.enabled or kind.keeps_async)),
+                     plain_co=coefficients(target, d.gpu, eff, eager=d.engine.enforce_eager,
+                                           host_overlapped=async_scheduling),
                      draft_co=coefficients(draft, d.gpu, eff, overhead=False, eager=d.engine.enforce_eager)
                      if draft is not None else None,
                      draft_prefills=draft is not None and kind.keeps_kv, host_handover=host_handover)
@@ -429,7 +442,8 @@ def _target_co(c: SpecCosts) -> StepCoefficients:
 
 
 def decode_step(c: SpecCosts, batch: int, context: int) -> StepTime:
-    return uniform_step(_target_co(c), batch, 1, context)
+    """One decode step of the target without speculation."""
+    return uniform_step(c.plain_co or _target_co(c), batch, 1, context)
 
 
 def spec_step_time(c: SpecCosts, batch: int, context: int) -> float:

@@ -51,6 +51,9 @@ class DrafterKind:
     cpu_drafted: bool  # drafting is a CPU lookup (n-gram), no GPU forward
     engine_names: tuple[tuple[str, str | None], ...]  # (engine, its name for the method or None: unsupported)
     label: str
+    # vLLM's async scheduling stays on with this drafter (0.14 on: EAGLE / MTP, vllm-project/vllm PR 31998 "Default-on
+    # when speculative_config.method is EAGLE/MTP; otherwise disabled"); the others step synchronously
+    keeps_async: bool = False
 
     def steps(self, k: int) -> int:
         return {"k": k, "one": 1, "none": 0}[self.draft_steps]
@@ -70,11 +73,11 @@ DRAFTER_KINDS: dict[SpecMethod, DrafterKind] = {
         DrafterKind(SpecMethod.DRAFT_MODEL, True, False, False, False, True, True, "k", False,
                     (("vllm", "draft_model"), ("sglang", "STANDALONE")), "separate draft model"),
         DrafterKind(SpecMethod.EAGLE, True, False, True, True, False, True, "k", False,
-                    (("vllm", "eagle"), ("sglang", "EAGLE")), "EAGLE head"),
+                    (("vllm", "eagle"), ("sglang", "EAGLE")), "EAGLE head", keeps_async=True),
         DrafterKind(SpecMethod.EAGLE3, True, False, True, True, False, True, "k", False,
-                    (("vllm", "eagle3"), ("sglang", "EAGLE3")), "EAGLE-3 head"),
+                    (("vllm", "eagle3"), ("sglang", "EAGLE3")), "EAGLE-3 head", keeps_async=True),
         DrafterKind(SpecMethod.MTP, False, True, True, True, False, True, "k", False,
-                    (("vllm", "mtp"), ("sglang", "NEXTN")), "MTP layers"),
+                    (("vllm", "mtp"), ("sglang", "NEXTN")), "MTP layers", keeps_async=True),
         DrafterKind(SpecMethod.MEDUSA, True, False, False, False, False, False, "one", False,
                     (("vllm", "medusa"), ("sglang", None)), "Medusa heads"),
         DrafterKind(SpecMethod.NGRAM, False, False, False, False, False, False, "none", True,
