@@ -25,6 +25,7 @@ the drafter's k steps and a fixed per-step cost (rejection sampling, bookkeeping
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from .kvcache import model_kv_layers
@@ -140,6 +141,7 @@ def tree_tokens_per_pass(acceptance: float, depth: int, topk: int, num_draft_tok
     return min(tokens_per_pass(a_level, depth), float(num_draft_tokens + 1))
 
 
+@lru_cache(maxsize=512)  # a pure function of frozen inputs, asked again for every candidate a plan weighs
 def model_cost(m: ModelSpec, tp: int, dtype: str, quant: Quantization | None, *, share_embeddings: bool = False,
                kv_dtype_bytes: int = 2, layers: int | None = None, include_mtp_only: bool = False) -> ModelCost:
     if include_mtp_only:
@@ -221,6 +223,7 @@ class StepCoefficients:
     host_overlapped: bool = False
 
 
+@lru_cache(maxsize=1024)  # as model_cost
 def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = True,
                  eager: bool = False, host_overlapped: bool = False) -> StepCoefficients:
     # FP4 tensor cores: MXFP4/NVFP4 weights need no dequantisation; int4 (AWQ/GPTQ) stays a dequantising kernel
