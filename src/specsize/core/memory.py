@@ -53,10 +53,12 @@ class AccountingProfile:
     api_cost_scale: float = 1.0
     # vLLM's async scheduling (default on from 0.14, vllm-project/vllm PR 27614, the 0.14.0 release notes: "Async
     # scheduling is now enabled by default"; not with pipeline parallel or the CPU backend): the engine core schedules
-    # and prepares step N + 1 while the GPU runs step N, so the host's per-step work hides behind the forward
+    # and prepares step N + 1 while the GPU runs step N, so its per-sequence work runs beside the forward
     async_scheduling: bool = False
     # the release takes --stream-interval (SGLang's own flag; vLLM's from PR 27869, merged 2025-11, in 0.12 on)
     stream_interval_flag: bool = False
+    # the release takes --scheduler-recv-interval (SGLang's SchedulerRecvSkipper; vLLM has no such flag)
+    recv_interval_flag: bool = False
     # the engine's own fused-MoE kernels for fp8 (block-)quantised experts, as a fraction of HBM bandwidth, where they
     # differ from the vLLM kernels the GPU family's terms were measured with (Efficiency.moe_fp8_memory); 0: the family's
     moe_fp8_memory: float = 0.0
@@ -135,7 +137,7 @@ class ResolvedSettings:
     scheduler_steps: int = 1  # vLLM V0's multi-step scheduling (EngineSettings.num_scheduler_steps)
     recv_interval: int = 1  # SGLang's --scheduler-recv-interval (EngineSettings.scheduler_recv_interval)
     async_scheduling: bool = False  # AccountingProfile.async_scheduling, where the deployment allows it
-    stream_interval: int = 1  # SGLang's --stream-interval (EngineSettings.stream_interval)
+    stream_interval: int = 1  # --stream-interval (EngineSettings.stream_interval)
 
 
 @dataclass(frozen=True)
@@ -269,7 +271,7 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         api_cost_scale=p.api_cost_scale,
         scheduler_steps=steps, moe_fp8_memory=p.moe_fp8_memory,
         async_scheduling=p.async_scheduling and d.pp == 1 and e.device == "cuda",
-        recv_interval=_engine_interval("scheduler_recv_interval", e.scheduler_recv_interval, p.engine == "sglang", p,
+        recv_interval=_engine_interval("scheduler_recv_interval", e.scheduler_recv_interval, p.recv_interval_flag, p,
                                        "engine sglang"),
         stream_interval=_engine_interval("stream_interval", e.stream_interval, p.stream_interval_flag, p,
                                          "engine sglang, or vllm from 0.14"),

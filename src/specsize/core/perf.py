@@ -389,8 +389,8 @@ class SpecCosts:
 def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization | None, kv_dtype_bytes: int,
                 k: int | None = None, tree_topk: int = 1, num_draft_tokens: int | None = None,
                 host_handover: bool = False, async_scheduling: bool = False) -> SpecCosts:
-    """What steps of this deployment cost. `async_scheduling`: the release overlaps the host's per-step work with the
-    forward (ResolvedSettings.async_scheduling); it stays on with speculation only for drafters that keep it
+    """What steps of this deployment cost. `async_scheduling`: the release runs the engine core's per-sequence work
+    beside the forward (ResolvedSettings.async_scheduling, StepCoefficients.host_overlapped); it stays on with speculation only for drafters that keep it
     (DrafterKind.keeps_async), and `plain_co`, the target without speculation, always has it."""
     sp = d.speculative
     k = sp.num_speculative_tokens if k is None else k
@@ -446,7 +446,8 @@ def _target_co(c: SpecCosts) -> StepCoefficients:
 
 def decode_step(c: SpecCosts, batch: int, context: int) -> StepTime:
     """One decode step of the target without speculation."""
-    return uniform_step(c.plain_co or _target_co(c), batch, 1, context)
+    assert c.plain_co is not None  # build_costs always sets it
+    return uniform_step(c.plain_co, batch, 1, context)
 
 
 def spec_step_time(c: SpecCosts, batch: int, context: int) -> float:

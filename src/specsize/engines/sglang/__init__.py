@@ -47,7 +47,7 @@ _BASE = replace(vllm.V1_LATEST, engine="sglang", generation="SGLang",
                 spec_host_handover=True,
                 # its API server's costs: the catalog's (fitted with SGLang 0.4-0.5 servers among the rows), not
                 # vLLM 0.17+'s lighter front end
-                api_cost_scale=1.0, stream_interval_flag=True,
+                api_cost_scale=1.0, stream_interval_flag=True, recv_interval_flag=True,
                 # its overlap scheduler (on by default) is inside the terms fitted on SGLang runs, and off with
                 # speculation: no async scheduling on top (AccountingProfile.async_scheduling)
                 async_scheduling=False,
