@@ -116,6 +116,27 @@ def test_eagle_without_a_head_prices_the_standard_head(capsys, method, draft):
     assert f"the standard {method} head of meta-llama/Llama-3.1-8B-Instruct" in out + err
 
 
+def test_mtp_without_k_takes_the_checkpoints_mtp_layers_as_vllm_does(capsys):
+    """vLLM leaves num_speculative_tokens unset to the draft config's n_predict, for MTP the checkpoint's
+    num_nextn_predict_layers: DeepSeek-V3's config.json carries 1. Every other method still needs k (exit 2)."""
+    assert load_model("deepseek-ai/DeepSeek-V3").num_mtp_layers == 1
+    result = specsize.plan(target="deepseek-ai/DeepSeek-V3", gpu="H200-141GB", tp=8, method="mtp",
+                           acceptance_rate=0.8)
+    assert result.deployment.speculative.num_speculative_tokens == 1
+    assert any(note.startswith("k = 1: no --num-speculative-tokens given") for note in result.notes)
+    given = specsize.plan(target="deepseek-ai/DeepSeek-V3", gpu="H200-141GB", tp=8, method="mtp",
+                          num_speculative_tokens=2, acceptance_rate=0.8)
+    assert given.deployment.speculative.num_speculative_tokens == 2
+    assert not any(note.startswith("k = ") for note in given.notes)
+    code, out, err = run(capsys, "speedup", "--target", "deepseek-ai/DeepSeek-V3", "--gpu", "H200-141GB", "--tp", "8",
+                         "--method", "mtp", "--acceptance-rate", "0.8", "--batch-size", "1", "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)["rows"][0]["k"] == 1
+    code, out, err = run(capsys, "plan", "--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB",
+                         "--method", "eagle3")
+    assert code == 2 and err.count("\n") == 1 and "num_speculative_tokens" in err, err
+
+
 def test_derived_eagle3_head_by_hand():
     # one Llama layer whose attention reads 2H: q 8192 x 4096, k and v 8192 x 1024 each, o 4096 x 4096; MLP
     # 3 x 4096 x 14336; fc 3H -> H 3 x 4096 x 4096; its own lm_head over 32,000 tokens; the 128,256 x 4096

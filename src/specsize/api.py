@@ -77,15 +77,21 @@ def _notes(r: Resolved) -> tuple[str, ...]:
                   "makes vLLM refuse a gpu_memory_utilization above the free share")
         notes.append(f"{gpu.name} is a {gpu.segment} card: a desktop, WSL or other processes often hold memory on "
                      f"it, which {effect}; give --other-processes-gib or --nvidia-smi FILE")
-    return tuple(notes) + _derived_head_note(r)
+    return tuple(notes) + _drafter_notes(r)
 
 
-def _derived_head_note(r: Resolved) -> tuple[str, ...]:
-    draft = r.deployment.speculative.draft
-    if draft is None or not draft.is_derived:
-        return ()
-    return (f"no readable head config: priced {draft.source} (catalog.configs.standard_head), in memory and in time; "
-            "pass --draft for the real one",)
+def _drafter_notes(r: Resolved) -> tuple[str, ...]:
+    """What the drafter was taken as where the request left it open: a head derived from the target's config, or
+    k defaulted as vLLM defaults it for MTP."""
+    sp = r.deployment.speculative
+    notes = []
+    if sp.method == "mtp" and r.request.num_speculative_tokens is None and not r.request.speedup_ks:
+        notes.append(f"k = {sp.num_speculative_tokens}: no --num-speculative-tokens given, vLLM's default for MTP "
+                     "(the checkpoint's MTP layers)")
+    if sp.draft is not None and sp.draft.is_derived:
+        notes.append(f"no readable head config: priced {sp.draft.source} (catalog.configs.standard_head), in memory "
+                     "and in time; pass --draft for the real one")
+    return tuple(notes)
 
 
 def _lengths_source(request: Request) -> str:
@@ -217,7 +223,7 @@ def speedup(request: Request | None = None, **overrides: Any) -> SpeedupReport:
     ks = list(q.speedup_ks or (d.speculative.num_speculative_tokens,))
     result = compare_drafters(d, r.profile, r.efficiency, r.acceptance, list(q.batch_sizes), ks, q.context_len,
                               r.tree, candidates)
-    return replace(result, notes=_derived_head_note(r) + result.notes)
+    return replace(result, notes=_drafter_notes(r) + result.notes)
 
 
 def report(request: Request | None = None, **overrides: Any) -> ReportData:

@@ -33,7 +33,8 @@ class Request:
                           DEPLOYMENT)
     method: str | None = F(None, "Speculative method.", "choice", DEPLOYMENT, choices=SPEC_METHODS,
                            default_doc="draft_model when a draft is given, else none")
-    num_speculative_tokens: int | None = F(None, "Tokens drafted per step (k); `speedup` takes a list K,K,...",
+    num_speculative_tokens: int | None = F(None, "Tokens drafted per step (k); `speedup` takes a list K,K,... "
+                                           "(unset with MTP: the checkpoint's MTP layers, as vLLM)",
                                            "int", DEPLOYMENT, minimum=0, maximum=64, flag="", short="-k")
     draft_tp: int = F(1, "Tensor parallel size of a separate draft model.", "int", DEPLOYMENT, minimum=1)
     gpu: str | None = F(None, "GPU id from `specsize gpus`.", "str", DEPLOYMENT)

@@ -93,8 +93,13 @@ def speculative_config(method_name: str | None, draft_id: str | None, k: int | N
                 draft = draft.with_(source=f"{draft.source} ({draft_id} could not be read)")
         elif method == SpecMethod.EAGLE:
             draft = as_eagle_head(draft)
+    if k is None and method == SpecMethod.MTP and target is not None and target.num_mtp_layers >= 1:
+        # vLLM's default: num_speculative_tokens unset takes the draft config's n_predict, an MTP checkpoint's
+        # num_nextn_predict_layers (vllm/config/speculative.py, SpeculativeConfig.__post_init__)
+        k = target.num_mtp_layers
     if method != SpecMethod.NONE and (k is None or k < 1):
-        raise SpecError("num_speculative_tokens", f"must be >= 1 with method {method}, got {k}", "an integer >= 1")
+        raise SpecError("num_speculative_tokens", f"must be >= 1 with method {method}, got {k}",
+                        "an integer >= 1 (vLLM defaults it only for MTP, to the checkpoint's MTP layers)")
     return SpeculativeConfig(method=method, draft=draft, num_speculative_tokens=(k or 0) if method != SpecMethod.NONE else 0,
                              draft_tp=draft_tp)
 
