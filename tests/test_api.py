@@ -137,6 +137,28 @@ def test_mtp_without_k_takes_the_checkpoints_mtp_layers_as_vllm_does(capsys):
     assert code == 2 and err.count("\n") == 1 and "num_speculative_tokens" in err, err
 
 
+def test_sglang_picks_the_drafter_shape_itself_when_none_is_given():
+    """SGLang's auto_choose_speculative_params (server_args.py): DeepSeek-V2/V3 3 steps, top-k 1, 4 draft tokens;
+    every other architecture 5 / 4 / 8. A shape given in part is the user's: nothing is filled in then."""
+    llama = specsize.plan(engine="sglang", target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB",
+                          method="eagle3", acceptance_rate=0.7)
+    sp = llama.deployment.speculative
+    assert (sp.num_speculative_tokens, sp.tree_topk, sp.num_draft_tokens) == (5, 4, 8)
+    assert any("SGLang's own choice for llama" in note for note in llama.notes)
+    sglang = next(" ".join(c.argv) for c in llama.commands if c.engine == "sglang")
+    assert "--speculative-num-steps 5 --speculative-eagle-topk 4 --speculative-num-draft-tokens 8" in sglang
+    deepseek = specsize.plan(engine="sglang", target="deepseek-ai/DeepSeek-V3", gpu="H200-141GB", tp=8, method="mtp",
+                             acceptance_rate=0.7).deployment.speculative
+    assert (deepseek.num_speculative_tokens, deepseek.tree_topk) == (3, 1)
+    given = specsize.plan(engine="sglang", target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB",
+                          method="eagle3", num_speculative_tokens=3, acceptance_rate=0.7)
+    assert (given.deployment.speculative.num_speculative_tokens, given.deployment.speculative.tree_topk) == (3, 1)
+    assert not any(note.startswith("k = ") for note in given.notes)
+    vllm = specsize.plan(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", method="eagle3",
+                         num_speculative_tokens=3, acceptance_rate=0.7).deployment.speculative
+    assert vllm.tree_topk == 1
+
+
 def test_derived_eagle3_head_by_hand():
     # one Llama layer whose attention reads 2H: q 8192 x 4096, k and v 8192 x 1024 each, o 4096 x 4096; MLP
     # 3 x 4096 x 14336; fc 3H -> H 3 x 4096 x 4096; its own lm_head over 32,000 tokens; the 128,256 x 4096

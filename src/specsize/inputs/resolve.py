@@ -20,6 +20,7 @@ from ..core.perf import Efficiency
 from ..core.specs import Deployment, EngineSettings, GpuSpec, ModelSpec, SpeculativeConfig, Workload, canonical_dtype
 from ..core.speculation import Acceptance, SpecMethod
 from ..engines import resolve_profile
+from ..engines.sglang import AUTO_SPECULATIVE_METHODS, auto_speculative_params
 from ..planner.perf import Tree
 from .request import Request
 
@@ -124,14 +125,24 @@ def _drafter_settings(r: Request) -> str | None:
     return r.draft
 
 
+def sglang_auto_speculative(r: Request, draft: str | None) -> bool:
+    """SGLang with an EAGLE-family method and no drafter shape given (k, top-k, draft tokens): the engine picks
+    them itself (engines.sglang.auto_speculative_params)."""
+    return (r.engine == "sglang" and r.num_speculative_tokens is None and r.tree_topk == 1
+            and r.num_draft_tokens is None and method_of(r.method, draft) in AUTO_SPECULATIVE_METHODS)
+
+
 def deployment_of(r: Request) -> Deployment:
     if not r.target:
         raise SpecError("target", "no target model given", "a catalog id (specsize models) or a config.json path")
     draft = _drafter_settings(r)
     target = load_model(r.target)
-    speculative = speculative_config(r.method, draft, r.num_speculative_tokens, r.draft_tp, target=target)
-    if speculative.enabled and (r.tree_topk != 1 or r.num_draft_tokens is not None):
-        speculative = replace(speculative, tree_topk=r.tree_topk, num_draft_tokens=r.num_draft_tokens)
+    k, topk, draft_tokens = r.num_speculative_tokens, r.tree_topk, r.num_draft_tokens
+    if sglang_auto_speculative(r, draft):  # SGLang's own choice of the drafter's shape
+        k, topk, draft_tokens = auto_speculative_params(target.model_type)
+    speculative = speculative_config(r.method, draft, k, r.draft_tp, target=target)
+    if speculative.enabled and (topk != 1 or draft_tokens is not None):
+        speculative = replace(speculative, tree_topk=topk, num_draft_tokens=draft_tokens)
     settings = EngineSettings(
         gpu_memory_utilization=r.gpu_memory_utilization, max_model_len=r.max_model_len,
         max_num_seqs=r.max_num_seqs, max_num_batched_tokens=r.max_num_batched_tokens, block_size=r.block_size,

@@ -77,3 +77,15 @@ V0514 = _profile("0.5.14", "SGLang 0.5.14 and later (draft weights and KV inside
 
 # (first release covered, profile), oldest first
 PROFILES = (((0, 4), V04), ((0, 5, 4), V054), ((0, 5, 14), V0514))
+
+# The EAGLE-family drafter SGLang runs when no --speculative-num-steps is given (with EAGLE, EAGLE3 and NEXTN, its
+# MTP): python/sglang/srt/server_args.py auto_choose_speculative_params, by the target's architecture:
+# DeepseekV3ForCausalLM / DeepseekV2ForCausalLM 3 steps, top-k 1, 4 draft tokens; every other architecture 5 steps,
+# top-k 4, 8 draft tokens (a tree). Older releases gave DeepSeek the 5 / 4 / 8 too; the newer choice is taken.
+AUTO_SPECULATIVE_METHODS = ("eagle", "eagle3", "mtp")
+
+
+def auto_speculative_params(model_type: str) -> tuple[int, int, int]:
+    """(speculative_num_steps = k, speculative_eagle_topk, speculative_num_draft_tokens) SGLang picks for a target
+    of this model_type when the request leaves them unset."""
+    return (3, 1, 4) if model_type in ("deepseek_v3", "deepseek_v2") else (5, 4, 8)
