@@ -44,7 +44,7 @@ def load_rows(path: str | Path | None = None) -> list[dict]:
 
 GPUS = {"H100": "H100-SXM-80GB", "H100 80GB": "H100-SXM-80GB", "H200": "H200-141GB", "A100": "A100-80GB",
         "B200": "B200-180GB", "MI300X": "MI300X-192GB", "MI325X": "MI325X-256GB", "MI355X": "MI355X-288GB",
-        "L4": "L4-24GB"}
+        "L4": "L4-24GB", "RTX 4090": "RTX-4090-24GB"}
 MODELS = {  # published id -> (catalog id, quantization override)
     "Qwen/Qwen3-8B": ("Qwen/Qwen3-8B", None), "Qwen/Qwen3-8B-FP8": ("Qwen/Qwen3-8B", "fp8"),
     "Qwen/Qwen3-14B": ("Qwen/Qwen3-14B", None), "Qwen/Qwen3-14B-FP8": ("Qwen/Qwen3-14B", "fp8"),
@@ -68,6 +68,10 @@ MODELS = {  # published id -> (catalog id, quantization override)
     "Qwen/Qwen2.5-14B-Instruct": ("Qwen/Qwen2.5-14B-Instruct", None),
     "Qwen/Qwen2.5-32B-Instruct": ("Qwen/Qwen2.5-32B-Instruct", None),
     "Qwen/Qwen2.5-72B-Instruct": ("Qwen/Qwen2.5-72B-Instruct", None),
+    "meta-llama/Meta-Llama-3.1-8B-Instruct": ("meta-llama/Llama-3.1-8B-Instruct", None),
+    "meta-llama/Llama-3.2-3B": ("meta-llama/Llama-3.2-3B-Instruct", None),  # the base checkpoint: same architecture
+    "Qwen/Qwen3-14B-AWQ": ("Qwen/Qwen3-14B", "int4"),
+    "mistralai/Mistral-7B-Instruct-v0.3": ("mistralai/Mistral-7B-Instruct-v0.3", None),
 }
 ENGINES = ("vLLM", "SGLang")
 
@@ -245,6 +249,8 @@ def server_flags(row: dict) -> dict:
         m = re.search(pattern, notes)
         if m:
             out[field] = kind(next(g for g in m.groups() if g))
+    if re.search(r"--enforce-eager\b", notes):  # no CUDA graphs
+        out["enforce_eager"] = True
     return out
 
 
