@@ -22,6 +22,7 @@ from ..core.speculation import Acceptance, SpecMethod
 from ..engines import resolve_profile
 from ..engines.sglang import AUTO_SPECULATIVE_METHODS, auto_speculative_params
 from ..planner.perf import Tree
+from ..planner.plan import validate_speculative
 from .request import Request
 
 
@@ -94,7 +95,9 @@ def speculative_config(method_name: str | None, draft_id: str | None, k: int | N
                 draft = draft.with_(source=f"{draft.source} ({draft_id} could not be read)")
         elif method == SpecMethod.EAGLE:
             draft = as_eagle_head(draft)
-    if k is None and method == SpecMethod.MTP and target is not None and target.num_mtp_layers >= 1:
+    if k is None and method == SpecMethod.MTP and target is not None:
+        if target.num_mtp_layers < 1:  # the target's missing MTP layers, not the missing k, is what to say
+            validate_speculative(target, SpeculativeConfig(method=method, num_speculative_tokens=1))
         # vLLM's default: num_speculative_tokens unset takes the draft config's n_predict, an MTP checkpoint's
         # num_nextn_predict_layers (vllm/config/speculative.py, SpeculativeConfig.__post_init__)
         k = target.num_mtp_layers
