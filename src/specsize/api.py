@@ -81,12 +81,12 @@ def _notes(r: Resolved) -> tuple[str, ...]:
 
 
 def _drafter_notes(r: Resolved) -> tuple[str, ...]:
-    """What the drafter was taken as where the request left it open: a head derived from the target's config, or
-    k defaulted as vLLM defaults it for MTP."""
+    """What the drafter was taken as where the request left it open: a head derived from the target's config, the
+    drafter's shape SGLang picks itself, or k as vLLM defaults it for MTP."""
     sp = r.deployment.speculative
     notes = []
     unset = r.request.num_speculative_tokens is None and not r.request.speedup_ks
-    if unset and sglang_auto_speculative(r.request, r.request.draft):
+    if sglang_auto_speculative(r.request, r.request.draft):
         tree = f", top-k {sp.tree_topk}, {sp.num_draft_tokens} draft tokens" if sp.tree_topk > 1 else ""
         notes.append(f"k = {sp.num_speculative_tokens}{tree}: no drafter shape given, SGLang's own choice for "
                      f"{r.deployment.target.model_type} (server_args.py auto_choose_speculative_params)")

@@ -131,7 +131,7 @@ def _drafter_settings(r: Request) -> str | None:
 def sglang_auto_speculative(r: Request, draft: str | None) -> bool:
     """SGLang with an EAGLE-family method and no drafter shape given (k, top-k, draft tokens): the engine picks
     them itself (engines.sglang.auto_speculative_params)."""
-    return (r.engine == "sglang" and r.num_speculative_tokens is None and r.tree_topk == 1
+    return (r.engine == "sglang" and r.num_speculative_tokens is None and not r.speedup_ks and r.tree_topk == 1
             and r.num_draft_tokens is None and method_of(r.method, draft) in AUTO_SPECULATIVE_METHODS)
 
 
