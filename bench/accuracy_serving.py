@@ -295,6 +295,13 @@ def selected(row: dict, part: str, args) -> bool:
 
 
 REGIMES = ("offline", "concurrency", "poisson", "burst")
+FAMILIES_OUT = re.compile(r"405B|DeepSeek", re.IGNORECASE)  # the series issue #11's own set does not name
+
+
+def issue_families(row: dict) -> bool:
+    """A run of the model families issue #11 measured on (Llama 8B/70B, Qwen, gpt-oss; Mistral too): not the 405B,
+    not DeepSeek."""
+    return not FAMILIES_OUT.search(row["model"])
 
 
 def load_kind(row: dict) -> str:
@@ -443,6 +450,10 @@ def report(errs: dict) -> None:
         for metric in ("throughput", "ttft", "tpot"):
             served = [e for kind in REGIMES if kind != "burst" for e in errs.get((f"{part} {kind}", metric), [])]
             print(f"{part:8} {metric:10} {summary(served)}")
+    print("\nthe model families issue #11 names (Llama 8B-70B, Qwen, gpt-oss, Mistral: no 405B, no DeepSeek):")
+    for part in ("fit", "heldout"):
+        for metric in ("throughput", "ttft", "tpot"):
+            print(f"{part:8} {metric:10} {summary(errs.get((f'{part} families', metric), []))}")
     print("\nby regime (the API server's bursts apart from the server runs at a rate, a concurrency, or offline):")
     for part in ("fit", "heldout"):
         for kind in REGIMES:
@@ -494,6 +505,8 @@ def main() -> int:
             e = p / value - 1
             errs.setdefault((part, metric), []).append(e)
             errs.setdefault((f"{part} {regime(row)}", metric), []).append(e)
+            if issue_families(row):
+                errs.setdefault((f"{part} families", metric), []).append(e)
             unit, scale = ("tok/s", 1) if metric == "throughput" else ("ms", 1e3)
             print(f"{row['id'][:46]:46} {part:7} {metric + ' ' + stat:10} {value * scale:10.1f} {p * scale:10.1f} "
                   f"{e:+7.1%}")
