@@ -246,3 +246,21 @@ def test_a_derived_head_is_named_as_a_gap_in_the_engine_command_not_as_a_path():
     assert '"model":"PATH_TO_YOUR_EAGLE3_HEAD"' in vllm and "derived" not in vllm
     sglang = sglang_command(result.deployment, result.memory).argv
     assert sglang[sglang.index("--speculative-draft-model-path") + 1] == "PATH_TO_YOUR_EAGLE3_HEAD"
+
+
+def test_a_speed_up_near_1_is_flagged_as_not_established():
+    """A predicted speed-up within 12% of 1 (the model's error on published speed-ups, median 10.7%) is named in a
+    note, on the speed-up table and in the plan; one clearly away from 1 is not."""
+    from specsize.planner.perf import thin_gain
+
+    assert thin_gain(1.0) and thin_gain(1.12) and thin_gain(1 / 1.12) and not thin_gain(1.13) and not thin_gain(0.89)
+    report = specsize.speedup(target="Qwen/Qwen3-30B-A3B", gpu="H100-SXM-80GB", method="eagle3",
+                              num_speculative_tokens=3, acceptance_rate=0.5, batch_sizes="1,8,32")
+    rows = {p.batch_size: p.speedup for p in report.drafters[0].table.rows}
+    note = next((n for n in report.notes if "inside the model's error" in n), "")
+    for batch, speedup in rows.items():
+        assert (f"B={batch} k=3 {speedup:.2f}x" in note) == thin_gain(speedup), (batch, speedup, note)
+    assert any(thin_gain(x) for x in rows.values()) and not all(thin_gain(x) for x in rows.values()), rows
+    plan = specsize.plan(target="Qwen/Qwen3-30B-A3B", gpu="H100-SXM-80GB", method="eagle3", num_speculative_tokens=3,
+                         acceptance_rate=0.5, concurrency=1)
+    assert thin_gain(plan.perf.speedup) == any("inside the model's error" in w for w in plan.warnings)

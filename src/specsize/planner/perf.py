@@ -159,3 +159,21 @@ def summarize(d: Deployment, mem: MemoryAccount, eff: Efficiency, acceptance: Ac
                        ttft_s_no_spec=prefill_time(plain_costs, prompt_len, s.max_num_batched_tokens),
                        bound_no_spec=plain.bound, max_concurrency_for_tpot_slo=slo, tpot_slo_s=tpot_slo_s, note=note,
                        acceptance_source=acceptance.source)
+
+
+# How far from 1 a predicted speed-up must be before its sign can be trusted: the model's median |error| on
+# published speed-up measurements is 10.7% (bench/accuracy_speedup.py, the calibration rows of ../shared; 4.8% and
+# 6.4% on the fit and held-out parts of bench/data/spec_speedups.jsonl, where the two rows on the wrong side of 1 were
+# predicted 1.21x and 1.49x), and issue #11 asks for 12%
+SPEEDUP_ERROR_BAND = 0.12
+
+
+def thin_gain(speedup: float) -> bool:
+    """A predicted speed-up too near 1 for its sign to be trusted (within SPEEDUP_ERROR_BAND, either side)."""
+    return 1 / (1 + SPEEDUP_ERROR_BAND) <= speedup <= 1 + SPEEDUP_ERROR_BAND
+
+
+def thin_gain_text() -> str:
+    """The one sentence for a speed-up inside SPEEDUP_ERROR_BAND of 1 (the speed-up table and the plan say it)."""
+    return (f"within {SPEEDUP_ERROR_BAND:.0%} of 1, inside the model's error on published speed-ups (median "
+            "10.7%): whether speculation pays there is not established; measure it before counting on it")

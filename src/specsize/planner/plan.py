@@ -14,7 +14,7 @@ from ..core.specs import Deployment, ModelSpec, SpeculativeConfig, Workload, che
 from ..core.speculation import Acceptance, Tree
 from ..core.traffic import decode_context, replica_share
 from ..core.units import GiB
-from .perf import summarize
+from .perf import summarize, thin_gain, thin_gain_text
 from .result import PlanResult
 
 __all__ = ["PlanResult", "plan", "replica_workload", "validate", "validate_speculative"]
@@ -151,5 +151,7 @@ def plan(d: Deployment, w: Workload, profile: AccountingProfile, headroom: float
         if perf.speedup is not None and perf.speedup < 1:
             below = f"; it pays below {perf.crossover_batch} sequences" if perf.crossover_batch else ""
             warnings.append(f"at {batch} concurrent requests speculation is a slowdown ({perf.speedup:.2f}x){below}")
+        if perf.speedup is not None and thin_gain(perf.speedup):
+            warnings.append(f"the speed-up at {batch} concurrent requests, {perf.speedup:.2f}x, lies {thin_gain_text()}")
     return PlanResult(deployment=d, workload=w, profile=profile, memory=mem, verdict=verdict,
                       warnings=tuple(warnings), perf=perf, acceptance=acceptance)

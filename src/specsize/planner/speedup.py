@@ -9,7 +9,7 @@ from ..core.memory import AccountingProfile, MemoryAccount, account
 from ..core.perf import Efficiency
 from ..core.specs import Deployment, SpeculativeConfig
 from ..core.speculation import Acceptance, Tree
-from .perf import SpeedupTable, speedup_table
+from .perf import SpeedupTable, speedup_table, thin_gain, thin_gain_text
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,21 @@ def shape_notes(mem: MemoryAccount, batches: list[int], ks: list[int], context: 
     return tuple(notes)
 
 
+def thin_gain_notes(results: list[DrafterResult]) -> tuple[str, ...]:
+    """The cells of each table whose speed-up lies within the model's error of 1 (perf.thin_gain): a gain or a loss
+    there is not established until measured."""
+    notes = []
+    for r in results:
+        thin = [p for p in r.table.rows if thin_gain(p.speedup)]
+        if not thin:
+            continue
+        cells = ", ".join(f"B={p.batch_size} k={p.k} {p.speedup:.2f}x" for p in thin[:6])
+        more = f" and {len(thin) - 6} more" if len(thin) > 6 else ""
+        verb = "lies" if len(thin) == 1 else "lie"
+        notes.append(f"{r.label}: {cells}{more} {verb} {thin_gain_text()}")
+    return tuple(notes)
+
+
 def _one(label: str, d: Deployment, mem: MemoryAccount, eff: Efficiency, acceptance: Acceptance,
          batches: list[int], ks: list[int], context: int, tree: Tree) -> DrafterResult:
     table = speedup_table(d, mem, eff, acceptance, batches, ks, context, tree)
@@ -85,6 +100,6 @@ def compare_drafters(d: Deployment, profile: AccountingProfile, eff: Efficiency,
         acceptance_c = c.acceptance if c.acceptance.measured_at_k else replace(c.acceptance, measured_at_k=cand_ks[0])
         results.append(_one(c.label, variant, account(variant, profile), eff, acceptance_c, batches, cand_ks, context,
                             tree))
-    notes = shape_notes(mem, batches, ks, context)
+    notes = shape_notes(mem, batches, ks, context) + thin_gain_notes(results)
     return SpeedupReport(deployment=d, efficiency=eff, batch_sizes=tuple(batches), ks=tuple(ks),
                          context_len=context, drafters=tuple(results), notes=notes)
