@@ -157,6 +157,13 @@ def test_sglang_picks_the_drafter_shape_itself_when_none_is_given():
     vllm = specsize.plan(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", method="eagle3",
                          num_speculative_tokens=3, acceptance_rate=0.7).deployment.speculative
     assert vllm.tree_topk == 1
+    # the shape SGLang picks is priced as the same tree given by hand (the speed-up table reads the deployment's tree)
+    auto = specsize.speedup(engine="sglang", target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB",
+                            method="eagle3", acceptance_rate=0.7, batch_sizes="1,32")
+    by_hand = specsize.speedup(engine="sglang", target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB",
+                               method="eagle3", num_speculative_tokens=5, tree_topk=4, num_draft_tokens=8,
+                               acceptance_rate=0.7, batch_sizes="1,32")
+    assert [p.speedup for p in auto.drafters[0].table.rows] == [p.speedup for p in by_hand.drafters[0].table.rows]
 
 
 def test_derived_eagle3_head_by_hand():

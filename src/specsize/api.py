@@ -20,7 +20,7 @@ from .core.errors import SpecError
 from .core.specs import ModelSpec
 from .inputs.load import EMBEDDED, load_request
 from .inputs.request import Request
-from .inputs.resolve import Resolved, check_scenario, resolve, sglang_auto_speculative
+from .inputs.resolve import Resolved, check_scenario, resolve
 from .planner.result import PlanResult
 
 if TYPE_CHECKING:  # the other result types load with their commands (numpy, the simulator): `plan` stays light
@@ -84,15 +84,7 @@ def _drafter_notes(r: Resolved) -> tuple[str, ...]:
     """What the drafter was taken as where the request left it open: a head derived from the target's config, the
     drafter's shape SGLang picks itself, or k as vLLM defaults it for MTP."""
     sp = r.deployment.speculative
-    notes = []
-    unset = r.request.num_speculative_tokens is None and not r.request.speedup_ks
-    if sglang_auto_speculative(r.request, r.request.draft):
-        tree = f", top-k {sp.tree_topk}, {sp.num_draft_tokens} draft tokens" if sp.tree_topk > 1 else ""
-        notes.append(f"k = {sp.num_speculative_tokens}{tree}: no drafter shape given, SGLang's own choice for "
-                     f"{r.deployment.target.model_type} (server_args.py auto_choose_speculative_params)")
-    elif unset and sp.method == "mtp":
-        notes.append(f"k = {sp.num_speculative_tokens}: no --num-speculative-tokens given, vLLM's default for MTP "
-                     "(the checkpoint's MTP layers)")
+    notes = [r.drafter_note] if r.drafter_note else []
     if sp.draft is not None and sp.draft.is_derived:
         notes.append(f"no readable head config: priced {sp.draft.source} (catalog.configs.standard_head), in memory "
                      "and in time; pass --draft for the real one")

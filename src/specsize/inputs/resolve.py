@@ -22,7 +22,7 @@ from ..core.speculation import Acceptance, SpecMethod
 from ..engines import resolve_profile
 from ..engines.sglang import AUTO_SPECULATIVE_METHODS, auto_speculative_params
 from ..planner.perf import Tree
-from ..planner.plan import validate_speculative
+from ..planner.plan import require_mtp_layers
 from .request import Request
 
 
@@ -37,6 +37,7 @@ class Resolved:
     tree: Tree
     tpot_slo_s: float | None
     ttft_slo_s: float | None
+    drafter_note: str | None = None  # the drafter's shape the engine picked where the request gave none
 
     @property
     def workload_defaulted(self) -> bool:
@@ -95,12 +96,6 @@ def speculative_config(method_name: str | None, draft_id: str | None, k: int | N
                 draft = draft.with_(source=f"{draft.source} ({draft_id} could not be read)")
         elif method == SpecMethod.EAGLE:
             draft = as_eagle_head(draft)
-    if k is None and method == SpecMethod.MTP and target is not None:
-        if target.num_mtp_layers < 1:  # the target's missing MTP layers, not the missing k, is what to say
-            validate_speculative(target, SpeculativeConfig(method=method, num_speculative_tokens=1))
-        # vLLM's default: num_speculative_tokens unset takes the draft config's n_predict, an MTP checkpoint's
-        # num_nextn_predict_layers (vllm/config/speculative.py, SpeculativeConfig.__post_init__)
-        k = target.num_mtp_layers
     if method != SpecMethod.NONE and (k is None or k < 1):
         raise SpecError("num_speculative_tokens", f"must be >= 1 with method {method}, got {k}",
                         "an integer >= 1 (vLLM defaults it only for MTP, to the checkpoint's MTP layers)")
@@ -128,21 +123,35 @@ def _drafter_settings(r: Request) -> str | None:
     return r.draft
 
 
-def sglang_auto_speculative(r: Request, draft: str | None) -> bool:
-    """SGLang with an EAGLE-family method and no drafter shape given (k, top-k, draft tokens): the engine picks
-    them itself (engines.sglang.auto_speculative_params)."""
-    return (r.engine == "sglang" and r.num_speculative_tokens is None and not r.speedup_ks and r.tree_topk == 1
-            and r.num_draft_tokens is None and method_of(r.method, draft) in AUTO_SPECULATIVE_METHODS)
+def drafter_shape(r: Request, draft: str | None, target: ModelSpec) -> tuple[int | None, int, int | None, str | None]:
+    """(k, tree top-k, draft tokens) as the request gives them or, where it gives no k at all, as the engine picks
+    them, with the note saying so: SGLang's own shape for an EAGLE-family method (engines.sglang.
+    auto_speculative_params); vLLM's k for MTP, the checkpoint's MTP layers (vllm/config/speculative.py,
+    SpeculativeConfig.__post_init__: num_speculative_tokens unset takes the draft config's n_predict)."""
+    k, topk, draft_tokens = r.num_speculative_tokens, r.tree_topk, r.num_draft_tokens
+    if k is not None or r.speedup_ks:
+        return k, topk, draft_tokens, None
+    method = method_of(r.method, draft)
+    if (r.engine == "sglang" and topk == 1 and draft_tokens is None and method in AUTO_SPECULATIVE_METHODS):
+        k, topk, draft_tokens = auto_speculative_params(target.model_type)
+        tree = f", top-k {topk}, {draft_tokens} draft tokens" if topk > 1 else ""
+        return k, topk, draft_tokens, (f"k = {k}{tree}: no drafter shape given, SGLang's own choice for "
+                                       f"{target.model_type} (server_args.py auto_choose_speculative_params)")
+    if method == SpecMethod.MTP:
+        require_mtp_layers(target)  # say what is missing: the target's MTP layers, not k
+        k = target.num_mtp_layers
+        return k, topk, draft_tokens, (f"k = {k}: no --num-speculative-tokens given, vLLM's default for MTP (the "
+                                       "checkpoint's MTP layers)")
+    return k, topk, draft_tokens, None
 
 
-def deployment_of(r: Request) -> Deployment:
+def deployment_of(r: Request) -> tuple[Deployment, str | None]:
+    """The deployment a request describes, and the note on a drafter shape the engine picked (drafter_shape)."""
     if not r.target:
         raise SpecError("target", "no target model given", "a catalog id (specsize models) or a config.json path")
     draft = _drafter_settings(r)
     target = load_model(r.target)
-    k, topk, draft_tokens = r.num_speculative_tokens, r.tree_topk, r.num_draft_tokens
-    if sglang_auto_speculative(r, draft):  # SGLang's own choice of the drafter's shape
-        k, topk, draft_tokens = auto_speculative_params(target.model_type)
+    k, topk, draft_tokens, shape_note = drafter_shape(r, draft, target)
     speculative = speculative_config(r.method, draft, k, r.draft_tp, target=target)
     if speculative.enabled and (topk != 1 or draft_tokens is not None):
         speculative = replace(speculative, tree_topk=topk, num_draft_tokens=draft_tokens)
@@ -155,7 +164,8 @@ def deployment_of(r: Request) -> Deployment:
         kv_cache_memory_bytes=r.kv_cache_memory_bytes, cuda_graph_max_bs=r.cuda_graph_max_bs,
         scheduler_recv_interval=r.scheduler_recv_interval, stream_interval=r.stream_interval)
     return Deployment(target=target, gpu=_gpu(r), speculative=speculative, tp=r.tp, pp=r.pp, num_gpus=r.gpus,
-                      engine=settings, shared_reserved_bytes=int(r.shared_reserved_gib * 2**30) + _other_processes(r))
+                      engine=settings, shared_reserved_bytes=int(r.shared_reserved_gib * 2**30) + _other_processes(r)
+                      ), shape_note
 
 
 def _other_processes(r: Request) -> int:
@@ -233,13 +243,14 @@ def check_scenario(q: Request) -> None:
 
 
 def resolve(r: Request) -> Resolved:
-    d = deployment_of(r)
+    d, shape_note = deployment_of(r)
     w = with_images(workload_of(r), d.target, r.images_per_request, r.image_tokens)
     profile = resolve_profile(r.engine, r.engine_version)
     overrides = {"memory": r.memory_efficiency, "compute": r.compute_efficiency,
                  "step_overhead_s": r.step_overhead_ms / 1e3 if r.step_overhead_ms is not None else None}
     efficiency = load_efficiency(d.gpu, overrides)
     return Resolved(request=r, deployment=d, workload=w, profile=profile, efficiency=efficiency,
-                    acceptance=acceptance_of(r, d), tree=Tree(topk=r.tree_topk, num_draft_tokens=r.num_draft_tokens),
+                    acceptance=acceptance_of(r, d), tree=Tree(topk=d.speculative.tree_topk,
+                                                              num_draft_tokens=d.speculative.num_draft_tokens),
                     tpot_slo_s=r.tpot_slo_ms / 1e3 if r.tpot_slo_ms else None,
-                    ttft_slo_s=r.ttft_slo_ms / 1e3 if r.ttft_slo_ms else None)
+                    ttft_slo_s=r.ttft_slo_ms / 1e3 if r.ttft_slo_ms else None, drafter_note=shape_note)

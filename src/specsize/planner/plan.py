@@ -17,7 +17,7 @@ from ..core.units import GiB
 from .perf import summarize, thin_gain, thin_gain_text
 from .result import PlanResult
 
-__all__ = ["PlanResult", "plan", "replica_workload", "validate", "validate_speculative"]
+__all__ = ["PlanResult", "plan", "replica_workload", "require_mtp_layers", "validate", "validate_speculative"]
 
 
 def validate(d: Deployment, w: Workload, headroom: float) -> None:
@@ -57,6 +57,13 @@ def _validate_speculation(d: Deployment) -> None:
     validate_speculative(d.target, d.speculative)
 
 
+def require_mtp_layers(target: ModelSpec) -> None:
+    """MTP drafts with the target's own next-token layers: a target without them cannot run it."""
+    if target.num_mtp_layers < 1:
+        raise SpecError("method", f"mtp needs a target with MTP layers; {target.model_id} has none "
+                        "(num_nextn_predict_layers)", "draft_model, eagle, eagle3, medusa, ngram, none")
+
+
 def validate_speculative(target: ModelSpec, sp: SpeculativeConfig) -> None:
     """The drafter fits its kind and the target: the one check of a drafter, for plans and search specs."""
     if sp.enabled and sp.num_speculative_tokens < 1:
@@ -64,9 +71,8 @@ def validate_speculative(target: ModelSpec, sp: SpeculativeConfig) -> None:
                         f"{sp.num_speculative_tokens}", "an integer >= 1")
     if sp.kind.needs_draft_config and sp.draft is None:
         raise SpecError("draft", f"method {sp.method} needs a draft model or head", "a catalog id or config path")
-    if sp.kind.derives_from_target and target.num_mtp_layers < 1:
-        raise SpecError("method", f"mtp needs a target with MTP layers; {target.model_id} has none "
-                        "(num_nextn_predict_layers)", "draft_model, eagle, eagle3, medusa, ngram, none")
+    if sp.kind.derives_from_target:
+        require_mtp_layers(target)
     if sp.kind.own_tp and sp.draft is not None:
         if sp.draft.num_attention_heads % sp.draft_tp:
             raise SpecError("draft_tp", f"{sp.draft_tp} does not divide the draft's {sp.draft.num_attention_heads} "
