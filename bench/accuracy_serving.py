@@ -272,7 +272,38 @@ def _lengths(row: dict, prompt: float, output: float) -> dict:
     if RANGE_RATIO_08.search(str(row.get("notes") or "")):
         # InferenceX's client (its README: --random-range-ratio 0.8) draws lengths in [0.8 L, L] of the nominal L
         return {"lengths_file": uniform_lengths((0.8 * prompt, prompt), (0.8 * output, output))}
+    mean = measured_output_mean(row)
+    if mean is not None and mean < EOS_SHORT * output:
+        # the run's outputs ended at EOS before the cap (no --ignore-eos): its printed totals say how early
+        return {"lengths_file": eos_lengths(prompt, output, mean)}
     return {"prompt_tokens_median": prompt, "output_tokens_median": output}
+
+
+EOS_SHORT = 0.95  # a run whose outputs average under 95% of the requested length stopped at EOS
+
+
+def measured_output_mean(row: dict) -> float | None:
+    """The run's mean output length as its printed figures give it: output tok/s / requests/s, or None."""
+    m = row["measured"]
+    if m.get("output_throughput_tok_s") and m.get("request_throughput"):
+        return m["output_throughput_tok_s"] / m["request_throughput"]
+    return None
+
+
+def eos_lengths(prompt: float, cap: float, mean: float) -> str:
+    """A lengths file of the run's fixed prompts and outputs that stop at EOS: each token ends the answer with the
+    same probability (a geometric length, the memoryless case), capped at the requested `cap` (max_tokens), the
+    probability solved so that the outputs average the run's printed mean."""
+    import numpy as np
+
+    lo, hi = 1e-9, 1.0  # the per-token EOS probability; the capped mean falls as it rises
+    for _ in range(60):
+        p = (lo + hi) / 2
+        capped = (1 - (1 - p) ** cap) / p  # E[min(Geometric(p), cap)]
+        lo, hi = (p, hi) if capped > mean else (lo, p)
+    rng = np.random.default_rng(7)
+    outputs = np.minimum(rng.geometric((lo + hi) / 2, 5000), int(cap))
+    return lengths_file(np.full(5000, int(round(prompt))), outputs)
 
 
 def _load(row: dict) -> dict | None:
