@@ -353,3 +353,50 @@ def test_async_scheduling_by_release_and_drafter():
         c = costs(version, method)
         assert (c.target_co.host_overlapped, c.plain_co.host_overlapped) == (target, plain), (version, method)
     assert resolve_profile("sglang").async_scheduling is False  # its overlap scheduler is inside its fitted terms
+
+
+# --- skewed expert routing (Efficiency.moe_routing_skew; core.perf.distinct_experts / expert_popularity) ---
+
+def test_uniform_routing_touches_the_textbook_count():
+    from specsize.core.perf import distinct_experts
+
+    # 128 experts, top-4, 16 tokens: 128 x (1 - (124/128)^16) = 128 x (1 - 0.6015) = 50.98
+    assert distinct_experts(128, 4, 16) == pytest.approx(128 * (1 - (124 / 128) ** 16))
+    assert distinct_experts(128, 4, 16, skew=0.0) == pytest.approx(50.98, abs=0.01)
+
+
+def test_zipf_routing_by_hand():
+    from specsize.core.perf import distinct_experts, expert_popularity
+
+    # 4 experts, top-1, popularity 1 : 1/2 : 1/3 : 1/4 (sum 25/12): p = 12/25, 6/25, 4/25, 3/25
+    p = expert_popularity(4, 1, 1.0)
+    assert p == pytest.approx((0.48, 0.24, 0.16, 0.12))
+    # one token touches exactly one expert; two touch sum(2p - p^2) = 2 - 0.328 = 1.672 (uniform: 4 x 7/16 = 1.75)
+    assert distinct_experts(4, 1, 1, skew=1.0) == pytest.approx(1.0)
+    assert distinct_experts(4, 1, 2, skew=1.0) == pytest.approx(1.672)
+    assert distinct_experts(4, 1, 2) == pytest.approx(1.75)
+
+
+def test_zipf_popularity_is_capped_at_one_expert_per_token():
+    from specsize.core.perf import distinct_experts, expert_popularity
+
+    # top-2 of 4 at exponent 2: the head expert's share 2 x 1 / 1.4236 = 1.405 exceeds 1; it takes every token and
+    # the excess 0.405 goes to the other three in proportion, so the shares still sum to 2
+    p = expert_popularity(4, 2, 2.0)
+    assert p[0] == pytest.approx(1.0)
+    assert sum(p) == pytest.approx(2.0)
+    assert max(p) <= 1.0
+    assert distinct_experts(4, 2, 1, skew=2.0) == pytest.approx(2.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(experts=st.sampled_from([8, 32, 64, 128, 256]), top_k=st.integers(1, 8), tokens=st.integers(1, 2048),
+       skew=st.floats(0.05, 2.0))
+def test_skewed_routing_never_touches_more_experts_than_uniform(experts, top_k, tokens, skew):
+    from specsize.core.perf import distinct_experts
+
+    # 1 - (1 - p)^T is concave in p: for shares summing to top_k, the uniform split touches the most experts
+    skewed = distinct_experts(experts, top_k, tokens, skew=skew)
+    assert skewed <= distinct_experts(experts, top_k, tokens) + 1e-9
+    assert min(top_k, experts) - 1e-9 <= skewed <= experts + 1e-9
+    assert distinct_experts(experts, top_k, tokens + 1, skew=skew) >= skewed - 1e-12

@@ -24,6 +24,7 @@ the drafter's k steps and a fixed per-step cost (rejection sampling, bookkeeping
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -58,6 +59,7 @@ class Efficiency:
     attn_compute: float = 0.0  # fraction of peak in prefill attention (0: as `compute`)
     moe_memory: float = 0.0  # fraction of HBM bandwidth streaming routed experts (0: as `memory`)
     moe_seq_reuse: float = 0.0  # share of a sequence's extra tokens in one pass routed to experts it already touches
+    moe_routing_skew: float = 0.0  # Zipf exponent of the experts' popularity in a batch (0: uniform routing)
     low_bit_memory: float = 0.0  # fraction of HBM bandwidth of w4a16 / MXFP4 dequantising kernels (0: `memory`)
     low_bit_half_tokens: float = 0.0  # gemm_half_tokens of those dequantising kernels (0: as gemm_half_tokens)
     moe_fp8_memory: float = 0.0  # fraction of HBM bandwidth streaming fp8 routed experts (0: as `moe_memory`)
@@ -217,6 +219,7 @@ class StepCoefficients:
     cpu_per_seq_s: float = 0.0
     api_per_seq_s: float = 0.0
     expert_seq_reuse: float = 0.0  # Efficiency.moe_seq_reuse
+    expert_skew: float = 0.0  # Efficiency.moe_routing_skew
     # the engine core's per-sequence work (cpu_per_seq_s: scheduling, input preparation, output processing) runs
     # beside the forward (vLLM's async scheduling): the step takes the longer of the two, then the per-forward fixed
     # cost (overhead_s: graph launch, the sampled tokens' sync), which stays on the critical path
@@ -278,7 +281,7 @@ def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = T
         inv_flops_attn=1.0 / (peak * (eff.attn_compute or eff.compute)) if peak else 0.0,
         sampler_s_per_logit=sampler, cpu_per_seq_s=eff.cpu_per_seq_s if overhead else 0.0,
         api_per_seq_s=eff.api_per_seq_s if overhead else 0.0, expert_seq_reuse=eff.moe_seq_reuse,
-        host_overlapped=host_overlapped)
+        expert_skew=eff.moe_routing_skew, host_overlapped=host_overlapped)
 
 
 def gemm_time(bytes_: float, flops: float, tokens: float, co: StepCoefficients, inv_bandwidth: float,
@@ -310,7 +313,7 @@ def step_time(co: StepCoefficients, tokens: float, context_tokens: float, window
     # siblings of a draft tree are alternatives at one position and route as one token
     spread = tokens if positions is None else min(tokens, positions)
     routed = seqs + (spread - seqs) * (1 - co.expert_seq_reuse) if spread > seqs else spread
-    touched = distinct_experts(co.num_experts, co.top_k, routed)
+    touched = distinct_experts(co.num_experts, co.top_k, routed, co.expert_skew)
     kv = co.kv_full_bytes_per_token * context_tokens
     for (_, per_token), span in zip(co.kv_windows, window_tokens):
         kv += per_token * span
@@ -353,11 +356,44 @@ def frontend_stretched(latency_s: float, busy: np.ndarray) -> np.ndarray:
     return latency_s / (1.0 - busy)
 
 
-def distinct_experts(num_experts: int, top_k: int, tokens: float) -> float:
-    """Expected distinct experts that `tokens` tokens, each routed to top_k of num_experts, touch."""
+def distinct_experts(num_experts: int, top_k: int, tokens: float, skew: float = 0.0) -> float:
+    """Expected distinct experts that `tokens` tokens, each routed to top_k of num_experts, touch: the sum over
+    experts of 1 - (1 - p_e)^tokens, p_e the share of tokens routed to expert e (`expert_popularity`; `skew` 0 is
+    uniform routing, p_e = top_k / num_experts)."""
     if num_experts == 0 or tokens <= 0:
         return 0.0
-    return num_experts * (1 - (1 - top_k / num_experts) ** tokens)
+    if not skew:
+        return num_experts * (1 - (1 - top_k / num_experts) ** tokens)
+    return _distinct_skewed(num_experts, top_k, skew, round(tokens, 3))
+
+
+@lru_cache(maxsize=8192)  # a step's routed-token count repeats from step to step (the batch size)
+def _distinct_skewed(num_experts: int, top_k: int, skew: float, tokens: float) -> float:
+    return sum(1.0 - math.exp(tokens * log_miss) for log_miss in _log_miss(num_experts, top_k, skew))
+
+
+@lru_cache(maxsize=64)
+def _log_miss(num_experts: int, top_k: int, skew: float) -> tuple[float, ...]:
+    """log(1 - p_e) per expert (p_e = 1: -inf), for `_distinct_skewed`."""
+    return tuple(math.log1p(-p) if p < 1.0 else -math.inf for p in expert_popularity(num_experts, top_k, skew))
+
+
+@lru_cache(maxsize=64)
+def expert_popularity(num_experts: int, top_k: int, skew: float) -> tuple[float, ...]:
+    """The share of a batch's tokens routed to each expert when the experts' popularity falls with rank as
+    rank^-skew (a Zipf law; Efficiency.moe_routing_skew): p_e proportional to e^-skew, summing to top_k (every token
+    picks top_k distinct experts), none above 1 (an expert takes a token at most once; the excess goes to the
+    others in proportion)."""
+    weights = [(rank + 1) ** -skew for rank in range(num_experts)]
+    total = sum(weights)
+    shares = [top_k * w / total for w in weights]
+    for _ in range(num_experts):
+        excess = sum(p - 1.0 for p in shares if p > 1.0)
+        if excess <= 1e-12:
+            break
+        room = sum(p for p in shares if p < 1.0)
+        shares = [1.0 if p >= 1.0 else p + excess * p / room for p in shares]
+    return tuple(shares)
 
 
 def forward_time(c: ModelCost, gpu: GpuSpec, eff: Efficiency, batch: int, q: int, context: int,

@@ -52,12 +52,15 @@ _BASE = replace(vllm.V1_LATEST, engine="sglang", generation="SGLang",
                 # speculation: no async scheduling on top (AccountingProfile.async_scheduling)
                 async_scheduling=False,
                 # its fused-MoE kernels for fp8 block-quantised experts (DeepGEMM / its tuned Triton configs on Hopper,
-                # its Blackwell and AITER paths) stream at 0.6 of HBM, not the 0.35 (Hopper) / 0.125 (Blackwell) of vLLM
-                # 0.24's kernels in the kernel tables: fitted on InferenceX's DeepSeek-R1-0528 FP8 SGLang runs
-                # (bench/data/serving_runs_ix.jsonl, fit slice, H200 TP 8 at 4-64 clients; bench/fit_serving.py
-                # hopper.moe_fp8_memory 0.35 / 0.5 / 0.6 / 0.75: objective 1.172 / 0.857 / 0.690 / 0.836, TPOT |err|
-                # 39% / 18% / 7% / 11%)
-                moe_fp8_memory=0.6,
+                # its Blackwell and AITER paths) stream at 0.45 of HBM, not the 0.35 (Hopper) / 0.125 (Blackwell) of
+                # vLLM 0.24's kernels in the kernel tables: fitted on InferenceX's DeepSeek-R1-0528 FP8 SGLang runs
+                # (bench/data/serving_runs_ix.jsonl, fit slice, H200 TP 8 at 4-64 clients). With uniform routing
+                # bench/fit_serving.py hopper.moe_fp8_memory 0.35 / 0.5 / 0.6 / 0.75 scored 1.172 / 0.857 / 0.690 /
+                # 0.836 (TPOT |err| 39% / 18% / 7% / 11%); refitted once the experts' routing skew was modelled
+                # (Efficiency.moe_routing_skew 0.95: fewer distinct experts read per step), SGL.moe_fp8_memory
+                # 0.7 / 0.6 / 0.5 / 0.45 with match='SGLang 0\.5.*H200.*concurrency.*DeepSeek': 1.014 / 0.862 / 0.650 /
+                # 0.578 (TPOT |err| 19.7% / 13.9% / 6.9% / 5.9%); 0.4 scored worse over every SGLang DeepSeek fit run
+                moe_fp8_memory=0.45,
                 cpu_block_size=1, null_blocks=0, null_block_in_startup_check=False, token_report="blocks",
                 cuda_graph_subtracted=False, refuses_start_below_max_model_len=False,
                 non_torch_bytes=int(0.60 * GiB), sources=_SOURCES)
