@@ -72,6 +72,7 @@ MODELS = {  # published id -> (catalog id, quantization override)
     "meta-llama/Llama-3.2-3B": ("meta-llama/Llama-3.2-3B-Instruct", None),  # the base checkpoint: same architecture
     "Qwen/Qwen3-14B-AWQ": ("Qwen/Qwen3-14B", "int4"),
     "mistralai/Mistral-7B-Instruct-v0.3": ("mistralai/Mistral-7B-Instruct-v0.3", None),
+    "deepseek-ai/DeepSeek-R1-Distill-Llama-8B": ("deepseek-ai/DeepSeek-R1-Distill-Llama-8B", None),
 }
 ENGINES = ("vLLM", "SGLang")
 
