@@ -262,12 +262,12 @@ def test_a_speed_up_near_1_is_flagged_as_not_established():
 
     assert thin_gain(1.0) and thin_gain(1.12) and thin_gain(1 / 1.12) and not thin_gain(1.13) and not thin_gain(0.89)
     report = specsize.speedup(target="Qwen/Qwen3-30B-A3B", gpu="H100-SXM-80GB", method="eagle3",
-                              num_speculative_tokens=3, acceptance_rate=0.5, batch_sizes="1,8,32")
+                              num_speculative_tokens=3, acceptance_rate=0.45, batch_sizes="1,8,32")
     rows = {p.batch_size: p.speedup for p in report.drafters[0].table.rows}
     note = next((n for n in report.notes if "inside the model's error" in n), "")
     for batch, speedup in rows.items():
         assert (f"B={batch} k=3 {speedup:.2f}x" in note) == thin_gain(speedup), (batch, speedup, note)
     assert any(thin_gain(x) for x in rows.values()) and not all(thin_gain(x) for x in rows.values()), rows
     plan = specsize.plan(target="Qwen/Qwen3-30B-A3B", gpu="H100-SXM-80GB", method="eagle3", num_speculative_tokens=3,
-                         acceptance_rate=0.5, concurrency=1)
+                         acceptance_rate=0.45, concurrency=1)
     assert thin_gain(plan.perf.speedup) == any("inside the model's error" in w for w in plan.warnings)
