@@ -355,6 +355,68 @@ def test_async_scheduling_by_release_and_drafter():
     assert resolve_profile("sglang").async_scheduling is False  # its overlap scheduler is inside its fitted terms
 
 
+def test_v0_async_output_processing_never_with_speculation():
+    # vLLM V0 (0.6.0 on) processes step N's outputs while step N + 1 runs (async output processing, PR 7049), but
+    # not with speculative decoding ("Async output processing is not supported with speculative decoding
+    # currently"): the baseline overlaps its host work, every drafter's server, EAGLE's included, does not
+    from specsize.core.memory import account
+    from specsize.engines import resolve_profile
+    from specsize.planner.perf import Tree, costs_for
+
+    target = load_model("meta-llama/Llama-3.1-8B-Instruct")
+    for method, draft in (("ngram", None), ("eagle3", load_model("sgl-project/SpecForge-llama3-8B-eagle3")),
+                          ("draft_model", load_model("meta-llama/Llama-3.2-1B-Instruct"))):
+        d = Deployment(target=target, gpu=load_gpu("H100-SXM-80GB"), speculative=SpeculativeConfig(method, draft, 3),
+                       engine=EngineSettings(max_model_len=8192))
+        c = costs_for(d, account(d, resolve_profile("vllm", "0.6.4")), load_efficiency(d.gpu), 3, Tree())
+        assert (c.target_co.host_overlapped, c.plain_co.host_overlapped) == (False, True), method
+
+
+def _v0_costs(version="0.6.4", eager=False, k=5):
+    from specsize.core.memory import account
+    from specsize.engines import resolve_profile
+    from specsize.planner.perf import Tree, costs_for
+
+    d = Deployment(target=load_model("meta-llama/Llama-3.1-8B-Instruct"), gpu=load_gpu("A100-80GB"),
+                   speculative=SpeculativeConfig("ngram", None, k), engine=EngineSettings(max_model_len=4096,
+                                                                                          enforce_eager=eager))
+    return costs_for(d, account(d, resolve_profile("vllm", version)), load_efficiency(d.gpu), k, Tree())
+
+
+def test_v0_batch_expansion_prices_each_extra_query_by_hand():
+    # V0 scores k drafts per sequence by batch expansion: k + 1 queries per sequence, each prepared as a sequence
+    # (Efficiency.cpu_per_seq_s) and each extra one costing spec_expansion_query_s more; V1 (and V0 with
+    # --enforce-eager, whose multi-query scorer avoids it) one query per sequence. At batch 32 and k = 5 the
+    # verification pass grows by 32 x 5 x (58 + 10) us = 10.88 ms - vllm-project/vllm PR 5691 measured 10.9 ms
+    # (36.4 - 25.5 ms, Llama-7B on an A100, CUDA graphs) between the two scorers
+    from specsize.core.perf import uniform_step
+
+    c = _v0_costs()
+    assert c.expansion_query_s == pytest.approx(58e-6)
+    assert _v0_costs("0.11").expansion_query_s == 0.0 and _v0_costs(eager=True).expansion_query_s == 0.0
+    co = c.target_co
+    assert co.cpu_per_seq_s == pytest.approx(1e-5) and not co.host_overlapped
+    one = uniform_step(co, 32, 6, 300, sampled=6).time_s
+    expanded = uniform_step(co, 32, 6, 300, sampled=6, expansion_query_s=c.expansion_query_s).time_s
+    assert expanded - one == pytest.approx(32 * 5 * (58e-6 + 1e-5), rel=1e-9)
+    assert expanded - one == pytest.approx(36.4e-3 - 25.5e-3, rel=0.01)
+
+
+def test_simulator_prices_batch_expansion_on_decoding_sequences_only():
+    # the simulator's step: with expansion, each decoding sequence's k extra queries add (expansion_query_s +
+    # cpu_per_seq_s) each; a prefill-only step is untouched. Two runs alike but for the expansion cost: one request
+    # of a 100-token prompt and 21 output tokens at acceptance ~0 (a = 1e-9: one token per step) takes 20 decode
+    # steps, so the run is longer by exactly 20 x 1 x k x (X + cpu_per_seq_s)
+    co = coefficients(cost_1b(), ROUND_GPU, replace(IDEAL, cpu_per_seq_s=1e-5))
+    req = Requests(arrival_s=np.array([0.0]), prompt_tokens=np.array([100]), output_tokens=np.array([21]),
+                   acceptance=np.array([1e-9]), duration_s=1.0)
+    base = dict(num_blocks=1000, block_size=16, max_num_seqs=8, max_num_batched_tokens=2048, k=3, target=co)
+    plain = simulate(EngineConfig(**base), req)
+    expanded = simulate(EngineConfig(**base, expansion_query_s=1e-3), req)
+    assert expanded.end_time_s - plain.end_time_s == pytest.approx(20 * 3 * (1e-3 + 1e-5), rel=1e-9)
+    assert expanded.ttft_s[0] == pytest.approx(plain.ttft_s[0], rel=1e-12)
+
+
 # --- skewed expert routing (Efficiency.moe_routing_skew; core.perf.distinct_experts / expert_popularity) ---
 
 def test_uniform_routing_touches_the_textbook_count():

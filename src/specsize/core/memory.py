@@ -48,13 +48,24 @@ class AccountingProfile:
     # a model drafter's speculative step syncs with the host between draft, verify and draft extend, every TP rank
     # in lockstep (SGLang's EAGLE worker without overlap scheduling): Efficiency.spec_step_tp_s / draft_step_tp_s
     spec_host_handover: bool = False
+    # vLLM V0 scores drafts by batch expansion (vllm/spec_decode/batch_expansion.py): each sequence with k drafts
+    # becomes k + 1 single-token queries, each prepared by the model runner as a sequence of its own (the multi-query
+    # scorer that avoids it ran only with --enforce-eager: spec_decode_worker.py "Disabling MQA scorer as the target
+    # model is not running in eager mode"); the extra time per extra query, beyond the sequence preparation
+    # Efficiency.cpu_per_seq_s already prices. 0: no expansion (V1 verifies k + 1 tokens as one query per sequence)
+    spec_expansion_query_s: float = 0.0
     # the API server's work (Efficiency.api_per_seq_s, its per-token streaming that floors a step, and the
     # front-end latency and intake of a request) relative to the catalog's, which is fitted on vLLM 0.10-0.11 servers
     api_cost_scale: float = 1.0
     # vLLM's async scheduling (default on from 0.14, vllm-project/vllm PR 27614, the 0.14.0 release notes: "Async
     # scheduling is now enabled by default"; not with pipeline parallel or the CPU backend): the engine core schedules
-    # and prepares step N + 1 while the GPU runs step N, so its per-sequence work runs beside the forward
+    # and prepares step N + 1 while the GPU runs step N, so its per-sequence work runs beside the forward; V0's
+    # asynchronous output processing from 0.6.0 (PR 7049; vLLM blog 2024-09-05: step N's outputs processed while
+    # step N + 1 runs, "time-per-output-token of running Llama 70B models on 4xH100" 8.7% lower) likewise
     async_scheduling: bool = False
+    # the overlap survives speculation for the drafters that keep it (DrafterKind.keeps_async: V1's EAGLE / MTP);
+    # False: for none (V0 logs "Async output processing is not supported with speculative decoding currently")
+    async_with_speculation: bool = True
     # the release takes --stream-interval (SGLang's own flag; vLLM's from PR 27869, merged 2025-11, in 0.12 on)
     stream_interval_flag: bool = False
     # the release takes --scheduler-recv-interval (SGLang's SchedulerRecvSkipper; vLLM has no such flag)
@@ -132,11 +143,13 @@ class ResolvedSettings:
     num_speculative_tokens: int
     prefill_first: bool = False  # the engine's step policy (AccountingProfile.prefill_first)
     spec_host_handover: bool = False  # AccountingProfile.spec_host_handover
+    spec_expansion_query_s: float = 0.0  # AccountingProfile.spec_expansion_query_s, 0 with --enforce-eager
     api_cost_scale: float = 1.0  # AccountingProfile.api_cost_scale
     moe_fp8_memory: float = 0.0  # AccountingProfile.moe_fp8_memory (0: the GPU family's)
     scheduler_steps: int = 1  # vLLM V0's multi-step scheduling (EngineSettings.num_scheduler_steps)
     recv_interval: int = 1  # SGLang's --scheduler-recv-interval (EngineSettings.scheduler_recv_interval)
     async_scheduling: bool = False  # AccountingProfile.async_scheduling, where the deployment allows it
+    async_with_speculation: bool = True  # AccountingProfile.async_with_speculation
     stream_interval: int = 1  # --stream-interval (EngineSettings.stream_interval)
 
 
@@ -268,9 +281,11 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         kv_cache_dtype=kv_dtype, kv_dtype_bytes=kv_bytes, quantization=quant, enforce_eager=e.enforce_eager,
         num_speculative_tokens=d.speculative.num_speculative_tokens if d.speculative.enabled else 0,
         prefill_first=p.prefill_first and not chunked, spec_host_handover=p.spec_host_handover,
+        spec_expansion_query_s=0.0 if e.enforce_eager else p.spec_expansion_query_s,
         api_cost_scale=p.api_cost_scale,
         scheduler_steps=steps, moe_fp8_memory=p.moe_fp8_memory,
         async_scheduling=p.async_scheduling and d.pp == 1 and e.device == "cuda",
+        async_with_speculation=p.async_with_speculation,
         recv_interval=_engine_interval("scheduler_recv_interval", e.scheduler_recv_interval, p.recv_interval_flag, p,
                                        "engine sglang"),
         stream_interval=_engine_interval("stream_interval", e.stream_interval, p.stream_interval_flag, p,

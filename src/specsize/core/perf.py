@@ -297,14 +297,16 @@ def gemm_time(bytes_: float, flops: float, tokens: float, co: StepCoefficients, 
 
 def step_time(co: StepCoefficients, tokens: float, context_tokens: float, window_tokens: tuple,
               pairs: float, seqs: float | None = None, logits: float | None = None,
-              positions: float | None = None) -> tuple[float, float, float, bool]:
+              positions: float | None = None, prepared: float | None = None) -> tuple[float, float, float, bool]:
     """(seconds, flops, bytes, compute-bound?) of one forward over `tokens` new tokens.
 
     `context_tokens`: sum of the sequences' context lengths (full-attention layers read all of it);
     `window_tokens`: per window of `co.kv_windows`, the sum of min(context, window); `pairs`: sum of
     new tokens x context over sequences (attention flops); `seqs`: sequences in the step (CPU costs; default
     `tokens`); `logits`: positions whose logits are computed and sampled (default `seqs`); `positions`: distinct
-    sequence positions among the tokens (default `tokens`; fewer in a draft tree, whose siblings share a position).
+    sequence positions among the tokens (default `tokens`; fewer in a draft tree, whose siblings share a position);
+    `prepared`: sequences the engine core prepares inputs for (default `seqs`; k + 1 per sequence under batch
+    expansion, while the API server still streams `seqs`).
     """
     seqs = tokens if seqs is None else seqs
     logits = seqs if logits is None else logits
@@ -334,7 +336,7 @@ def step_time(co: StepCoefficients, tokens: float, context_tokens: float, window
     t_attn = max(t_kv_read, attn_flops * (co.inv_flops_attn or co.inv_flops))
     t_gpu = t_dense + t_experts + t_attn + act * co.inv_bandwidth + co.fixed_s + co.sampler_s_per_logit * logits
     comm = co.comm_fixed_s + co.comm_per_token_s * tokens if co.comm_fixed_s or co.comm_per_token_s else 0.0
-    host = co.cpu_per_seq_s * seqs  # beside the forward with async scheduling, after it without
+    host = co.cpu_per_seq_s * (seqs if prepared is None else prepared)  # beside the forward with async scheduling, after it without
     engine = (max(t_gpu + comm, host) if co.host_overlapped else t_gpu + comm + host) + co.overhead_s
     seconds = max(engine, co.api_per_seq_s * seqs)
     t_memory = moved * co.inv_bandwidth
@@ -420,14 +422,19 @@ class SpecCosts:
     plain_co: StepCoefficients | None = None  # the target without speculation (the baseline a speed-up is against)
     draft_prefills: bool = False  # the drafter runs over the prompt too (it keeps a KV cache of its own)
     host_handover: bool = False  # the engine syncs with the host between drafter and target (handover_time)
+    # verification by batch expansion (vLLM V0, AccountingProfile.spec_expansion_query_s): each of a sequence's
+    # verify_width positions is a query of its own, prepared as a sequence, every extra one costing this much more
+    expansion_query_s: float = 0.0
 
 
 def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization | None, kv_dtype_bytes: int,
                 k: int | None = None, tree_topk: int = 1, num_draft_tokens: int | None = None,
-                host_handover: bool = False, async_scheduling: bool = False) -> SpecCosts:
+                host_handover: bool = False, async_scheduling: bool = False,
+                expansion_query_s: float = 0.0, async_with_speculation: bool = True) -> SpecCosts:
     """What steps of this deployment cost. `async_scheduling`: the release runs the engine core's per-sequence work
     beside the forward (ResolvedSettings.async_scheduling, StepCoefficients.host_overlapped); it stays on with speculation only for drafters that keep it
-    (DrafterKind.keeps_async), and `plain_co`, the target without speculation, always has it."""
+    (DrafterKind.keeps_async) where the release keeps it with speculation at all (`async_with_speculation`: not
+    V0's async output processing), and `plain_co`, the target without speculation, always has it."""
     sp = d.speculative
     k = sp.num_speculative_tokens if k is None else k
     target = model_cost(d.target, d.tp, dtype, quant, kv_dtype_bytes=kv_dtype_bytes)
@@ -455,24 +462,29 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
     return SpecCosts(target=target, draft=draft, draft_gpu_tp=draft_tp, method=sp.method, gpu=d.gpu, eff=eff,
                      verify_width=width + 1, draft_steps=steps, draft_width=max(1, tree_topk),
                      target_co=coefficients(target, d.gpu, eff, eager=d.engine.enforce_eager,
-                                            host_overlapped=async_scheduling and (not sp.enabled or kind.keeps_async)),
+                                            host_overlapped=async_scheduling and (
+                                                not sp.enabled or (kind.keeps_async and async_with_speculation))),
                      plain_co=coefficients(target, d.gpu, eff, eager=d.engine.enforce_eager,
                                            host_overlapped=async_scheduling),
                      draft_co=coefficients(draft, d.gpu, eff, overhead=False, eager=d.engine.enforce_eager)
                      if draft is not None else None,
-                     draft_prefills=draft is not None and kind.keeps_kv, host_handover=host_handover)
+                     draft_prefills=draft is not None and kind.keeps_kv, host_handover=host_handover,
+                     expansion_query_s=expansion_query_s)
 
 
 def uniform_step(co: StepCoefficients, batch: int, q: int, context: int, sampled: int = 1,
-                 positions: int | None = None) -> StepTime:
+                 positions: int | None = None, expansion_query_s: float = 0.0) -> StepTime:
     """`batch` sequences scoring `q` tokens each over `context` tokens, `sampled` of them per sequence
     through the lm_head and the sampler (1 for decode and prefill, q for verification); `positions` per sequence
-    the distinct positions among the q (a draft tree's depth + 1; default q)."""
+    the distinct positions among the q (a draft tree's depth + 1; default q); `expansion_query_s` > 0: the q tokens
+    are q queries of their own (batch expansion), each prepared as a sequence, every extra one costing this more."""
     windows = tuple(batch * min(context, window) for window, _ in co.kv_windows)
+    queries = batch * q if expansion_query_s else batch
     seconds, flops, moved, compute = step_time(co, batch * q, batch * context, windows, batch * q * context,
-                                               seqs=batch, logits=batch * sampled,
+                                               seqs=batch, prepared=queries, logits=batch * sampled,
                                                positions=batch * positions if positions else None)
-    return StepTime(time_s=seconds, flops=flops, bytes=moved, bound="compute" if compute else "memory")
+    return StepTime(time_s=seconds + expansion_query_s * (queries - batch), flops=flops, bytes=moved,
+                    bound="compute" if compute else "memory")
 
 
 def _target_co(c: SpecCosts) -> StepCoefficients:
@@ -492,7 +504,7 @@ def spec_step_time(c: SpecCosts, batch: int, context: int) -> float:
     # a tree (draft_width > 1) spans draft_steps + 1 positions per sequence, a chain one per verified token
     depth = c.draft_steps + 1 if c.draft_width > 1 else None
     verify = uniform_step(_target_co(c), batch, c.verify_width, context, sampled=c.verify_width,
-                          positions=depth).time_s
+                          positions=depth, expansion_query_s=c.expansion_query_s).time_s
     if drafter_kind(c.method).cpu_drafted:
         return verify + c.eff.spec_step_overhead_s + c.eff.ngram_per_seq_s * batch
     return verify + c.eff.spec_step_overhead_s + handover_time(c) + draft_time(c, batch, context)

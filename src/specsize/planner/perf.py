@@ -39,7 +39,9 @@ def costs_for(d: Deployment, mem: MemoryAccount, eff: Efficiency, k: int, tree: 
         d = replace(d, speculative=replace(d.speculative, num_speculative_tokens=k))
     return build_costs(d, eff, s.dtype, s.quantization, s.kv_dtype_bytes, k=k, tree_topk=tree.topk,
                        num_draft_tokens=tree.num_draft_tokens if tree.topk > 1 else None,
-                       host_handover=s.spec_host_handover, async_scheduling=s.async_scheduling)
+                       host_handover=s.spec_host_handover, async_scheduling=s.async_scheduling,
+                       expansion_query_s=s.spec_expansion_query_s if d.speculative.enabled else 0.0,
+                       async_with_speculation=s.async_with_speculation)
 
 
 @dataclass(frozen=True)

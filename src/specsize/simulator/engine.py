@@ -53,6 +53,9 @@ class EngineConfig:
     prefix_hit_rate: float = 0.0
     kv_layers: tuple = ()  # the pool's layers (core.kvcache.KVLayer); empty: every layer full attention
     draft_prefills: bool = False  # the drafter also runs over prompt chunks (its own KV cache): in TTFT
+    # drafts scored by batch expansion (vLLM V0): each of a decoding sequence's k extra positions is a query of its own,
+    # prepared as a sequence and costing this much more (core.perf.SpecCosts.expansion_query_s); 0: one query each
+    expansion_query_s: float = 0.0
     frontend_latency_s: float = 0.0  # per request outside the engine (HTTP, tokenisation, IPC, first chunk)
     frontend_serial_s: float = 0.0  # per request, the API server's work taking it in, one core shared by the requests
     # being taken in (_Front: a burst is taken in together, at the end)
@@ -288,7 +291,9 @@ def _step_seconds(cfg: EngineConfig, windows: tuple, draft_windows: tuple, c: np
     n_dec = int(np.count_nonzero(dec))
     # sampled positions: one per prefilling sequence, k + 1 per decoding one (verification)
     logits = (n_active - n_dec) + n_dec * (1 + k)
-    seconds = step_time(cfg.target, tokens, ctx_total, span, pairs, seqs=n_active, logits=logits)[0]
+    expanded = k * n_dec if cfg.expansion_query_s else 0  # batch expansion's extra queries
+    seconds = step_time(cfg.target, tokens, ctx_total, span, pairs, seqs=n_active, logits=logits,
+                        prepared=n_active + expanded)[0] + cfg.expansion_query_s * expanded
     if cfg.draft is not None and cfg.draft_prefills and k:
         prefill_tokens = tokens - n_dec * (1 + k)
         if prefill_tokens > 0:  # the drafter builds its own KV cache over the prompt chunks
