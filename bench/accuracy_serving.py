@@ -471,6 +471,85 @@ def ratio_series(rows: list[dict]) -> None:
           f"{stop_measured} QPS, predicted at {stop_predicted} QPS")
 
 
+SWEEPS = ROOT / "bench" / "data" / "spec_load_sweeps.jsonl"
+# the published sweeps' setups as simulate settings: the blog's Llama 3 70B has Llama 3.1 70B's layers (its 8K context
+# as max_model_len); ShareGPT's lengths as the vLLM team's own benchmark a month earlier sampled them (vLLM blog
+# 2024-09-05: "Average input tokens: 202, average output tokens: 179"); CNN/DailyMail articles average 781 words and
+# their reference summaries 56 (See et al. 2017, "Get To The Point", sec. 4) - about 940 Llama 3 tokens of prompt;
+# the generated summaries' length is not published: 150 tokens taken (the no-spec arm's 2.75 s at 1 QPS over a
+# 70B step time of 17-19 ms)
+SWEEP_SETUPS = {
+    "vllm-blog-2024-draft": dict(target="meta-llama/Llama-3.1-70B-Instruct", gpu="H100-SXM-80GB", tp=4,
+                                 engine_version="0.6", max_model_len=8192, method="draft_model",
+                                 draft="turboderp/Qwama-0.5B-Instruct", num_speculative_tokens=4, lengths=(202, 179)),
+    "vllm-blog-2024-ngram": dict(target="meta-llama/Llama-3.1-70B-Instruct", gpu="H100-SXM-80GB", tp=4,
+                                 engine_version="0.6", max_model_len=8192, method="ngram", num_speculative_tokens=4,
+                                 lengths=(940, 150)),
+}
+
+
+def crossing(loads: list[float], ratios: list[float]) -> float | None:
+    """The load where the spec / no-spec ratio first reaches 1, linear between the swept loads; None within none."""
+    for (l0, r0), (l1, r1) in zip(zip(loads, ratios), zip(loads[1:], ratios[1:])):
+        if r0 >= 1:
+            return l0
+        if r1 >= 1:
+            return l0 + (l1 - l0) * (1 - r0) / (r1 - r0)
+    return loads[0] if ratios and ratios[0] >= 1 else None
+
+
+def e2e_sweeps() -> list[dict]:
+    """Speculation on/off across load where only end-to-end latency is published (bench/data/spec_load_sweeps.jsonl,
+    the vLLM blog's QPS sweeps): the acceptance is solved from the lowest load's latency ratio (fit), the ratio at the
+    other loads is predicted (held out), and the load where speculation stops paying (the ratio reaches 1) is read
+    from both by linear interpolation between the swept loads. Returns one summary per series."""
+    from specsize import api
+
+    if not SWEEPS.exists():
+        return []
+    series: dict[str, dict[float, dict]] = {}
+    for line in SWEEPS.read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            series.setdefault(row["series"], {})[float(row["request_rate"])] = row
+    out = []
+    for name, by_load in series.items():
+        setup = dict(SWEEP_SETUPS[name])
+        lengths = sharegpt_lengths(*setup.pop("lengths"))
+        loads = sorted(by_load)
+
+        def sim(rate: float, a: float, setup=setup, lengths=lengths):
+            rep = api.simulate(acceptance_rate=a, rate=rate, duration=max(120.0, 240.0 / rate), lengths_file=lengths,
+                               seed=0, **setup)
+            return rep.spec.e2e_s.mean / rep.no_spec.e2e_s.mean
+
+        measured = [by_load[q]["measured"]["e2e_mean_s_spec"] / by_load[q]["measured"]["e2e_mean_s_off"] for q in loads]
+        lo, hi = 0.05, 0.95
+        for _ in range(10):  # the latency ratio falls as the acceptance rises
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if sim(loads[0], mid) > measured[0] else (lo, mid)
+        a = (lo + hi) / 2
+        predicted = [sim(q, a) for q in loads]
+        out.append({"series": name, "acceptance": a, "loads": loads, "measured": measured, "predicted": predicted,
+                    "stop_measured": crossing(loads, measured), "stop_predicted": crossing(loads, predicted)})
+    return out
+
+
+def report_sweeps(results: list[dict]) -> None:
+    for r in results:
+        s = SWEEP_SETUPS[r["series"]]
+        print(f"\nspec/no-spec end-to-end latency across load: {r['series']} ({s['method']}, k={s['num_speculative_tokens']},"
+              f" vLLM {s['engine_version']}, {s['target']} TP {s['tp']} on {s['gpu']}); acceptance {r['acceptance']:.3f} "
+              f"solved from the {r['loads'][0]:g} QPS ratio (fit); the other loads held out")
+        print(f"{'QPS':>5} {'ratio meas.':>12} {'pred.':>7}")
+        for q, m, p in zip(r["loads"], r["measured"], r["predicted"]):
+            print(f"{q:5g} {m:12.2f} {p:7.2f}")
+        sm, sp = r["stop_measured"], r["stop_predicted"]
+        err = f"{sp / sm - 1:+.0%} (target within 25%)" if sm and sp else "-"
+        print(f"speculation stops paying (latency ratio reaches 1): measured at {sm and round(sm, 1)} QPS, predicted at "
+              f"{sp and round(sp, 1)} QPS (None: not within the sweep's {r['loads'][-1]:g} QPS): {err}")
+
+
 def report(errs: dict) -> None:
     """The summary lines: per slice and metric, then per slice, regime and metric."""
     print()
@@ -550,6 +629,7 @@ def main() -> int:
     print(f"\n{done} runs simulated in {time.perf_counter() - started:.1f} s")
     if not args.only and not args.limit:
         ratio_series(rows)
+        report_sweeps(e2e_sweeps())
     return 0
 
 
