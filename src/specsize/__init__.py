@@ -17,13 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["Request", "load_request", "plan", "simulate", "speedup", "report", "search", "check_live",
-           "PlanResult", "SimulationReport", "SpeedupReport", "ReportData", "SearchResult", "LiveCheck",
+__all__ = ["Request", "load_request", "plan", "simulate", "speedup", "stops_paying", "report", "search", "check_live",
+           "PlanResult", "SimulationReport", "SpeedupReport", "LoadSweep", "ReportData", "SearchResult", "LiveCheck",
            "SpecError", "SpecMethod", "Acceptance", "__version__"]
 
 if TYPE_CHECKING:
-    from .api import (LiveCheck, PlanResult, ReportData, Request, SearchResult, SimulationReport,  # noqa: F401
-                      SpeedupReport, check_live, load_request, plan, report, search, simulate, speedup)
+    from .api import (LiveCheck, LoadSweep, PlanResult, ReportData, Request, SearchResult,  # noqa: F401
+                      SimulationReport, SpeedupReport, check_live, load_request, plan, report, search, simulate,
+                      speedup, stops_paying)
     from .core.errors import SpecError  # noqa: F401
     from .core.speculation import Acceptance, SpecMethod  # noqa: F401
 

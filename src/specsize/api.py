@@ -25,13 +25,14 @@ from .planner.result import PlanResult
 
 if TYPE_CHECKING:  # the other result types load with their commands (numpy, the simulator): `plan` stays light
     from .planner.live import LiveCheck
+    from .planner.load_sweep import LoadSweep
     from .planner.report import ReportData
     from .planner.search import SearchResult
     from .planner.simulate import SimulationReport
     from .planner.speedup import SpeedupReport
 
 _LAZY_TYPES = {"LiveCheck": "live", "ReportData": "report", "SearchResult": "search",
-               "SimulationReport": "simulate", "SpeedupReport": "speedup"}
+               "SimulationReport": "simulate", "SpeedupReport": "speedup", "LoadSweep": "load_sweep"}
 
 
 def __getattr__(name: str) -> Any:
@@ -41,8 +42,9 @@ def __getattr__(name: str) -> Any:
         return getattr(importlib.import_module(f"specsize.planner.{_LAZY_TYPES[name]}"), name)
     raise AttributeError(f"module 'specsize.api' has no attribute {name!r}")
 
-__all__ = ["Request", "load_request", "plan", "simulate", "speedup", "report", "search", "check_live", "models", "gpus",
-           "PlanResult", "SimulationReport", "SpeedupReport", "ReportData", "SearchResult", "LiveCheck"]
+__all__ = ["Request", "load_request", "plan", "simulate", "speedup", "stops_paying", "report", "search", "check_live",
+           "models", "gpus", "PlanResult", "SimulationReport", "SpeedupReport", "LoadSweep", "ReportData",
+           "SearchResult", "LiveCheck"]
 
 METRICS_DEADLINE_S = 30.0  # the whole /metrics response, however slowly it trickles in
 
@@ -221,6 +223,59 @@ def speedup(request: Request | None = None, **overrides: Any) -> SpeedupReport:
     result = compare_drafters(d, r.profile, r.efficiency, r.acceptance, list(q.batch_sizes), ks, q.context_len,
                               r.tree, candidates)
     return replace(result, notes=_drafter_notes(r) + result.notes)
+
+
+def stops_paying(request: Request | None = None, progress: Callable[[int, int], None] | None = None,
+                 **overrides: Any) -> LoadSweep:
+    """Where speculation stops paying as the load grows: `simulate` spec vs no-spec at request rates from 1/8 to 8
+    times the request's `rate` (or, without one, the rate that keeps `concurrency` in flight), bisecting the
+    first step where the speculative server's mean end-to-end latency reaches the plain one's
+    (planner/load_sweep.py). Each simulation runs the request's scenario (`duration`, lengths, bursts) at its rate."""
+    from dataclasses import replace  # noqa: PLC0415
+
+    from .core.memory import account  # noqa: PLC0415
+    from .planner.load_sweep import LoadPoint, sweep_loads  # noqa: PLC0415
+    from .planner.plan import replica_workload  # noqa: PLC0415
+    from .planner.simulate import rate_for_concurrency  # noqa: PLC0415
+
+    q = _request(request, overrides)
+    check_scenario(q)
+    if q.trace or q.client_concurrency is not None:
+        field = "trace" if q.trace else "client_concurrency"
+        raise SpecError(field, "a load sweep sets the request rate itself", "an open-loop scenario (no trace, no "
+                        "client_concurrency): the sweep's rates are Poisson arrivals")
+    if q.no_compare:
+        raise SpecError("no_compare", "a load sweep compares speculation with the same server without it",
+                        "leave --no-compare off")
+    r = resolve(q)
+    d = r.deployment
+    if not d.speculative.enabled:
+        raise SpecError("method", "where speculation stops paying needs a speculative method",
+                        "draft_model, eagle, eagle3, mtp, medusa, ngram")
+    if r.acceptance is None:
+        raise SpecError("acceptance_rate", "simulating speculation needs the drafter's acceptance",
+                        "--acceptance-rate A or --mean-accepted-length T (measured, never assumed)")
+    if q.rate is not None:
+        centre, source = q.rate, "rate"
+    else:
+        centre = d.replicas * rate_for_concurrency(d, account(d, r.profile), r.efficiency,
+                                                   replica_workload(d, r.workload), r.acceptance, r.tree)
+        source = "littles_law"
+
+    shape: list[str] = []  # the scenario of the rungs, as the first one ran it
+
+    def evaluate(rate: float) -> LoadPoint:
+        rep = simulate(q.replace(rate=rate))
+        spec, plain = rep.spec, rep.no_spec
+        assert plain is not None  # compare is on
+        if not shape and rep.scenario is not None:
+            shape.append(rep.scenario.summary)
+        return LoadPoint(rate_req_s=rate, e2e_spec_s=spec.e2e_s.mean, e2e_plain_s=plain.e2e_s.mean,
+                         tpot_spec_s=spec.tpot_s.p50, tpot_plain_s=plain.tpot_s.p50, sustains_spec=spec.sustains,
+                         sustains_plain=plain.sustains)
+
+    result = sweep_loads(evaluate, centre, source, progress=progress)
+    return replace(result, scenario=shape[0] if shape else "")
 
 
 def report(request: Request | None = None, **overrides: Any) -> ReportData:

@@ -190,6 +190,33 @@ def simulate(fmt: str, output: str | None, force: bool, series_path: str | None,
     sys.exit(0 if report.spec.sustains else 1)
 
 
+@cli.command("stops-paying")
+@request_options(*SIZING, SIMULATION, include=("ttft_slo_ms",))
+@output_options(("text", "json"))
+def stops_paying(fmt: str, output: str | None, force: bool, **kw) -> None:
+    """Where speculation stops paying as the load grows: `simulate` spec vs no-spec at 1/8 to 8 times the
+    rate (--rate, or the one that keeps `concurrency` in flight), bisecting the first step where the mean
+    end-to-end latency with speculation reaches the latency without it (docs/simulation.md). Each rate runs
+    the scenario's --duration (default 300 s: a sweep of 10 rates x 2 servers; --duration 60 for a quick look).
+
+    Exit code 0 once computed, 2 on bad input.
+    """
+    from .. import api  # noqa: PLC0415
+    from ..reports import load_sweep as renderer  # noqa: PLC0415
+
+    request = request_from(kw)
+    bar, update = _progress_callback()
+    if bar is not None:
+        bar.start()
+    try:
+        sweep = api.stops_paying(request, progress=update)
+    finally:
+        if bar is not None:
+            bar.stop()
+    write_output(renderer.render(sweep, fmt), output, force)
+    sys.exit(0)
+
+
 @cli.command()
 @request_options(*SIZING, ANALYSIS, include=("duration", "seed"))
 @output_options(("html", "markdown"), output_help="Write to FILE (default: stdout for Markdown; HTML needs a file).")
