@@ -24,6 +24,7 @@ from .inputs.resolve import Resolved, check_scenario, resolve
 from .planner.result import PlanResult
 
 if TYPE_CHECKING:  # the other result types load with their commands (numpy, the simulator): `plan` stays light
+    from .core.speculation import Acceptance
     from .planner.live import LiveCheck
     from .planner.load_sweep import LoadSweep
     from .planner.report import ReportData
@@ -196,6 +197,16 @@ def _plus(tokens: float | None, extra: int) -> float | None:
     return None if tokens is None else tokens + extra
 
 
+def _needs_speculation(r: Resolved, no_method: str, no_acceptance: str) -> Acceptance:
+    """The request's measured acceptance, given a speculative method; else a SpecError naming the missing one."""
+    if not r.deployment.speculative.enabled:
+        raise SpecError("method", no_method, "draft_model, eagle, eagle3, mtp, medusa, ngram")
+    if r.acceptance is None:
+        raise SpecError("acceptance_rate", no_acceptance,
+                        "--acceptance-rate A or --mean-accepted-length T (measured, never assumed)")
+    return r.acceptance
+
+
 def speedup(request: Request | None = None, **overrides: Any) -> SpeedupReport:
     """What speculation is worth at each batch size and k, for the deployment's drafter and any candidates."""
     from dataclasses import replace  # noqa: PLC0415
@@ -208,19 +219,15 @@ def speedup(request: Request | None = None, **overrides: Any) -> SpeedupReport:
     r = resolve(q)
     d = r.deployment
     validate(d, r.workload, q.headroom)
-    if not d.speculative.enabled:
-        raise SpecError("method", "a speed-up needs a speculative method",
-                        "draft_model, eagle, eagle3, mtp, medusa, ngram")
-    if r.acceptance is None:
-        raise SpecError("acceptance_rate", "speedup needs the acceptance of the drafter",
-                        "--acceptance-rate A or --mean-accepted-length T (measured, never assumed)")
+    acceptance = _needs_speculation(r, "a speed-up needs a speculative method",
+                                    "speedup needs the acceptance of the drafter")
     if d.gpu.memory_bandwidth_bytes_s <= 0:
         raise SpecError("gpu", "a GPU given only by --gpu-memory-gib has no bandwidth or FLOP/s", "a catalog GPU id")
     candidates = tuple(parse_candidate(text) for text in q.candidates)
     for candidate in candidates:  # each candidate is a deployment of its own: checked as `plan` checks one
         validate(replace(d, speculative=candidate.speculative), r.workload, q.headroom)
     ks = list(q.speedup_ks or (d.speculative.num_speculative_tokens,))
-    result = compare_drafters(d, r.profile, r.efficiency, r.acceptance, list(q.batch_sizes), ks, q.context_len,
+    result = compare_drafters(d, r.profile, r.efficiency, acceptance, list(q.batch_sizes), ks, q.context_len,
                               r.tree, candidates)
     return replace(result, notes=_drafter_notes(r) + result.notes)
 
@@ -249,17 +256,13 @@ def stops_paying(request: Request | None = None, progress: Callable[[int, int], 
                         "leave --no-compare off")
     r = resolve(q)
     d = r.deployment
-    if not d.speculative.enabled:
-        raise SpecError("method", "where speculation stops paying needs a speculative method",
-                        "draft_model, eagle, eagle3, mtp, medusa, ngram")
-    if r.acceptance is None:
-        raise SpecError("acceptance_rate", "simulating speculation needs the drafter's acceptance",
-                        "--acceptance-rate A or --mean-accepted-length T (measured, never assumed)")
+    acceptance = _needs_speculation(r, "where speculation stops paying needs a speculative method",
+                                    "simulating speculation needs the drafter's acceptance")
     if q.rate is not None:
         centre, source = q.rate, "rate"
     else:
         centre = d.replicas * rate_for_concurrency(d, account(d, r.profile), r.efficiency,
-                                                   replica_workload(d, r.workload), r.acceptance, r.tree)
+                                                   replica_workload(d, r.workload), acceptance, r.tree)
         source = "littles_law"
 
     shape: list[str] = []  # the scenario of the rungs, as the first one ran it

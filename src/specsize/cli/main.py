@@ -158,6 +158,18 @@ def _progress_callback():
     return bar, update
 
 
+def _with_progress(call):
+    """`call(update)` with a progress bar on stderr while it runs (none when stderr is not a terminal)."""
+    bar, update = _progress_callback()
+    if bar is not None:
+        bar.start()
+    try:
+        return call(update)
+    finally:
+        if bar is not None:
+            bar.stop()
+
+
 @cli.command()
 @request_options(*SIZING, SIMULATION, include=("ttft_slo_ms",))
 @output_options(("text", "json"))
@@ -176,14 +188,7 @@ def simulate(fmt: str, output: str | None, force: bool, series_path: str | None,
     from ..reports import simulation as renderer  # noqa: PLC0415
 
     request = request_from(kw)
-    bar, update = _progress_callback()
-    if bar is not None:
-        bar.start()
-    try:
-        report = api.simulate(request, progress=update)
-    finally:
-        if bar is not None:
-            bar.stop()
+    report = _with_progress(lambda update: api.simulate(request, progress=update))
     write_output(renderer.render(report, fmt), output, force)
     if series_path:
         write_series(report.spec.series, series_path, force)
@@ -205,14 +210,7 @@ def stops_paying(fmt: str, output: str | None, force: bool, **kw) -> None:
     from ..reports import load_sweep as renderer  # noqa: PLC0415
 
     request = request_from(kw)
-    bar, update = _progress_callback()
-    if bar is not None:
-        bar.start()
-    try:
-        sweep = api.stops_paying(request, progress=update)
-    finally:
-        if bar is not None:
-            bar.stop()
+    sweep = _with_progress(lambda update: api.stops_paying(request, progress=update))
     write_output(renderer.render(sweep, fmt), output, force)
     sys.exit(0)
 
