@@ -215,6 +215,30 @@ def test_simulate_runs_as_a_job(service):
         assert c.get(start.json()["href"]).status_code == 404
 
 
+def test_stops_paying_runs_as_a_job_equal_to_the_cli(service):
+    server, tokens, _, _ = service
+    import time
+
+    body = {"deployment_yaml": EXAMPLE.read_text(), "acceptance_rate": 0.7, "rate": 2, "duration": 15, "seed": 1}
+    with server.client(tokens["planner"]) as c:
+        start = c.post("/api/v1/stops-paying", json=body)
+        assert start.status_code == 202, start.text
+        deadline = time.monotonic() + 180
+        while True:
+            job = c.get(start.json()["href"]).json()
+            if job["status"] not in ("queued", "running") or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+        assert job["status"] == "done", job
+        # bad input is answered at once, as one error naming the field
+        assert _error(c.post("/api/v1/stops-paying", json={**body, "rate": -1}), 400)["field"] == "rate"
+    cli = specsize("stops-paying", str(EXAMPLE), "--acceptance-rate", "0.7", "--rate", "2", "--duration", "15",
+                   "--seed", "1", "--format", "json", env=server.env)
+    assert job["result"] == json.loads(cli.stdout)
+    with server.client(tokens["viewer"]) as c:  # a viewer may not start one
+        assert c.post("/api/v1/stops-paying", json=body).status_code == 403
+
+
 def test_versions_and_diffs_survive_a_restart(service):
     server, tokens, db_url, home = service
     with server.client(tokens["planner"]) as c:

@@ -401,11 +401,19 @@ def _library_routes(app: FastAPI, state: State, PlanRequest: Any) -> None:  # no
     @app.post("/api/v1/simulate", tags=["jobs"], status_code=202,
               summary="specsize simulate --format json, as a background job")
     def simulate(body: PlanRequest = Body(...), user: auth.User = Depends(role("planner"))) -> JSONResponse:  # type: ignore[valid-type]
-        request = request_of(state, body)
+        return _scenario_job("simulate", body, user)
+
+    @app.post("/api/v1/stops-paying", tags=["jobs"], status_code=202,
+              summary="specsize stops-paying --format json, as a background job")
+    def stops_paying(body: PlanRequest = Body(...), user: auth.User = Depends(role("planner"))) -> JSONResponse:  # type: ignore[valid-type]
+        return _scenario_job("stops_paying", body, user)
+
+    def _scenario_job(kind: str, body: Any, user: auth.User) -> JSONResponse:
+        """A simulation job of `kind` on the request `body` describes; bad input is answered now, not by the job."""
         from ..inputs.resolve import check_scenario  # noqa: PLC0415
 
-        check_scenario(request)  # bad input is answered now, not by the job
-        return _job(state, "simulate", {"body": body.model_dump(exclude_none=True), "store": state.store}, user)
+        check_scenario(request_of(state, body))
+        return _job(state, kind, {"body": body.model_dump(exclude_none=True), "store": state.store}, user)
 
     @app.post("/api/v1/search", tags=["jobs"], status_code=202,
               summary="specsize search --format json, as a background job")
@@ -416,7 +424,7 @@ def _library_routes(app: FastAPI, state: State, PlanRequest: Any) -> None:  # no
     def job(job_id: str, user: auth.User = Depends(role("viewer"))) -> dict:
         found = state.jobs.get(job_id)
         if found is None or (found.owner != user.name and not user.can("admin")):
-            raise ApiError(404, "job", f"no job {job_id}", "an id from POST simulate or search")
+            raise ApiError(404, "job", f"no job {job_id}", "an id from POST simulate, stops-paying or search")
         return found.to_dict()
 
 

@@ -1,4 +1,4 @@
-"""Long jobs (simulate, search) run in a process of their own, with a deadline: the request returns a job id at
+"""Long jobs (simulate, stops-paying, search) run in a process of their own, with a deadline: the request returns a job id at
 once, `GET /api/v1/jobs/{id}` reports queued / running / done / failed / timed_out, and a job past its deadline
 is killed (a thread could not be). At most `workers` jobs run at once; more are refused (429), not queued
 without bound. Jobs are kept in memory: a restart forgets them (the deployments they served are in the
@@ -31,6 +31,14 @@ def _run(kind: str, payload: dict, conn) -> None:
             from ..reports.simulation import render  # noqa: PLC0415 - the JSON of `specsize simulate --format json`
 
             conn.send(("done", {"result": json.loads(render(report, "json")), "timeline_svg": svg.timeline(report)}))
+        elif kind == "stops_paying":
+            import json  # noqa: PLC0415
+
+            from ..reports.load_sweep import render as render_sweep  # noqa: PLC0415 - `stops-paying --format json`
+            from .requests import build  # noqa: PLC0415
+
+            sweep = api.stops_paying(build(payload["body"], None, payload.get("store")))
+            conn.send(("done", {"result": json.loads(render_sweep(sweep, "json"))}))
         elif kind == "search":
             import os  # noqa: PLC0415
             import tempfile  # noqa: PLC0415
@@ -45,7 +53,7 @@ def _run(kind: str, payload: dict, conn) -> None:
             conn.send(("done", {"result": to_dict(result)}))
         else:
             conn.send(("failed", {"error": {"field": "kind", "problem": f"unknown job {kind}",
-                                            "accepted": "simulate, search"}}))
+                                            "accepted": "simulate, stops_paying, search"}}))
     except Exception as err:  # noqa: BLE001 - reported as the job's error, never a traceback
         from ..core.errors import SpecError  # noqa: PLC0415
 
