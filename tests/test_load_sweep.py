@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import specsize
 from specsize.cli.main import main
@@ -93,3 +95,19 @@ def test_cli_bad_input_is_one_line_and_exit_2(capsys, argv, field):
     code, out, err = run(capsys, "stops-paying", *argv)
     assert code == 2 and not out
     assert field in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.floats(0.1, 50), st.floats(0.2, 3.0), st.floats(0.01, 2.0), st.floats(0.5, 3.0))
+def test_the_crossing_lies_between_the_rates_that_bracket_it(centre, intercept, slope, power):
+    # any latency ratio growing with the load (intercept + slope x rate^power): the load reported sits between the
+    # highest rate simulated below 1 and the lowest at or above it, and none is reported when no rate reaches 1
+    sweep = sweep_loads(lambda r: point(r, intercept + slope * r ** power), centre, "rate")
+    below = [p.rate_req_s for p in sweep.points if p.ratio < 1]
+    above = [p.rate_req_s for p in sweep.points if p.ratio >= 1]
+    if not above:
+        assert sweep.stops_paying_req_s is None
+    elif not below:
+        assert sweep.stops_paying_req_s == pytest.approx(min(above))
+    else:
+        assert max(below) <= sweep.stops_paying_req_s <= min(above)
