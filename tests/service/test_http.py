@@ -192,21 +192,27 @@ def test_check_live_fetches_only_registered_endpoints(service):
         vllm.shutdown()
 
 
-def test_simulate_runs_as_a_job(service):
-    server, tokens, _, _ = service
+def _finished_job(c, start, timeout_s: float) -> dict:
+    """The job a 202 answer started, polled until it is no longer queued or running; it must be done."""
     import time
 
+    assert start.status_code == 202, start.text
+    deadline = time.monotonic() + timeout_s
+    while True:
+        job = c.get(start.json()["href"]).json()
+        if job["status"] not in ("queued", "running") or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    assert job["status"] == "done", job
+    return job
+
+
+def test_simulate_runs_as_a_job(service):
+    server, tokens, _, _ = service
     with server.client(tokens["planner"]) as c:
         start = c.post("/api/v1/simulate", json={"deployment_yaml": EXAMPLE.read_text(), "acceptance_rate": 0.7,
                                                  "duration": 20, "seed": 3})
-        assert start.status_code == 202, start.text
-        deadline = time.monotonic() + 120
-        while True:
-            job = c.get(start.json()["href"]).json()
-            if job["status"] not in ("queued", "running") or time.monotonic() > deadline:
-                break
-            time.sleep(0.3)
-        assert job["status"] == "done", job
+        job = _finished_job(c, start, 120)
     cli = specsize("simulate", str(EXAMPLE), "--acceptance-rate", "0.7", "--duration", "20", "--seed", "3",
                    "--format", "json", env=server.env)
     assert job["result"] == json.loads(cli.stdout)
@@ -217,19 +223,10 @@ def test_simulate_runs_as_a_job(service):
 
 def test_stops_paying_runs_as_a_job_equal_to_the_cli(service):
     server, tokens, _, _ = service
-    import time
-
     body = {"deployment_yaml": EXAMPLE.read_text(), "acceptance_rate": 0.7, "rate": 2, "duration": 15, "seed": 1}
     with server.client(tokens["planner"]) as c:
         start = c.post("/api/v1/stops-paying", json=body)
-        assert start.status_code == 202, start.text
-        deadline = time.monotonic() + 180
-        while True:
-            job = c.get(start.json()["href"]).json()
-            if job["status"] not in ("queued", "running") or time.monotonic() > deadline:
-                break
-            time.sleep(0.3)
-        assert job["status"] == "done", job
+        job = _finished_job(c, start, 180)
         # bad input is answered at once, as one error naming the field
         assert _error(c.post("/api/v1/stops-paying", json={**body, "rate": -1}), 400)["field"] == "rate"
     cli = specsize("stops-paying", str(EXAMPLE), "--acceptance-rate", "0.7", "--rate", "2", "--duration", "15",
