@@ -488,22 +488,13 @@ SWEEP_SETUPS = {
 }
 
 
-def crossing(loads: list[float], ratios: list[float]) -> float | None:
-    """The load where the spec / no-spec ratio first reaches 1, linear between the swept loads; None within none."""
-    for (l0, r0), (l1, r1) in zip(zip(loads, ratios), zip(loads[1:], ratios[1:])):
-        if r0 >= 1:
-            return l0
-        if r1 >= 1:
-            return l0 + (l1 - l0) * (1 - r0) / (r1 - r0)
-    return loads[0] if ratios and ratios[0] >= 1 else None
-
-
 def e2e_sweeps() -> list[dict]:
     """Speculation on/off across load where only end-to-end latency is published (bench/data/spec_load_sweeps.jsonl,
     the vLLM blog's QPS sweeps): the acceptance is solved from the lowest load's latency ratio (fit), the ratio at the
     other loads is predicted (held out), and the load where speculation stops paying (the ratio reaches 1) is read
     from both by linear interpolation between the swept loads. Returns one summary per series."""
     from specsize import api
+    from specsize.planner.load_sweep import crossing_rate  # the tool's own reading of where a sweep crosses 1
 
     if not SWEEPS.exists():
         return []
@@ -531,7 +522,7 @@ def e2e_sweeps() -> list[dict]:
         a = (lo + hi) / 2
         predicted = [sim(q, a) for q in loads]
         out.append({"series": name, "acceptance": a, "loads": loads, "measured": measured, "predicted": predicted,
-                    "stop_measured": crossing(loads, measured), "stop_predicted": crossing(loads, predicted)})
+                    "stop_measured": crossing_rate(loads, measured), "stop_predicted": crossing_rate(loads, predicted)})
     return out
 
 

@@ -240,10 +240,8 @@ def stops_paying(request: Request | None = None, progress: Callable[[int, int], 
     (planner/load_sweep.py). Each simulation runs the request's scenario (`duration`, lengths, bursts) at its rate."""
     from dataclasses import replace  # noqa: PLC0415
 
-    from .core.memory import account  # noqa: PLC0415
-    from .planner.load_sweep import LoadPoint, sweep_loads  # noqa: PLC0415
-    from .planner.plan import replica_workload  # noqa: PLC0415
-    from .planner.simulate import rate_for_concurrency  # noqa: PLC0415
+    from .planner.load_sweep import LoadPoint, load_point, sweep_loads  # noqa: PLC0415
+    from .planner.scenario import replica_envelope_rate  # noqa: PLC0415
 
     q = _request(request, overrides)
     check_scenario(q)
@@ -261,8 +259,8 @@ def stops_paying(request: Request | None = None, progress: Callable[[int, int], 
     if q.rate is not None:
         centre, source = q.rate, "rate"
     else:
-        centre = d.replicas * rate_for_concurrency(d, account(d, r.profile), r.efficiency,
-                                                   replica_workload(d, r.workload), acceptance, r.tree)
+        centre = d.replicas * replica_envelope_rate(d, r.workload, r.profile, r.efficiency, acceptance, r.tree,
+                                                    q.offline)
         source = "littles_law"
 
     shape: list[str] = []  # the scenario of the rungs, as the first one ran it
@@ -273,9 +271,7 @@ def stops_paying(request: Request | None = None, progress: Callable[[int, int], 
         assert plain is not None  # compare is on
         if not shape and rep.scenario is not None:
             shape.append(rep.scenario.summary)
-        return LoadPoint(rate_req_s=rate, e2e_spec_s=spec.e2e_s.mean, e2e_plain_s=plain.e2e_s.mean,
-                         tpot_spec_s=spec.tpot_s.p50, tpot_plain_s=plain.tpot_s.p50, sustains_spec=spec.sustains,
-                         sustains_plain=plain.sustains)
+        return load_point(rate, spec, plain)
 
     result = sweep_loads(evaluate, centre, source, progress=progress)
     return replace(result, scenario=shape[0] if shape else "")

@@ -10,7 +10,10 @@ reads it from published sweeps). docs/simulation.md: "Where speculation stops pa
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from .simulate import SimSummary
 
 STOPS = 1.0  # the latency ratio (speculation / none) at which speculation no longer pays
 
@@ -71,18 +74,28 @@ class LoadSweep:
                 "points": [p.to_dict() for p in self.points]}
 
 
-def crossing(points: list[LoadPoint]) -> float | None:
-    """The rate where the latency ratio first reaches 1, linear between the two points around it; the lowest
-    rate when it is already there; None when no point reaches it."""
-    known = [p for p in points if p.ratio is not None]
-    if known and known[0].ratio >= STOPS:  # type: ignore[operator]
-        return known[0].rate_req_s
-    for a, b in zip(known, known[1:]):
-        ra, rb = a.ratio, b.ratio
-        assert ra is not None and rb is not None
-        if ra < STOPS <= rb:
-            return a.rate_req_s + (b.rate_req_s - a.rate_req_s) * (STOPS - ra) / (rb - ra)
+def load_point(rate: float, spec: SimSummary, plain: SimSummary) -> LoadPoint:
+    """One rung: the speculative run and the plain one at `rate`."""
+    return LoadPoint(rate_req_s=rate, e2e_spec_s=spec.e2e_s.mean, e2e_plain_s=plain.e2e_s.mean,
+                     tpot_spec_s=spec.tpot_s.p50, tpot_plain_s=plain.tpot_s.p50, sustains_spec=spec.sustains,
+                     sustains_plain=plain.sustains)
+
+
+def crossing_rate(rates: list[float], ratios: list[float | None], stops: float = STOPS) -> float | None:
+    """The rate where the ratio first reaches `stops`, linear between the two rates around it (rates ascending,
+    a None ratio skipped); the lowest rate when it is already there; None when no ratio reaches it."""
+    known = [(rate, ratio) for rate, ratio in zip(rates, ratios) if ratio is not None]
+    if known and known[0][1] >= stops:
+        return known[0][0]
+    for (l0, r0), (l1, r1) in zip(known, known[1:]):
+        if r0 < stops <= r1:
+            return l0 + (l1 - l0) * (stops - r0) / (r1 - r0)
     return None
+
+
+def crossing(points: list[LoadPoint]) -> float | None:
+    """`crossing_rate` of the points' latency ratios."""
+    return crossing_rate([p.rate_req_s for p in points], [p.ratio for p in points])
 
 
 def sweep_loads(evaluate: Callable[[float], LoadPoint], centre: float, centre_source: str, scenario: str = "",

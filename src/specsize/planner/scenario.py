@@ -128,10 +128,20 @@ def _closed_loop(scenario: Scenario, sim: SimSettings, acc, limit: int, count: i
                     clients=clients)
 
 
+def replica_envelope_rate(d: Deployment, w_total: Workload, profile: AccountingProfile, eff: Efficiency,
+                          acceptance: Acceptance | None, tree: Tree, offline: bool = False) -> float:
+    """Requests/s per replica that `simulate` runs without a rate: Little's law at the replica's share of the
+    workload's concurrency (planner.simulate.rate_for_concurrency), offline without the API server's costs."""
+    if offline:
+        eff = offline_efficiency(eff)
+    return rate_for_concurrency(d, account(d, profile), eff, replica_workload(d, w_total), acceptance, tree)
+
+
 def run_simulation(d: Deployment, w_total: Workload, profile: AccountingProfile, eff: Efficiency,
                    acceptance: Acceptance | None, tpot_slo_s: float | None, tree: Tree, sim: SimSettings,
                    headroom: float = 0.2, progress=None) -> SimulationReport:
     validate(d, w_total, headroom)
+    given_eff = eff
     if sim.offline:
         eff = offline_efficiency(eff)
     w = replica_workload(d, w_total)  # one engine instance is simulated: it gets its replica's share of the load
@@ -167,7 +177,7 @@ def run_simulation(d: Deployment, w_total: Workload, profile: AccountingProfile,
         req = _closed_loop(scenario, sim, acc, limit, count, clients)
     else:
         rate = (sim.rate_req_s / d.replicas if sim.rate_req_s is not None
-                else rate_for_concurrency(d, mem, eff, w, acceptance, tree))
+                else replica_envelope_rate(d, w_total, profile, given_eff, acceptance, tree, sim.offline))
         if not rate > 0:
             raise SpecError("rate", f"must be positive, got {rate}", "requests/s > 0")
         scenario = build_scenario(d, w, rate, sim, limit)

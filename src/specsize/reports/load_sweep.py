@@ -14,8 +14,9 @@ def render(sweep: LoadSweep, fmt: str) -> str:
     if fmt == "json":
         return dumps({"schema_version": "1.0", "stops_paying": sweep.to_dict()})
     centre = "given" if sweep.centre_source == "rate" else "Little's law at the workload's concurrency"
-    lines = [f"scenario (at the lowest rate): {sweep.scenario}" if sweep.scenario else "", f"centre {sweep.centre_req_s:.3g} req/s ({centre}); "
-             "ratio = mean end-to-end latency with speculation / without (below 1: speculation pays)", ""]
+    lines = [f"scenario (at the lowest rate): {sweep.scenario}"] if sweep.scenario else []
+    lines += [f"centre {sweep.centre_req_s:.3g} req/s ({centre}); ratio = mean end-to-end latency with speculation "
+              "/ without (below 1: speculation pays)", ""]
     header = ("req/s", "E2E spec s", "E2E none s", "ratio", "TPOT spec ms", "TPOT none ms", "sustains spec / none")
     rows = [(f"{p.rate_req_s:.3g}", _f(p.e2e_spec_s, ".2f"), _f(p.e2e_plain_s, ".2f"), _f(p.ratio, ".2f"),
              _f(None if p.tpot_spec_s is None else p.tpot_spec_s * 1e3, ".1f"),
@@ -25,4 +26,4 @@ def render(sweep: LoadSweep, fmt: str) -> str:
     for row in (header, *rows):
         lines.append("  ".join(c.rjust(w) for c, w in zip(row, widths)))
     lines += ["", sweep.verdict]
-    return "\n".join(line for line in lines if line is not None) + "\n"
+    return "\n".join(lines) + "\n"
