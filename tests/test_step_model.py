@@ -417,6 +417,71 @@ def test_simulator_prices_batch_expansion_on_decoding_sequences_only():
     assert expanded.ttft_s[0] == pytest.approx(plain.ttft_s[0], rel=1e-12)
 
 
+# --- steps outside a CUDA graph (Efficiency.eager_layer_s / eager_moe_layer_s; AccountingProfile.graph_*) ---
+
+def test_a_forward_outside_a_graph_pays_every_layers_launches_by_hand():
+    # Qwen3-30B-A3B: 48 layers, every one MoE. Outside a graph a forward pays 48 x 40 us + 48 x 1 ms = 49.92 ms of
+    # host launches more; with --enforce-eager every forward already carries them (fixed_s), never twice
+    from specsize.core.perf import step_time
+
+    c = model_cost(load_model("Qwen/Qwen3-30B-A3B"), 1, "bfloat16", None)
+    assert (c.n_layers, c.moe_layers) == (48, 48)
+    eff = replace(IDEAL, eager_layer_s=4e-5, eager_moe_layer_s=1e-3)
+    co = coefficients(c, ROUND_GPU, eff)
+    assert co.ungraphed_s == pytest.approx(48 * 4e-5 + 48 * 1e-3)
+    graphed = step_time(co, 1024, 0, (), 1024 * 1025 / 2)[0]
+    assert step_time(co, 1024, 0, (), 1024 * 1025 / 2, graphed=False)[0] - graphed == pytest.approx(0.04992)
+    eager = coefficients(c, ROUND_GPU, eff, eager=True)
+    assert eager.ungraphed_s == 0.0 and eager.fixed_s - co.fixed_s == pytest.approx(0.04992)
+    assert step_time(eager, 1024, 0, (), 0, graphed=False)[0] == step_time(eager, 1024, 0, (), 0)[0]
+    # a dense model: 16 layers x 40 us only
+    assert coefficients(cost_1b(), ROUND_GPU, eff).ungraphed_s == pytest.approx(16 * 4e-5)
+
+
+def _graph_limits(engine, version, model="Qwen/Qwen3-30B-A3B", **engine_settings):
+    from specsize.core.memory import resolve_settings
+    from specsize.engines import resolve_profile
+
+    d = Deployment(target=load_model(model), gpu=load_gpu("H100-SXM-80GB"),
+                   engine=EngineSettings(max_model_len=8192, **engine_settings))
+    s = resolve_settings(d, resolve_profile(engine, version), None)
+    return s.graph_max_tokens, s.graph_prompt_tokens
+
+
+def test_which_steps_each_release_runs_in_a_cuda_graph():
+    from specsize.core.memory import GRAPH_ALL
+
+    # vLLM V1: piecewise graphs, prompt chunks included, up to min(max_num_seqs x 2, 512) tokens
+    assert _graph_limits("vllm", "0.11") == (512, 512)
+    assert _graph_limits("vllm", "0.11", max_num_seqs=128) == (256, 256)
+    # vLLM V0: decode batches of up to 256 sequences; prompt steps never
+    assert _graph_limits("vllm", "0.6.4") == (256, 0)
+    # SGLang: decode batches; prompt steps eager before its piecewise graphs, then up to the chunked-prefill size
+    # (2048 tokens for an MLA model)
+    assert _graph_limits("sglang", "0.5.9") == (GRAPH_ALL, 0)
+    assert _graph_limits("sglang", "0.5.12", max_num_batched_tokens=8192) == (GRAPH_ALL, 8192)
+    assert _graph_limits("sglang", "0.5.12", model="deepseek-ai/DeepSeek-V3")[1] == 2048
+
+
+def test_simulator_prices_the_host_launches_of_ungraphed_steps_only():
+    # one request of a 100-token prompt and 11 output tokens: 1 prompt step and 10 decode steps. An engine that
+    # graphs decodes only (prompt limit 0) pays the launches once, in the first token; a 64-token graph limit on
+    # every step (the prompt step is larger) the same; a limit above every step never
+    co = coefficients(model_cost(load_model("Qwen/Qwen3-30B-A3B"), 1, "bfloat16", None), ROUND_GPU,
+                      replace(IDEAL, eager_layer_s=4e-5, eager_moe_layer_s=1e-3))
+    req = Requests(arrival_s=np.array([0.0]), prompt_tokens=np.array([100]), output_tokens=np.array([11]),
+                   acceptance=np.array([1e-9]), duration_s=1.0)
+    base = dict(num_blocks=1000, block_size=16, max_num_seqs=8, max_num_batched_tokens=2048, k=0, target=co)
+    graphed = simulate(EngineConfig(**base), req)
+    for limits in ({"graph_prompt_tokens": 0}, {"graph_max_tokens": 64, "graph_prompt_tokens": 64}):
+        r = simulate(EngineConfig(**base, **limits), req)
+        assert r.ttft_s[0] - graphed.ttft_s[0] == pytest.approx(co.ungraphed_s, rel=1e-9)
+        assert r.end_time_s - graphed.end_time_s == pytest.approx(co.ungraphed_s, rel=1e-9)
+    # decode steps above the limit pay it too: 10 more
+    r = simulate(EngineConfig(**base, graph_max_tokens=0, graph_prompt_tokens=0), req)
+    assert r.end_time_s - graphed.end_time_s == pytest.approx(11 * co.ungraphed_s, rel=1e-9)
+
+
 # --- skewed expert routing (Efficiency.moe_routing_skew; core.perf.distinct_experts / expert_popularity) ---
 
 def test_uniform_routing_touches_the_textbook_count():

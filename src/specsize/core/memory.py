@@ -24,6 +24,10 @@ from .units import GiB, ceil_div
 from .weights import WeightBreakdown, padded_vocab, weight_breakdown
 
 
+# A step size no CUDA-graph limit reaches: every such step runs in a graph (AccountingProfile.graph_max_tokens)
+GRAPH_ALL = 1 << 62
+
+
 @dataclass(frozen=True)
 class AccountingProfile:
     """One engine version's memory accounting, as numbers. Coefficients carry the rows they were fitted on."""
@@ -68,6 +72,13 @@ class AccountingProfile:
     async_with_speculation: bool = True
     # the release takes --stream-interval (SGLang's own flag; vLLM's from PR 27869, merged 2025-11, in 0.12 on)
     stream_interval_flag: bool = False
+    # CUDA graphs: the largest step (tokens) the engine replays from a graph; a larger one runs its kernels launched
+    # one by one from the host (Efficiency.eager_layer_s / eager_moe_layer_s). GRAPH_ALL: no limit modelled
+    graph_max_tokens: int = GRAPH_ALL
+    # steps with prompt tokens: "capture" (graphed like any step, up to graph_max_tokens: vLLM V1's piecewise graphs),
+    # "eager" (never graphed: vLLM V0 and SGLang before its piecewise graphs capture decode batches only),
+    # "piecewise" (SGLang's piecewise graphs: up to the chunked-prefill size, 2048 tokens for MLA models)
+    graph_prompts: str = "capture"
     # the release takes --scheduler-recv-interval (SGLang's SchedulerRecvSkipper; vLLM has no such flag)
     recv_interval_flag: bool = False
     # the engine's own fused-MoE kernels for fp8 (block-)quantised experts, as a fraction of HBM bandwidth, where they
@@ -151,6 +162,8 @@ class ResolvedSettings:
     async_scheduling: bool = False  # AccountingProfile.async_scheduling, where the deployment allows it
     async_with_speculation: bool = True  # AccountingProfile.async_with_speculation
     stream_interval: int = 1  # --stream-interval (EngineSettings.stream_interval)
+    graph_max_tokens: int = GRAPH_ALL  # the largest step in a CUDA graph (AccountingProfile.graph_max_tokens)
+    graph_prompt_tokens: int = GRAPH_ALL  # the largest step with prompt tokens in one (0: none; graph_prompts)
 
 
 @dataclass(frozen=True)
@@ -290,7 +303,29 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
                                        "engine sglang"),
         stream_interval=_engine_interval("stream_interval", e.stream_interval, p.stream_interval_flag, p,
                                          "engine sglang, or vllm from 0.14"),
+        **dict(zip(("graph_max_tokens", "graph_prompt_tokens"),
+                   graph_limits(p, target, max_num_seqs, batched, d.speculative.num_speculative_tokens
+                                if d.speculative.enabled else 0))),
     )
+
+
+# SGLang's piecewise CUDA graphs capture prompt steps up to --piecewise-cuda-graph-max-tokens, by default the
+# chunked-prefill size, 2048 tokens for MLA models (docs.sglang.io advanced_features/piecewise_cuda_graph)
+PIECEWISE_MLA_TOKENS = 2048
+
+
+def graph_limits(p: AccountingProfile, target: ModelSpec, max_num_seqs: int, batched: int, k: int) -> tuple[int, int]:
+    """(the largest step, the largest step with prompt tokens) the engine runs in a CUDA graph. vLLM V1's largest
+    capture size (vllm/config/vllm.py _set_cudagraph_sizes): min(max_num_seqs x (1 + k) x 2, 512), no more than the
+    token budget; prompt steps as AccountingProfile.graph_prompts says."""
+    largest = p.graph_max_tokens
+    if p.graph_prompts == "capture" and largest < GRAPH_ALL:
+        largest = min(largest, max_num_seqs * (1 + k) * 2, batched)
+    if p.graph_prompts == "eager":
+        return largest, 0
+    if p.graph_prompts == "piecewise":
+        return largest, PIECEWISE_MLA_TOKENS if target.mla is not None else batched
+    return largest, largest
 
 
 def _engine_interval(field: str, value: int, has_flag: bool, p: AccountingProfile, where: str) -> int:

@@ -30,6 +30,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from .kvcache import model_kv_layers
+from .memory import GRAPH_ALL
 from .specs import DTYPE_BYTES, Deployment, GpuSpec, ModelSpec, Quantization
 from .speculation import SpecMethod, acceptance_from_mean_length, drafter_kind, tokens_per_pass  # noqa: F401 - re-exported
 from .weights import expert_bytes_per_rank, padded_vocab, weight_breakdown
@@ -69,7 +70,9 @@ class Efficiency:
     sampler_passes: float = 0.0  # fp32 logits passes of the sampler (softmax, top-k/p, sampling)
     cpu_per_seq_s: float = 0.0  # engine-core CPU per scheduled sequence per step
     api_per_seq_s: float = 0.0  # API server per sequence per step (detokenise, stream): a floor on the step
-    eager_layer_s: float = 0.0  # extra launch cost per layer without CUDA graphs (--enforce-eager)
+    eager_layer_s: float = 0.0  # extra launch cost per layer of a forward outside a CUDA graph (--enforce-eager, ...)
+    # the same per MoE layer on top: routing, expert alignment and grouped-GEMM launches issued from Python
+    eager_moe_layer_s: float = 0.0
     frontend_latency_s: float = 0.0  # per request before its first step and after its first token (HTTP, IPC)
     frontend_serial_s: float = 0.0  # per request, API-server intake on one shared core: a burst queues before the engine
     draft_step_tp_s: float = 0.0  # per drafter forward when the drafter is sharded over TP > 1 GPUs
@@ -224,6 +227,11 @@ class StepCoefficients:
     # beside the forward (vLLM's async scheduling): the step takes the longer of the two, then the per-forward fixed
     # cost (overhead_s: graph launch, the sampled tokens' sync), which stays on the critical path
     host_overlapped: bool = False
+    # the host's kernel launches a forward pays when it runs outside a CUDA graph (step_time(graphed=False): a step
+    # larger than the engine captures, a prompt step of an engine that graphs decodes only); 0 when the coefficients
+    # already price every forward eager (--enforce-eager: in fixed_s)
+    ungraphed_s: float = 0.0
+
 
 
 @lru_cache(maxsize=1024)  # as model_cost
@@ -262,8 +270,9 @@ def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = T
     dense_flops = 2.0 * c.dense_params - lm_head_flops
     # four GEMMs per layer (QKV, output projection, gate/up, down) plus the MoE router where there is one
     kernels_per_layer = 4 + (1 if c.moe_layers else 0)
-    fixed = (c.n_layers * (kernels_per_layer * eff.gemm_fixed_s + (eff.eager_layer_s if eager else 0.0))
-             + c.moe_layers * eff.moe_layer_fixed_s)
+    launches = c.n_layers * eff.eager_layer_s + c.moe_layers * eff.eager_moe_layer_s  # a forward outside a graph
+    fixed = (c.n_layers * kernels_per_layer * eff.gemm_fixed_s + c.moe_layers * eff.moe_layer_fixed_s
+             + (launches if eager else 0.0))
     sampler = eff.sampler_passes * 4.0 * c.vocab * inv_bw(eff.memory) if c.vocab else 0.0
     return StepCoefficients(
         dense_bytes=c.dense_bytes, expert_bytes_per_layer=c.moe_layers * c.expert_bytes, num_experts=c.num_experts,
@@ -281,7 +290,7 @@ def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = T
         inv_flops_attn=1.0 / (peak * (eff.attn_compute or eff.compute)) if peak else 0.0,
         sampler_s_per_logit=sampler, cpu_per_seq_s=eff.cpu_per_seq_s if overhead else 0.0,
         api_per_seq_s=eff.api_per_seq_s if overhead else 0.0, expert_seq_reuse=eff.moe_seq_reuse,
-        expert_skew=eff.moe_routing_skew, host_overlapped=host_overlapped)
+        expert_skew=eff.moe_routing_skew, host_overlapped=host_overlapped, ungraphed_s=0.0 if eager else launches)
 
 
 def gemm_time(bytes_: float, flops: float, tokens: float, co: StepCoefficients, inv_bandwidth: float,
@@ -297,7 +306,8 @@ def gemm_time(bytes_: float, flops: float, tokens: float, co: StepCoefficients, 
 
 def step_time(co: StepCoefficients, tokens: float, context_tokens: float, window_tokens: tuple,
               pairs: float, seqs: float | None = None, logits: float | None = None,
-              positions: float | None = None, prepared: float | None = None) -> tuple[float, float, float, bool]:
+              positions: float | None = None, prepared: float | None = None,
+              graphed: bool = True) -> tuple[float, float, float, bool]:
     """(seconds, flops, bytes, compute-bound?) of one forward over `tokens` new tokens.
 
     `context_tokens`: sum of the sequences' context lengths (full-attention layers read all of it);
@@ -306,7 +316,8 @@ def step_time(co: StepCoefficients, tokens: float, context_tokens: float, window
     `tokens`); `logits`: positions whose logits are computed and sampled (default `seqs`); `positions`: distinct
     sequence positions among the tokens (default `tokens`; fewer in a draft tree, whose siblings share a position);
     `prepared`: sequences the engine core prepares inputs for (default `seqs`; k + 1 per sequence under batch
-    expansion, while the API server still streams `seqs`).
+    expansion, while the API server still streams `seqs`); `graphed` False: the forward runs outside a CUDA graph and
+    the host's launches (`co.ungraphed_s`) add to its GPU time.
     """
     seqs = tokens if seqs is None else seqs
     logits = seqs if logits is None else logits
@@ -335,6 +346,8 @@ def step_time(co: StepCoefficients, tokens: float, context_tokens: float, window
     t_kv_read = kv * (co.inv_bandwidth_kv or co.inv_bandwidth)
     t_attn = max(t_kv_read, attn_flops * (co.inv_flops_attn or co.inv_flops))
     t_gpu = t_dense + t_experts + t_attn + act * co.inv_bandwidth + co.fixed_s + co.sampler_s_per_logit * logits
+    if not graphed:
+        t_gpu += co.ungraphed_s
     comm = co.comm_fixed_s + co.comm_per_token_s * tokens if co.comm_fixed_s or co.comm_per_token_s else 0.0
     host = co.cpu_per_seq_s * (seqs if prepared is None else prepared)  # beside the forward with async scheduling, after it without
     engine = (max(t_gpu + comm, host) if co.host_overlapped else t_gpu + comm + host) + co.overhead_s
@@ -425,12 +438,14 @@ class SpecCosts:
     # verification by batch expansion (vLLM V0, AccountingProfile.spec_expansion_query_s): each of a sequence's
     # verify_width positions is a query of its own, prepared as a sequence, every extra one costing this much more
     expansion_query_s: float = 0.0
+    graph_max_tokens: int = GRAPH_ALL  # the largest decode / verification step in a CUDA graph (ResolvedSettings)
 
 
 def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization | None, kv_dtype_bytes: int,
                 k: int | None = None, tree_topk: int = 1, num_draft_tokens: int | None = None,
                 host_handover: bool = False, async_scheduling: bool = False,
-                expansion_query_s: float = 0.0, async_with_speculation: bool = True) -> SpecCosts:
+                expansion_query_s: float = 0.0, async_with_speculation: bool = True,
+                graph_max_tokens: int = GRAPH_ALL) -> SpecCosts:
     """What steps of this deployment cost. `async_scheduling`: the release runs the engine core's per-sequence work
     beside the forward (ResolvedSettings.async_scheduling, StepCoefficients.host_overlapped); it stays on with speculation only for drafters that keep it
     (DrafterKind.keeps_async) where the release keeps it with speculation at all (`async_with_speculation`: not
@@ -469,20 +484,23 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
                      draft_co=coefficients(draft, d.gpu, eff, overhead=False, eager=d.engine.enforce_eager)
                      if draft is not None else None,
                      draft_prefills=draft is not None and kind.keeps_kv, host_handover=host_handover,
-                     expansion_query_s=expansion_query_s)
+                     expansion_query_s=expansion_query_s, graph_max_tokens=graph_max_tokens)
 
 
 def uniform_step(co: StepCoefficients, batch: int, q: int, context: int, sampled: int = 1,
-                 positions: int | None = None, expansion_query_s: float = 0.0) -> StepTime:
+                 positions: int | None = None, expansion_query_s: float = 0.0,
+                 graph_max_tokens: int = GRAPH_ALL) -> StepTime:
     """`batch` sequences scoring `q` tokens each over `context` tokens, `sampled` of them per sequence
     through the lm_head and the sampler (1 for decode and prefill, q for verification); `positions` per sequence
     the distinct positions among the q (a draft tree's depth + 1; default q); `expansion_query_s` > 0: the q tokens
-    are q queries of their own (batch expansion), each prepared as a sequence, every extra one costing this more."""
+    are q queries of their own (batch expansion), each prepared as a sequence, every extra one costing this more;
+    a step of more than `graph_max_tokens` tokens runs outside a CUDA graph."""
     windows = tuple(batch * min(context, window) for window, _ in co.kv_windows)
     queries = batch * q if expansion_query_s else batch
     seconds, flops, moved, compute = step_time(co, batch * q, batch * context, windows, batch * q * context,
                                                seqs=batch, prepared=queries, logits=batch * sampled,
-                                               positions=batch * positions if positions else None)
+                                               positions=batch * positions if positions else None,
+                                               graphed=batch * q <= graph_max_tokens)
     return StepTime(time_s=seconds + expansion_query_s * (queries - batch), flops=flops, bytes=moved,
                     bound="compute" if compute else "memory")
 
@@ -495,7 +513,7 @@ def _target_co(c: SpecCosts) -> StepCoefficients:
 def decode_step(c: SpecCosts, batch: int, context: int) -> StepTime:
     """One decode step of the target without speculation."""
     assert c.plain_co is not None  # build_costs always sets it
-    return uniform_step(c.plain_co, batch, 1, context)
+    return uniform_step(c.plain_co, batch, 1, context, graph_max_tokens=c.graph_max_tokens)
 
 
 def spec_step_time(c: SpecCosts, batch: int, context: int) -> float:
@@ -504,7 +522,8 @@ def spec_step_time(c: SpecCosts, batch: int, context: int) -> float:
     # a tree (draft_width > 1) spans draft_steps + 1 positions per sequence, a chain one per verified token
     depth = c.draft_steps + 1 if c.draft_width > 1 else None
     verify = uniform_step(_target_co(c), batch, c.verify_width, context, sampled=c.verify_width,
-                          positions=depth, expansion_query_s=c.expansion_query_s).time_s
+                          positions=depth, expansion_query_s=c.expansion_query_s,
+                          graph_max_tokens=c.graph_max_tokens).time_s
     if drafter_kind(c.method).cpu_drafted:
         return verify + c.eff.spec_step_overhead_s + c.eff.ngram_per_seq_s * batch
     return verify + c.eff.spec_step_overhead_s + handover_time(c) + draft_time(c, batch, context)

@@ -100,6 +100,10 @@ _V1_COMMON = AccountingProfile(
     cpu_block_size=128,
     null_blocks=1,
     kv_groups_by_kind=True,
+    # piecewise CUDA graphs (prompt chunks included) up to the largest capture size, 512 tokens by default
+    # (vllm/config/vllm.py _set_cudagraph_sizes: min(max_num_seqs x (1 + k) x 2, 512), no more than the token budget);
+    # a larger step runs compiled but outside a graph (cudagraph_dispatcher: CUDAGraphMode.NONE above the largest)
+    graph_max_tokens=512,
     sources=_V1_SOURCES,
 )
 
@@ -118,6 +122,9 @@ V0 = AccountingProfile(
     spec_expansion_query_s=58e-6,
     # asynchronous output processing (0.6.0 on), not with speculative decoding (AccountingProfile.async_scheduling)
     async_scheduling=True, async_with_speculation=False,
+    # CUDA graphs for decode batches only, of up to 256 sequences (vllm/worker/model_runner.py _BATCH_SIZES_TO_CAPTURE
+    # 1, 2, 4, 8 ... 256; _use_captured_graph: decode-only batches); prompt and chunked-prefill steps run eager
+    graph_max_tokens=256, graph_prompts="eager",
     act_hidden_coef=7.97, act_intermediate_coef=0.79, act_vocab_coef=5.09, act_softcap_coef=0.31, act_moe_coef=0.84,
     spec_profile_vocab_coef=1.0,
     non_torch_bytes=int(0.35 * GiB), non_torch_tp_base_bytes=0, non_torch_tp_per_rank_bytes=int(0.005 * GiB),

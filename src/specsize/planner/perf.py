@@ -41,7 +41,7 @@ def costs_for(d: Deployment, mem: MemoryAccount, eff: Efficiency, k: int, tree: 
                        num_draft_tokens=tree.num_draft_tokens if tree.topk > 1 else None,
                        host_handover=s.spec_host_handover, async_scheduling=s.async_scheduling,
                        expansion_query_s=s.spec_expansion_query_s if d.speculative.enabled else 0.0,
-                       async_with_speculation=s.async_with_speculation)
+                       async_with_speculation=s.async_with_speculation, graph_max_tokens=s.graph_max_tokens)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from functools import cached_property
 import numpy as np
 
 from ..core.kvcache import BlockRule, block_rule
+from ..core.memory import GRAPH_ALL
 from ..core.perf import StepCoefficients, api_busy_share, frontend_stretched, step_time
 from .workload import Requests
 
@@ -66,6 +67,10 @@ class EngineConfig:
     # SGLang's --scheduler-recv-interval N: the scheduler takes new requests in only once the steps since it last did
     # weigh N (a decode step 1, any step with prompt tokens 1000: SchedulerRecvSkipper); an idle engine takes them at once
     recv_interval: int = 1
+    # CUDA graphs (ResolvedSettings): a step of more tokens, or with prompt tokens more than graph_prompt_tokens, runs
+    # outside a graph and pays the host's launches (StepCoefficients.ungraphed_s)
+    graph_max_tokens: int = GRAPH_ALL
+    graph_prompt_tokens: int = GRAPH_ALL
 
     @cached_property
     def blocks(self) -> BlockRule:
@@ -292,8 +297,10 @@ def _step_seconds(cfg: EngineConfig, windows: tuple, draft_windows: tuple, c: np
     # sampled positions: one per prefilling sequence, k + 1 per decoding one (verification)
     logits = (n_active - n_dec) + n_dec * (1 + k)
     expanded = k * n_dec if cfg.expansion_query_s else 0  # batch expansion's extra queries
+    prompt = n_active > n_dec  # prompt tokens in the step
+    graphed = tokens <= (cfg.graph_prompt_tokens if prompt else cfg.graph_max_tokens)
     seconds = step_time(cfg.target, tokens, ctx_total, span, pairs, seqs=n_active, logits=logits,
-                        prepared=n_active + expanded)[0] + cfg.expansion_query_s * expanded
+                        prepared=n_active + expanded, graphed=graphed)[0] + cfg.expansion_query_s * expanded
     if cfg.draft is not None and cfg.draft_prefills and k:
         prefill_tokens = tokens - n_dec * (1 + k)
         if prefill_tokens > 0:  # the drafter builds its own KV cache over the prompt chunks

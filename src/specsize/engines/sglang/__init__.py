@@ -3,7 +3,8 @@
 - 0.4 - 0.5.3: default mem_fraction_static by TP size (0.88 at TP 1 ... 0.79 at TP 16); the draft's weights
   and KV pool are allocated after the target's pool, out of the (1 - f) share.
 - 0.5.4 - 0.5.13: the default fraction from GPU memory, chunked prefill and CUDA graph size (PR #10975),
-  with 2 GiB (6 GiB STANDALONE) reserved for a draft; the draft still comes after the target's pool.
+  with 2 GiB (6 GiB STANDALONE) reserved for a draft; the draft still comes after the target's pool. From 0.5.10
+  (inferred) prompt steps run in piecewise CUDA graphs (PR #16331); before, only decode batches are graphed.
 - 0.5.14 and later: draft weights loaded and the draft's KV budgeted before the pool is sized (#23862,
   #28855); no flat draft reservation. Which release first carried #28855 (merged 2026-06-21; 0.5.13 was out
   by 2026-06-22) is inferred, not read from a changelog.
@@ -17,7 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import partial
 
-from ...core.memory import AccountingProfile
+from ...core.memory import GRAPH_ALL, AccountingProfile
 from ...core.units import GiB
 from .. import vllm
 from .accounting import Rules, account
@@ -63,23 +64,37 @@ _BASE = replace(vllm.V1_LATEST, engine="sglang", generation="SGLang",
                 moe_fp8_memory=0.45,
                 cpu_block_size=1, null_blocks=0, null_block_in_startup_check=False, token_report="blocks",
                 cuda_graph_subtracted=False, refuses_start_below_max_model_len=False,
+                # CUDA graphs capture decode batches (cuda_graph_runner.py); prefill (extend) batches run eager until
+                # the piecewise graphs became the default (_PIECEWISE below). Decode batches above --cuda-graph-max-bs
+                # also run eager: not modelled (GRAPH_ALL)
+                graph_max_tokens=GRAPH_ALL, graph_prompts="eager",
                 non_torch_bytes=int(0.60 * GiB), sources=_SOURCES)
 
 
-def _profile(version: str, label: str, rules: Rules) -> AccountingProfile:
-    profile = replace(_BASE, version=version, label=label)
+def _profile(version: str, label: str, rules: Rules, graph_prompts: str = "eager") -> AccountingProfile:
+    profile = replace(_BASE, version=version, label=label, graph_prompts=graph_prompts)
     return replace(profile, accountant=partial(account, rules=rules))
 
 
+# Piecewise CUDA graphs for prefill (extend) batches by default: sgl-project/sglang PR 16331 ("Piecewise Cuda Graph
+# set default", merged 2026-03-02; --disable-piecewise-cuda-graph turns them off), capturing prompt steps up to the
+# chunked-prefill size, 2048 tokens for MLA models (core.memory.graph_limits). 0.5.10 as its first release is
+# inferred from the merge date, not read from a changelog.
+_PIECEWISE = "piecewise"
+_HEURISTIC = Rules(defaults="heuristic", spec_reserve=True, draft_in_sizing=False, spec_max_running_requests=48)
+
 V04 = _profile("0.4", "SGLang 0.4-0.5.3 (default fraction by TP size; draft pool after the target's)",
                Rules(defaults="tp_table", spec_reserve=False, draft_in_sizing=False, spec_max_running_requests=None))
-V054 = _profile("0.5.4", "SGLang 0.5.4-0.5.13 (default fraction from GPU memory; draft pool after the target's)",
-                Rules(defaults="heuristic", spec_reserve=True, draft_in_sizing=False, spec_max_running_requests=48))
+V054 = _profile("0.5.4", "SGLang 0.5.4-0.5.9 (default fraction from GPU memory; draft pool after the target's)",
+                _HEURISTIC)
+V0510 = _profile("0.5.10", "SGLang 0.5.10-0.5.13 (as 0.5.4; prompt steps in piecewise CUDA graphs)", _HEURISTIC,
+                 _PIECEWISE)
 V0514 = _profile("0.5.14", "SGLang 0.5.14 and later (draft weights and KV inside mem_fraction_static)",
-                 Rules(defaults="heuristic", spec_reserve=False, draft_in_sizing=True, spec_max_running_requests=48))
+                 Rules(defaults="heuristic", spec_reserve=False, draft_in_sizing=True, spec_max_running_requests=48),
+                 _PIECEWISE)
 
 # (first release covered, profile), oldest first
-PROFILES = (((0, 4), V04), ((0, 5, 4), V054), ((0, 5, 14), V0514))
+PROFILES = (((0, 4), V04), ((0, 5, 4), V054), ((0, 5, 10), V0510), ((0, 5, 14), V0514))
 
 # The EAGLE-family drafter SGLang runs when no --speculative-num-steps is given (with EAGLE, EAGLE3 and NEXTN, its
 # MTP): python/sglang/srt/server_args.py auto_choose_speculative_params, by the target's architecture:
