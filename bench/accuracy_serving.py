@@ -537,8 +537,10 @@ def report_sweeps(results: list[dict]) -> None:
             print(f"{q:5g} {m:12.2f} {p:7.2f}")
         sm, sp = r["stop_measured"], r["stop_predicted"]
         err = f"{sp / sm - 1:+.0%} (target within 25%)" if sm and sp else "-"
-        print(f"speculation stops paying (latency ratio reaches 1): measured at {sm and round(sm, 1)} QPS, predicted at "
-              f"{sp and round(sp, 1)} QPS (None: not within the sweep's {r['loads'][-1]:g} QPS): {err}")
+
+        def at(q):
+            return f"{q:.1f} QPS" if q else f"still paying at {r['loads'][-1]:g} QPS"
+        print(f"speculation stops paying (latency ratio reaches 1): measured at {at(sm)}, predicted at {at(sp)}: {err}")
 
 
 def report(errs: dict) -> None:
