@@ -463,6 +463,21 @@ def test_which_steps_each_release_runs_in_a_cuda_graph():
     assert _graph_limits("sglang", "0.5.12", model="deepseek-ai/DeepSeek-V3")[1] == 2048
 
 
+def test_sglang_graphs_decode_batches_up_to_its_cuda_graph_max_bs():
+    # its accountant knows the default --cuda-graph-max-bs (256 on an 80 GB card at TP 1) and passes the limit on:
+    # a decode step of more sequences runs eager; with k = 3 drafts each sequence scores 4 tokens
+    from specsize.core.memory import account
+    from specsize.engines import resolve_profile
+
+    def limit(k=0, **engine):
+        spec = SpeculativeConfig("ngram", None, k) if k else SpeculativeConfig()
+        d = Deployment(target=load_model("Qwen/Qwen3-8B"), gpu=load_gpu("H100-SXM-80GB"), speculative=spec,
+                       engine=EngineSettings(max_model_len=8192, **engine))
+        return account(d, resolve_profile("sglang", "0.5.9")).settings.graph_max_tokens
+
+    assert limit() == 256 and limit(k=3) == 256 * 4 and limit(cuda_graph_max_bs=64) == 64
+
+
 def test_simulator_prices_the_host_launches_of_ungraphed_steps_only():
     # one request of a 100-token prompt and 11 output tokens: 1 prompt step and 10 decode steps. An engine that
     # graphs decodes only (prompt limit 0) pays the launches once, in the first token; a 64-token graph limit on

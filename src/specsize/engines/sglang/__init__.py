@@ -66,7 +66,7 @@ _BASE = replace(vllm.V1_LATEST, engine="sglang", generation="SGLang",
                 cuda_graph_subtracted=False, refuses_start_below_max_model_len=False,
                 # CUDA graphs capture decode batches (cuda_graph_runner.py); prefill (extend) batches run eager until
                 # the piecewise graphs became the default (_PIECEWISE below). Decode batches above --cuda-graph-max-bs
-                # also run eager: not modelled (GRAPH_ALL)
+                # also run eager: the accountant sets that limit once it has the default (accounting.py)
                 graph_max_tokens=GRAPH_ALL, graph_prompts="eager",
                 non_torch_bytes=int(0.60 * GiB), sources=_SOURCES)
 

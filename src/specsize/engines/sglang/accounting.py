@@ -192,6 +192,9 @@ def account(d: Deployment, p: AccountingProfile, rules: Rules) -> MemoryAccount:
     chunk_default, graph_default = default_chunk_and_graph(rules, gpu_mib, d.tp)
     chunked = e.max_num_batched_tokens or chunk_default
     graph_bs = e.cuda_graph_max_bs or graph_default
+    # decode batches of more than graph_bs sequences run eager (cuda_graph_runner.py can_run: "bs <= max_bs"), each
+    # sequence scoring its last token and k drafts
+    s = replace(s, graph_max_tokens=min(s.graph_max_tokens, graph_bs * (1 + s.num_speculative_tokens)))
     fraction = e.gpu_memory_utilization if e.gpu_memory_utilization is not None else default_fraction(
         rules, gpu_mib, d.tp, d.pp, chunked, graph_bs, algorithm)
     page = s.block_size
