@@ -402,6 +402,31 @@ def test_v0_batch_expansion_prices_each_extra_query_by_hand():
     assert expanded - one == pytest.approx(36.4e-3 - 25.5e-3, rel=0.01)
 
 
+def test_v0_ngram_proposer_prices_its_per_sequence_host_time_by_hand():
+    # vLLM V0's n-gram proposer looks up one sequence at a time: through small GPU kernels and device syncs before
+    # vllm-project/vllm PR 9333 (0.6.0-0.6.3: 0.3 ms per sequence, bench/ngram_proposer_cost.py), on the CPU from
+    # 0.6.4 (0.15 ms: the PR's own timings halve it); V1 keeps the family's 20 us. A speculative step at batch 32
+    # grows by 32 x (0.3 ms - 20 us) = 8.96 ms from V1's lookup to 0.6.0's, everything else held equal
+    from specsize.core.perf import spec_step_time
+
+    early, late, v1 = _v0_costs("0.6"), _v0_costs("0.6.4"), _v0_costs("0.11")
+    assert (early.eff.ngram_per_seq_s, late.eff.ngram_per_seq_s, v1.eff.ngram_per_seq_s) == pytest.approx(
+        (3e-4, 1.5e-4, 2e-5))
+    same_v1 = replace(early, eff=replace(early.eff, ngram_per_seq_s=2e-5))
+    assert spec_step_time(early, 32, 1000) - spec_step_time(same_v1, 32, 1000) == pytest.approx(32 * 2.8e-4, rel=1e-9)
+    # a drafter that is a model never pays it
+    from specsize.core.memory import account
+    from specsize.engines import resolve_profile
+    from specsize.planner.perf import Tree, costs_for
+
+    d = Deployment(target=load_model("meta-llama/Llama-3.1-8B-Instruct"), gpu=load_gpu("A100-80GB"),
+                   speculative=SpeculativeConfig("draft_model", load_model("meta-llama/Llama-3.2-1B-Instruct"), 4),
+                   engine=EngineSettings(max_model_len=4096))
+    c = costs_for(d, account(d, resolve_profile("vllm", "0.6")), load_efficiency(d.gpu), 4, Tree())
+    assert spec_step_time(c, 32, 1000) == pytest.approx(
+        spec_step_time(replace(c, eff=replace(c.eff, ngram_per_seq_s=0.0)), 32, 1000), rel=1e-12)
+
+
 def test_simulator_prices_batch_expansion_on_decoding_sequences_only():
     # the simulator's step: with expansion, each decoding sequence's k extra queries add (expansion_query_s +
     # cpu_per_seq_s) each; a prefill-only step is untouched. Two runs alike but for the expansion cost: one request

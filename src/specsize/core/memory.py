@@ -84,6 +84,9 @@ class AccountingProfile:
     # the engine's own fused-MoE kernels for fp8 (block-)quantised experts, as a fraction of HBM bandwidth, where they
     # differ from the vLLM kernels the GPU family's terms were measured with (Efficiency.moe_fp8_memory); 0: the family's
     moe_fp8_memory: float = 0.0
+    # the release's n-gram proposer, host time per running sequence and speculative step (Efficiency.ngram_per_seq_s,
+    # the family's, prices a proposer that matches on the CPU in a few microseconds: vLLM V1's); 0: the family's
+    ngram_proposer_per_seq_s: float = 0.0
     default_block_size: int = 16
     mla_block_size: int = 16
     cpu_block_size: int = 128
@@ -157,6 +160,7 @@ class ResolvedSettings:
     spec_expansion_query_s: float = 0.0  # AccountingProfile.spec_expansion_query_s, 0 with --enforce-eager
     api_cost_scale: float = 1.0  # AccountingProfile.api_cost_scale
     moe_fp8_memory: float = 0.0  # AccountingProfile.moe_fp8_memory (0: the GPU family's)
+    ngram_proposer_per_seq_s: float = 0.0  # AccountingProfile.ngram_proposer_per_seq_s (0: the GPU family's)
     scheduler_steps: int = 1  # vLLM V0's multi-step scheduling (EngineSettings.num_scheduler_steps)
     recv_interval: int = 1  # SGLang's --scheduler-recv-interval (EngineSettings.scheduler_recv_interval)
     async_scheduling: bool = False  # AccountingProfile.async_scheduling, where the deployment allows it
@@ -296,7 +300,7 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         prefill_first=p.prefill_first and not chunked, spec_host_handover=p.spec_host_handover,
         spec_expansion_query_s=0.0 if e.enforce_eager else p.spec_expansion_query_s,
         api_cost_scale=p.api_cost_scale,
-        scheduler_steps=steps, moe_fp8_memory=p.moe_fp8_memory,
+        scheduler_steps=steps, moe_fp8_memory=p.moe_fp8_memory, ngram_proposer_per_seq_s=p.ngram_proposer_per_seq_s,
         async_scheduling=p.async_scheduling and d.pp == 1 and e.device == "cuda",
         async_with_speculation=p.async_with_speculation,
         recv_interval=_engine_interval("scheduler_recv_interval", e.scheduler_recv_interval, p.recv_interval_flag, p,

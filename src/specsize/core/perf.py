@@ -95,10 +95,14 @@ def streamed_every(eff: Efficiency, tokens: int) -> Efficiency:
     return replace(eff, api_per_seq_s=eff.api_per_seq_s / tokens) if tokens > 1 else eff
 
 
-def engine_kernels(eff: Efficiency, moe_fp8_memory: float) -> Efficiency:
-    """The family's terms with an engine's own kernels where they differ from vLLM's, which the terms were measured
-    with: its fused-MoE kernels for fp8 experts (AccountingProfile.moe_fp8_memory; 0 keeps the family's)."""
-    return replace(eff, moe_fp8_memory=moe_fp8_memory) if moe_fp8_memory else eff
+def engine_kernels(eff: Efficiency, moe_fp8_memory: float, ngram_per_seq_s: float = 0.0) -> Efficiency:
+    """The family's terms with an engine release's own code where it differs from what the terms were measured with:
+    its fused-MoE kernels for fp8 experts (AccountingProfile.moe_fp8_memory) and its n-gram proposer's host time per
+    sequence (AccountingProfile.ngram_proposer_per_seq_s: vLLM V0 proposes one sequence at a time through small GPU
+    operations and device syncs); 0 keeps the family's."""
+    if moe_fp8_memory:
+        eff = replace(eff, moe_fp8_memory=moe_fp8_memory)
+    return replace(eff, ngram_per_seq_s=ngram_per_seq_s) if ngram_per_seq_s else eff
 
 
 def offline_efficiency(eff: Efficiency) -> Efficiency:

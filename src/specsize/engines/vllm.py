@@ -138,9 +138,21 @@ V0 = AccountingProfile(
 # held counted as vLLM's own non-torch memory (worker.py determine_num_available_blocks: "total_allocated_bytes =
 # mem_get_info()[1] - mem_get_info()[0]; non_torch_allocations = total_allocated_bytes - torch_allocated_bytes");
 # 0.6.4 took a baseline snapshot before loading (memory_profiling) and no longer did.
+#
+# The n-gram proposer (AccountingProfile.ngram_proposer_per_seq_s): V0's NGramWorker proposes for one sequence at a time
+# from Python. Until vllm-project/vllm PR 9333 (merged 2024-10, in 0.6.4) every step of it ran on the GPU: the history
+# copied to the device, per n-gram size tried a compare / all / max and an `.item()` sync, on a match the gather, the
+# one-hot probabilities and a zero logprob row-set - about 12 small kernels and 2-5 syncs per sequence and step.
+# bench/ngram_proposer_cost.py replays those operations with PyTorch on a CPU and adds 5 us per kernel launch and 15 us
+# per sync: 252 us per sequence on a match at the largest n-gram, 362 us with no match at any size (a 1,090-token
+# history, k = 4; this workplace's 2-core EPYC): 0.3 ms taken. PR 9333 matched histories under 3,072 tokens on the CPU
+# and went to the GPU only on a match; its own H100 timings put the proposal at 0.50-0.58 of its time before (2.6 ->
+# 1.5, 3.3 -> 1.5, 4.4 -> 2.2 ms): 0.15 ms from 0.6.4. V1's proposer (numpy / numba on the CPU) keeps the family's.
+V0_NGRAM_GPU_PER_SEQ_S = 3.0e-4
+V0_NGRAM_CPU_PER_SEQ_S = 1.5e-4
 V0_EARLY = replace(V0, version="0.6", label="vLLM 0.6.0-0.6.3 (V0 engine; other processes counted as non-torch)",
-                   other_processes_in_non_torch=True)
-V0 = replace(V0, version="0.6.4", label="vLLM 0.6.4-0.7 (V0 engine)")
+                   other_processes_in_non_torch=True, ngram_proposer_per_seq_s=V0_NGRAM_GPU_PER_SEQ_S)
+V0 = replace(V0, version="0.6.4", label="vLLM 0.6.4-0.7 (V0 engine)", ngram_proposer_per_seq_s=V0_NGRAM_CPU_PER_SEQ_S)
 
 # The larger defaults skip the A100 (80 GB included): vllm/engine/arg_utils.py, "if device_memory >= 70 * GiB_bytes
 # and "a100" not in device_name" ("NOTE(Kuntai): Setting large `max_num_batched_tokens` for A100 reduces
