@@ -463,11 +463,11 @@ def test_a_forward_outside_a_graph_pays_every_layers_launches_by_hand():
     assert coefficients(cost_1b(), ROUND_GPU, eff).ungraphed_s == pytest.approx(16 * 4e-5)
 
 
-def _graph_limits(engine, version, model="Qwen/Qwen3-30B-A3B", **engine_settings):
+def _graph_limits(engine, version, model="Qwen/Qwen3-30B-A3B", gpu="H100-SXM-80GB", **engine_settings):
     from specsize.core.memory import resolve_settings
     from specsize.engines import resolve_profile
 
-    d = Deployment(target=load_model(model), gpu=load_gpu("H100-SXM-80GB"),
+    d = Deployment(target=load_model(model), gpu=load_gpu(gpu),
                    engine=EngineSettings(max_model_len=8192, **engine_settings))
     s = resolve_settings(d, resolve_profile(engine, version), None)
     return s.graph_max_tokens, s.graph_prompt_tokens
@@ -486,6 +486,14 @@ def test_which_steps_each_release_runs_in_a_cuda_graph():
     assert _graph_limits("sglang", "0.5.9") == (GRAPH_ALL, 0)
     assert _graph_limits("sglang", "0.5.12", max_num_batched_tokens=8192) == (GRAPH_ALL, 8192)
     assert _graph_limits("sglang", "0.5.12", model="deepseek-ai/DeepSeek-V3")[1] == 2048
+    # ... but never on AMD's GPUs (SGLang keeps them off on non-CUDA hardware) nor for the architectures it excludes
+    # (Qwen3-Next among them): their prompt steps stay eager
+    assert _graph_limits("sglang", "0.5.12", gpu="MI300X-192GB", max_num_batched_tokens=8192) == (GRAPH_ALL, 0)
+    assert _graph_limits("sglang", "0.5.19", model="deepseek-ai/DeepSeek-V3", gpu="MI325X-256GB") == (GRAPH_ALL, 0)
+    assert _graph_limits("sglang", "0.5.12", model="Qwen/Qwen3-Next-80B-A3B-Instruct",
+                         max_num_batched_tokens=8192) == (GRAPH_ALL, 0)
+    # vLLM V1's piecewise graphs are its own: an AMD GPU keeps them
+    assert _graph_limits("vllm", "0.11", gpu="MI300X-192GB") == (512, 512)
 
 
 def test_sglang_graphs_decode_batches_up_to_its_cuda_graph_max_bs():

@@ -79,6 +79,10 @@ class AccountingProfile:
     # "eager" (never graphed: vLLM V0 and SGLang before its piecewise graphs capture decode batches only),
     # "piecewise" (SGLang's piecewise graphs: up to the chunked-prefill size, 2048 tokens for MLA models)
     graph_prompts: str = "capture"
+    # where "piecewise" graphs do not run, prompt steps stay eager: GPU vendors the engine captures them on, and
+    # model types it excludes (SGLang's _handle_piecewise_cuda_graph: non-CUDA hardware, its model-arch blacklist)
+    piecewise_vendors: tuple[str, ...] = ("nvidia",)
+    piecewise_excluded_model_types: tuple[str, ...] = ()
     # the release takes --scheduler-recv-interval (SGLang's SchedulerRecvSkipper; vLLM has no such flag)
     recv_interval_flag: bool = False
     # the engine's own fused-MoE kernels for fp8 (block-)quantised experts, as a fraction of HBM bandwidth, where they
@@ -309,7 +313,7 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
                                          "engine sglang, or vllm from 0.14"),
         **dict(zip(("graph_max_tokens", "graph_prompt_tokens"),
                    graph_limits(p, target, max_num_seqs, batched, d.speculative.num_speculative_tokens
-                                if d.speculative.enabled else 0))),
+                                if d.speculative.enabled else 0, vendor=d.gpu.vendor))),
     )
 
 
@@ -318,14 +322,18 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
 PIECEWISE_MLA_TOKENS = 2048
 
 
-def graph_limits(p: AccountingProfile, target: ModelSpec, max_num_seqs: int, batched: int, k: int) -> tuple[int, int]:
+def graph_limits(p: AccountingProfile, target: ModelSpec, max_num_seqs: int, batched: int, k: int,
+                 vendor: str = "nvidia") -> tuple[int, int]:
     """(the largest step, the largest step with prompt tokens) the engine runs in a CUDA graph. vLLM V1's largest
     capture size (vllm/config/vllm.py _set_cudagraph_sizes): min(max_num_seqs x (1 + k) x 2, 512), no more than the
-    token budget; prompt steps as AccountingProfile.graph_prompts says."""
+    token budget; prompt steps as AccountingProfile.graph_prompts says, eager where the engine's piecewise graphs do
+    not run (on a GPU of another vendor, for a model type it excludes)."""
     largest = p.graph_max_tokens
     if p.graph_prompts == "capture" and largest < GRAPH_ALL:
         largest = min(largest, max_num_seqs * (1 + k) * 2, batched)
-    if p.graph_prompts == "eager":
+    piecewise_off = p.graph_prompts == "piecewise" and (
+        vendor not in p.piecewise_vendors or target.model_type in p.piecewise_excluded_model_types)
+    if p.graph_prompts == "eager" or piecewise_off:
         return largest, 0
     if p.graph_prompts == "piecewise":
         return largest, PIECEWISE_MLA_TOKENS if target.mla is not None else batched

@@ -72,7 +72,8 @@ _BASE = replace(vllm.V1_LATEST, engine="sglang", generation="SGLang",
 
 
 def _profile(version: str, label: str, rules: Rules, graph_prompts: str = "eager") -> AccountingProfile:
-    profile = replace(_BASE, version=version, label=label, graph_prompts=graph_prompts)
+    profile = replace(_BASE, version=version, label=label, graph_prompts=graph_prompts,
+                      piecewise_vendors=_PIECEWISE_VENDORS, piecewise_excluded_model_types=_PIECEWISE_EXCLUDED)
     return replace(profile, accountant=partial(account, rules=rules))
 
 
@@ -81,6 +82,12 @@ def _profile(version: str, label: str, rules: Rules, graph_prompts: str = "eager
 # chunked-prefill size, 2048 tokens for MLA models (core.memory.graph_limits). 0.5.10 as its first release is
 # inferred from the merge date, not read from a changelog.
 _PIECEWISE = "piecewise"
+# Where they stay off (python/sglang/srt/server_args.py _handle_piecewise_cuda_graph, "Disable piecewise cuda graph
+# with following conditions"): non-CUDA hardware (HIP: AMD's GPUs) and the model architectures of
+# python/sglang/srt/configs/model_config.py piecewise_cuda_graph_disabled_model_archs (DeepseekV32ForCausalLM,
+# Qwen3NextForCausalLM, GlmMoeDsaForCausalLM, BailingMoeV2_5ForCausalLM, LLaDAModelLM), by their model_type
+_PIECEWISE_VENDORS = ("nvidia",)
+_PIECEWISE_EXCLUDED = ("deepseek_v32", "qwen3_next", "glm_moe_dsa", "bailing_moe_v2_5", "llada")
 _HEURISTIC = Rules(defaults="heuristic", spec_reserve=True, draft_in_sizing=False, spec_max_running_requests=48)
 
 V04 = _profile("0.4", "SGLang 0.4-0.5.3 (default fraction by TP size; draft pool after the target's)",
