@@ -188,6 +188,8 @@ def case(row: dict) -> tuple[dict | None, str]:
     q = str(row.get("quantization") or "").lower()
     if quant is None and q.startswith("fp8"):
         quant = "fp8"
+    if quant is None and q in ("mxfp4", "nvfp4") and not target.startswith("openai/gpt-oss"):
+        quant = q  # a 4-bit float checkpoint of a model published in another dtype (AMD's, NVIDIA's); gpt-oss is one
     tp = int(row.get("tp") or 1)
     if tp > 8:  # 2 x 8 GPUs: the all-reduce crosses nodes (InfiniBand / Ethernet), which the model does not price
         return None, "tensor parallel across nodes (TP > 8): inter-node all-reduce not modelled"

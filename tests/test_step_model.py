@@ -575,3 +575,27 @@ def test_skewed_routing_never_touches_more_experts_than_uniform(experts, top_k, 
     assert skewed <= distinct_experts(experts, top_k, tokens) + 1e-9
     assert min(top_k, experts) - 1e-9 <= skewed <= experts + 1e-9
     assert distinct_experts(experts, top_k, tokens + 1, skew=skew) >= skewed - 1e-12
+
+
+def test_fp4_weights_run_natively_only_where_the_matrix_cores_take_their_format():
+    # Blackwell takes MXFP4 and NVFP4, CDNA 4 (MI355X) the OCP MX formats only: there the GEMMs run at the fp8 peak
+    # and the experts stream at moe_memory; elsewhere (MI300X, H100; NVFP4 on MI355X) 4-bit weights are dequantised in
+    # the GEMM, at the bf16 peak and low_bit_memory
+    from specsize.core.specs import Quantization
+
+    gpt_oss = model_cost(load_model("openai/gpt-oss-120b"), 1, "bfloat16", None)
+    assert gpt_oss.fp4 == "mxfp4"
+    nvfp4 = model_cost(load_model("meta-llama/Llama-3.1-8B-Instruct"), 1, "bfloat16", Quantization("nvfp4"))
+    assert nvfp4.fp4 == "nvfp4"
+    eff = replace(IDEAL, compute=0.5, memory=0.8, moe_memory=0.6, low_bit_memory=0.3)
+
+    def peak_and_experts(cost, gpu_id):
+        gpu = load_gpu(gpu_id)
+        co = coefficients(cost, gpu, eff)
+        return 1 / (co.inv_flops * eff.compute), 1 / (co.inv_bandwidth_experts * gpu.memory_bandwidth_bytes_s)
+
+    mi355, mi300 = load_gpu("MI355X-288GB"), load_gpu("MI300X-192GB")
+    assert peak_and_experts(gpt_oss, "MI355X-288GB") == pytest.approx((mi355.fp8_flops, 0.6))
+    assert peak_and_experts(gpt_oss, "MI300X-192GB") == pytest.approx((mi300.bf16_flops, 0.3))
+    assert peak_and_experts(nvfp4, "MI355X-288GB")[0] == pytest.approx(mi355.bf16_flops)
+    assert peak_and_experts(nvfp4, "B200-180GB")[0] == pytest.approx(load_gpu("B200-180GB").fp8_flops)

@@ -132,7 +132,7 @@ class ModelCost:
     vocab: int = 0  # logits per sampled position on this rank
     low_bit: bool = False  # 4-bit weights (int4 w4a16, MXFP4, NVFP4): dequantised in the GEMM unless the GPU has FP4
     low_bit_experts_only: bool = False
-    fp4: bool = False  # an FP4 format (MXFP4, NVFP4): Blackwell's FP4 tensor cores run it without dequantising
+    fp4: str = ""  # the FP4 format ("mxfp4", "nvfp4") of 4-bit float weights, "" otherwise (NATIVE_FP4 runs them)
 
 
 @dataclass(frozen=True)
@@ -193,7 +193,7 @@ def model_cost(m: ModelSpec, tp: int, dtype: str, quant: Quantization | None, *,
                      lm_head_params=min(lm_head_params, max(0, dense_params)),
                      vocab=lm_head_params // max(1, m.hidden_size),
                      low_bit=bool(q and q.method in ("int4", "mxfp4", "nvfp4")),
-                     low_bit_experts_only=bool(q and q.experts_only), fp4=bool(q and q.method in ("mxfp4", "nvfp4")))
+                     low_bit_experts_only=bool(q and q.experts_only), fp4=q.method if (q and q.method in ("mxfp4", "nvfp4")) else "")
 
 
 @dataclass(frozen=True)
@@ -238,11 +238,18 @@ class StepCoefficients:
 
 
 
+# GPU families whose matrix cores take FP4 weights without dequantising them, and which formats: NVIDIA Blackwell
+# (FP4 tensor cores, NVFP4 and the OCP MX formats) and AMD CDNA 4 (MI350X / MI355X: "native support for ultra-low-
+# precision FP4 and FP6" in its matrix cores, the OCP MX formats - AMD's "Introducing AMD CDNA 4 Architecture"
+# whitepaper; NVFP4 is NVIDIA's own format). Elsewhere 4-bit weights are dequantised inside the GEMM.
+NATIVE_FP4 = {"blackwell": ("mxfp4", "nvfp4"), "cdna4": ("mxfp4",)}
+
+
 @lru_cache(maxsize=1024)  # as model_cost
 def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = True,
                  eager: bool = False, host_overlapped: bool = False) -> StepCoefficients:
-    # FP4 tensor cores: MXFP4/NVFP4 weights need no dequantisation; int4 (AWQ/GPTQ) stays a dequantising kernel
-    fp4_native = gpu.family == "blackwell" and c.fp4
+    # FP4 matrix cores: their FP4 formats need no dequantisation; int4 (AWQ/GPTQ) stays a dequantising kernel
+    fp4_native = bool(c.fp4) and c.fp4 in NATIVE_FP4.get(gpu.family, ())
     fp8 = c.fp8_compute or fp4_native
     peak = gpu.fp8_flops if (fp8 and gpu.fp8_flops) else gpu.bf16_flops
     full = sum(b for b, window, _ in c.kv_layers if not window)
