@@ -167,6 +167,14 @@ def held_out(row: dict) -> bool:
     return int(hashlib.sha256(key.encode()).hexdigest(), 16) % 3 == 0
 
 
+def _declared_quantization(target: str) -> str | None:
+    """The quantization method the catalog's entry for `target` declares (gpt-oss: its own MXFP4 experts)."""
+    from specsize.catalog import load_model
+
+    q = load_model(target).quantization
+    return q.method if q else None
+
+
 def case(row: dict) -> tuple[dict | None, str]:
     """The simulate overrides for a run, or None and why it is skipped."""
     if not any(row["engine"].startswith(e) for e in ENGINES):
@@ -188,8 +196,8 @@ def case(row: dict) -> tuple[dict | None, str]:
     q = str(row.get("quantization") or "").lower()
     if quant is None and q.startswith("fp8"):
         quant = "fp8"
-    if quant is None and q in ("mxfp4", "nvfp4") and not target.startswith("openai/gpt-oss"):
-        quant = q  # a 4-bit float checkpoint of a model published in another dtype (AMD's, NVIDIA's); gpt-oss is one
+    if quant is None and q in ("mxfp4", "nvfp4") and _declared_quantization(target) != q:
+        quant = q  # a 4-bit float checkpoint of a model the catalog holds in another dtype (AMD's, NVIDIA's)
     tp = int(row.get("tp") or 1)
     if tp > 8:  # 2 x 8 GPUs: the all-reduce crosses nodes (InfiniBand / Ethernet), which the model does not price
         return None, "tensor parallel across nodes (TP > 8): inter-node all-reduce not modelled"

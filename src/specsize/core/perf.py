@@ -193,7 +193,8 @@ def model_cost(m: ModelSpec, tp: int, dtype: str, quant: Quantization | None, *,
                      lm_head_params=min(lm_head_params, max(0, dense_params)),
                      vocab=lm_head_params // max(1, m.hidden_size),
                      low_bit=bool(q and q.method in ("int4", "mxfp4", "nvfp4")),
-                     low_bit_experts_only=bool(q and q.experts_only), fp4=q.method if (q and q.method in ("mxfp4", "nvfp4")) else "")
+                     low_bit_experts_only=bool(q and q.experts_only),
+                     fp4=q.method if (q and q.method in ("mxfp4", "nvfp4")) else "")
 
 
 @dataclass(frozen=True)
@@ -249,7 +250,7 @@ NATIVE_FP4 = {"blackwell": ("mxfp4", "nvfp4"), "cdna4": ("mxfp4",)}
 def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = True,
                  eager: bool = False, host_overlapped: bool = False) -> StepCoefficients:
     # FP4 matrix cores: their FP4 formats need no dequantisation; int4 (AWQ/GPTQ) stays a dequantising kernel
-    fp4_native = bool(c.fp4) and c.fp4 in NATIVE_FP4.get(gpu.family, ())
+    fp4_native = c.fp4 in NATIVE_FP4.get(gpu.family, ())
     fp8 = c.fp8_compute or fp4_native
     peak = gpu.fp8_flops if (fp8 and gpu.fp8_flops) else gpu.bf16_flops
     full = sum(b for b, window, _ in c.kv_layers if not window)

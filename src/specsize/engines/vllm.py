@@ -145,9 +145,10 @@ V0 = AccountingProfile(
 # one-hot probabilities and a zero logprob row-set - about 12 small kernels and 2-5 syncs per sequence and step.
 # bench/ngram_proposer_cost.py replays those operations with PyTorch on a CPU and adds 5 us per kernel launch and 15 us
 # per sync: 220-332 us per sequence on a match at the largest n-gram, 270-372 us with no match at any size (a
-# 1,090-token history, k = 4; medians of 2,000 repeats, four runs on this workplace's 2-core EPYC): 0.3 ms taken. PR 9333 matched histories under 3,072 tokens on the CPU
-# and went to the GPU only on a match; its own H100 timings put the proposal at 0.50-0.58 of its time before (2.6 ->
-# 1.5, 3.3 -> 1.5, 4.4 -> 2.2 ms): 0.15 ms from 0.6.4. V1's proposer (numpy / numba on the CPU) keeps the family's.
+# 1,090-token history, k = 4; medians of 2,000 repeats, four runs on this workplace's 2-core EPYC): 0.3 ms taken.
+# PR 9333 matched histories under 3,072 tokens on the CPU and went to the GPU only on a match; its own H100 timings put
+# the proposal at 0.50-0.58 of its time before (2.6 -> 1.5, 3.3 -> 1.5, 4.4 -> 2.2 ms): 0.15 ms from 0.6.4. V1's
+# proposer (numpy / numba on the CPU) keeps the family's.
 V0_NGRAM_GPU_PER_SEQ_S = 3.0e-4
 V0_NGRAM_CPU_PER_SEQ_S = 1.5e-4
 V0_EARLY = replace(V0, version="0.6", label="vLLM 0.6.0-0.6.3 (V0 engine; other processes counted as non-torch)",

@@ -73,7 +73,7 @@ _BASE = replace(vllm.V1_LATEST, engine="sglang", generation="SGLang",
 
 def _profile(version: str, label: str, rules: Rules, graph_prompts: str = "eager") -> AccountingProfile:
     profile = replace(_BASE, version=version, label=label, graph_prompts=graph_prompts,
-                      piecewise_vendors=_PIECEWISE_VENDORS, piecewise_excluded_model_types=_PIECEWISE_EXCLUDED)
+                      piecewise_excluded_model_types=_PIECEWISE_EXCLUDED)
     return replace(profile, accountant=partial(account, rules=rules))
 
 
@@ -83,10 +83,10 @@ def _profile(version: str, label: str, rules: Rules, graph_prompts: str = "eager
 # inferred from the merge date, not read from a changelog.
 _PIECEWISE = "piecewise"
 # Where they stay off (python/sglang/srt/server_args.py _handle_piecewise_cuda_graph, "Disable piecewise cuda graph
-# with following conditions"): non-CUDA hardware (HIP: AMD's GPUs) and the model architectures of
-# python/sglang/srt/configs/model_config.py piecewise_cuda_graph_disabled_model_archs (DeepseekV32ForCausalLM,
-# Qwen3NextForCausalLM, GlmMoeDsaForCausalLM, BailingMoeV2_5ForCausalLM, LLaDAModelLM), by their model_type
-_PIECEWISE_VENDORS = ("nvidia",)
+# with following conditions"): non-CUDA hardware (HIP: AMD's GPUs; AccountingProfile.piecewise_vendors' default) and
+# the model architectures of python/sglang/srt/configs/model_config.py piecewise_cuda_graph_disabled_model_archs
+# (DeepseekV32ForCausalLM, Qwen3NextForCausalLM, GlmMoeDsaForCausalLM, BailingMoeV2_5ForCausalLM, LLaDAModelLM), by
+# their model_type
 _PIECEWISE_EXCLUDED = ("deepseek_v32", "qwen3_next", "glm_moe_dsa", "bailing_moe_v2_5", "llada")
 _HEURISTIC = Rules(defaults="heuristic", spec_reserve=True, draft_in_sizing=False, spec_max_running_requests=48)
 
