@@ -553,6 +553,27 @@ def report_sweeps(results: list[dict]) -> None:
         print(f"speculation stops paying (latency ratio reaches 1): measured at {at(sm)}, predicted at {at(sp)}: {err}")
 
 
+def _metric_record(errors: list[float]) -> dict:
+    return {"runs": len(errors), "median_abs_error": round(statistics.median(abs(e) for e in errors), 4),
+            "bias": round(statistics.median(errors), 4)}
+
+
+def accuracy_record(errs: dict, measured_on: str, source: str) -> dict:
+    """catalog/data/timing_accuracy.json from the run's errors (predicted / measured - 1 by slice and metric): the
+    held-out slice the tool shows beside every simulation, and the other slices for the record."""
+    slices = {"held_out": lambda m: errs.get(("heldout", m), []),
+              "held_out_no_bursts": lambda m: [e for kind in REGIMES if kind != "burst"
+                                               for e in errs.get((f"heldout {kind}", m), [])],
+              "held_out_families": lambda m: errs.get(("heldout families", m), []),
+              "fit": lambda m: errs.get(("fit", m), [])}
+    out: dict = {"schema": "the simulator's error on published serving runs: per slice and metric, the runs, the median "
+                           "|predicted / measured - 1| and its median (bias); written by bench/accuracy_serving.py "
+                           "--write-accuracy", "measured_on": measured_on, "source": source}
+    for name, errors_of in slices.items():
+        out[name] = {m: _metric_record(errors_of(m)) for m in ("throughput", "ttft", "tpot") if errors_of(m)}
+    return out
+
+
 def report(errs: dict) -> None:
     """The summary lines: per slice and metric, then per slice, regime and metric."""
     print()
@@ -585,13 +606,25 @@ def main() -> int:
     ap.add_argument("--match", default="", help="only runs whose engine, release, GPU and load match this regex")
     ap.add_argument("--jobs", type=int, default=max(1, min(4, os.cpu_count() or 1)),
                     help="simulations run in this many processes (default: the cores, at most 4)")
+    ap.add_argument("--write-accuracy", metavar="PATH", default=None,
+                    help="write the slices' errors as the tool's timing-accuracy catalog file (every run only: "
+                         "src/specsize/catalog/data/timing_accuracy.json)")
     args = ap.parse_args()
-    rows = load_rows(args.data)
-    errs: dict[tuple[str, str], list[float]] = {}
-    skipped: dict[str, int] = {}
-    print(f"{'run':46} {'slice':7} {'metric':10} {'measured':>10} {'predicted':>10} {'error':>7}")
-    started = time.perf_counter()
-    done = 0
+    if args.write_accuracy and (args.data or args.only or args.limit or args.match):
+        ap.error("--write-accuracy needs every run: drop --data, --only, --limit and --match")
+    return run(args)
+
+
+def write_accuracy(path: str, errs: dict, done: int) -> None:
+    """The tool's timing-accuracy catalog file (catalog/data/timing_accuracy.json) from this run's errors."""
+    source = (f"bench/accuracy_serving.py over bench/data/serving_runs*.jsonl: {done} runs simulated; split by "
+              "held_out() (SHA-256 of source, model, GPU and group: one run in three held out, never fitted on)")
+    Path(path).write_text(json.dumps(accuracy_record(errs, time.strftime("%Y-%m-%d"), source), indent=1) + "\n")
+    print(f"\nwrote {path}")
+
+
+def _cases(rows: list[dict], args, skipped: dict[str, int]) -> list[tuple[dict, str, dict]]:
+    """(row, slice, simulate overrides) of the runs selected; the others counted in `skipped` by reason."""
     cases = []
     for row in rows:
         over, why = case(row)
@@ -601,8 +634,17 @@ def main() -> int:
         part = "heldout" if held_out(row) else "fit"
         if selected(row, part, args):
             cases.append((row, part, over))
-    if args.limit:
-        cases = cases[:args.limit]
+    return cases[:args.limit] if args.limit else cases
+
+
+def run(args) -> int:
+    rows = load_rows(args.data)
+    errs: dict[tuple[str, str], list[float]] = {}
+    skipped: dict[str, int] = {}
+    print(f"{'run':46} {'slice':7} {'metric':10} {'measured':>10} {'predicted':>10} {'error':>7}")
+    started = time.perf_counter()
+    done = 0
+    cases = _cases(rows, args, skipped)
     for (row, part, _), pred in zip(cases, _predictions([over for _, _, over in cases], args.jobs)):
         meas = measured(row)
         if isinstance(pred, str):  # a row the tool refuses is reported, not fatal
@@ -625,6 +667,8 @@ def main() -> int:
             print(f"{row['id'][:46]:46} {part:7} {metric + ' ' + stat:10} {value * scale:10.1f} {p * scale:10.1f} "
                   f"{e:+7.1%}")
     report(errs)
+    if args.write_accuracy:
+        write_accuracy(args.write_accuracy, errs, done)
     if args.verbose:
         print("\nskipped:")
         for why, count in sorted(skipped.items(), key=lambda kv: -kv[1]):

@@ -189,8 +189,13 @@ def simulate(request: Request | None = None, progress: Callable[[int, int], None
         prefix_hit_rate=q.prefix_hit_rate, compare=not q.no_compare, ttft_slo_s=r.ttft_slo_s,
         lengths_source=_lengths_source(q), trace=_trace(q.trace), lengths=_trace(q.lengths_file, lengths_only=True),
         client_concurrency=q.client_concurrency, num_requests=q.num_requests, offline=q.offline)
-    return run_simulation(r.deployment, r.workload, r.profile, r.efficiency, r.acceptance, r.tpot_slo_s, r.tree,
-                          settings, q.headroom, progress)
+    report_ = run_simulation(r.deployment, r.workload, r.profile, r.efficiency, r.acceptance, r.tpot_slo_s, r.tree,
+                             settings, q.headroom, progress)
+    from dataclasses import replace  # noqa: PLC0415
+
+    from .catalog.accuracy import load_timing_accuracy  # noqa: PLC0415
+
+    return replace(report_, accuracy=load_timing_accuracy())
 
 
 def _plus(tokens: float | None, extra: int) -> float | None:

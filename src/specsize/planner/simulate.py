@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ..core.accuracy import TimingAccuracy
 from ..core.memory import MemoryAccount
 from ..core.perf import Efficiency, draft_forward_overhead, handover_time
 from ..core.specs import Deployment, SpeculativeConfig, Workload
@@ -185,6 +186,8 @@ class SimulationReport:
     description: str
     seed: int
     scenario: Scenario | None = None
+    # the simulator's measured error on published runs it was not fitted on (catalog; api.simulate attaches it)
+    accuracy: TimingAccuracy | None = None
 
     def to_dict(self) -> dict:
         """The `sim` object of `specsize simulate --format json` (docs/json.md)."""
@@ -255,4 +258,5 @@ def report_to_dict(rep: SimulationReport) -> dict:
     out["scenario"] = rep.description
     out["scenario_detail"] = rep.scenario.to_dict() if rep.scenario is not None else None
     out["seed"] = rep.seed
+    out["timing_accuracy"] = rep.accuracy.to_dict() if rep.accuracy is not None else None
     return out

@@ -41,4 +41,6 @@ def render(rep: SimulationReport, fmt: str) -> str:
     lines.append("TPOT here is what requests saw: decode steps shared with other requests' prefill chunks, at the "
                  "batch the load built up; the plan's perf section is steady decode at the expected batch, without "
                  "prefill interference or queueing.")
+    if rep.accuracy is not None:
+        lines.append(rep.accuracy.summary() + ".")
     return "\n".join(lines) + "\n"
