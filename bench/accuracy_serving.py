@@ -50,6 +50,7 @@ MODELS = {  # published id -> (catalog id, quantization override)
     "Qwen/Qwen3-14B": ("Qwen/Qwen3-14B", None), "Qwen/Qwen3-14B-FP8": ("Qwen/Qwen3-14B", "fp8"),
     "Qwen/Qwen3-32B": ("Qwen/Qwen3-32B", None), "Qwen/Qwen3-32B-FP8": ("Qwen/Qwen3-32B", "fp8"),
     "Qwen/Qwen3-235B-A22B-Instruct-2507": ("Qwen/Qwen3-235B-A22B", None),
+    "Qwen/Qwen3-235B-A22B": ("Qwen/Qwen3-235B-A22B", None),
     "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8": ("Qwen/Qwen3-235B-A22B", "fp8"),
     "openai/gpt-oss-20b": ("openai/gpt-oss-20b", None), "openai/gpt-oss-120b": ("openai/gpt-oss-120b", None),
     "meta-llama/Llama-3.3-70B-Instruct": ("meta-llama/Llama-3.3-70B-Instruct", None),

@@ -108,7 +108,7 @@ def _envelope_simulation(r: Resolved, duration_s: float, result: PlanResult) -> 
     settings = envelope_settings(r.workload, duration_s, q.seed, _lengths_source(q), r.ttft_slo_s)
     report_ = run_simulation(r.deployment, r.workload, r.profile, r.efficiency, r.acceptance, r.tpot_slo_s, r.tree,
                              settings, q.headroom)
-    return fold_simulation(result, report_)
+    return fold_simulation(result, _with_accuracy(report_))
 
 
 def _base_plan(r: Resolved) -> PlanResult:
@@ -189,8 +189,13 @@ def simulate(request: Request | None = None, progress: Callable[[int, int], None
         prefix_hit_rate=q.prefix_hit_rate, compare=not q.no_compare, ttft_slo_s=r.ttft_slo_s,
         lengths_source=_lengths_source(q), trace=_trace(q.trace), lengths=_trace(q.lengths_file, lengths_only=True),
         client_concurrency=q.client_concurrency, num_requests=q.num_requests, offline=q.offline)
-    report_ = run_simulation(r.deployment, r.workload, r.profile, r.efficiency, r.acceptance, r.tpot_slo_s, r.tree,
-                             settings, q.headroom, progress)
+    return _with_accuracy(run_simulation(r.deployment, r.workload, r.profile, r.efficiency, r.acceptance,
+                                         r.tpot_slo_s, r.tree, settings, q.headroom, progress))
+
+
+def _with_accuracy(report_: SimulationReport) -> SimulationReport:
+    """The simulation with the simulator's measured accuracy on published runs (catalog/data/timing_accuracy.json),
+    shown beside its timings."""
     from dataclasses import replace  # noqa: PLC0415
 
     from .catalog.accuracy import load_timing_accuracy  # noqa: PLC0415
