@@ -423,8 +423,8 @@ def _predictions(overs: list[dict], jobs: int) -> list:
 def summary(errors: list[float]) -> str:
     if not errors:
         return "-"
-    return (f"median |err| {statistics.median(abs(e) for e in errors):5.1%}, bias {statistics.median(errors):+6.1%}"
-            f" (n={len(errors)})")
+    r = _metric_record(errors, digits=None)
+    return f"median |err| {r['median_abs_error']:5.1%}, bias {r['bias']:+6.1%} (n={r['runs']})"
 
 
 def ratio_series(rows: list[dict]) -> None:
@@ -554,17 +554,24 @@ def report_sweeps(results: list[dict]) -> None:
         print(f"speculation stops paying (latency ratio reaches 1): measured at {at(sm)}, predicted at {at(sp)}: {err}")
 
 
-def _metric_record(errors: list[float]) -> dict:
-    return {"runs": len(errors), "median_abs_error": round(statistics.median(abs(e) for e in errors), 4),
-            "bias": round(statistics.median(errors), 4)}
+def _metric_record(errors: list[float], digits: int | None = 4) -> dict:
+    """runs, median |error| and median error (the bias) of one slice and metric; rounded to `digits` for the file."""
+    med_abs, bias = statistics.median(abs(e) for e in errors), statistics.median(errors)
+    if digits is not None:
+        med_abs, bias = round(med_abs, digits), round(bias, digits)
+    return {"runs": len(errors), "median_abs_error": med_abs, "bias": bias}
+
+
+def _served(errs: dict, part: str, metric: str) -> list[float]:
+    """A slice's errors without the bursts: the runs at a rate, a concurrency, or offline."""
+    return [e for kind in REGIMES if kind != "burst" for e in errs.get((f"{part} {kind}", metric), [])]
 
 
 def accuracy_record(errs: dict, measured_on: str, source: str) -> dict:
     """catalog/data/timing_accuracy.json from the run's errors (predicted / measured - 1 by slice and metric): the
     held-out slice the tool shows beside every simulation, and the other slices for the record."""
     slices = {"held_out": lambda m: errs.get(("heldout", m), []),
-              "held_out_no_bursts": lambda m: [e for kind in REGIMES if kind != "burst"
-                                               for e in errs.get((f"heldout {kind}", m), [])],
+              "held_out_no_bursts": lambda m: _served(errs, "heldout", m),
               "held_out_families": lambda m: errs.get(("heldout families", m), []),
               "fit": lambda m: errs.get(("fit", m), [])}
     out: dict = {"schema": "the simulator's error on published serving runs: per slice and metric, the runs, the median "
@@ -584,8 +591,7 @@ def report(errs: dict) -> None:
     print("\nwithout the bursts (the runs at a rate, a concurrency, or offline):")
     for part in ("fit", "heldout"):
         for metric in ("throughput", "ttft", "tpot"):
-            served = [e for kind in REGIMES if kind != "burst" for e in errs.get((f"{part} {kind}", metric), [])]
-            print(f"{part:8} {metric:10} {summary(served)}")
+            print(f"{part:8} {metric:10} {summary(_served(errs, part, metric))}")
     print("\nthe model families issue #11 names (Llama 8B-70B, Qwen, gpt-oss, Mistral: no 405B, no DeepSeek):")
     for part in ("fit", "heldout"):
         for metric in ("throughput", "ttft", "tpot"):

@@ -33,7 +33,7 @@ class TimingAccuracy:
     tpot: MetricError
 
     def metric(self, name: str) -> MetricError:
-        return {"throughput": self.throughput, "ttft": self.ttft, "tpot": self.tpot}[name]
+        return getattr(self, name)
 
     def summary(self) -> str:
         """One line: the median |error| and the typical direction of each metric, and where the figures come from."""
