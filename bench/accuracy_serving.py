@@ -347,6 +347,15 @@ def issue_families(row: dict) -> bool:
     return not FAMILIES_OUT.search(row["model"])
 
 
+ISSUE_GPUS = ("A100", "H100", "H200", "MI300X")  # the GPUs issue #11's own measurements ran on
+
+
+def issue_shaped(row: dict) -> bool:
+    """A run shaped like issue #11's own set: its load kinds (a Poisson rate, a fixed concurrency, offline; no API
+    server bursts), its model families (issue_families) and its GPUs (A100, H100, H200, MI300X)."""
+    return issue_families(row) and regime(row) != "burst" and str(row.get("gpu") or "").split()[0] in ISSUE_GPUS
+
+
 def load_kind(row: dict) -> str:
     """How the run's requests arrive: concurrency (a closed loop), burst (every request at t = 0) or poisson."""
     rate = row.get("request_rate")
@@ -573,6 +582,7 @@ def accuracy_record(errs: dict, measured_on: str, source: str) -> dict:
     slices = {"held_out": lambda m: errs.get(("heldout", m), []),
               "held_out_no_bursts": lambda m: _served(errs, "heldout", m),
               "held_out_families": lambda m: errs.get(("heldout families", m), []),
+              "held_out_issue_shaped": lambda m: errs.get(("heldout issue", m), []),
               "fit": lambda m: errs.get(("fit", m), [])}
     out: dict = {"schema": "the simulator's error on published serving runs: per slice and metric, the runs, the median "
                            "|predicted / measured - 1| and its median (bias); written by bench/accuracy_serving.py "
@@ -596,6 +606,10 @@ def report(errs: dict) -> None:
     for part in ("fit", "heldout"):
         for metric in ("throughput", "ttft", "tpot"):
             print(f"{part:8} {metric:10} {summary(errs.get((f'{part} families', metric), []))}")
+    print("\nshaped like issue #11's own set (a rate, a concurrency or offline; those families; A100, H100, H200, MI300X):")
+    for part in ("fit", "heldout"):
+        for metric in ("throughput", "ttft", "tpot"):
+            print(f"{part:8} {metric:10} {summary(errs.get((f'{part} issue', metric), []))}")
     print("\nby regime (the API server's bursts apart from the server runs at a rate, a concurrency, or offline):")
     for part in ("fit", "heldout"):
         for kind in REGIMES:
@@ -670,6 +684,8 @@ def run(args) -> int:
             errs.setdefault((f"{part} {regime(row)}", metric), []).append(e)
             if issue_families(row):
                 errs.setdefault((f"{part} families", metric), []).append(e)
+            if issue_shaped(row):
+                errs.setdefault((f"{part} issue", metric), []).append(e)
             unit, scale = ("tok/s", 1) if metric == "throughput" else ("ms", 1e3)
             print(f"{row['id'][:46]:46} {part:7} {metric + ' ' + stat:10} {value * scale:10.1f} {p * scale:10.1f} "
                   f"{e:+7.1%}")

@@ -40,6 +40,19 @@ def test_bench_record_by_hand():
     assert "typical direction throughput +10%, TTFT +40%, TPOT -20%" in line and "up to 3 published" in line
 
 
+def test_the_issue_shaped_slice():
+    # issue #11's own set: runs at a rate, a concurrency or offline, of Llama / Qwen / gpt-oss, on A100-MI300X GPUs
+    bench = _bench()
+    row = {"model": "Qwen/Qwen3-8B", "gpu": "H100", "engine": "vLLM", "request_rate": 4, "max_concurrency": None}
+    assert bench.issue_shaped(row)
+    assert not bench.issue_shaped({**row, "request_rate": "inf"})  # every request at t = 0: a burst
+    assert bench.issue_shaped({**row, "request_rate": "inf", "max_concurrency": 8})  # a closed loop
+    assert not bench.issue_shaped({**row, "gpu": "B200"})
+    assert not bench.issue_shaped({**row, "model": "deepseek-ai/DeepSeek-R1"})
+    record = bench.accuracy_record({("heldout issue", "tpot"): [0.1, -0.3]}, "2026-12-03", "a hand-made set")
+    assert record["held_out_issue_shaped"] == {"tpot": {"runs": 2, "median_abs_error": 0.2, "bias": -0.1}}
+
+
 @pytest.mark.parametrize("data, needle", [
     ([], "must be a JSON object"),
     ({"held_out": {"throughput": {"runs": 3, "median_abs_error": 0.2, "bias": 0.1}}}, "missing required key held_out.'ttft'"),
