@@ -385,6 +385,8 @@ def describe(row: dict) -> str:
 
 
 def measured(row: dict) -> dict:
+    """The run's measured figures the simulation is compared with: metric -> (statistic, value); a metric the row
+    lists under `not_compared` (with the reason) is left out."""
     m = row["measured"]
     out = {}
     if m.get("output_throughput_tok_s"):
@@ -397,7 +399,7 @@ def measured(row: dict) -> dict:
             out[name] = ("p50", m[f"{name}_median_ms"] / 1e3)
         elif m.get(f"{name}_mean_ms") is not None:
             out[name] = ("mean", m[f"{name}_mean_ms"] / 1e3)
-    return out
+    return {k: v for k, v in out.items() if k not in (row.get("not_compared") or {})}
 
 
 def predict(over: dict) -> dict | None:

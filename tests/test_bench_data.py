@@ -32,3 +32,18 @@ def test_every_serving_run_has_its_source_and_a_measurement():
 def test_serving_run_ids_are_unique_across_files():
     ids = [row["id"] for _, _, row in _rows()]
     assert len(ids) == len(set(ids)), sorted({i for i in ids if ids.count(i) > 1})
+
+
+def test_a_figure_marked_not_compared_is_left_out_with_its_reason():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("accuracy_serving", ROOT / "bench" / "accuracy_serving.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    row = {"measured": {"output_throughput_tok_s": 100.0, "ttft_mean_ms": 75.0, "tpot_median_ms": 10.0},
+           "dataset": "random", "output_len": 128}
+    assert bench.measured(row) == {"throughput": ("mean", 100.0), "ttft": ("mean", 0.075), "tpot": ("p50", 0.01)}
+    assert set(bench.measured({**row, "not_compared": {"ttft": "cache hits"}})) == {"throughput", "tpot"}
+    for name, n, data in _rows():
+        for metric, reason in (data.get("not_compared") or {}).items():
+            assert metric in ("throughput", "ttft", "tpot") and len(reason) > 40, f"{name} line {n}"
