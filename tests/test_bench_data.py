@@ -47,3 +47,43 @@ def test_a_figure_marked_not_compared_is_left_out_with_its_reason():
     for name, n, data in _rows():
         for metric, reason in (data.get("not_compared") or {}).items():
             assert metric in ("throughput", "ttft", "tpot") and len(reason) > 40, f"{name} line {n}"
+
+
+def test_no_run_is_counted_twice():
+    # the same printout gathered twice (two files, two ids) would weigh twice in every median
+    seen: dict[str, str] = {}
+    for name, n, row in _rows():
+        key = json.dumps([row["source"], row["model"], row["gpu"], row["tp"], row["input_len"], row["output_len"],
+                          row.get("request_rate"), row.get("max_concurrency"), row["measured"]], sort_keys=True)
+        assert key not in seen, f"{name} line {n} repeats {seen[key]}"
+        seen[key] = f"{name} line {n}"
+
+
+def test_no_compared_first_token_beats_the_prompts_flops_at_peak():
+    # a TTFT shorter than 2 x active parameters x prompt tokens at the GPUs' full dense peak is not a prefill time
+    # (prefix-cache hits, a misread figure): such a figure must be listed under not_compared with its reason
+    import importlib.util
+
+    from specsize.catalog.gpus import load_gpu
+    from specsize.catalog.models import load_model
+    from specsize.core.perf import model_cost
+
+    spec = importlib.util.spec_from_file_location("accuracy_serving", ROOT / "bench" / "accuracy_serving.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    checked = 0
+    for name, n, row in _rows():
+        ttft = bench.measured(row).get("ttft")
+        mapped = bench.MODELS.get(row["model"])
+        gpu = bench.GPUS.get(str(row["gpu"]))
+        prompt = bench.number(row["input_len"])
+        if not (ttft and mapped and gpu and prompt and isinstance(row.get("tp"), int)):
+            continue
+        cost = model_cost(load_model(mapped[0]), row["tp"], "bfloat16", None)
+        g = load_gpu(gpu)
+        fp8 = (mapped[1] or row.get("quantization")) == "fp8" and g.fp8_flops
+        flops = (2.0 * cost.dense_params + 2.0 * cost.moe_layers * cost.top_k * cost.expert_params) * prompt
+        bound = flops / (g.fp8_flops if fp8 else g.bf16_flops)
+        assert ttft[1] >= bound, f"{name} line {n} ({row['id']}): TTFT {ttft[1] * 1e3:.1f} ms < {bound * 1e3:.1f} ms"
+        checked += 1
+    assert checked >= 300
