@@ -12,6 +12,16 @@ FILES = sorted((ROOT / "bench" / "data").glob("serving_runs*.jsonl"))
 REQUIRED = ("id", "engine", "model", "gpu", "tp", "input_len", "output_len", "measured", "source", "quote")
 
 
+def _bench():
+    """bench/accuracy_serving.py as a module: the reading of the rows the tests check is the bench's own."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("accuracy_serving", ROOT / "bench" / "accuracy_serving.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _rows() -> list[tuple[str, int, dict]]:
     return [(f.name, n, json.loads(line)) for f in FILES
             for n, line in enumerate(f.read_text().splitlines(), 1) if line.strip()]
@@ -35,11 +45,7 @@ def test_serving_run_ids_are_unique_across_files():
 
 
 def test_a_figure_marked_not_compared_is_left_out_with_its_reason():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("accuracy_serving", ROOT / "bench" / "accuracy_serving.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = _bench()
     row = {"measured": {"output_throughput_tok_s": 100.0, "ttft_mean_ms": 75.0, "tpot_median_ms": 10.0},
            "dataset": "random", "output_len": 128}
     assert bench.measured(row) == {"throughput": ("mean", 100.0), "ttft": ("mean", 0.075), "tpot": ("p50", 0.01)}
@@ -62,15 +68,11 @@ def test_no_run_is_counted_twice():
 def test_no_compared_first_token_beats_the_prompts_flops_at_peak():
     # a TTFT shorter than 2 x active parameters x prompt tokens at the GPUs' full dense peak is not a prefill time
     # (prefix-cache hits, a misread figure): such a figure must be listed under not_compared with its reason
-    import importlib.util
-
     from specsize.catalog.gpus import load_gpu
     from specsize.catalog.models import load_model
     from specsize.core.perf import model_cost
 
-    spec = importlib.util.spec_from_file_location("accuracy_serving", ROOT / "bench" / "accuracy_serving.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = _bench()
     checked = 0
     for name, n, row in _rows():
         ttft = bench.measured(row).get("ttft")
