@@ -50,3 +50,17 @@ def chromium() -> str:
             return path
     pytest.skip("no Chromium on this machine: .ci/run installs Debian's chromium package; install it with "
                 "`apt-get install chromium` to run this test")
+
+
+def bench_module(name: str):
+    """bench/<name>.py loaded as a module (the bench scripts are not a package): the tests read the rows and the
+    figures the way the bench itself does."""
+    import importlib.util
+    import sys
+
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return sys.modules[name]

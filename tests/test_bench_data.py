@@ -5,21 +5,15 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import ROOT, bench_module
+
 FILES = sorted((ROOT / "bench" / "data").glob("serving_runs*.jsonl"))
 REQUIRED = ("id", "engine", "model", "gpu", "tp", "input_len", "output_len", "measured", "source", "quote")
 
 
 def _bench():
-    """bench/accuracy_serving.py as a module: the reading of the rows the tests check is the bench's own."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("accuracy_serving", ROOT / "bench" / "accuracy_serving.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("accuracy_serving")
 
 
 def _rows() -> list[tuple[str, int, dict]]:

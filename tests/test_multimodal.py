@@ -20,7 +20,7 @@ from specsize.core.multimodal import encoder_profile, image_tokens_per_request
 from specsize.core.specs import Deployment, EngineSettings, SpeculativeConfig
 from specsize.core.weights import total_params, vision_params, weight_breakdown
 
-from helpers import ROOT, deployment, profile
+from helpers import ROOT, bench_module, deployment, profile
 
 # Parameter counts of the whole checkpoints (text + vision tower + projector) as the Hugging Face model pages
 # publish them from the safetensors files:
@@ -259,11 +259,7 @@ def test_multimodal_public_startups_kv_within_3_percent(row):
     # Public vLLM 0.19.0 start-ups on an H100 80GB (llm-d-incubation/llm-d-planner accuracy sweep; source_url and
     # the printed lines are in bench/data/multimodal_startups.jsonl): the KV pool vLLM printed ("Available KV cache
     # memory") and its token capacity ("GPU KV cache size") within 3% (issue #12 part 3)
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("accuracy_multimodal", ROOT / "bench" / "accuracy_multimodal.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    r = bench.evaluate(row)
+    r = bench_module("accuracy_multimodal").evaluate(row)
     kv_predicted, kv_printed = r["kv_gib"]
     assert abs(kv_predicted / kv_printed - 1) <= 0.03
     tokens_predicted, tokens_printed = r["tokens"]

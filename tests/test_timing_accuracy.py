@@ -3,23 +3,18 @@ catalog/data/timing_accuracy.json written by bench/accuracy_serving.py --write-a
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
 from specsize.catalog.accuracy import load_timing_accuracy, timing_accuracy_from
 from specsize.core.errors import SpecError
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import bench_module
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("accuracy_serving", ROOT / "bench" / "accuracy_serving.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("accuracy_serving")
 
 
 def test_bench_record_by_hand():
