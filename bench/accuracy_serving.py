@@ -32,6 +32,8 @@ import sys
 import time
 from pathlib import Path
 
+from specsize.core.accuracy import METRICS, MetricError  # the record the tool reads back (catalog/accuracy.py)
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "bench" / "data" / "serving_runs.jsonl"
 
@@ -42,8 +44,8 @@ def load_rows(path: str | Path | None = None) -> list[dict]:
     files = [Path(path)] if path else sorted(DATA.parent.glob("serving_runs*.jsonl"))
     return [json.loads(line) for f in files for line in f.read_text().splitlines() if line.strip()]
 
-GPUS = {"H100": "H100-SXM-80GB", "H100 80GB": "H100-SXM-80GB", "H200": "H200-141GB", "A100": "A100-80GB", "A100 40GB": "A100-40GB",
-        "B200": "B200-180GB", "MI300X": "MI300X-192GB", "MI325X": "MI325X-256GB", "MI355X": "MI355X-288GB",
+GPUS = {"H100": "H100-SXM-80GB", "H100 80GB": "H100-SXM-80GB", "H200": "H200-141GB", "A100": "A100-80GB",
+        "A100 40GB": "A100-40GB", "B200": "B200-180GB", "MI300X": "MI300X-192GB", "MI325X": "MI325X-256GB", "MI355X": "MI355X-288GB",
         "L4": "L4-24GB", "RTX 4090": "RTX-4090-24GB"}
 MODELS = {  # published id -> (catalog id, quantization override)
     "Qwen/Qwen3-8B": ("Qwen/Qwen3-8B", None), "Qwen/Qwen3-8B-FP8": ("Qwen/Qwen3-8B", "fp8"),
@@ -347,13 +349,15 @@ def issue_families(row: dict) -> bool:
     return not FAMILIES_OUT.search(row["model"])
 
 
-ISSUE_GPUS = ("A100", "H100", "H200", "MI300X")  # the GPUs issue #11's own measurements ran on
+ISSUE_GPUS = ("A100", "H100", "H200", "MI300X")  # the GPU models issue #11's own measurements ran on
 
 
 def issue_shaped(row: dict) -> bool:
     """A run shaped like issue #11's own set: its load kinds (a Poisson rate, a fixed concurrency, offline; no API
-    server bursts), its model families (issue_families) and its GPUs (A100, H100, H200, MI300X)."""
-    return issue_families(row) and regime(row) != "burst" and str(row.get("gpu") or "").split()[0] in ISSUE_GPUS
+    server bursts), its model families (issue_families) and its GPUs (A100, H100, H200, MI300X, as GPUS maps the
+    row's GPU to the catalog)."""
+    gpu = GPUS.get(str(row.get("gpu")), "")
+    return issue_families(row) and regime(row) != "burst" and gpu.split("-")[0] in ISSUE_GPUS
 
 
 def load_kind(row: dict) -> str:
@@ -434,8 +438,8 @@ def _predictions(overs: list[dict], jobs: int) -> list:
 def summary(errors: list[float]) -> str:
     if not errors:
         return "-"
-    r = _metric_record(errors, digits=None)
-    return f"median |err| {r['median_abs_error']:5.1%}, bias {r['bias']:+6.1%} (n={r['runs']})"
+    r = _metric_error(errors)
+    return f"median |err| {r.median_abs_error:5.1%}, bias {r.bias:+6.1%} (n={r.runs})"
 
 
 def ratio_series(rows: list[dict]) -> None:
@@ -565,12 +569,13 @@ def report_sweeps(results: list[dict]) -> None:
         print(f"speculation stops paying (latency ratio reaches 1): measured at {at(sm)}, predicted at {at(sp)}: {err}")
 
 
-def _metric_record(errors: list[float], digits: int | None = 4) -> dict:
-    """runs, median |error| and median error (the bias) of one slice and metric; rounded to `digits` for the file."""
+def _metric_error(errors: list[float], digits: int | None = None) -> MetricError:
+    """runs, median |error| and median error (the bias) of one slice and metric, as the tool reads them
+    (core.accuracy.MetricError); rounded to `digits` for the file."""
     med_abs, bias = statistics.median(abs(e) for e in errors), statistics.median(errors)
     if digits is not None:
         med_abs, bias = round(med_abs, digits), round(bias, digits)
-    return {"runs": len(errors), "median_abs_error": med_abs, "bias": bias}
+    return MetricError(runs=len(errors), median_abs_error=med_abs, bias=bias)
 
 
 def _served(errs: dict, part: str, metric: str) -> list[float]:
@@ -578,44 +583,41 @@ def _served(errs: dict, part: str, metric: str) -> list[float]:
     return [e for kind in REGIMES if kind != "burst" for e in errs.get((f"{part} {kind}", metric), [])]
 
 
+# the summaries: (key in the accuracy file after the part, heading printed, the slice's errors of a part and metric)
+SLICES = (
+    ("", "", lambda errs, part, m: errs.get((part, m), [])),
+    ("no_bursts", "without the bursts (the runs at a rate, a concurrency, or offline):", _served),
+    ("families", "the model families issue #11 names (Llama 8B-70B, Qwen, gpt-oss, Mistral: no 405B, no DeepSeek):",
+     lambda errs, part, m: errs.get((f"{part} families", m), [])),
+    ("issue_shaped", "shaped like issue #11's own set (a rate, a concurrency or offline; those families; A100, H100, "
+     "H200, MI300X):", lambda errs, part, m: errs.get((f"{part} issue", m), [])),
+)
+
+
 def accuracy_record(errs: dict, measured_on: str, source: str) -> dict:
-    """catalog/data/timing_accuracy.json from the run's errors (predicted / measured - 1 by slice and metric): the
-    held-out slice the tool shows beside every simulation, and the other slices for the record."""
-    slices = {"held_out": lambda m: errs.get(("heldout", m), []),
-              "held_out_no_bursts": lambda m: _served(errs, "heldout", m),
-              "held_out_families": lambda m: errs.get(("heldout families", m), []),
-              "held_out_issue_shaped": lambda m: errs.get(("heldout issue", m), []),
-              "fit": lambda m: errs.get(("fit", m), [])}
+    """catalog/data/timing_accuracy.json from the run's errors (predicted / measured - 1 by slice and metric): every
+    held-out slice (`held_out` the tool shows beside every simulation), and the fit runs for the record."""
     out: dict = {"schema": "the simulator's error on published serving runs: per slice and metric, the runs, the median "
                            "|predicted / measured - 1| and its median (bias); written by bench/accuracy_serving.py "
                            "--write-accuracy", "measured_on": measured_on, "source": source}
-    for name, errors_of in slices.items():
-        out[name] = {m: _metric_record(errors_of(m)) for m in ("throughput", "ttft", "tpot") if errors_of(m)}
+    chosen = [("_".join(filter(None, ("held_out", key))), "heldout", errors_of) for key, _, errors_of in SLICES]
+    for name, part, errors_of in chosen + [("fit", "fit", SLICES[0][2])]:
+        out[name] = {m: _metric_error(errors_of(errs, part, m), digits=4).to_dict() for m in METRICS
+                     if errors_of(errs, part, m)}
     return out
 
 
 def report(errs: dict) -> None:
     """The summary lines: per slice and metric, then per slice, regime and metric."""
-    print()
-    for part in ("fit", "heldout"):
-        for metric in ("throughput", "ttft", "tpot"):
-            print(f"{part:8} {metric:10} {summary(errs.get((part, metric), []))}")
-    print("\nwithout the bursts (the runs at a rate, a concurrency, or offline):")
-    for part in ("fit", "heldout"):
-        for metric in ("throughput", "ttft", "tpot"):
-            print(f"{part:8} {metric:10} {summary(_served(errs, part, metric))}")
-    print("\nthe model families issue #11 names (Llama 8B-70B, Qwen, gpt-oss, Mistral: no 405B, no DeepSeek):")
-    for part in ("fit", "heldout"):
-        for metric in ("throughput", "ttft", "tpot"):
-            print(f"{part:8} {metric:10} {summary(errs.get((f'{part} families', metric), []))}")
-    print("\nshaped like issue #11's own set (a rate, a concurrency or offline; those families; A100, H100, H200, MI300X):")
-    for part in ("fit", "heldout"):
-        for metric in ("throughput", "ttft", "tpot"):
-            print(f"{part:8} {metric:10} {summary(errs.get((f'{part} issue', metric), []))}")
+    for _, heading, errors_of in SLICES:
+        print(f"\n{heading}" if heading else "")
+        for part in ("fit", "heldout"):
+            for metric in METRICS:
+                print(f"{part:8} {metric:10} {summary(errors_of(errs, part, metric))}")
     print("\nby regime (the API server's bursts apart from the server runs at a rate, a concurrency, or offline):")
     for part in ("fit", "heldout"):
         for kind in REGIMES:
-            for metric in ("throughput", "ttft", "tpot"):
+            for metric in METRICS:
                 if errs.get((f"{part} {kind}", metric)):
                     print(f"{part:8} {kind:12} {metric:10} {summary(errs[(f'{part} {kind}', metric)])}")
 

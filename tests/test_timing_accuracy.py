@@ -43,6 +43,7 @@ def test_the_issue_shaped_slice():
     assert not bench.issue_shaped({**row, "request_rate": "inf"})  # every request at t = 0: a burst
     assert bench.issue_shaped({**row, "request_rate": "inf", "max_concurrency": 8})  # a closed loop
     assert not bench.issue_shaped({**row, "gpu": "B200"})
+    assert not bench.issue_shaped({**row, "gpu": ""})  # no GPU named: not one of the issue's
     assert not bench.issue_shaped({**row, "model": "deepseek-ai/DeepSeek-R1"})
     record = bench.accuracy_record({("heldout issue", "tpot"): [0.1, -0.3]}, "2026-12-03", "a hand-made set")
     assert record["held_out_issue_shaped"] == {"tpot": {"runs": 2, "median_abs_error": 0.2, "bias": -0.1}}
