@@ -60,11 +60,12 @@ def test_no_run_is_counted_twice():
 
 
 def test_no_compared_first_token_beats_the_prompts_flops_at_peak():
-    # a TTFT shorter than 2 x active parameters x prompt tokens at the GPUs' full dense peak is not a prefill time
-    # (prefix-cache hits, a misread figure): such a figure must be listed under not_compared with its reason
-    from specsize.catalog.gpus import load_gpu
+    # a TTFT shorter than the prompt's FLOPs (as core.perf counts a prefill's) at the GPUs' full dense peak is not a
+    # prefill time (prefix-cache hits, a misread figure): such a figure must be listed under not_compared with its
+    # reason
+    from specsize.catalog.gpus import load_efficiency, load_gpu
     from specsize.catalog.models import load_model
-    from specsize.core.perf import model_cost
+    from specsize.core.perf import coefficients, model_cost, uniform_step
 
     bench = _bench()
     checked = 0
@@ -75,10 +76,10 @@ def test_no_compared_first_token_beats_the_prompts_flops_at_peak():
         prompt = bench.number(row["input_len"])
         if not (ttft and mapped and gpu and prompt and isinstance(row.get("tp"), int)):
             continue
-        cost = model_cost(load_model(mapped[0]), row["tp"], "bfloat16", None)
         g = load_gpu(gpu)
+        co = coefficients(model_cost(load_model(mapped[0]), row["tp"], "bfloat16", None), g, load_efficiency(g))
+        flops = uniform_step(co, 1, int(prompt), int(prompt) // 2).flops  # one GPU's share of the TP group's
         fp8 = (mapped[1] or row.get("quantization")) == "fp8" and g.fp8_flops
-        flops = (2.0 * cost.dense_params + 2.0 * cost.moe_layers * cost.top_k * cost.expert_params) * prompt
         bound = flops / (g.fp8_flops if fp8 else g.bf16_flops)
         assert ttft[1] >= bound, f"{name} line {n} ({row['id']}): TTFT {ttft[1] * 1e3:.1f} ms < {bound * 1e3:.1f} ms"
         checked += 1
