@@ -494,6 +494,16 @@ def test_which_steps_each_release_runs_in_a_cuda_graph():
                          max_num_batched_tokens=8192) == (GRAPH_ALL, 0)
     # vLLM V1's piecewise graphs are its own: an AMD GPU keeps them
     assert _graph_limits("vllm", "0.11", gpu="MI300X-192GB") == (512, 512)
+    # gpt-oss sets its own capture sizes (vLLM's GptOssForCausalLMConfig): up to 1024 tokens whatever max_num_seqs,
+    # no more than the token budget; a prompt chunk of 1000 tokens then runs in a graph where Qwen3-30B-A3B's does not
+    assert _graph_limits("vllm", "0.22", model="openai/gpt-oss-120b", max_num_batched_tokens=8192) == (1024, 1024)
+    assert _graph_limits("vllm", "0.22", model="openai/gpt-oss-120b", max_num_seqs=128,
+                         max_num_batched_tokens=8192) == (1024, 1024)
+    assert _graph_limits("vllm", "0.22", model="openai/gpt-oss-20b", max_num_batched_tokens=768) == (768, 768)
+    assert _graph_limits("vllm", "0.22", max_num_batched_tokens=8192) == (512, 512)
+    # the rule is vLLM V1's: SGLang and V0 keep theirs for gpt-oss too
+    assert _graph_limits("sglang", "0.5.9", model="openai/gpt-oss-120b") == (GRAPH_ALL, 0)
+    assert _graph_limits("vllm", "0.6.4", model="openai/gpt-oss-20b") == (256, 0)
 
 
 def test_sglang_graphs_decode_batches_up_to_its_cuda_graph_max_bs():

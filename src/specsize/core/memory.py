@@ -79,6 +79,9 @@ class AccountingProfile:
     # "eager" (never graphed: vLLM V0 and SGLang before its piecewise graphs capture decode batches only),
     # "piecewise" (SGLang's piecewise graphs: up to the chunked-prefill size, 2048 tokens for MLA models)
     graph_prompts: str = "capture"
+    # model types whose own model code sets the capture sizes ((model_type, largest) pairs): the largest step graphed
+    # is then that, no more than the token budget, whatever max_num_seqs (vLLM's GptOssForCausalLMConfig)
+    graph_max_tokens_by_model: tuple[tuple[str, int], ...] = ()
     # where "piecewise" graphs do not run, prompt steps stay eager: GPU vendors the engine captures them on, and
     # model types it excludes (SGLang's _handle_piecewise_cuda_graph: non-CUDA hardware, its model-arch blacklist)
     piecewise_vendors: tuple[str, ...] = ("nvidia",)
@@ -326,10 +329,14 @@ def graph_limits(p: AccountingProfile, target: ModelSpec, max_num_seqs: int, bat
                  vendor: str = "nvidia") -> tuple[int, int]:
     """(the largest step, the largest step with prompt tokens) the engine runs in a CUDA graph. vLLM V1's largest
     capture size (vllm/config/vllm.py _set_cudagraph_sizes): min(max_num_seqs x (1 + k) x 2, 512), no more than the
-    token budget; prompt steps as AccountingProfile.graph_prompts says, eager where the engine's piecewise graphs do
-    not run (on a GPU of another vendor, for a model type it excludes)."""
+    token budget, or the model code's own largest size (AccountingProfile.graph_max_tokens_by_model); prompt steps as
+    AccountingProfile.graph_prompts says, eager where the engine's piecewise graphs do not run (on a GPU of another
+    vendor, for a model type it excludes)."""
     largest = p.graph_max_tokens
-    if p.graph_prompts == "capture" and largest < GRAPH_ALL:
+    by_model = dict(p.graph_max_tokens_by_model).get(target.model_type)
+    if p.graph_prompts == "capture" and by_model:
+        largest = min(by_model, batched)
+    elif p.graph_prompts == "capture" and largest < GRAPH_ALL:
         largest = min(largest, max_num_seqs * (1 + k) * 2, batched)
     piecewise_off = p.graph_prompts == "piecewise" and (
         vendor not in p.piecewise_vendors or target.model_type in p.piecewise_excluded_model_types)

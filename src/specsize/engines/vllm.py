@@ -104,6 +104,11 @@ _V1_COMMON = AccountingProfile(
     # (vllm/config/vllm.py _set_cudagraph_sizes: min(max_num_seqs x (1 + k) x 2, 512), no more than the token budget);
     # a larger step runs compiled but outside a graph (cudagraph_dispatcher: CUDAGraphMode.NONE above the largest)
     graph_max_tokens=512,
+    # gpt-oss sets its own capture sizes, up to 1024 tokens, whatever max_num_seqs, unless the user sets them
+    # (vllm/model_executor/models/config.py GptOssForCausalLMConfig: "Increase the max capture size from 512 to ...
+    # for performance"; 1024 from gpt-oss's first release, 992 after PR 25508 of 2025-09-23 for FA3's full graphs,
+    # 1024 again after PR 28345 of 2025-11-08): its prompt chunks up to that size run in a graph
+    graph_max_tokens_by_model=(("gpt_oss", 1024),),
     sources=_V1_SOURCES,
 )
 
