@@ -87,6 +87,19 @@ def test_ngram_adds_no_weights_or_kv():
     assert m.weights_draft_bytes == 0 and m.kv_bytes_per_token_draft == 0
 
 
+def test_gpt_oss_graph_memory_follows_its_own_capture_sizes():
+    # vLLM's GptOssForCausalLMConfig captures up to 1024 tokens whatever max_num_seqs: the estimate is the per-layer
+    # figure (0.023 GiB at the default list, 1, 2, 4 and 8..512 by 8: 67 sizes) x 24 layers x (3 + 1024 / 8) / 67 =
+    # 1.08 GiB, where vLLM 0.19.0 printed "Estimated CUDA graph memory: 1.09 GiB total" for gpt-oss-20b at TP 2
+    # (bench/data/blind_startups.jsonl, llmdplanner-gpt-oss-20b-tp2); the default rule (512) would give 0.55 GiB
+    d = deployment("openai/gpt-oss-20b", tp=2, max_model_len=8192)
+    per_layer = int(0.023 * GiB)
+    assert account(d, profile("0.19")).cuda_graph_bytes == int(per_layer * 24 * 131 / 67)
+    assert account(d, profile("0.19")).cuda_graph_bytes / GiB == pytest.approx(1.09, rel=0.01)
+    # a dense model keeps the default rule
+    assert account(deployment(max_model_len=8192), profile("0.19")).cuda_graph_bytes == int(per_layer * 32 * 67 / 67)
+
+
 def test_enforce_eager_drops_cuda_graphs():
     assert account(deployment(enforce_eager=True), profile()).cuda_graph_bytes == 0
 

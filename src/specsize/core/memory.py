@@ -325,6 +325,12 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
 PIECEWISE_MLA_TOKENS = 2048
 
 
+def model_capture_max(p: AccountingProfile, target: ModelSpec) -> int:
+    """The largest CUDA-graph capture size the target's own model code sets in this engine (vLLM's
+    GptOssForCausalLMConfig: 1024 tokens), 0 where the engine's default rule applies."""
+    return dict(p.graph_max_tokens_by_model).get(target.model_type, 0)
+
+
 def graph_limits(p: AccountingProfile, target: ModelSpec, max_num_seqs: int, batched: int, k: int,
                  vendor: str = "nvidia") -> tuple[int, int]:
     """(the largest step, the largest step with prompt tokens) the engine runs in a CUDA graph. vLLM V1's largest
@@ -333,7 +339,7 @@ def graph_limits(p: AccountingProfile, target: ModelSpec, max_num_seqs: int, bat
     AccountingProfile.graph_prompts says, eager where the engine's piecewise graphs do not run (on a GPU of another
     vendor, for a model type it excludes)."""
     largest = p.graph_max_tokens
-    by_model = dict(p.graph_max_tokens_by_model).get(target.model_type)
+    by_model = model_capture_max(p, target)
     if p.graph_prompts == "capture" and by_model:
         largest = min(by_model, batched)
     elif p.graph_prompts == "capture" and largest < GRAPH_ALL:
@@ -540,7 +546,9 @@ def non_torch_bytes(d: Deployment, p: AccountingProfile) -> int:
 def cuda_graph_bytes(d: Deployment, s: ResolvedSettings, p: AccountingProfile, n_layers: int) -> int:
     if s.enforce_eager or d.engine.device == "cpu":
         return 0
-    widest = min(s.max_num_seqs * (s.num_speculative_tokens + 1), p.cuda_graph_max_capture)
+    own = model_capture_max(p, d.target)  # the model code's own capture sizes (graph_limits), no more than the budget
+    widest = min(own, s.max_num_batched_tokens) if own else min(s.max_num_seqs * (s.num_speculative_tokens + 1),
+                                                                  p.cuda_graph_max_capture)
     sizes = len([b for b in (1, 2, 4) if b <= widest]) + widest // 8
     return int(p.cuda_graph_bytes_per_layer * n_layers * sizes / p.cuda_graph_reference_sizes)
 
