@@ -304,3 +304,20 @@ def test_simulate_resamples_lengths_from_a_file(tmp_path, capsys):
                        "--lengths-file", str(lengths), "--no-compare", "--format", "json", "--seed", "1")
     sim = json.loads(out)["sim"]
     assert code == 0 and sim["completed"] == sim["requests"] > 10
+
+
+def test_closed_loop_takes_vllm_bench_serve_flag_names(capsys):
+    # `--max-concurrency N --num-prompts M` (vllm bench serve's flags) are `--client-concurrency N --num-requests M`:
+    # the same closed loop of 4 clients and 12 requests, the same run
+    common = ("simulate", "--target", "meta-llama/Llama-3.2-1B-Instruct", "--gpu", "L4-24GB", "--max-model-len",
+              "4096", "--prompt-tokens-median", "200", "--output-tokens-median", "30", "--no-compare", "--format",
+              "json")
+    code, out, _ = run(capsys, *common, "--max-concurrency", "4", "--num-prompts", "12")
+    ours = json.loads(out)["sim"]
+    assert code == 0 and ours["scenario"] == "closed loop: 4 clients, 12 requests" and ours["completed"] == 12
+    code, out, _ = run(capsys, *common, "--client-concurrency", "4", "--num-requests", "12")
+    assert code == 0 and json.loads(out)["sim"] == ours
+    # without a rate or a closed loop, --concurrency is the envelope's open loop, and the scenario says so
+    code, out, _ = run(capsys, *common, "--concurrency", "4", "--duration", "20")
+    detail = json.loads(out)["sim"]["scenario_detail"]
+    assert code == 0 and detail["rate_source"] != "rate" and "--client-concurrency" in detail["summary"]

@@ -115,7 +115,10 @@ class Request:
                                                  WORKLOAD, unit="tokens", yaml="workload")
     samples_file: str | None = F(None, "JSONL/CSV of requests with prompt_tokens and output_tokens.", "path",
                                  WORKLOAD, yaml="workload")
-    concurrency: int = F(1, "Target concurrent requests (all replicas together).", "int", WORKLOAD, minimum=1,
+    concurrency: int = F(1, "Target concurrent requests (all replicas together); `simulate` without a rate runs "
+                         "the open-loop arrival rate that keeps them in flight, with the envelope's burst (a closed "
+                         "loop of N clients, as `vllm bench serve --max-concurrency N`, is `--client-concurrency N`).",
+                         "int", WORKLOAD, minimum=1,
                          maximum=1 << 24, yaml="workload")
     burst_factor: float = F(1.0, "Peak concurrency = concurrency x burst factor.", "float", WORKLOAD, minimum=1,
                             maximum=1000, yaml="workload")
@@ -191,9 +194,10 @@ class Request:
                               SIMULATION, unit="req/s", minimum=0, maximum=1e6, yaml=None)
     client_concurrency: int | None = F(None, "Closed loop: this many requests in flight, each answer sending the "
                                        "next (as `vllm bench serve --max-concurrency`).", "int", SIMULATION,
-                                       minimum=1, maximum=1 << 20, yaml=None, default_doc="open loop (`rate`)")
+                                       minimum=1, maximum=1 << 20, yaml=None, default_doc="open loop (`rate`)",
+                                       aliases=("--max-concurrency",))
     num_requests: int = F(1000, "Requests sent in a closed loop (`client_concurrency`).", "int", SIMULATION,
-                          minimum=1, maximum=2_000_000, yaml=None)
+                          minimum=1, maximum=2_000_000, yaml=None, aliases=("--num-prompts",))
     trace: str | None = F(None, "Replay a CSV/JSONL trace (Azure columns accepted).", "path", SIMULATION, yaml=None)
     lengths_file: str | None = F(None, "Resample (prompt, output) pairs from this CSV/JSONL; arrivals as `rate` "
                                  "says.", "path", SIMULATION, yaml=None)

@@ -75,7 +75,8 @@ class Scenario:
         if self.arrivals == "closed_loop":
             return (f"{self.description}; prompts {describe_lengths(self.prompt)}, outputs "
                     f"{describe_lengths(self.output)} (lengths from {self.lengths_source})")
-        rate = "given" if self.rate_source == "rate" else "Little's law at the workload's concurrency"
+        rate = ("given" if self.rate_source == "rate" else
+                "Little's law at the workload's concurrency, an open loop: --client-concurrency runs a closed one")
         burst = f"; burst from {self.burst_source}" if self.burst_source else "; no burst"
         return (f"{self.description} (rate: {rate}{burst}); prompts {describe_lengths(self.prompt)}, outputs "
                 f"{describe_lengths(self.output)} (lengths from {self.lengths_source})")
