@@ -325,10 +325,11 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
 PIECEWISE_MLA_TOKENS = 2048
 
 
-def model_capture_max(p: AccountingProfile, target: ModelSpec) -> int:
+def model_capture_max(p: AccountingProfile, target: ModelSpec, batched: int) -> int:
     """The largest CUDA-graph capture size the target's own model code sets in this engine (vLLM's
-    GptOssForCausalLMConfig: 1024 tokens), 0 where the engine's default rule applies."""
-    return dict(p.graph_max_tokens_by_model).get(target.model_type, 0)
+    GptOssForCausalLMConfig: 1024 tokens), no more than the token budget; 0 where the engine's default rule applies."""
+    own = dict(p.graph_max_tokens_by_model).get(target.model_type, 0)
+    return min(own, batched) if own else 0
 
 
 def graph_limits(p: AccountingProfile, target: ModelSpec, max_num_seqs: int, batched: int, k: int,
@@ -339,9 +340,9 @@ def graph_limits(p: AccountingProfile, target: ModelSpec, max_num_seqs: int, bat
     AccountingProfile.graph_prompts says, eager where the engine's piecewise graphs do not run (on a GPU of another
     vendor, for a model type it excludes)."""
     largest = p.graph_max_tokens
-    by_model = model_capture_max(p, target)
+    by_model = model_capture_max(p, target, batched)
     if p.graph_prompts == "capture" and by_model:
-        largest = min(by_model, batched)
+        largest = by_model
     elif p.graph_prompts == "capture" and largest < GRAPH_ALL:
         largest = min(largest, max_num_seqs * (1 + k) * 2, batched)
     piecewise_off = p.graph_prompts == "piecewise" and (
@@ -546,9 +547,9 @@ def non_torch_bytes(d: Deployment, p: AccountingProfile) -> int:
 def cuda_graph_bytes(d: Deployment, s: ResolvedSettings, p: AccountingProfile, n_layers: int) -> int:
     if s.enforce_eager or d.engine.device == "cpu":
         return 0
-    own = model_capture_max(p, d.target)  # the model code's own capture sizes (graph_limits), no more than the budget
-    widest = min(own, s.max_num_batched_tokens) if own else min(s.max_num_seqs * (s.num_speculative_tokens + 1),
-                                                                  p.cuda_graph_max_capture)
+    # the model code's own capture sizes where it sets them (as graph_limits), else the fitted default rule
+    widest = model_capture_max(p, d.target, s.max_num_batched_tokens) or min(
+        s.max_num_seqs * (s.num_speculative_tokens + 1), p.cuda_graph_max_capture)
     sizes = len([b for b in (1, 2, 4) if b <= widest]) + widest // 8
     return int(p.cuda_graph_bytes_per_layer * n_layers * sizes / p.cuda_graph_reference_sizes)
 
