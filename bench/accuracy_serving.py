@@ -373,6 +373,18 @@ def regime(row: dict) -> str:
     return "offline" if _engine(row).get("offline") else load_kind(row)
 
 
+# bands of a run's mean context per sequence (prompt + half the output, tokens): the decode step's KV reads grow with it
+CONTEXT_BANDS = ((1000, "<1k"), (3000, "1k-3k"), (8000, "3k-8k"), (float("inf"), ">=8k"))
+
+
+def context_band(row: dict) -> str | None:
+    """The band of the run's mean context (prompt + output / 2), None where a length is not stated."""
+    prompt, output = number(row.get("input_len")), number(row.get("output_len"))
+    if prompt is None or output is None:
+        return None
+    return next(name for top, name in CONTEXT_BANDS if prompt + output / 2 < top)
+
+
 def _generation(row: dict) -> str:
     """V0 / V1 (V? without a release) for a vLLM run, '' for another engine."""
     version = re.search(r"(\d+)\.(\d+)", str(row.get("engine_version") or ""))
@@ -620,6 +632,12 @@ def report(errs: dict) -> None:
             for metric in METRICS:
                 if errs.get((f"{part} {kind}", metric)):
                     print(f"{part:8} {kind:12} {metric:10} {summary(errs[(f'{part} {kind}', metric)])}")
+    print("\nby mean context per sequence (prompt + output / 2; no bursts):")
+    for part in ("fit", "heldout"):
+        for _, band in CONTEXT_BANDS:
+            for metric in METRICS:
+                if errs.get((f"{part} ctx {band}", metric)):
+                    print(f"{part:8} {band:12} {metric:10} {summary(errs[(f'{part} ctx {band}', metric)])}")
 
 
 def main() -> int:
@@ -686,6 +704,9 @@ def run(args) -> int:
             e = p / value - 1
             errs.setdefault((part, metric), []).append(e)
             errs.setdefault((f"{part} {regime(row)}", metric), []).append(e)
+            band = context_band(row)
+            if band and regime(row) != "burst":
+                errs.setdefault((f"{part} ctx {band}", metric), []).append(e)
             if issue_families(row):
                 errs.setdefault((f"{part} families", metric), []).append(e)
             if issue_shaped(row):

@@ -84,3 +84,14 @@ def test_no_compared_first_token_beats_the_prompts_flops_at_peak():
         assert ttft[1] >= bound, f"{name} line {n} ({row['id']}): TTFT {ttft[1] * 1e3:.1f} ms < {bound * 1e3:.1f} ms"
         checked += 1
     assert checked >= 300
+
+
+def test_the_context_bands_read_prompt_plus_half_the_output():
+    # mean context per sequence = prompt + output / 2: 5,000 + 1,000 / 2 = 5,500 tokens; 2,048 + 256 / 2 = 2,176 (the
+    # leading number of a stated distribution); 999 + 0 / 2 stays under 1,000; 8,000 + 0 opens the top band
+    band = _bench().context_band
+    assert band({"input_len": 5000, "output_len": 1000}) == "3k-8k"
+    assert band({"input_len": "~2048 (normal, sd 1024, 10-4096)", "output_len": "~256 (normal, sd 128)"}) == "1k-3k"
+    assert band({"input_len": 999, "output_len": 0}) == "<1k"
+    assert band({"input_len": 8000, "output_len": 0}) == ">=8k"
+    assert band({"input_len": 512, "output_len": None}) is None
