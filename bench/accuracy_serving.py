@@ -626,19 +626,20 @@ def report(errs: dict) -> None:
         for part in ("fit", "heldout"):
             for metric in METRICS:
                 print(f"{part:8} {metric:10} {summary(errors_of(errs, part, metric))}")
-    print("\nby regime (the API server's bursts apart from the server runs at a rate, a concurrency, or offline):")
-    for part in ("fit", "heldout"):
-        for kind in REGIMES:
-            for metric in METRICS:
-                if errs.get((f"{part} {kind}", metric)):
-                    print(f"{part:8} {kind:12} {metric:10} {summary(errs[(f'{part} {kind}', metric)])}")
-    print("\nby mean context per sequence (prompt + output / 2; no bursts):")
-    for part in ("fit", "heldout"):
-        for _, band in CONTEXT_BANDS:
-            for metric in METRICS:
-                if errs.get((f"{part} ctx {band}", metric)):
-                    print(f"{part:8} {band:12} {metric:10} {summary(errs[(f'{part} ctx {band}', metric)])}")
+    _breakdown(errs, "by regime (the API server's bursts apart from the server runs at a rate, a concurrency, or "
+               "offline):", REGIMES, "")
+    _breakdown(errs, "by mean context per sequence (prompt + output / 2; no bursts):",
+               [band for _, band in CONTEXT_BANDS], "ctx ")
 
+
+def _breakdown(errs: dict, heading: str, labels, prefix: str) -> None:
+    """Per part, label and metric, the errors kept under (f"{part} {prefix}{label}", metric) where there are any."""
+    print(f"\n{heading}")
+    for part in ("fit", "heldout"):
+        for label in labels:
+            for metric in METRICS:
+                if errs.get((f"{part} {prefix}{label}", metric)):
+                    print(f"{part:8} {label:12} {metric:10} {summary(errs[(f'{part} {prefix}{label}', metric)])}")
 
 def main() -> int:
     ap = argparse.ArgumentParser()
@@ -680,6 +681,15 @@ def _cases(rows: list[dict], args, skipped: dict[str, int]) -> list[tuple[dict, 
     return cases[:args.limit] if args.limit else cases
 
 
+def _slices_of(row: dict, part: str) -> list[str]:
+    """The keys (with a metric) a run's errors are kept under: its part, its regime, its context band (no bursts),
+    issue #11's families and its shape."""
+    kind = regime(row)
+    band = context_band(row)
+    return [part, f"{part} {kind}"] + ([f"{part} ctx {band}"] if band and kind != "burst" else []) + \
+        ([f"{part} families"] if issue_families(row) else []) + ([f"{part} issue"] if issue_shaped(row) else [])
+
+
 def run(args) -> int:
     rows = load_rows(args.data)
     errs: dict[tuple[str, str], list[float]] = {}
@@ -697,20 +707,14 @@ def run(args) -> int:
             skipped["no request fits the simulated KV pool"] = skipped.get("no request fits the simulated KV pool", 0) + 1
             continue
         done += 1
+        slices = _slices_of(row, part)
         for metric, (stat, value) in meas.items():
             p = pred[metric][stat]
             if p is None or not value:
                 continue
             e = p / value - 1
-            errs.setdefault((part, metric), []).append(e)
-            errs.setdefault((f"{part} {regime(row)}", metric), []).append(e)
-            band = context_band(row)
-            if band and regime(row) != "burst":
-                errs.setdefault((f"{part} ctx {band}", metric), []).append(e)
-            if issue_families(row):
-                errs.setdefault((f"{part} families", metric), []).append(e)
-            if issue_shaped(row):
-                errs.setdefault((f"{part} issue", metric), []).append(e)
+            for key in slices:
+                errs.setdefault((key, metric), []).append(e)
             unit, scale = ("tok/s", 1) if metric == "throughput" else ("ms", 1e3)
             print(f"{row['id'][:46]:46} {part:7} {metric + ' ' + stat:10} {value * scale:10.1f} {p * scale:10.1f} "
                   f"{e:+7.1%}")
