@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from specsize.catalog import load_gpu, load_model
 from specsize.catalog.gpus import load_efficiency
 from specsize.core.perf import Efficiency, build_costs, coefficients, forward_time, model_cost, speedup_point
-from specsize.core.specs import Deployment, EngineSettings, GpuSpec, SpeculativeConfig
+from specsize.core.specs import Deployment, EngineSettings, GpuSpec, Quantization, SpeculativeConfig
 from specsize.simulator.engine import EngineConfig, simulate
 from specsize.simulator.workload import Requests
 
@@ -463,13 +463,13 @@ def test_a_forward_outside_a_graph_pays_every_layers_launches_by_hand():
     assert coefficients(cost_1b(), ROUND_GPU, eff).ungraphed_s == pytest.approx(16 * 4e-5)
 
 
-def _graph_limits(engine, version, model="Qwen/Qwen3-30B-A3B", gpu="H100-SXM-80GB", **engine_settings):
+def _graph_limits(engine, version, model="Qwen/Qwen3-30B-A3B", gpu="H100-SXM-80GB", quant=None, **engine_settings):
     from specsize.core.memory import resolve_settings
     from specsize.engines import resolve_profile
 
-    d = Deployment(target=load_model(model), gpu=load_gpu(gpu),
-                   engine=EngineSettings(max_model_len=8192, **engine_settings))
-    s = resolve_settings(d, resolve_profile(engine, version), None)
+    target = load_model(model)
+    d = Deployment(target=target, gpu=load_gpu(gpu), engine=EngineSettings(max_model_len=8192, **engine_settings))
+    s = resolve_settings(d, resolve_profile(engine, version), Quantization(quant) if quant else target.quantization)
     return s.graph_max_tokens, s.graph_prompt_tokens
 
 
@@ -492,6 +492,23 @@ def test_which_steps_each_release_runs_in_a_cuda_graph():
     assert _graph_limits("sglang", "0.5.19", model="deepseek-ai/DeepSeek-V3", gpu="MI325X-256GB") == (GRAPH_ALL, 0)
     assert _graph_limits("sglang", "0.5.12", model="Qwen/Qwen3-Next-80B-A3B-Instruct",
                          max_num_batched_tokens=8192) == (GRAPH_ALL, 0)
+    # SGLang 0.5.10-0.5.12 on datacenter Blackwell: the flashinfer_trtllm MoE runner it picks for DeepSeek-V3 (fp8)
+    # and the Qwen3 MoE family (bf16, fp8, nvfp4) turns the piecewise graphs off; 0.5.13 keeps them on
+    deepseek = dict(model="deepseek-ai/DeepSeek-V3", max_num_batched_tokens=8192)
+    assert _graph_limits("sglang", "0.5.12", gpu="B200-180GB", **deepseek) == (GRAPH_ALL, 0)
+    assert _graph_limits("sglang", "0.5.12", gpu="H200-141GB", **deepseek) == (GRAPH_ALL, 2048)
+    assert _graph_limits("sglang", "0.5.13", gpu="B200-180GB", **deepseek) == (GRAPH_ALL, 2048)
+    assert _graph_limits("sglang", "0.5.10", gpu="GB300-288GB", max_num_batched_tokens=8192) == (GRAPH_ALL, 0)
+    # ... not on the workstation Blackwell cards (compute capability 12), not for int4 weights or a dense target,
+    # and Llama 4 only with fp8 weights
+    assert _graph_limits("sglang", "0.5.12", gpu="RTX-PRO-6000-96GB", max_num_batched_tokens=8192) == (GRAPH_ALL, 8192)
+    assert _graph_limits("sglang", "0.5.12", gpu="B200-180GB", quant="int4",
+                         max_num_batched_tokens=8192) == (GRAPH_ALL, 8192)
+    assert _graph_limits("sglang", "0.5.12", gpu="B200-180GB", model="meta-llama/Llama-3.1-8B-Instruct",
+                         max_num_batched_tokens=8192) == (GRAPH_ALL, 8192)
+    scout = dict(model="meta-llama/Llama-4-Scout-17B-16E-Instruct", gpu="B200-180GB", max_num_batched_tokens=8192)
+    assert _graph_limits("sglang", "0.5.12", **scout) == (GRAPH_ALL, 8192)
+    assert _graph_limits("sglang", "0.5.12", quant="fp8", **scout) == (GRAPH_ALL, 0)
     # vLLM V1's piecewise graphs are its own: an AMD GPU keeps them
     assert _graph_limits("vllm", "0.11", gpu="MI300X-192GB") == (512, 512)
     # gpt-oss sets its own capture sizes (vLLM's GptOssForCausalLMConfig): up to 1024 tokens whatever max_num_seqs,

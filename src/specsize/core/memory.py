@@ -19,7 +19,7 @@ from .kvcache import (HybridPool, KVLayer, bytes_per_token, grouped_layer_slots,
                       layer_blocks, layer_groups, model_kv_layers, model_state_layers)
 from .multimodal import encoder_profile, pixel_values_bytes, tower_forward_peak
 from .speculation import SpecMethod
-from .specs import DTYPE_BYTES, Deployment, ModelSpec, Quantization, VisionSpec, canonical_dtype, effective_target
+from .specs import DTYPE_BYTES, Deployment, GpuSpec, ModelSpec, Quantization, VisionSpec, canonical_dtype, effective_target
 from .units import GiB, ceil_div
 from .weights import WeightBreakdown, padded_vocab, weight_breakdown
 
@@ -86,6 +86,10 @@ class AccountingProfile:
     # model types it excludes (SGLang's _handle_piecewise_cuda_graph: non-CUDA hardware, its model-arch blacklist)
     piecewise_vendors: tuple[str, ...] = ("nvidia",)
     piecewise_excluded_model_types: tuple[str, ...] = ()
+    # ... and targets for which the engine picks, on datacenter Blackwell (GpuSpec.compute_capability_10), a MoE
+    # runner that turns them off ((model_type, weight quantization methods) pairs, "none": unquantised weights):
+    # SGLang 0.5.10-0.5.12's flashinfer_trtllm (sglang/srt/server_args.py _handle_moe_kernel_config)
+    piecewise_off_sm100: tuple[tuple[str, tuple[str, ...]], ...] = ()
     # the release takes --scheduler-recv-interval (SGLang's SchedulerRecvSkipper; vLLM has no such flag)
     recv_interval_flag: bool = False
     # the engine's own fused-MoE kernels for fp8 (block-)quantised experts, as a fraction of HBM bandwidth, where they
@@ -316,7 +320,8 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
                                          "engine sglang, or vllm from 0.14"),
         **dict(zip(("graph_max_tokens", "graph_prompt_tokens"),
                    graph_limits(p, target, max_num_seqs, batched, d.speculative.num_speculative_tokens
-                                if d.speculative.enabled else 0, vendor=d.gpu.vendor))),
+                                if d.speculative.enabled else 0, gpu=d.gpu,
+                                quant_method=quant.method if quant else "none"))),
     )
 
 
@@ -333,20 +338,23 @@ def model_capture_max(p: AccountingProfile, target: ModelSpec, batched: int) -> 
 
 
 def graph_limits(p: AccountingProfile, target: ModelSpec, max_num_seqs: int, batched: int, k: int,
-                 vendor: str = "nvidia") -> tuple[int, int]:
+                 gpu: GpuSpec | None = None, quant_method: str = "none") -> tuple[int, int]:
     """(the largest step, the largest step with prompt tokens) the engine runs in a CUDA graph. vLLM V1's largest
     capture size (vllm/config/vllm.py _set_cudagraph_sizes): min(max_num_seqs x (1 + k) x 2, 512), no more than the
     token budget, or the model code's own largest size (AccountingProfile.graph_max_tokens_by_model); prompt steps as
     AccountingProfile.graph_prompts says, eager where the engine's piecewise graphs do not run (on a GPU of another
-    vendor, for a model type it excludes)."""
+    vendor, for a model type it excludes, where its MoE runner on datacenter Blackwell turns them off)."""
     largest = p.graph_max_tokens
     by_model = model_capture_max(p, target, batched)
     if p.graph_prompts == "capture" and by_model:
         largest = by_model
     elif p.graph_prompts == "capture" and largest < GRAPH_ALL:
         largest = min(largest, max_num_seqs * (1 + k) * 2, batched)
+    vendor = gpu.vendor if gpu is not None else "nvidia"
+    sm100_off = gpu is not None and gpu.compute_capability_10 and quant_method in dict(
+        p.piecewise_off_sm100).get(target.model_type, ())
     piecewise_off = p.graph_prompts == "piecewise" and (
-        vendor not in p.piecewise_vendors or target.model_type in p.piecewise_excluded_model_types)
+        vendor not in p.piecewise_vendors or target.model_type in p.piecewise_excluded_model_types or sm100_off)
     if p.graph_prompts == "eager" or piecewise_off:
         return largest, 0
     if p.graph_prompts == "piecewise":

@@ -208,6 +208,12 @@ class GpuSpec:
     sources: dict = field(default_factory=dict, compare=False, hash=False)
     segment: str = "datacenter"  # consumer / workstation cards often share memory with a desktop or WSL
 
+    @property
+    def compute_capability_10(self) -> bool:
+        """NVIDIA's datacenter Blackwell (B200, GB200, B300, GB300: compute capability 10.x, the sm100 engines test
+        for); its workstation and consumer cards are 12.x (CUDA GPUs list, developer.nvidia.com/cuda-gpus)."""
+        return self.vendor == "nvidia" and self.family == "blackwell" and self.segment == "datacenter"
+
 
 @dataclass(frozen=True)
 class SpeculativeConfig:

@@ -4,7 +4,10 @@
   and KV pool are allocated after the target's pool, out of the (1 - f) share.
 - 0.5.4 - 0.5.13: the default fraction from GPU memory, chunked prefill and CUDA graph size (PR #10975),
   with 2 GiB (6 GiB STANDALONE) reserved for a draft; the draft still comes after the target's pool. From 0.5.10
-  (inferred) prompt steps run in piecewise CUDA graphs (PR #16331); before, only decode batches are graphed.
+  prompt steps run in piecewise CUDA graphs (PR #16331; the 0.5.9 wheel still has enable_piecewise_cuda_graph
+  False, the 0.5.10 wheel disable_piecewise_cuda_graph False); before, only decode batches are graphed. In
+  0.5.10 - 0.5.12 not where the flashinfer_trtllm MoE runner runs, the default for DeepSeek-V3 and Qwen3 MoE
+  targets on datacenter Blackwell; 0.5.13 graphs those too.
 - 0.5.14 and later: draft weights loaded and the draft's KV budgeted before the pool is sized (#23862,
   #28855); no flat draft reservation. Which release first carried #28855 (merged 2026-06-21; 0.5.13 was out
   by 2026-06-22) is inferred, not read from a changelog.
@@ -71,16 +74,18 @@ _BASE = replace(vllm.V1_LATEST, engine="sglang", generation="SGLang",
                 non_torch_bytes=int(0.60 * GiB), sources=_SOURCES)
 
 
-def _profile(version: str, label: str, rules: Rules, graph_prompts: str = "eager") -> AccountingProfile:
+def _profile(version: str, label: str, rules: Rules, graph_prompts: str = "eager",
+             piecewise_off_sm100: tuple[tuple[str, tuple[str, ...]], ...] = ()) -> AccountingProfile:
     profile = replace(_BASE, version=version, label=label, graph_prompts=graph_prompts,
-                      piecewise_excluded_model_types=_PIECEWISE_EXCLUDED)
+                      piecewise_excluded_model_types=_PIECEWISE_EXCLUDED, piecewise_off_sm100=piecewise_off_sm100)
     return replace(profile, accountant=partial(account, rules=rules))
 
 
 # Piecewise CUDA graphs for prefill (extend) batches by default: sgl-project/sglang PR 16331 ("Piecewise Cuda Graph
 # set default", merged 2026-03-02; --disable-piecewise-cuda-graph turns them off), capturing prompt steps up to the
-# chunked-prefill size, 2048 tokens for MLA models (core.memory.graph_limits). 0.5.10 as its first release is
-# inferred from the merge date, not read from a changelog.
+# chunked-prefill size, 2048 tokens for MLA models (core.memory.graph_limits). 0.5.10 is its first release: the
+# 0.5.9 wheel on PyPI (2026-02-23) has enable_piecewise_cuda_graph False, the 0.5.10 wheel (2026-04-05)
+# disable_piecewise_cuda_graph False.
 _PIECEWISE = "piecewise"
 # Where they stay off (python/sglang/srt/server_args.py _handle_piecewise_cuda_graph, "Disable piecewise cuda graph
 # with following conditions"): non-CUDA hardware (HIP: AMD's GPUs; AccountingProfile.piecewise_vendors' default) and
@@ -88,20 +93,42 @@ _PIECEWISE = "piecewise"
 # (DeepseekV32ForCausalLM, Qwen3NextForCausalLM, GlmMoeDsaForCausalLM, BailingMoeV2_5ForCausalLM, LLaDAModelLM), by
 # their model_type
 _PIECEWISE_EXCLUDED = ("deepseek_v32", "qwen3_next", "glm_moe_dsa", "bailing_moe_v2_5", "llada")
+# 0.5.10-0.5.12 also turn them off whenever the MoE runner is flashinfer_trtllm, gpt-oss excepted
+# (server_args.py _handle_moe_kernel_config: "Piecewise cuda graph is disabled for MoE runner backend
+# 'flashinfer_trtllm' (bypassed topk is incompatible with torch.compile)"; the rule is gone in 0.5.13), and
+# _handle_model_specific_adjustments picks that runner by default on compute capability 10 (is_sm100_supported) for
+# these architectures and weight quantizations (SGLang's fp8 / modelopt_fp8 -> fp8, modelopt_fp4 -> nvfp4, none ->
+# none): DeepseekV3ForCausalLM (DeepSeek-V3 / R1, Kimi K2) with fp8, modelopt_fp4 or none (0.5.11 keeps a bf16
+# checkpoint of that architecture off the runner; 0.5.12's rule is taken); the Qwen3 MoE family (Qwen3MoeForCausalLM,
+# Qwen3VLMoeForConditionalGeneration, Qwen3_5MoeForConditionalGeneration, Qwen3_5ForConditionalGeneration;
+# Qwen3-Next is excluded above) with fp8,
+# modelopt_fp4 or none; Llama 4 with fp8 or modelopt_fp8; Glm4MoeForCausalLM with modelopt_fp4. Read in the 0.5.10,
+# 0.5.11, 0.5.12 and 0.5.13 wheels on PyPI (sglang/srt/server_args.py)
+_QWEN3_MOE_SM100 = ("none", "fp8", "nvfp4")
+_FLASHINFER_TRTLLM_SM100 = (
+    (("deepseek_v3", ("none", "fp8", "nvfp4")), ("kimi_k2", ("none", "fp8", "nvfp4")), ("glm4_moe", ("nvfp4",)))
+    # a multimodal target's language model is read by its text config's model_type (catalog.configs)
+    + tuple((model_type, ("fp8",)) for model_type in ("llama4", "llama4_text"))
+    + tuple((model_type, _QWEN3_MOE_SM100) for model_type in (
+        "qwen3_moe", "qwen3_vl_moe", "qwen3_vl_moe_text", "qwen3_5_moe", "qwen3_5_moe_text",
+        # Qwen3_5ForConditionalGeneration is in the list too: the runner is set, so the graphs go, MoE or not
+        "qwen3_5", "qwen3_5_text")))
 _HEURISTIC = Rules(defaults="heuristic", spec_reserve=True, draft_in_sizing=False, spec_max_running_requests=48)
 
 V04 = _profile("0.4", "SGLang 0.4-0.5.3 (default fraction by TP size; draft pool after the target's)",
                Rules(defaults="tp_table", spec_reserve=False, draft_in_sizing=False, spec_max_running_requests=None))
 V054 = _profile("0.5.4", "SGLang 0.5.4-0.5.9 (default fraction from GPU memory; draft pool after the target's)",
                 _HEURISTIC)
-V0510 = _profile("0.5.10", "SGLang 0.5.10-0.5.13 (as 0.5.4; prompt steps in piecewise CUDA graphs)", _HEURISTIC,
+V0510 = _profile("0.5.10", "SGLang 0.5.10-0.5.12 (as 0.5.4; prompt steps in piecewise CUDA graphs, not with the "
+                 "flashinfer_trtllm MoE runner)", _HEURISTIC, _PIECEWISE, _FLASHINFER_TRTLLM_SM100)
+V0513 = _profile("0.5.13", "SGLang 0.5.13 (as 0.5.10; piecewise CUDA graphs with every MoE runner)", _HEURISTIC,
                  _PIECEWISE)
 V0514 = _profile("0.5.14", "SGLang 0.5.14 and later (draft weights and KV inside mem_fraction_static)",
                  Rules(defaults="heuristic", spec_reserve=False, draft_in_sizing=True, spec_max_running_requests=48),
                  _PIECEWISE)
 
 # (first release covered, profile), oldest first
-PROFILES = (((0, 4), V04), ((0, 5, 4), V054), ((0, 5, 10), V0510), ((0, 5, 14), V0514))
+PROFILES = (((0, 4), V04), ((0, 5, 4), V054), ((0, 5, 10), V0510), ((0, 5, 13), V0513), ((0, 5, 14), V0514))
 
 # The EAGLE-family drafter SGLang runs when no --speculative-num-steps is given (with EAGLE, EAGLE3 and NEXTN, its
 # MTP): python/sglang/srt/server_args.py auto_choose_speculative_params, by the target's architecture:
