@@ -40,7 +40,8 @@ def test_release_ranges_follow_the_patch_number():
     assert sglang("0.5.4").version == "0.5.4"
     assert sglang("0.5.9").version == "0.5.4"
     assert sglang("0.5.10").version == "0.5.10"  # piecewise CUDA graphs for prompt steps
-    assert sglang("0.5.12").version == "0.5.10"
+    assert sglang("0.5.11").version == "0.5.11"  # piecewise graphs with speculation too
+    assert sglang("0.5.12").version == "0.5.11"
     assert sglang("0.5.13").version == "0.5.13"  # piecewise graphs with the flashinfer_trtllm MoE runner too
     assert sglang("0.5.14").version == "0.5.14"
     assert sglang().version == "0.5.14"

@@ -463,12 +463,14 @@ def test_a_forward_outside_a_graph_pays_every_layers_launches_by_hand():
     assert coefficients(cost_1b(), ROUND_GPU, eff).ungraphed_s == pytest.approx(16 * 4e-5)
 
 
-def _graph_limits(engine, version, model="Qwen/Qwen3-30B-A3B", gpu="H100-SXM-80GB", quant=None, **engine_settings):
+def _graph_limits(engine, version, model="Qwen/Qwen3-30B-A3B", gpu="H100-SXM-80GB", quant=None, speculative=None,
+                  **engine_settings):
     from specsize.core.memory import resolve_settings
     from specsize.engines import resolve_profile
 
     target = load_model(model)
-    d = Deployment(target=target, gpu=load_gpu(gpu), engine=EngineSettings(max_model_len=8192, **engine_settings))
+    d = Deployment(target=target, gpu=load_gpu(gpu), engine=EngineSettings(max_model_len=8192, **engine_settings),
+                   speculative=speculative or SpeculativeConfig())
     s = resolve_settings(d, resolve_profile(engine, version), Quantization(quant) if quant else target.quantization)
     return s.graph_max_tokens, s.graph_prompt_tokens
 
@@ -509,6 +511,19 @@ def test_which_steps_each_release_runs_in_a_cuda_graph():
     scout = dict(model="meta-llama/Llama-4-Scout-17B-16E-Instruct", gpu="B200-180GB", max_num_batched_tokens=8192)
     assert _graph_limits("sglang", "0.5.12", **scout) == (GRAPH_ALL, 8192)
     assert _graph_limits("sglang", "0.5.12", quant="fp8", **scout) == (GRAPH_ALL, 0)
+    # SGLang serves a multimodal target's prompts outside the piecewise graphs (Qwen2.5-VL, Mistral-Small-3.1), save
+    # the ones it runs as text models by default (Gemma 3, Llama 4)
+    assert _graph_limits("sglang", "0.5.12", model="Qwen/Qwen2.5-VL-7B-Instruct",
+                         max_num_batched_tokens=8192) == (GRAPH_ALL, 0)
+    assert _graph_limits("sglang", "0.5.14", model="mistralai/Mistral-Small-3.1-24B-Instruct-2503",
+                         max_num_batched_tokens=8192) == (GRAPH_ALL, 0)
+    assert _graph_limits("sglang", "0.5.12", model="google/gemma-3-4b-it",
+                         max_num_batched_tokens=8192) == (GRAPH_ALL, 8192)
+    # 0.5.10 keeps them off with any speculative method; 0.5.11 on runs the two together
+    ngram = SpeculativeConfig("ngram", None, 3)
+    assert _graph_limits("sglang", "0.5.10", speculative=ngram, max_num_batched_tokens=8192) == (GRAPH_ALL, 0)
+    assert _graph_limits("sglang", "0.5.11", speculative=ngram, max_num_batched_tokens=8192) == (GRAPH_ALL, 8192)
+    assert _graph_limits("sglang", "0.5.10", max_num_batched_tokens=8192) == (GRAPH_ALL, 8192)
     # vLLM V1's piecewise graphs are its own: an AMD GPU keeps them
     assert _graph_limits("vllm", "0.11", gpu="MI300X-192GB") == (512, 512)
     # gpt-oss sets its own capture sizes (vLLM's GptOssForCausalLMConfig): up to 1024 tokens whatever max_num_seqs,

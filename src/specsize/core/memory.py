@@ -90,6 +90,12 @@ class AccountingProfile:
     # runner that turns them off ((model_type, weight quantization methods) pairs, "none": unquantised weights):
     # SGLang 0.5.10-0.5.12's flashinfer_trtllm (sglang/srt/server_args.py _handle_moe_kernel_config)
     piecewise_off_sm100: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # ... for a multimodal target (SGLang: "Multimodal / VLM models", model_config.is_multimodal), save the model
+    # types whose multimodal path the engine leaves off unless asked (then served as text models)
+    piecewise_off_multimodal: bool = False
+    text_only_multimodal_types: tuple[str, ...] = ()
+    # ... and with speculative decoding (SGLang 0.5.10; they run together from 0.5.11, sgl-project/sglang PR 22128)
+    piecewise_off_speculative: bool = False
     # the release takes --scheduler-recv-interval (SGLang's SchedulerRecvSkipper; vLLM has no such flag)
     recv_interval_flag: bool = False
     # the engine's own fused-MoE kernels for fp8 (block-)quantised experts, as a fraction of HBM bandwidth, where they
@@ -343,7 +349,8 @@ def graph_limits(p: AccountingProfile, target: ModelSpec, max_num_seqs: int, bat
     capture size (vllm/config/vllm.py _set_cudagraph_sizes): min(max_num_seqs x (1 + k) x 2, 512), no more than the
     token budget, or the model code's own largest size (AccountingProfile.graph_max_tokens_by_model); prompt steps as
     AccountingProfile.graph_prompts says, eager where the engine's piecewise graphs do not run (on a GPU of another
-    vendor, for a model type it excludes, where its MoE runner on datacenter Blackwell turns them off)."""
+    vendor, for a model type it excludes, where its MoE runner on datacenter Blackwell turns them off, for a
+    multimodal target, with speculative decoding where the release says so)."""
     largest = p.graph_max_tokens
     by_model = model_capture_max(p, target, batched)
     if p.graph_prompts == "capture" and by_model:
@@ -353,8 +360,11 @@ def graph_limits(p: AccountingProfile, target: ModelSpec, max_num_seqs: int, bat
     vendor = gpu.vendor if gpu is not None else "nvidia"
     sm100_off = gpu is not None and gpu.compute_capability_10 and quant_method in dict(
         p.piecewise_off_sm100).get(target.model_type, ())
+    multimodal_off = p.piecewise_off_multimodal and target.vision is not None and (
+        target.model_type not in p.text_only_multimodal_types)
     piecewise_off = p.graph_prompts == "piecewise" and (
-        vendor not in p.piecewise_vendors or target.model_type in p.piecewise_excluded_model_types or sm100_off)
+        vendor not in p.piecewise_vendors or target.model_type in p.piecewise_excluded_model_types or sm100_off
+        or multimodal_off or (p.piecewise_off_speculative and k > 0))
     if p.graph_prompts == "eager" or piecewise_off:
         return largest, 0
     if p.graph_prompts == "piecewise":

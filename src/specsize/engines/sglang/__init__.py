@@ -7,7 +7,8 @@
   prompt steps run in piecewise CUDA graphs (PR #16331; the 0.5.9 wheel still has enable_piecewise_cuda_graph
   False, the 0.5.10 wheel disable_piecewise_cuda_graph False); before, only decode batches are graphed. In
   0.5.10 - 0.5.12 not where the flashinfer_trtllm MoE runner runs, the default for DeepSeek-V3 and Qwen3 MoE
-  targets on datacenter Blackwell; 0.5.13 graphs those too.
+  targets on datacenter Blackwell; 0.5.13 graphs those too. 0.5.10 not with speculative decoding either; no release
+  for a multimodal target (Gemma 3 and Llama 4 are served as text models by default and keep them).
 - 0.5.14 and later: draft weights loaded and the draft's KV budgeted before the pool is sized (#23862,
   #28855); no flat draft reservation. Which release first carried #28855 (merged 2026-06-21; 0.5.13 was out
   by 2026-06-22) is inferred, not read from a changelog.
@@ -75,9 +76,12 @@ _BASE = replace(vllm.V1_LATEST, engine="sglang", generation="SGLang",
 
 
 def _profile(version: str, label: str, rules: Rules, graph_prompts: str = "eager",
-             piecewise_off_sm100: tuple[tuple[str, tuple[str, ...]], ...] = ()) -> AccountingProfile:
+             piecewise_off_sm100: tuple[tuple[str, tuple[str, ...]], ...] = (),
+             piecewise_off_speculative: bool = False) -> AccountingProfile:
     profile = replace(_BASE, version=version, label=label, graph_prompts=graph_prompts,
-                      piecewise_excluded_model_types=_PIECEWISE_EXCLUDED, piecewise_off_sm100=piecewise_off_sm100)
+                      piecewise_excluded_model_types=_PIECEWISE_EXCLUDED, piecewise_off_sm100=piecewise_off_sm100,
+                      piecewise_off_multimodal=True, text_only_multimodal_types=_TEXT_ONLY_MULTIMODAL,
+                      piecewise_off_speculative=piecewise_off_speculative)
     return replace(profile, accountant=partial(account, rules=rules))
 
 
@@ -113,22 +117,32 @@ _FLASHINFER_TRTLLM_SM100 = (
         "qwen3_moe", "qwen3_vl_moe", "qwen3_vl_moe_text", "qwen3_5_moe", "qwen3_5_moe_text",
         # Qwen3_5ForConditionalGeneration is in the list too: the runner is set, so the graphs go, MoE or not
         "qwen3_5", "qwen3_5_text")))
+# Every release with piecewise graphs keeps them off for a multimodal target (_handle_piecewise_cuda_graph,
+# "Multimodal / VLM models": model_config.is_multimodal), save Gemma3ForConditionalGeneration and
+# Llama4ForConditionalGeneration, which it serves as text models unless --enable-multimodal is given
+# (configs/model_config.py mm_disabled_models); their language models' model types, as the catalog reads them. 0.5.10
+# also keeps them off with any speculative algorithm (its rule 2; gone in 0.5.11, PR 22128). Read in the 0.5.10 -
+# 0.5.13 wheels.
+_TEXT_ONLY_MULTIMODAL = ("gemma3", "gemma3_text", "llama4", "llama4_text")
 _HEURISTIC = Rules(defaults="heuristic", spec_reserve=True, draft_in_sizing=False, spec_max_running_requests=48)
 
 V04 = _profile("0.4", "SGLang 0.4-0.5.3 (default fraction by TP size; draft pool after the target's)",
                Rules(defaults="tp_table", spec_reserve=False, draft_in_sizing=False, spec_max_running_requests=None))
 V054 = _profile("0.5.4", "SGLang 0.5.4-0.5.9 (default fraction from GPU memory; draft pool after the target's)",
                 _HEURISTIC)
-V0510 = _profile("0.5.10", "SGLang 0.5.10-0.5.12 (as 0.5.4; prompt steps in piecewise CUDA graphs, not with the "
-                 "flashinfer_trtllm MoE runner)", _HEURISTIC, _PIECEWISE, _FLASHINFER_TRTLLM_SM100)
-V0513 = _profile("0.5.13", "SGLang 0.5.13 (as 0.5.10; piecewise CUDA graphs with every MoE runner)", _HEURISTIC,
+V0510 = _profile("0.5.10", "SGLang 0.5.10 (as 0.5.4; prompt steps in piecewise CUDA graphs, not with the "
+                 "flashinfer_trtllm MoE runner nor with speculation)", _HEURISTIC, _PIECEWISE, _FLASHINFER_TRTLLM_SM100,
+                 piecewise_off_speculative=True)
+V0511 = _profile("0.5.11", "SGLang 0.5.11-0.5.12 (as 0.5.10; piecewise CUDA graphs with speculation too)", _HEURISTIC,
+                 _PIECEWISE, _FLASHINFER_TRTLLM_SM100)
+V0513 = _profile("0.5.13", "SGLang 0.5.13 (as 0.5.11; piecewise CUDA graphs with every MoE runner)", _HEURISTIC,
                  _PIECEWISE)
 V0514 = _profile("0.5.14", "SGLang 0.5.14 and later (draft weights and KV inside mem_fraction_static)",
                  Rules(defaults="heuristic", spec_reserve=False, draft_in_sizing=True, spec_max_running_requests=48),
                  _PIECEWISE)
 
 # (first release covered, profile), oldest first
-PROFILES = (((0, 4), V04), ((0, 5, 4), V054), ((0, 5, 10), V0510), ((0, 5, 13), V0513), ((0, 5, 14), V0514))
+PROFILES = (((0, 4), V04), ((0, 5, 4), V054), ((0, 5, 10), V0510), ((0, 5, 11), V0511), ((0, 5, 13), V0513), ((0, 5, 14), V0514))
 
 # The EAGLE-family drafter SGLang runs when no --speculative-num-steps is given (with EAGLE, EAGLE3 and NEXTN, its
 # MTP): python/sglang/srt/server_args.py auto_choose_speculative_params, by the target's architecture:
