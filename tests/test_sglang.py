@@ -408,3 +408,18 @@ def test_a_hybrid_target_is_refused_not_planned_without_its_state():
         main(["plan", "--engine", "sglang", "--target", "Qwen/Qwen3-Next-80B-A3B-Instruct", "--gpu", "H200-141GB",
               "--tp", "2"])
     assert exc.value.code == 2
+
+
+def test_sglang_0_5_12_pays_the_launches_of_an_eager_prompt_step_on_b200_where_0_5_13_graphs_it():
+    # Qwen3-30B-A3B (bf16) on a B200: 0.5.12 picks the flashinfer_trtllm MoE runner and turns the piecewise graphs off,
+    # so one client's 1,000-token prompt step pays 48 layers x 40 us + 48 MoE layers x 1 ms = 49.9 ms of launches
+    # (the catalog's eager_layer_s and eager_moe_layer_s) that 0.5.13's graphed step does not
+    from specsize import api
+
+    def ttft(version: str) -> float:
+        report = api.simulate(target="Qwen/Qwen3-30B-A3B", gpu="B200-180GB", tp=1, engine="sglang",
+                              engine_version=version, no_compare=True, seed=0, client_concurrency=1, num_requests=4,
+                              prompt_tokens=1000, output_tokens=20)
+        return report.spec.ttft_s.p50
+
+    assert ttft("0.5.12") - ttft("0.5.13") == pytest.approx(48 * 40e-6 + 48 * 1e-3, abs=1e-3)

@@ -105,9 +105,8 @@ _PIECEWISE_EXCLUDED = ("deepseek_v32", "qwen3_next", "glm_moe_dsa", "bailing_moe
 # none): DeepseekV3ForCausalLM (DeepSeek-V3 / R1, Kimi K2) with fp8, modelopt_fp4 or none (0.5.11 keeps a bf16
 # checkpoint of that architecture off the runner; 0.5.12's rule is taken); the Qwen3 MoE family (Qwen3MoeForCausalLM,
 # Qwen3VLMoeForConditionalGeneration, Qwen3_5MoeForConditionalGeneration, Qwen3_5ForConditionalGeneration;
-# Qwen3-Next is excluded above) with fp8,
-# modelopt_fp4 or none; Llama 4 with fp8 or modelopt_fp8; Glm4MoeForCausalLM with modelopt_fp4. Read in the 0.5.10,
-# 0.5.11, 0.5.12 and 0.5.13 wheels on PyPI (sglang/srt/server_args.py)
+# Qwen3-Next is excluded above) with fp8, modelopt_fp4 or none; Llama 4 with fp8 or modelopt_fp8; Glm4MoeForCausalLM
+# with modelopt_fp4. Read in the 0.5.10, 0.5.11, 0.5.12 and 0.5.13 wheels on PyPI (sglang/srt/server_args.py)
 _QWEN3_MOE_SM100 = ("none", "fp8", "nvfp4")
 _FLASHINFER_TRTLLM_SM100 = (
     (("deepseek_v3", ("none", "fp8", "nvfp4")), ("kimi_k2", ("none", "fp8", "nvfp4")), ("glm4_moe", ("nvfp4",)))
