@@ -641,6 +641,7 @@ def _breakdown(errs: dict, heading: str, labels, prefix: str) -> None:
                 if errs.get((f"{part} {prefix}{label}", metric)):
                     print(f"{part:8} {label:12} {metric:10} {summary(errs[(f'{part} {prefix}{label}', metric)])}")
 
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default=None, help="one runs file (default: every bench/data/serving_runs*.jsonl)")

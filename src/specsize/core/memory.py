@@ -19,7 +19,8 @@ from .kvcache import (HybridPool, KVLayer, bytes_per_token, grouped_layer_slots,
                       layer_blocks, layer_groups, model_kv_layers, model_state_layers)
 from .multimodal import encoder_profile, pixel_values_bytes, tower_forward_peak
 from .speculation import SpecMethod
-from .specs import DTYPE_BYTES, Deployment, GpuSpec, ModelSpec, Quantization, VisionSpec, canonical_dtype, effective_target
+from .specs import (DTYPE_BYTES, Deployment, GpuSpec, ModelSpec, Quantization, VisionSpec, canonical_dtype,
+                    effective_target)
 from .units import GiB, ceil_div
 from .weights import WeightBreakdown, padded_vocab, weight_breakdown
 
@@ -92,7 +93,6 @@ class AccountingProfile:
     piecewise_off_sm100: tuple[tuple[str, tuple[str, ...]], ...] = ()
     # ... for a multimodal target (SGLang: "Multimodal / VLM models", model_config.is_multimodal), save the model
     # types whose multimodal path the engine leaves off unless asked (then served as text models)
-    piecewise_off_multimodal: bool = False
     text_only_multimodal_types: tuple[str, ...] = ()
     # ... and with speculative decoding (SGLang 0.5.10; they run together from 0.5.11, sgl-project/sglang PR 22128)
     piecewise_off_speculative: bool = False
@@ -344,7 +344,7 @@ def model_capture_max(p: AccountingProfile, target: ModelSpec, batched: int) -> 
 
 
 def graph_limits(p: AccountingProfile, target: ModelSpec, max_num_seqs: int, batched: int, k: int,
-                 gpu: GpuSpec | None = None, quant_method: str = "none") -> tuple[int, int]:
+                 gpu: GpuSpec, quant_method: str) -> tuple[int, int]:
     """(the largest step, the largest step with prompt tokens) the engine runs in a CUDA graph. vLLM V1's largest
     capture size (vllm/config/vllm.py _set_cudagraph_sizes): min(max_num_seqs x (1 + k) x 2, 512), no more than the
     token budget, or the model code's own largest size (AccountingProfile.graph_max_tokens_by_model); prompt steps as
@@ -357,13 +357,10 @@ def graph_limits(p: AccountingProfile, target: ModelSpec, max_num_seqs: int, bat
         largest = by_model
     elif p.graph_prompts == "capture" and largest < GRAPH_ALL:
         largest = min(largest, max_num_seqs * (1 + k) * 2, batched)
-    vendor = gpu.vendor if gpu is not None else "nvidia"
-    sm100_off = gpu is not None and gpu.compute_capability_10 and quant_method in dict(
-        p.piecewise_off_sm100).get(target.model_type, ())
-    multimodal_off = p.piecewise_off_multimodal and target.vision is not None and (
-        target.model_type not in p.text_only_multimodal_types)
+    sm100_off = gpu.compute_capability_10 and quant_method in dict(p.piecewise_off_sm100).get(target.model_type, ())
+    multimodal_off = target.vision is not None and target.model_type not in p.text_only_multimodal_types
     piecewise_off = p.graph_prompts == "piecewise" and (
-        vendor not in p.piecewise_vendors or target.model_type in p.piecewise_excluded_model_types or sm100_off
+        gpu.vendor not in p.piecewise_vendors or target.model_type in p.piecewise_excluded_model_types or sm100_off
         or multimodal_off or (p.piecewise_off_speculative and k > 0))
     if p.graph_prompts == "eager" or piecewise_off:
         return largest, 0

@@ -80,7 +80,7 @@ def _profile(version: str, label: str, rules: Rules, graph_prompts: str = "eager
              piecewise_off_speculative: bool = False) -> AccountingProfile:
     profile = replace(_BASE, version=version, label=label, graph_prompts=graph_prompts,
                       piecewise_excluded_model_types=_PIECEWISE_EXCLUDED, piecewise_off_sm100=piecewise_off_sm100,
-                      piecewise_off_multimodal=True, text_only_multimodal_types=_TEXT_ONLY_MULTIMODAL,
+                      text_only_multimodal_types=_TEXT_ONLY_MULTIMODAL,
                       piecewise_off_speculative=piecewise_off_speculative)
     return replace(profile, accountant=partial(account, rules=rules))
 
@@ -141,7 +141,8 @@ V0514 = _profile("0.5.14", "SGLang 0.5.14 and later (draft weights and KV inside
                  _PIECEWISE)
 
 # (first release covered, profile), oldest first
-PROFILES = (((0, 4), V04), ((0, 5, 4), V054), ((0, 5, 10), V0510), ((0, 5, 11), V0511), ((0, 5, 13), V0513), ((0, 5, 14), V0514))
+PROFILES = (((0, 4), V04), ((0, 5, 4), V054), ((0, 5, 10), V0510), ((0, 5, 11), V0511), ((0, 5, 13), V0513),
+            ((0, 5, 14), V0514))
 
 # The EAGLE-family drafter SGLang runs when no --speculative-num-steps is given (with EAGLE, EAGLE3 and NEXTN, its
 # MTP): python/sglang/srt/server_args.py auto_choose_speculative_params, by the target's architecture:
