@@ -20,6 +20,7 @@ from ..core.perf import Efficiency
 from ..core.specs import Deployment, EngineSettings, GpuSpec, ModelSpec, SpeculativeConfig, Workload, canonical_dtype
 from ..core.speculation import Acceptance, SpecMethod
 from ..engines import resolve_profile
+from ..engines.methods import check_method
 from ..engines.sglang import AUTO_SPECULATIVE_METHODS, auto_speculative_params
 from ..planner.perf import Tree
 from ..planner.plan import require_mtp_layers
@@ -246,6 +247,7 @@ def resolve(r: Request) -> Resolved:
     d, shape_note = deployment_of(r)
     w = with_images(workload_of(r), d.target, r.images_per_request, r.image_tokens)
     profile = resolve_profile(r.engine, r.engine_version)
+    check_method(r.engine, r.engine_version, d.speculative.method)  # a method this release cannot launch: exit 2
     overrides = {"memory": r.memory_efficiency, "compute": r.compute_efficiency,
                  "step_overhead_s": r.step_overhead_ms / 1e3 if r.step_overhead_ms is not None else None}
     efficiency = load_efficiency(d.gpu, overrides)

@@ -12,6 +12,7 @@ from ..core.multimodal import with_images
 from ..core.specs import KV_CACHE_DTYPES, QUANT_METHODS, EngineSettings, ModelSpec, SpeculativeConfig, Workload
 from ..core.speculation import Acceptance
 from ..engines import DEFAULT_ENGINE
+from ..engines.methods import check_method
 from .fields import FieldInfo, coerce
 from .load import build_request, read_yaml_file
 from .request import info
@@ -197,6 +198,10 @@ def read_search_spec(path: str) -> SearchSpace:
     if size > MAX_CONFIGURATIONS:
         raise SpecError("search", f"the space holds {size:,} configurations; at most {MAX_CONFIGURATIONS:,} are "
                         "screened", "fewer values per axis")
+    engine_name = coerce("engine", info("engine"), data.get("engine", DEFAULT_ENGINE))
+    engine_version = None if data.get("engine_version") is None else str(data["engine_version"])
+    for drafter in drafters:  # a method the engine release cannot launch: refused, as a plan refuses it
+        check_method(engine_name, engine_version, drafter.speculative.method)
     return SearchSpace(
         name=str(data.get("name") or path), target=target, drafters=drafters, gpus=gpus, tps=tps,
         kv_cache_dtypes=kv, max_num_seqs=max_num_seqs, engine=_engine(data), workload=_workload(data["workload"], target),
@@ -206,5 +211,4 @@ def read_search_spec(path: str) -> SearchSpace:
         finalists=coerce("finalists", FieldInfo(doc="", kind="int", group="analysis", minimum=1, maximum=100),
                          data.get("finalists", 3)),
         simulate_seconds=_float(data, "simulate_seconds", 120.0, minimum=0, maximum=3600, exclusive_minimum=True),
-        engine_version=None if data.get("engine_version") is None else str(data["engine_version"]),
-        engine_name=coerce("engine", info("engine"), data.get("engine", DEFAULT_ENGINE)))
+        engine_version=engine_version, engine_name=engine_name)

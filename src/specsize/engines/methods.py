@@ -1,0 +1,99 @@
+"""Which releases of an engine can launch each speculative method from its server command line.
+
+A method outside its releases is refused (exit 2) rather than planned: a plan for EAGLE-3 on vLLM 0.6 sizes a
+deployment that cannot start. Read in the engines' own PyPI wheels, release by release (each boundary checked
+against the release before it); "file:N" is a file and line inside that release's wheel.
+"""
+
+from __future__ import annotations
+
+from ..core.errors import SpecError
+from ..core.speculation import SpecMethod, drafter_kind
+from .registry import release_with_patch
+
+Release = tuple[int, int, int]
+NEVER: Release = (10**6, 0, 0)  # an open end
+
+# (engine, method) -> ((first release, first release without it or NEVER), ...), with the source. A post release
+# (0.4.3.post1) counts from its base release: a plan is never refused for a release that has the method.
+METHOD_RELEASES: dict[tuple[str, SpecMethod], tuple[tuple[tuple[Release, Release], ...], str]] = {
+    ("vllm", SpecMethod.DRAFT_MODEL): (
+        (((0, 4, 2), (0, 10, 0)), ((0, 15, 0), NEVER)),
+        "vLLM 0.4.2 async_llm_engine.py:218 (the server path passes num_lookahead_slots); V0's spec_decode/ "
+        "removed in 0.10.0 (PR 21152), whose arg_utils.py:1397 raises 'draft model is not supported yet' (0.14.1 "
+        "arg_utils.py:1794 still does); 0.15.0 adds v1/spec_decode/draft_model.py (PR 24322)"),
+    ("vllm", SpecMethod.NGRAM): (
+        (((0, 4, 2), NEVER),),
+        "vLLM 0.4.2 config.py:770 ('[ngram]', PR 4237); V1 from 0.7.3 (v1/spec_decode/ngram_proposer.py)"),
+    ("vllm", SpecMethod.MEDUSA): (
+        (((0, 5, 2), (0, 33, 0)),),
+        "vLLM 0.5.2 models/__init__.py:69 MedusaModel (PR 4978); V1 from 0.9.0 (v1/spec_decode/medusa.py, PR 17956); "
+        "still in 0.32.0 (config/speculative.py:75), gone from SpeculativeMethod and medusa.py deleted in 0.33.0"),
+    ("vllm", SpecMethod.EAGLE): (
+        (((0, 5, 5), NEVER),),
+        "vLLM 0.5.5 models/__init__.py:63 EAGLEModel (PR 6830); V1 from 0.8.3 (v1/spec_decode/eagle.py)"),
+    ("vllm", SpecMethod.EAGLE3): (
+        (((0, 8, 5), NEVER),),
+        "vLLM 0.8.5 arg_utils.py:1432 method in ('eagle', 'eagle3') and config.py:2377 (PR 16937); absent in 0.8.4"),
+    ("vllm", SpecMethod.MTP): (
+        (((0, 7, 3), NEVER),),
+        "vLLM 0.7.3 config.py:1796 (a deepseek_v3 target with num_speculative_tokens drafts with its own MTP layers) "
+        "and registry.py:190 DeepSeekMTPModel (PR 12755); absent in 0.7.2; V1 from 0.9.0"),
+    ("sglang", SpecMethod.EAGLE): (
+        (((0, 4, 1), NEVER),),
+        "SGLang 0.4.1.post4 server_args.py:667 --speculative-algorithm choices ['EAGLE']; none in 0.4.1.post3"),
+    ("sglang", SpecMethod.MTP): (
+        (((0, 4, 3), NEVER),),
+        "SGLang 0.4.3.post1 server_args.py:711 choices ['EAGLE', 'NEXTN'] and models/deepseek_nextn.py; 0.4.3 has "
+        "only EAGLE"),
+    ("sglang", SpecMethod.EAGLE3): (
+        (((0, 4, 4), NEVER),),
+        "SGLang 0.4.4.post2 server_args.py:816 choices ['EAGLE', 'EAGLE3', 'NEXTN']; 0.4.4.post1:758 lacks EAGLE3"),
+    ("sglang", SpecMethod.DRAFT_MODEL): (
+        (((0, 5, 2), NEVER),),
+        "SGLang 0.5.2 server_args.py:1538 adds STANDALONE (PR 10090); missing in 0.5.1.post3:1428"),
+    ("sglang", SpecMethod.NGRAM): (
+        (((0, 5, 3), NEVER),),
+        "SGLang 0.5.3 server_args.py:2044 adds NGRAM (PR 9873, renamed from lookahead in PR 11010)"),
+}
+
+
+def _label(r: Release) -> str:
+    return ".".join(map(str, r))
+
+
+def _span(version: str) -> tuple[Release, Release] | None:
+    """The releases a written version stands for: X.Y.Z itself; X.Y the whole series (X.Y.0 up to X.Y+1)."""
+    wanted = release_with_patch(version)
+    if wanted is None:
+        return None
+    if str(version).strip().lstrip("v").count(".") >= 2:
+        return wanted, (wanted[0], wanted[1], wanted[2] + 1)
+    return wanted, (wanted[0], wanted[1] + 1, 0)
+
+
+def available(engine: str, version: str | None, method: SpecMethod) -> bool:
+    """Whether some release `version` stands for can launch `method` (None or 'latest': the newest)."""
+    if method != SpecMethod.NONE and drafter_kind(method).engine_name(engine) is None:
+        return False  # the engine has no such method in any release (SGLang: Medusa)
+    entry = METHOD_RELEASES.get((engine, method))
+    if entry is None or version in (None, "", "latest"):
+        return True  # no release bounds known (or the newest release, which the ranges leave open where it has it)
+    span = _span(str(version))
+    if span is None:
+        return True  # an unreadable version is resolve_profile's to refuse
+    lo, hi = span
+    return any(start < hi and lo < end for start, end in entry[0])
+
+
+def check_method(engine: str, version: str | None, method: SpecMethod) -> None:
+    """Refuse a speculative method the engine release cannot launch, naming the releases that can."""
+    if method == SpecMethod.NONE or available(engine, version, method) or (engine, method) not in METHOD_RELEASES:
+        return  # a method the engine never had is its accounting's to refuse (engines/sglang/accounting.py)
+    ranges, _source = METHOD_RELEASES[(engine, method)]
+    name = "vLLM" if engine == "vllm" else "SGLang"
+    spans = " and ".join(f"{_label(a)} or later" if b == NEVER else f"{_label(a)} up to {_label(b)} (not included)"
+                         for a, b in ranges)
+    here = ", ".join(m.value for m in SpecMethod if available(engine, version, m))
+    raise SpecError("method", f"{name} {version} cannot launch {method.value}, which {name} {spans} can",
+                    f"{here} with {name} {version}; or --engine-version a release that has {method.value}")
