@@ -190,3 +190,18 @@ def test_search_specs_are_checked(spec, tmp_path, capsys):
     path.write_text(yaml.safe_dump({**base, **change}))
     code, _, err = run(capsys, "search", path, "--no-simulate")
     assert code == 2, (spec, err)
+
+
+@pytest.mark.parametrize("head,method,vocab", [("SafeAILab/EAGLE3-train-config-llama3.1-8B", "eagle3", 128256),
+                                               ("SafeAILab/EAGLE-train-config-vicuna-7B", "eagle", 32000)])
+def test_a_head_of_another_tokenizer_is_refused(capsys, head, method, vocab):
+    """An EAGLE / EAGLE-3 head reads the target's embedding and drafts its token ids: Llama 3.1's head (vocabulary
+    128,256) or Vicuna's (32,000) on Qwen3-8B (151,936) is a pairing no engine can serve - exit 2, not a plan."""
+    code, _, err = run(capsys, "speedup", "--target", "Qwen/Qwen3-8B", "--gpu", "H100-SXM-80GB", "--draft", head,
+                       "--method", method, "-k", "3", "--acceptance-rate", "0.5")
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith("specsize: error: draft:") and str(vocab) in err and "151936" in err
+    code, _, err = run(capsys, "speedup", "--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB",
+                       "--draft", "SafeAILab/EAGLE3-train-config-llama3.1-8B", "--method", "eagle3", "-k", "3",
+                       "--acceptance-rate", "0.5")
+    assert code == 0, err

@@ -87,6 +87,13 @@ def validate_speculative(target: ModelSpec, sp: SpeculativeConfig) -> None:
         raise SpecError("draft", f"{sp.draft.model_id} ({sp.draft.num_layers} layers, hidden {sp.draft.hidden_size}) "
                         f"is not an {sp.method} head for {target.model_id} (hidden {target.hidden_size})",
                         "a one- or two-layer head as wide as the target, or --method draft_model")
+    if sp.draft is not None and sp.kind.shares_embeddings and not sp.kind.derives_from_target and \
+            abs(sp.draft.vocab_size - target.vocab_size) > 1024:
+        # an EAGLE / EAGLE-3 head reads the target's embedding and drafts its token ids (its config's vocab_size is the
+        # target's; EAGLE-3's reduced draft vocabulary maps back to them): a head of another tokenizer cannot pair
+        raise SpecError("draft", f"{sp.draft.model_id} is a head for a vocabulary of {sp.draft.vocab_size} tokens, "
+                        f"{target.model_id} has {target.vocab_size}: it was trained for another model family",
+                        "a head trained for the target (same tokenizer)")
 
 
 def _validate_engine_limits(d: Deployment) -> None:
