@@ -88,9 +88,10 @@ def available(engine: str, version: str | None, method: SpecMethod) -> bool:
 
 def check_method(engine: str, version: str | None, method: SpecMethod) -> None:
     """Refuse a speculative method the engine release cannot launch, naming the releases that can."""
-    if method == SpecMethod.NONE or available(engine, version, method) or (engine, method) not in METHOD_RELEASES:
-        return  # a method the engine never had is its accounting's to refuse (engines/sglang/accounting.py)
-    ranges, _source = METHOD_RELEASES[(engine, method)]
+    entry = METHOD_RELEASES.get((engine, method))
+    if entry is None or available(engine, version, method):
+        return  # no release bounds; a method the engine never had is its accounting's (engines/sglang/accounting.py)
+    ranges, _source = entry
     name = "vLLM" if engine == "vllm" else "SGLang"
     spans = " and ".join(f"{_label(a)} or later" if b == NEVER else f"{_label(a)} up to {_label(b)} (not included)"
                          for a, b in ranges)

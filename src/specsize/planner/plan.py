@@ -64,6 +64,9 @@ def require_mtp_layers(target: ModelSpec) -> None:
                         "(num_nextn_predict_layers)", "draft_model, eagle, eagle3, medusa, ngram, none")
 
 
+VOCAB_PADDING = 1024  # tokens by which two checkpoints of one tokenizer may differ (padded embedding tables)
+
+
 def validate_speculative(target: ModelSpec, sp: SpeculativeConfig) -> None:
     """The drafter fits its kind and the target: the one check of a drafter, for plans and search specs."""
     if sp.enabled and sp.num_speculative_tokens < 1:
@@ -77,23 +80,22 @@ def validate_speculative(target: ModelSpec, sp: SpeculativeConfig) -> None:
         if sp.draft.num_attention_heads % sp.draft_tp:
             raise SpecError("draft_tp", f"{sp.draft_tp} does not divide the draft's {sp.draft.num_attention_heads} "
                             "attention heads", "a divisor of the draft's attention heads")
-        if sp.draft.vocab_size != target.vocab_size and abs(sp.draft.vocab_size - target.vocab_size) > 1024:
-            raise SpecError("draft", f"{sp.draft.model_id} has a vocabulary of {sp.draft.vocab_size} tokens, "
-                            f"the target {target.vocab_size}: a draft model must share the target's tokenizer",
-                            "a draft of the target's model family")
-    if sp.draft is not None and sp.kind.shares_embeddings and not sp.kind.derives_from_target and (
-            sp.draft.num_layers > 2 or sp.draft.hidden_size != target.hidden_size):
+    head = sp.kind.shares_embeddings and not sp.kind.derives_from_target  # an EAGLE / EAGLE-3 head
+    if sp.draft is not None and head and (sp.draft.num_layers > 2 or sp.draft.hidden_size != target.hidden_size):
         # an EAGLE/EAGLE-3 head is one or two layers as wide as the target: a whole model is a draft model
         raise SpecError("draft", f"{sp.draft.model_id} ({sp.draft.num_layers} layers, hidden {sp.draft.hidden_size}) "
                         f"is not an {sp.method} head for {target.model_id} (hidden {target.hidden_size})",
                         "a one- or two-layer head as wide as the target, or --method draft_model")
-    if sp.draft is not None and sp.kind.shares_embeddings and not sp.kind.derives_from_target and \
-            abs(sp.draft.vocab_size - target.vocab_size) > 1024:
-        # an EAGLE / EAGLE-3 head reads the target's embedding and drafts its token ids (its config's vocab_size is the
-        # target's; EAGLE-3's reduced draft vocabulary maps back to them): a head of another tokenizer cannot pair
-        raise SpecError("draft", f"{sp.draft.model_id} is a head for a vocabulary of {sp.draft.vocab_size} tokens, "
-                        f"{target.model_id} has {target.vocab_size}: it was trained for another model family",
-                        "a head trained for the target (same tokenizer)")
+    # a draft model, and an EAGLE / EAGLE-3 head (it reads the target's embedding and drafts its token ids; its
+    # config's vocab_size is the target's, EAGLE-3's reduced draft vocabulary maps back to them), shares the target's
+    # tokenizer: vocabularies more than VOCAB_PADDING apart are another model family (Medusa's derived heads hold
+    # k x vocab rows in that field, so they are not compared)
+    if sp.draft is not None and (sp.kind.own_tp or head) and \
+            abs(sp.draft.vocab_size - target.vocab_size) > VOCAB_PADDING:
+        what = "head" if head else "draft model"
+        raise SpecError("draft", f"{sp.draft.model_id} has a vocabulary of {sp.draft.vocab_size} tokens, "
+                        f"the target {target.vocab_size}: a {what} must share the target's tokenizer",
+                        f"a {what} of the target's model family")
 
 
 def _validate_engine_limits(d: Deployment) -> None:
