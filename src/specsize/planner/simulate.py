@@ -92,7 +92,8 @@ def engine_config(d: Deployment, mem: MemoryAccount, eff: Efficiency, tree: Tree
         frontend_serial_s=eff.frontend_serial_s, prefill_first=s.prefill_first, scheduler_steps=s.scheduler_steps,
         cpu_draft_per_seq_s=eff.ngram_per_seq_s if d.speculative.kind.cpu_drafted else 0.0,
         prefix_hit_rate=prefix_hit_rate, kv_layers=mem.kv_layers, recv_interval=s.recv_interval,
-        graph_max_tokens=s.graph_max_tokens, graph_prompt_tokens=s.graph_prompt_tokens)
+        graph_max_tokens=s.graph_max_tokens, graph_prompt_tokens=s.graph_prompt_tokens,
+        scheduled_ahead=s.scheduled_ahead and (not k or (d.speculative.kind.keeps_async and s.async_with_speculation)))
 
 
 def _pct(values: np.ndarray) -> Percentiles:

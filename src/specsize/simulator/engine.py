@@ -71,6 +71,9 @@ class EngineConfig:
     # outside a graph and pays the host's launches (StepCoefficients.ungraphed_s)
     graph_max_tokens: int = GRAPH_ALL
     graph_prompt_tokens: int = GRAPH_ALL
+    # the scheduler forms each step while the one before it runs (core.memory.AccountingProfile.scheduled_ahead): a
+    # request received while the engine is busy joins the step after next; an idle engine takes it at once
+    scheduled_ahead: bool = False
 
     @cached_property
     def blocks(self) -> BlockRule:
@@ -388,14 +391,15 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
     group_left = 0  # decode steps left in the current multi-step group (cfg.scheduler_steps > 1)
 
     recv_weight = cfg.recv_interval  # the first loop takes requests in
+    formed = 0.0  # when the coming step was formed: its start, or with cfg.scheduled_ahead the last step's start
     while now <= time_limit:
         next_arrival, recv_weight = _receive(cfg, recv_weight, not (len(run) or waiting), front, arrival,
-                                             next_arrival, now, waiting)
+                                             next_arrival, now, waiting, formed)
         if not len(run) and not waiting:
             upcoming = _upcoming(front, arrival, next_arrival)
             if not np.isfinite(upcoming):
                 break
-            now = max(now, upcoming)
+            now = formed = max(now, upcoming)
             continue
 
         run, c, sched, decoding, free, preempted, lost = _schedule(cfg, b, run, waiting, free, group_left > 0)
@@ -408,7 +412,7 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
             recv_weight = cfg.recv_interval  # an idle scheduler takes requests in at once
             upcoming = _upcoming(front, arrival, next_arrival)
             if np.isfinite(upcoming):
-                now = max(now, upcoming)
+                now = formed = max(now, upcoming)
                 continue
             break
 
@@ -416,6 +420,7 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
         seconds, dec, n_dec = _step_seconds(cfg, windows, draft_windows, c, sched, active, decoding)
         in_system = len(run) + len(waiting)
         area += in_system * seconds
+        formed = now if cfg.scheduled_ahead else now + seconds
         now += seconds
         steps += 1
         area = _arrivals_area(area, arrival, next_arrival, now, now - seconds)
@@ -498,6 +503,8 @@ class _Front:
         return min(dep, join)
 
     def advance(self, until: float) -> None:
+        if until < self.t:  # already there (a step formed before the last look)
+            return
         sent, n = self.sent, len(self.sent)
         while True:
             m = len(self.levels)
@@ -522,13 +529,13 @@ class _Front:
 
 
 def _receive(cfg: EngineConfig, weight: int, idle: bool, front: _Front | None, arrival: np.ndarray, next_arrival: int,
-             now: float, waiting: deque[int]) -> tuple[int, int]:
+             now: float, waiting: deque[int], formed: float) -> tuple[int, int]:
     """Step 1 as the scheduler's loop takes requests in: every loop, or with SGLang's receive interval once the steps
-    since it last did weigh `cfg.recv_interval` (an idle engine at once). Returns (next request to come, the weight
-    carried on)."""
+    since it last did weigh `cfg.recv_interval` (an idle engine at once); the requests received by `formed`, when the
+    coming step was formed (an idle engine: `now`). Returns (next request to come, the weight carried on)."""
     if weight < cfg.recv_interval and not idle:
         return next_arrival, weight
-    return _ingest(front, arrival, next_arrival, now, waiting), 0
+    return _ingest(front, arrival, next_arrival, now if idle else formed, waiting), 0
 
 
 def _ingest(front: _Front | None, arrival: np.ndarray, next_arrival: int, now: float, waiting: deque[int]) -> int:

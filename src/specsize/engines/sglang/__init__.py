@@ -53,9 +53,11 @@ _BASE = replace(vllm.V1_LATEST, engine="sglang", generation="SGLang",
                 # its API server's costs: the catalog's (fitted with SGLang 0.4-0.5 servers among the rows), not
                 # vLLM 0.17+'s lighter front end
                 api_cost_scale=1.0, stream_interval_flag=True, recv_interval_flag=True,
-                # its overlap scheduler (on by default) is inside the terms fitted on SGLang runs, and off with
-                # speculation: no async scheduling on top (AccountingProfile.async_scheduling)
-                async_scheduling=False,
+                # its overlap scheduler (on by default from 0.4.0; off with speculation, server_args.py
+                # "disable_overlap_schedule = True" for EAGLE / STANDALONE / NGRAM) forms a batch while the last runs
+                # (AccountingProfile.scheduled_ahead); its host work beside the forward is inside the terms fitted on
+                # SGLang runs: no async scheduling on top (AccountingProfile.async_scheduling)
+                async_scheduling=False, scheduled_ahead=True, async_with_speculation=False,
                 # its fused-MoE kernels for fp8 block-quantised experts (DeepGEMM / its tuned Triton configs on Hopper,
                 # its Blackwell and AITER paths) stream at 0.45 of HBM, not the 0.35 (Hopper) / 0.125 (Blackwell) of
                 # vLLM 0.24's kernels in the kernel tables: fitted on InferenceX's DeepSeek-R1-0528 FP8 SGLang runs
