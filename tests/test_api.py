@@ -166,6 +166,26 @@ def test_sglang_picks_the_drafter_shape_itself_when_none_is_given():
     assert [p.speedup for p in auto.drafters[0].table.rows] == [p.speedup for p in by_hand.drafters[0].table.rows]
 
 
+def test_sglangs_drafter_shape_follows_its_release_and_architecture():
+    """auto_choose_speculative_params as each release's PyPI wheel has it: every architecture 5 / 4 / 8 until 0.4.6;
+    DeepSeek-V2/V3 3 / 1 / 4 from 0.4.7, gpt-oss too from 0.5.1; from 0.5.8 every architecture but Llama's 3 / 1 / 4
+    ('The default value for all other models'); STANDALONE (a draft model) 3 / 1 / 4 from 0.5.2, its first release."""
+    def shape(target, version, method="eagle3", draft=None, **kw):
+        sp = specsize.plan(engine="sglang", engine_version=version, target=target, method=method, draft=draft,
+                           acceptance_rate=0.7, **kw).deployment.speculative
+        return sp.num_speculative_tokens, sp.tree_topk, sp.num_draft_tokens
+
+    qwen, gpt_oss = "Qwen/Qwen3-8B", "openai/gpt-oss-120b"
+    assert shape(qwen, "0.5.6", gpu="H100-SXM-80GB") == (5, 4, 8)
+    assert shape(qwen, "0.5.7", gpu="H100-SXM-80GB") == (5, 4, 8)
+    assert shape(qwen, "0.5.8", gpu="H100-SXM-80GB") == (3, 1, 4)
+    assert shape(qwen, None, gpu="H100-SXM-80GB") == (3, 1, 4)
+    assert shape("meta-llama/Llama-3.1-8B-Instruct", None, gpu="H100-SXM-80GB") == (5, 4, 8)
+    assert shape(gpt_oss, "0.4.10", gpu="H200-141GB") == (5, 4, 8)
+    assert shape(gpt_oss, "0.5.1", gpu="H200-141GB") == (3, 1, 4)
+    assert shape(qwen, None, method="draft_model", draft="Qwen/Qwen3-0.6B", gpu="H100-SXM-80GB") == (3, 1, 4)
+
+
 def test_derived_eagle3_head_by_hand():
     # one Llama layer whose attention reads 2H: q 8192 x 4096, k and v 8192 x 1024 each, o 4096 x 4096; MLP
     # 3 x 4096 x 14336; fc 3H -> H 3 x 4096 x 4096; its own lm_head over 32,000 tokens; the 128,256 x 4096

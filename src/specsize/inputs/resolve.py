@@ -21,7 +21,7 @@ from ..core.specs import Deployment, EngineSettings, GpuSpec, ModelSpec, Specula
 from ..core.speculation import Acceptance, SpecMethod
 from ..engines import resolve_profile
 from ..engines.methods import check_method
-from ..engines.sglang import AUTO_SPECULATIVE_METHODS, auto_speculative_params
+from ..engines.sglang import auto_speculative_params
 from ..planner.perf import Tree
 from ..planner.plan import require_mtp_layers
 from .request import Request
@@ -126,18 +126,23 @@ def _drafter_settings(r: Request) -> str | None:
 
 def drafter_shape(r: Request, draft: str | None, target: ModelSpec) -> tuple[int | None, int, int | None, str | None]:
     """(k, tree top-k, draft tokens) as the request gives them or, where it gives no k at all, as the engine picks
-    them, with the note saying so: SGLang's own shape for an EAGLE-family method (engines.sglang.
-    auto_speculative_params); vLLM's k for MTP, the checkpoint's MTP layers (vllm/config/speculative.py,
-    SpeculativeConfig.__post_init__: num_speculative_tokens unset takes the draft config's n_predict)."""
+    them, with the note saying so: SGLang's own shape for an EAGLE-family method or its draft model, by release and
+    architecture (engines.sglang.auto_speculative_params); vLLM's k for MTP, the checkpoint's MTP layers
+    (vllm/config/speculative.py, SpeculativeConfig.__post_init__: num_speculative_tokens unset takes the draft
+    config's n_predict)."""
     k, topk, draft_tokens = r.num_speculative_tokens, r.tree_topk, r.num_draft_tokens
     if k is not None or r.speedup_ks:
         return k, topk, draft_tokens, None
     method = method_of(r.method, draft)
-    if (r.engine == "sglang" and topk == 1 and draft_tokens is None and method in AUTO_SPECULATIVE_METHODS):
-        k, topk, draft_tokens = auto_speculative_params(target.model_type)
+    shape = (auto_speculative_params(target.model_type, r.engine_version, str(method.value))
+             if r.engine == "sglang" and topk == 1 and draft_tokens is None else None)
+    if shape is not None:
+        k, topk, draft_tokens = shape
         tree = f", top-k {topk}, {draft_tokens} draft tokens" if topk > 1 else ""
-        return k, topk, draft_tokens, (f"k = {k}{tree}: no drafter shape given, SGLang's own choice for "
-                                       f"{target.model_type} (server_args.py auto_choose_speculative_params)")
+        release = f"SGLang {r.engine_version}" if r.engine_version not in (None, "", "latest") else "SGLang"
+        whose = "a draft model (STANDALONE)" if method == SpecMethod.DRAFT_MODEL else target.model_type
+        return k, topk, draft_tokens, (f"k = {k}{tree}: no drafter shape given, {release}'s own choice for {whose} "
+                                       "(server_args.py auto_choose_speculative_params)")
     if method == SpecMethod.MTP:
         require_mtp_layers(target)  # say what is missing: the target's MTP layers, not k
         k = target.num_mtp_layers

@@ -146,14 +146,45 @@ V0514 = _profile("0.5.14", "SGLang 0.5.14 and later (draft weights and KV inside
 PROFILES = (((0, 4), V04), ((0, 5, 4), V054), ((0, 5, 10), V0510), ((0, 5, 11), V0511), ((0, 5, 13), V0513),
             ((0, 5, 14), V0514))
 
-# The EAGLE-family drafter SGLang runs when no --speculative-num-steps is given (with EAGLE, EAGLE3 and NEXTN, its
-# MTP): python/sglang/srt/server_args.py auto_choose_speculative_params, by the target's architecture:
-# DeepseekV3ForCausalLM / DeepseekV2ForCausalLM 3 steps, top-k 1, 4 draft tokens; every other architecture 5 steps,
-# top-k 4, 8 draft tokens (a tree). Older releases gave DeepSeek the 5 / 4 / 8 too; the newer choice is taken.
+# The drafter shape SGLang runs when no --speculative-num-steps is given (EAGLE, EAGLE3 and NEXTN, its MTP; from
+# 0.5.2 STANDALONE, its draft model): server_args.py auto_choose_speculative_params (0.5.14 on: arg_groups/
+# speculative_hook.py _auto_choose_speculative_params), by the target's architecture, read in every release's PyPI
+# wheel. (steps = k, top-k, draft tokens): 5 / 4 / 8 is a tree, 3 / 1 / 4 a chain. Each rule holds from its first
+# release to the next rule's: (first release, the shape of every other architecture, the architectures (as
+# config.json model_type) that take the other shape).
+CHAIN, TREE = (3, 1, 4), (5, 4, 8)
+_DEEPSEEK = ("deepseek_v3", "deepseek_v2")
+_CHAIN_0503 = _DEEPSEEK + ("gpt_oss", "deepseek_v32", "bailing_moe", "bailing_moe_v2")
+AUTO_SHAPE_RULES: tuple[tuple[tuple[int, int, int], tuple[int, int, int], tuple[str, ...]], ...] = (
+    ((0, 0, 0), TREE, ()),  # 0.4.1.post4-0.4.6: every architecture 5 / 4 / 8
+    ((0, 4, 7), TREE, _DEEPSEEK),  # 0.4.7: DeepseekV3 / DeepseekV2ForCausalLM 3 / 1 / 4
+    ((0, 5, 1), TREE, _DEEPSEEK + ("gpt_oss",)),  # 0.5.1: + GptOssForCausalLM (no 0.5.0 was released)
+    ((0, 5, 3), TREE, _CHAIN_0503),  # 0.5.3: + DeepseekV32, BailingMoe, BailingMoeV2
+    # 0.5.6.post1: + Glm4MoeForCausalLM (and MistralLarge3 / Pixtral); 0.5.7: + MiMoV2Flash (a post release counts
+    # from its base release, as engines/methods.py does)
+    ((0, 5, 6), TREE, _CHAIN_0503 + ("glm4_moe",)),
+    # 0.5.8: every other architecture 3 / 1 / 4 ("# The default value for all other models"); LlamaForCausalLM keeps
+    # 5 / 4 / 8 (so does Grok-1, not in the catalog); the same in 0.5.23's speculative_hook.py
+    ((0, 5, 8), CHAIN, ("llama",)),
+)
 AUTO_SPECULATIVE_METHODS = ("eagle", "eagle3", "mtp")
+# STANDALONE's own rule ("if ... == 'STANDALONE': return (3, 1, 4)"), from its first release
+STANDALONE_FROM = (0, 5, 2)
 
 
-def auto_speculative_params(model_type: str) -> tuple[int, int, int]:
+def auto_speculative_params(model_type: str, version: str | None = None,
+                            method: str = "eagle3") -> tuple[int, int, int] | None:
     """(speculative_num_steps = k, speculative_eagle_topk, speculative_num_draft_tokens) SGLang picks for a target
-    of this model_type when the request leaves them unset."""
-    return (3, 1, 4) if model_type in ("deepseek_v3", "deepseek_v2") else (5, 4, 8)
+    of this model_type when the request leaves them unset, in the release `version` stands for (X.Y: X.Y.0; None:
+    the newest); None where it picks none (a draft model before STANDALONE's default, or another method)."""
+    from ..registry import release_with_patch
+
+    release = release_with_patch(version) if version not in (None, "", "latest") else None
+    release = release or (10**6, 0, 0)
+    if method == "draft_model":
+        return CHAIN if release >= STANDALONE_FROM else None
+    if method not in AUTO_SPECULATIVE_METHODS:
+        return None
+    _first, default, others = [rule for rule in AUTO_SHAPE_RULES if rule[0] <= release][-1]
+    other = CHAIN if default == TREE else TREE
+    return other if model_type in others else default
