@@ -357,10 +357,12 @@ def test_async_scheduling_by_release_and_drafter():
 
 def test_scheduled_ahead_by_release_and_drafter():
     # steps formed while the last runs: vLLM V1's async scheduling (0.14 on; with speculation only for EAGLE / MTP)
-    # and SGLang's overlap scheduler (not with speculation: its spec v1 worker turns it off); not V0's asynchronous
+    # and SGLang's overlap scheduler (not with its spec v1 worker; its spec v2 worker, 0.5.11 on, keeps it for
+    # a chain); not V0's asynchronous
     # output processing, which schedules after the step it overlaps
     from specsize.core.memory import account
     from specsize.engines import resolve_profile
+    from specsize.planner.perf import Tree
     from specsize.planner.simulate import engine_config
 
     target = load_model("meta-llama/Llama-3.1-8B-Instruct")
@@ -368,12 +370,18 @@ def test_scheduled_ahead_by_release_and_drafter():
     cases = (("vllm", "0.6.4", "none", None, False), ("vllm", "0.13", "none", None, False),
              ("vllm", "0.14", "none", None, True), ("vllm", "0.32", "ngram", None, False),
              ("vllm", "0.32", "eagle3", head, True), ("sglang", None, "none", None, True),
-             ("sglang", None, "EAGLE3", head, False))
+             ("sglang", "0.5.10", "EAGLE3", head, False), ("sglang", "0.5.11", "EAGLE3", head, True),
+             ("sglang", None, "EAGLE3", head, True), ("sglang", None, "EAGLE3 tree", head, False),
+             ("sglang", None, "NGRAM", None, False))
     for engine, version, method, draft, ahead in cases:
+        # SGLang 0.5.11 on runs a chain (top-k 1) on its spec v2 worker, inside the overlap scheduler; a tree
+        # (top-k 4) stays on spec v1 without it; n-gram never had it
+        tree = Tree(topk=4, num_draft_tokens=8) if method.endswith("tree") else Tree()
+        method = method.split()[0]
         d = Deployment(target=target, gpu=load_gpu("H100-SXM-80GB"), engine=EngineSettings(max_model_len=8192),
                        speculative=SpeculativeConfig(method, draft, 3) if method != "none" else SpeculativeConfig())
-        cfg = engine_config(d, account(d, resolve_profile(engine, version)), load_efficiency(d.gpu))
-        assert cfg.scheduled_ahead is ahead, (engine, version, method)
+        cfg = engine_config(d, account(d, resolve_profile(engine, version)), load_efficiency(d.gpu), tree)
+        assert cfg.scheduled_ahead is ahead, (engine, version, method, tree)
 
 
 def test_v0_async_output_processing_never_with_speculation():

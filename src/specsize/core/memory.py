@@ -78,6 +78,12 @@ class AccountingProfile:
     # batch N's result). Not V0's asynchronous output processing, which schedules after the step it overlaps. With
     # speculation as async_with_speculation says (SGLang's spec v1 worker turns the overlap off)
     scheduled_ahead: bool = False
+    # a model drafter's chain (top-k 1: EAGLE, EAGLE3, NEXTN, STANDALONE) runs on SGLang's spec v2 worker, inside the
+    # overlap scheduler (SGLANG_ENABLE_SPEC_V2 on by default from 0.5.11, server_args.py "Spec v2 is enabled by
+    # default for eagle/eagle3/standalone speculative decoding"; a tree, top-k > 1, stays on spec v1 without overlap):
+    # its steps are formed ahead as without speculation (planner.perf.chain_overlapped says why its host handovers
+    # stay priced)
+    spec_overlap_chain: bool = False
     # the release takes --stream-interval (SGLang's own flag; vLLM's from PR 27869, merged 2025-11, in 0.12 on)
     stream_interval_flag: bool = False
     # CUDA graphs: the largest step (tokens) the engine replays from a graph; a larger one runs its kernels launched
@@ -190,6 +196,7 @@ class ResolvedSettings:
     async_scheduling: bool = False  # AccountingProfile.async_scheduling, where the deployment allows it
     async_with_speculation: bool = True  # AccountingProfile.async_with_speculation
     scheduled_ahead: bool = False  # AccountingProfile.scheduled_ahead, where the deployment allows it
+    spec_overlap_chain: bool = False  # AccountingProfile.spec_overlap_chain, where the deployment allows it
     stream_interval: int = 1  # --stream-interval (EngineSettings.stream_interval)
     graph_max_tokens: int = GRAPH_ALL  # the largest step in a CUDA graph (AccountingProfile.graph_max_tokens)
     graph_prompt_tokens: int = GRAPH_ALL  # the largest step with prompt tokens in one (0: none; graph_prompts)
@@ -329,6 +336,7 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         async_scheduling=p.async_scheduling and d.pp == 1 and e.device == "cuda",
         async_with_speculation=p.async_with_speculation,
         scheduled_ahead=p.scheduled_ahead and d.pp == 1 and e.device == "cuda",
+        spec_overlap_chain=p.spec_overlap_chain and p.scheduled_ahead and d.pp == 1 and e.device == "cuda",
         recv_interval=_engine_interval("scheduler_recv_interval", e.scheduler_recv_interval, p.recv_interval_flag, p,
                                        "engine sglang"),
         stream_interval=_engine_interval("stream_interval", e.stream_interval, p.stream_interval_flag, p,

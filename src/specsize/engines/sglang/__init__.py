@@ -79,8 +79,8 @@ _BASE = replace(vllm.V1_LATEST, engine="sglang", generation="SGLang",
 
 def _profile(version: str, label: str, rules: Rules, graph_prompts: str = "eager",
              piecewise_off_sm100: tuple[tuple[str, tuple[str, ...]], ...] = (),
-             piecewise_off_speculative: bool = False) -> AccountingProfile:
-    profile = replace(_BASE, version=version, label=label, graph_prompts=graph_prompts,
+             piecewise_off_speculative: bool = False, spec_v2: bool = False) -> AccountingProfile:
+    profile = replace(_BASE, version=version, label=label, graph_prompts=graph_prompts, spec_overlap_chain=spec_v2,
                       piecewise_excluded_model_types=_PIECEWISE_EXCLUDED, piecewise_off_sm100=piecewise_off_sm100,
                       text_only_multimodal_types=_TEXT_ONLY_MULTIMODAL,
                       piecewise_off_speculative=piecewise_off_speculative)
@@ -135,12 +135,12 @@ V0510 = _profile("0.5.10", "SGLang 0.5.10 (as 0.5.4; prompt steps in piecewise C
                  "flashinfer_trtllm MoE runner nor with speculation)", _HEURISTIC, _PIECEWISE, _FLASHINFER_TRTLLM_SM100,
                  piecewise_off_speculative=True)
 V0511 = _profile("0.5.11", "SGLang 0.5.11-0.5.12 (as 0.5.10; piecewise CUDA graphs with speculation too)", _HEURISTIC,
-                 _PIECEWISE, _FLASHINFER_TRTLLM_SM100)
+                 _PIECEWISE, _FLASHINFER_TRTLLM_SM100, spec_v2=True)
 V0513 = _profile("0.5.13", "SGLang 0.5.13 (as 0.5.11; piecewise CUDA graphs with every MoE runner)", _HEURISTIC,
-                 _PIECEWISE)
+                 _PIECEWISE, spec_v2=True)
 V0514 = _profile("0.5.14", "SGLang 0.5.14 and later (draft weights and KV inside mem_fraction_static)",
                  Rules(defaults="heuristic", spec_reserve=False, draft_in_sizing=True, spec_max_running_requests=48),
-                 _PIECEWISE)
+                 _PIECEWISE, spec_v2=True)
 
 # (first release covered, profile), oldest first
 PROFILES = (((0, 4), V04), ((0, 5, 4), V054), ((0, 5, 10), V0510), ((0, 5, 11), V0511), ((0, 5, 13), V0513),
