@@ -226,55 +226,53 @@ def test_multi_step_groups_by_hand():
     assert single.ttft_s[1] == pytest.approx(p + d(1000) + p - arrive, rel=1e-9)
 
 
-def test_scheduler_recv_interval_by_hand():
-    # SGLang's --scheduler-recv-interval 3: while it decodes, its scheduler takes new requests in only once the steps
-    # since it last did weigh 3 (a decode step 1, a prompt step 1000: SchedulerRecvSkipper). Request 0 (1,000 + 10
-    # tokens, at t = 0) is prefilled (P), then decodes; request 1 arrives just after the prefill. The loop after the
-    # prefill takes requests in (weight 1000) before request 1 has come; the next two loops weigh 1 and 2 and do not;
-    # the third takes it in, so it is prefilled after three decode steps, not one.
+PROMPT_1000 = (W + ACT * 1000) / 1e12 + 1000 * 1001 / 2 * 4 * 2048 * 16 / 1e15  # a 1,000-token prefill step
+
+
+def decode_1(context):
+    """One decode step of one sequence over `context` tokens."""
+    return (W + ACT + KV * context) / 1e12
+
+
+def second_request_after_a_prefill(**engine):
+    """Request 0 (1,000 + 10 tokens, at t = 0) is prefilled at once, then decodes; request 1 arrives just after the
+    prefill, during the first decode step. The engine: prompt and decode steps apart (SGLang), and `engine`.
+    Returns (simulated, when request 1 arrived, when it would be prefilled if taken in after that decode step)."""
     import dataclasses
 
     from specsize.simulator.workload import from_arrays
 
-    p = (W + ACT * 1000) / 1e12 + 1000 * 1001 / 2 * 4 * 2048 * 16 / 1e15
-    def d(context):
-        return (W + ACT + KV * context) / 1e12
-    arrive = p + 1e-6
-    req = from_arrays([0.0, arrive], [1000, 1000], [10, 10], [0.0, 0.0])
-    cfg = dataclasses.replace(config(batched=1000), prefill_first=True, recv_interval=3)
-    r = simulate(cfg, req, seed=0)
-    assert r.ttft_s[0] == pytest.approx(p, rel=1e-9)
-    assert r.ttft_s[1] == pytest.approx(p + d(1000) + d(1001) + d(1002) + p - arrive, rel=1e-9)
-    every = simulate(dataclasses.replace(cfg, recv_interval=1), req, seed=0)
-    assert every.ttft_s[1] == pytest.approx(p + d(1000) + p - arrive, rel=1e-9)
-    # an idle engine takes a request in at once, whatever the interval
+    arrive = PROMPT_1000 + 1e-6
+    cfg = dataclasses.replace(config(batched=1000), prefill_first=True, **engine)
+    r = simulate(cfg, from_arrays([0.0, arrive], [1000, 1000], [10, 10], [0.0, 0.0]), seed=0)
+    assert r.ttft_s[0] == pytest.approx(PROMPT_1000, rel=1e-9)
+    # an idle engine takes a request in at once, whatever its loop: request 1 comes after request 0 is done
     alone = simulate(cfg, from_arrays([0.0, 5.0], [1000, 1000], [2, 2], [0.0, 0.0]), seed=0)
-    assert alone.ttft_s[1] == pytest.approx(p, rel=1e-9)
+    assert alone.ttft_s[1] == pytest.approx(PROMPT_1000, rel=1e-9)
+    return r, arrive
+
+
+def test_scheduler_recv_interval_by_hand():
+    # SGLang's --scheduler-recv-interval 3: while it decodes, its scheduler takes new requests in only once the steps
+    # since it last did weigh 3 (a decode step 1, a prompt step 1000: SchedulerRecvSkipper). The loop after request
+    # 0's prefill takes requests in (weight 1000) before request 1 has come; the next two loops weigh 1 and 2 and do
+    # not; the third takes it in, so it is prefilled after three decode steps, not one.
+    p, d = PROMPT_1000, decode_1
+    r, arrive = second_request_after_a_prefill(recv_interval=3)
+    assert r.ttft_s[1] == pytest.approx(p + d(1000) + d(1001) + d(1002) + p - arrive, rel=1e-9)
+    every, arrive = second_request_after_a_prefill(recv_interval=1)
+    assert every.ttft_s[1] == pytest.approx(p + d(1000) + p - arrive, rel=1e-9)
 
 
 def test_scheduled_ahead_by_hand():
-    # vLLM V1's async scheduling and SGLang's overlap scheduler form step N + 1 while step N runs. Request 0 (1,000 +
-    # 10 tokens, at t = 0) is prefilled at once (P: an idle engine), then decodes; request 1 arrives just after the
-    # prefill, during the first decode step. That step's successor was formed when it started, before request 1 came,
-    # so request 1 is prefilled after two decode steps, not one.
-    import dataclasses
-
-    from specsize.simulator.workload import from_arrays
-
-    p = (W + ACT * 1000) / 1e12 + 1000 * 1001 / 2 * 4 * 2048 * 16 / 1e15
-    def d(context):
-        return (W + ACT + KV * context) / 1e12
-    arrive = p + 1e-6
-    req = from_arrays([0.0, arrive], [1000, 1000], [10, 10], [0.0, 0.0])
-    cfg = dataclasses.replace(config(batched=1000), prefill_first=True, scheduled_ahead=True)
-    r = simulate(cfg, req, seed=0)
-    assert r.ttft_s[0] == pytest.approx(p, rel=1e-9)
+    # vLLM V1's async scheduling and SGLang's overlap scheduler form step N + 1 while step N runs. Request 1 arrives
+    # during request 0's first decode step, whose successor was formed when it started, before request 1 came: it is
+    # prefilled after two decode steps, not one.
+    p, d = PROMPT_1000, decode_1
+    r, arrive = second_request_after_a_prefill(scheduled_ahead=True)
     assert r.ttft_s[1] == pytest.approx(p + d(1000) + d(1001) + p - arrive, rel=1e-9)
-    sync = simulate(dataclasses.replace(cfg, scheduled_ahead=False), req, seed=0)
+    sync, arrive = second_request_after_a_prefill(scheduled_ahead=False)
     assert sync.ttft_s[1] == pytest.approx(p + d(1000) + p - arrive, rel=1e-9)
-    # an idle engine takes a request in at once: request 1 comes after request 0 is done
-    alone = simulate(cfg, from_arrays([0.0, 5.0], [1000, 1000], [2, 2], [0.0, 0.0]), seed=0)
-    assert alone.ttft_s[1] == pytest.approx(p, rel=1e-9)
 
 
 def test_intervals_are_refused_where_the_engine_has_no_such_flag(capsys):
