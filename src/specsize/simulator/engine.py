@@ -1,7 +1,8 @@
 """Iteration-level simulation of a continuous-batching server with a paged KV cache (vLLM V1's scheduler).
 
 Each iteration is one engine step:
-1. requests that have arrived join the waiting queue (FCFS);
+1. requests that have arrived join the waiting queue (FCFS; where the engine forms a step while the last one runs,
+   those that arrived before the last step began, unless the engine is idle);
 2. running requests are scheduled first, in admission order, within max_num_batched_tokens: a decoding
    request takes 1 + k tokens (its last token and k drafts), a prefilling one the rest of its prompt in
    chunks (chunked prefill);
