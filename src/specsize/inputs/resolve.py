@@ -99,7 +99,8 @@ def speculative_config(method_name: str | None, draft_id: str | None, k: int | N
             draft = as_eagle_head(draft)
     if method != SpecMethod.NONE and (k is None or k < 1):
         raise SpecError("num_speculative_tokens", f"must be >= 1 with method {method}, got {k}",
-                        "an integer >= 1 (vLLM defaults it only for MTP, to the checkpoint's MTP layers)")
+                        "an integer >= 1 (vLLM picks it itself only for MTP, the checkpoint's MTP layers; SGLang "
+                        "for EAGLE, EAGLE-3 and MTP, and from 0.5.2 for a draft model)")
     return SpeculativeConfig(method=method, draft=draft, num_speculative_tokens=(k or 0) if method != SpecMethod.NONE else 0,
                              draft_tp=draft_tp)
 
@@ -156,6 +157,8 @@ def deployment_of(r: Request) -> tuple[Deployment, str | None]:
     if not r.target:
         raise SpecError("target", "no target model given", "a catalog id (specsize models) or a config.json path")
     draft = _drafter_settings(r)
+    resolve_profile(r.engine, r.engine_version)  # an unknown engine or release: refused before its methods are read
+    check_method(r.engine, r.engine_version, method_of(r.method, draft))  # a method this release cannot launch
     target = load_model(r.target)
     k, topk, draft_tokens, shape_note = drafter_shape(r, draft, target)
     speculative = speculative_config(r.method, draft, k, r.draft_tp, target=target)
@@ -252,7 +255,6 @@ def resolve(r: Request) -> Resolved:
     d, shape_note = deployment_of(r)
     w = with_images(workload_of(r), d.target, r.images_per_request, r.image_tokens)
     profile = resolve_profile(r.engine, r.engine_version)
-    check_method(r.engine, r.engine_version, d.speculative.method)  # a method this release cannot launch: exit 2
     overrides = {"memory": r.memory_efficiency, "compute": r.compute_efficiency,
                  "step_overhead_s": r.step_overhead_ms / 1e3 if r.step_overhead_ms is not None else None}
     efficiency = load_efficiency(d.gpu, overrides)
