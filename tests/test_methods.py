@@ -104,3 +104,28 @@ def test_docs_table_names_every_boundary():
             assert ".".join(map(str, start)) in cell, (engine, method, cell)
             if end != NEVER:
                 assert ".".join(map(str, end)) in cell, (engine, method, cell)
+
+
+@pytest.mark.parametrize("args, field", [
+    # vLLM drafts a chain of k per sequence: a top-k tree or a number of draft tokens would be priced for a server
+    # that never runs it (a top-4 tree widened n-gram's acceptance of 0.3 to a 2.7x speed-up)
+    (["--method", "ngram", "--num-speculative-tokens", "3", "--tree-topk", "4"], "tree_topk"),
+    (["--method", "eagle3", "--num-speculative-tokens", "3", "--num-draft-tokens", "8"], "num_draft_tokens"),
+    # SGLang's n-gram candidates come from a trie, not top-k draws (k = 11 over a top-10 tree priced 10x at a = 0.3)
+    (["--engine", "sglang", "--method", "ngram", "--num-speculative-tokens", "11", "--tree-topk", "10",
+      "--num-draft-tokens", "12"], "tree_topk"),
+])
+def test_a_tree_the_engine_does_not_run_is_refused(args, field, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["speedup", "--target", "Qwen/Qwen3-8B", "--gpu", "H200-141GB", "--acceptance-rate", "0.3",
+              "--batch-size", "1", *args])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1 and f"error: {field}:" in err, err
+
+
+def test_sglangs_eagle_tree_is_planned(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["speedup", "--engine", "sglang", "--target", "Qwen/Qwen3-8B", "--gpu", "H200-141GB",
+              "--acceptance-rate", "0.6", "--batch-size", "1", "--method", "eagle3", "--num-speculative-tokens", "5",
+              "--tree-topk", "4", "--num-draft-tokens", "8"])
+    assert exit_info.value.code == 0, capsys.readouterr().err

@@ -98,3 +98,29 @@ def check_method(engine: str, version: str | None, method: SpecMethod) -> None:
     here = ", ".join(m.value for m in SpecMethod if available(engine, version, m))
     raise SpecError("method", f"{name} {version} cannot launch {method.value}, which {name} {spans} can",
                     f"{here} with {name} {version}; or --engine-version a release that has {method.value}")
+
+
+# top-k tree drafting: SGLang's EAGLE worker (--speculative-eagle-topk, --speculative-num-draft-tokens), for EAGLE,
+# EAGLE-3, NEXTN (its MTP) and STANDALONE (a draft model); what the speed-up model prices as each depth's acceptance
+# widened by top-k independent candidates (core.perf.tree_tokens_per_pass)
+TREE_METHODS = (SpecMethod.EAGLE, SpecMethod.EAGLE3, SpecMethod.MTP, SpecMethod.DRAFT_MODEL)
+
+
+def check_tree(engine: str, method: SpecMethod, topk: int, draft_tokens: int | None) -> None:
+    """Refuse a drafting tree the engine does not run, rather than price it: vLLM drafts a chain of k per sequence
+    (it has no --speculative-num-draft-tokens; its experimental speculative_token_tree is not modelled), and SGLang's
+    n-gram candidates (its own --speculative-ngram-max-bfs-breadth, which overwrites the top-k) are matched in a trie,
+    not drawn as top-k branches whose acceptance widens."""
+    if topk == 1 and draft_tokens is None:
+        return
+    field = "tree_topk" if topk != 1 else "num_draft_tokens"
+    if engine != "sglang":
+        raise SpecError(field, "vLLM drafts a chain of num_speculative_tokens per sequence: no top-k tree, no "
+                        "separate number of draft tokens (its experimental speculative_token_tree is not modelled)",
+                        "tree_topk 1 and no num_draft_tokens with engine vllm; or engine sglang")
+    if method not in TREE_METHODS and topk != 1:
+        raise SpecError("tree_topk", f"SGLang drafts no top-k tree with method {method.value} (its n-gram candidates "
+                        "come from a trie, set by --speculative-ngram-max-bfs-breadth, not modelled)",
+                        f"tree_topk 1 with method {method.value}; a tree with "
+                        f"{', '.join(m.value for m in TREE_METHODS)}")
+

@@ -145,9 +145,10 @@ class Request:
     store: str | None = F(None, "Calibration store (SQLite) path.", "path", ACCEPTANCE, yaml=None,
                           default_doc="~/.specsize/calibration.sqlite or $SPECSIZE_STORE")
     # --- performance model -----------------------------------------------------------------------------------
-    tree_topk: int = F(1, "Tree drafting: top-k branches.", "int", PERF, minimum=1, maximum=64)
-    num_draft_tokens: int | None = F(None, "Tree drafting: tokens verified per sequence (N).", "int", PERF,
-                                     minimum=1, maximum=4096)
+    tree_topk: int = F(1, "Tree drafting (SGLang's EAGLE, EAGLE-3, MTP and draft model; vLLM drafts a chain): "
+                          "top-k branches.", "int", PERF, minimum=1, maximum=64)
+    num_draft_tokens: int | None = F(None, "Tree drafting (SGLang only): tokens verified per sequence (N).",
+                                     "int", PERF, minimum=1, maximum=4096)
     tpot_slo_ms: float | None = F(None, "TPOT target: report the concurrency that still meets it.", "float", PERF,
                                   unit="ms", minimum=0, exclusive_minimum=True, maximum=1e7)
     memory_efficiency: float | None = F(None, "Override the achieved fraction of HBM bandwidth.", "float", PERF,

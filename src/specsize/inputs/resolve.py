@@ -20,7 +20,7 @@ from ..core.perf import Efficiency
 from ..core.specs import Deployment, EngineSettings, GpuSpec, ModelSpec, SpeculativeConfig, Workload, canonical_dtype
 from ..core.speculation import Acceptance, SpecMethod
 from ..engines import resolve_profile
-from ..engines.methods import check_method
+from ..engines.methods import check_method, check_tree
 from ..engines.sglang import auto_speculative_params
 from ..planner.perf import Tree
 from ..planner.plan import require_mtp_layers
@@ -163,6 +163,7 @@ def deployment_of(r: Request) -> tuple[Deployment, str | None]:
     k, topk, draft_tokens, shape_note = drafter_shape(r, draft, target)
     speculative = speculative_config(r.method, draft, k, r.draft_tp, target=target)
     if speculative.enabled and (topk != 1 or draft_tokens is not None):
+        check_tree(r.engine, speculative.method, topk, draft_tokens)  # a tree the engine does not run: exit 2
         speculative = replace(speculative, tree_topk=topk, num_draft_tokens=draft_tokens)
     settings = EngineSettings(
         gpu_memory_utilization=r.gpu_memory_utilization, max_model_len=r.max_model_len,
