@@ -169,7 +169,8 @@ def test_sglang_picks_the_drafter_shape_itself_when_none_is_given():
 def test_sglangs_drafter_shape_follows_its_release_and_architecture():
     """auto_choose_speculative_params as each release's PyPI wheel has it: every architecture 5 / 4 / 8 until 0.4.6;
     DeepSeek-V2/V3 3 / 1 / 4 from 0.4.7, gpt-oss too from 0.5.1; from 0.5.8 every architecture but Llama's 3 / 1 / 4
-    ('The default value for all other models'); STANDALONE (a draft model) 3 / 1 / 4 from 0.5.2, its first release."""
+    ('The default value for all other models'); STANDALONE (a draft model) 3 / 1 / 4 from 0.5.2, its first release;
+    NGRAM 12 draft tokens."""
     def shape(target, version, method="eagle3", draft=None, **kw):
         sp = specsize.plan(engine="sglang", engine_version=version, target=target, method=method, draft=draft,
                            acceptance_rate=0.7, **kw).deployment.speculative
@@ -184,6 +185,9 @@ def test_sglangs_drafter_shape_follows_its_release_and_architecture():
     assert shape(gpt_oss, "0.4.10", gpu="H200-141GB") == (5, 4, 8)
     assert shape(gpt_oss, "0.5.1", gpu="H200-141GB") == (3, 1, 4)
     assert shape(qwen, None, method="draft_model", draft="Qwen/Qwen3-0.6B", gpu="H100-SXM-80GB") == (3, 1, 4)
+    # n-gram verifies 12 draft tokens unless told (its match window in 0.5.3-0.5.10, 12 itself from 0.5.11): a chain
+    # of 11 as specsize prices n-gram
+    assert shape(qwen, "0.5.3", method="ngram", gpu="H100-SXM-80GB") == (11, 1, 12)
 
 
 def test_derived_eagle3_head_by_hand():

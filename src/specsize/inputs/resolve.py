@@ -100,7 +100,7 @@ def speculative_config(method_name: str | None, draft_id: str | None, k: int | N
     if method != SpecMethod.NONE and (k is None or k < 1):
         raise SpecError("num_speculative_tokens", f"must be >= 1 with method {method}, got {k}",
                         "an integer >= 1 (vLLM picks it itself only for MTP, the checkpoint's MTP layers; SGLang "
-                        "for EAGLE, EAGLE-3 and MTP, and from 0.5.2 for a draft model)")
+                        "for EAGLE, EAGLE-3 and MTP, from 0.5.2 for a draft model, from 0.5.3 for n-gram)")
     return SpeculativeConfig(method=method, draft=draft, num_speculative_tokens=(k or 0) if method != SpecMethod.NONE else 0,
                              draft_tp=draft_tp)
 
@@ -141,9 +141,12 @@ def drafter_shape(r: Request, draft: str | None, target: ModelSpec) -> tuple[int
         k, topk, draft_tokens = shape
         tree = f", top-k {topk}, {draft_tokens} draft tokens" if topk > 1 else ""
         release = f"SGLang {r.engine_version}" if r.engine_version not in (None, "", "latest") else "SGLang"
-        whose = "a draft model (STANDALONE)" if method == SpecMethod.DRAFT_MODEL else target.model_type
+        whose = {SpecMethod.DRAFT_MODEL: "a draft model (STANDALONE)", SpecMethod.NGRAM: "n-gram, 12 draft tokens"}.get(
+            method, target.model_type)
+        where = ("its --speculative-num-draft-tokens default" if method == SpecMethod.NGRAM
+                 else "auto_choose_speculative_params")
         return k, topk, draft_tokens, (f"k = {k}{tree}: no drafter shape given, {release}'s own choice for {whose} "
-                                       "(server_args.py auto_choose_speculative_params)")
+                                       f"(server_args.py, {where})")
     if method == SpecMethod.MTP:
         require_mtp_layers(target)  # say what is missing: the target's MTP layers, not k
         k = target.num_mtp_layers

@@ -170,19 +170,25 @@ AUTO_SHAPE_RULES: tuple[tuple[tuple[int, int, int], tuple[int, int, int], tuple[
 AUTO_SPECULATIVE_METHODS = ("eagle", "eagle3", "mtp")
 # STANDALONE's own rule ("if ... == 'STANDALONE': return (3, 1, 4)"), from its first release
 STANDALONE_FROM = (0, 5, 2)
+# NGRAM (0.5.3 on) verifies --speculative-num-draft-tokens, unset: --speculative-ngram-max-match-window-size (12) in
+# 0.5.3-0.5.10 (server_args.py "self.speculative_num_draft_tokens = (self.speculative_ngram_max_match_window_size)"),
+# 12 from 0.5.11 ("speculative_num_draft_tokens is set to 12 by default for ngram speculative decoding")
+NGRAM_FROM, NGRAM_SHAPE = (0, 5, 3), (11, 1, 12)
 
 
 def auto_speculative_params(model_type: str, version: str | None = None,
                             method: str = "eagle3") -> tuple[int, int, int] | None:
     """(speculative_num_steps = k, speculative_eagle_topk, speculative_num_draft_tokens) SGLang picks for a target
     of this model_type when the request leaves them unset, in the release `version` stands for (X.Y: X.Y.0; None:
-    the newest); None where it picks none (a draft model before STANDALONE's default, or another method)."""
+    the newest); None where it picks none (a method before the release that has it, or medusa)."""
     from ..registry import release_with_patch
 
     release = release_with_patch(version) if version not in (None, "", "latest") else None
     release = release or (10**6, 0, 0)
     if method == "draft_model":
         return CHAIN if release >= STANDALONE_FROM else None
+    if method == "ngram":  # 12 draft tokens verified: a chain of 11 as specsize prices n-gram (check_tree)
+        return NGRAM_SHAPE if release >= NGRAM_FROM else None
     if method not in AUTO_SPECULATIVE_METHODS:
         return None
     _first, default, others = [rule for rule in AUTO_SHAPE_RULES if rule[0] <= release][-1]
