@@ -123,4 +123,3 @@ def check_tree(engine: str, method: SpecMethod, topk: int, draft_tokens: int | N
                         "come from a trie, set by --speculative-ngram-max-bfs-breadth, not modelled)",
                         f"tree_topk 1 with method {method.value}; a tree with "
                         f"{', '.join(m.value for m in TREE_METHODS)}")
-
