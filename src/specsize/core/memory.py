@@ -81,7 +81,7 @@ class AccountingProfile:
     # a model drafter's chain (top-k 1: EAGLE, EAGLE3, NEXTN, STANDALONE) runs on SGLang's spec v2 worker, inside the
     # overlap scheduler (SGLANG_ENABLE_SPEC_V2 on by default from 0.5.11, server_args.py "Spec v2 is enabled by
     # default for eagle/eagle3/standalone speculative decoding"; a tree, top-k > 1, stays on spec v1 without overlap):
-    # its steps are formed ahead as without speculation (planner.perf.chain_overlapped says why its host handovers
+    # its steps are formed ahead as without speculation (core.speculation.keeps_overlap says why its host handovers
     # stay priced)
     spec_overlap_chain: bool = False
     # the release takes --stream-interval (SGLang's own flag; vLLM's from PR 27869, merged 2025-11, in 0.12 on)
@@ -323,6 +323,7 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         block_size = p.mla_block_size
     else:
         block_size = p.default_block_size
+    overlaps = d.pp == 1 and e.device == "cuda"  # host / GPU overlap: not with pipeline parallel or on the CPU
     return ResolvedSettings(
         gpu_memory_utilization=(p.default_gpu_memory_utilization if e.gpu_memory_utilization is None
                                 else e.gpu_memory_utilization), max_model_len=max_model_len,
@@ -333,10 +334,8 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         spec_expansion_query_s=0.0 if e.enforce_eager else p.spec_expansion_query_s,
         api_cost_scale=p.api_cost_scale,
         scheduler_steps=steps, moe_fp8_memory=p.moe_fp8_memory, ngram_proposer_per_seq_s=p.ngram_proposer_per_seq_s,
-        async_scheduling=p.async_scheduling and d.pp == 1 and e.device == "cuda",
-        async_with_speculation=p.async_with_speculation,
-        scheduled_ahead=p.scheduled_ahead and d.pp == 1 and e.device == "cuda",
-        spec_overlap_chain=p.spec_overlap_chain and p.scheduled_ahead and d.pp == 1 and e.device == "cuda",
+        async_scheduling=p.async_scheduling and overlaps, async_with_speculation=p.async_with_speculation,
+        scheduled_ahead=p.scheduled_ahead and overlaps, spec_overlap_chain=p.spec_overlap_chain and overlaps,
         recv_interval=_engine_interval("scheduler_recv_interval", e.scheduler_recv_interval, p.recv_interval_flag, p,
                                        "engine sglang"),
         stream_interval=_engine_interval("stream_interval", e.stream_interval, p.stream_interval_flag, p,

@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING
 from .kvcache import model_kv_layers
 from .memory import GRAPH_ALL
 from .specs import DTYPE_BYTES, Deployment, GpuSpec, ModelSpec, Quantization
-from .speculation import SpecMethod, acceptance_from_mean_length, drafter_kind, tokens_per_pass  # noqa: F401 - re-exported
+from .speculation import (SpecMethod, acceptance_from_mean_length, drafter_kind,  # noqa: F401 - re-exported
+                          keeps_overlap, tokens_per_pass)
 from .weights import expert_bytes_per_rank, padded_vocab, weight_breakdown
 
 if TYPE_CHECKING:
@@ -457,11 +458,11 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
                 k: int | None = None, tree_topk: int = 1, num_draft_tokens: int | None = None,
                 host_handover: bool = False, async_scheduling: bool = False,
                 expansion_query_s: float = 0.0, async_with_speculation: bool = True,
-                graph_max_tokens: int = GRAPH_ALL) -> SpecCosts:
+                graph_max_tokens: int = GRAPH_ALL, spec_overlap_chain: bool = False) -> SpecCosts:
     """What steps of this deployment cost. `async_scheduling`: the release runs the engine core's per-sequence work
-    beside the forward (ResolvedSettings.async_scheduling, StepCoefficients.host_overlapped); it stays on with speculation only for drafters that keep it
-    (DrafterKind.keeps_async) where the release keeps it with speculation at all (`async_with_speculation`: not
-    V0's async output processing), and `plain_co`, the target without speculation, always has it."""
+    beside the forward (ResolvedSettings.async_scheduling, StepCoefficients.host_overlapped); with speculation as
+    core.speculation.keeps_overlap says (`async_with_speculation`: not V0's async output processing;
+    `spec_overlap_chain`), and `plain_co`, the target without speculation, always has it."""
     sp = d.speculative
     k = sp.num_speculative_tokens if k is None else k
     target = model_cost(d.target, d.tp, dtype, quant, kv_dtype_bytes=kv_dtype_bytes)
@@ -489,8 +490,8 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
     return SpecCosts(target=target, draft=draft, draft_gpu_tp=draft_tp, method=sp.method, gpu=d.gpu, eff=eff,
                      verify_width=width + 1, draft_steps=steps, draft_width=max(1, tree_topk),
                      target_co=coefficients(target, d.gpu, eff, eager=d.engine.enforce_eager,
-                                            host_overlapped=async_scheduling and (
-                                                not sp.enabled or (kind.keeps_async and async_with_speculation))),
+                                            host_overlapped=async_scheduling and keeps_overlap(
+                                                kind, async_with_speculation, spec_overlap_chain, tree_topk)),
                      plain_co=coefficients(target, d.gpu, eff, eager=d.engine.enforce_eager,
                                            host_overlapped=async_scheduling),
                      draft_co=coefficients(draft, d.gpu, eff, overhead=False, eager=d.engine.enforce_eager)

@@ -8,7 +8,7 @@ against the release before it); "file:N" is a file and line inside that release'
 from __future__ import annotations
 
 from ..core.errors import SpecError
-from ..core.speculation import SpecMethod, drafter_kind
+from ..core.speculation import DRAFTER_KINDS, SpecMethod, drafter_kind
 from .registry import release_with_patch
 
 Release = tuple[int, int, int]
@@ -100,10 +100,10 @@ def check_method(engine: str, version: str | None, method: SpecMethod) -> None:
                     f"{here} with {name} {version}; or --engine-version a release that has {method.value}")
 
 
-# top-k tree drafting: SGLang's EAGLE worker (--speculative-eagle-topk, --speculative-num-draft-tokens), for EAGLE,
-# EAGLE-3, NEXTN (its MTP) and STANDALONE (a draft model); what the speed-up model prices as each depth's acceptance
-# widened by top-k independent candidates (core.perf.tree_tokens_per_pass)
-TREE_METHODS = (SpecMethod.EAGLE, SpecMethod.EAGLE3, SpecMethod.MTP, SpecMethod.DRAFT_MODEL)
+# top-k tree drafting: SGLang's EAGLE worker (--speculative-eagle-topk, --speculative-num-draft-tokens), which runs
+# each model drafter SGLang has (EAGLE, EAGLE-3, NEXTN - its MTP - and STANDALONE, a draft model); what the speed-up
+# model prices as each depth's acceptance widened by top-k independent candidates (core.perf.tree_tokens_per_pass)
+TREE_METHODS = tuple(m for m, kind in DRAFTER_KINDS.items() if kind.has_gpu_drafter and kind.engine_name("sglang"))
 
 
 def check_tree(engine: str, method: SpecMethod, topk: int, draft_tokens: int | None) -> None:

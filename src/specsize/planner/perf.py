@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..core.errors import SpecError
-from ..core.memory import MemoryAccount, ResolvedSettings
+from ..core.memory import MemoryAccount
 from ..core.perf import (Efficiency, SpecCosts, SpeedupPoint, api_server_scaled, build_costs, concurrency_for_tpot,
                          crossover_batch, decode_step, engine_kernels, prefill_time, speedup_point, streamed_every,
                          tree_tokens_per_pass)
 from ..core.specs import Deployment, SpeculativeConfig
-from ..core.speculation import Acceptance, Tree, drafter_kind, tokens_per_pass
+from ..core.speculation import Acceptance, Tree, tokens_per_pass
 
 __all__ = ["Acceptance", "Tree", "PerfSummary", "SpeedupTable", "costs_for", "speedup_table", "summarize"]
 
@@ -30,16 +30,6 @@ def _tokens_per_pass(a: float, k: int, tree: Tree, measured_length: bool = False
     return tokens_per_pass(a, k)
 
 
-def chain_overlapped(d: Deployment, s: ResolvedSettings, tree: Tree) -> bool:
-    """Whether the release runs this drafter inside its overlap scheduler (ResolvedSettings.spec_overlap_chain:
-    SGLang 0.5.11 on, a model drafter's chain), so that its steps are formed ahead. Its host handovers
-    (Efficiency.spec_step_tp_s, fitted on SGLang runs) are kept: SGLang's own v2-against-v1 figures (+10.8% at one
-    request on one GPU, PR 11398; +14.6% at 10 req/s on TP 4, PR 15591) are well below dropping them (+48% for
-    DeepSeek-V3 MTP on 8 x H200 at one request), and at TP 1 there is none to drop."""
-    return (s.spec_overlap_chain and d.speculative.enabled and tree.topk <= 1
-            and not drafter_kind(d.speculative.method).cpu_drafted)
-
-
 def costs_for(d: Deployment, mem: MemoryAccount, eff: Efficiency, k: int, tree: Tree) -> SpecCosts:
     s = mem.settings
     eff = api_server_scaled(eff, s.api_cost_scale)  # the engine release's own front end
@@ -51,7 +41,8 @@ def costs_for(d: Deployment, mem: MemoryAccount, eff: Efficiency, k: int, tree: 
                        num_draft_tokens=tree.num_draft_tokens if tree.topk > 1 else None,
                        host_handover=s.spec_host_handover, async_scheduling=s.async_scheduling,
                        expansion_query_s=s.spec_expansion_query_s if d.speculative.enabled else 0.0,
-                       async_with_speculation=s.async_with_speculation, graph_max_tokens=s.graph_max_tokens)
+                       async_with_speculation=s.async_with_speculation, graph_max_tokens=s.graph_max_tokens,
+                       spec_overlap_chain=s.spec_overlap_chain)
 
 
 @dataclass(frozen=True)

@@ -21,12 +21,12 @@ from ..core.accuracy import TimingAccuracy
 from ..core.memory import MemoryAccount
 from ..core.perf import Efficiency, draft_forward_overhead, handover_time
 from ..core.specs import Deployment, SpeculativeConfig, Workload
-from ..core.speculation import Acceptance, Tree
+from ..core.speculation import Acceptance, Tree, keeps_overlap
 from ..core.traffic import decode_context, littles_law_rate
 from ..simulator.engine import EngineConfig, SimResult, simulate
 from ..simulator.scenario import Scenario
 from ..simulator.workload import AcceptanceSpec, LengthSpec, Requests
-from .perf import chain_overlapped, costs_for
+from .perf import costs_for
 
 CACHE_THRASHING, UNFINISHED, QUEUE_GROWTH, INSTABILITY, THIN_HEADROOM = (
     "cache_thrashing", "unfinished", "queue_growth", "scheduling_instability", "thin_headroom")
@@ -93,8 +93,8 @@ def engine_config(d: Deployment, mem: MemoryAccount, eff: Efficiency, tree: Tree
         cpu_draft_per_seq_s=eff.ngram_per_seq_s if d.speculative.kind.cpu_drafted else 0.0,
         prefix_hit_rate=prefix_hit_rate, kv_layers=mem.kv_layers, recv_interval=s.recv_interval,
         graph_max_tokens=s.graph_max_tokens, graph_prompt_tokens=s.graph_prompt_tokens,
-        scheduled_ahead=s.scheduled_ahead and (not k or (d.speculative.kind.keeps_async and s.async_with_speculation)
-                                               or chain_overlapped(d, s, tree)))
+        scheduled_ahead=s.scheduled_ahead and (not k or keeps_overlap(d.speculative.kind, s.async_with_speculation,
+                                                                       s.spec_overlap_chain, tree.topk)))
 
 
 def _pct(values: np.ndarray) -> Percentiles:
