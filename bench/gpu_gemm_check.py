@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""GPU check of the step model's dense GEMM term: the weight GEMMs of a forward (every layer's QKV, output, gate/up
+and down projections) timed on this GPU at several token counts, against what specsize.core.perf prices for them.
+
+The model prices a forward's dense GEMMs as one roofline over all of them with a compute efficiency that falls at
+few tokens, plus a fixed cost per GEMM kernel (core/perf.py: gemm_time over ModelCost.dense_bytes,
+`memory`, `compute`, `gemm_half_tokens`, `gemm_fixed_s` of the GPU's family in catalog/data/efficiency.json). Here
+each layer has its own weights (so nothing stays in L2 between layers), the layers' GEMMs are captured in one CUDA
+graph (no launch cost from the host) and replayed; the time is the median of the replays (CUDA events). Attention,
+norms, the LM head and the all-reduce are not in it: the term checked is the GEMMs' alone.
+
+Needs a CUDA GPU with ~20 GiB free and torch. About a minute on an H100/H200. Record the table in docs/validation.md.
+
+Run: .venv/bin/python bench/gpu_gemm_check.py [--model meta-llama/Llama-3.1-8B-Instruct] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+
+from specsize.catalog import load_model
+from specsize.catalog.gpus import all_gpus, load_efficiency
+
+TOKENS = (1, 4, 16, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
+
+
+def layer_shapes(m, tp: int = 1) -> list[tuple[int, int]]:
+    """(in, out) of one decoder layer's weight GEMMs on one of `tp` GPUs: fused QKV and gate/up split by their
+    outputs (column parallel), the output and down projections by their inputs (row parallel)."""
+    h, d = m.hidden_size, m.head_dim
+    return [(h, (m.num_attention_heads + 2 * m.num_kv_heads) * d // tp), (m.num_attention_heads * d // tp, h),
+            (h, 2 * m.intermediate_size // tp), (m.intermediate_size // tp, h)]
+
+
+def predicted_s(shapes, layers: int, tokens: int, gpu, eff) -> float:
+    """core/perf.py's dense GEMM time for these GEMMs: one roofline over their bytes and flops, the compute
+    efficiency falling as T / (T + gemm_half_tokens), plus gemm_fixed_s per kernel."""
+    weight_bytes = 2.0 * layers * sum(i * o for i, o in shapes)
+    flops = 2.0 * tokens * layers * sum(i * o for i, o in shapes)
+    t_memory = weight_bytes / (gpu.memory_bandwidth_bytes_s * eff.memory)
+    t_compute = flops / (gpu.bf16_flops * eff.compute) * (tokens + eff.gemm_half_tokens) / tokens
+    return max(t_memory, t_compute) + layers * len(shapes) * eff.gemm_fixed_s
+
+
+def gpu_of(name: str):
+    """The catalog GPU whose name matches the device's (H200 -> H200-141GB), or None."""
+    key = name.replace("NVIDIA", "").strip().split()[0].upper()
+    for g in all_gpus():
+        if g.gpu_id.upper().startswith(key) and g.vendor == "nvidia":
+            return g
+    return None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="meta-llama/Llama-3.1-8B-Instruct")
+    ap.add_argument("--json", help="also write the table as JSON")
+    ap.add_argument("--replays", type=int, default=20)
+    ap.add_argument("--tp", type=int, default=1, help="time one GPU's shard of a tensor-parallel forward")
+    ap.add_argument("--interleave", action="store_true",
+                    help="an element-wise kernel (the activation scaled in place) between the GEMMs, as the norms, "
+                         "rotary and activation kernels sit between them in a real forward")
+    args = ap.parse_args()
+    try:
+        import torch
+    except ImportError:
+        print("gpu_gemm_check: PyTorch is not installed", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("gpu_gemm_check: no CUDA device: this check runs on a GPU machine", file=sys.stderr)
+        return 2
+    name = torch.cuda.get_device_name(0)
+    gpu = gpu_of(name)
+    if gpu is None:
+        print(f"gpu_gemm_check: {name} is not in the GPU catalog", file=sys.stderr)
+        return 2
+    eff = load_efficiency(gpu)
+    m = load_model(args.model)
+    shapes, layers = layer_shapes(m, args.tp), m.num_layers
+    weights = [[torch.randn(o, i, device="cuda", dtype=torch.bfloat16) * 0.02 for i, o in shapes]
+               for _ in range(layers)]
+    print(f"{name} ({gpu.gpu_id}, family {gpu.family}), torch {torch.__version__}, {time.strftime('%Y-%m-%d')}; "
+          f"{args.model} TP {args.tp}: {layers} layers x {len(shapes)} GEMMs, bf16"
+          + (", an element-wise kernel after each" if args.interleave else ""))
+    print(f"{'tokens':>6} {'measured ms':>12} {'predicted ms':>13} {'error':>8} {'TFLOP/s':>8} {'TB/s':>6}")
+    rows = []
+    for tokens in TOKENS:
+        x = {i: torch.randn(tokens, i, device="cuda", dtype=torch.bfloat16) for i, _ in shapes}
+
+        def forward(x=x):
+            for layer in weights:
+                for (i, _), w in zip(shapes, layer):
+                    torch.matmul(x[i], w.t())
+                    if args.interleave:
+                        x[i].mul_(1.0)
+
+        forward()  # warm-up: cuBLAS picks its kernels
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            forward()
+        graph.replay()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(args.replays):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            graph.replay()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) / 1e3)
+        measured = statistics.median(times)
+        predicted = predicted_s(shapes, layers, tokens, gpu, eff)
+        flops = 2.0 * tokens * layers * sum(i * o for i, o in shapes)
+        weight_bytes = 2.0 * layers * sum(i * o for i, o in shapes)
+        row = {"tokens": tokens, "measured_s": measured, "predicted_s": predicted, "error": predicted / measured - 1,
+               "tflops": flops / measured / 1e12, "weight_tb_s": weight_bytes / measured / 1e12}
+        rows.append(row)
+        print(f"{tokens:>6} {measured * 1e3:12.3f} {predicted * 1e3:13.3f} {row['error']:+8.1%} {row['tflops']:8.0f} "
+              f"{row['weight_tb_s']:6.2f}")
+        del graph
+    errors = [abs(r["error"]) for r in rows]
+    print(f"median |error| {statistics.median(errors):.1%}, max {max(errors):.1%}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"gpu": name, "catalog_gpu": gpu.gpu_id, "torch": torch.__version__, "model": args.model, "tp": args.tp,
+                       "interleave": args.interleave,
+                       "date": time.strftime("%Y-%m-%d"), "rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
