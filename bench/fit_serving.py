@@ -10,7 +10,8 @@ Run: .venv/bin/python bench/fit_serving.py frontend_serial_s=0,0.002,0.005,0.01 
      (`key=v`: v for every family; `key*=f`: each family's own value times f; `frontend_split=v`: v of the
      30 ms low-load front-end latency is serial API-server work (frontend_serial_s), the rest fixed latency;
      `family.term=v`: one family only, e.g. cdna3.compute*=0.5; `V0.field=v`: a field of the vLLM V0 profiles,
-     `V17.field=v` of the profiles from 0.17 on, `SGL.field=v` of every SGLang profile;
+     `V1.field=v` of the V1 profiles before 0.17, `V17.field=v` of the profiles from 0.17 on, `SGL.field=v` of
+     every SGLang profile;
      `match=REGEX`: only the fit runs whose engine, release (V0 / V1), GPU and load kind match)
      (the first value of each term is its starting point; prints the objective of every point tried)
 """
@@ -32,9 +33,10 @@ from specsize.catalog import gpus  # noqa: E402
 from specsize.engines import registry  # noqa: E402
 
 
-# `V0.field=v` / `V17.field=v` / `SGL.field=v`: a field of the vLLM profiles of V0 (0.6-0.7) / of 0.17 on / of every
-# SGLang profile, not an efficiency term: prefix -> (engine, which of its profiles)
+# `V0.field=v` / `V1.field=v` / `V17.field=v` / `SGL.field=v`: a field of the vLLM profiles of V0 (0.6-0.7) / of V1
+# before 0.17 / of 0.17 on / of every SGLang profile, not an efficiency term: prefix -> (engine, which of its profiles)
 PROFILE_PATCHES = {"V0.": ("vllm", lambda start, p: p.generation == "V0"),
+                   "V1.": ("vllm", lambda start, p: p.generation == "V1" and start < (0, 17)),
                    "V17.": ("vllm", lambda start, p: start >= (0, 17)),
                    "SGL.": ("sglang", lambda start, p: True)}
 
