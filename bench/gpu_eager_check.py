@@ -22,8 +22,12 @@ import json
 import statistics
 import sys
 import time
+from pathlib import Path
 
 from specsize.catalog import load_model
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_common import cuda_torch  # noqa: E402
 
 TOKENS = (1, 8, 64, 256, 1024)  # one sequence's new tokens (1: a decode step; more: a prompt chunk)
 
@@ -87,13 +91,8 @@ def main() -> int:
     ap.add_argument("--context", type=int, default=1024, help="tokens already cached for a decode step")
     ap.add_argument("--json", help="also write the table as JSON")
     args = ap.parse_args()
-    try:
-        import torch
-    except ImportError:
-        print("gpu_eager_check: PyTorch is not installed", file=sys.stderr)
-        return 2
-    if not torch.cuda.is_available():
-        print("gpu_eager_check: no CUDA device: this check runs on a GPU machine", file=sys.stderr)
+    torch = cuda_torch("gpu_eager_check")
+    if torch is None:
         return 2
     m = load_model(args.model)
     layers = build(torch, m)

@@ -21,9 +21,13 @@ import json
 import statistics
 import sys
 import time
+from pathlib import Path
 
 from specsize.catalog import load_model
-from specsize.catalog.gpus import all_gpus, load_efficiency
+from specsize.catalog.gpus import load_efficiency
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_common import catalog_gpu, cuda_torch  # noqa: E402
 
 TOKENS = (1, 4, 16, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 
@@ -46,15 +50,6 @@ def predicted_s(shapes, layers: int, tokens: int, gpu, eff) -> float:
     return max(t_memory, t_compute) + layers * len(shapes) * eff.gemm_fixed_s
 
 
-def gpu_of(name: str):
-    """The catalog GPU whose name matches the device's (H200 -> H200-141GB), or None."""
-    key = name.replace("NVIDIA", "").strip().split()[0].upper()
-    for g in all_gpus():
-        if g.gpu_id.upper().startswith(key) and g.vendor == "nvidia":
-            return g
-    return None
-
-
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="meta-llama/Llama-3.1-8B-Instruct")
@@ -65,19 +60,11 @@ def main() -> int:
                     help="an element-wise kernel (the activation scaled in place) between the GEMMs, as the norms, "
                          "rotary and activation kernels sit between them in a real forward")
     args = ap.parse_args()
-    try:
-        import torch
-    except ImportError:
-        print("gpu_gemm_check: PyTorch is not installed", file=sys.stderr)
-        return 2
-    if not torch.cuda.is_available():
-        print("gpu_gemm_check: no CUDA device: this check runs on a GPU machine", file=sys.stderr)
+    torch = cuda_torch("gpu_gemm_check")
+    gpu = catalog_gpu("gpu_gemm_check", torch) if torch is not None else None
+    if gpu is None:
         return 2
     name = torch.cuda.get_device_name(0)
-    gpu = gpu_of(name)
-    if gpu is None:
-        print(f"gpu_gemm_check: {name} is not in the GPU catalog", file=sys.stderr)
-        return 2
     eff = load_efficiency(gpu)
     m = load_model(args.model)
     shapes, layers = layer_shapes(m, args.tp), m.num_layers

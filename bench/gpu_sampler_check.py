@@ -21,8 +21,12 @@ import json
 import statistics
 import sys
 import time
+from pathlib import Path
 
 from specsize.catalog.gpus import load_efficiency
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_common import catalog_gpu, cuda_torch  # noqa: E402
 
 ROWS = (1, 8, 32, 128, 512, 2048)
 
@@ -60,22 +64,11 @@ def main() -> int:
     ap.add_argument("--vocab", type=int, default=128256)
     ap.add_argument("--json", help="also write the table as JSON")
     args = ap.parse_args()
-    try:
-        import torch
-    except ImportError:
-        print("gpu_sampler_check: PyTorch is not installed", file=sys.stderr)
-        return 2
-    if not torch.cuda.is_available():
-        print("gpu_sampler_check: no CUDA device: this check runs on a GPU machine", file=sys.stderr)
-        return 2
-    sys.path.insert(0, __file__.rsplit("/", 1)[0])
-    from gpu_gemm_check import gpu_of
-
-    name = torch.cuda.get_device_name(0)
-    gpu = gpu_of(name)
+    torch = cuda_torch("gpu_sampler_check")
+    gpu = catalog_gpu("gpu_sampler_check", torch) if torch is not None else None
     if gpu is None:
-        print(f"gpu_sampler_check: {name} is not in the GPU catalog", file=sys.stderr)
         return 2
+    name = torch.cuda.get_device_name(0)
     eff = load_efficiency(gpu)
     bandwidth = gpu.memory_bandwidth_bytes_s * eff.memory
     print(f"{name} ({gpu.gpu_id}), torch {torch.__version__}, {time.strftime('%Y-%m-%d')}; vocab {args.vocab}, fp32; "

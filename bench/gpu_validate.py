@@ -15,9 +15,13 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
 from specsize.catalog import load_model
 from specsize.catalog.models import load_config_dict
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_common import cuda_torch  # noqa: E402
 
 
 def main() -> int:
@@ -25,13 +29,8 @@ def main() -> int:
     ap.add_argument("--json", help="also write the table as JSON")
     ap.add_argument("--k", type=int, default=4)
     args = ap.parse_args()
-    try:
-        import torch
-    except ImportError:
-        print("gpu_validate: PyTorch is not installed (pip install 'specsize[measure]')", file=sys.stderr)
-        return 2
-    if not torch.cuda.is_available():
-        print("gpu_validate: no CUDA device: this check runs on a GPU machine", file=sys.stderr)
+    torch = cuda_torch("gpu_validate")
+    if torch is None:
         return 2
     from specsize.measure.run import measure_shapes
 
