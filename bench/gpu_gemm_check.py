@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_common import catalog_gpu, cuda_torch  # noqa: E402
 
 TOKENS = (1, 4, 16, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
+TOKENS_FP8 = TOKENS[2:]  # torch._scaled_mm takes row counts in multiples of 16
 
 
 def layer_shapes(m, tp: int = 1) -> list[tuple[int, int]]:
@@ -40,13 +41,15 @@ def layer_shapes(m, tp: int = 1) -> list[tuple[int, int]]:
             (h, 2 * m.intermediate_size // tp), (m.intermediate_size // tp, h)]
 
 
-def predicted_s(shapes, layers: int, tokens: int, gpu, eff) -> float:
+def predicted_s(shapes, layers: int, tokens: int, gpu, eff, fp8: bool = False) -> float:
     """core/perf.py's dense GEMM time for these GEMMs: one roofline over their bytes and flops, the compute
-    efficiency falling as T / (T + gemm_half_tokens), plus gemm_fixed_s per kernel."""
-    weight_bytes = 2.0 * layers * sum(i * o for i, o in shapes)
+    efficiency falling as T / (T + gemm_half_tokens), plus gemm_fixed_s per kernel. FP8 weights: one byte per
+    parameter and the FP8 peak (core/perf.coefficients for an fp8 checkpoint on a GPU with FP8 matrix cores)."""
+    weight_bytes = (1.0 if fp8 else 2.0) * layers * sum(i * o for i, o in shapes)
     flops = 2.0 * tokens * layers * sum(i * o for i, o in shapes)
+    peak = gpu.fp8_flops if fp8 and gpu.fp8_flops else gpu.bf16_flops
     t_memory = weight_bytes / (gpu.memory_bandwidth_bytes_s * eff.memory)
-    t_compute = flops / (gpu.bf16_flops * eff.compute) * (tokens + eff.gemm_half_tokens) / tokens
+    t_compute = flops / (peak * eff.compute) * (tokens + eff.gemm_half_tokens) / tokens
     return max(t_memory, t_compute) + layers * len(shapes) * eff.gemm_fixed_s
 
 
@@ -56,10 +59,14 @@ def main() -> int:
     ap.add_argument("--json", help="also write the table as JSON")
     ap.add_argument("--replays", type=int, default=20)
     ap.add_argument("--tp", type=int, default=1, help="time one GPU's shard of a tensor-parallel forward")
+    ap.add_argument("--fp8", action="store_true",
+                    help="FP8 (e4m3) weights and activations through torch._scaled_mm, per-tensor scales, bf16 out")
     ap.add_argument("--interleave", action="store_true",
                     help="an element-wise kernel (the activation scaled in place) between the GEMMs, as the norms, "
                          "rotary and activation kernels sit between them in a real forward")
     args = ap.parse_args()
+    if args.fp8 and args.interleave:
+        ap.error("--interleave scales bf16 activations in place: not with --fp8")
     torch = cuda_torch("gpu_gemm_check")
     gpu = catalog_gpu("gpu_gemm_check", torch) if torch is not None else None
     if gpu is None:
@@ -68,20 +75,28 @@ def main() -> int:
     eff = load_efficiency(gpu)
     m = load_model(args.model)
     shapes, layers = layer_shapes(m, args.tp), m.num_layers
-    weights = [[torch.randn(o, i, device="cuda", dtype=torch.bfloat16) * 0.02 for i, o in shapes]
+    dtype = torch.float8_e4m3fn if args.fp8 else torch.bfloat16
+    weights = [[(torch.randn(o, i, device="cuda", dtype=torch.bfloat16) * 0.02).to(dtype) for i, o in shapes]
                for _ in range(layers)]
+    one = torch.ones((), device="cuda", dtype=torch.float32)
+
+    def gemm(a, w):
+        if args.fp8:
+            return torch._scaled_mm(a, w.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+        return torch.matmul(a, w.t())
+
     print(f"{name} ({gpu.gpu_id}, family {gpu.family}), torch {torch.__version__}, {time.strftime('%Y-%m-%d')}; "
-          f"{args.model} TP {args.tp}: {layers} layers x {len(shapes)} GEMMs, bf16"
+          f"{args.model} TP {args.tp}: {layers} layers x {len(shapes)} GEMMs, {'fp8 (e4m3)' if args.fp8 else 'bf16'}"
           + (", an element-wise kernel after each" if args.interleave else ""))
     print(f"{'tokens':>6} {'measured ms':>12} {'predicted ms':>13} {'error':>8} {'TFLOP/s':>8} {'TB/s':>6}")
     rows = []
-    for tokens in TOKENS:
-        x = {i: torch.randn(tokens, i, device="cuda", dtype=torch.bfloat16) for i, _ in shapes}
+    for tokens in TOKENS_FP8 if args.fp8 else TOKENS:
+        x = {i: torch.randn(tokens, i, device="cuda", dtype=torch.bfloat16).to(dtype) for i, _ in shapes}
 
         def forward(x=x):
             for layer in weights:
                 for (i, _), w in zip(shapes, layer):
-                    torch.matmul(x[i], w.t())
+                    gemm(x[i], w)
                     if args.interleave:
                         x[i].mul_(1.0)
 
@@ -101,9 +116,9 @@ def main() -> int:
             end.synchronize()
             times.append(start.elapsed_time(end) / 1e3)
         measured = statistics.median(times)
-        predicted = predicted_s(shapes, layers, tokens, gpu, eff)
+        predicted = predicted_s(shapes, layers, tokens, gpu, eff, args.fp8)
         flops = 2.0 * tokens * layers * sum(i * o for i, o in shapes)
-        weight_bytes = 2.0 * layers * sum(i * o for i, o in shapes)
+        weight_bytes = (1.0 if args.fp8 else 2.0) * layers * sum(i * o for i, o in shapes)
         row = {"tokens": tokens, "measured_s": measured, "predicted_s": predicted, "error": predicted / measured - 1,
                "tflops": flops / measured / 1e12, "weight_tb_s": weight_bytes / measured / 1e12}
         rows.append(row)
@@ -114,8 +129,8 @@ def main() -> int:
     print(f"median |error| {statistics.median(errors):.1%}, max {max(errors):.1%}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"gpu": name, "catalog_gpu": gpu.gpu_id, "torch": torch.__version__, "model": args.model, "tp": args.tp,
-                       "interleave": args.interleave,
+            json.dump({"gpu": name, "catalog_gpu": gpu.gpu_id, "torch": torch.__version__, "model": args.model,
+                       "tp": args.tp, "interleave": args.interleave, "fp8": args.fp8,
                        "date": time.strftime("%Y-%m-%d"), "rows": rows}, f, indent=1)
     return 0
 
