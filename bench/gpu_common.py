@@ -32,6 +32,17 @@ def gpu_of(name: str):
     return None
 
 
+def cuda_gpu(script: str):
+    """(torch, the catalog GPU of CUDA device 0, that GPU's efficiencies), or None with the reason printed."""
+    torch = cuda_torch(script)
+    gpu = catalog_gpu(script, torch) if torch is not None else None
+    if gpu is None:
+        return None
+    from specsize.catalog.gpus import load_efficiency
+
+    return torch, gpu, load_efficiency(gpu)
+
+
 def catalog_gpu(script: str, torch):
     """The catalog GPU of CUDA device 0, or None with the reason printed on stderr."""
     name = torch.cuda.get_device_name(0)

@@ -24,10 +24,9 @@ import time
 from pathlib import Path
 
 from specsize.catalog import load_model
-from specsize.catalog.gpus import load_efficiency
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu_common import catalog_gpu, cuda_torch  # noqa: E402
+from gpu_common import cuda_gpu  # noqa: E402
 
 TOKENS = (1, 4, 16, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 TOKENS_FP8 = TOKENS[2:]  # torch._scaled_mm takes row counts in multiples of 16
@@ -67,12 +66,11 @@ def main() -> int:
     args = ap.parse_args()
     if args.fp8 and args.interleave:
         ap.error("--interleave scales bf16 activations in place: not with --fp8")
-    torch = cuda_torch("gpu_gemm_check")
-    gpu = catalog_gpu("gpu_gemm_check", torch) if torch is not None else None
-    if gpu is None:
+    found = cuda_gpu("gpu_gemm_check")
+    if found is None:
         return 2
+    torch, gpu, eff = found
     name = torch.cuda.get_device_name(0)
-    eff = load_efficiency(gpu)
     m = load_model(args.model)
     shapes, layers = layer_shapes(m, args.tp), m.num_layers
     dtype = torch.float8_e4m3fn if args.fp8 else torch.bfloat16

@@ -23,10 +23,9 @@ import sys
 import time
 from pathlib import Path
 
-from specsize.catalog.gpus import load_efficiency
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu_common import catalog_gpu, cuda_torch  # noqa: E402
+from gpu_common import cuda_gpu  # noqa: E402
 
 ROWS = (1, 8, 32, 128, 512, 2048)
 
@@ -64,12 +63,11 @@ def main() -> int:
     ap.add_argument("--vocab", type=int, default=128256)
     ap.add_argument("--json", help="also write the table as JSON")
     args = ap.parse_args()
-    torch = cuda_torch("gpu_sampler_check")
-    gpu = catalog_gpu("gpu_sampler_check", torch) if torch is not None else None
-    if gpu is None:
+    found = cuda_gpu("gpu_sampler_check")
+    if found is None:
         return 2
+    torch, gpu, eff = found
     name = torch.cuda.get_device_name(0)
-    eff = load_efficiency(gpu)
     bandwidth = gpu.memory_bandwidth_bytes_s * eff.memory
     print(f"{name} ({gpu.gpu_id}), torch {torch.__version__}, {time.strftime('%Y-%m-%d')}; vocab {args.vocab}, fp32; "
           f"the catalog prices {eff.sampler_passes:g} passes at {bandwidth / 1e12:.2f} TB/s")
