@@ -5,6 +5,7 @@ Not a check itself (`dev.py bench` leaves every bench/gpu_*.py out: they need a 
 
 from __future__ import annotations
 
+import statistics
 import sys
 
 
@@ -35,18 +36,29 @@ def gpu_of(name: str):
 def cuda_gpu(script: str):
     """(torch, the catalog GPU of CUDA device 0, that GPU's efficiencies), or None with the reason printed."""
     torch = cuda_torch(script)
-    gpu = catalog_gpu(script, torch) if torch is not None else None
+    if torch is None:
+        return None
+    name = torch.cuda.get_device_name(0)
+    gpu = gpu_of(name)
     if gpu is None:
+        print(f"{script}: {name} is not in the GPU catalog", file=sys.stderr)
         return None
     from specsize.catalog.gpus import load_efficiency
 
     return torch, gpu, load_efficiency(gpu)
 
 
-def catalog_gpu(script: str, torch):
-    """The catalog GPU of CUDA device 0, or None with the reason printed on stderr."""
-    name = torch.cuda.get_device_name(0)
-    gpu = gpu_of(name)
-    if gpu is None:
-        print(f"{script}: {name} is not in the GPU catalog", file=sys.stderr)
-    return gpu
+def timed(torch, fn, runs: int = 20, prepare=None) -> float:
+    """Median seconds of `runs` calls of `fn`, timed with CUDA events; with `prepare`, each call is fn(prepare()),
+    the argument made before the timing starts."""
+    times = []
+    for _ in range(runs):
+        arg = prepare() if prepare is not None else None
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn(arg) if prepare is not None else fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return statistics.median(times)

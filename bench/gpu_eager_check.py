@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -27,7 +26,7 @@ from pathlib import Path
 from specsize.catalog import load_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu_common import cuda_torch  # noqa: E402
+from gpu_common import cuda_torch, timed  # noqa: E402
 
 TOKENS = (1, 8, 64, 256, 1024)  # one sequence's new tokens (1: a decode step; more: a prompt chunk)
 
@@ -70,19 +69,6 @@ def forward(torch, m, layers, x, residual, kcache, vcache, cos, sin, context, to
         g, u = (xn @ p["gu"].t()).chunk(2, dim=-1)
         x = (F.silu(g) * u) @ p["down"].t()
     return x, residual
-
-
-def timed(torch, fn, runs=20) -> float:
-    times = []
-    for _ in range(runs):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    return statistics.median(times)
 
 
 def main() -> int:

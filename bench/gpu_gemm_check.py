@@ -26,7 +26,7 @@ from pathlib import Path
 from specsize.catalog import load_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu_common import cuda_gpu  # noqa: E402
+from gpu_common import cuda_gpu, timed  # noqa: E402
 
 TOKENS = (1, 4, 16, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 TOKENS_FP8 = TOKENS[2:]  # torch._scaled_mm takes row counts in multiples of 16
@@ -40,16 +40,18 @@ def layer_shapes(m, tp: int = 1) -> list[tuple[int, int]]:
             (h, 2 * m.intermediate_size // tp), (m.intermediate_size // tp, h)]
 
 
-def predicted_s(shapes, layers: int, tokens: int, gpu, eff, fp8: bool = False) -> float:
-    """core/perf.py's dense GEMM time for these GEMMs: one roofline over their bytes and flops, the compute
-    efficiency falling as T / (T + gemm_half_tokens), plus gemm_fixed_s per kernel. FP8 weights: one byte per
-    parameter and the FP8 peak (core/perf.coefficients for an fp8 checkpoint on a GPU with FP8 matrix cores)."""
-    weight_bytes = (1.0 if fp8 else 2.0) * layers * sum(i * o for i, o in shapes)
-    flops = 2.0 * tokens * layers * sum(i * o for i, o in shapes)
-    peak = gpu.fp8_flops if fp8 and gpu.fp8_flops else gpu.bf16_flops
-    t_memory = weight_bytes / (gpu.memory_bandwidth_bytes_s * eff.memory)
-    t_compute = flops / (peak * eff.compute) * (tokens + eff.gemm_half_tokens) / tokens
-    return max(t_memory, t_compute) + layers * len(shapes) * eff.gemm_fixed_s
+def predicted_s(m, shapes, tp: int, tokens: int, gpu, eff, fp8: bool = False) -> float:
+    """The step model's price for these GEMMs, asked of core/perf: gemm_time over their weight bytes and flops with
+    the coefficients core/perf.coefficients gives this model, TP and dtype on this GPU (memory fraction, the bf16 or
+    FP8 peak times `compute`, gemm_half_tokens), plus the fixed cost it charges per GEMM kernel (fixed_s: a dense
+    model's four GEMMs per layer times gemm_fixed_s)."""
+    from specsize.core.perf import coefficients, gemm_time, model_cost
+    from specsize.core.specs import quantization_override
+
+    co = coefficients(model_cost(m, tp, "bfloat16", quantization_override("fp8" if fp8 else None, m)), gpu, eff)
+    params = m.num_layers * sum(i * o for i, o in shapes)
+    weight_bytes = (1.0 if fp8 else 2.0) * params
+    return gemm_time(weight_bytes, 2.0 * tokens * params, tokens, co, co.inv_bandwidth, co.half_tokens) + co.fixed_s
 
 
 def main() -> int:
@@ -105,16 +107,8 @@ def main() -> int:
             forward()
         graph.replay()
         torch.cuda.synchronize()
-        times = []
-        for _ in range(args.replays):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            graph.replay()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) / 1e3)
-        measured = statistics.median(times)
-        predicted = predicted_s(shapes, layers, tokens, gpu, eff, args.fp8)
+        measured = timed(torch, graph.replay, args.replays)
+        predicted = predicted_s(m, shapes, args.tp, tokens, gpu, eff, args.fp8)
         flops = 2.0 * tokens * layers * sum(i * o for i, o in shapes)
         weight_bytes = (1.0 if args.fp8 else 2.0) * layers * sum(i * o for i, o in shapes)
         row = {"tokens": tokens, "measured_s": measured, "predicted_s": predicted, "error": predicted / measured - 1,

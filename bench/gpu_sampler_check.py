@@ -18,14 +18,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
 
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu_common import cuda_gpu  # noqa: E402
+from gpu_common import cuda_gpu, timed  # noqa: E402
 
 ROWS = (1, 8, 32, 128, 512, 2048)
 
@@ -79,17 +77,7 @@ def main() -> int:
             for _ in range(3):
                 fn(base.clone())
             torch.cuda.synchronize()
-            times = []
-            for _ in range(20):
-                logits = base.clone()
-                torch.cuda.synchronize()
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                fn(logits)
-                end.record()
-                end.synchronize()
-                times.append(start.elapsed_time(end) / 1e3)
-            seconds = statistics.median(times)
+            seconds = timed(torch, fn, prepare=base.clone)
             one_pass = 4.0 * n * args.vocab / bandwidth
             catalog = eff.sampler_passes * one_pass
             rows.append({"rows": n, "path": path, "seconds": seconds, "passes": seconds / one_pass,
