@@ -24,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_common import cuda_gpu, timed  # noqa: E402
+from specsize.core.perf import sampler_s  # noqa: E402
 
 ROWS = (1, 8, 32, 128, 512, 2048)
 
@@ -78,8 +79,8 @@ def main() -> int:
                 fn(base.clone())
             torch.cuda.synchronize()
             seconds = timed(torch, fn, prepare=base.clone)
-            one_pass = 4.0 * n * args.vocab / bandwidth
-            catalog = eff.sampler_passes * one_pass
+            one_pass = n * sampler_s(1.0, args.vocab, gpu, eff)  # core/perf's price of one pass over n rows
+            catalog = n * sampler_s(eff.sampler_passes, args.vocab, gpu, eff)
             rows.append({"rows": n, "path": path, "seconds": seconds, "passes": seconds / one_pass,
                          "catalog_seconds": catalog})
             print(f"{n:>5} {path:>8} {seconds * 1e3:9.3f} {seconds / one_pass:7.1f} {catalog * 1e3:11.3f}")

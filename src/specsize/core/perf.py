@@ -247,6 +247,13 @@ class StepCoefficients:
 NATIVE_FP4 = {"blackwell": ("mxfp4", "nvfp4"), "cdna4": ("mxfp4",)}
 
 
+def sampler_s(passes: float, vocab: int, gpu: GpuSpec, eff: Efficiency) -> float:
+    """Seconds of the sampler per sampled position: `passes` fp32 passes over its `vocab` logits, streamed at the
+    family's memory fraction (Efficiency.sampler_passes passes in a step; bench/gpu_sampler_check.py measures them)."""
+    bw = gpu.memory_bandwidth_bytes_s
+    return passes * 4.0 * vocab * (1.0 / (bw * eff.memory)) if (bw and vocab) else 0.0
+
+
 @lru_cache(maxsize=1024)  # as model_cost
 def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = True,
                  eager: bool = False, host_overlapped: bool = False) -> StepCoefficients:
@@ -286,7 +293,7 @@ def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = T
     launches = c.n_layers * eff.eager_layer_s + c.moe_layers * eff.eager_moe_layer_s  # a forward outside a graph
     fixed = (c.n_layers * kernels_per_layer * eff.gemm_fixed_s + c.moe_layers * eff.moe_layer_fixed_s
              + (launches if eager else 0.0))
-    sampler = eff.sampler_passes * 4.0 * c.vocab * inv_bw(eff.memory) if c.vocab else 0.0
+    sampler = sampler_s(eff.sampler_passes, c.vocab, gpu, eff)
     return StepCoefficients(
         dense_bytes=c.dense_bytes, expert_bytes_per_layer=c.moe_layers * c.expert_bytes, num_experts=c.num_experts,
         top_k=c.top_k, flops_per_token=max(0.0, dense_flops),
