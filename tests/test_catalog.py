@@ -12,7 +12,7 @@ from specsize.core.errors import SpecError
 from specsize.core.weights import weight_breakdown
 
 REQUIRED_GPUS = ["H100-SXM-80GB", "H100-PCIe-80GB", "H200-141GB", "H20-96GB", "B200-180GB", "GB200-186GB",
-                 "B300-288GB", "A100-40GB", "A100-80GB", "A40-48GB", "L40S-48GB", "L4-24GB", "A10G-24GB",
+                 "B300-288GB", "A100-40GB", "A100-80GB", "A100-80GB-PCIe", "A40-48GB", "L40S-48GB", "L4-24GB", "A10G-24GB",
                  "RTX-3090-24GB", "RTX-4090-24GB", "RTX-5090-32GB", "RTX-6000-Ada-48GB", "RTX-PRO-6000-96GB",
                  "MI300X-192GB", "MI325X-256GB", "MI355X-288GB"]
 

@@ -670,3 +670,16 @@ def test_fp4_weights_run_natively_only_where_the_matrix_cores_take_their_format(
     assert peak_and_experts(gpt_oss, "MI300X-192GB") == pytest.approx((mi300.bf16_flops, 0.3))
     assert peak_and_experts(nvfp4, "MI355X-288GB")[0] == pytest.approx(mi355.bf16_flops)
     assert peak_and_experts(nvfp4, "B200-180GB")[0] == pytest.approx(load_gpu("B200-180GB").fp8_flops)
+
+
+def test_a100_pcie_card_all_reduces_over_pcie_by_hand():
+    # NVIDIA's A100 datasheet: the 80 GB PCIe card streams 1,935 GB/s (the SXM4 card 2,039) and links over PCIe Gen4
+    # at 64 GB/s both ways, 32 GB/s one way (SXM4: NVLink 600 GB/s, 300 one way). At TP 4 a token's all-reduces move
+    # 2 x 16 layers x 2,048 x 2 B x 2 x 3/4 = 196,608 B for Llama-3.2-1B: 196,608 / 32e9 = 6.144 us on PCIe against
+    # 196,608 / 300e9 = 0.65536 us on NVLink, at the whole link (IDEAL's bus fraction 1.0)
+    pcie, sxm = load_gpu("A100-80GB-PCIe"), load_gpu("A100-80GB")
+    assert (pcie.memory_bandwidth_bytes_s, pcie.bf16_flops, pcie.interconnect_bytes_s) == (1.935e12, 312e12, 32e9)
+    assert pcie.family == sxm.family == "ampere" and pcie.memory_bytes == sxm.memory_bytes
+    eff = replace(IDEAL, allreduce_bus_fraction=1.0)
+    per_token = {g.gpu_id: coefficients(cost_1b(4), g, eff).comm_per_token_s for g in (pcie, sxm)}
+    assert per_token == pytest.approx({"A100-80GB-PCIe": 6.144e-6, "A100-80GB": 196_608 / 300e9}, rel=1e-9)
