@@ -45,7 +45,7 @@ def load_rows(path: str | Path | None = None) -> list[dict]:
     return [json.loads(line) for f in files for line in f.read_text().splitlines() if line.strip()]
 
 GPUS = {"H100": "H100-SXM-80GB", "H100 80GB": "H100-SXM-80GB", "H200": "H200-141GB", "A100": "A100-80GB",
-        "A100 40GB": "A100-40GB", "B200": "B200-180GB", "MI300X": "MI300X-192GB", "MI325X": "MI325X-256GB", "MI355X": "MI355X-288GB",
+        "A100 40GB": "A100-40GB", "A100 80GB PCIe": "A100-80GB-PCIe", "B200": "B200-180GB", "MI300X": "MI300X-192GB", "MI325X": "MI325X-256GB", "MI355X": "MI355X-288GB",
         "L4": "L4-24GB", "RTX 4090": "RTX-4090-24GB"}
 MODELS = {  # published id -> (catalog id, quantization override)
     "Qwen/Qwen3-8B": ("Qwen/Qwen3-8B", None), "Qwen/Qwen3-8B-FP8": ("Qwen/Qwen3-8B", "fp8"),
