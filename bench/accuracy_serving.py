@@ -223,12 +223,12 @@ def _engine(row: dict) -> dict:
     """The engine, its release (whose defaults - max_num_seqs, the token budget - the simulation takes) and whether
     it runs offline (LLM.generate / benchmark_throughput.py: no API server in front)."""
     over: dict = {}
-    version = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", str(row.get("engine_version") or ""))
+    version = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?(?:\.?(post\d+))?", str(row.get("engine_version") or ""))
     if row["engine"].startswith("vLLM") and version:
         over["engine_version"] = f"{version.group(1)}.{version.group(2)}"
     if row["engine"].startswith("SGLang"):  # SGLang's own pool, max_running_requests and chunked-prefill size
         over["engine"] = "sglang"
-        if version:
+        if version:  # with its post release: SGLang changed its defaults within 0.4.4, 0.4.5 and 0.4.6
             over["engine_version"] = ".".join(g for g in version.groups() if g is not None)
     if "offline" in row["engine"].lower() or str(row.get("request_rate")).lower() == "offline":
         over["offline"] = True

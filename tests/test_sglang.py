@@ -35,10 +35,22 @@ def logs() -> list[dict]:
 # --- releases --------------------------------------------------------------------------------------------------
 
 def test_release_ranges_follow_the_patch_number():
-    assert sglang("0.4.6").version == "0.4"
-    assert sglang("0.5.3").version == "0.4"
-    assert sglang("0.5.4").version == "0.5.4"
-    assert sglang("0.5.9").version == "0.5.4"
+    # the defaults changed within 0.4.5 and 0.4.6 (read in the PyPI wheels): a profile may start at a post release
+    assert sglang("0.4.4.post3").version == "0.4"
+    assert sglang("0.4.4.post4").version == "0.4.4.post4"  # 48 running requests with an EAGLE-family draft
+    assert sglang("0.4.5.post2").version == "0.4.4.post4"
+    assert sglang("0.4.5.post3").version == "0.4.5.post3"
+    assert sglang("0.4.6").version == "0.4.5.post3"
+    assert sglang("0.4.6.post1").version == "0.4.5.post3"
+    assert sglang("0.4.6.post2").version == "0.4.6.post2"
+    assert sglang("0.4.6.post5").version == "0.4.6.post2"
+    assert sglang("0.4.7").version == "0.4.7"
+    assert sglang("0.4.7.post1").version == "0.4.7.post1"
+    assert sglang("0.5.2").version == "0.4.7.post1"
+    assert sglang("0.5.3").version == "0.5.3"  # _handle_gpu_memory_settings is in the 0.5.3 wheel already
+    assert sglang("0.5.3.post3").version == "0.5.3"
+    assert sglang("0.5.4").version == "0.5.3"
+    assert sglang("0.5.9").version == "0.5.3"
     assert sglang("0.5.10").version == "0.5.10"  # piecewise CUDA graphs for prompt steps
     assert sglang("0.5.11").version == "0.5.11"  # piecewise graphs with speculation too
     assert sglang("0.5.12").version == "0.5.11"
@@ -62,14 +74,44 @@ def test_release_ranges_follow_the_patch_number():
     ("H200-141GB", 8, "eagle3", "sgl-project/SpecForge-llama3-70B-eagle3", "0.5.6", 0.882),
     # ... and without the flat draft reserve after #23862: 14,848 -> 0.896
     ("H200-141GB", 8, "eagle3", "sgl-project/SpecForge-llama3-70B-eagle3", "0.5.14", 0.896),
-    # before 0.5.4: by TP size
-    ("H100-SXM-80GB", 4, "none", None, "0.4.9", 0.85),
-    ("H100-SXM-80GB", 1, "none", None, "0.4.9", 0.88),
+    # 0.4-0.4.5.post2: by TP size
+    ("H100-SXM-80GB", 4, "none", None, "0.4.5", 0.85),
+    ("H200-141GB", 8, "none", None, "0.4.5.post2", 0.81),
+    # 0.4.5.post3-0.4.6.post1: above 81,920 MiB, (143,165.44 - 13,312) / 143,165.44 = 0.907019...; the table below
+    ("H200-141GB", 8, "none", None, "0.4.5.post3", (143_165.44 - 13_312) / 143_165.44),
+    ("H100-SXM-80GB", 4, "none", None, "0.4.6", 0.85),
+    # 0.4.6.post2-0.4.6.post5: 0.88 above 81,920 MiB, then min(0.88 + 49,152 x 0.12 / 143,165.44 = 0.921199...,
+    # (143,165.44 - 18,432) / 143,165.44 = 0.871254...)
+    ("H200-141GB", 8, "none", None, "0.4.6.post2", (143_165.44 - 18_432) / 143_165.44),
+    # 0.4.7: 0.79 on a CUDA card above 180,000 MiB (B200: 182,630.4 MiB)
+    ("B200-180GB", 8, "none", None, "0.4.7", 0.79),
+    # 0.4.7.post1-0.5.2: reserved 9.5 + 4 / 2 = 11.5 GiB below 90 GiB: (81,090.56 - 11,776) / 81,090.56 -> 0.855;
+    # TP 1: 10 GiB -> 0.874; H200 TP 8: 12 + 4 = 16 GiB -> (143,165.44 - 16,384) / 143,165.44 -> 0.886
+    ("H100-SXM-80GB", 4, "none", None, "0.4.9", 0.855),
+    ("H100-SXM-80GB", 1, "none", None, "0.4.9", 0.874),
+    ("H200-141GB", 8, "none", None, "0.5.2", 0.886),
 ])
 def test_default_fraction(gpu, tp, method, draft, version, expected):
     target = "meta-llama/Llama-3.3-70B-Instruct" if draft and "70B" in draft else "meta-llama/Llama-3.1-8B-Instruct"
     d = deployment(target=target, gpu=gpu, tp=tp, method=method, draft=draft, k=3 if draft else 0)
-    assert account(d, sglang(version)).settings.gpu_memory_utilization == expected
+    assert account(d, sglang(version)).settings.gpu_memory_utilization == pytest.approx(expected, abs=1e-9)
+
+
+@pytest.mark.parametrize("gpu, tp, version, chunk, graphs", [
+    ("H200-141GB", 8, "0.4.5.post2", 8192, 160),  # cuda_graph_max_bs = 160 set by server_args
+    ("H200-141GB", 8, "0.4.5.post3", 8192, 256),  # unset; the capture list adds 160..256 above 81,920 MiB
+    ("H100-SXM-80GB", 8, "0.4.5.post3", 8192, 160),  # 81,090.56 MiB: the base list, up to 160
+    ("H20-96GB", 1, "0.4.6.post2", 8192, 160),  # 97,361.92 MiB, not above 96 x 1024
+    ("B200-180GB", 8, "0.4.7", 16384, 512),  # above 180,000 MiB: chunks of 16,384, graphs to 512
+    ("H20-96GB", 1, "0.4.9", 8192, 256),  # above 90 x 1024 MiB
+    ("B200-180GB", 8, "0.5.2", 16384, 512),  # 182,630.4 MiB: at least 160 GiB, and above 160,000 MiB
+    ("RTX-4090-24GB", 1, "0.4.9", 2048, 8),  # below 35 GiB: cuda_graph_max_bs 8 at TP < 4
+    ("RTX-4090-24GB", 1, "0.4.6", 2048, 8),  # below 25,000 MiB
+])
+def test_default_chunk_and_decode_graph_limit_by_release(gpu, tp, version, chunk, graphs):
+    mem = account(deployment(gpu=gpu, tp=tp), sglang(version))
+    assert (mem.settings.max_num_batched_tokens, mem.engine_terms["cuda_graph_max_bs"]) == (chunk, graphs)
+    assert mem.settings.graph_max_tokens == graphs  # decode batches above it run outside a graph
 
 
 # --- the pool: f x (what was free before loading) - weights ----------------------------------------------------
@@ -119,6 +161,15 @@ def test_before_0_5_14_the_draft_pool_takes_the_targets_token_count_after_it():
     assert spec.kv_bytes_per_token_draft == EAGLE3_CELL
     assert spec.kv_cache_bytes == spec.kv_cache_tokens * (LLAMA8B_CELL + EAGLE3_CELL)
     assert spec.settings.max_num_seqs == 48  # "Max running requests is reset to 48 for speculative decoding"
+
+
+def test_an_eagle_draft_caps_the_running_requests_at_48_from_0_4_4_post4():
+    # server_args.py sets max_running_requests = 48 for EAGLE / EAGLE3 when it is not given: in the 0.4.4.post4 wheel,
+    # not in 0.4.4.post3's; without it the scheduler runs min(tokens / 2, the request pool)
+    before = account(deployment(**EAGLE3), sglang("0.4.4.post3"))
+    assert before.settings.max_num_seqs > 48
+    for version in ("0.4.4.post4", "0.4.5.post3", "0.4.9", "0.5.2"):
+        assert account(deployment(**EAGLE3), sglang(version)).settings.max_num_seqs == 48
 
 
 def test_from_0_5_14_the_draft_sits_inside_the_fraction():

@@ -22,7 +22,7 @@ from .speculation import SpecMethod
 from .specs import (DTYPE_BYTES, Deployment, GpuSpec, ModelSpec, Quantization, VisionSpec, canonical_dtype,
                     effective_target)
 from .units import GiB, ceil_div
-from .weights import WeightBreakdown, padded_vocab, weight_breakdown
+from .weights import VLLM_MXFP4_PAD, WeightBreakdown, padded_vocab, weight_breakdown
 
 
 # A step size no CUDA-graph limit reaches: every such step runs in a graph (AccountingProfile.graph_max_tokens)
@@ -434,12 +434,14 @@ def scheduler_steps(d: Deployment, p: AccountingProfile) -> int:
     return steps
 
 
-def target_weights(d: Deployment, dtype: str, quant: Quantization | None) -> WeightBreakdown:
+def target_weights(d: Deployment, dtype: str, quant: Quantization | None,
+                   mxfp4_pad: tuple[int, int] = VLLM_MXFP4_PAD) -> WeightBreakdown:
     """The target's weights on rank 0, by component (exact checkpoint bytes, when known, scale the
-    architecture's split; the rotary buffer is not in the checkpoint)."""
-    w_target = weight_breakdown(d.target, d.tp, d.pp, dtype, quant)
+    architecture's split; the rotary buffer is not in the checkpoint; `mxfp4_pad`: the engine's padding of mxfp4
+    experts, vLLM's by default)."""
+    w_target = weight_breakdown(d.target, d.tp, d.pp, dtype, quant, mxfp4_pad=mxfp4_pad)
     if d.target.weight_bytes_exact:
-        arch = weight_breakdown(d.target, 1, 1, dtype, quant, rotary_cache=False).total
+        arch = weight_breakdown(d.target, 1, 1, dtype, quant, rotary_cache=False, mxfp4_pad=mxfp4_pad).total
         ratio = d.target.weight_bytes_exact / arch if arch else 1.0
         w_target = WeightBreakdown(
             embedding=int(w_target.embedding * ratio), lm_head=int(w_target.lm_head * ratio),

@@ -138,8 +138,12 @@ def _state_mixer_bytes(m: ModelSpec, s: StateLayer, tp: int, wb: int, q: Quantiz
             + linear_bytes(h, inter, wb, q, bias=s.proj_bias))
 
 
-def mxfp4_expert_dims(hidden: int, inter_per_rank: int) -> tuple[int, int]:
-    """(hidden, intermediate per rank) of vLLM's mxfp4 MoE expert tensors, padded to the kernels' tiles.
+VLLM_MXFP4_PAD = (256, 128)  # the multiples vLLM pads mxfp4 experts' hidden and intermediate sizes to (below)
+
+
+def mxfp4_expert_dims(hidden: int, inter_per_rank: int, pad: tuple[int, int] = VLLM_MXFP4_PAD) -> tuple[int, int]:
+    """(hidden, intermediate per rank) of an engine's mxfp4 MoE expert tensors, padded to the kernels' tiles (`pad`:
+    the hidden and intermediate multiples; vLLM's by default, SGLang's from its profile: engines/sglang/accounting.py).
 
     vLLM's Mxfp4MoEMethod.create_weights allocates the experts padded (vllm/model_executor/layers/fused_moe/
     oracle/mxfp4.py, mxfp4_round_up_hidden_size_and_intermediate_size): Marlin, the universal fallback, to a
@@ -149,10 +153,11 @@ def mxfp4_expert_dims(hidden: int, inter_per_rank: int) -> tuple[int, int]:
     H100 (vllm-project/vllm issue 23278; 65.91 padded, 60.78 not), gpt-oss-20b 7.01 GiB at TP2 on H100 with the
     TRITON backend (llm-d-planner v0.19.0 log; 7.08 padded, 6.53 with Triton's own 64-multiple intermediate).
     Blackwell's TRT-LLM path pads both to 256 (a little more; not modelled per GPU)."""
-    return ceil_div(hidden, 256) * 256, ceil_div(inter_per_rank, 128) * 128
+    return ceil_div(hidden, pad[0]) * pad[0], ceil_div(inter_per_rank, pad[1]) * pad[1]
 
 
-def _mlp_bytes(m: ModelSpec, layer: int, tp: int, wb: int, q: Quantization | None) -> tuple[int, int, int]:
+def _mlp_bytes(m: ModelSpec, layer: int, tp: int, wb: int, q: Quantization | None,
+               mxfp4_pad: tuple[int, int] = VLLM_MXFP4_PAD) -> tuple[int, int, int]:
     """(bytes, params, router bytes) of one layer's MLP or MoE block on one rank."""
     h = m.hidden_size
     moe = m.moe
@@ -164,7 +169,7 @@ def _mlp_bytes(m: ModelSpec, layer: int, tp: int, wb: int, q: Quantization | Non
         up = 2 * inter if m.gated_mlp else inter
         return (linear_bytes(up, h, wb, dense_q) + linear_bytes(h, inter, wb, dense_q), (up + inter) * h, 0)
     inter = moe.expert_intermediate_size // tp
-    one = _expert_bytes(m, tp, wb, q)
+    one = _expert_bytes(m, tp, wb, q, mxfp4_pad)
     b = moe.num_experts * one
     p = moe.num_experts * 3 * h * inter
     if moe.num_shared_experts:
@@ -179,11 +184,13 @@ def _mlp_bytes(m: ModelSpec, layer: int, tp: int, wb: int, q: Quantization | Non
 @lru_cache(maxsize=4096)
 def weight_breakdown(m: ModelSpec, tp: int = 1, pp: int = 1, dtype: str | None = None,
                      quant: Quantization | None = None, *, include_mtp: bool = False,
-                     share_embeddings: bool = False, rotary_cache: bool = True) -> WeightBreakdown:
+                     share_embeddings: bool = False, rotary_cache: bool = True,
+                     mxfp4_pad: tuple[int, int] = VLLM_MXFP4_PAD) -> WeightBreakdown:
     """Bytes of `m` on the busiest GPU of a TP x PP instance.
 
     `share_embeddings` drops the embedding and lm_head (an EAGLE head or MTP layer that reuses the
-    target's). `quant` overrides the checkpoint's declared quantization.
+    target's). `quant` overrides the checkpoint's declared quantization. `mxfp4_pad`: the engine's padding of
+    mxfp4 experts (mxfp4_expert_dims).
     """
     wb = DTYPE_BYTES[dtype or m.dtype]
     q = quant if quant is not None else m.quantization
@@ -217,7 +224,7 @@ def weight_breakdown(m: ModelSpec, tp: int = 1, pp: int = 1, dtype: str | None =
             sb = _state_mixer_bytes(m, m.state_layers[min(state_index, len(m.state_layers) - 1)], tp, wb, q)
             state_index += 1
             ab, ap = ab + sb, ap + sb // wb
-        mb, mp, rb = _mlp_bytes(m, lid, tp, wb, q)
+        mb, mp, rb = _mlp_bytes(m, lid, tp, wb, q, mxfp4_pad)
         attention += ab
         mlp += mb
         norms += m.norms_per_layer * h * wb + rb
@@ -297,10 +304,11 @@ def expert_bytes_per_rank(m: ModelSpec, tp: int, dtype: str | None = None,
     return _expert_bytes(m, tp, DTYPE_BYTES[dtype or m.dtype], q), 3 * m.hidden_size * (m.moe.expert_intermediate_size // tp)
 
 
-def _expert_bytes(m: ModelSpec, tp: int, wb: int, q: Quantization | None) -> int:
+def _expert_bytes(m: ModelSpec, tp: int, wb: int, q: Quantization | None,
+                  mxfp4_pad: tuple[int, int] = VLLM_MXFP4_PAD) -> int:
     """Bytes of one routed expert of one MoE layer on one rank with the quantization `q` already resolved."""
     assert m.moe is not None
     h, inter = m.hidden_size, m.moe.expert_intermediate_size // tp
-    h_pad, inter_pad = mxfp4_expert_dims(h, inter) if (q and q.method == "mxfp4") else (h, inter)
+    h_pad, inter_pad = mxfp4_expert_dims(h, inter, mxfp4_pad) if (q and q.method == "mxfp4") else (h, inter)
     bias = m.moe.expert_bias
     return linear_bytes(2 * inter_pad, h_pad, wb, q, bias=bias) + linear_bytes(h_pad, inter_pad, wb, q, bias=bias)

@@ -25,8 +25,18 @@ def release_with_patch(version: str | None) -> tuple[int, int, int] | None:
     return (int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)) if match else None
 
 
+def release_key(version: str | None) -> tuple[int, int, int, int] | None:
+    """(major, minor, patch, post) of a release, post the N of a `.postN` suffix (0 without one): SGLang changed its
+    defaults between 0.4.5.post2 and 0.4.5.post3, so a profile may start at a post release."""
+    match = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.(\d+))?(?:\.?post(\d+))?(?:\S*)", str(version).strip())
+    if not match:
+        return None
+    return (int(match.group(1)), int(match.group(2)), int(match.group(3) or 0), int(match.group(4) or 0))
+
+
 def _label(start: tuple[int, ...]) -> str:
-    return ".".join(map(str, start))
+    head = ".".join(map(str, start[:3]))
+    return head + (f".post{start[3]}" if len(start) > 3 and start[3] else "")
 
 
 def resolve_profile(engine: str = "vllm", version: str | None = None) -> AccountingProfile:
@@ -36,8 +46,8 @@ def resolve_profile(engine: str = "vllm", version: str | None = None) -> Account
     table = ENGINES[engine]
     if version in (None, "", "latest"):
         return table[-1][1]
-    wanted = release_with_patch(version)
-    covered = f"{_label(table[0][0])} or later, as X.Y or X.Y.Z"
+    wanted = release_key(version)
+    covered = f"{_label(table[0][0])} or later, as X.Y, X.Y.Z or X.Y.Z.postN"
     if wanted is None:
         raise SpecError("engine_version", f"cannot read version {version!r}", covered)
     chosen = None

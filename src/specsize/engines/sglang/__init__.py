@@ -127,9 +127,28 @@ _FLASHINFER_TRTLLM_SM100 = (
 _TEXT_ONLY_MULTIMODAL = ("gemma3", "gemma3_text", "llama4", "llama4_text")
 _HEURISTIC = Rules(defaults="heuristic", spec_reserve=True, draft_in_sizing=False, spec_max_running_requests=48)
 
-V04 = _profile("0.4", "SGLang 0.4-0.5.3 (default fraction by TP size; draft pool after the target's)",
-               Rules(defaults="tp_table", spec_reserve=False, draft_in_sizing=False, spec_max_running_requests=None))
-V054 = _profile("0.5.4", "SGLang 0.5.4-0.5.9 (default fraction from GPU memory; draft pool after the target's)",
+# before 0.5.3 the default fraction, chunked-prefill size and decode-graph limit changed five times (accounting.py's
+# docstring, Rules.defaults); from 0.4.4.post4 an EAGLE / EAGLE3 / NEXTN draft sets max_running_requests to 48 when it
+# is not given (server_args.py "if self.max_running_requests is None: self.max_running_requests = 48", read in the
+# 0.4.4.post4 wheel and every later one; not in 0.4.4.post3)
+def _legacy(version: str, label: str, defaults: str, spec_running: int | None = 48) -> AccountingProfile:
+    return _profile(version, label, Rules(defaults=defaults, spec_reserve=False, draft_in_sizing=False,
+                                          spec_max_running_requests=spec_running))
+
+
+V04 = _legacy("0.4", "SGLang 0.4-0.4.4.post3 (default fraction by TP size; draft pool after the target's)", "tp_table",
+              spec_running=None)
+V044P4 = _legacy("0.4.4.post4", "SGLang 0.4.4.post4-0.4.5.post2 (as 0.4; 48 running requests with an EAGLE-family "
+                 "draft)", "tp_table")
+V045P3 = _legacy("0.4.5.post3", "SGLang 0.4.5.post3-0.4.6.post1 (above 80 GiB: 13 GiB left outside the fraction, "
+                 "decode graphs to 256)", "big13")
+V046P2 = _legacy("0.4.6.post2", "SGLang 0.4.6.post2-0.4.6.post5 (above 96 GiB: 48 GiB of headroom shared, at least "
+                 "18 GiB outside the fraction, decode graphs to 256)", "big48")
+V047 = _legacy("0.4.7", "SGLang 0.4.7 (as 0.4.6.post2; 0.79 and decode graphs to 512 on CUDA cards above 180,000 "
+               "MiB)", "big48_b200")
+V047P1 = _legacy("0.4.7.post1", "SGLang 0.4.7.post1-0.5.2 (default fraction from a reserve by GPU memory and TP x PP)",
+                 "reserved")
+V054 = _profile("0.5.3", "SGLang 0.5.3-0.5.9 (default fraction from GPU memory; draft pool after the target's)",
                 _HEURISTIC)
 V0510 = _profile("0.5.10", "SGLang 0.5.10 (as 0.5.4; prompt steps in piecewise CUDA graphs, not with the "
                  "flashinfer_trtllm MoE runner nor with speculation)", _HEURISTIC, _PIECEWISE, _FLASHINFER_TRTLLM_SM100,
@@ -143,7 +162,8 @@ V0514 = _profile("0.5.14", "SGLang 0.5.14 and later (draft weights and KV inside
                  _PIECEWISE, spec_v2=True)
 
 # (first release covered, profile), oldest first
-PROFILES = (((0, 4), V04), ((0, 5, 4), V054), ((0, 5, 10), V0510), ((0, 5, 11), V0511), ((0, 5, 13), V0513),
+PROFILES = (((0, 4), V04), ((0, 4, 4, 4), V044P4), ((0, 4, 5, 3), V045P3), ((0, 4, 6, 2), V046P2), ((0, 4, 7), V047), ((0, 4, 7, 1), V047P1),
+            ((0, 5, 3), V054), ((0, 5, 10), V0510), ((0, 5, 11), V0511), ((0, 5, 13), V0513),
             ((0, 5, 14), V0514))
 
 # The drafter shape SGLang runs when no --speculative-num-steps is given (EAGLE, EAGLE3 and NEXTN, its MTP; from

@@ -20,12 +20,26 @@ Read from sgl-project/sglang (paths under python/sglang/srt/):
   after loading (`set_embed_and_head`): the duplicate is live while the draft loads, and, since the draft
   loads before sizing in the newer releases, while the pool is sized (sgl-project/sglang#36452, open fix
   #32468: "the duplicate vocab tensors are resident when free memory is measured").
-- server_args.py, `_handle_gpu_memory_settings` (PR #10975, releases 0.5.4 and later): chunked_prefill_size
+- server_args.py, `_handle_gpu_memory_settings` (PR #10975, releases 0.5.3 and later): chunked_prefill_size
   and cuda_graph_max_bs by GPU memory bucket, then mem_fraction_static = round((gpu_mem - reserved) / gpu_mem,
   3) with reserved = 512 + 1.5 x max(chunked_prefill_size, 2048) + 2 x cuda_graph_max_bs + tp x pp / 8 x 1024
   MiB, at least 10 GiB above 60 GiB cards, + 2 GiB for EAGLE-family drafts (6 GiB STANDALONE) until #23862.
-  Before 0.5.4: 0.88 / 0.87 / 0.85 / 0.81 / 0.79 for TP 1 / 2 / 4 / 8 / 16, chunked prefill 2048 below
-  25,000 MiB else 8192, CUDA graphs up to 8 (TP < 4) or 80 below 25,000 MiB, else 160.
+  Before 0.5.3 the defaults changed five times (`Rules.defaults`; read in every release's PyPI wheel,
+  server_args.py `__post_init__` and model_executor/cuda_graph_runner.py `get_batch_sizes_to_capture`; gpu_mem
+  is the card's MiB):
+  - "tp_table" (0.4.0-0.4.5.post2): 0.88 / 0.87 / 0.85 / 0.81 / 0.79 for TP 1 / 2 / 4 / 8 / 16, chunked prefill
+    2048 below 25,000 MiB else 8192, CUDA graphs up to 8 (TP < 4) or 80 below 25,000 MiB, else 160;
+  - "big13" (0.4.5.post3-0.4.6.post1): above 81,920 MiB the fraction is (gpu_mem - 13 GiB) / gpu_mem and decode
+    graphs are captured up to 256 (`capture_bs += range(160, 257, 8)`; cuda_graph_max_bs is left unset);
+  - "big48" (0.4.6.post2-0.4.6.post5): the table by TP x PP up to 81,920 MiB, else 0.88; above 96 GiB
+    min(f + 48 GiB x (1 - f) / gpu_mem, (gpu_mem - 18 GiB) / gpu_mem) and graphs up to 256;
+  - "big48_b200" (0.4.7): as "big48", but 0.79 on CUDA cards above 180,000 MiB, 20 GiB reserved with a
+    speculative algorithm (x 0.95 on smaller cards), chunked prefill 16,384 and graphs up to 512 above 180,000
+    MiB;
+  - "reserved" (0.4.7.post1-0.5.2): round((gpu_mem - reserved) / gpu_mem, 3) with reserved 2.8 + TP x PP / 10
+    GiB below 35 GiB, 9.5 + TP x PP / 2 below 90 GiB, 12 + TP x PP / 2 below 160 GiB, else 32 GiB, + 2 GiB with a
+    speculative algorithm (6 GiB STANDALONE); chunked prefill 2048 below 35 GiB, 8192 below 160 GiB, else 16,384;
+    graphs up to 8 (TP < 4) or 80 below 35 GiB, 256 above 90 GiB, 512 above 160,000 MiB, else 160.
 - Speculative EAGLE/EAGLE3/STANDALONE (and NEXTN, an alias of EAGLE) set max_running_requests to 48 when it
   is not given (server_args.py, 0.5.x: "Max running requests is reset to 48 for speculative decoding").
   Otherwise the request pool holds min(max(tokens / context_len x 512, 2048), 4096) requests and the
@@ -48,7 +62,7 @@ from ...core.errors import SpecError
 from ...core.kvcache import KVLayer, bytes_per_token, model_kv_layers
 from ...core.memory import (AccountingProfile, MemoryAccount, activation_peak, draft_weight_bytes,
                             resolve_settings, target_weights)
-from ...core.specs import Deployment, effective_target
+from ...core.specs import Deployment, GpuSpec, effective_target
 from ...core.units import GiB
 from ...core.weights import WeightBreakdown
 
@@ -61,7 +75,8 @@ EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
 class Rules:
     """What differs between SGLang releases (the module docstring cites each)."""
 
-    defaults: str  # "tp_table" (before 0.5.4) or "heuristic" (0.5.4 and later)
+    defaults: str  # "tp_table", "big13", "big48", "big48_b200", "reserved" (before 0.5.3; module docstring) or
+    # "heuristic" (0.5.3 and later)
     spec_reserve: bool  # the default fraction reserves 2 GiB (6 GiB STANDALONE) for a draft
     draft_in_sizing: bool  # draft weights loaded and draft KV budgeted before the pool is sized
     spec_max_running_requests: int | None  # default running-request limit with EAGLE-family speculation
@@ -69,12 +84,37 @@ class Rules:
     tp_extra_pcie_bytes: int = int(0.36 * GiB)
 
 
+LEGACY = ("tp_table", "big13", "big48", "big48_b200", "reserved")  # the rules before 0.5.3, oldest first
+
+
+def mxfp4_pad(gpu: GpuSpec) -> tuple[int, int]:
+    """The (hidden, intermediate) multiples SGLang pads mxfp4 experts to (layers/quantization/mxfp4.py
+    Mxfp4MoEMethod.create_weights, read in the 0.5.3 wheel): both to 256 for FlashInfer's kernels on compute capability
+    10 (its gpt-oss default there), otherwise the intermediate to a multiple of 32 (triton_kernels; gpt-oss's 2,880 is
+    one) and the hidden size as it is, where vLLM pads to 256 / 128 (core.weights.mxfp4_expert_dims)."""
+    return (256, 256) if gpu.compute_capability_10 else (1, 32)
+
+
 def default_chunk_and_graph(rules: Rules, gpu_mib: float, tp: int) -> tuple[int, int]:
-    """(chunked_prefill_size, cuda_graph_max_bs) SGLang picks for a card of `gpu_mib` MiB."""
-    if rules.defaults == "tp_table":
-        if gpu_mib < 25_000:
+    """(chunked_prefill_size, cuda_graph_max_bs) SGLang picks for a card of `gpu_mib` MiB; before 0.5.3 the largest
+    decode batch its default capture list holds (cuda_graph_max_bs itself left unset above the small cards)."""
+    if rules.defaults in LEGACY:
+        small = 35 * 1024 if rules.defaults == "reserved" else 25_000
+        if gpu_mib < small:
             return 2048, (8 if tp < 4 else 80)
-        return 8192, 160
+        chunk = 8192
+        if rules.defaults == "big48_b200" and gpu_mib > 180_000:
+            chunk = 16384
+        elif rules.defaults == "reserved" and gpu_mib >= 160 * 1024:
+            chunk = 16384
+        graph = 160
+        if rules.defaults == "big13" and gpu_mib > 81_920:
+            graph = 256
+        elif rules.defaults in ("big48", "big48_b200") and gpu_mib > 96 * 1024:
+            graph = 512 if rules.defaults == "big48_b200" and gpu_mib > 180_000 else 256
+        elif rules.defaults == "reserved" and gpu_mib > 90 * 1024:
+            graph = 512 if gpu_mib > 160_000 else 256
+        return chunk, graph
     for below_gib, chunk, small_tp, large_tp in ((20, 2048, 8, 8), (35, 2048, 24, 80), (60, 4096, 32, 160),
                                                  (90, 8192, 256, 512), (160, 8192, 256, 512)):
         if gpu_mib < below_gib * 1024:
@@ -82,11 +122,31 @@ def default_chunk_and_graph(rules: Rules, gpu_mib: float, tp: int) -> tuple[int,
     return 16384, 512
 
 
+def _by_tp_size(size: int) -> float:
+    return next(f for at_least, f in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88)) if size >= at_least)
+
+
 def default_fraction(rules: Rules, gpu_mib: float, tp: int, pp: int, chunked: int, graph_bs: int,
-                     algorithm: str | None) -> float:
+                     algorithm: str | None, cuda: bool = True) -> float:
+    """SGLang's default mem_fraction_static (`cuda`: an NVIDIA card, for 0.4.7's rule for the largest ones)."""
     if rules.defaults == "tp_table":
-        world = tp * pp
-        return next(f for at_least, f in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88)) if world >= at_least)
+        return _by_tp_size(tp * pp)
+    if rules.defaults == "big13":
+        return _by_tp_size(tp) if gpu_mib <= 81_920 else (gpu_mib - 13 * 1024) / gpu_mib
+    if rules.defaults in ("big48", "big48_b200"):
+        f = _by_tp_size(tp * pp) if gpu_mib <= 81_920 else 0.88
+        if rules.defaults == "big48_b200" and gpu_mib > 180_000 and cuda:
+            return 0.79
+        if gpu_mib > 96 * 1024:
+            reserve = 20 * 1024 if rules.defaults == "big48_b200" and algorithm is not None else 18 * 1024
+            return min(f + 48 * 1024 * (1 - f) / gpu_mib, (gpu_mib - reserve) / gpu_mib)
+        return f * 0.95 if rules.defaults == "big48_b200" and algorithm is not None else f
+    if rules.defaults == "reserved":
+        size = tp * pp
+        gib = (2.8 + size / 10 if gpu_mib < 35 * 1024 else 9.5 + size / 2 if gpu_mib < 90 * 1024
+               else 12 + size / 2 if gpu_mib < 160 * 1024 else 32)
+        reserved = gib * 1024 + (0 if algorithm is None else 6 * 1024 if algorithm == "STANDALONE" else 2 * 1024)
+        return round((gpu_mib - reserved) / gpu_mib, 3)
     reserved = 512 + max(chunked, 2048) * 1.5 + graph_bs * 2 + tp * pp / 8 * 1024
     if gpu_mib > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
@@ -196,12 +256,12 @@ def account(d: Deployment, p: AccountingProfile, rules: Rules) -> MemoryAccount:
     # sequence scoring its last token and k drafts
     s = replace(s, graph_max_tokens=min(s.graph_max_tokens, graph_bs * (1 + s.num_speculative_tokens)))
     fraction = e.gpu_memory_utilization if e.gpu_memory_utilization is not None else default_fraction(
-        rules, gpu_mib, d.tp, d.pp, chunked, graph_bs, algorithm)
+        rules, gpu_mib, d.tp, d.pp, chunked, graph_bs, algorithm, cuda=d.gpu.vendor == "nvidia")
     page = s.block_size
 
     context = context_bytes(d, p, rules)
     free_before = total - d.shared_reserved_bytes - context
-    w_target = _sglang_rotary_caches(d, target_weights(d, s.dtype, quant))
+    w_target = _sglang_rotary_caches(d, target_weights(d, s.dtype, quant, mxfp4_pad=mxfp4_pad(d.gpu)))
     w_draft = draft_weight_bytes(d, s)
     duplicate = _duplicate_head_bytes(d, w_target.embedding, w_target.lm_head)
     target_layers = _as_pool_layers(model_kv_layers(d.target, d.tp, s.kv_dtype_bytes, "target", d.pp))
