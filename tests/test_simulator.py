@@ -364,3 +364,26 @@ def test_frontend_latency_stretches_with_the_api_servers_streaming_load():
     assert loaded.ttft_s == pytest.approx([step + 0.02 / (1 - 4e-3 / step)] * 4, rel=1e-9)
     idle = simulate(dataclasses.replace(base, frontend_latency_s=0.02), closed_batch(4, 1000, 5), seed=0)
     assert idle.ttft_s == pytest.approx([step + 0.02] * 4, rel=1e-9)
+
+
+def test_admission_holds_back_what_the_running_requests_still_need_by_hand():
+    # two requests of 1,000 + 10 tokens, chunks of 256, a 100-block pool (1,600 tokens)
+    # vLLM V1 ("chunk") admits the second as soon as its first chunk's 16 blocks fit beside the first's: both prompts
+    # grow to 63 blocks each and the pool runs short: the newest is preempted
+    def run(admission, blocks=100):
+        cfg = config(num_blocks=blocks, batched=256)
+        cfg = EngineConfig(**{**cfg.__dict__, "admission": admission})
+        return simulate(cfg, closed_batch(2, 1000, 10), seed=0)
+
+    chunk = run("chunk")
+    assert chunk.preemptions >= 1 and chunk.finished.all()
+    # vLLM V0 ("prompt") admits the second only when its whole prompt (63 blocks: 1,000 tokens + the last token's
+    # slot) fits beside the first's remaining prompt: 63 + 63 > 100, so it waits for the first to finish
+    prompt = run("prompt")
+    assert prompt.preemptions == 0 and prompt.finished.all()
+    assert prompt.ttft_s[1] > prompt.e2e_s[0] - 1e-12
+    # SGLang ("sglang") also reserves the output: 1,000 + 10 tokens = 64 blocks of 16 (ceil 1,010 / 16), and the
+    # first's 10 outputs x 0.7: with 128 blocks both fit (64 + 63 + 1 = 128); with 127 the second waits
+    assert run("sglang", 128).ttft_s[1] < run("sglang", 128).e2e_s[0]
+    waits = run("sglang", 127)
+    assert waits.preemptions == 0 and waits.ttft_s[1] > waits.e2e_s[0] - 1e-12

@@ -78,6 +78,10 @@ class AccountingProfile:
     # batch N's result). Not V0's asynchronous output processing, which schedules after the step it overlaps. With
     # speculation as async_with_speculation says (SGLang's spec v1 worker turns the overlap off)
     scheduled_ahead: bool = False
+    # what admission holds back for the running requests (simulator.engine.EngineConfig.admission): "chunk" (vLLM V1
+    # allocates as a prompt's chunks run: v1/core/sched/scheduler.py), "prompt" (vLLM V0's block manager allocates a
+    # whole prompt at admission: core/block_manager.py can_allocate), "sglang" (the prompt and the output reserved)
+    admission: str = "chunk"
     # a model drafter's chain (top-k 1: EAGLE, EAGLE3, NEXTN, STANDALONE) runs on SGLang's spec v2 worker, inside the
     # overlap scheduler (SGLANG_ENABLE_SPEC_V2 on by default from 0.5.11, server_args.py "Spec v2 is enabled by
     # default for eagle/eagle3/standalone speculative decoding"; a tree, top-k > 1, stays on spec v1 without overlap):
@@ -196,6 +200,7 @@ class ResolvedSettings:
     async_scheduling: bool = False  # AccountingProfile.async_scheduling, where the deployment allows it
     async_with_speculation: bool = True  # AccountingProfile.async_with_speculation
     scheduled_ahead: bool = False  # AccountingProfile.scheduled_ahead, where the deployment allows it
+    admission: str = "chunk"  # AccountingProfile.admission
     spec_overlap_chain: bool = False  # AccountingProfile.spec_overlap_chain, where the deployment allows it
     stream_interval: int = 1  # --stream-interval (EngineSettings.stream_interval)
     graph_max_tokens: int = GRAPH_ALL  # the largest step in a CUDA graph (AccountingProfile.graph_max_tokens)
@@ -336,6 +341,7 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         scheduler_steps=steps, moe_fp8_memory=p.moe_fp8_memory, ngram_proposer_per_seq_s=p.ngram_proposer_per_seq_s,
         async_scheduling=p.async_scheduling and overlaps, async_with_speculation=p.async_with_speculation,
         scheduled_ahead=p.scheduled_ahead and overlaps, spec_overlap_chain=p.spec_overlap_chain and overlaps,
+        admission=p.admission,
         recv_interval=_engine_interval("scheduler_recv_interval", e.scheduler_recv_interval, p.recv_interval_flag, p,
                                        "engine sglang"),
         stream_interval=_engine_interval("stream_interval", e.stream_interval, p.stream_interval_flag, p,

@@ -120,6 +120,9 @@ V0 = AccountingProfile(
     # without chunked prefill a V0 step is prompts only or decodes only, prompts first (vllm/core/scheduler.py
     # _schedule_default: "if len(prefills.seq_groups) == 0: running_scheduled = self._schedule_running(...)")
     prefill_first=True,
+    # the block manager allocates a whole prompt when it admits it, chunked or not (vllm/core/block_manager.py
+    # can_allocate over every prompt block; vllm/core/scheduler.py _schedule_prefills)
+    admission="prompt",
     # drafts scored by batch expansion (AccountingProfile.spec_expansion_query_s): vllm-project/vllm PR 5691 timed the
     # scoring of Llama-7B on one A100 with 5 drafts at batch 4-128, with CUDA graphs, batch expansion against the
     # multi-query scorer: 15.4/13.7, 17.7/14.8, 23.9/18.4, 36.4/25.5, 54.5/35.1, 96.2/70.9 ms; the difference per

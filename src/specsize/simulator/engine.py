@@ -21,6 +21,7 @@ are O(requests). Deterministic under a seed.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass
 from functools import cached_property
@@ -75,6 +76,12 @@ class EngineConfig:
     # the scheduler forms each step while the one before it runs (core.memory.AccountingProfile.scheduled_ahead): a
     # request received while the engine is busy joins the step after next; an idle engine takes it at once
     scheduled_ahead: bool = False
+    # what admission holds back for the requests already running (AccountingProfile.admission): "chunk" (vLLM V1)
+    # admits a request when its first chunk's blocks fit; "prompt" (vLLM V0) when its whole prompt's do, after the
+    # rest of the running prompts; "sglang" also reserves its output, min(max_new_tokens, 4096) (schedule_policy.py
+    # PrefillAdder.add_one_req), and the running requests' remaining outputs times a ratio that falls from 0.7 to 0.098
+    # over 600 decode steps, back to 0.7 when the engine idles or retracts (scheduler.py new_token_ratio)
+    admission: str = "chunk"
 
     @cached_property
     def blocks(self) -> BlockRule:
@@ -121,6 +128,7 @@ class _Book:
     first_seen: np.ndarray  # prefix-cache credit only on the first admission
     prefill_target: np.ndarray
     front_busy: np.ndarray  # the API server's busy share streaming tokens when the request's first token came out
+    ratio: np.ndarray  # SGLang's new_token_ratio (one element; EngineConfig.admission "sglang")
 
 
 def _book(req: Requests) -> _Book:
@@ -130,7 +138,35 @@ def _book(req: Requests) -> _Book:
                  log_acc=_log_acceptance(req.acceptance), computed=np.zeros(n, dtype=np.int64),
                  generated=np.zeros(n, dtype=np.int64), held=np.zeros(n, dtype=np.int64),
                  first_token=np.full(n, np.nan), finish=np.full(n, np.nan), first_seen=np.zeros(n, dtype=bool),
-                 prefill_target=prompt.copy(), front_busy=np.zeros(n))
+                 prefill_target=prompt.copy(), front_busy=np.zeros(n), ratio=np.full(1, SGLANG_RATIO_INIT))
+
+
+SGLANG_RATIO_INIT, SGLANG_RATIO_MIN = 0.7, 0.7 * 0.14  # global_config.py: init 0.7, min factor 0.14, 600 steps
+SGLANG_RATIO_DECAY = (SGLANG_RATIO_INIT - SGLANG_RATIO_MIN) / 600
+SGLANG_CLIP_NEW_TOKENS = 4096  # schedule_policy.py CLIP_MAX_NEW_TOKENS
+
+
+def _held_back(cfg: EngineConfig, b: _Book, run: np.ndarray) -> int:
+    """Blocks an engine that reserves at admission (EngineConfig.admission) keeps for the running requests: the rest
+    of their prompts, and under SGLang their remaining outputs times its new-token ratio."""
+    if cfg.admission == "chunk" or not len(run):
+        return 0
+    rest = int(np.maximum(_blocks_for(cfg, b.prefill_target[run]) - b.held[run], 0).sum())
+    if cfg.admission == "sglang":
+        left = np.minimum(np.maximum(b.output[run] - b.generated[run], 0), SGLANG_CLIP_NEW_TOKENS)
+        rest += int(math.ceil(float(b.ratio[0]) * float(left.sum()) / cfg.block_size))
+    return rest
+
+
+def _new_token_ratio(cfg: EngineConfig, b: _Book, preempted: int, prefill_tokens: int, decode_tokens: int) -> None:
+    """SGLang's new_token_ratio after a step: back to its start when the step retracted requests (retract_decode's
+    own estimate is taken as that start), one decay step lower after a decode step (scheduler.py)."""
+    if cfg.admission != "sglang":
+        return
+    if preempted:
+        b.ratio[0] = SGLANG_RATIO_INIT
+    elif decode_tokens and not prefill_tokens:
+        b.ratio[0] = max(float(b.ratio[0]) - SGLANG_RATIO_DECAY, SGLANG_RATIO_MIN)
 
 
 def _log_acceptance(acceptance: np.ndarray) -> np.ndarray:
@@ -226,6 +262,7 @@ def _admit(cfg: EngineConfig, b: _Book, waiting: deque[int], run: np.ndarray, c:
     k = cfg.k
     admitted: list[int] = []
     admitted_sched: list[int] = []
+    held_back = _held_back(cfg, b, run)
     while waiting and len(run) + len(admitted) < cfg.max_num_seqs and budget > 0:
         head = waiting[0]
         if int(_blocks_for(cfg, int(b.prefill_target[head]) + k + 1)) > cfg.num_blocks:
@@ -241,6 +278,12 @@ def _admit(cfg: EngineConfig, b: _Book, waiting: deque[int], run: np.ndarray, c:
         blocks = int(_blocks_for(cfg, start + chunk + lookahead))
         if blocks > free:
             break
+        if cfg.admission != "chunk":  # the whole prompt (and under SGLang the output) must fit beside the reserve
+            whole = int(_blocks_for(cfg, int(b.prefill_target[head]) + k + (
+                min(int(b.output[head]), SGLANG_CLIP_NEW_TOKENS) if cfg.admission == "sglang" else 0)))
+            if whole + held_back > free and (run.size or admitted):
+                break
+            held_back += whole - blocks
         waiting.popleft()
         b.first_seen[head] = True
         b.computed[head] = start
@@ -397,6 +440,7 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
         next_arrival, recv_weight = _receive(cfg, recv_weight, not (len(run) or waiting), front, arrival,
                                              next_arrival, now, waiting, formed)
         if not len(run) and not waiting:
+            b.ratio[0] = SGLANG_RATIO_INIT  # an idle SGLang scheduler resets it (self_check_during_idle)
             upcoming = _upcoming(front, arrival, next_arrival)
             if not np.isfinite(upcoming):
                 break
@@ -429,6 +473,7 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
         # 6. advance the scheduled requests
         busy = api_busy_share(cfg.target, int(np.count_nonzero(active)), seconds) if cfg.frontend_latency_s else 0.0
         prefill_tokens, decode_tokens = _advance(b, rng, cfg.k, run, sched, active, decoding, dec, n_dec, now, busy)
+        _new_token_ratio(cfg, b, preempted, prefill_tokens, decode_tokens)
         prefill_total += prefill_tokens
         decode_total += decode_tokens
         recv_weight += RECV_WEIGHT_PROMPT if prefill_tokens else 1

@@ -58,6 +58,10 @@ _BASE = replace(vllm.V1_LATEST, engine="sglang", generation="SGLang",
                 # (AccountingProfile.scheduled_ahead); its host work beside the forward is inside the terms fitted on
                 # SGLang runs: no async scheduling on top (AccountingProfile.async_scheduling)
                 async_scheduling=False, scheduled_ahead=True, async_with_speculation=False,
+                # a request is admitted only when its prompt and min(max_new_tokens, 4096) fit beside what the running
+                # ones still need, their outputs times new_token_ratio (managers/schedule_policy.py PrefillAdder;
+                # simulator.engine.EngineConfig.admission)
+                admission="sglang",
                 # its fused-MoE kernels for fp8 block-quantised experts (DeepGEMM / its tuned Triton configs on Hopper,
                 # its Blackwell and AITER paths) stream at 0.45 of HBM, not the 0.35 (Hopper) / 0.125 (Blackwell) of
                 # vLLM 0.24's kernels in the kernel tables: fitted on InferenceX's DeepSeek-R1-0528 FP8 SGLang runs
