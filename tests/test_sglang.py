@@ -474,3 +474,18 @@ def test_sglang_0_5_12_pays_the_launches_of_an_eager_prompt_step_on_b200_where_0
         return report.spec.ttft_s.p50
 
     assert ttft("0.5.12") - ttft("0.5.13") == pytest.approx(48 * 40e-6 + 48 * 1e-3, abs=1e-3)
+
+
+def test_sglang_pads_mxfp4_experts_its_own_way():
+    # gpt-oss-120b: 36 layers of 128 experts, hidden 2,880, intermediate 2,880. vLLM pads the experts to a hidden size
+    # of 3,072 (multiple of 256) and an intermediate of 2,944 (multiple of 128): 65.91 GiB at TP 1, against the 65.97
+    # its log prints (vllm-project/vllm issue 23278). SGLang's triton_kernels path on Hopper pads the intermediate to a
+    # multiple of 32 (2,880 already is) and leaves the hidden size: the checkpoint's 60.78 GiB
+    vllm_w = account(deployment(target="openai/gpt-oss-120b", gpu="H100-SXM-80GB"), resolve_profile("vllm"))
+    sgl_w = account(deployment(target="openai/gpt-oss-120b", gpu="H100-SXM-80GB"), sglang("0.5.6"))
+    assert vllm_w.weights_target.total / GiB == pytest.approx(65.91, abs=0.01)
+    assert sgl_w.weights_target.total / GiB == pytest.approx(60.78, abs=0.01)
+    # the experts alone: 36 x 128 x (2 x 2,880 + 2,880) x 2,880 x 4.25 bits, padded by vLLM to 3,072 x (2 x 2,944 + 2,944)
+    experts = 36 * 128 * 3 * 2880 * 2880 * 4.25 / 8
+    padded = 36 * 128 * 3 * 3072 * 2944 * 4.25 / 8
+    assert (vllm_w.weights_target.total - sgl_w.weights_target.total) / (padded - experts) == pytest.approx(1.0, abs=0.02)
