@@ -131,6 +131,11 @@ class _Book:
     ratio: np.ndarray  # SGLang's new_token_ratio (one element; EngineConfig.admission "sglang")
 
 
+SGLANG_RATIO_INIT, SGLANG_RATIO_MIN = 0.7, 0.7 * 0.14  # global_config.py: init 0.7, min factor 0.14, 600 steps
+SGLANG_RATIO_DECAY = (SGLANG_RATIO_INIT - SGLANG_RATIO_MIN) / 600
+SGLANG_CLIP_NEW_TOKENS = 4096  # schedule_policy.py CLIP_MAX_NEW_TOKENS
+
+
 def _book(req: Requests) -> _Book:
     n = len(req)
     prompt = req.prompt_tokens.astype(np.int64)
@@ -139,11 +144,6 @@ def _book(req: Requests) -> _Book:
                  generated=np.zeros(n, dtype=np.int64), held=np.zeros(n, dtype=np.int64),
                  first_token=np.full(n, np.nan), finish=np.full(n, np.nan), first_seen=np.zeros(n, dtype=bool),
                  prefill_target=prompt.copy(), front_busy=np.zeros(n), ratio=np.full(1, SGLANG_RATIO_INIT))
-
-
-SGLANG_RATIO_INIT, SGLANG_RATIO_MIN = 0.7, 0.7 * 0.14  # global_config.py: init 0.7, min factor 0.14, 600 steps
-SGLANG_RATIO_DECAY = (SGLANG_RATIO_INIT - SGLANG_RATIO_MIN) / 600
-SGLANG_CLIP_NEW_TOKENS = 4096  # schedule_policy.py CLIP_MAX_NEW_TOKENS
 
 
 def _held_back(cfg: EngineConfig, b: _Book, run: np.ndarray) -> int:

@@ -41,7 +41,8 @@ Read from sgl-project/sglang (paths under python/sglang/srt/):
     speculative algorithm (6 GiB STANDALONE); chunked prefill 2048 below 35 GiB, 8192 below 160 GiB, else 16,384;
     graphs up to 8 (TP < 4) or 80 below 35 GiB, 256 above 90 GiB, 512 above 160,000 MiB, else 160.
 - Speculative EAGLE/EAGLE3/STANDALONE (and NEXTN, an alias of EAGLE) set max_running_requests to 48 when it
-  is not given (server_args.py, 0.5.x: "Max running requests is reset to 48 for speculative decoding").
+  is not given (server_args.py, from 0.4.4.post4; 0.5.x logs "Max running requests is reset to 48 for speculative
+  decoding").
   Otherwise the request pool holds min(max(tokens / context_len x 512, 2048), 4096) requests and the
   scheduler runs at most min(tokens // 2, that) (mixin `init_memory`; managers/tp_worker.py).
 - CUDA graph batch sizes (`_generate_cuda_graph_batch_sizes`): [1, 2, 4, 8, 12] + 16..256 step 8 + 272..496
