@@ -489,3 +489,22 @@ def test_sglang_pads_mxfp4_experts_its_own_way():
     experts = 36 * 128 * 3 * 2880 * 2880 * 4.25 / 8
     padded = 36 * 128 * 3 * 3072 * 2944 * 4.25 / 8
     assert (vllm_w.weights_target.total - sgl_w.weights_target.total) / (padded - experts) == pytest.approx(1.0, abs=0.02)
+
+
+def test_a_step_reads_the_experts_the_engine_holds():
+    # the engine's padding (AccountingProfile.mxfp4_pad) sets both the weights and what a decode step reads: SGLang's
+    # gpt-oss-120b experts on an H100 are 2,880 x 2,880 per projection where vLLM's are 3,072 x 2,944 (x 1.0904)
+    from specsize.catalog.gpus import load_efficiency
+    from specsize.core.speculation import Tree
+    from specsize.planner.perf import costs_for
+
+    d = deployment(target="openai/gpt-oss-120b", gpu="H100-SXM-80GB")
+    eff = load_efficiency(d.gpu)
+    read = {}
+    for name, profile in (("vllm", resolve_profile("vllm")), ("sglang", sglang("0.5.6"))):
+        mem = account(d, profile)
+        read[name] = costs_for(d, mem, eff, 0, Tree()).target.expert_bytes
+    assert account(d, sglang("0.5.6")).settings.mxfp4_pad == (1, 32)
+    assert read["vllm"] / read["sglang"] == pytest.approx(3072 * 2944 / (2880 * 2880), rel=0.01)
+    b200 = deployment(target="openai/gpt-oss-120b", gpu="B200-180GB")
+    assert account(b200, sglang("0.5.6")).settings.mxfp4_pad == (256, 256)  # FlashInfer's tiles on compute capability 10

@@ -82,6 +82,10 @@ class AccountingProfile:
     # allocates as a prompt's chunks run: v1/core/sched/scheduler.py), "prompt" (vLLM V0's block manager allocates a
     # whole prompt at admission: core/block_manager.py can_allocate), "sglang" (the prompt and the output reserved)
     admission: str = "chunk"
+    # the multiples the engine pads mxfp4 experts' hidden and intermediate sizes to (core.weights.mxfp4_expert_dims):
+    # what its weights hold and what a step reads; on compute-capability-10 GPUs `mxfp4_pad_cc10` where it differs
+    mxfp4_pad: tuple[int, int] = VLLM_MXFP4_PAD
+    mxfp4_pad_cc10: tuple[int, int] | None = None
     # a model drafter's chain (top-k 1: EAGLE, EAGLE3, NEXTN, STANDALONE) runs on SGLang's spec v2 worker, inside the
     # overlap scheduler (SGLANG_ENABLE_SPEC_V2 on by default from 0.5.11, server_args.py "Spec v2 is enabled by
     # default for eagle/eagle3/standalone speculative decoding"; a tree, top-k > 1, stays on spec v1 without overlap):
@@ -201,6 +205,7 @@ class ResolvedSettings:
     async_with_speculation: bool = True  # AccountingProfile.async_with_speculation
     scheduled_ahead: bool = False  # AccountingProfile.scheduled_ahead, where the deployment allows it
     admission: str = "chunk"  # AccountingProfile.admission
+    mxfp4_pad: tuple[int, int] = VLLM_MXFP4_PAD  # AccountingProfile.mxfp4_pad (mxfp4_pad_cc10 on those GPUs)
     spec_overlap_chain: bool = False  # AccountingProfile.spec_overlap_chain, where the deployment allows it
     stream_interval: int = 1  # --stream-interval (EngineSettings.stream_interval)
     graph_max_tokens: int = GRAPH_ALL  # the largest step in a CUDA graph (AccountingProfile.graph_max_tokens)
@@ -342,6 +347,7 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         async_scheduling=p.async_scheduling and overlaps, async_with_speculation=p.async_with_speculation,
         scheduled_ahead=p.scheduled_ahead and overlaps, spec_overlap_chain=p.spec_overlap_chain and overlaps,
         admission=p.admission,
+        mxfp4_pad=p.mxfp4_pad_cc10 if (p.mxfp4_pad_cc10 and d.gpu.compute_capability_10) else p.mxfp4_pad,
         recv_interval=_engine_interval("scheduler_recv_interval", e.scheduler_recv_interval, p.recv_interval_flag, p,
                                        "engine sglang"),
         stream_interval=_engine_interval("stream_interval", e.stream_interval, p.stream_interval_flag, p,
@@ -462,14 +468,17 @@ def draft_weight_bytes(d: Deployment, s: ResolvedSettings) -> int:
     sp = d.speculative
     kind = sp.kind
     if kind.derives_from_target:  # MTP: the layers the target's checkpoint carries beyond the model
-        with_mtp = weight_breakdown(d.target, d.tp, 1, s.dtype, s.quantization, include_mtp=True, rotary_cache=False)
-        without = weight_breakdown(d.target, d.tp, 1, s.dtype, s.quantization, include_mtp=False, rotary_cache=False)
+        with_mtp = weight_breakdown(d.target, d.tp, 1, s.dtype, s.quantization, include_mtp=True, rotary_cache=False,
+                                    mxfp4_pad=s.mxfp4_pad)
+        without = weight_breakdown(d.target, d.tp, 1, s.dtype, s.quantization, include_mtp=False, rotary_cache=False,
+                                   mxfp4_pad=s.mxfp4_pad)
         return with_mtp.total - without.total
     draft = sp.draft
     if draft is None or not kind.needs_draft_config:
         return 0
     if kind.own_tp:
-        return weight_breakdown(draft, sp.draft_tp, 1, s.dtype if draft.quantization is None else draft.dtype).total
+        return weight_breakdown(draft, sp.draft_tp, 1, s.dtype if draft.quantization is None else draft.dtype,
+                                mxfp4_pad=s.mxfp4_pad).total
     # heads reuse the target's embedding (and, except EAGLE-3's reduced vocabulary, its lm_head), unless their
     # checkpoint ships an embedding of their own (`ModelSpec.own_embedding`, read from its weights)
     head = weight_breakdown(draft, d.tp, 1, s.dtype, None, share_embeddings=kind.shares_embeddings).total
@@ -714,7 +723,7 @@ def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
     s = resolve_settings(d, p, quant)
     total = d.gpu.memory_bytes
     budget = int(total * s.gpu_memory_utilization)
-    w_target = target_weights(d, s.dtype, quant)
+    w_target = target_weights(d, s.dtype, quant, s.mxfp4_pad)
     w_draft = draft_weight_bytes(d, s)
     act, act_terms, unprofiled = activation_peak(d, s, p)
     non_torch = non_torch_bytes(d, p) + (d.shared_reserved_bytes if p.other_processes_in_non_torch else 0)

@@ -34,7 +34,7 @@ from .memory import GRAPH_ALL
 from .specs import DTYPE_BYTES, Deployment, GpuSpec, ModelSpec, Quantization
 from .speculation import (SpecMethod, acceptance_from_mean_length, drafter_kind,  # noqa: F401 - re-exported
                           keeps_overlap, tokens_per_pass)
-from .weights import expert_bytes_per_rank, padded_vocab, weight_breakdown
+from .weights import VLLM_MXFP4_PAD, expert_bytes_per_rank, padded_vocab, weight_breakdown
 
 if TYPE_CHECKING:
     import numpy as np
@@ -153,13 +153,14 @@ def tree_tokens_per_pass(acceptance: float, depth: int, topk: int, num_draft_tok
 
 @lru_cache(maxsize=512)  # a pure function of frozen inputs, asked again for every candidate a plan weighs
 def model_cost(m: ModelSpec, tp: int, dtype: str, quant: Quantization | None, *, share_embeddings: bool = False,
-               kv_dtype_bytes: int = 2, layers: int | None = None, include_mtp_only: bool = False) -> ModelCost:
+               kv_dtype_bytes: int = 2, layers: int | None = None, include_mtp_only: bool = False,
+               mxfp4_pad: tuple[int, int] = VLLM_MXFP4_PAD) -> ModelCost:
     if include_mtp_only:
-        full = weight_breakdown(m, tp, 1, dtype, quant, include_mtp=True, rotary_cache=False)
-        base = weight_breakdown(m, tp, 1, dtype, quant, include_mtp=False, rotary_cache=False)
+        full = weight_breakdown(m, tp, 1, dtype, quant, include_mtp=True, rotary_cache=False, mxfp4_pad=mxfp4_pad)
+        base = weight_breakdown(m, tp, 1, dtype, quant, include_mtp=False, rotary_cache=False, mxfp4_pad=mxfp4_pad)
         # the MTP module reads its layer plus the shared lm_head
         dense_bytes = full.total - base.total + base.lm_head
-        per_layer_expert, expert_params = expert_bytes_per_rank(m, tp, dtype, quant)
+        per_layer_expert, expert_params = expert_bytes_per_rank(m, tp, dtype, quant, mxfp4_pad)
         moe_layers = m.num_mtp_layers if m.moe else 0
         routed = moe_layers * m.moe.num_experts * per_layer_expert if m.moe else 0
         dense_bytes -= routed
@@ -168,8 +169,9 @@ def model_cost(m: ModelSpec, tp: int, dtype: str, quant: Quantization | None, *,
         n_layers = m.num_mtp_layers
         lm_head_params = (base.lm_head or base.embedding) // DTYPE_BYTES[dtype]
     else:
-        w = weight_breakdown(m, tp, 1, dtype, quant, share_embeddings=share_embeddings, rotary_cache=False)
-        per_layer_expert, expert_params = expert_bytes_per_rank(m, tp, dtype, quant)
+        w = weight_breakdown(m, tp, 1, dtype, quant, share_embeddings=share_embeddings, rotary_cache=False,
+                             mxfp4_pad=mxfp4_pad)
+        per_layer_expert, expert_params = expert_bytes_per_rank(m, tp, dtype, quant, mxfp4_pad)
         moe_layers = len(m.moe.moe_layers) if m.moe else 0
         routed_bytes = moe_layers * (m.moe.num_experts if m.moe else 0) * per_layer_expert
         # an embedding lookup reads B rows, not the table; a tied table is read whole as the lm_head
@@ -465,23 +467,26 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
                 k: int | None = None, tree_topk: int = 1, num_draft_tokens: int | None = None,
                 host_handover: bool = False, async_scheduling: bool = False,
                 expansion_query_s: float = 0.0, async_with_speculation: bool = True,
-                graph_max_tokens: int = GRAPH_ALL, spec_overlap_chain: bool = False) -> SpecCosts:
+                graph_max_tokens: int = GRAPH_ALL, spec_overlap_chain: bool = False,
+                mxfp4_pad: tuple[int, int] = VLLM_MXFP4_PAD) -> SpecCosts:
     """What steps of this deployment cost. `async_scheduling`: the release runs the engine core's per-sequence work
     beside the forward (ResolvedSettings.async_scheduling, StepCoefficients.host_overlapped); with speculation as
     core.speculation.keeps_overlap says (`async_with_speculation`: not V0's async output processing;
     `spec_overlap_chain`), and `plain_co`, the target without speculation, always has it."""
     sp = d.speculative
     k = sp.num_speculative_tokens if k is None else k
-    target = model_cost(d.target, d.tp, dtype, quant, kv_dtype_bytes=kv_dtype_bytes)
+    target = model_cost(d.target, d.tp, dtype, quant, kv_dtype_bytes=kv_dtype_bytes, mxfp4_pad=mxfp4_pad)
     draft = None
     draft_tp = d.tp
     kind = sp.kind
     if kind.derives_from_target:
         draft = model_cost(d.target, d.tp, dtype, quant, kv_dtype_bytes=kv_dtype_bytes, include_mtp_only=True,
+                           mxfp4_pad=mxfp4_pad,
                            layers=d.target.num_mtp_layers)
     elif sp.draft is not None and kind.own_tp:
         draft_tp = sp.draft_tp
-        draft = model_cost(sp.draft, sp.draft_tp, dtype, sp.draft.quantization, kv_dtype_bytes=kv_dtype_bytes)
+        draft = model_cost(sp.draft, sp.draft_tp, dtype, sp.draft.quantization, kv_dtype_bytes=kv_dtype_bytes,
+                           mxfp4_pad=mxfp4_pad)
     elif sp.draft is not None and kind.has_gpu_drafter:
         draft = model_cost(sp.draft, d.tp, dtype, None, share_embeddings=kind.shares_embeddings,
                            kv_dtype_bytes=kv_dtype_bytes)

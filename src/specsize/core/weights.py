@@ -143,7 +143,7 @@ VLLM_MXFP4_PAD = (256, 128)  # the multiples vLLM pads mxfp4 experts' hidden and
 
 def mxfp4_expert_dims(hidden: int, inter_per_rank: int, pad: tuple[int, int] = VLLM_MXFP4_PAD) -> tuple[int, int]:
     """(hidden, intermediate per rank) of an engine's mxfp4 MoE expert tensors, padded to the kernels' tiles (`pad`:
-    the hidden and intermediate multiples; vLLM's by default, SGLang's from its profile: engines/sglang/accounting.py).
+    the hidden and intermediate multiples: the engine's, AccountingProfile.mxfp4_pad; vLLM's by default).
 
     vLLM's Mxfp4MoEMethod.create_weights allocates the experts padded (vllm/model_executor/layers/fused_moe/
     oracle/mxfp4.py, mxfp4_round_up_hidden_size_and_intermediate_size): Marlin, the universal fallback, to a
@@ -294,14 +294,14 @@ def total_params(m: ModelSpec) -> int:
     return weight_breakdown(m, tp=1, rotary_cache=False).params
 
 
-def expert_bytes_per_rank(m: ModelSpec, tp: int, dtype: str | None = None,
-                          quant: Quantization | None = None) -> tuple[int, int]:
+def expert_bytes_per_rank(m: ModelSpec, tp: int, dtype: str | None = None, quant: Quantization | None = None,
+                          mxfp4_pad: tuple[int, int] = VLLM_MXFP4_PAD) -> tuple[int, int]:
     """(bytes, params) of one routed expert of one MoE layer on one rank, as allocated (mxfp4 experts padded to the
     kernels' tiles: the padded tensor is what the kernel reads); (0, 0) for a dense model."""
     if m.moe is None:
         return 0, 0
     q = quant if quant is not None else m.quantization
-    return _expert_bytes(m, tp, DTYPE_BYTES[dtype or m.dtype], q), 3 * m.hidden_size * (m.moe.expert_intermediate_size // tp)
+    return _expert_bytes(m, tp, DTYPE_BYTES[dtype or m.dtype], q, mxfp4_pad), 3 * m.hidden_size * (m.moe.expert_intermediate_size // tp)
 
 
 def _expert_bytes(m: ModelSpec, tp: int, wb: int, q: Quantization | None,

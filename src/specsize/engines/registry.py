@@ -21,8 +21,8 @@ def release(version: str | None) -> tuple[int, int] | None:
 
 def release_with_patch(version: str | None) -> tuple[int, int, int] | None:
     """(major, minor, patch) of a release (patch 0 when not written): SGLang's accounting changes within 0.5."""
-    match = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.(\d+))?(?:\S*)", str(version).strip())
-    return (int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)) if match else None
+    key = release_key(version)
+    return (key[0], key[1], key[2]) if key else None
 
 
 def release_key(version: str | None) -> tuple[int, int, int, int] | None:

@@ -63,7 +63,7 @@ from ...core.errors import SpecError
 from ...core.kvcache import KVLayer, bytes_per_token, model_kv_layers
 from ...core.memory import (AccountingProfile, MemoryAccount, activation_peak, draft_weight_bytes,
                             resolve_settings, target_weights)
-from ...core.specs import Deployment, GpuSpec, effective_target
+from ...core.specs import Deployment, effective_target
 from ...core.units import GiB
 from ...core.weights import WeightBreakdown
 
@@ -86,14 +86,6 @@ class Rules:
 
 
 LEGACY = ("tp_table", "big13", "big48", "big48_b200", "reserved")  # the rules before 0.5.3, oldest first
-
-
-def mxfp4_pad(gpu: GpuSpec) -> tuple[int, int]:
-    """The (hidden, intermediate) multiples SGLang pads mxfp4 experts to (layers/quantization/mxfp4.py
-    Mxfp4MoEMethod.create_weights, read in the 0.5.3 wheel): both to 256 for FlashInfer's kernels on compute capability
-    10 (its gpt-oss default there), otherwise the intermediate to a multiple of 32 (triton_kernels; gpt-oss's 2,880 is
-    one) and the hidden size as it is, where vLLM pads to 256 / 128 (core.weights.mxfp4_expert_dims)."""
-    return (256, 256) if gpu.compute_capability_10 else (1, 32)
 
 
 def default_chunk_and_graph(rules: Rules, gpu_mib: float, tp: int) -> tuple[int, int]:
@@ -262,7 +254,7 @@ def account(d: Deployment, p: AccountingProfile, rules: Rules) -> MemoryAccount:
 
     context = context_bytes(d, p, rules)
     free_before = total - d.shared_reserved_bytes - context
-    w_target = _sglang_rotary_caches(d, target_weights(d, s.dtype, quant, mxfp4_pad=mxfp4_pad(d.gpu)))
+    w_target = _sglang_rotary_caches(d, target_weights(d, s.dtype, quant, s.mxfp4_pad))
     w_draft = draft_weight_bytes(d, s)
     duplicate = _duplicate_head_bytes(d, w_target.embedding, w_target.lm_head)
     target_layers = _as_pool_layers(model_kv_layers(d.target, d.tp, s.kv_dtype_bytes, "target", d.pp))
