@@ -69,11 +69,12 @@ def predict(row: dict, eff) -> float:
         return uniform_step(co, row["batch"], 1, row["context"]).time_s
     if row["kind"] == "prefill":
         p = row["prompt"]
-        return uniform_step(co, 1, p, p // 2).time_s
+        return uniform_step(co, 1, p, p // 2, prompt=True).time_s
     # mixed: one prompt chunk (its own causal context) beside `batch` decoding sequences of `context` tokens
     chunk, b, ctx = row["chunk"], row["batch"], row["context"]
     windows = tuple(b * min(ctx, w) + min(chunk, w) for w, _ in co.kv_windows)
-    return step_time(co, chunk + b, b * ctx + chunk, windows, b * ctx + chunk * chunk // 2, seqs=b + 1)[0]
+    return step_time(co, chunk + b, b * ctx + chunk, windows, b * ctx + chunk * chunk // 2, seqs=b + 1,
+                     prompt_pairs=chunk * chunk // 2)[0]
 
 
 def errors(points: list[dict], effs: dict) -> list[tuple[dict, float]]:

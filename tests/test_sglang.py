@@ -38,10 +38,11 @@ def test_release_ranges_follow_the_patch_number():
     # the defaults changed within 0.4.5 and 0.4.6 (read in the PyPI wheels): a profile may start at a post release
     assert sglang("0.4.4.post3").version == "0.4"
     assert sglang("0.4.4.post4").version == "0.4.4.post4"  # 48 running requests with an EAGLE-family draft
-    assert sglang("0.4.5.post2").version == "0.4.4.post4"
+    assert sglang("0.4.5").version == "0.4.4.post4"
+    assert sglang("0.4.5.post2").version == "0.4.5.post1"  # fa3 for MLA on Hopper (test_mla_prompt_attention_...)
     assert sglang("0.4.5.post3").version == "0.4.5.post3"
-    assert sglang("0.4.6").version == "0.4.5.post3"
-    assert sglang("0.4.6.post1").version == "0.4.5.post3"
+    assert sglang("0.4.6").version == "0.4.6"  # MLA prompts without a prefix as multi-head attention on Hopper too
+    assert sglang("0.4.6.post1").version == "0.4.6"
     assert sglang("0.4.6.post2").version == "0.4.6.post2"
     assert sglang("0.4.6.post5").version == "0.4.6.post2"
     assert sglang("0.4.7").version == "0.4.7"
@@ -49,8 +50,8 @@ def test_release_ranges_follow_the_patch_number():
     assert sglang("0.5.2").version == "0.4.7.post1"
     assert sglang("0.5.3").version == "0.5.3"  # _handle_gpu_memory_settings is in the 0.5.3 wheel already
     assert sglang("0.5.3.post3").version == "0.5.3"
-    assert sglang("0.5.4").version == "0.5.3"
-    assert sglang("0.5.9").version == "0.5.3"
+    assert sglang("0.5.4").version == "0.5.4"  # trtllm_mla for DeepSeek-V3 on compute capability 10
+    assert sglang("0.5.9").version == "0.5.4"
     assert sglang("0.5.10").version == "0.5.10"  # piecewise CUDA graphs for prompt steps
     assert sglang("0.5.11").version == "0.5.11"  # piecewise graphs with speculation too
     assert sglang("0.5.12").version == "0.5.11"
@@ -508,3 +509,26 @@ def test_a_step_reads_the_experts_the_engine_holds():
     assert read["vllm"] / read["sglang"] == pytest.approx(3072 * 2944 / (2880 * 2880), rel=0.01)
     b200 = deployment(target="openai/gpt-oss-120b", gpu="B200-180GB")
     assert account(b200, sglang("0.5.6")).settings.mxfp4_pad == (256, 256)  # FlashInfer's tiles on compute capability 10
+
+
+def test_mla_prompt_attention_by_release_and_gpu():
+    # how a DeepSeek prompt step runs its attention (AccountingProfile.mla_prompt_mha: (with no prefix, from this
+    # prefix on)), read in the PyPI wheels' models/deepseek_v2.py and model_runner.py: triton up to 0.4.5 (multi-head
+    # only without a prefix); fa3 on Hopper from 0.4.5.post1 (post1-post3: only from 8,192 tokens of prefix; 0.4.6 on:
+    # without one too); trtllm_mla on datacenter Blackwell from 0.5.4 and aiter on AMD (every prompt step); vLLM
+    # always multi-head (MLACommonImpl's prefill)
+    from specsize.core.memory import MLA_ABSORBED
+
+    def rule(engine, version, gpu):
+        return account(deployment(target="deepseek-ai/DeepSeek-V3", gpu=gpu, tp=8),
+                       resolve_profile(engine, version)).settings.mla_prompt_mha
+
+    assert rule("vllm", None, "H200-141GB") == (True, 0)
+    assert rule("sglang", "0.4.5", "H200-141GB") == (True, MLA_ABSORBED)
+    assert rule("sglang", "0.4.5.post2", "H200-141GB") == (False, 8192)
+    assert rule("sglang", "0.4.5.post3", "H200-141GB") == (False, 8192)
+    assert rule("sglang", "0.4.6", "H200-141GB") == (True, 8192)
+    assert rule("sglang", "0.4.5.post2", "A100-80GB") == (True, MLA_ABSORBED)
+    assert rule("sglang", "0.5.3", "B200-180GB") == (True, 8192)
+    assert rule("sglang", "0.5.4", "B200-180GB") == (True, 0)
+    assert rule("sglang", "0.5.12", "MI300X-192GB") == (True, 0)

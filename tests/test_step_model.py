@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from specsize.catalog import load_gpu, load_model
 from specsize.catalog.gpus import load_efficiency
-from specsize.core.perf import Efficiency, build_costs, coefficients, forward_time, model_cost, speedup_point
+from specsize.core.perf import (Efficiency, build_costs, coefficients, forward_time, model_cost, speedup_point,
+                               step_time)
 from specsize.core.specs import Deployment, EngineSettings, GpuSpec, Quantization, SpeculativeConfig
 from specsize.simulator.engine import EngineConfig, simulate
 from specsize.simulator.workload import Requests
@@ -683,3 +684,65 @@ def test_a100_pcie_card_all_reduces_over_pcie_by_hand():
     eff = replace(IDEAL, allreduce_bus_fraction=1.0)
     per_token = {g.gpu_id: coefficients(cost_1b(4), g, eff).comm_per_token_s for g in (pcie, sxm)}
     assert per_token == pytest.approx({"A100-80GB-PCIe": 6.144e-6, "A100-80GB": 196_608 / 300e9}, rel=1e-9)
+
+
+# --- MLA prompts as multi-head attention (ModelCost.prompt_attn_width) and the attention's own peak (kv_fp8) ---
+
+def test_mla_prompt_pairs_cost_multi_head_attention_by_hand():
+    # DeepSeek-V3 at TP 8: 128 / 8 = 16 heads per GPU, 61 layers. A decode runs absorbed over the latent: 4 x 16 x
+    # (512 + 64) = 36,864 flops per pair and layer (query-key and value-output, both 576 wide as priced). A prompt runs
+    # as multi-head attention over decompressed keys and values: 2 x 16 x ((128 + 64) + 128) = 10,240
+    m = load_model("deepseek-ai/DeepSeek-V3")
+    c = model_cost(m, 8, "bfloat16", None)
+    co = coefficients(c, ROUND_GPU, IDEAL)
+    assert co.attn_flops_per_pair == 61 * 36_864
+    assert co.attn_flops_per_prompt_pair == 61 * 10_240
+    # a 4,096-token prompt's own triangle: 4,096 x 4,097 / 2 pairs, at the 1e15 peak (compute-bound attention)
+    pairs = 4096 * 4097 / 2
+    as_decode = step_time(co, 4096, 4096, (), pairs, seqs=1)
+    as_prompt = step_time(co, 4096, 4096, (), pairs, seqs=1, prompt_pairs=pairs)
+    assert as_decode[1] - as_prompt[1] == pytest.approx(61 * (36_864 - 10_240) * pairs)
+    # ordinary attention has one width either way: a prompt costs what it did
+    llama = coefficients(cost_1b(), ROUND_GPU, IDEAL)
+    assert llama.attn_flops_per_prompt_pair == 0
+    assert step_time(llama, 512, 512, (), 512 * 513 / 2, seqs=1, prompt_pairs=512 * 513 / 2)[0] == pytest.approx(
+        step_time(llama, 512, 512, (), 512 * 513 / 2, seqs=1)[0], rel=1e-15)
+
+
+def test_prefill_time_runs_each_chunk_as_the_engines_rule_says():
+    # a 20,000-token prompt in 8,192-token chunks (prefixes 0 / 8,192 / 16,384): under SGLang 0.4.5.post1-post3's fa3
+    # rule (absorbed without a prefix, multi-head from 8,192 tokens of prefix) the first chunk is priced absorbed and
+    # the next two as multi-head attention; vLLM's rule runs all three as multi-head attention
+    from specsize.core.perf import SpecCosts, prefill_time, prompt_as_mha, uniform_step
+
+    m = load_model("deepseek-ai/DeepSeek-V3")
+    co = coefficients(model_cost(m, 8, "bfloat16", None), ROUND_GPU, IDEAL)
+    chunks = ((8192, 0), (8192, 8192), (3616, 16384))
+
+    def costs(rule):
+        return SpecCosts(target=model_cost(m, 8, "bfloat16", None), draft=None, draft_gpu_tp=8, method="none",
+                         gpu=ROUND_GPU, eff=IDEAL, verify_width=1, draft_steps=0, draft_width=1, target_co=co,
+                         mla_prompt_mha=rule)
+    fa3 = sum(uniform_step(co, 1, n, done + n // 2, prompt=done >= 8192).time_s for n, done in chunks)
+    every = sum(uniform_step(co, 1, n, done + n // 2, prompt=True).time_s for n, done in chunks)
+    assert prefill_time(costs((False, 8192)), 20_000, 8192) == pytest.approx(fa3, rel=1e-12)
+    assert prefill_time(costs((True, 0)), 20_000, 8192) == pytest.approx(every, rel=1e-12)
+    assert every < fa3
+    # the rule's truth table: (with no prefix, from this prefix on)
+    assert prompt_as_mha((True, 8192), 0) and prompt_as_mha((True, 8192), 8192)
+    assert not prompt_as_mha((True, 8192), 4096) and not prompt_as_mha((False, 8192), 0)
+    assert prompt_as_mha((True, 0), 100) and not prompt_as_mha((True, 1 << 62), 100)
+
+
+def test_attention_runs_at_the_kv_caches_precision_not_the_weights():
+    # an fp8 checkpoint with a 16-bit KV cache: the GEMMs at the fp8 peak, attention at the bf16 peak; an fp8 KV
+    # cache runs attention's products in fp8 (FlashAttention 3) at the fp8 peak. H100: 989 / 1,979 TFLOPS
+    h100 = load_gpu("H100-SXM-80GB")
+    m = load_model("meta-llama/Llama-3.1-8B-Instruct")
+    fp8 = Quantization("fp8", block=(128, 128))
+    eff = replace(IDEAL, attn_compute=0.5)
+    bf16_kv = coefficients(model_cost(m, 1, "bfloat16", fp8), h100, eff)
+    fp8_kv = coefficients(model_cost(m, 1, "bfloat16", fp8, kv_dtype_bytes=1), h100, eff)
+    assert bf16_kv.inv_flops == pytest.approx(1 / h100.fp8_flops)
+    assert bf16_kv.inv_flops_attn == pytest.approx(1 / (0.5 * h100.bf16_flops))
+    assert fp8_kv.inv_flops_attn == pytest.approx(1 / (0.5 * h100.fp8_flops))

@@ -27,6 +27,7 @@ from .weights import VLLM_MXFP4_PAD, WeightBreakdown, padded_vocab, weight_break
 
 # A step size no CUDA-graph limit reaches: every such step runs in a graph (AccountingProfile.graph_max_tokens)
 GRAPH_ALL = 1 << 62
+MLA_ABSORBED = 1 << 62  # AccountingProfile.mla_prompt_mha: no prefix reaches it, every prompt with one absorbed
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,14 @@ class AccountingProfile:
     # what its weights hold and what a step reads; on compute-capability-10 GPUs `mxfp4_pad_cc10` where it differs
     mxfp4_pad: tuple[int, int] = VLLM_MXFP4_PAD
     mxfp4_pad_cc10: tuple[int, int] | None = None
+    # when a prompt step of an MLA model (DeepSeek-V2/V3, Kimi K2) runs its attention as ordinary multi-head
+    # attention over decompressed keys and values rather than absorbed over the latent (core.perf.ModelCost.
+    # prompt_attn_width; 3.6x fewer flops per pair): (when the step's prompts have no cached prefix, from this many
+    # prefix tokens in the step on; MLA_ABSORBED: never). vLLM always (MLACommonImpl's prefill path); SGLang by the
+    # dispatch of the attention backend it picks for the GPU (models/deepseek_v2.py): `mla_prompt_mha_by_gpu`, rules
+    # by GPU family or "cc10" (datacenter Blackwell, GpuSpec.compute_capability_10), the first that matches
+    mla_prompt_mha: tuple[bool, int] = (True, 0)
+    mla_prompt_mha_by_gpu: tuple[tuple[str, tuple[bool, int]], ...] = ()
     # a model drafter's chain (top-k 1: EAGLE, EAGLE3, NEXTN, STANDALONE) runs on SGLang's spec v2 worker, inside the
     # overlap scheduler (SGLANG_ENABLE_SPEC_V2 on by default from 0.5.11, server_args.py "Spec v2 is enabled by
     # default for eagle/eagle3/standalone speculative decoding"; a tree, top-k > 1, stays on spec v1 without overlap):
@@ -206,6 +215,7 @@ class ResolvedSettings:
     scheduled_ahead: bool = False  # AccountingProfile.scheduled_ahead, where the deployment allows it
     admission: str = "chunk"  # AccountingProfile.admission
     mxfp4_pad: tuple[int, int] = VLLM_MXFP4_PAD  # AccountingProfile.mxfp4_pad (mxfp4_pad_cc10 on those GPUs)
+    mla_prompt_mha: tuple[bool, int] = (True, 0)  # AccountingProfile.mla_prompt_mha (_by_gpu where one matches)
     spec_overlap_chain: bool = False  # AccountingProfile.spec_overlap_chain, where the deployment allows it
     stream_interval: int = 1  # --stream-interval (EngineSettings.stream_interval)
     graph_max_tokens: int = GRAPH_ALL  # the largest step in a CUDA graph (AccountingProfile.graph_max_tokens)
@@ -348,6 +358,9 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         scheduled_ahead=p.scheduled_ahead and overlaps, spec_overlap_chain=p.spec_overlap_chain and overlaps,
         admission=p.admission,
         mxfp4_pad=p.mxfp4_pad_cc10 if (p.mxfp4_pad_cc10 and d.gpu.compute_capability_10) else p.mxfp4_pad,
+        mla_prompt_mha=next((rule for key, rule in p.mla_prompt_mha_by_gpu
+                             if key == d.gpu.family or (key == "cc10" and d.gpu.compute_capability_10)),
+                            p.mla_prompt_mha),
         recv_interval=_engine_interval("scheduler_recv_interval", e.scheduler_recv_interval, p.recv_interval_flag, p,
                                        "engine sglang"),
         stream_interval=_engine_interval("stream_interval", e.stream_interval, p.stream_interval_flag, p,

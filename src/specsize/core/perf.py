@@ -134,6 +134,14 @@ class ModelCost:
     low_bit: bool = False  # 4-bit weights (int4 w4a16, MXFP4, NVFP4): dequantised in the GEMM unless the GPU has FP4
     low_bit_experts_only: bool = False
     fp4: str = ""  # the FP4 format ("mxfp4", "nvfp4") of 4-bit float weights, "" otherwise (NATIVE_FP4 runs them)
+    # the kv_layers' widths as a prompt token's attention sees them, where that differs (0: the same). MLA runs a
+    # prompt as ordinary multi-head attention over the decompressed keys and values (heads x (qk_nope + qk_rope)
+    # query-key, heads x v_head_dim value-output: vLLM's MLACommonImpl prefill, SGLang's MHA_CHUNKED_KV), and decodes
+    # absorbed over the latent (heads x (kv_lora_rank + qk_rope) wide): about 3.6x the prompt's flops per pair
+    prompt_attn_width: int = 0
+    # the KV cache is fp8: attention's products run in fp8 (FlashAttention 3's fp8 path in vLLM and SGLang) where the
+    # GPU has an fp8 peak; otherwise in the activations' 16-bit type whatever the weights' format
+    kv_fp8: bool = False
 
 
 @dataclass(frozen=True)
@@ -185,9 +193,12 @@ def model_cost(m: ModelSpec, tp: int, dtype: str, quant: Quantization | None, *,
     q = quant if quant is not None else m.quantization
     kv = []
     heads = m.num_attention_heads // tp
+    prompt_width = 0
     for layer in model_kv_layers(m, tp, kv_dtype_bytes, "x", layers=layers if layers else None):
         width = heads * (m.mla.kv_lora_rank + m.mla.qk_rope_head_dim) if m.mla else heads * m.head_dim
         kv.append((layer.bytes_per_token, layer.window, width))
+        if m.mla:  # (query-key + value-output) / 2, so that 4 x width prices both products as for ordinary heads
+            prompt_width += heads * (m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim + m.mla.v_head_dim) // 2
     return ModelCost(dense_bytes=dense_bytes, dense_params=max(0, dense_params), expert_bytes=per_layer_expert,
                      expert_params=expert_params, moe_layers=moe_layers,
                      num_experts=m.moe.num_experts if m.moe else 0, top_k=m.moe.experts_per_token if m.moe else 0,
@@ -197,7 +208,8 @@ def model_cost(m: ModelSpec, tp: int, dtype: str, quant: Quantization | None, *,
                      vocab=lm_head_params // max(1, m.hidden_size),
                      low_bit=bool(q and q.method in ("int4", "mxfp4", "nvfp4")),
                      low_bit_experts_only=bool(q and q.experts_only),
-                     fp4=q.method if (q and q.method in ("mxfp4", "nvfp4")) else "")
+                     fp4=q.method if (q and q.method in ("mxfp4", "nvfp4")) else "", prompt_attn_width=prompt_width,
+                     kv_fp8=kv_dtype_bytes == 1)
 
 
 @dataclass(frozen=True)
@@ -239,6 +251,9 @@ class StepCoefficients:
     # larger than the engine captures, a prompt step of an engine that graphs decodes only); 0 when the coefficients
     # already price every forward eager (--enforce-eager: in fixed_s)
     ungraphed_s: float = 0.0
+    # per (prompt token x context token), where a prompt's attention differs from a decode's (ModelCost.
+    # prompt_attn_width: MLA); 0: attn_flops_per_pair
+    attn_flops_per_prompt_pair: float = 0.0
 
 
 
@@ -263,6 +278,7 @@ def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = T
     fp4_native = c.fp4 in NATIVE_FP4.get(gpu.family, ())
     fp8 = c.fp8_compute or fp4_native
     peak = gpu.fp8_flops if (fp8 and gpu.fp8_flops) else gpu.bf16_flops
+    attn_peak = gpu.fp8_flops if (c.kv_fp8 and gpu.fp8_flops) else gpu.bf16_flops  # ModelCost.kv_fp8
     full = sum(b for b, window, _ in c.kv_layers if not window)
     windows: dict[int, float] = {}
     for b, window, _ in c.kv_layers:
@@ -309,10 +325,11 @@ def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = T
         half_tokens=dense_half, half_tokens_experts=dequant_half if low_bit else eff.gemm_half_tokens,
         fixed_s=fixed, inv_bandwidth_experts=inv_bw(expert_memory),
         inv_bandwidth_kv=inv_bw(eff.attn_memory),
-        inv_flops_attn=1.0 / (peak * (eff.attn_compute or eff.compute)) if peak else 0.0,
+        inv_flops_attn=1.0 / (attn_peak * (eff.attn_compute or eff.compute)) if attn_peak else 0.0,
         sampler_s_per_logit=sampler, cpu_per_seq_s=eff.cpu_per_seq_s if overhead else 0.0,
         api_per_seq_s=eff.api_per_seq_s if overhead else 0.0, expert_seq_reuse=eff.moe_seq_reuse,
-        expert_skew=eff.moe_routing_skew, host_overlapped=host_overlapped, ungraphed_s=0.0 if eager else launches)
+        expert_skew=eff.moe_routing_skew, host_overlapped=host_overlapped, ungraphed_s=0.0 if eager else launches,
+        attn_flops_per_prompt_pair=4.0 * c.prompt_attn_width)
 
 
 def gemm_time(bytes_: float, flops: float, tokens: float, co: StepCoefficients, inv_bandwidth: float,
@@ -329,7 +346,7 @@ def gemm_time(bytes_: float, flops: float, tokens: float, co: StepCoefficients, 
 def step_time(co: StepCoefficients, tokens: float, context_tokens: float, window_tokens: tuple,
               pairs: float, seqs: float | None = None, logits: float | None = None,
               positions: float | None = None, prepared: float | None = None,
-              graphed: bool = True) -> tuple[float, float, float, bool]:
+              graphed: bool = True, prompt_pairs: float = 0.0) -> tuple[float, float, float, bool]:
     """(seconds, flops, bytes, compute-bound?) of one forward over `tokens` new tokens.
 
     `context_tokens`: sum of the sequences' context lengths (full-attention layers read all of it);
@@ -339,7 +356,8 @@ def step_time(co: StepCoefficients, tokens: float, context_tokens: float, window
     sequence positions among the tokens (default `tokens`; fewer in a draft tree, whose siblings share a position);
     `prepared`: sequences the engine core prepares inputs for (default `seqs`; k + 1 per sequence under batch
     expansion, while the API server still streams `seqs`); `graphed` False: the forward runs outside a CUDA graph and
-    the host's launches (`co.ungraphed_s`) add to its GPU time.
+    the host's launches (`co.ungraphed_s`) add to its GPU time; `prompt_pairs`: the share of `pairs` that prompt
+    tokens make (priced at `co.attn_flops_per_prompt_pair` where the model sets one: MLA).
     """
     seqs = tokens if seqs is None else seqs
     logits = seqs if logits is None else logits
@@ -358,6 +376,8 @@ def step_time(co: StepCoefficients, tokens: float, context_tokens: float, window
     dense_flops = co.flops_per_token * tokens + co.lm_head_flops_per_logit * logits
     expert_flops = co.expert_flops_per_token * tokens
     attn_flops = co.attn_flops_per_pair * pairs
+    if prompt_pairs and co.attn_flops_per_prompt_pair:
+        attn_flops += (co.attn_flops_per_prompt_pair - co.attn_flops_per_pair) * prompt_pairs
     flops = dense_flops + expert_flops + attn_flops
     t_dense = gemm_time(co.dense_bytes, dense_flops, tokens, co, co.inv_bandwidth, co.half_tokens)
     t_experts = 0.0
@@ -461,6 +481,14 @@ class SpecCosts:
     # verify_width positions is a query of its own, prepared as a sequence, every extra one costing this much more
     expansion_query_s: float = 0.0
     graph_max_tokens: int = GRAPH_ALL  # the largest decode / verification step in a CUDA graph (ResolvedSettings)
+    mla_prompt_mha: tuple[bool, int] = (True, 0)  # ResolvedSettings.mla_prompt_mha
+
+
+def prompt_as_mha(rule: tuple[bool, int], prefix_tokens: float) -> bool:
+    """Whether a prompt step whose prompts hold `prefix_tokens` tokens already in the cache runs MLA as multi-head
+    attention (AccountingProfile.mla_prompt_mha: (with no prefix, from this prefix on))."""
+    without_prefix, from_prefix = rule
+    return (without_prefix and prefix_tokens == 0) or prefix_tokens >= from_prefix
 
 
 def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization | None, kv_dtype_bytes: int,
@@ -468,7 +496,8 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
                 host_handover: bool = False, async_scheduling: bool = False,
                 expansion_query_s: float = 0.0, async_with_speculation: bool = True,
                 graph_max_tokens: int = GRAPH_ALL, spec_overlap_chain: bool = False,
-                mxfp4_pad: tuple[int, int] = VLLM_MXFP4_PAD) -> SpecCosts:
+                mxfp4_pad: tuple[int, int] = VLLM_MXFP4_PAD,
+                mla_prompt_mha: tuple[bool, int] = (True, 0)) -> SpecCosts:
     """What steps of this deployment cost. `async_scheduling`: the release runs the engine core's per-sequence work
     beside the forward (ResolvedSettings.async_scheduling, StepCoefficients.host_overlapped); with speculation as
     core.speculation.keeps_overlap says (`async_with_speculation`: not V0's async output processing;
@@ -509,23 +538,27 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
                      draft_co=coefficients(draft, d.gpu, eff, overhead=False, eager=d.engine.enforce_eager)
                      if draft is not None else None,
                      draft_prefills=draft is not None and kind.keeps_kv, host_handover=host_handover,
-                     expansion_query_s=expansion_query_s, graph_max_tokens=graph_max_tokens)
+                     expansion_query_s=expansion_query_s, graph_max_tokens=graph_max_tokens,
+                     mla_prompt_mha=mla_prompt_mha)
 
 
 def uniform_step(co: StepCoefficients, batch: int, q: int, context: int, sampled: int = 1,
                  positions: int | None = None, expansion_query_s: float = 0.0,
-                 graph_max_tokens: int = GRAPH_ALL) -> StepTime:
+                 graph_max_tokens: int = GRAPH_ALL, prompt: bool = False) -> StepTime:
     """`batch` sequences scoring `q` tokens each over `context` tokens, `sampled` of them per sequence
     through the lm_head and the sampler (1 for decode and prefill, q for verification); `positions` per sequence
     the distinct positions among the q (a draft tree's depth + 1; default q); `expansion_query_s` > 0: the q tokens
     are q queries of their own (batch expansion), each prepared as a sequence, every extra one costing this more;
-    a step of more than `graph_max_tokens` tokens runs outside a CUDA graph."""
+    a step of more than `graph_max_tokens` tokens runs outside a CUDA graph; `prompt`: the q tokens are a prompt's
+    (their attention priced as a prompt's, step_time's `prompt_pairs`)."""
     windows = tuple(batch * min(context, window) for window, _ in co.kv_windows)
     queries = batch * q if expansion_query_s else batch
-    seconds, flops, moved, compute = step_time(co, batch * q, batch * context, windows, batch * q * context,
+    pairs = batch * q * context
+    seconds, flops, moved, compute = step_time(co, batch * q, batch * context, windows, pairs,
                                                seqs=batch, prepared=queries, logits=batch * sampled,
                                                positions=batch * positions if positions else None,
-                                               graphed=batch * q <= graph_max_tokens)
+                                               graphed=batch * q <= graph_max_tokens,
+                                               prompt_pairs=pairs if prompt else 0.0)
     return StepTime(time_s=seconds + expansion_query_s * (queries - batch), flops=flops, bytes=moved,
                     bound="compute" if compute else "memory")
 
@@ -622,9 +655,10 @@ def prefill_time(c: SpecCosts, prompt_tokens: int, chunk: int) -> float:
     drafter = c.draft_co if (c.draft_co is not None and c.draft_prefills) else None
     while done < prompt_tokens:
         size = min(chunk, prompt_tokens - done)
-        total += uniform_step(_target_co(c), 1, size, done + size // 2).time_s
+        mha = prompt_as_mha(c.mla_prompt_mha, done)
+        total += uniform_step(_target_co(c), 1, size, done + size // 2, prompt=mha).time_s
         if drafter is not None:
-            total += uniform_step(drafter, 1, size, done + size // 2).time_s
+            total += uniform_step(drafter, 1, size, done + size // 2, prompt=mha).time_s
         done += size
     return total
 

@@ -93,7 +93,7 @@ def engine_config(d: Deployment, mem: MemoryAccount, eff: Efficiency, tree: Tree
         cpu_draft_per_seq_s=eff.ngram_per_seq_s if d.speculative.kind.cpu_drafted else 0.0,
         prefix_hit_rate=prefix_hit_rate, kv_layers=mem.kv_layers, recv_interval=s.recv_interval,
         graph_max_tokens=s.graph_max_tokens, graph_prompt_tokens=s.graph_prompt_tokens,
-        admission=s.admission,
+        admission=s.admission, mla_prompt_mha=s.mla_prompt_mha,
         scheduled_ahead=s.scheduled_ahead and (not k or keeps_overlap(d.speculative.kind, s.async_with_speculation,
                                                                        s.spec_overlap_chain, tree.topk)))
 

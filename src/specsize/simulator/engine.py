@@ -30,7 +30,7 @@ import numpy as np
 
 from ..core.kvcache import BlockRule, block_rule
 from ..core.memory import GRAPH_ALL
-from ..core.perf import StepCoefficients, api_busy_share, frontend_stretched, step_time
+from ..core.perf import StepCoefficients, api_busy_share, frontend_stretched, prompt_as_mha, step_time
 from .workload import Requests
 
 
@@ -82,6 +82,9 @@ class EngineConfig:
     # PrefillAdder.add_one_req), and the running requests' remaining outputs times a ratio that falls from 0.7 to 0.098
     # over 600 decode steps, back to 0.7 when the engine idles or retracts (scheduler.py new_token_ratio)
     admission: str = "chunk"
+    # when a prompt step of an MLA target runs as multi-head attention (core.perf.prompt_as_mha; AccountingProfile.
+    # mla_prompt_mha): its prompt pairs then cost StepCoefficients.attn_flops_per_prompt_pair, else a decode's
+    mla_prompt_mha: tuple[bool, int] = (True, 0)
 
     @cached_property
     def blocks(self) -> BlockRule:
@@ -346,15 +349,19 @@ def _step_seconds(cfg: EngineConfig, windows: tuple, draft_windows: tuple, c: np
     expanded = k * n_dec if cfg.expansion_query_s else 0  # batch expansion's extra queries
     prompt = n_active > n_dec  # prompt tokens in the step
     graphed = tokens <= (cfg.graph_prompt_tokens if prompt else cfg.graph_max_tokens)
+    pre = active & ~decoding if prompt else None  # the prompt chunks' sequences
+    prompt_pairs = _pairs(sched[pre], c[pre]) if pre is not None else 0.0
+    mha = pre is not None and (not cfg.target.attn_flops_per_prompt_pair  # (not MLA: the same either way)
+                               or prompt_as_mha(cfg.mla_prompt_mha, float(_sum(c[pre]))))
     seconds = step_time(cfg.target, tokens, ctx_total, span, pairs, seqs=n_active, logits=logits,
-                        prepared=n_active + expanded, graphed=graphed)[0] + cfg.expansion_query_s * expanded
+                        prepared=n_active + expanded, graphed=graphed,
+                        prompt_pairs=prompt_pairs if mha else 0.0)[0] + cfg.expansion_query_s * expanded
     if cfg.draft is not None and cfg.draft_prefills and k:
         prefill_tokens = tokens - n_dec * (1 + k)
-        if prefill_tokens > 0:  # the drafter builds its own KV cache over the prompt chunks
-            pre = active & ~decoding
+        if prefill_tokens > 0 and pre is not None:  # the drafter builds its own KV cache over the prompt chunks
             pspan = tuple(float(np.minimum(c[pre], w).sum()) for w in draft_windows)
             seconds += step_time(cfg.draft, prefill_tokens, float(c[pre].sum()), pspan,
-                                 _pairs(sched[pre], c[pre]), seqs=0, logits=0)[0]
+                                 prompt_pairs, seqs=0, logits=0, prompt_pairs=prompt_pairs if mha else 0.0)[0]
     if k and n_dec:
         if cfg.draft is not None and cfg.draft_steps:
             dctx = c if n_dec == len(c) else c[dec]

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import partial
 
-from ...core.memory import GRAPH_ALL, AccountingProfile
+from ...core.memory import GRAPH_ALL, MLA_ABSORBED, AccountingProfile
 from ...core.units import GiB
 from .. import vllm
 from .accounting import Rules, account
@@ -43,6 +43,8 @@ _SOURCES = (
 )
 
 _BASE = replace(vllm.V1_LATEST, engine="sglang", generation="SGLang",
+                # MLA prompts as multi-head attention only without a prefix (triton's rule; by GPU: _profile's mla)
+                mla_prompt_mha=(True, MLA_ABSORBED),
                 # a step is a prefill batch or the decode batch, prefill first: sgl-project/sglang python/sglang/srt/
                 # managers/scheduler.py get_next_batch_to_run ("# Run prefill first if possible"; mixed steps only
                 # with --enable-mixed-chunk, off by default)
@@ -85,13 +87,39 @@ _BASE = replace(vllm.V1_LATEST, engine="sglang", generation="SGLang",
                 non_torch_bytes=int(0.60 * GiB), sources=_SOURCES)
 
 
+# How a prompt step of an MLA model runs its attention (AccountingProfile.mla_prompt_mha: (with no cached prefix,
+# from this many prefix tokens in the step on) as multi-head attention over decompressed keys and values, absorbed over
+# the latent otherwise): models/deepseek_v2.py's dispatch (no_absorb up to 0.4.5, dispatch_attn_forward_method, then
+# _handle_attention_backend and the handle_attention_<backend> functions from 0.5.3) for the backend model_runner.py
+# picks when none is given, read in the PyPI wheels 0.4.1-0.5.4:
+# - triton (every GPU up to 0.4.5; off Hopper after, Ampere and Ada throughout) and flashinfer's ragged prefill (datacenter
+#   Blackwell from 0.4.10): multi-head only for a batch with no prefix (sum(extend_prefix_lens) == 0);
+# - fa3, the default on Hopper from 0.4.5.post1: 0.4.5.post1-0.4.5.post3 only from a prefix of
+#   chunked_prefix_cache_threshold (8,192; SGL_CHUNKED_PREFIX_CACHE_THRESHOLD) on (MHA_CHUNKED_KV), absorbed without
+#   one; from 0.4.6 with no prefix too;
+# - flashinfer on Blackwell from 0.5.3 as fa3; trtllm_mla, the DeepseekV3 default on compute capability 10 from 0.5.4
+#   (server_args.py _handle_model_specific_adjustments): multi-head for every prompt step (handle_attention_trtllm_mla);
+# - aiter, AMD's MLA default in 0.5.3-0.5.4 (read from 0.4.10, taken from 0.5.3): every prompt step (TP 1 and 8, whose
+#   16 or 128 heads per GPU it takes; triton otherwise).
+# Releases after 0.5.4 keep 0.5.4's rules (no wheel read). The threshold holds for a prompt longer than the chunked-
+# prefill size: its later chunks run absorbed under 8,192 tokens of prefix
+_MLA_FA3_0451 = (False, 8192)
+_MLA_CHUNKED = (True, 8192)
+_MLA_EVERY = (True, 0)
+MLA_0451 = (("hopper", _MLA_FA3_0451),)
+MLA_046 = (("hopper", _MLA_CHUNKED),)
+MLA_053 = (("hopper", _MLA_CHUNKED), ("blackwell", _MLA_CHUNKED), ("cdna3", _MLA_EVERY), ("cdna4", _MLA_EVERY))
+MLA_054 = (("cc10", _MLA_EVERY),) + MLA_053
+
+
 def _profile(version: str, label: str, rules: Rules, graph_prompts: str = "eager",
              piecewise_off_sm100: tuple[tuple[str, tuple[str, ...]], ...] = (),
-             piecewise_off_speculative: bool = False, spec_v2: bool = False) -> AccountingProfile:
+             piecewise_off_speculative: bool = False, spec_v2: bool = False,
+             mla: tuple[tuple[str, tuple[bool, int]], ...] = MLA_054) -> AccountingProfile:
     profile = replace(_BASE, version=version, label=label, graph_prompts=graph_prompts, spec_overlap_chain=spec_v2,
                       piecewise_excluded_model_types=_PIECEWISE_EXCLUDED, piecewise_off_sm100=piecewise_off_sm100,
                       text_only_multimodal_types=_TEXT_ONLY_MULTIMODAL,
-                      piecewise_off_speculative=piecewise_off_speculative)
+                      piecewise_off_speculative=piecewise_off_speculative, mla_prompt_mha_by_gpu=mla)
     return replace(profile, accountant=partial(account, rules=rules))
 
 
@@ -139,24 +167,31 @@ _HEURISTIC = Rules(defaults="heuristic", spec_reserve=True, draft_in_sizing=Fals
 # docstring, Rules.defaults); from 0.4.4.post4 an EAGLE / EAGLE3 / NEXTN draft sets max_running_requests to 48 when it
 # is not given (server_args.py "if self.max_running_requests is None: self.max_running_requests = 48", read in the
 # 0.4.4.post4 wheel and every later one; not in 0.4.4.post3)
-def _legacy(version: str, label: str, defaults: str, spec_running: int | None = 48) -> AccountingProfile:
+def _legacy(version: str, label: str, defaults: str, spec_running: int | None = 48,
+            mla: tuple[tuple[str, tuple[bool, int]], ...] = MLA_046) -> AccountingProfile:
     return _profile(version, label, Rules(defaults=defaults, spec_reserve=False, draft_in_sizing=False,
-                                          spec_max_running_requests=spec_running))
+                                          spec_max_running_requests=spec_running), mla=mla)
 
 
 V04 = _legacy("0.4", "SGLang 0.4-0.4.4.post3 (default fraction by TP size; draft pool after the target's)", "tp_table",
-              spec_running=None)
-V044P4 = _legacy("0.4.4.post4", "SGLang 0.4.4.post4-0.4.5.post2 (as 0.4; 48 running requests with an EAGLE-family "
-                 "draft)", "tp_table")
-V045P3 = _legacy("0.4.5.post3", "SGLang 0.4.5.post3-0.4.6.post1 (above 80 GiB: 13 GiB left outside the fraction, "
-                 "decode graphs to 256)", "big13")
+              spec_running=None, mla=())
+V044P4 = _legacy("0.4.4.post4", "SGLang 0.4.4.post4-0.4.5 (as 0.4; 48 running requests with an EAGLE-family draft)",
+                 "tp_table", mla=())
+V045P1 = _legacy("0.4.5.post1", "SGLang 0.4.5.post1-0.4.5.post2 (as 0.4.4.post4; fa3 on Hopper, MLA prompts absorbed "
+                 "under 8,192 tokens of prefix)", "tp_table", mla=MLA_0451)
+V045P3 = _legacy("0.4.5.post3", "SGLang 0.4.5.post3 (above 80 GiB: 13 GiB left outside the fraction, decode graphs to "
+                 "256)", "big13", mla=MLA_0451)
+V046 = _legacy("0.4.6", "SGLang 0.4.6-0.4.6.post1 (as 0.4.5.post3; MLA prompts without a prefix as multi-head "
+               "attention on Hopper too)", "big13")
 V046P2 = _legacy("0.4.6.post2", "SGLang 0.4.6.post2-0.4.6.post5 (above 96 GiB: 48 GiB of headroom shared, at least "
                  "18 GiB outside the fraction, decode graphs to 256)", "big48")
 V047 = _legacy("0.4.7", "SGLang 0.4.7 (as 0.4.6.post2; 0.79 and decode graphs to 512 on CUDA cards above 180,000 "
                "MiB)", "big48_b200")
 V047P1 = _legacy("0.4.7.post1", "SGLang 0.4.7.post1-0.5.2 (default fraction from a reserve by GPU memory and TP x PP)",
                  "reserved")
-V054 = _profile("0.5.3", "SGLang 0.5.3-0.5.9 (default fraction from GPU memory; draft pool after the target's)",
+V053 = _profile("0.5.3", "SGLang 0.5.3 (default fraction from GPU memory; draft pool after the target's)",
+                _HEURISTIC, mla=MLA_053)
+V054 = _profile("0.5.4", "SGLang 0.5.4-0.5.9 (as 0.5.3; trtllm_mla for DeepSeek-V3 on compute capability 10)",
                 _HEURISTIC)
 V0510 = _profile("0.5.10", "SGLang 0.5.10 (as 0.5.4; prompt steps in piecewise CUDA graphs, not with the "
                  "flashinfer_trtllm MoE runner nor with speculation)", _HEURISTIC, _PIECEWISE, _FLASHINFER_TRTLLM_SM100,
@@ -170,8 +205,8 @@ V0514 = _profile("0.5.14", "SGLang 0.5.14 and later (draft weights and KV inside
                  _PIECEWISE, spec_v2=True)
 
 # (first release covered, profile), oldest first
-PROFILES = (((0, 4), V04), ((0, 4, 4, 4), V044P4), ((0, 4, 5, 3), V045P3), ((0, 4, 6, 2), V046P2), ((0, 4, 7), V047), ((0, 4, 7, 1), V047P1),
-            ((0, 5, 3), V054), ((0, 5, 10), V0510), ((0, 5, 11), V0511), ((0, 5, 13), V0513),
+PROFILES = (((0, 4), V04), ((0, 4, 4, 4), V044P4), ((0, 4, 5, 1), V045P1), ((0, 4, 5, 3), V045P3), ((0, 4, 6), V046),
+            ((0, 4, 6, 2), V046P2), ((0, 4, 7), V047), ((0, 4, 7, 1), V047P1), ((0, 5, 3), V053), ((0, 5, 4), V054), ((0, 5, 10), V0510), ((0, 5, 11), V0511), ((0, 5, 13), V0513),
             ((0, 5, 14), V0514))
 
 # The drafter shape SGLang runs when no --speculative-num-steps is given (EAGLE, EAGLE3 and NEXTN, its MTP; from
