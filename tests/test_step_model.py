@@ -746,3 +746,14 @@ def test_attention_runs_at_the_kv_caches_precision_not_the_weights():
     assert bf16_kv.inv_flops == pytest.approx(1 / h100.fp8_flops)
     assert bf16_kv.inv_flops_attn == pytest.approx(1 / (0.5 * h100.bf16_flops))
     assert fp8_kv.inv_flops_attn == pytest.approx(1 / (0.5 * h100.fp8_flops))
+    # an MLA prompt runs multi-head attention over keys and values decompressed to 16 bits (kv_b_proj's output),
+    # whatever the cache holds: its pairs at the bf16 peak, the absorbed decode's at the cache's
+    ds = coefficients(model_cost(load_model("deepseek-ai/DeepSeek-V3"), 8, "bfloat16", fp8, kv_dtype_bytes=1), h100, eff)
+    assert ds.inv_flops_attn == pytest.approx(1 / (0.5 * h100.fp8_flops))
+    assert ds.inv_flops_attn_prompt == pytest.approx(1 / (0.5 * h100.bf16_flops))
+    pairs = 4096 * 4097 / 2
+    # (no context read: the KV bytes would floor the attention's time)
+    t = step_time(ds, 4096, 0, (), pairs, seqs=1, prompt_pairs=pairs)[0]
+    t_no_attn = step_time(replace(ds, attn_flops_per_pair=0.0, attn_flops_per_prompt_pair=1e-30), 4096, 0, (),
+                          pairs, seqs=1, prompt_pairs=pairs)[0]
+    assert t - t_no_attn == pytest.approx(61 * 10_240 * pairs / (0.5 * h100.bf16_flops), rel=1e-6)

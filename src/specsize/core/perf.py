@@ -252,8 +252,10 @@ class StepCoefficients:
     # already price every forward eager (--enforce-eager: in fixed_s)
     ungraphed_s: float = 0.0
     # per (prompt token x context token), where a prompt's attention differs from a decode's (ModelCost.
-    # prompt_attn_width: MLA); 0: attn_flops_per_pair
+    # prompt_attn_width: MLA); 0: attn_flops_per_pair. It runs over keys and values decompressed to 16 bits whatever
+    # the cache's dtype, so at the bf16 peak: inv_flops_attn_prompt (0: inv_flops_attn)
     attn_flops_per_prompt_pair: float = 0.0
+    inv_flops_attn_prompt: float = 0.0
 
 
 
@@ -329,7 +331,9 @@ def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = T
         sampler_s_per_logit=sampler, cpu_per_seq_s=eff.cpu_per_seq_s if overhead else 0.0,
         api_per_seq_s=eff.api_per_seq_s if overhead else 0.0, expert_seq_reuse=eff.moe_seq_reuse,
         expert_skew=eff.moe_routing_skew, host_overlapped=host_overlapped, ungraphed_s=0.0 if eager else launches,
-        attn_flops_per_prompt_pair=4.0 * c.prompt_attn_width)
+        attn_flops_per_prompt_pair=4.0 * c.prompt_attn_width,
+        inv_flops_attn_prompt=1.0 / (gpu.bf16_flops * (eff.attn_compute or eff.compute))
+        if (c.prompt_attn_width and gpu.bf16_flops) else 0.0)
 
 
 def gemm_time(bytes_: float, flops: float, tokens: float, co: StepCoefficients, inv_bandwidth: float,
@@ -375,9 +379,13 @@ def step_time(co: StepCoefficients, tokens: float, context_tokens: float, window
     moved = co.dense_bytes + expert_bytes + kv + act
     dense_flops = co.flops_per_token * tokens + co.lm_head_flops_per_logit * logits
     expert_flops = co.expert_flops_per_token * tokens
+    inv_attn = co.inv_flops_attn or co.inv_flops
     attn_flops = co.attn_flops_per_pair * pairs
+    t_attn_compute = attn_flops * inv_attn
     if prompt_pairs and co.attn_flops_per_prompt_pair:
-        attn_flops += (co.attn_flops_per_prompt_pair - co.attn_flops_per_pair) * prompt_pairs
+        prompt_flops = co.attn_flops_per_prompt_pair * prompt_pairs
+        attn_flops += prompt_flops - co.attn_flops_per_pair * prompt_pairs
+        t_attn_compute = (attn_flops - prompt_flops) * inv_attn + prompt_flops * (co.inv_flops_attn_prompt or inv_attn)
     flops = dense_flops + expert_flops + attn_flops
     t_dense = gemm_time(co.dense_bytes, dense_flops, tokens, co, co.inv_bandwidth, co.half_tokens)
     t_experts = 0.0
@@ -386,7 +394,7 @@ def step_time(co: StepCoefficients, tokens: float, context_tokens: float, window
         t_experts = gemm_time(expert_bytes, expert_flops, per_expert, co, co.inv_bandwidth_experts or co.inv_bandwidth,
                               co.half_tokens_experts)
     t_kv_read = kv * (co.inv_bandwidth_kv or co.inv_bandwidth)
-    t_attn = max(t_kv_read, attn_flops * (co.inv_flops_attn or co.inv_flops))
+    t_attn = max(t_kv_read, t_attn_compute)
     t_gpu = t_dense + t_experts + t_attn + act * co.inv_bandwidth + co.fixed_s + co.sampler_s_per_logit * logits
     if not graphed:
         t_gpu += co.ungraphed_s
