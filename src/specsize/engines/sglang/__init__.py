@@ -99,8 +99,9 @@ _BASE = replace(vllm.V1_LATEST, engine="sglang", generation="SGLang",
 #   one; from 0.4.6 with no prefix too;
 # - flashinfer on Blackwell from 0.5.3 as fa3; trtllm_mla, the DeepseekV3 default on compute capability 10 from 0.5.4
 #   (server_args.py _handle_model_specific_adjustments): multi-head for every prompt step (handle_attention_trtllm_mla);
-# - aiter, AMD's MLA default in 0.5.3-0.5.4 (read from 0.4.10, taken from 0.5.3): every prompt step (TP 1 and 8, whose
-#   16 or 128 heads per GPU it takes; triton otherwise).
+# - aiter, AMD's MLA default in 0.5.3-0.5.4 (read from 0.4.10, taken from 0.5.3): every prompt step. It takes 16 or
+#   128 heads per GPU (DeepSeek at TP 8 or 1); at TP 2 or 4 SGLang falls back to triton, which keeps a prompt with a
+#   prefix absorbed: not modelled, every TP gets aiter's rule.
 # Releases after 0.5.4 keep 0.5.4's rules (no wheel read). The threshold holds for a prompt longer than the chunked-
 # prefill size: its later chunks run absorbed under 8,192 tokens of prefix
 _MLA_FA3_0451 = (False, 8192)
