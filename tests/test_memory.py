@@ -31,6 +31,23 @@ def test_mla_latent_is_not_sharded_and_fp8_halves_it():
     assert m8.kv_bytes_per_token == 35_136
 
 
+def test_vllm_before_0_7_1_caches_deepseeks_decompressed_keys_and_values():
+    # before MLA (0.7.1) vLLM cached every head's keys and values, values zero-padded to qk_nope + qk_rope = 192:
+    # at TP 8, 16 heads per GPU: 61 x 2 x 16 x 192 x 2 B = 749,568 B per token, 10.7x the latent's 70,272 (Neural
+    # Magic's blog on 0.7.1, 8 x H200: token capacity 54,560 -> 512,000, "approximately 9.6x")
+    from specsize.core.perf import model_cost
+
+    d = deployment("deepseek-ai/DeepSeek-V3", gpu="H200-141GB", tp=8)
+    assert account(d, profile("0.7.0")).kv_bytes_per_token == 61 * 2 * 16 * 192 * 2 == 749_568
+    assert account(d, profile("0.6.6")).kv_bytes_per_token == 749_568
+    assert account(d, profile("0.7.1")).kv_bytes_per_token == 70_272
+    assert account(d, profile("0.7.0")).settings.block_size == 16
+    # the step model reads and attends over the same: 16 heads x 192 per layer, no latent prompt path
+    expanded = model_cost(d.target, 8, "bfloat16", None, mla_latent=False)
+    assert {width for _, _, width in expanded.kv_layers} == {16 * 192}
+    assert sum(b for b, _, _ in expanded.kv_layers) == 749_568 and expanded.prompt_attn_width == 0
+
+
 def test_sliding_window_request_demand_and_vllm_concurrency():
     m = account(deployment("google/gemma-2-2b-it"), profile())
     # 26 layers x 2 x 4 KV heads x 256 x 2 bytes = 106,496 per token; half are sliding (window 4096)

@@ -160,16 +160,23 @@ def grouped_layer_slots(layers: tuple[KVLayer, ...]) -> int:
 
 @lru_cache(maxsize=4096)
 def model_kv_layers(m: ModelSpec, tp: int, kv_dtype_bytes: int, owner: str, pp: int = 1,
-                    layers: int | None = None) -> tuple[KVLayer, ...]:
+                    layers: int | None = None, mla_latent: bool = True) -> tuple[KVLayer, ...]:
     """The KV layers of `m` held on one GPU of a TP x PP instance (the first, busiest stage with PP).
 
-    `layers` limits to the first N attention layers (MTP: the drafter's layers are shaped like the target's).
+    `layers` limits to the first N attention layers (MTP: the drafter's layers are shaped like the target's);
+    `mla_latent` False: an engine without MLA kernels caches an MLA model's keys and values decompressed, every head's,
+    both at qk_nope + qk_rope wide (the values zero-padded to it), split by TP (AccountingProfile.mla_latent_cache).
     """
     chosen = m.layers if layers is None else tuple(m.layers[i % len(m.layers)] for i in range(layers))
     if pp > 1:
         chosen = chosen[: ceil_div(len(chosen), pp)]
     out = []
     for layer in chosen:
+        if layer.kind == "mla" and not mla_latent and m.mla is not None:
+            width = m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim
+            per_token = 2 * kv_heads_per_rank(m.num_attention_heads, tp) * width * kv_dtype_bytes
+            out.append(KVLayer(owner=owner, kind="full", window=None, bytes_per_token=per_token))
+            continue
         if layer.kind == "mla":
             per_token = layer.mla_width * kv_dtype_bytes  # one latent per token, shared by all heads, not sharded
         else:

@@ -95,6 +95,9 @@ class AccountingProfile:
     # by GPU family or "cc10" (datacenter Blackwell, GpuSpec.compute_capability_10), the first that matches
     mla_prompt_mha: tuple[bool, int] = (True, 0)
     mla_prompt_mha_by_gpu: tuple[tuple[str, tuple[bool, int]], ...] = ()
+    # the engine caches an MLA model's latent (its MLA kernels); False: every head's keys and values, decompressed
+    # (core.kvcache.model_kv_layers mla_latent; vLLM before 0.7.1)
+    mla_latent_cache: bool = True
     # a model drafter's chain (top-k 1: EAGLE, EAGLE3, NEXTN, STANDALONE) runs on SGLang's spec v2 worker, inside the
     # overlap scheduler (SGLANG_ENABLE_SPEC_V2 on by default from 0.5.11, server_args.py "Spec v2 is enabled by
     # default for eagle/eagle3/standalone speculative decoding"; a tree, top-k > 1, stays on spec v1 without overlap):
@@ -216,6 +219,7 @@ class ResolvedSettings:
     admission: str = "chunk"  # AccountingProfile.admission
     mxfp4_pad: tuple[int, int] = VLLM_MXFP4_PAD  # AccountingProfile.mxfp4_pad (mxfp4_pad_cc10 on those GPUs)
     mla_prompt_mha: tuple[bool, int] = (True, 0)  # AccountingProfile.mla_prompt_mha (_by_gpu where one matches)
+    mla_latent_cache: bool = True  # AccountingProfile.mla_latent_cache
     spec_overlap_chain: bool = False  # AccountingProfile.spec_overlap_chain, where the deployment allows it
     stream_interval: int = 1  # --stream-interval (EngineSettings.stream_interval)
     graph_max_tokens: int = GRAPH_ALL  # the largest step in a CUDA graph (AccountingProfile.graph_max_tokens)
@@ -361,6 +365,7 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         mla_prompt_mha=next((rule for key, rule in p.mla_prompt_mha_by_gpu
                              if key == d.gpu.family or (key == "cc10" and d.gpu.compute_capability_10)),
                             p.mla_prompt_mha),
+        mla_latent_cache=p.mla_latent_cache,
         recv_interval=_engine_interval("scheduler_recv_interval", e.scheduler_recv_interval, p.recv_interval_flag, p,
                                        "engine sglang"),
         stream_interval=_engine_interval("stream_interval", e.stream_interval, p.stream_interval_flag, p,
@@ -617,7 +622,8 @@ def cuda_graph_bytes(d: Deployment, s: ResolvedSettings, p: AccountingProfile, n
 
 def kv_layers_for(d: Deployment, kv_dtype_bytes: int, s: ResolvedSettings | None = None,
                   p: AccountingProfile | None = None) -> tuple[KVLayer, ...]:
-    layers = model_kv_layers(d.target, d.tp, kv_dtype_bytes, "target", d.pp)
+    latent = p is None or p.mla_latent_cache
+    layers = model_kv_layers(d.target, d.tp, kv_dtype_bytes, "target", d.pp, mla_latent=latent)
     if d.target.is_hybrid:
         # the state is kept in the model's dtype (vLLM's mamba_cache_dtype "auto"), never in the KV cache's fp8;
         # the recurrent part in the dtype the model's config asks for (Nemotron-H, Qwen3.5: float32)
@@ -636,9 +642,10 @@ def kv_layers_for(d: Deployment, kv_dtype_bytes: int, s: ResolvedSettings | None
     if not sp.kind.keeps_kv:
         return layers
     if sp.kind.derives_from_target:
-        layers += model_kv_layers(d.target, d.tp, kv_dtype_bytes, "draft", layers=d.target.num_mtp_layers)
+        layers += model_kv_layers(d.target, d.tp, kv_dtype_bytes, "draft", layers=d.target.num_mtp_layers,
+                                  mla_latent=latent)
     elif sp.draft is not None:
-        layers += model_kv_layers(sp.draft, sp.drafter_tp or d.tp, kv_dtype_bytes, "draft")
+        layers += model_kv_layers(sp.draft, sp.drafter_tp or d.tp, kv_dtype_bytes, "draft", mla_latent=latent)
     return layers
 
 

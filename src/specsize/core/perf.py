@@ -162,7 +162,7 @@ def tree_tokens_per_pass(acceptance: float, depth: int, topk: int, num_draft_tok
 @lru_cache(maxsize=512)  # a pure function of frozen inputs, asked again for every candidate a plan weighs
 def model_cost(m: ModelSpec, tp: int, dtype: str, quant: Quantization | None, *, share_embeddings: bool = False,
                kv_dtype_bytes: int = 2, layers: int | None = None, include_mtp_only: bool = False,
-               mxfp4_pad: tuple[int, int] = VLLM_MXFP4_PAD) -> ModelCost:
+               mxfp4_pad: tuple[int, int] = VLLM_MXFP4_PAD, mla_latent: bool = True) -> ModelCost:
     if include_mtp_only:
         full = weight_breakdown(m, tp, 1, dtype, quant, include_mtp=True, rotary_cache=False, mxfp4_pad=mxfp4_pad)
         base = weight_breakdown(m, tp, 1, dtype, quant, include_mtp=False, rotary_cache=False, mxfp4_pad=mxfp4_pad)
@@ -194,11 +194,17 @@ def model_cost(m: ModelSpec, tp: int, dtype: str, quant: Quantization | None, *,
     kv = []
     heads = m.num_attention_heads // tp
     prompt_width = 0
-    for layer in model_kv_layers(m, tp, kv_dtype_bytes, "x", layers=layers if layers else None):
-        width = heads * (m.mla.kv_lora_rank + m.mla.qk_rope_head_dim) if m.mla else heads * m.head_dim
+    mla = m.mla
+    for layer in model_kv_layers(m, tp, kv_dtype_bytes, "x", layers=layers if layers else None, mla_latent=mla_latent):
+        if mla is None:
+            width = heads * m.head_dim
+        elif mla_latent:
+            width = heads * (mla.kv_lora_rank + mla.qk_rope_head_dim)
+            # a prompt: (query-key + value-output) / 2, so that 4 x width prices both products as for ordinary heads
+            prompt_width += heads * (mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim) // 2
+        else:  # every head's keys and values decompressed, qk_nope + qk_rope wide (core.kvcache.model_kv_layers)
+            width = heads * (mla.qk_nope_head_dim + mla.qk_rope_head_dim)
         kv.append((layer.bytes_per_token, layer.window, width))
-        if m.mla:  # (query-key + value-output) / 2, so that 4 x width prices both products as for ordinary heads
-            prompt_width += heads * (m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim + m.mla.v_head_dim) // 2
     return ModelCost(dense_bytes=dense_bytes, dense_params=max(0, dense_params), expert_bytes=per_layer_expert,
                      expert_params=expert_params, moe_layers=moe_layers,
                      num_experts=m.moe.num_experts if m.moe else 0, top_k=m.moe.experts_per_token if m.moe else 0,
@@ -505,20 +511,21 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
                 expansion_query_s: float = 0.0, async_with_speculation: bool = True,
                 graph_max_tokens: int = GRAPH_ALL, spec_overlap_chain: bool = False,
                 mxfp4_pad: tuple[int, int] = VLLM_MXFP4_PAD,
-                mla_prompt_mha: tuple[bool, int] = (True, 0)) -> SpecCosts:
+                mla_prompt_mha: tuple[bool, int] = (True, 0), mla_latent: bool = True) -> SpecCosts:
     """What steps of this deployment cost. `async_scheduling`: the release runs the engine core's per-sequence work
     beside the forward (ResolvedSettings.async_scheduling, StepCoefficients.host_overlapped); with speculation as
     core.speculation.keeps_overlap says (`async_with_speculation`: not V0's async output processing;
     `spec_overlap_chain`), and `plain_co`, the target without speculation, always has it."""
     sp = d.speculative
     k = sp.num_speculative_tokens if k is None else k
-    target = model_cost(d.target, d.tp, dtype, quant, kv_dtype_bytes=kv_dtype_bytes, mxfp4_pad=mxfp4_pad)
+    target = model_cost(d.target, d.tp, dtype, quant, kv_dtype_bytes=kv_dtype_bytes, mxfp4_pad=mxfp4_pad,
+                        mla_latent=mla_latent)
     draft = None
     draft_tp = d.tp
     kind = sp.kind
     if kind.derives_from_target:
         draft = model_cost(d.target, d.tp, dtype, quant, kv_dtype_bytes=kv_dtype_bytes, include_mtp_only=True,
-                           mxfp4_pad=mxfp4_pad,
+                           mxfp4_pad=mxfp4_pad, mla_latent=mla_latent,
                            layers=d.target.num_mtp_layers)
     elif sp.draft is not None and kind.own_tp:
         draft_tp = sp.draft_tp

@@ -159,9 +159,19 @@ V0 = AccountingProfile(
 # proposer (numpy / numba on the CPU) keeps the family's.
 V0_NGRAM_GPU_PER_SEQ_S = 3.0e-4
 V0_NGRAM_CPU_PER_SEQ_S = 1.5e-4
+# MLA (AccountingProfile.mla_latent_cache): until 0.7.1 vLLM ran DeepSeek-V2/V3 as ordinary attention over keys and
+# values decompressed by kv_b_proj and cached every head's, the values zero-padded to qk_nope + qk_rope
+# (model_executor/models/deepseek_v2.py, "padding value to qk_head_dim for alignment"; vllm-project/vllm PR 4650 left
+# the latent "efficient inference mode" as a todo); 0.7.1 brought MLA and its latent cache. Neural Magic's "Enhancing
+# DeepSeek Models with MLA and FP8 Optimizations in vLLM" (2025-02-04): on 8 x H200 the token capacity went from 54,560
+# (0.7.0) to 512,000 (0.7.1), "approximately 9.6x more memory capacity for KV caches"
 V0_EARLY = replace(V0, version="0.6", label="vLLM 0.6.0-0.6.3 (V0 engine; other processes counted as non-torch)",
-                   other_processes_in_non_torch=True, ngram_proposer_per_seq_s=V0_NGRAM_GPU_PER_SEQ_S)
-V0 = replace(V0, version="0.6.4", label="vLLM 0.6.4-0.7 (V0 engine)", ngram_proposer_per_seq_s=V0_NGRAM_CPU_PER_SEQ_S)
+                   other_processes_in_non_torch=True, ngram_proposer_per_seq_s=V0_NGRAM_GPU_PER_SEQ_S,
+                   mla_latent_cache=False)
+V0_071 = replace(V0, version="0.7.1", label="vLLM 0.7.1-0.7 (V0 engine; MLA for DeepSeek)",
+                 ngram_proposer_per_seq_s=V0_NGRAM_CPU_PER_SEQ_S)
+V0 = replace(V0, version="0.6.4", label="vLLM 0.6.4-0.7.0 (V0 engine)", ngram_proposer_per_seq_s=V0_NGRAM_CPU_PER_SEQ_S,
+             mla_latent_cache=False)
 
 # The larger defaults skip the A100 (80 GB included): vllm/engine/arg_utils.py, "if device_memory >= 70 * GiB_bytes
 # and "a100" not in device_name" ("NOTE(Kuntai): Setting large `max_num_batched_tokens` for A100 reduces
@@ -278,6 +288,6 @@ V1_LATEST = replace(
 )
 
 # (first release covered, profile), oldest first
-PROFILES = (((0, 6), V0_EARLY), ((0, 6, 4), V0), ((0, 8), V1_EARLY), ((0, 9), V1_09), ((0, 11), V1_011), ((0, 14), V1_014), ((0, 17), V1_019), ((0, 21), V1_021),
+PROFILES = (((0, 6), V0_EARLY), ((0, 6, 4), V0), ((0, 7, 1), V0_071), ((0, 8), V1_EARLY), ((0, 9), V1_09), ((0, 11), V1_011), ((0, 14), V1_014), ((0, 17), V1_019), ((0, 21), V1_021),
             ((0, 24), V1_024), ((0, 25), V1_025), ((0, 28), V1_028),
             ((0, 32), V1_LATEST))

@@ -43,7 +43,7 @@ def costs_for(d: Deployment, mem: MemoryAccount, eff: Efficiency, k: int, tree: 
                        expansion_query_s=s.spec_expansion_query_s if d.speculative.enabled else 0.0,
                        async_with_speculation=s.async_with_speculation, graph_max_tokens=s.graph_max_tokens,
                        spec_overlap_chain=s.spec_overlap_chain, mxfp4_pad=s.mxfp4_pad,
-                       mla_prompt_mha=s.mla_prompt_mha)
+                       mla_prompt_mha=s.mla_prompt_mha, mla_latent=s.mla_latent_cache)
 
 
 @dataclass(frozen=True)
