@@ -464,8 +464,8 @@ def test_a_hybrid_target_is_refused_not_planned_without_its_state():
 
 def test_sglang_0_5_12_pays_the_launches_of_an_eager_prompt_step_on_b200_where_0_5_13_graphs_it():
     # Qwen3-30B-A3B (bf16) on a B200: 0.5.12 picks the flashinfer_trtllm MoE runner and turns the piecewise graphs off,
-    # so one client's 1,000-token prompt step pays 48 layers x 40 us + 48 MoE layers x 1 ms = 49.9 ms of launches
-    # (the catalog's eager_layer_s and eager_moe_layer_s) that 0.5.13's graphed step does not
+    # so one client's 1,000-token prompt step pays 48 layers x 40 us + 48 MoE layers x 0.25 ms = 13.9 ms of launches
+    # (the catalog's eager_layer_s, SGLang's eager_gqa_moe_layer_s) that 0.5.13's graphed step does not
     from specsize import api
 
     def ttft(version: str) -> float:
@@ -474,7 +474,7 @@ def test_sglang_0_5_12_pays_the_launches_of_an_eager_prompt_step_on_b200_where_0
                               prompt_tokens=1000, output_tokens=20)
         return report.spec.ttft_s.p50
 
-    assert ttft("0.5.12") - ttft("0.5.13") == pytest.approx(48 * 40e-6 + 48 * 1e-3, abs=1e-3)
+    assert ttft("0.5.12") - ttft("0.5.13") == pytest.approx(48 * 40e-6 + 48 * 2.5e-4, abs=1e-3)
 
 
 def test_sglang_pads_mxfp4_experts_its_own_way():
@@ -532,3 +532,27 @@ def test_mla_prompt_attention_by_release_and_gpu():
     assert rule("sglang", "0.5.3", "B200-180GB") == (True, 8192)
     assert rule("sglang", "0.5.4", "B200-180GB") == (True, 0)
     assert rule("sglang", "0.5.12", "MI300X-192GB") == (True, 0)
+
+
+def test_sglang_launches_a_gqa_moe_layer_for_a_quarter_of_an_mla_one_by_hand():
+    # outside a CUDA graph a forward pays eager_layer_s per layer and eager_moe_layer_s per MoE layer; SGLang's MoE
+    # layers behind ordinary attention 0.25 ms (AccountingProfile.eager_gqa_moe_layer_s), DeepSeek's (MLA) and vLLM's
+    # the family's 1 ms. Qwen3-30B-A3B on an H100: 48 layers, all MoE: 48 x (40 us + 0.25 ms) = 13.92 ms under SGLang,
+    # 48 x 1.04 ms = 49.92 ms under vLLM; DeepSeek-V3 at TP 8: 61 x 40 us + 58 x 1 ms = 60.44 ms under both
+    from specsize.catalog.gpus import load_efficiency
+    from specsize.core.speculation import Tree
+    from specsize.planner.perf import costs_for
+
+    def launches(target, engine, tp=1, gpu="H100-SXM-80GB"):
+        d = deployment(target=target, gpu=gpu, tp=tp)
+        profile = sglang("0.5.6") if engine == "sglang" else resolve_profile("vllm")
+        co = costs_for(d, account(d, profile), load_efficiency(d.gpu), 0, Tree()).target_co
+        assert co is not None
+        return co.ungraphed_s
+
+    assert sglang("0.5.6").eager_gqa_moe_layer_s == 2.5e-4
+    assert launches("Qwen/Qwen3-30B-A3B", "sglang") == pytest.approx(48 * (40e-6 + 2.5e-4))
+    assert launches("Qwen/Qwen3-30B-A3B", "vllm") == pytest.approx(48 * (40e-6 + 1e-3))
+    for engine in ("sglang", "vllm"):
+        assert launches("deepseek-ai/DeepSeek-V3", engine, tp=8, gpu="H200-141GB") == pytest.approx(
+            61 * 40e-6 + 58 * 1e-3)

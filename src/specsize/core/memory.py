@@ -134,6 +134,10 @@ class AccountingProfile:
     # the engine's own fused-MoE kernels for fp8 (block-)quantised experts, as a fraction of HBM bandwidth, where they
     # differ from the vLLM kernels the GPU family's terms were measured with (Efficiency.moe_fp8_memory); 0: the family's
     moe_fp8_memory: float = 0.0
+    # the host's launches of an MoE layer behind ordinary (not MLA) attention in a forward outside a CUDA graph, where
+    # the engine's own differ from the family's Efficiency.eager_moe_layer_s (whose sources are MLA + MoE layers);
+    # 0: the family's
+    eager_gqa_moe_layer_s: float = 0.0
     # the release's n-gram proposer, host time per running sequence and speculative step (Efficiency.ngram_per_seq_s,
     # the family's, prices a proposer that matches on the CPU in a few microseconds: vLLM V1's); 0: the family's
     ngram_proposer_per_seq_s: float = 0.0
@@ -210,6 +214,7 @@ class ResolvedSettings:
     spec_expansion_query_s: float = 0.0  # AccountingProfile.spec_expansion_query_s, 0 with --enforce-eager
     api_cost_scale: float = 1.0  # AccountingProfile.api_cost_scale
     moe_fp8_memory: float = 0.0  # AccountingProfile.moe_fp8_memory (0: the GPU family's)
+    eager_gqa_moe_layer_s: float = 0.0  # AccountingProfile.eager_gqa_moe_layer_s (0: the GPU family's)
     ngram_proposer_per_seq_s: float = 0.0  # AccountingProfile.ngram_proposer_per_seq_s (0: the GPU family's)
     scheduler_steps: int = 1  # vLLM V0's multi-step scheduling (EngineSettings.num_scheduler_steps)
     recv_interval: int = 1  # SGLang's --scheduler-recv-interval (EngineSettings.scheduler_recv_interval)
@@ -358,6 +363,7 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         spec_expansion_query_s=0.0 if e.enforce_eager else p.spec_expansion_query_s,
         api_cost_scale=p.api_cost_scale,
         scheduler_steps=steps, moe_fp8_memory=p.moe_fp8_memory, ngram_proposer_per_seq_s=p.ngram_proposer_per_seq_s,
+        eager_gqa_moe_layer_s=p.eager_gqa_moe_layer_s,
         async_scheduling=p.async_scheduling and overlaps, async_with_speculation=p.async_with_speculation,
         scheduled_ahead=p.scheduled_ahead and overlaps, spec_overlap_chain=p.spec_overlap_chain and overlaps,
         admission=p.admission,

@@ -96,13 +96,17 @@ def streamed_every(eff: Efficiency, tokens: int) -> Efficiency:
     return replace(eff, api_per_seq_s=eff.api_per_seq_s / tokens) if tokens > 1 else eff
 
 
-def engine_kernels(eff: Efficiency, moe_fp8_memory: float, ngram_per_seq_s: float = 0.0) -> Efficiency:
+def engine_kernels(eff: Efficiency, moe_fp8_memory: float, ngram_per_seq_s: float = 0.0,
+                   eager_moe_layer_s: float = 0.0) -> Efficiency:
     """The family's terms with an engine release's own code where it differs from what the terms were measured with:
-    its fused-MoE kernels for fp8 experts (AccountingProfile.moe_fp8_memory) and its n-gram proposer's host time per
+    its fused-MoE kernels for fp8 experts (AccountingProfile.moe_fp8_memory), its n-gram proposer's host time per
     sequence (AccountingProfile.ngram_proposer_per_seq_s: vLLM V0 proposes one sequence at a time through small GPU
-    operations and device syncs); 0 keeps the family's."""
+    operations and device syncs) and its MoE layers' launches outside a CUDA graph (`eager_moe_layer_s`: the caller
+    passes AccountingProfile.eager_gqa_moe_layer_s for a target without MLA); 0 keeps the family's."""
     if moe_fp8_memory:
         eff = replace(eff, moe_fp8_memory=moe_fp8_memory)
+    if eager_moe_layer_s:
+        eff = replace(eff, eager_moe_layer_s=eager_moe_layer_s)
     return replace(eff, ngram_per_seq_s=ngram_per_seq_s) if ngram_per_seq_s else eff
 
 

@@ -78,6 +78,15 @@ _BASE = replace(vllm.V1_LATEST, engine="sglang", generation="SGLang",
                 # 0.7 / 0.6 / 0.5 / 0.45 with match='SGLang 0\.5.*H200.*concurrency.*DeepSeek': 1.014 / 0.862 / 0.650 /
                 # 0.578 (TPOT |err| 19.7% / 13.9% / 6.9% / 5.9%); 0.4 scored worse over every SGLang DeepSeek fit run
                 moe_fp8_memory=0.45,
+                # an MoE layer behind ordinary attention (Qwen3 MoE, gpt-oss, Mixtral) launches 0.25 ms of kernels
+                # outside a CUDA graph, not the 1 ms measured on SGLang 0.3's DeepSeek-V2 layers (MLA + MoE:
+                # Efficiency.eager_moe_layer_s, kept for them): SGLang 0.5.6's Qwen3-235B-A22B on 8 x B200 reaches its
+                # first token in 65 ms for a 610-token prompt at one client (its cookbook, bench/data/
+                # serving_runs_modern.jsonl), its prompt step outside a graph: no more than about 40 ms for 94 MoE
+                # layers, 0.43 ms each, whatever else the step holds; bench/accuracy_serving.py on the fit runs, sum of
+                # the median |log(predicted / measured)| of throughput, TTFT and TPOT, at 1 / 0.6 / 0.4 / 0.25 / 0.1 ms:
+                # 0.681 / 0.677 / 0.675 / 0.668 / 0.677 (docs/efficiency-history.md "stop 38")
+                eager_gqa_moe_layer_s=2.5e-4,
                 cpu_block_size=1, null_blocks=0, null_block_in_startup_check=False, token_report="blocks",
                 cuda_graph_subtracted=False, refuses_start_below_max_model_len=False,
                 # CUDA graphs capture decode batches (cuda_graph_runner.py); prefill (extend) batches run eager until
