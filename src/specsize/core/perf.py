@@ -74,6 +74,9 @@ class Efficiency:
     eager_layer_s: float = 0.0  # extra launch cost per layer of a forward outside a CUDA graph (--enforce-eager, ...)
     # the same per MoE layer on top: routing, expert alignment and grouped-GEMM launches issued from Python
     eager_moe_layer_s: float = 0.0
+    # ... of an MoE layer behind ordinary attention (not MLA), where the engine's own differs (AccountingProfile.
+    # eager_gqa_moe_layer_s); 0: eager_moe_layer_s
+    eager_gqa_moe_layer_s: float = 0.0
     frontend_latency_s: float = 0.0  # per request before its first step and after its first token (HTTP, IPC)
     frontend_serial_s: float = 0.0  # per request, API-server intake on one shared core: a burst queues before the engine
     draft_step_tp_s: float = 0.0  # per drafter forward when the drafter is sharded over TP > 1 GPUs
@@ -97,16 +100,16 @@ def streamed_every(eff: Efficiency, tokens: int) -> Efficiency:
 
 
 def engine_kernels(eff: Efficiency, moe_fp8_memory: float, ngram_per_seq_s: float = 0.0,
-                   eager_moe_layer_s: float = 0.0) -> Efficiency:
+                   eager_gqa_moe_layer_s: float = 0.0) -> Efficiency:
     """The family's terms with an engine release's own code where it differs from what the terms were measured with:
     its fused-MoE kernels for fp8 experts (AccountingProfile.moe_fp8_memory), its n-gram proposer's host time per
     sequence (AccountingProfile.ngram_proposer_per_seq_s: vLLM V0 proposes one sequence at a time through small GPU
-    operations and device syncs) and its MoE layers' launches outside a CUDA graph (`eager_moe_layer_s`: the caller
-    passes AccountingProfile.eager_gqa_moe_layer_s for a target without MLA); 0 keeps the family's."""
+    operations and device syncs) and the launches of its MoE layers behind ordinary attention outside a CUDA graph
+    (AccountingProfile.eager_gqa_moe_layer_s); 0 keeps the family's."""
     if moe_fp8_memory:
         eff = replace(eff, moe_fp8_memory=moe_fp8_memory)
-    if eager_moe_layer_s:
-        eff = replace(eff, eager_moe_layer_s=eager_moe_layer_s)
+    if eager_gqa_moe_layer_s:
+        eff = replace(eff, eager_gqa_moe_layer_s=eager_gqa_moe_layer_s)
     return replace(eff, ngram_per_seq_s=ngram_per_seq_s) if ngram_per_seq_s else eff
 
 
@@ -146,6 +149,7 @@ class ModelCost:
     # the KV cache is fp8: attention's products run in fp8 (FlashAttention 3's fp8 path in vLLM and SGLang) where the
     # GPU has an fp8 peak; otherwise in the activations' 16-bit type whatever the weights' format
     kv_fp8: bool = False
+    mla: bool = False  # its attention layers are MLA (their MoE layers launch as Efficiency.eager_moe_layer_s says)
 
 
 @dataclass(frozen=True)
@@ -219,7 +223,7 @@ def model_cost(m: ModelSpec, tp: int, dtype: str, quant: Quantization | None, *,
                      low_bit=bool(q and q.method in ("int4", "mxfp4", "nvfp4")),
                      low_bit_experts_only=bool(q and q.experts_only),
                      fp4=q.method if (q and q.method in ("mxfp4", "nvfp4")) else "", prompt_attn_width=prompt_width,
-                     kv_fp8=kv_dtype_bytes == 1)
+                     kv_fp8=kv_dtype_bytes == 1, mla=m.mla is not None)
 
 
 @dataclass(frozen=True)
@@ -320,7 +324,8 @@ def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = T
     dense_flops = 2.0 * c.dense_params - lm_head_flops
     # four GEMMs per layer (QKV, output projection, gate/up, down) plus the MoE router where there is one
     kernels_per_layer = 4 + (1 if c.moe_layers else 0)
-    launches = c.n_layers * eff.eager_layer_s + c.moe_layers * eff.eager_moe_layer_s  # a forward outside a graph
+    moe_launch = (eff.eager_gqa_moe_layer_s or eff.eager_moe_layer_s) if not c.mla else eff.eager_moe_layer_s
+    launches = c.n_layers * eff.eager_layer_s + c.moe_layers * moe_launch  # a forward outside a graph
     fixed = (c.n_layers * kernels_per_layer * eff.gemm_fixed_s + c.moe_layers * eff.moe_layer_fixed_s
              + (launches if eager else 0.0))
     sampler = sampler_s(eff.sampler_passes, c.vocab, gpu, eff)
@@ -390,12 +395,12 @@ def step_time(co: StepCoefficients, tokens: float, context_tokens: float, window
     dense_flops = co.flops_per_token * tokens + co.lm_head_flops_per_logit * logits
     expert_flops = co.expert_flops_per_token * tokens
     inv_attn = co.inv_flops_attn or co.inv_flops
-    attn_flops = co.attn_flops_per_pair * pairs
-    t_attn_compute = attn_flops * inv_attn
-    if prompt_pairs and co.attn_flops_per_prompt_pair:
-        prompt_flops = co.attn_flops_per_prompt_pair * prompt_pairs
-        attn_flops += prompt_flops - co.attn_flops_per_pair * prompt_pairs
-        t_attn_compute = (attn_flops - prompt_flops) * inv_attn + prompt_flops * (co.inv_flops_attn_prompt or inv_attn)
+    if not co.attn_flops_per_prompt_pair:  # a prompt's pairs cost a decode's
+        prompt_pairs = 0.0
+    prompt_flops = co.attn_flops_per_prompt_pair * prompt_pairs
+    other_flops = co.attn_flops_per_pair * (pairs - prompt_pairs)
+    attn_flops = other_flops + prompt_flops
+    t_attn_compute = other_flops * inv_attn + prompt_flops * (co.inv_flops_attn_prompt or inv_attn)
     flops = dense_flops + expert_flops + attn_flops
     t_dense = gemm_time(co.dense_bytes, dense_flops, tokens, co, co.inv_bandwidth, co.half_tokens)
     t_experts = 0.0
