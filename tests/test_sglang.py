@@ -556,3 +556,31 @@ def test_sglang_launches_a_gqa_moe_layer_for_a_quarter_of_an_mla_one_by_hand():
     for engine in ("sglang", "vllm"):
         assert launches("deepseek-ai/DeepSeek-V3", engine, tp=8, gpu="H200-141GB") == pytest.approx(
             61 * 40e-6 + 58 * 1e-3)
+
+
+def test_sglang_fused_moe_fixed_time_on_blackwell_by_hand():
+    # a step's fixed time holds moe_layer_fixed_s per MoE layer: the family's 16 us (Hopper and Blackwell, from the
+    # kernel tables of vLLM's kernels), SGLang's own 35 us on Blackwell for bf16 / fp8 experts
+    # (AccountingProfile.moe_layer_fixed_s_by_gpu).
+    # Qwen3-235B-A22B has 94 layers, every one MoE: at TP 8 on a B200 SGLang's step holds 94 x (35 - 16) us =
+    # 1.786 ms more fixed time than vLLM's; on an H200 the two are the same
+    from specsize.catalog.gpus import load_efficiency
+    from specsize.core.speculation import Tree
+    from specsize.planner.perf import costs_for
+
+    def fixed(engine, gpu, target="Qwen/Qwen3-235B-A22B"):
+        d = deployment(target=target, gpu=gpu, tp=8)
+        profile = sglang("0.5.6") if engine == "sglang" else resolve_profile("vllm")
+        co = costs_for(d, account(d, profile), load_efficiency(d.gpu), 0, Tree()).target_co
+        assert co is not None
+        return co.fixed_s
+
+    assert account(deployment(target="Qwen/Qwen3-235B-A22B", gpu="B200-180GB", tp=8),
+                   sglang("0.5.6")).settings.moe_layer_fixed_s == 3.5e-5
+    assert account(deployment(target="Qwen/Qwen3-235B-A22B", gpu="H200-141GB", tp=8),
+                   sglang("0.5.6")).settings.moe_layer_fixed_s == 0.0
+    assert fixed("sglang", "B200-180GB") - fixed("vllm", "B200-180GB") == pytest.approx(94 * 19e-6)
+    assert fixed("sglang", "H200-141GB") == pytest.approx(fixed("vllm", "H200-141GB"))
+    # MXFP4 experts run FlashInfer's own fused runner and keep the family's 16 us: gpt-oss-120b (36 MoE layers)
+    assert fixed("sglang", "B200-180GB", "openai/gpt-oss-120b") == pytest.approx(
+        fixed("vllm", "B200-180GB", "openai/gpt-oss-120b"))

@@ -138,6 +138,11 @@ class AccountingProfile:
     # the engine's own differ from the family's Efficiency.eager_moe_layer_s (whose sources are MLA + MoE layers);
     # 0: the family's
     eager_gqa_moe_layer_s: float = 0.0
+    # the fixed time of one MoE layer's fused-MoE kernels in a step (Efficiency.moe_layer_fixed_s: routing, alignment,
+    # the grouped GEMMs' tiles at few tokens per expert) where the engine's own kernels on a GPU family differ from the
+    # vLLM kernels the family's term was measured with: (GPU family, seconds) rules, the first that matches; none:
+    # the family's
+    moe_layer_fixed_s_by_gpu: tuple[tuple[str, float], ...] = ()
     # the release's n-gram proposer, host time per running sequence and speculative step (Efficiency.ngram_per_seq_s,
     # the family's, prices a proposer that matches on the CPU in a few microseconds: vLLM V1's); 0: the family's
     ngram_proposer_per_seq_s: float = 0.0
@@ -215,6 +220,7 @@ class ResolvedSettings:
     api_cost_scale: float = 1.0  # AccountingProfile.api_cost_scale
     moe_fp8_memory: float = 0.0  # AccountingProfile.moe_fp8_memory (0: the GPU family's)
     eager_gqa_moe_layer_s: float = 0.0  # AccountingProfile.eager_gqa_moe_layer_s (0: the GPU family's)
+    moe_layer_fixed_s: float = 0.0  # AccountingProfile.moe_layer_fixed_s_by_gpu where one matches (0: the family's)
     ngram_proposer_per_seq_s: float = 0.0  # AccountingProfile.ngram_proposer_per_seq_s (0: the GPU family's)
     scheduler_steps: int = 1  # vLLM V0's multi-step scheduling (EngineSettings.num_scheduler_steps)
     recv_interval: int = 1  # SGLang's --scheduler-recv-interval (EngineSettings.scheduler_recv_interval)
@@ -317,6 +323,13 @@ class MemoryAccount:
         return self.total_bytes - self.used_bytes
 
 
+def for_gpu(rules: tuple, gpu: GpuSpec, default):
+    """The value of the first (key, value) rule whose key names the GPU: its family, or "cc10" for a datacenter
+    Blackwell (GpuSpec.compute_capability_10); `default` where none does (AccountingProfile's *_by_gpu tables)."""
+    return next((value for key, value in rules
+                 if key == gpu.family or (key == "cc10" and gpu.compute_capability_10)), default)
+
+
 def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | None) -> ResolvedSettings:
     e = d.engine
     target = d.target
@@ -364,13 +377,12 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         api_cost_scale=p.api_cost_scale,
         scheduler_steps=steps, moe_fp8_memory=p.moe_fp8_memory, ngram_proposer_per_seq_s=p.ngram_proposer_per_seq_s,
         eager_gqa_moe_layer_s=p.eager_gqa_moe_layer_s,
+        moe_layer_fixed_s=for_gpu(p.moe_layer_fixed_s_by_gpu, d.gpu, 0.0),
         async_scheduling=p.async_scheduling and overlaps, async_with_speculation=p.async_with_speculation,
         scheduled_ahead=p.scheduled_ahead and overlaps, spec_overlap_chain=p.spec_overlap_chain and overlaps,
         admission=p.admission,
         mxfp4_pad=p.mxfp4_pad_cc10 if (p.mxfp4_pad_cc10 and d.gpu.compute_capability_10) else p.mxfp4_pad,
-        mla_prompt_mha=next((rule for key, rule in p.mla_prompt_mha_by_gpu
-                             if key == d.gpu.family or (key == "cc10" and d.gpu.compute_capability_10)),
-                            p.mla_prompt_mha),
+        mla_prompt_mha=for_gpu(p.mla_prompt_mha_by_gpu, d.gpu, p.mla_prompt_mha),
         mla_latent_cache=p.mla_latent_cache,
         recv_interval=_engine_interval("scheduler_recv_interval", e.scheduler_recv_interval, p.recv_interval_flag, p,
                                        "engine sglang"),

@@ -34,7 +34,8 @@ def costs_for(d: Deployment, mem: MemoryAccount, eff: Efficiency, k: int, tree: 
     s = mem.settings
     eff = api_server_scaled(eff, s.api_cost_scale)  # the engine release's own front end
     # its own MoE kernels, n-gram proposer and MoE layers' launches
-    eff = engine_kernels(eff, s.moe_fp8_memory, s.ngram_proposer_per_seq_s, s.eager_gqa_moe_layer_s)
+    eff = engine_kernels(eff, s.moe_fp8_memory, s.ngram_proposer_per_seq_s, s.eager_gqa_moe_layer_s,
+                         s.moe_layer_fixed_s)
     eff = streamed_every(eff, s.stream_interval)  # tokens handed to the API server every N (SGLang's --stream-interval)
     if d.speculative.enabled and k != d.speculative.num_speculative_tokens:
         d = replace(d, speculative=replace(d.speculative, num_speculative_tokens=k))

@@ -87,6 +87,20 @@ _BASE = replace(vllm.V1_LATEST, engine="sglang", generation="SGLang",
                 # the median |log(predicted / measured)| of throughput, TTFT and TPOT, at 1 / 0.6 / 0.4 / 0.25 / 0.1 ms:
                 # 0.681 / 0.677 / 0.675 / 0.668 / 0.677 (docs/efficiency-history.md "stop 38")
                 eager_gqa_moe_layer_s=2.5e-4,
+                # its fused-MoE layer on a datacenter Blackwell takes 35 us of fixed time a step, not the 16 us of
+                # vLLM 0.24's kernels in the kernel tables (Efficiency.moe_layer_fixed_s, kept for vLLM): fitted on its
+                # B200 runs (SGLang's cookbook Qwen3-235B-A22B BF16 and DeepSeek-R1-0528 FP8 at TP 8, InferenceX's
+                # DeepSeek-R1 on 0.5.12: at one client their TPOT was 11-31% low at 16 us). bench/accuracy_serving.py on the
+                # fit runs, sum of the median |log(predicted / measured)| of throughput, TTFT and TPOT, at 16 / 25 / 35
+                # / 50 us: 0.668 / 0.662 / 0.653 / 0.655; one lead for the engine's own cost, read in the 0.5.4 wheel:
+                # its Triton fused-MoE ships tuned tile configs for Qwen3-235B's TP-8 expert shard (fused_moe_triton/
+                # configs, E=128,N=192) for the H100, H200, H20 and A800 and none for the B200, which then runs the
+                # default tiles. Not for MXFP4 experts, which it runs with FlashInfer's own fused runner on compute
+                # capability 10 (server_args.py: flashinfer_mxfp4 for gpt-oss; its gpt-oss-120b on 8 x B200, already
+                # predicted slow, TPOT +46% at one client). Not on Hopper: its H200 DeepSeek-R1 runs at 4-64 clients
+                # (InferenceX, 0.5.12) go from -1..+16% to +11..+20% TPOT at 35 us (docs/efficiency-history.md
+                # "stop 39")
+                moe_layer_fixed_s_by_gpu=(("blackwell", 3.5e-5),),
                 cpu_block_size=1, null_blocks=0, null_block_in_startup_check=False, token_report="blocks",
                 cuda_graph_subtracted=False, refuses_start_below_max_model_len=False,
                 # CUDA graphs capture decode batches (cuda_graph_runner.py); prefill (extend) batches run eager until
