@@ -140,8 +140,8 @@ class AccountingProfile:
     eager_gqa_moe_layer_s: float = 0.0
     # the fixed time of one MoE layer's fused-MoE kernels in a step (Efficiency.moe_layer_fixed_s: routing, alignment,
     # the grouped GEMMs' tiles at few tokens per expert) where the engine's own kernels on a GPU family differ from the
-    # vLLM kernels the family's term was measured with: (GPU family, seconds) rules, the first that matches; none:
-    # the family's
+    # vLLM kernels the family's term was measured with, for bf16 / fp8 experts (MXFP4 experts keep the family's):
+    # (GPU family or "cc10", seconds) rules, the first that matches (for_gpu); none: the family's
     moe_layer_fixed_s_by_gpu: tuple[tuple[str, float], ...] = ()
     # the release's n-gram proposer, host time per running sequence and speculative step (Efficiency.ngram_per_seq_s,
     # the family's, prices a proposer that matches on the CPU in a few microseconds: vLLM V1's); 0: the family's

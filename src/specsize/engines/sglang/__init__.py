@@ -100,7 +100,7 @@ _BASE = replace(vllm.V1_LATEST, engine="sglang", generation="SGLang",
                 # predicted slow, TPOT +46% at one client). Not on Hopper: its H200 DeepSeek-R1 runs at 4-64 clients
                 # (InferenceX, 0.5.12) go from -1..+16% to +11..+20% TPOT at 35 us (docs/efficiency-history.md
                 # "stop 39")
-                moe_layer_fixed_s_by_gpu=(("blackwell", 3.5e-5),),
+                moe_layer_fixed_s_by_gpu=(("cc10", 3.5e-5),),
                 cpu_block_size=1, null_blocks=0, null_block_in_startup_check=False, token_report="blocks",
                 cuda_graph_subtracted=False, refuses_start_below_max_model_len=False,
                 # CUDA graphs capture decode batches (cuda_graph_runner.py); prefill (extend) batches run eager until
