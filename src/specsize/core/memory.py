@@ -84,9 +84,10 @@ class AccountingProfile:
     # whole prompt at admission: core/block_manager.py can_allocate), "sglang" (the prompt and the output reserved)
     admission: str = "chunk"
     # the multiples the engine pads mxfp4 experts' hidden and intermediate sizes to (core.weights.mxfp4_expert_dims):
-    # what its weights hold and what a step reads; on compute-capability-10 GPUs `mxfp4_pad_cc10` where it differs
+    # what its weights hold and what a step reads; `mxfp4_pad_by_gpu` where a GPU's differs ((GPU family or "cc10",
+    # multiples) rules, the first that matches: for_gpu)
     mxfp4_pad: tuple[int, int] = VLLM_MXFP4_PAD
-    mxfp4_pad_cc10: tuple[int, int] | None = None
+    mxfp4_pad_by_gpu: tuple[tuple[str, tuple[int, int]], ...] = ()
     # when a prompt step of an MLA model (DeepSeek-V2/V3, Kimi K2) runs its attention as ordinary multi-head
     # attention over decompressed keys and values rather than absorbed over the latent (core.perf.ModelCost.
     # prompt_attn_width; 3.6x fewer flops per pair): (when the step's prompts have no cached prefix, from this many
@@ -228,7 +229,7 @@ class ResolvedSettings:
     async_with_speculation: bool = True  # AccountingProfile.async_with_speculation
     scheduled_ahead: bool = False  # AccountingProfile.scheduled_ahead, where the deployment allows it
     admission: str = "chunk"  # AccountingProfile.admission
-    mxfp4_pad: tuple[int, int] = VLLM_MXFP4_PAD  # AccountingProfile.mxfp4_pad (mxfp4_pad_cc10 on those GPUs)
+    mxfp4_pad: tuple[int, int] = VLLM_MXFP4_PAD  # AccountingProfile.mxfp4_pad (_by_gpu where one matches)
     mla_prompt_mha: tuple[bool, int] = (True, 0)  # AccountingProfile.mla_prompt_mha (_by_gpu where one matches)
     mla_latent_cache: bool = True  # AccountingProfile.mla_latent_cache
     spec_overlap_chain: bool = False  # AccountingProfile.spec_overlap_chain, where the deployment allows it
@@ -381,7 +382,7 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         async_scheduling=p.async_scheduling and overlaps, async_with_speculation=p.async_with_speculation,
         scheduled_ahead=p.scheduled_ahead and overlaps, spec_overlap_chain=p.spec_overlap_chain and overlaps,
         admission=p.admission,
-        mxfp4_pad=p.mxfp4_pad_cc10 if (p.mxfp4_pad_cc10 and d.gpu.compute_capability_10) else p.mxfp4_pad,
+        mxfp4_pad=for_gpu(p.mxfp4_pad_by_gpu, d.gpu, p.mxfp4_pad),
         mla_prompt_mha=for_gpu(p.mla_prompt_mha_by_gpu, d.gpu, p.mla_prompt_mha),
         mla_latent_cache=p.mla_latent_cache,
         recv_interval=_engine_interval("scheduler_recv_interval", e.scheduler_recv_interval, p.recv_interval_flag, p,

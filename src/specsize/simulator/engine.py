@@ -351,8 +351,7 @@ def _step_seconds(cfg: EngineConfig, windows: tuple, draft_windows: tuple, c: np
     graphed = tokens <= (cfg.graph_prompt_tokens if prompt else cfg.graph_max_tokens)
     pre = active & ~decoding if prompt else None  # the prompt chunks' sequences
     prompt_pairs = _pairs(sched[pre], c[pre]) if pre is not None else 0.0
-    mha = pre is not None and (not cfg.target.attn_flops_per_prompt_pair  # (not MLA: the same either way)
-                               or prompt_as_mha(cfg.mla_prompt_mha, float(_sum(c[pre]))))
+    mha = pre is not None and prompt_as_mha(cfg.mla_prompt_mha, float(_sum(c[pre])))
     seconds = step_time(cfg.target, tokens, ctx_total, span, pairs, seqs=n_active, logits=logits,
                         prepared=n_active + expanded, graphed=graphed,
                         prompt_pairs=prompt_pairs if mha else 0.0)[0] + cfg.expansion_query_s * expanded

@@ -67,7 +67,7 @@ _BASE = replace(vllm.V1_LATEST, engine="sglang", generation="SGLang",
                 # its mxfp4 experts (layers/quantization/mxfp4.py Mxfp4MoEMethod.create_weights, read in the 0.5.3
                 # wheel): the intermediate to a multiple of 32 (triton_kernels; gpt-oss's 2,880 is one) and the hidden
                 # size as it is, both to 256 for FlashInfer's kernels on compute capability 10, its gpt-oss default there
-                mxfp4_pad=(1, 32), mxfp4_pad_cc10=(256, 256),
+                mxfp4_pad=(1, 32), mxfp4_pad_by_gpu=(("cc10", (256, 256)),),
                 # its fused-MoE kernels for fp8 block-quantised experts (DeepGEMM / its tuned Triton configs on Hopper,
                 # its Blackwell and AITER paths) stream at 0.45 of HBM, not the 0.35 (Hopper) / 0.125 (Blackwell) of
                 # vLLM 0.24's kernels in the kernel tables: fitted on InferenceX's DeepSeek-R1-0528 FP8 SGLang runs
