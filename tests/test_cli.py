@@ -321,3 +321,20 @@ def test_closed_loop_takes_vllm_bench_serve_flag_names(capsys):
     code, out, _ = run(capsys, *common, "--concurrency", "4", "--duration", "20")
     detail = json.loads(out)["sim"]["scenario_detail"]
     assert code == 0 and detail["rate_source"] != "rate" and "--client-concurrency" in detail["summary"]
+
+
+def test_speedup_json_reports_the_engine_release_terms_it_priced(capsys):
+    """The `efficiency` block is what the table was priced with, the engine release's own terms included: vLLM 0.6's
+    n-gram proposer ran on the GPU (0.6.4 moved it to the CPU, vLLM PR 9333), and the only difference between the two
+    releases' spec steps is that per-sequence time, so TPOT differs by exactly B x its difference / tokens per pass."""
+    def speedup(version):
+        _, out, _ = run(capsys, "speedup", "--target", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "H100-SXM-80GB",
+                        "--tp", "4", "--engine-version", version, "--max-model-len", "8192", "--method", "ngram",
+                        "-k", "4", "--batch-size", "16", "--acceptance-rate", "0.7", "--format", "json")
+        return json.loads(out)
+
+    gpu_path, cpu_path = speedup("0.6"), speedup("0.6.4")
+    per_seq = gpu_path["efficiency"]["ngram_per_seq_s"] - cpu_path["efficiency"]["ngram_per_seq_s"]
+    assert per_seq > 0
+    row_gpu, row_cpu = gpu_path["rows"][0], cpu_path["rows"][0]
+    assert row_gpu["tpot_s"] - row_cpu["tpot_s"] == pytest.approx(16 * per_seq / row_gpu["tokens_per_pass"], rel=1e-6)

@@ -16,7 +16,8 @@ from ..core.perf import (Efficiency, SpecCosts, SpeedupPoint, api_server_scaled,
 from ..core.specs import Deployment, SpeculativeConfig
 from ..core.speculation import Acceptance, Tree, tokens_per_pass
 
-__all__ = ["Acceptance", "Tree", "PerfSummary", "SpeedupTable", "costs_for", "speedup_table", "summarize"]
+__all__ = ["Acceptance", "Tree", "PerfSummary", "SpeedupTable", "costs_for", "engine_efficiency", "speedup_table",
+           "summarize"]
 
 
 def _tokens_per_pass(a: float, k: int, tree: Tree, measured_length: bool = False) -> float:
@@ -30,13 +31,20 @@ def _tokens_per_pass(a: float, k: int, tree: Tree, measured_length: bool = False
     return tokens_per_pass(a, k)
 
 
-def costs_for(d: Deployment, mem: MemoryAccount, eff: Efficiency, k: int, tree: Tree) -> SpecCosts:
+def engine_efficiency(eff: Efficiency, mem: MemoryAccount) -> Efficiency:
+    """The GPU family's terms as the resolved engine release runs them: what every step of `costs_for` is priced with,
+    and what a report shows as the terms in use."""
     s = mem.settings
     eff = api_server_scaled(eff, s.api_cost_scale)  # the engine release's own front end
     # its own MoE kernels, n-gram proposer and MoE layers' launches
     eff = engine_kernels(eff, s.moe_fp8_memory, s.ngram_proposer_per_seq_s, s.eager_gqa_moe_layer_s,
                          s.moe_layer_fixed_s)
-    eff = streamed_every(eff, s.stream_interval)  # tokens handed to the API server every N (SGLang's --stream-interval)
+    return streamed_every(eff, s.stream_interval)  # tokens handed to the API server every N (--stream-interval)
+
+
+def costs_for(d: Deployment, mem: MemoryAccount, eff: Efficiency, k: int, tree: Tree) -> SpecCosts:
+    s = mem.settings
+    eff = engine_efficiency(eff, mem)
     if d.speculative.enabled and k != d.speculative.num_speculative_tokens:
         d = replace(d, speculative=replace(d.speculative, num_speculative_tokens=k))
     return build_costs(d, eff, s.dtype, s.quantization, s.kv_dtype_bytes, k=k, tree_topk=tree.topk,

@@ -9,7 +9,7 @@ from ..core.memory import AccountingProfile, MemoryAccount, account
 from ..core.perf import Efficiency
 from ..core.specs import Deployment, SpeculativeConfig
 from ..core.speculation import Acceptance, Tree
-from .perf import SpeedupTable, speedup_table, thin_gain, thin_gain_text
+from .perf import SpeedupTable, engine_efficiency, speedup_table, thin_gain, thin_gain_text
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class DrafterResult:
 @dataclass(frozen=True)
 class SpeedupReport:
     deployment: Deployment
-    efficiency: Efficiency
+    efficiency: Efficiency  # the terms the deployment's own table is priced with (planner.perf.engine_efficiency)
     batch_sizes: tuple[int, ...]
     ks: tuple[int, ...]
     context_len: int
@@ -101,5 +101,5 @@ def compare_drafters(d: Deployment, profile: AccountingProfile, eff: Efficiency,
         results.append(_one(c.label, variant, account(variant, profile), eff, acceptance_c, batches, cand_ks, context,
                             tree))
     notes = shape_notes(mem, batches, ks, context) + thin_gain_notes(results)
-    return SpeedupReport(deployment=d, efficiency=eff, batch_sizes=tuple(batches), ks=tuple(ks),
+    return SpeedupReport(deployment=d, efficiency=engine_efficiency(eff, mem), batch_sizes=tuple(batches), ks=tuple(ks),
                          context_len=context, drafters=tuple(results), notes=notes)
