@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from specsize.catalog import load_gpu, load_model
+from specsize.catalog.configs import spec_from_config
+from specsize.catalog.models import catalog_entry
 from specsize.core.specs import Deployment, EngineSettings, LengthDistribution, SpeculativeConfig, Workload
 from specsize.engines import resolve_profile
 
@@ -64,3 +66,16 @@ def bench_module(name: str):
         spec.loader.exec_module(module)
         sys.modules[name] = module
     return sys.modules[name]
+
+
+def llama_405b_meta_fp8():
+    """Llama-3.1-405B with Meta's FP8 quantization_config: fbgemm_fp8, every attention block and the first and last
+    layers' MLP listed in modules_to_not_convert (The Llama 3 Herd of Models, arXiv 2407.21783, sec. 6.2), as full
+    module paths like the published config's."""
+    cfg = dict(catalog_entry("meta-llama/Meta-Llama-3.1-405B")["config"])
+    keep = [f"model.layers.{i}.self_attn.{p}_proj" for i in range(126) for p in "qkvo"]
+    keep += [f"model.layers.{i}.mlp.{p}_proj" for i in (0, 125) for p in ("gate", "up", "down")]
+    cfg.update(quantization_config={"quant_method": "fbgemm_fp8", "activation_scale_ub": 1200.0,
+                                    "modules_to_not_convert": keep + ["lm_head"]})
+    return spec_from_config(cfg, "llama-405b-meta-fp8", "test")
+

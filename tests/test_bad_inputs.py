@@ -205,3 +205,13 @@ def test_a_head_of_another_tokenizer_is_refused(capsys, head, method, vocab):
                        "--draft", "SafeAILab/EAGLE3-train-config-llama3.1-8B", "--method", "eagle3", "-k", "3",
                        "--acceptance-rate", "0.5")
     assert code == 0, err
+
+
+@pytest.mark.parametrize("keep", ['"lm_head"', "[1, 2]", '{"a": 1}'])
+def test_a_quantization_config_whose_kept_modules_are_not_a_list_of_names(tmp_path, capsys, keep):
+    cfg = json.loads((ROOT / "src/specsize/catalog/data/models/meta-llama__Llama-3.2-1B-Instruct.json").read_text())
+    config = dict(cfg["config"], quantization_config=json.loads(
+        '{"quant_method": "fbgemm_fp8", "modules_to_not_convert": %s}' % keep))
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    code, out, err = run(capsys, "plan", "--target", tmp_path, "--gpu", "H100-SXM-80GB", "--format", "json")
+    assert code == 2 and out == "" and "modules_to_not_convert" in err and len(err.strip().splitlines()) == 1

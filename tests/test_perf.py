@@ -148,3 +148,23 @@ def test_sglang_streams_fp8_experts_through_its_own_moe_kernels():
     assert coefficients(bf16, gpu, sglang) == coefficients(bf16, gpu, eff)
     assert coefficients(fp8, gpu, sglang).inv_bandwidth == coefficients(fp8, gpu, eff).inv_bandwidth
     assert resolve_profile("vllm").moe_fp8_memory == 0.0  # vLLM keeps the family's (measured) terms
+
+
+def test_layers_a_checkpoint_keeps_in_bf16_multiply_at_the_bf16_peak():
+    """Meta's Llama-3.1-405B FP8 keeps attention and the first and last layers' MLP in bf16: per TP-8 rank
+    126 x (2304 x 16384 + 16384 x 2048) + 2 x (13312 x 16384 + 16384 x 6656) = 9,638,510,592 of the
+    50,472,632,320 dense parameters (all but the embedding table), so 80.9% of the GEMM flops run at the fp8 peak."""
+    from specsize.core.perf import coefficients
+    from specsize.core.specs import Quantization
+    from helpers import llama_405b_meta_fp8
+
+    m = llama_405b_meta_fp8()
+    meta = model_cost(m, 8, "bfloat16", m.quantization)
+    assert meta.fp8_share == pytest.approx(1 - 9_638_510_592 / 50_472_632_320)
+    whole = model_cost(m, 8, "bfloat16", Quantization("fp8"))
+    assert whole.fp8_share == 1.0
+    gpu = load_gpu("H100-SXM-80GB")
+    eff = load_efficiency(gpu)
+    per_flop = coefficients(meta, gpu, eff).inv_flops * eff.compute
+    assert per_flop == pytest.approx(meta.fp8_share / gpu.fp8_flops + (1 - meta.fp8_share) / gpu.bf16_flops)
+    assert coefficients(whole, gpu, eff).inv_flops * eff.compute == pytest.approx(1 / gpu.fp8_flops)

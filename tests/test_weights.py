@@ -6,6 +6,8 @@ from specsize.catalog.configs import spec_from_config
 from specsize.core.specs import Quantization
 from specsize.core.weights import linear_bytes, total_params, weight_breakdown
 
+from helpers import llama_405b_meta_fp8
+
 
 def test_llama_3_2_1b_gqa_tied_embeddings():
     # vocab 128256 (a multiple of 64: no padding) x hidden 2048, tied: counted once = 262,668,288
@@ -98,3 +100,32 @@ def test_gpt_oss_attention_stays_bf16_and_mxfp4_experts_are_padded():
     assert abs(w.total / 2**30 / 13.72 - 1) < 0.01
     assert abs(weight_breakdown(load_model("openai/gpt-oss-120b"), tp=1).total / 2**30 / 65.9651 - 1) < 0.01
     assert abs(weight_breakdown(m, tp=2).total / 2**30 / 7.01 - 1) < 0.011
+
+
+def test_meta_fp8_keeps_listed_modules_in_bf16():
+    m = llama_405b_meta_fp8()
+    assert m.quantization.method == "fp8" and len(m.quantization.unquantized) == 126 * 4 + 6 + 1
+    w = weight_breakdown(m, tp=8)
+    # per rank at TP 8: qkv (16 + 2 x 1 heads) x 128 = 2304 x 16384 and o 16384 x 2048, bf16, in all 126 layers
+    assert w.attention == 126 * (2304 * 16384 + 16384 * 2048) * 2 == 17_968_398_336
+    # MLP 53248 / 8 = 6656: gate_up 13312 x 16384 + down 16384 x 6656; fp8 with an fp32 scale per output row in
+    # layers 1-124, bf16 in layers 0 and 125
+    fp8_layer = 13312 * 16384 + 13312 * 4 + 16384 * 6656 + 16384 * 4
+    bf16_layer = (13312 * 16384 + 16384 * 6656) * 2
+    assert w.mlp == 124 * fp8_layer + 2 * bf16_layer == 41_890_660_352
+    # the same checkpoint quantized whole (vLLM --quantization fp8 on the bf16 weights) holds 8.3 GiB less per GPU
+    whole = weight_breakdown(m, tp=8, quant=Quantization("fp8"))
+    assert w.total - whole.total == 126 * (2304 * 16384 + 16384 * 2048) - 126 * (2304 + 16384) * 4 + 2 * (
+        bf16_layer - fp8_layer)
+
+
+def test_meta_405b_fp8_catalog_entry_matches_the_published_vllm_load():
+    """vLLM issue 6746: 0.5.3.post1 at TP 8 logged "Loading model weights took 57.7520 GB" (GiB) per worker for
+    meta-llama/Meta-Llama-3.1-405B-Instruct-FP8, whose config then had 16 KV heads (later corrected to 8)."""
+    entry = catalog_entry("meta-llama/Llama-3.1-405B-Instruct-FP8")
+    assert len(entry["config"]["quantization_config"]["modules_to_not_convert"]) == 511
+    then = dict(entry["config"], num_key_value_heads=16)
+    w = weight_breakdown(spec_from_config(then, "405b-fp8-16kv", "test"), tp=8)
+    assert abs(w.total / 2**30 - 57.7520) < 0.005
+    assert load_model("meta-llama/Meta-Llama-3.1-405B-Instruct-FP8").quantization.unquantized == tuple(
+        entry["config"]["quantization_config"]["modules_to_not_convert"])

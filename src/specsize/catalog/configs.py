@@ -75,23 +75,36 @@ def parse_quantization(qc: dict | None, is_moe: bool, model: str) -> Quantizatio
     if not qc:
         return None
     method = str(qc.get("quant_method") or qc.get("quant_algo") or "").lower()
+    # the modules left in the model dtype, under the key each method's vLLM config reads (core.weights.
+    # unquantized_layers): fbgemm_fp8 / AWQ modules_to_not_convert, fp8 ignored_layers, compressed-tensors ignore,
+    # modelopt exclude_modules
+    inner = qc.get("quantization")
+    nested: dict = inner if isinstance(inner, dict) else {}
+    keep = (qc.get("modules_to_not_convert") or qc.get("ignored_layers") or qc.get("ignore")
+            or qc.get("exclude_modules") or nested.get("exclude_modules") or ())
+    if not isinstance(keep, (list, tuple)) or not all(isinstance(e, str) for e in keep):
+        raise SpecError("quantization_config.modules_to_not_convert", f"{model}: the modules kept unquantized must be "
+                        "a list of module names", 'a list of strings, e.g. ["lm_head"]')
+    unquantized = tuple(keep)
     if method == "fp8":
         block = qc.get("weight_block_size")
-        return Quantization("fp8", block=tuple(block) if block else None)
+        return Quantization("fp8", block=tuple(block) if block else None, unquantized=unquantized)
+    if method == "fbgemm_fp8":  # Meta's FP8 checkpoints: per-channel fp8 weights, fp32 scales (vLLM FBGEMMFp8Config)
+        return Quantization("fp8", unquantized=unquantized)
     if method in ("awq", "gptq", "gptq_marlin", "awq_marlin", "auto-round", "auto_round"):
         bits = int(qc.get("bits") or qc.get("w_bit") or 4)
         group = int(qc.get("group_size") or qc.get("q_group_size") or 128)
         zeros = bool(qc.get("zero_point", True)) if method.startswith("awq") else not bool(qc.get("sym", True))
         if bits == 8:
-            return Quantization("int8")
+            return Quantization("int8", unquantized=unquantized)
         if bits != 4:
             raise SpecError("quantization_config.bits", f"{model}: {bits}-bit {method} is not supported", "4 or 8")
-        return Quantization("int4", group_size=group if group > 0 else None, has_zeros=zeros)
+        return Quantization("int4", group_size=group if group > 0 else None, has_zeros=zeros, unquantized=unquantized)
     if method == "mxfp4":
         return Quantization("mxfp4", experts_only=is_moe)
     if method in ("modelopt", "modelopt_fp4", "nvfp4"):
-        algo = str(qc.get("quant_algo") or qc.get("quantization", {}).get("quant_algo") or method).upper()
-        return Quantization("nvfp4") if "FP4" in algo else Quantization("fp8")
+        algo = str(qc.get("quant_algo") or nested.get("quant_algo") or method).upper()
+        return Quantization("nvfp4" if "FP4" in algo else "fp8", unquantized=unquantized)
     if method == "compressed-tensors":
         groups: dict = qc.get("config_groups") or {}
         first_group: dict = next(iter(groups.values()), {})  # {} when there are no groups
@@ -99,13 +112,13 @@ def parse_quantization(qc: dict | None, is_moe: bool, model: str) -> Quantizatio
         bits = int(weights.get("num_bits", 8))
         kind = str(weights.get("type", "int"))
         if bits == 4 and kind == "float":
-            return Quantization("nvfp4")
+            return Quantization("nvfp4", unquantized=unquantized)
         if bits == 4:
             return Quantization("int4", group_size=weights.get("group_size") or 128,
-                                has_zeros=not weights.get("symmetric", True))
-        return Quantization("fp8" if kind == "float" else "int8")
+                                has_zeros=not weights.get("symmetric", True), unquantized=unquantized)
+        return Quantization("fp8" if kind == "float" else "int8", unquantized=unquantized)
     raise SpecError("quantization_config.quant_method", f"{model}: quantization {method!r} is not supported",
-                    "fp8, awq, gptq, compressed-tensors, mxfp4, modelopt (fp8/nvfp4)")
+                    "fp8, fbgemm_fp8, awq, gptq, compressed-tensors, mxfp4, modelopt (fp8/nvfp4)")
 
 
 # The model types whose layers specsize models (dense and MoE transformers, their windowed and MLA variants,

@@ -157,6 +157,9 @@ class ModelCost:
     # GPU has an fp8 peak; otherwise in the activations' 16-bit type whatever the weights' format
     kv_fp8: bool = False
     mla: bool = False  # its attention layers are MLA (their MoE layers launch as Efficiency.eager_moe_layer_s says)
+    # with fp8_compute, the share of the dense GEMMs' parameters held in fp8: the rest, linear layers the checkpoint
+    # keeps in the model dtype (Quantization.unquantized), multiply at the 16-bit peak
+    fp8_share: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -191,6 +194,7 @@ def model_cost(m: ModelSpec, tp: int, dtype: str, quant: Quantization | None, *,
             moe_layers * m.moe.num_experts * expert_params if m.moe else 0)
         n_layers = m.num_mtp_layers
         lm_head_params = (base.lm_head or base.embedding) // DTYPE_BYTES[dtype]
+        kept_params = full.params_unquantized - base.params_unquantized
     else:
         w = weight_breakdown(m, tp, 1, dtype, quant, share_embeddings=share_embeddings, rotary_cache=False,
                              mxfp4_pad=mxfp4_pad)
@@ -205,6 +209,7 @@ def model_cost(m: ModelSpec, tp: int, dtype: str, quant: Quantization | None, *,
         dense_params = w.params - emb_params - moe_layers * (m.moe.num_experts if m.moe else 0) * expert_params
         n_layers = m.num_layers
         lm_head_params = (w.lm_head or (w.embedding if tied else 0)) // DTYPE_BYTES[dtype]
+        kept_params = w.params_unquantized
     q = quant if quant is not None else m.quantization
     kv = []
     heads = m.num_attention_heads // tp
@@ -230,7 +235,8 @@ def model_cost(m: ModelSpec, tp: int, dtype: str, quant: Quantization | None, *,
                      low_bit=bool(q and q.method in ("int4", "mxfp4", "nvfp4")),
                      low_bit_experts_only=bool(q and q.experts_only),
                      fp4=q.method if (q and q.method in ("mxfp4", "nvfp4")) else "", prompt_attn_width=prompt_width,
-                     kv_fp8=kv_dtype_bytes == 1, mla=m.mla is not None)
+                     kv_fp8=kv_dtype_bytes == 1, mla=m.mla is not None,
+                     fp8_share=1.0 - kept_params / dense_params if dense_params > 0 else 1.0)
 
 
 @dataclass(frozen=True)
@@ -301,6 +307,9 @@ def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = T
     fp4_native = c.fp4 in NATIVE_FP4.get(gpu.family, ())
     fp8 = c.fp8_compute or fp4_native
     peak = gpu.fp8_flops if (fp8 and gpu.fp8_flops) else gpu.bf16_flops
+    if c.fp8_compute and gpu.fp8_flops and gpu.bf16_flops and c.fp8_share < 1.0:
+        # the layers kept in the model dtype run at the 16-bit peak: the flops' mean time per flop
+        peak = 1.0 / (c.fp8_share / gpu.fp8_flops + (1.0 - c.fp8_share) / gpu.bf16_flops)
     attn_peak = gpu.fp8_flops if (c.kv_fp8 and gpu.fp8_flops) else gpu.bf16_flops  # ModelCost.kv_fp8
     full = sum(b for b, window, _ in c.kv_layers if not window)
     windows: dict[int, float] = {}

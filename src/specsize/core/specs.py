@@ -125,6 +125,10 @@ class Quantization:
     has_zeros: bool = True  # int4 asymmetric (AWQ / GPTQ zero points)
     experts_only: bool = False  # mxfp4 in gpt-oss: only the MoE experts are quantized
     source: str = "declared"  # "declared" (checkpoint quantization_config) or "override"
+    # the modules the checkpoint keeps in the model dtype, as its quantization_config names them (fbgemm_fp8's
+    # modules_to_not_convert, fp8's ignored_layers, compressed-tensors' ignore): module names, globs with "*",
+    # or "re:" regular expressions. core.weights.unquantized_layers reads them per layer
+    unquantized: tuple[str, ...] = ()
 
 
 DERIVED_SOURCE = "derived"  # the source prefix of a drafter head built from the target's config

@@ -8,7 +8,9 @@ down-projections replicated. Quantized linear layers add their scales (and zero 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from functools import lru_cache
 
 from .specs import DTYPE_BYTES, ModelSpec, Quantization, StateLayer, VisionSpec
@@ -29,6 +31,8 @@ class WeightBreakdown:
     buffers: int  # rotary cos/sin cache: allocated with the model, counted in the engine's weights figure
     params: int  # parameters on this rank (counts, not bytes)
     vision: int = 0  # a multimodal target's vision tower and projector
+    # parameters of the linear layers a quantized checkpoint keeps in the model dtype (Quantization.unquantized)
+    params_unquantized: int = 0
 
     @property
     def total(self) -> int:
@@ -66,6 +70,43 @@ def linear_bytes(out_features: int, in_features: int, dtype_bytes: int, quant: Q
     if m == "nvfp4":
         return ceil_div(n, 2) + ceil_div(n, 16) + 4 + bias_bytes  # fp8 scale per 16 values + fp32 global
     raise ValueError(f"unknown quantization method {m}")
+
+
+def _names_module(entry: str, module: str) -> bool:
+    """Whether a quantization_config entry (a module name, a glob with "*", or compressed-tensors' "re:" regular
+    expression) names `module` ("layers.N.self_attn.q_proj") or a module holding it. Names are compared from their
+    "layers." on, so a model's own prefix ("model.", "language_model.model.") does not matter."""
+    if entry.startswith("re:"):
+        return re.search(entry[3:].replace("model.layers.", "layers."), module) is not None
+    at = entry.find("layers.")
+    if at < 0:
+        return False  # lm_head, embed_tokens, a vision tower: not a decoder layer's linear layer
+    entry = entry[at:]
+    if "*" in entry:
+        return fnmatchcase(module, entry) or fnmatchcase(module, entry + ".*")
+    return module == entry or module.startswith(entry + ".")
+
+
+# a layer's attention and MLP as vLLM names their linear layers; one listed keeps the block in the model dtype
+_ATTENTION_MODULES = ("self_attn.q_proj", "self_attn.q_a_proj", "self_attn.o_proj")
+_MLP_MODULES = ("mlp.gate_proj", "mlp.down_proj")
+
+
+@lru_cache(maxsize=64)
+def unquantized_layers(entries: tuple[str, ...], n_layers: int) -> tuple[frozenset[int], frozenset[int]]:
+    """(layers whose attention, layers whose dense MLP) a checkpoint keeps unquantized (Quantization.unquantized):
+    vLLM gives a listed linear layer UnquantizedLinearMethod (is_layer_skipped in the quantization configs), and a
+    fused q/k/v or gate/up takes its shards' common choice. Meta's Llama-3.1-405B-Instruct-FP8 keeps every
+    attention block and the first and last layers' MLP in bfloat16 (The Llama 3 Herd of Models, arXiv 2407.21783,
+    sec. 6.2: "We do not quantize parameters in the self-attention layers", "we do not perform quantization in the
+    first and last Transformer layers")."""
+    attention: set[int] = set()
+    mlp: set[int] = set()
+    for i in range(n_layers):
+        for modules, into in ((_ATTENTION_MODULES, attention), (_MLP_MODULES, mlp)):
+            if any(_names_module(e, f"layers.{i}.{name}") for name in modules for e in entries):
+                into.add(i)
+    return frozenset(attention), frozenset(mlp)
 
 
 def padded_vocab(vocab_size: int) -> int:
@@ -211,20 +252,23 @@ def weight_breakdown(m: ModelSpec, tp: int = 1, pp: int = 1, dtype: str | None =
     dense_q = None if (q and q.experts_only) else q
     n_layers = m.num_layers + (m.num_mtp_layers if include_mtp else 0)
     layers_per_stage = ceil_div(n_layers, pp)
-    attention = mlp = norms = 0
+    attention = mlp = norms = kept = 0
     # The busiest stage: with PP, the first holds the embedding, the last the lm_head; take the layer
     # share of one stage plus the larger of the two (whole layers of the stage with the most).
     layer_ids = range(layers_per_stage) if pp > 1 else range(n_layers)
     state_index = 0
+    keep_attention, keep_mlp = unquantized_layers(q.unquantized, m.num_layers) if q else (frozenset(), frozenset())
     for layer in layer_ids:
         lid = layer if layer < m.num_layers else m.num_layers - 1  # MTP layers are shaped like the last
         mixer = m.mixer(layer)  # MTP layers (beyond the model) attend
-        ab, ap = _attention_bytes(m, tp, wb, dense_q) if mixer in ("attention", "both") else (0, 0)
+        attn_q = None if lid in keep_attention else dense_q
+        ab, ap = _attention_bytes(m, tp, wb, attn_q) if mixer in ("attention", "both") else (0, 0)
         if mixer in ("state", "both"):
             sb = _state_mixer_bytes(m, m.state_layers[min(state_index, len(m.state_layers) - 1)], tp, wb, q)
             state_index += 1
             ab, ap = ab + sb, ap + sb // wb
-        mb, mp, rb = _mlp_bytes(m, lid, tp, wb, q, mxfp4_pad)
+        mb, mp, rb = _mlp_bytes(m, lid, tp, wb, None if lid in keep_mlp else q, mxfp4_pad)
+        kept += (ap if lid in keep_attention else 0) + (mp if lid in keep_mlp else 0)
         attention += ab
         mlp += mb
         norms += m.norms_per_layer * h * wb + rb
@@ -250,7 +294,8 @@ def weight_breakdown(m: ModelSpec, tp: int = 1, pp: int = 1, dtype: str | None =
         vision = (replicated + ceil_div(sharded, tp)) * wb
         params += replicated + ceil_div(sharded, tp)
     return WeightBreakdown(embedding=embedding, lm_head=lm_head, attention=attention, mlp=mlp,
-                           norms_and_routers=norms, buffers=buffers, params=params, vision=vision)
+                           norms_and_routers=norms, buffers=buffers, params=params, vision=vision,
+                           params_unquantized=kept)
 
 
 def vision_params(v: VisionSpec, text_hidden: int) -> tuple[int, int]:
