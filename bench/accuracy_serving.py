@@ -62,7 +62,7 @@ MODELS = {  # published id -> (catalog id, quantization override)
     "meta-llama/Llama-3.1-8B-Instruct": ("meta-llama/Llama-3.1-8B-Instruct", None),
     "meta-llama/Llama-3.1-70B-Instruct": ("meta-llama/Llama-3.1-70B-Instruct", None),
     "meta-llama/Llama-3.1-405B-Instruct": ("meta-llama/Meta-Llama-3.1-405B", None),
-    "meta-llama/Llama-3.1-405B-Instruct-FP8": ("meta-llama/Meta-Llama-3.1-405B", "fp8"),
+    "meta-llama/Llama-3.1-405B-Instruct-FP8": ("meta-llama/Llama-3.1-405B-Instruct-FP8", None),  # Meta's: attention bf16
     "amd/Llama-3.1-405B-Instruct-FP8-KV": ("meta-llama/Meta-Llama-3.1-405B", "fp8"),
     "Qwen/Qwen3-30B-A3B": ("Qwen/Qwen3-30B-A3B", None),
     "Qwen/Qwen2.5-0.5B-Instruct": ("Qwen/Qwen2.5-0.5B-Instruct", None),
@@ -197,8 +197,8 @@ def case(row: dict) -> tuple[dict | None, str]:
         return None, "lengths not stated"
     target, quant = MODELS[row["model"]]
     q = str(row.get("quantization") or "").lower()
-    if quant is None and q.startswith("fp8"):
-        quant = "fp8"
+    if quant is None and q.startswith("fp8") and _declared_quantization(target) != "fp8":
+        quant = "fp8"  # an fp8 checkpoint of a model the catalog holds in 16 bits (a checkpoint's own layout kept)
     if quant is None and q in ("mxfp4", "nvfp4") and _declared_quantization(target) != q:
         quant = q  # a 4-bit float checkpoint of a model the catalog holds in another dtype (AMD's, NVIDIA's)
     tp = int(row.get("tp") or 1)
