@@ -129,3 +129,18 @@ def test_meta_405b_fp8_catalog_entry_matches_the_published_vllm_load():
     assert abs(w.total / 2**30 - 57.7520) < 0.005
     assert load_model("meta-llama/Meta-Llama-3.1-405B-Instruct-FP8").quantization.unquantized == tuple(
         entry["config"]["quantization_config"]["modules_to_not_convert"])
+
+
+def test_kept_modules_by_name_glob_regex_and_parent():
+    from specsize.core.weights import unquantized_layers
+
+    attention, mlp = unquantized_layers((
+        "language_model.model.layers.1.self_attn.q_proj",  # a model's own prefix before "layers."
+        "model.layers.*.self_attn.o_proj",  # every layer's attention, as gpt-oss's globs
+        "re:.*layers\\.3\\.mlp\\.down_proj$",  # compressed-tensors' regular expressions
+        "model.layers.4",  # a whole layer
+        "model.layers.5.mlp.shared_expert.gate_proj",  # a shared expert is not the layer's MLP
+        "re:.*mlp.gate$", "lm_head"), 6)
+    assert attention == frozenset(range(6))
+    assert mlp == frozenset({3, 4})
+    assert unquantized_layers(("model.layers.1.self_attn.q_proj",), 3) == (frozenset({1}), frozenset())

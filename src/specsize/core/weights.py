@@ -89,7 +89,7 @@ def _names_module(entry: str, module: str) -> bool:
 
 # a layer's attention and MLP as vLLM names their linear layers; one listed keeps the block in the model dtype
 _ATTENTION_MODULES = ("self_attn.q_proj", "self_attn.q_a_proj", "self_attn.o_proj")
-_MLP_MODULES = ("mlp.gate_proj", "mlp.down_proj")
+_MLP_MODULES = ("mlp.gate_proj", "mlp.down_proj", "feed_forward.gate_proj", "feed_forward.down_proj")  # Llama 4: feed_forward
 
 
 @lru_cache(maxsize=64)
