@@ -72,39 +72,48 @@ def linear_bytes(out_features: int, in_features: int, dtype_bytes: int, quant: Q
     raise ValueError(f"unknown quantization method {m}")
 
 
-def _names_module(entry: str, module: str) -> bool:
-    """Whether a quantization_config entry (a module name, a glob with "*", or compressed-tensors' "re:" regular
-    expression) names `module` ("layers.N.self_attn.q_proj") or a module holding it. Names are compared from their
-    "layers." on, so a model's own prefix ("model.", "language_model.model.") does not matter."""
-    if entry.startswith("re:"):
-        return re.search(entry[3:].replace("model.layers.", "layers."), module) is not None
-    at = entry.find("layers.")
-    if at < 0:
-        return False  # lm_head, embed_tokens, a vision tower: not a decoder layer's linear layer
-    entry = entry[at:]
-    if "*" in entry:
-        return fnmatchcase(module, entry) or fnmatchcase(module, entry + ".*")
-    return module == entry or module.startswith(entry + ".")
-
-
 # a layer's attention and MLP as vLLM names their linear layers; one listed keeps the block in the model dtype
 _ATTENTION_MODULES = ("self_attn.q_proj", "self_attn.q_a_proj", "self_attn.o_proj")
-_MLP_MODULES = ("mlp.gate_proj", "mlp.down_proj", "feed_forward.gate_proj", "feed_forward.down_proj")  # Llama 4: feed_forward
+_MLP_MODULES = ("mlp.gate_proj", "mlp.down_proj", "feed_forward.gate_proj", "feed_forward.down_proj")  # Llama 4
 
 
 @lru_cache(maxsize=64)
 def unquantized_layers(entries: tuple[str, ...], n_layers: int) -> tuple[frozenset[int], frozenset[int]]:
     """(layers whose attention, layers whose dense MLP) a checkpoint keeps unquantized (Quantization.unquantized):
     vLLM gives a listed linear layer UnquantizedLinearMethod (is_layer_skipped in the quantization configs), and a
-    fused q/k/v or gate/up takes its shards' common choice. Meta's Llama-3.1-405B-Instruct-FP8 keeps every
+    fused q/k/v or gate/up takes its shards' common choice. An entry is a module name (naming the module or one
+    holding it), a glob with "*", or compressed-tensors' "re:" regular expression matched from the start of the full
+    name, as compressed-tensors matches them; names and globs are compared from their "layers." on, so a model's own
+    prefix ("model.", "language_model.model.") does not matter. Meta's Llama-3.1-405B-Instruct-FP8 keeps every
     attention block and the first and last layers' MLP in bfloat16 (The Llama 3 Herd of Models, arXiv 2407.21783,
     sec. 6.2: "We do not quantize parameters in the self-attention layers", "we do not perform quantization in the
     first and last Transformer layers")."""
+    names: set[str] = set()
+    globs: list[str] = []
+    patterns: list[re.Pattern[str]] = []
+    for e in entries:
+        if e.startswith("re:"):
+            patterns.append(re.compile(e[3:]))
+        elif "layers." in e:  # not lm_head, embed_tokens or a vision tower: a decoder layer's module
+            short = e[e.find("layers."):]
+            if "*" in short:
+                globs.append(short)
+            else:
+                names.add(short)
+
+    def listed(full: str) -> bool:
+        short = full[len("model."):]
+        parts = short.split(".")
+        if any(".".join(parts[:n]) in names for n in range(2, len(parts) + 1)):
+            return True
+        return (any(fnmatchcase(short, g) or fnmatchcase(short, g + ".*") for g in globs)
+                or any(p.match(full) for p in patterns))
+
     attention: set[int] = set()
     mlp: set[int] = set()
     for i in range(n_layers):
         for modules, into in ((_ATTENTION_MODULES, attention), (_MLP_MODULES, mlp)):
-            if any(_names_module(e, f"layers.{i}.{name}") for name in modules for e in entries):
+            if any(listed(f"model.layers.{i}.{name}") for name in modules):
                 into.add(i)
     return frozenset(attention), frozenset(mlp)
 
