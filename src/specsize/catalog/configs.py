@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 from typing import Any
 
@@ -70,22 +71,34 @@ def _dtype(cfg: dict) -> str:
     return "bfloat16" if dtype == "float32" else dtype
 
 
+def _kept_modules(qc: dict, nested: dict, model: str) -> tuple[str, ...]:
+    """The modules a quantized checkpoint leaves in the model dtype, under the key each method's vLLM config reads
+    (core.weights.unquantized_layers): fbgemm_fp8 / AWQ modules_to_not_convert, fp8 ignored_layers, compressed-tensors
+    ignore, modelopt exclude_modules."""
+    keep = (qc.get("modules_to_not_convert") or qc.get("ignored_layers") or qc.get("ignore")
+            or qc.get("exclude_modules") or nested.get("exclude_modules") or ())
+    field = "quantization_config.modules_to_not_convert"
+    if not isinstance(keep, (list, tuple)) or not all(isinstance(e, str) for e in keep):
+        raise SpecError(field, f"{model}: the modules kept unquantized must be a list of module names",
+                        'a list of strings, e.g. ["lm_head"]')
+    for entry in keep:
+        if entry.startswith("re:"):
+            try:
+                re.compile(entry[3:])
+            except re.error as err:
+                raise SpecError(field, f"{model}: {entry!r} is not a valid regular expression ({err})",
+                                'module names, globs or "re:" regular expressions') from None
+    return tuple(keep)
+
+
 def parse_quantization(qc: dict | None, is_moe: bool, model: str) -> Quantization | None:
     """The checkpoint's declared quantization (`quantization_config`), or None for unquantized weights."""
     if not qc:
         return None
     method = str(qc.get("quant_method") or qc.get("quant_algo") or "").lower()
-    # the modules left in the model dtype, under the key each method's vLLM config reads (core.weights.
-    # unquantized_layers): fbgemm_fp8 / AWQ modules_to_not_convert, fp8 ignored_layers, compressed-tensors ignore,
-    # modelopt exclude_modules
     inner = qc.get("quantization")
     nested: dict = inner if isinstance(inner, dict) else {}
-    keep = (qc.get("modules_to_not_convert") or qc.get("ignored_layers") or qc.get("ignore")
-            or qc.get("exclude_modules") or nested.get("exclude_modules") or ())
-    if not isinstance(keep, (list, tuple)) or not all(isinstance(e, str) for e in keep):
-        raise SpecError("quantization_config.modules_to_not_convert", f"{model}: the modules kept unquantized must be "
-                        "a list of module names", 'a list of strings, e.g. ["lm_head"]')
-    unquantized = tuple(keep)
+    unquantized = _kept_modules(qc, nested, model)
     if method == "fp8":
         block = qc.get("weight_block_size")
         return Quantization("fp8", block=tuple(block) if block else None, unquantized=unquantized)
