@@ -215,3 +215,63 @@ def test_a_quantization_config_whose_kept_modules_are_not_a_list_of_names(tmp_pa
     (tmp_path / "config.json").write_text(json.dumps(config))
     code, out, err = run(capsys, "plan", "--target", tmp_path, "--gpu", "H100-SXM-80GB", "--format", "json")
     assert code == 2 and out == "" and "modules_to_not_convert" in err and len(err.strip().splitlines()) == 1
+
+
+def _catalog_config(model_id: str) -> dict:
+    from specsize.catalog.models import catalog_entry
+
+    return json.loads(json.dumps(catalog_entry(model_id)["config"]))
+
+
+def _set(path: str, value):
+    def change(cfg: dict) -> dict:
+        *parents, last = path.split(".")
+        node = cfg
+        for key in parents:
+            node = node[key]
+        if value is _DROP:
+            node.pop(last, None)
+        else:
+            node[last] = value
+        return cfg
+    return change
+
+
+_DROP = object()
+LLAMA_1B, QWEN_MOE, DEEPSEEK, SCOUT = ("meta-llama/Llama-3.2-1B-Instruct", "Qwen/Qwen3-30B-A3B",
+                                       "deepseek-ai/DeepSeek-V3", "meta-llama/Llama-4-Scout-17B-16E-Instruct")
+
+
+@pytest.mark.parametrize("model,change,field", [
+    (LLAMA_1B, _set("rope_scaling", "abc"), "rope_scaling"),
+    (LLAMA_1B, _set("rope_scaling.factor", -8.0), "rope_scaling.factor"),
+    (LLAMA_1B, _set("quantization_config", [1]), "quantization_config"),
+    (LLAMA_1B, _set("quantization_config", {"quant_method": "fp8", "weight_block_size": [0, 0]}),
+     "weight_block_size"),
+    (LLAMA_1B, _set("quantization_config", {"quant_method": "compressed-tensors", "config_groups": {
+        "g": {"weights": {"num_bits": 4, "type": "int", "group_size": "x"}}}}), "config.json"),
+    (LLAMA_1B, _set("quantization_config", {"quant_method": "compressed-tensors", "config_groups": {
+        "g": {"weights": {"num_bits": 3, "type": "int"}}}}), "config_groups"),
+    (LLAMA_1B, _set("attention_head_dim", -1), "attention_head_dim"),
+    (LLAMA_1B, _set("num_key_value_heads", 64), "num_key_value_heads"),
+    (LLAMA_1B, _set("layer_types", ["full_attention"] * 3), "layer_types"),
+    (LLAMA_1B, _set("layer_types", []), "layer_types"),
+    (LLAMA_1B, _set("partial_rotary_factor", -0.5), "partial_rotary_factor"),
+    (QWEN_MOE, _set("num_experts_per_tok", 1000), "num_experts_per_tok"),
+    (QWEN_MOE, _set("mlp_only_layers", 5), "config.json"),
+    (DEEPSEEK, _set("qk_nope_head_dim", _DROP), "config.json"),
+    (SCOUT, _set("text_config.attention_chunk_size", -8192), "attention_chunk_size"),
+    (SCOUT, _set("vision_config.patch_size", 1000), "patch_size"),
+])
+def test_a_config_json_field_of_the_wrong_type_or_size(tmp_path, capsys, model, change, field):
+    """A config.json is an input like any other: a malformed field is one line naming it (exit 2), never a traceback
+    (exit 4) or a plan built on a negative size."""
+    (tmp_path / "config.json").write_text(json.dumps(change(_catalog_config(model))))
+    code, out, err = run(capsys, "plan", "--target", tmp_path, "--gpu", "H100-SXM-80GB", "--format", "json")
+    assert code == 2 and out == "" and field in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_medusa_head_config_is_not_a_target(tmp_path, capsys):
+    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 4096, "vocab_size": 32000, "medusa_num_heads": 5}))
+    code, out, err = run(capsys, "plan", "--target", tmp_path, "--gpu", "H100-SXM-80GB", "--format", "json")
+    assert code == 2 and out == "" and "target" in err and "--draft" in err

@@ -32,7 +32,9 @@ SIZE_LIMITS = {"hidden_size": 1 << 20, "num_hidden_layers": 10_000, "num_attenti
                "kv_lora_rank": 1 << 16, "q_lora_rank": 1 << 16, "qk_nope_head_dim": 1 << 16,
                "qk_rope_head_dim": 1 << 16, "v_head_dim": 1 << 16, "num_local_experts": 1 << 16,
                "n_routed_experts": 1 << 16, "num_experts": 1 << 16, "num_experts_per_tok": 1 << 16,
-               "moe_intermediate_size": 1 << 24, "sliding_window": 1 << 31, "draft_vocab_size": 1 << 27}
+               "moe_intermediate_size": 1 << 24, "sliding_window": 1 << 31, "draft_vocab_size": 1 << 27,
+               "attention_head_dim": 1 << 16, "attention_chunk_size": 1 << 31,
+               "shared_expert_intermediate_size": 1 << 24}
 OPTIONAL_ZERO_OK = ("num_nextn_predict_layers", "n_shared_experts", "first_k_dense_replace")
 
 
@@ -42,7 +44,8 @@ def check_config(cfg: dict, model_id: str) -> None:
     for name, limit in SIZE_LIMITS.items():
         value = cfg.get(name)
         if value is None or (name not in REQUIRED and value == 0 and name in (
-                "sliding_window", "q_lora_rank", "num_local_experts", "num_experts", "n_routed_experts")):
+                "sliding_window", "q_lora_rank", "num_local_experts", "num_experts", "n_routed_experts",
+                "shared_expert_intermediate_size")):
             continue
         ok = isinstance(value, int) and not isinstance(value, bool) or \
             isinstance(value, float) and math.isfinite(value) and value.is_integer()
@@ -57,11 +60,61 @@ def check_config(cfg: dict, model_id: str) -> None:
     if cfg["hidden_size"] < cfg["num_attention_heads"] and not cfg.get("head_dim"):
         raise SpecError("config.json:num_attention_heads", f"{model_id}: {cfg['num_attention_heads']} heads for a "
                         f"hidden size of {cfg['hidden_size']} leave no head_dim", "a Hugging Face config.json")
+    _check_shapes(cfg, model_id)
     raw = cfg.get("torch_dtype") or cfg.get("dtype")
     if raw is not None and str(raw).replace("torch.", "").lower() not in (*DTYPE_ALIASES, "float8_e4m3fn", "uint8",
                                                                            "int8", "auto"):
         raise SpecError("config.json:torch_dtype", f"{model_id}: unknown dtype {raw!r}",
                         "bfloat16, float16, float32 (or their aliases)")
+
+
+def _check_shapes(cfg: dict, model_id: str) -> None:
+    """The fields that must agree with each other or have a shape, as the model's own library requires them."""
+    def fail(name: str, why: str, accepted: str = "a Hugging Face config.json") -> SpecError:
+        return SpecError(f"config.json:{name}", f"{model_id}: {why}", accepted)
+
+    heads = cfg["num_attention_heads"]
+    kv = cfg.get("num_key_value_heads")
+    if kv and (kv > heads or heads % kv):
+        raise fail("num_key_value_heads", f"{kv} KV heads for {heads} attention heads",
+                   "a divisor of num_attention_heads")
+    experts = cfg.get("num_local_experts") or cfg.get("num_experts") or cfg.get("n_routed_experts")
+    per_token = cfg.get("num_experts_per_tok")
+    if experts and per_token and per_token > experts:
+        raise fail("num_experts_per_tok", f"{per_token} experts per token of {experts}", f"at most {experts}")
+    layer_types = cfg.get("layer_types")
+    if layer_types is not None and (not isinstance(layer_types, list) or len(layer_types) != cfg["num_hidden_layers"]):
+        raise fail("layer_types", f"must list one type for each of the {cfg['num_hidden_layers']} layers",
+                   "a list as long as num_hidden_layers")
+    factor = cfg.get("partial_rotary_factor")
+    if factor is not None and not (isinstance(factor, (int, float)) and not isinstance(factor, bool)
+                                   and 0 < factor <= 1):
+        raise fail("partial_rotary_factor", f"must be a number in (0, 1], got {factor!r}", "a number in (0, 1]")
+    rope = cfg.get("rope_scaling")
+    if rope is not None and not isinstance(rope, dict):
+        raise fail("rope_scaling", f"must be an object, got {rope!r}", "an object or null")
+    scale = (rope or {}).get("factor")
+    if scale is not None and not (isinstance(scale, (int, float)) and not isinstance(scale, bool)
+                                  and math.isfinite(scale) and scale > 0):
+        raise fail("rope_scaling.factor", f"must be a positive number, got {scale!r}", "a number > 0")
+    for name in ("sliding_window_pattern", "spatial_merge_size"):
+        value = cfg.get(name)
+        if value is not None and not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+            raise fail(name, f"must be a positive integer, got {value!r}", "a positive integer")
+    raw_vision = cfg.get("vision_config")
+    vision: dict = raw_vision if isinstance(raw_vision, dict) else {}
+    ratio = vision.get("pixel_shuffle_ratio")
+    if ratio is not None and not (isinstance(ratio, (int, float)) and not isinstance(ratio, bool) and 0 < ratio <= 1):
+        raise fail("vision_config.pixel_shuffle_ratio", f"must be a number in (0, 1], got {ratio!r}",
+                   "a number in (0, 1]")
+    qc = cfg.get("quantization_config")
+    if qc is not None and not isinstance(qc, dict):
+        raise fail("quantization_config", f"must be an object, got {qc!r}", "an object or null")
+    block = (qc or {}).get("weight_block_size")
+    if block is not None and not (isinstance(block, list) and len(block) == 2 and all(
+            isinstance(b, int) and not isinstance(b, bool) and 0 < b <= 1 << 16 for b in block)):
+        raise fail("quantization_config.weight_block_size", f"must be two positive integers, got {block!r}",
+                   "e.g. [128, 128]")
 
 
 def _dtype(cfg: dict) -> str:
@@ -124,6 +177,9 @@ def parse_quantization(qc: dict | None, is_moe: bool, model: str) -> Quantizatio
         weights = first_group.get("weights", {})
         bits = int(weights.get("num_bits", 8))
         kind = str(weights.get("type", "int"))
+        if bits not in (4, 8):
+            raise SpecError("quantization_config.config_groups", f"{model}: {bits}-bit weights are not supported",
+                            "4 or 8 bits")
         if bits == 4 and kind == "float":
             return Quantization("nvfp4", unquantized=unquantized)
         if bits == 4:
@@ -410,7 +466,74 @@ def _vision(raw: dict, model_id: str) -> VisionSpec | None:
 
 def spec_from_config(raw: dict[str, Any], model_id: str, source: str, *, params_published: str | None = None,
                      weight_bytes_exact: int | None = None) -> ModelSpec:
-    """Build a ModelSpec from a config.json dict; raises SpecError naming the first missing field."""
+    """Build a ModelSpec from a config.json dict; raises SpecError naming the first missing or malformed field.
+    A field of a type or value the checks above do not foresee still ends in a one-line error, never a traceback."""
+    try:
+        spec = _build_spec(raw, model_id, source, params_published=params_published,
+                           weight_bytes_exact=weight_bytes_exact)
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError, ZeroDivisionError, OverflowError,
+            RecursionError) as err:
+        raise SpecError("config.json", f"{model_id}: a field has a value of the wrong type or size "
+                        f"({type(err).__name__}: {err})", "a Hugging Face config.json") from None
+    _check_spec(spec, model_id)
+    return spec
+
+
+def _check_spec(m: ModelSpec, model_id: str) -> None:
+    """The built model's sizes, whichever config fields they came from: each a positive integer where it must be
+    (a negative size would plan as a fit), an integer where one is counted, and one attention layer at least."""
+    def fail(name: str, value: object, accepted: str) -> SpecError:
+        return SpecError(f"config.json:{name}", f"{model_id}: {name} comes to {value!r}", accepted)
+
+    def whole(value: object, low: int = 1) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= low
+
+    if m.num_layers and not m.layers:  # (Medusa heads have no layers at all: medusa_heads)
+        raise SpecError("config.json:layer_types", f"{model_id}: the model has no attention layer (a KV cache of "
+                        "no size), which specsize does not model", "a model with at least one attention layer")
+    for name, value in (("head_dim", m.head_dim), ("num_key_value_heads", m.num_kv_heads),
+                        ("intermediate_size", m.intermediate_size)):
+        if not whole(value):
+            raise fail(name, value, "a positive integer")
+    if not whole(m.rotary_dim, 0) or not whole(m.num_mtp_layers, 0):
+        raise fail("partial_rotary_factor" if not whole(m.rotary_dim, 0) else "num_nextn_predict_layers",
+                   m.rotary_dim if not whole(m.rotary_dim, 0) else m.num_mtp_layers, "a non-negative integer")
+    if any(not whole(n) for n in m.rotary_cache_positions):
+        raise fail("rope_scaling.factor", m.rotary_cache_positions, "a factor giving a positive position count")
+    for layer in m.layers:
+        if layer.window is not None and not whole(layer.window):
+            raise fail("sliding_window", layer.window, "a positive integer (tokens)")
+    q = m.quantization
+    if q is not None and q.group_size is not None and not whole(q.group_size):
+        raise fail("quantization_config.group_size", q.group_size, "a positive integer (or -1: per channel)")
+    if m.final_logit_softcapping is not None and not (isinstance(m.final_logit_softcapping, (int, float))
+                                                     and m.final_logit_softcapping > 0):
+        raise fail("final_logit_softcapping", m.final_logit_softcapping, "a positive number or null")
+    _check_parts(m, fail, whole)
+
+
+def _check_parts(m: ModelSpec, fail: Any, whole: Any) -> None:
+    """_check_spec's MoE and vision-tower sizes."""
+    if m.moe is not None:
+        e = m.moe
+        if not (whole(e.num_experts) and whole(e.experts_per_token) and e.experts_per_token <= e.num_experts):
+            raise fail("num_experts_per_tok", e.experts_per_token, f"an integer from 1 to {e.num_experts}")
+        if not whole(e.expert_intermediate_size) or not whole(e.shared_intermediate_size, 0) or not whole(
+                e.num_shared_experts, 0):
+            raise fail("moe_intermediate_size", e.expert_intermediate_size, "positive integers")
+        if any(not whole(i, 0) or i >= m.num_layers for i in e.moe_layers):
+            raise fail("mlp_only_layers", e.moe_layers, f"layer indices from 0 to {m.num_layers - 1}")
+    v = m.vision
+    if v is not None:
+        if whole(v.patch_size) and whole(v.image_size) and v.patch_size > v.image_size:
+            raise fail("vision_config.patch_size", v.patch_size, f"at most image_size ({v.image_size})")
+        for name in ("hidden_size", "num_layers", "patch_size", "image_size", "tokens_per_image", "patches_per_image"):
+            if not whole(getattr(v, name)):
+                raise fail(f"vision_config.{name}", getattr(v, name), "a positive integer")
+
+
+def _build_spec(raw: dict[str, Any], model_id: str, source: str, *, params_published: str | None,
+                weight_bytes_exact: int | None) -> ModelSpec:
     if not isinstance(raw, dict):
         raise SpecError("config.json", f"{model_id}: expected a JSON object", "a Hugging Face config.json")
     cfg = _text_config(raw)

@@ -284,6 +284,15 @@ def load_model(ref: str) -> ModelSpec:
     return _from_hub(ref)
 
 
+def load_target(ref: str) -> ModelSpec:
+    """A model to serve (load_model): not a drafter head's own config, which has no decoder layer of its own."""
+    m = load_model(ref)
+    if not m.num_layers:
+        raise SpecError("target", f"{ref} is a Medusa head's config (no decoder layers), not a model to serve",
+                        "a model's config.json; give the heads with --draft")
+    return m
+
+
 def load_config_dict(ref: str) -> tuple[dict, str | None]:
     """(the raw config.json dict, the local model directory or None) of a model reference."""
     path = Path(str(ref)).expanduser()

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..catalog import load_gpu, load_model
+from ..catalog import load_gpu, load_model, load_target
 from ..catalog.configs import as_eagle_head, standard_head
 from ..catalog.gpus import load_efficiency
 from ..core.errors import SpecError
@@ -162,7 +162,7 @@ def deployment_of(r: Request) -> tuple[Deployment, str | None]:
     draft = _drafter_settings(r)
     resolve_profile(r.engine, r.engine_version)  # an unknown engine or release: refused before its methods are read
     check_method(r.engine, r.engine_version, method_of(r.method, draft))  # a method this release cannot launch
-    target = load_model(r.target)
+    target = load_target(r.target)
     k, topk, draft_tokens, shape_note = drafter_shape(r, draft, target)
     speculative = speculative_config(r.method, draft, k, r.draft_tp, target=target)
     if speculative.enabled and (topk != 1 or draft_tokens is not None):

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from typing import Any
 
-from ..catalog import load_gpu, load_model
+from ..catalog import load_gpu, load_target
 from ..core.errors import SpecError
 from ..core.multimodal import with_images
 from ..core.specs import KV_CACHE_DTYPES, QUANT_METHODS, EngineSettings, ModelSpec, SpeculativeConfig, Workload
@@ -182,7 +182,7 @@ def read_search_spec(path: str) -> SearchSpace:
         raise SpecError(sorted(map(str, unknown))[0], "unknown key in a search spec", ", ".join(sorted(SPEC_KEYS)))
     if not data.get("target"):
         raise SpecError("target", "no target model given", "a catalog id (specsize models) or a config.json path")
-    target = load_model(str(data["target"]))
+    target = load_target(str(data["target"]))
     ks = list(_ints(data, "ks", [1, 2, 3, 4, 5], 1, 64))
     drafters = tuple(_drafter(item, ks, target) for item in _list(data, "drafters", [{"method": "none"}]))
     gpus = _gpus(data)
