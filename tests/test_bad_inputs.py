@@ -275,3 +275,13 @@ def test_a_medusa_head_config_is_not_a_target(tmp_path, capsys):
     (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 4096, "vocab_size": 32000, "medusa_num_heads": 5}))
     code, out, err = run(capsys, "plan", "--target", tmp_path, "--gpu", "H100-SXM-80GB", "--format", "json")
     assert code == 2 and out == "" and "target" in err and "--draft" in err
+
+
+@pytest.mark.parametrize("tp,draft_tp", [(1, 32), (4, 2), (4, 8)])
+def test_a_draft_tp_the_engine_cannot_run(capsys, tp, draft_tp):
+    """vLLM runs a draft model on one GPU or across the target's TP group; --draft-tp 32 on one GPU had planned the
+    draft's weights as 1/32 of themselves and passed as a fit."""
+    code, out, err = run(capsys, "plan", "--target", "meta-llama/Llama-3.1-8B-Instruct", "--draft",
+                         "meta-llama/Llama-3.2-1B-Instruct", "-k", "4", "--acceptance-rate", "0.6", "--gpu",
+                         "H100-SXM-80GB", "--tp", tp, "--draft-tp", draft_tp, "--format", "json")
+    assert code == 2 and out == "" and "draft_tp" in err and len(err.strip().splitlines()) == 1

@@ -55,6 +55,10 @@ def _validate_parallelism(d: Deployment) -> None:
 
 def _validate_speculation(d: Deployment) -> None:
     validate_speculative(d.target, d.speculative)
+    sp = d.speculative
+    if sp.kind.own_tp and sp.draft_tp not in (1, d.tp):  # vLLM's SpeculativeConfig: one GPU or the target's TP group
+        raise SpecError("draft_tp", f"{sp.draft_tp} with a target at TP {d.tp}: the draft model runs on one GPU or on "
+                        "the target's TP group", f"1 or {d.tp}" if d.tp > 1 else "1")
 
 
 def require_mtp_layers(target: ModelSpec) -> None:
