@@ -285,3 +285,23 @@ def test_a_draft_tp_the_engine_cannot_run(capsys, tp, draft_tp):
                          "meta-llama/Llama-3.2-1B-Instruct", "-k", "4", "--acceptance-rate", "0.6", "--gpu",
                          "H100-SXM-80GB", "--tp", tp, "--draft-tp", draft_tp, "--format", "json")
     assert code == 2 and out == "" and "draft_tp" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("flag,content", [
+    ("--samples-file", "[" * 100_000 + "]" * 100_000),
+    ("--trace", '{"a": ' * 100_000 + "1" + "}" * 100_000 + "\n"),
+    ("--lengths-file", '{"a": ' * 100_000 + "1" + "}" * 100_000 + "\n"),
+    ("--trace", "arrival_time,prompt_tokens,output_tokens\n0," + "9" * 200_000 + ",10\n"),
+    ("--lengths-file", "prompt_tokens,output_tokens\n" + "9" * 200_000 + ",10\n"),
+])
+def test_a_file_that_nests_too_deeply_or_holds_a_huge_csv_field(tmp_path, capsys, flag, content):
+    path = tmp_path / "input"
+    path.write_text(content)
+    code, out, err = run(capsys, "simulate", *LLAMA8B, flag, path, "--duration", "5", "--format", "json")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "internal error" not in err
+
+
+def test_a_config_that_nests_too_deeply(tmp_path, capsys):
+    (tmp_path / "config.json").write_text('{"a": ' * 100_000 + "1" + "}" * 100_000)
+    code, out, err = run(capsys, "plan", "--target", tmp_path / "config.json", "--gpu", "H100-SXM-80GB")
+    assert code == 2 and "nests too deeply" in err

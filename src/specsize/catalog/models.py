@@ -101,6 +101,8 @@ def _read_json(path: Path, field: str) -> dict:
         data = json.loads(text)
     except json.JSONDecodeError as err:
         raise SpecError(field, f"{path} is not valid JSON ({err.msg} at line {err.lineno})", "a JSON file") from None
+    except RecursionError:
+        raise SpecError(field, f"{path} nests too deeply to be a config", "a JSON object") from None
     if not isinstance(data, dict):
         raise SpecError(field, f"{path} holds a JSON {type(data).__name__}, not an object", "a JSON object")
     return data

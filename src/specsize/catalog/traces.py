@@ -86,6 +86,10 @@ def _parse(lines: list[str], p: Path, field: str = "trace") -> RequestTrace:
             list(csv.DictReader(lines))
     except json.JSONDecodeError as err:
         raise SpecError(field, f"{p}: invalid JSON line ({err.msg})", "JSONL, one object per line") from None
+    except RecursionError:
+        raise SpecError(field, f"{p}: a JSON line nests too deeply", "JSONL, one flat object per line") from None
+    except csv.Error as err:
+        raise SpecError(field, f"{p}: unreadable CSV ({err})", "CSV with one request per line") from None
     if not rows:
         raise SpecError(field, f"{p} holds no requests (a header alone?)", "a CSV or JSONL file with one request per line")
     arrivals, prompts, outputs, acceptance = [], [], [], []
@@ -115,6 +119,9 @@ def read_trace_lengths(path: str | Path) -> RequestTrace:
             except json.JSONDecodeError as err:
                 raise SpecError("lengths_file", f"{path}: invalid JSON line ({err.msg})",
                                 "JSONL, one object per line") from None
+            except RecursionError:
+                raise SpecError("lengths_file", f"{path}: a JSON line nests too deeply",
+                                "JSONL, one flat object per line") from None
             if not all(isinstance(row, dict) for row in rows):
                 raise SpecError("lengths_file", f"{path}: a line is not an object", "JSONL, one object per line")
             lines = [json.dumps({**row, "arrival_time": i}) for i, row in enumerate(rows)]

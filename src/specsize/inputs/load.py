@@ -143,7 +143,7 @@ def read_samples(path: str | Path, column: str | None = None, field: str = "samp
     except KeyError as err:  # names the column, never the file's content
         raise SpecError(field, f"{p}: a request has no {err.args[0]!r}",
                         "integers one per line, a JSON list, or JSONL/CSV with prompt_tokens and output_tokens") from None
-    except (ValueError, TypeError, OverflowError, json.JSONDecodeError):
+    except (ValueError, TypeError, OverflowError, json.JSONDecodeError, RecursionError, csv.Error):
         raise SpecError(field, f"{p}: cannot read token counts",
                         "integers one per line, a JSON list, or JSONL/CSV with prompt_tokens and output_tokens") from None
     if not values:
