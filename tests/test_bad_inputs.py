@@ -305,3 +305,13 @@ def test_a_config_that_nests_too_deeply(tmp_path, capsys):
     (tmp_path / "config.json").write_text('{"a": ' * 100_000 + "1" + "}" * 100_000)
     code, out, err = run(capsys, "plan", "--target", tmp_path / "config.json", "--gpu", "H100-SXM-80GB")
     assert code == 2 and "nests too deeply" in err
+
+
+def test_tiny_positive_values_are_refused_or_planned_never_an_internal_error(capsys):
+    code, _, err = run(capsys, "plan", *LLAMA8B, "--gpu-memory-gib", "1e-10", "--format", "json")
+    assert code == 2 and "gpu_memory_gib" in err
+    code, out, _ = run(capsys, "plan", *LLAMA8B, "--gpu-memory-gib", "0.001", "--format", "json")
+    assert code == 0 and json.loads(out)["verdict"] == "does_not_fit"
+    code, out, _ = run(capsys, "simulate", *LLAMA8B, "--method", "ngram", "-k", "3", "--acceptance-rate", "0.6",
+                       "--acceptance-spread", "1e-300", "--duration", "10", "--format", "json")
+    assert code == 0 and json.loads(out)

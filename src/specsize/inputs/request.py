@@ -43,7 +43,7 @@ class Request:
     tp: int = F(1, "Tensor parallel size.", "int", DEPLOYMENT, minimum=1, maximum=1024)
     pp: int = F(1, "Pipeline parallel size.", "int", DEPLOYMENT, minimum=1, maximum=1024)
     gpu_memory_gib: float | None = F(None, "Override the GPU's memory (as the driver reports it).", "float",
-                                     DEPLOYMENT, unit="GiB", minimum=0, exclusive_minimum=True, maximum=1 << 20)
+                                     DEPLOYMENT, unit="GiB", minimum=0.001, maximum=1 << 20)
     gpu_memory_utilization: float | None = F(None, "Fraction of GPU memory the engine may use (SGLang: "
                                              "--mem-fraction-static, a fraction of the memory free before "
                                              "loading).", "float", DEPLOYMENT, minimum=0, exclusive_minimum=True,

@@ -150,7 +150,7 @@ def _utilization_changes(d: Deployment, w: Workload, result: PlanResult) -> list
     reserve = result.memory.outside_budget_bytes
     at_risk = result.memory.unprofiled_runtime_bytes + (0 if result.memory.cuda_graph_counted
                                                         else result.memory.cuda_graph_bytes)
-    if at_risk > reserve:
+    if at_risk > reserve and result.memory.total_bytes > 0:
         need = (at_risk - reserve) / result.memory.total_bytes
         lower = math.floor((s.gpu_memory_utilization - need) * 100) / 100
         if lower > 0.5:

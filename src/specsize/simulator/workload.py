@@ -106,9 +106,9 @@ class AcceptanceSpec:
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         if not 0 <= self.mean <= 1:
             raise SpecError("acceptance_rate", f"must be in [0, 1], got {self.mean}", "a rate in [0, 1]")
-        if self.spread <= 0 or self.mean in (0.0, 1.0):
-            return np.full(n, self.mean)
         var = self.spread ** 2
+        if var < 1e-12 or self.mean in (0.0, 1.0):  # no spread (or one below a millionth: none to sample)
+            return np.full(n, self.mean)
         limit = self.mean * (1 - self.mean)
         if var >= limit:
             raise SpecError("acceptance_spread", f"{self.spread} is too wide for a mean of {self.mean}",
