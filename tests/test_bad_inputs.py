@@ -315,3 +315,9 @@ def test_tiny_positive_values_are_refused_or_planned_never_an_internal_error(cap
     code, out, _ = run(capsys, "simulate", *LLAMA8B, "--method", "ngram", "-k", "3", "--acceptance-rate", "0.6",
                        "--acceptance-spread", "1e-300", "--duration", "10", "--format", "json")
     assert code == 0 and json.loads(out)
+
+
+def test_a_step_overhead_of_zero_is_accepted_as_the_field_table_says(capsys):
+    code, out, _ = run(capsys, "speedup", *LLAMA8B, "--method", "ngram", "-k", "3", "--acceptance-rate", "0.5",
+                       "--step-overhead-ms", "0", "--format", "json")
+    assert code == 0 and json.loads(out)["efficiency"]["step_overhead_s"] == 0.0

@@ -164,7 +164,10 @@ def load_efficiency(gpu: GpuSpec, overrides: dict | None = None) -> Efficiency:
             continue
         if key not in row or key == "source":
             raise SpecError(key, "unknown efficiency field", ", ".join(k for k in row if k != "source"))
-        if not _positive_number(value):
+        if key.endswith("_s"):  # a time (a fixed cost): 0 is none, as the request's bounds accept
+            if not (_positive_number(value) or value == 0):
+                raise SpecError(key, f"must be a time >= 0, got {value}", "seconds >= 0")
+        elif not _positive_number(value):
             raise SpecError(key, f"must be positive, got {value}", "a number > 0")
         row[key] = float(value)
         row["source"] = row["source"] + f"; {key} overridden by the user"
