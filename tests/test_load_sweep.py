@@ -37,6 +37,19 @@ def test_ladder_and_bisection_by_hand():
     assert sweep.verdict == "speculation stops paying at about 10 req/s"
 
 
+def test_no_rung_above_the_highest_rate_a_simulation_takes():
+    # a centre of 200,000 req/s would ladder up to 1.6 million; with the request's bound of 1 million the top rungs
+    # become one rung at the bound (stops-paying had simulated half the ladder, then refused its own 1.6e6 rung)
+    seen = []
+
+    def evaluate(rate):
+        seen.append(rate)
+        return point(rate, 0.5)
+
+    sweep_loads(evaluate, 200_000.0, "rate", max_rate=1e6)
+    assert seen == pytest.approx([25_000, 50_000, 100_000, 200_000, 400_000, 800_000, 1e6])
+
+
 def test_verdicts_at_both_ends_of_the_ladder():
     pays = sweep_loads(lambda r: point(r, 0.5), 1.0, "littles_law")
     assert pays.stops_paying_req_s is None and len(pays.points) == 7

@@ -13,13 +13,14 @@ down to the planner, which reads none.
 from __future__ import annotations
 
 from functools import lru_cache
+from math import inf
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from .core.errors import SpecError
 from .core.specs import ModelSpec
 from .inputs.load import EMBEDDED, load_request
-from .inputs.request import Request
+from .inputs.request import Request, info
 from .inputs.resolve import Resolved, check_scenario, resolve
 from .planner.result import PlanResult
 
@@ -283,7 +284,8 @@ def stops_paying(request: Request | None = None, progress: Callable[[int, int], 
             shape.append(rep.scenario.summary)
         return load_point(rate, spec, plain)
 
-    result = sweep_loads(evaluate, centre, source, progress=progress)
+    top = info("rate").maximum  # the highest rate a simulation takes (the request field's bound)
+    result = sweep_loads(evaluate, centre, source, progress=progress, max_rate=float(top) if top is not None else inf)
     return replace(result, scenario=shape[0] if shape else "")
 
 

@@ -9,6 +9,8 @@ reads it from published sweeps). docs/simulation.md: "Where speculation stops pa
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
@@ -100,10 +102,10 @@ def crossing(points: list[LoadPoint]) -> float | None:
 
 def sweep_loads(evaluate: Callable[[float], LoadPoint], centre: float, centre_source: str, scenario: str = "",
                 factor: float = 2.0, steps: int = 3, refine: int = 3,
-                progress: Callable[[int, int], None] | None = None) -> LoadSweep:
-    """Simulate the ladder centre x factor^-steps .. centre x factor^steps, then bisect the first rung pair whose
-    latency ratio crosses 1 `refine` times."""
-    rates = [centre * factor ** j for j in range(-steps, steps + 1)]
+                progress: Callable[[int, int], None] | None = None, max_rate: float = math.inf) -> LoadSweep:
+    """Simulate the ladder centre x factor^-steps .. centre x factor^steps (no rung above `max_rate`, the highest rate
+    a simulation takes), then bisect the first rung pair whose latency ratio crosses 1 `refine` times."""
+    rates = sorted({min(centre * factor ** j, max_rate) for j in range(-steps, steps + 1)})
     total = len(rates) + refine
     points: list[LoadPoint] = []
     for i, rate in enumerate(rates):
