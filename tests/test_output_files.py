@@ -66,3 +66,24 @@ def test_writing_into_a_path_that_is_a_file_fails_cleanly(tmp_path, capsys):
     err = capsys.readouterr().err
     errors = [line for line in err.splitlines() if "error" in line]
     assert exit_info.value.code == 2 and errors == [err.splitlines()[-1]] and errors[0].startswith("specsize: error: output:")
+
+
+def test_force_never_replaces_a_device_pipe_or_link(tmp_path):
+    """`-o PATH --force` replaced whatever was at PATH by renaming a file over it: /dev/full, a FIFO and a symlink
+    became plain files. A character device is written to, a link is written through, a pipe is refused."""
+    def fill(path):
+        Path(path).write_text("{}")
+
+    real = tmp_path / "real.json"
+    real.write_text("old")
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    assert write_file(str(link), fill, force=True) == real
+    assert link.is_symlink() and real.read_text() == "{}"
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    with pytest.raises(SpecError, match="not a regular file"):
+        write_file(str(pipe), fill, force=True)
+    assert pipe.is_fifo()
+    write_file(os.devnull, fill, force=True)
+    assert Path(os.devnull).is_char_device()

@@ -38,10 +38,22 @@ def _alive(pid: int) -> bool:
 def write_file(path: str, fill: Callable[[Path], object], force: bool, field: str = "output") -> Path:
     """Create `path` from `fill(temporary)`; refuses an existing file unless `force`."""
     target = Path(path)
+    if target.is_symlink():  # write where the link points, never replace the link itself
+        target = target.resolve()
     if target.is_dir():
         raise SpecError(field, f"{target} is a folder", "a file path")
     if not target.parent.is_dir():
         raise SpecError(field, f"folder {target.parent} does not exist", "a path in an existing folder")
+    if target.is_char_device():  # /dev/null, a terminal: written to, never replaced by a file
+        try:
+            fill(target)
+        except OSError as err:
+            raise SpecError(field, f"cannot write {target}: {err.strerror or type(err).__name__}",
+                            "a writable file or device") from None
+        return target
+    if target.exists() and not target.is_file():  # a pipe, socket or block device: opening it may block or harm
+        raise SpecError(field, f"{target} is not a regular file (a pipe, socket or block device)",
+                        "a path to a regular file or a new one; stdout without -o")
     if target.exists() and not force:
         raise SpecError(field, f"{target} exists; pass --force to replace it", "a new file, or --force")
     temporary = target.with_name(f".{target.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
