@@ -153,3 +153,33 @@ def test_a_metrics_url_that_redirects_is_refused_not_followed():
         assert hits == ["/metrics"]
     finally:
         server.shutdown()
+
+
+@pytest.mark.parametrize("old,new,needle", [
+    ("vllm:spec_decode_num_accepted_tokens_total{engine=\"0\",model_name=\"/tmp/pytest-of-root/pytest-28/tiny0/target\"} "
+     "52.0", "vllm:spec_decode_num_accepted_tokens_total{engine=\"0\",model_name=\"/tmp/pytest-of-root/pytest-28/"
+     "tiny0/target\"} 100000.0", "accepted of 88 drafted"),
+    ('time_to_first_token_seconds_bucket{engine="0",le="0.001"', 'time_to_first_token_seconds_bucket{engine="0",le="-1"',
+     "below 0 s"),
+    ('time_to_first_token_seconds_bucket{engine="0",le="0.001"', 'time_to_first_token_seconds_bucket{engine="0",le="abc"',
+     "cannot come from a vLLM server"),
+])
+def test_metrics_no_vllm_server_writes(tmp_path, capsys, old, new, needle):
+    """Counters that disagree (more tokens accepted than drafted, a latency bucket below 0 s, a bound that is no
+    number) are bad input: one line, exit 2, not an acceptance of 268 or a negative p50."""
+    text = (FIX / "ngram.metrics").read_text()
+    assert old in text
+    path = tmp_path / "bad.metrics"
+    path.write_text(text.replace(old, new, 1))
+    plan = plan_file(tmp_path, capsys, "p", "--max-model-len", "1000", "--kv-cache-memory-bytes", 64 << 20)
+    code, out, err = run(capsys, "check-live", "--metrics", path, "--plan", plan, "--format", "json")
+    assert code == 2 and out == "" and needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_plan_whose_acceptance_floor_is_not_a_number(tmp_path, capsys):
+    plan = plan_file(tmp_path, capsys, "p", "--max-model-len", "1000", "--kv-cache-memory-bytes", 64 << 20)
+    data = json.loads(plan.read_text())
+    data["robustness"] = {**(data.get("robustness") or {}), "acceptance_floor": "x"}
+    plan.write_text(json.dumps(data))
+    code, _, err = run(capsys, "check-live", "--metrics", FIX / "ngram.metrics", "--plan", plan)
+    assert code == 2 and "acceptance_floor" in err

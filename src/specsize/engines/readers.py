@@ -266,6 +266,25 @@ def _merged(histograms: dict[str, list[tuple[float, float]]], name: str) -> list
     return sorted(sums.items())
 
 
+def _check_counts(out: LiveMetrics, histograms: dict[str, list[tuple[float, float]]]) -> None:
+    """Counters one vLLM server keeps agree with each other: none negative, no more tokens accepted than drafted,
+    no latency bucket below 0 s (a hand-made or mixed-up /metrics text is bad input, not figures to report)."""
+    def bad(why: str) -> SpecError:
+        return SpecError("metrics", f"{why}: not the counters of one vLLM server", "a vLLM server's /metrics text")
+
+    for attribute in SUMMED.values():
+        value = getattr(out, attribute)
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise bad(f"{attribute} is {value}")
+    if out.accepted_tokens and (out.draft_tokens or 0) < out.accepted_tokens:
+        raise bad(f"{out.accepted_tokens:g} tokens accepted of {out.draft_tokens or 0:g} drafted")
+    if any(count < 0 or not math.isfinite(count) for count in out.accepted_per_position):
+        raise bad("a negative accepted-token count per position")
+    for name, buckets in histograms.items():
+        if any(bound < 0 or count < 0 for bound, count in buckets):
+            raise bad(f"{name} has a bucket below 0 s or a negative count")
+
+
 def read_metrics(text: str) -> LiveMetrics:
     """Parse Prometheus text exposition from a vLLM server (prometheus_client's parser)."""
     from prometheus_client.parser import text_string_to_metric_families  # noqa: PLC0415
@@ -289,11 +308,16 @@ def read_metrics(text: str) -> LiveMetrics:
             continue
         seen = True
         for sample in family.samples:
-            _read_sample(out, sample.name, sample.labels, sample.value, per_position, histograms)
+            try:
+                _read_sample(out, sample.name, sample.labels, sample.value, per_position, histograms)
+            except (ValueError, KeyError, TypeError, OverflowError) as err:  # a label a server never writes
+                raise SpecError("metrics", f"sample {sample.name}{sample.labels or ''} cannot come from a vLLM server "
+                                f"({type(err).__name__}: {err})", "the text of a vLLM server's /metrics") from None
     if not seen:
         raise SpecError("metrics", "no vllm: or sglang: metrics found (truncated, or not a vLLM or SGLang "
                         "server's /metrics)", "the text of a vLLM or SGLang server's /metrics endpoint")
     out.accepted_per_position = [per_position[i] for i in sorted(per_position)]
+    _check_counts(out, histograms)
     ttft = _merged(histograms, "vllm:time_to_first_token_seconds")
     tpot = (_merged(histograms, "vllm:time_per_output_token_seconds")
             or _merged(histograms, "vllm:inter_token_latency_seconds"))

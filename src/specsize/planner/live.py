@@ -64,6 +64,18 @@ def _number(value: object, nullable: bool = False) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _require_sections(plan: dict) -> None:
+    """The plan's sections are objects, and the speculation figures the check compares are numbers."""
+    for section in ("inputs", "perf", "robustness"):
+        if plan.get(section) is not None and not isinstance(plan[section], dict):
+            raise SpecError("plan", f"{section} is not an object", PLAN_JSON)
+    for section, key in (("robustness", "acceptance_floor"), ("perf", "acceptance_rate"),
+                         ("inputs", "acceptance_rate"), ("inputs", "num_speculative_tokens")):
+        value = (plan.get(section) or {}).get(key)
+        if not _number(value, True) or (value is not None and value < 0):
+            raise SpecError("plan", f"{section}.{key} is {value!r}, not a number >= 0", PLAN_JSON)
+
+
 def _require(plan: dict, metrics: LiveMetrics | None, log: StartupLog | None) -> None:
     """The plan JSON has the fields the check reads, of the right types (a hand-edited or truncated plan is
     bad input, not a crash)."""
@@ -88,9 +100,7 @@ def _require(plan: dict, metrics: LiveMetrics | None, log: StartupLog | None) ->
         raise SpecError("plan", f"schema_version {plan.get('schema_version')!r} is not one this specsize reads", "1.0")
     if not isinstance(plan.get("inputs"), dict) or not isinstance(plan["inputs"].get("target"), str):
         raise SpecError("plan", "the plan names no target model (inputs.target)", PLAN_JSON)
-    for section in ("inputs", "perf", "robustness"):
-        if plan.get(section) is not None and not isinstance(plan[section], dict):
-            raise SpecError("plan", f"{section} is not an object", PLAN_JSON)
+    _require_sections(plan)
     if metrics is None and log is None:
         raise SpecError("metrics", "nothing to compare", "--metrics URL|FILE and/or --log FILE")
     _same_model(plan, metrics, log)
