@@ -321,3 +321,17 @@ def test_a_step_overhead_of_zero_is_accepted_as_the_field_table_says(capsys):
     code, out, _ = run(capsys, "speedup", *LLAMA8B, "--method", "ngram", "-k", "3", "--acceptance-rate", "0.5",
                        "--step-overhead-ms", "0", "--format", "json")
     assert code == 0 and json.loads(out)["efficiency"]["step_overhead_s"] == 0.0
+
+
+def test_trace_requests_longer_than_max_model_len_are_refused_not_cut(tmp_path, capsys):
+    """vLLM refuses a request whose prompt + output exceed max_model_len; the simulator had cut it to fit and
+    reported it served (a 1e9-token request in 3.6 s)."""
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_time,prompt_tokens,output_tokens\n0,1000,100\n0.5,100000,100\n1,500,50\n")
+    code, out, _ = run(capsys, "simulate", *LLAMA8B, "--max-model-len", "8192", "--trace", trace, "--format", "json")
+    data = json.loads(out)
+    assert code == 0 and data["sim"]["scenario_detail"]["rejected_requests"] == 1
+    assert data["sim"]["requests"] == data["sim"]["completed"] == 2
+    trace.write_text("arrival_time,prompt_tokens,output_tokens\n0,1000000000,1000000000\n")
+    code, out, err = run(capsys, "simulate", *LLAMA8B, "--trace", trace, "--format", "json")
+    assert code == 2 and out == "" and "max_model_len" in err

@@ -162,12 +162,18 @@ def run_simulation(d: Deployment, w_total: Workload, profile: AccountingProfile,
         t = sim.trace
         per_request = t.acceptance or tuple(acc.sample(np.random.default_rng(sim.seed), len(t.arrival_s)))
         share = slice(0, None, d.replicas)  # requests spread round-robin over the replicas
+        prompts, outputs = np.asarray(t.prompt_tokens[share], dtype=float), np.asarray(t.output_tokens[share], float)
+        served = prompts + outputs <= limit  # the engine refuses a longer request (vLLM: HTTP 400), it never runs
+        if not served.any():
+            raise SpecError("trace", f"every request's prompt + output exceeds max_model_len = {limit:,}: the engine "
+                            "refuses them all", "requests within max_model_len, or a larger --max-model-len")
         scenario = Scenario(arrivals="trace", duration_s=float(t.arrival_s[-1]) if t.arrival_s else 0.0,
                             rate_req_s=None, rate_source="trace", rates=None, prompt=None, output=None,
                             lengths_source="trace", burst_source=None, replicas=d.replicas, trace_path=t.path,
-                            requests=len(t.arrival_s))
-        req = from_arrays(t.arrival_s[share], t.prompt_tokens[share], t.output_tokens[share], list(per_request)[share],
-                          maximum=limit, description=scenario.description)
+                            requests=len(t.arrival_s), rejected=int((~served).sum()))
+        keep = np.flatnonzero(served)
+        req = from_arrays(np.asarray(t.arrival_s[share])[keep], prompts[keep], outputs[keep],
+                          np.asarray(list(per_request)[share])[keep], maximum=limit, description=scenario.description)
     elif sim.client_concurrency is not None:
         clients = max(1, -(-sim.client_concurrency // d.replicas))  # each replica gets its share of the clients
         count = max(1, -(-sim.num_requests // d.replicas))

@@ -48,12 +48,17 @@ class Scenario:
     trace_path: str | None = None
     requests: int = 0
     clients: int = 0  # closed loop: requests in flight
+    # trace requests longer than max_model_len (prompt + output): the engine refuses them (vLLM's OpenAI server
+    # answers 400), so they are left out of the run, counted here
+    rejected: int = 0
 
     @property
     def description(self) -> str:
         if self.arrivals == "trace":
             share = f", 1/{self.replicas} per replica" if self.replicas > 1 else ""
-            return f"trace {self.trace_path} ({self.requests} requests{share})"
+            refused = (f"; {self.rejected} longer than max_model_len, which the engine refuses, left out"
+                       if self.rejected else "")
+            return f"trace {self.trace_path} ({self.requests} requests{share}{refused})"
         if self.arrivals == "closed_loop":
             return f"closed loop: {self.clients} clients, {self.requests:,} requests"
         assert self.rates is not None and self.rate_req_s is not None
@@ -86,7 +91,7 @@ class Scenario:
         return {
             "arrivals": self.arrivals, "duration_s": self.duration_s, "rate_req_s": self.rate_req_s,
             "rate_source": self.rate_source, "replicas": self.replicas, "trace": self.trace_path,
-            "clients": self.clients or None,
+            "clients": self.clients or None, "rejected_requests": self.rejected,
             "bursts": [{"start_s": b.start_s, "duration_s": b.duration_s, "factor": b.factor} for b in r.bursts]
             if r else [],
             "on_off": None if r is None or r.on_off is None else
