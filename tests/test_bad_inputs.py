@@ -335,3 +335,11 @@ def test_trace_requests_longer_than_max_model_len_are_refused_not_cut(tmp_path, 
     trace.write_text("arrival_time,prompt_tokens,output_tokens\n0,1000000000,1000000000\n")
     code, out, err = run(capsys, "simulate", *LLAMA8B, "--trace", trace, "--format", "json")
     assert code == 2 and out == "" and "max_model_len" in err
+
+
+def test_a_closed_loop_that_would_run_for_hours_is_refused_up_front(capsys):
+    """2,000,000 requests one at a time need over a hundred million engine steps (hours), within the request
+    count's bound: refused before the run starts."""
+    code, out, err = run(capsys, "simulate", *LLAMA8B, "--client-concurrency", "1", "--num-requests", "2000000",
+                         "--output-tokens-median", "500", "--format", "json")
+    assert code == 2 and out == "" and "engine steps" in err and "num_requests" in err

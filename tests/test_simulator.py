@@ -387,3 +387,12 @@ def test_admission_holds_back_what_the_running_requests_still_need_by_hand():
     assert run("sglang", 128).ttft_s[1] < run("sglang", 128).e2e_s[0]
     waits = run("sglang", 127)
     assert waits.preemptions == 0 and waits.ttft_s[1] > waits.e2e_s[0] - 1e-12
+
+
+def test_a_run_past_its_step_limit_stops_with_an_error():
+    """One request of 1 + 4 steps (prefill, then 4 decodes) runs with a limit of 5 and stops at a limit of 4."""
+    from specsize.core.errors import SpecError
+
+    assert simulate(config(), closed_batch(1, 1000, 5), seed=0, max_steps=5).steps == 5
+    with pytest.raises(SpecError, match="passed 4 engine steps"):
+        simulate(config(), closed_batch(1, 1000, 5), seed=0, max_steps=4)

@@ -18,7 +18,8 @@ from ..core.speculation import Acceptance, Tree
 from ..simulator.scenario import Scenario
 from ..simulator.workload import Burst, LengthSpec, RateProfile, Requests, from_arrays, generate
 from .plan import PlanResult, replica_workload, validate
-from .simulate import SEVERE, SimulationReport, Slo, Thresholds, acceptance_spec, rate_for_concurrency, run
+from .simulate import (MAX_STEPS, SEVERE, SimulationReport, Slo, Thresholds, acceptance_spec, rate_for_concurrency,
+                       run)
 
 
 MAX_REQUESTS = 2_000_000  # the largest simulation accepted (about 3 minutes and 1 GiB here); docs/simulation.md
@@ -193,10 +194,24 @@ def run_simulation(d: Deployment, w_total: Workload, profile: AccountingProfile,
     if len(req) > MAX_REQUESTS:
         raise SpecError("trace", f"the trace has {len(req):,} requests; at most {MAX_REQUESTS:,} are simulated",
                         "a shorter trace")
+    _check_steps(req, mem.settings.max_num_seqs, k + 1 if d.speculative.enabled else 1, sim)
     slo = Slo(ttft_s=sim.ttft_slo_s, tpot_s=tpot_slo_s)
     report = run(d, mem, plain, eff, req, sim.seed, slo, Thresholds(kv_headroom=headroom), tree=tree,
                  prefix_hit_rate=sim.prefix_hit_rate, progress=progress)
     return replace(report, scenario=scenario)
+
+
+def _check_steps(req: Requests, max_num_seqs: int, per_step: int, sim: SimSettings) -> None:
+    """Refuse up front a run that needs more than MAX_STEPS engine steps even at its largest batch (every request's
+    output over the batch the engine or the clients allow, and the tokens one step can emit): such a run would take
+    hours, not fail."""
+    batch = min(max_num_seqs, req.clients) if req.clients else max_num_seqs
+    least = float(np.sum(req.output_tokens)) / (max(1, batch) * per_step)
+    if least > MAX_STEPS:
+        field = "num_requests" if req.clients else ("trace" if sim.trace is not None else "duration")
+        raise SpecError(field, f"the run needs at least {least:,.0f} engine steps ({int(np.sum(req.output_tokens)):,} "
+                        f"output tokens, batches of at most {batch}); at most {MAX_STEPS:,} are simulated",
+                        "fewer requests, a shorter duration or trace, or more concurrent clients")
 
 
 def envelope_settings(w: Workload, duration_s: float, seed: int, lengths_source: str,

@@ -28,6 +28,10 @@ from ..simulator.scenario import Scenario
 from ..simulator.workload import AcceptanceSpec, LengthSpec, Requests
 from .perf import costs_for
 
+# the most engine steps one simulated run may take (each of spec and no-spec): 3 million run in 1-4 minutes here
+# (14,000-70,000 steps/s); the 72,000-request hour of bench/sim_speed.py takes 89,000; docs/simulation.md
+MAX_STEPS = 3_000_000
+
 CACHE_THRASHING, UNFINISHED, QUEUE_GROWTH, INSTABILITY, THIN_HEADROOM = (
     "cache_thrashing", "unfinished", "queue_growth", "scheduling_instability", "thin_headroom")
 PROBLEM_KINDS = (CACHE_THRASHING, UNFINISHED, QUEUE_GROWTH, INSTABILITY, THIN_HEADROOM)
@@ -203,12 +207,12 @@ def run(d: Deployment, mem_spec: MemoryAccount, mem_plain: MemoryAccount | None,
     """Simulate the deployment as given and, when `mem_plain` is given, the same without speculation."""
     spec_cfg = engine_config(d, mem_spec, eff, tree, prefix_hit_rate)
     label = d.speculative.method if d.speculative.enabled else "none"
-    spec = summarize(label, simulate(spec_cfg, req, seed, progress=progress), req, slo, th)
+    spec = summarize(label, simulate(spec_cfg, req, seed, progress=progress, max_steps=MAX_STEPS), req, slo, th)
     plain = None
     if mem_plain is not None and d.speculative.enabled:
         plain_d = replace(d, speculative=SpeculativeConfig())
         plain_cfg = engine_config(plain_d, mem_plain, eff, Tree(), prefix_hit_rate)
-        plain = summarize("none", simulate(plain_cfg, req, seed), req, slo, th)
+        plain = summarize("none", simulate(plain_cfg, req, seed, max_steps=MAX_STEPS), req, slo, th)
     return SimulationReport(spec=spec, no_spec=plain, description=req.description, seed=seed)
 
 

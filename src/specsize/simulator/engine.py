@@ -28,6 +28,7 @@ from functools import cached_property
 
 import numpy as np
 
+from ..core.errors import SpecError
 from ..core.kvcache import BlockRule, block_rule
 from ..core.memory import GRAPH_ALL
 from ..core.perf import StepCoefficients, api_busy_share, frontend_stretched, prompt_as_mha, step_time
@@ -414,9 +415,18 @@ def _retire(b: _Book, run: np.ndarray, now: float) -> tuple[np.ndarray, int, int
     return run[~finished_mask], freed, len(done_ids)
 
 
+def _within(max_steps: int | None, steps: int, now: float, left: int) -> None:
+    """A run past `max_steps` engine steps stops here with a one-line error rather than running on for hours."""
+    if max_steps is not None and steps > max_steps:
+        raise SpecError("duration", f"the run passed {max_steps:,} engine steps at {now:,.0f} s of simulated time "
+                        f"with {left:,} requests still to finish; at most {max_steps:,} steps are simulated",
+                        "fewer requests, a shorter duration or trace, or more concurrent clients")
+
+
 def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float | None = None,
-             sample_interval_s: float | None = None, progress=None) -> SimResult:
-    """Run the engine over the requests until all finish or `max_time_s` passes."""
+             sample_interval_s: float | None = None, progress=None, max_steps: int | None = None) -> SimResult:
+    """Run the engine over the requests until all finish or `max_time_s` passes; more than `max_steps` engine
+    steps is a SpecError (a run that would take hours, refused rather than waited for)."""
     rng = np.random.default_rng(seed)
     n = len(req)
     arrival = req.arrival_s
@@ -474,6 +484,7 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
         formed = now if cfg.scheduled_ahead else now + seconds
         now += seconds
         steps += 1
+        _within(max_steps, steps, now, len(run) + len(waiting) + n - next_arrival)
         area = _arrivals_area(area, arrival, next_arrival, now, now - seconds)
 
         # 6. advance the scheduled requests
