@@ -343,3 +343,14 @@ def test_a_closed_loop_that_would_run_for_hours_is_refused_up_front(capsys):
     code, out, err = run(capsys, "simulate", *LLAMA8B, "--client-concurrency", "1", "--num-requests", "2000000",
                          "--output-tokens-median", "500", "--format", "json")
     assert code == 2 and out == "" and "engine steps" in err and "num_requests" in err
+
+
+def test_an_acceptance_flag_overrides_the_files_other_form(capsys):
+    """The example file sets acceptance_rate 0.7; --mean-accepted-length 2.5 (at k = 4) replaces it, as flags
+    override a file: (1 - a^5) / (1 - a) = 2.5 gives a = 0.6445. Both forms as flags stay refused."""
+    example = ROOT / "examples" / "llama70b-draft1b-4xh100.yaml"
+    code, out, _ = run(capsys, "plan", example, "--mean-accepted-length", "2.5", "--measured-at-k", "4",
+                       "--format", "json")
+    assert code == 0 and json.loads(out)["perf"]["acceptance_rate"] == pytest.approx(0.6445, abs=1e-4)
+    code, _, err = run(capsys, "plan", example, "--mean-accepted-length", "2.5", "--acceptance-rate", "0.5")
+    assert code == 2 and "not both" in err

@@ -222,13 +222,18 @@ def acceptance_of(r: Request, d: Deployment) -> Acceptance | None:
                           measured_at_k=found.k or k, source=found.provenance, spread=r.acceptance_spread)
     if not sources:
         return None
-    if r.acceptance_rate is not None and r.mean_accepted_length is not None:
-        raise SpecError("acceptance_rate", "give either acceptance_rate or mean_accepted_length, not both",
-                        "one of the two")
+    rate, length = r.acceptance_rate, r.mean_accepted_length
+    if rate is not None and length is not None:
+        by = {r.source_of("acceptance_rate"), r.source_of("mean_accepted_length")}
+        if by != {"file", "override"}:
+            raise SpecError("acceptance_rate", "give either acceptance_rate or mean_accepted_length, not both",
+                            "one of the two")
+        # a flag overrides the file, whichever of the two forms each gives
+        rate, length = (rate, None) if r.source_of("acceptance_rate") == "override" else (None, length)
     # a figure given now is the user's; one from a file carries the file's stated source
     source = "user" if "override" in sources else r.acceptance_source or (
         "deployment file" if "file" in sources else "user")
-    return Acceptance(rate=r.acceptance_rate, mean_accepted_length=r.mean_accepted_length,
+    return Acceptance(rate=rate, mean_accepted_length=length,
                       measured_at_k=r.measured_at_k or k, source=source, spread=r.acceptance_spread)
 
 
