@@ -177,6 +177,7 @@ def test_check_live_sees_a_refused_start_and_zero_capacity(tmp_path, capsys):
 @pytest.mark.parametrize("spec", [
     "ks: []", "slo: [1, 2]", "quantization: bogus", "tp: [1000000000]", "max_model_len: 1000000000000000",
     "max_num_seqs: [1000000000000]", "finalists: 0", "gpus_per_node: 1000000000000", "simulate_seconds: 1e12",
+    "finalists: 100\nsimulate_seconds: 3600",
     "slo: {}", "ks: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27]\n"
     "max_num_seqs: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25]\n"
     "tp: [1, 2, 4, 8, 16, 32, 64]",

@@ -67,6 +67,11 @@ class SearchSlo:
     throughput_tok_s: float | None = None
 
 
+# finalists x simulate_seconds at most: the confirmation runs up to 10 x finalists simulations, so at most 72,000 s of
+# simulated time (about 4 minutes here: the 1-hour run of bench/sim_speed.py takes 5.5 s, spec and no-spec twice that)
+MAX_CONFIRMING_S = 7_200
+
+
 @dataclass(frozen=True)
 class SearchSpace:
     name: str
@@ -202,13 +207,18 @@ def read_search_spec(path: str) -> SearchSpace:
     engine_version = None if data.get("engine_version") is None else str(data["engine_version"])
     for drafter in drafters:  # a method the engine release cannot launch: refused, as a plan refuses it
         check_method(engine_name, engine_version, drafter.speculative.method)
+    finalists = coerce("finalists", FieldInfo(doc="", kind="int", group="analysis", minimum=1, maximum=100),
+                       data.get("finalists", 3))
+    simulate_seconds = _float(data, "simulate_seconds", 120.0, minimum=0, maximum=3600, exclusive_minimum=True)
+    if finalists * simulate_seconds > MAX_CONFIRMING_S:  # up to 10 x finalists runs of simulate_seconds each
+        raise SpecError("finalists", f"{finalists} finalists x {simulate_seconds:g} s of simulation each: up to "
+                        f"{10 * finalists * simulate_seconds:,.0f} s of simulated time to confirm them",
+                        f"finalists x simulate_seconds <= {MAX_CONFIRMING_S:,} (e.g. 3 x 120 s, 2 x 3600 s)")
     return SearchSpace(
         name=str(data.get("name") or path), target=target, drafters=drafters, gpus=gpus, tps=tps,
         kv_cache_dtypes=kv, max_num_seqs=max_num_seqs, engine=_engine(data), workload=_workload(data["workload"], target),
         slo=_slo(data), headroom=_float(data, "headroom", 0.2, minimum=0, maximum=0.99),
         gpus_per_node=_int(data, "gpus_per_node", 8) if data.get("gpus_per_node") is None else
         coerce("gpus_per_node", info("gpus_per_node"), data["gpus_per_node"]),
-        finalists=coerce("finalists", FieldInfo(doc="", kind="int", group="analysis", minimum=1, maximum=100),
-                         data.get("finalists", 3)),
-        simulate_seconds=_float(data, "simulate_seconds", 120.0, minimum=0, maximum=3600, exclusive_minimum=True),
+        finalists=finalists, simulate_seconds=simulate_seconds,
         engine_version=engine_version, engine_name=engine_name)
