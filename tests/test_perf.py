@@ -168,3 +168,10 @@ def test_layers_a_checkpoint_keeps_in_bf16_multiply_at_the_bf16_peak():
     per_flop = coefficients(meta, gpu, eff).inv_flops * eff.compute
     assert per_flop == pytest.approx(meta.fp8_share / gpu.fp8_flops + (1 - meta.fp8_share) / gpu.bf16_flops)
     assert coefficients(whole, gpu, eff).inv_flops * eff.compute == pytest.approx(1 / gpu.fp8_flops)
+
+
+def test_acceptance_at_the_ends_of_the_mean_length_is_exact():
+    """A mean accepted length of 1 is nothing accepted (check-live had shown 4.3e-19), k + 1 everything."""
+    from specsize.core.speculation import acceptance_from_mean_length
+
+    assert acceptance_from_mean_length(1.0, 3) == 0.0 and acceptance_from_mean_length(4.0, 3) == 1.0

@@ -128,6 +128,8 @@ def acceptance_from_mean_length(mean_length: float, k: int) -> float:
     if not 1 <= mean_length <= k + 1:
         raise SpecError("mean_accepted_length", f"{mean_length} is outside [1, k+1] = [1, {k + 1}] for k={k}",
                         f"a number from 1 to {k + 1}")
+    if mean_length in (1, k + 1):  # the ends exactly: nothing accepted, or everything (not 4e-19 from bisection)
+        return 0.0 if mean_length == 1 else 1.0
     lo, hi = 0.0, 1.0
     for _ in range(60):
         mid = (lo + hi) / 2

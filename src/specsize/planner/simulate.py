@@ -166,8 +166,9 @@ def summarize(label: str, r: SimResult, req: Requests, slo: Slo, th: Thresholds)
         f90 = np.nanpercentile(first, 90) if np.isfinite(first).any() else math.nan
         l90 = np.nanpercentile(last, 90) if np.isfinite(last).any() else math.inf
         if l90 > th.ttft_growth * f90 and l90 > th.min_ttft_s:
+            last_part = f"{l90:.2f} s" if math.isfinite(l90) else "no first token at all"
             problems.append(Problem(INSTABILITY, f"scheduling instability: p90 TTFT grows from {f90:.2f} s (first "
-                                                 f"quarter) to {l90:.2f} s (last quarter)"))
+                                                 f"quarter) to {last_part} (last quarter)"))
     kv_peak = float(r.series["kv_used_fraction"].max()) if len(r.series["kv_used_fraction"]) else 0.0
     if th.kv_headroom is not None and kv_peak > 1 - th.kv_headroom + 1e-9 and not problems:
         problems.append(Problem(THIN_HEADROOM, f"thin headroom: the KV cache peaked at {kv_peak:.1%} of its blocks, "
