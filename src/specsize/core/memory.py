@@ -221,7 +221,8 @@ class ResolvedSettings:
     api_cost_scale: float = 1.0  # AccountingProfile.api_cost_scale
     moe_fp8_memory: float = 0.0  # AccountingProfile.moe_fp8_memory (0: the GPU family's)
     eager_gqa_moe_layer_s: float = 0.0  # AccountingProfile.eager_gqa_moe_layer_s (0: the GPU family's)
-    moe_layer_fixed_s: float = 0.0  # AccountingProfile.moe_layer_fixed_s_by_gpu where one matches (0: the family's)
+    # AccountingProfile.moe_layer_fixed_s_by_gpu where one matches, for bf16 / fp8 experts (0: the family's)
+    moe_layer_fixed_s: float = 0.0
     ngram_proposer_per_seq_s: float = 0.0  # AccountingProfile.ngram_proposer_per_seq_s (0: the GPU family's)
     scheduler_steps: int = 1  # vLLM V0's multi-step scheduling (EngineSettings.num_scheduler_steps)
     recv_interval: int = 1  # SGLang's --scheduler-recv-interval (EngineSettings.scheduler_recv_interval)
@@ -378,7 +379,8 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         api_cost_scale=p.api_cost_scale,
         scheduler_steps=steps, moe_fp8_memory=p.moe_fp8_memory, ngram_proposer_per_seq_s=p.ngram_proposer_per_seq_s,
         eager_gqa_moe_layer_s=p.eager_gqa_moe_layer_s,
-        moe_layer_fixed_s=for_gpu(p.moe_layer_fixed_s_by_gpu, d.gpu, 0.0),
+        # MXFP4 experts run their own fused runner (SGLang: FlashInfer's) and keep the family's
+        moe_layer_fixed_s=0.0 if (quant and quant.method == "mxfp4") else for_gpu(p.moe_layer_fixed_s_by_gpu, d.gpu, 0.0),
         async_scheduling=p.async_scheduling and overlaps, async_with_speculation=p.async_with_speculation,
         scheduled_ahead=p.scheduled_ahead and overlaps, spec_overlap_chain=p.spec_overlap_chain and overlaps,
         admission=p.admission,

@@ -66,10 +66,6 @@ class Efficiency:
     low_bit_half_tokens: float = 0.0  # gemm_half_tokens of those dequantising kernels (0: as gemm_half_tokens)
     moe_fp8_memory: float = 0.0  # fraction of HBM bandwidth streaming fp8 routed experts (0: as `moe_memory`)
     moe_layer_fixed_s: float = 0.0  # per MoE layer and forward: routing, top-k, token alignment and permutation
-    # ... where the engine's own fused MoE for bf16 / fp8 experts differs on this GPU family (AccountingProfile.
-    # moe_layer_fixed_s_by_gpu); MXFP4 experts run their own fused runner (FlashInfer's) and keep moe_layer_fixed_s;
-    # 0: moe_layer_fixed_s
-    engine_moe_layer_fixed_s: float = 0.0
     allreduce_bus_fraction: float = 1.0  # achieved bus bandwidth / interconnect bandwidth
     allreduce_latency_per_gpu_s: float = 0.0  # extra latency per GPU beyond 2 in the all-reduce
     sampler_passes: float = 0.0  # fp32 logits passes of the sampler (softmax, top-k/p, sampling)
@@ -114,7 +110,7 @@ def engine_kernels(eff: Efficiency, moe_fp8_memory: float, ngram_per_seq_s: floa
     if moe_fp8_memory:
         eff = replace(eff, moe_fp8_memory=moe_fp8_memory)
     if moe_layer_fixed_s:
-        eff = replace(eff, engine_moe_layer_fixed_s=moe_layer_fixed_s)
+        eff = replace(eff, moe_layer_fixed_s=moe_layer_fixed_s)
     if eager_gqa_moe_layer_s:
         eff = replace(eff, eager_gqa_moe_layer_s=eager_gqa_moe_layer_s)
     return replace(eff, ngram_per_seq_s=ngram_per_seq_s) if ngram_per_seq_s else eff
@@ -342,9 +338,8 @@ def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = T
     kernels_per_layer = 4 + (1 if c.moe_layers else 0)
     moe_launch = (eff.eager_gqa_moe_layer_s or eff.eager_moe_layer_s) if not c.mla else eff.eager_moe_layer_s
     launches = c.n_layers * eff.eager_layer_s + c.moe_layers * moe_launch  # a forward outside a graph
-    moe_fixed = eff.engine_moe_layer_fixed_s if (eff.engine_moe_layer_fixed_s and c.fp4 != "mxfp4") \
-        else eff.moe_layer_fixed_s
-    fixed = c.n_layers * kernels_per_layer * eff.gemm_fixed_s + c.moe_layers * moe_fixed + (launches if eager else 0.0)
+    fixed = (c.n_layers * kernels_per_layer * eff.gemm_fixed_s + c.moe_layers * eff.moe_layer_fixed_s
+             + (launches if eager else 0.0))
     sampler = sampler_s(eff.sampler_passes, c.vocab, gpu, eff)
     return StepCoefficients(
         dense_bytes=c.dense_bytes, expert_bytes_per_layer=c.moe_layers * c.expert_bytes, num_experts=c.num_experts,
