@@ -68,6 +68,16 @@ def check_config(cfg: dict, model_id: str) -> None:
                         "bfloat16, float16, float32 (or their aliases)")
 
 
+def _real(value: object) -> bool:
+    """A finite number (not a bool)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _whole(value: object, low: int = 1) -> bool:
+    """An integer (not a bool) of at least `low`."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= low
+
+
 def _check_shapes(cfg: dict, model_id: str) -> None:
     """The fields that must agree with each other or have a shape, as the model's own library requires them."""
     def fail(name: str, why: str, accepted: str = "a Hugging Face config.json") -> SpecError:
@@ -87,24 +97,22 @@ def _check_shapes(cfg: dict, model_id: str) -> None:
         raise fail("layer_types", f"must list one type for each of the {cfg['num_hidden_layers']} layers",
                    "a list as long as num_hidden_layers")
     factor = cfg.get("partial_rotary_factor")
-    if factor is not None and not (isinstance(factor, (int, float)) and not isinstance(factor, bool)
-                                   and 0 < factor <= 1):
+    if factor is not None and not (_real(factor) and 0 < factor <= 1):
         raise fail("partial_rotary_factor", f"must be a number in (0, 1], got {factor!r}", "a number in (0, 1]")
     rope = cfg.get("rope_scaling")
     if rope is not None and not isinstance(rope, dict):
         raise fail("rope_scaling", f"must be an object, got {rope!r}", "an object or null")
     scale = (rope or {}).get("factor")
-    if scale is not None and not (isinstance(scale, (int, float)) and not isinstance(scale, bool)
-                                  and math.isfinite(scale) and scale > 0):
+    if scale is not None and not (_real(scale) and scale > 0):
         raise fail("rope_scaling.factor", f"must be a positive number, got {scale!r}", "a number > 0")
     for name in ("sliding_window_pattern", "spatial_merge_size"):
         value = cfg.get(name)
-        if value is not None and not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        if value is not None and not _whole(value):
             raise fail(name, f"must be a positive integer, got {value!r}", "a positive integer")
     raw_vision = cfg.get("vision_config")
     vision: dict = raw_vision if isinstance(raw_vision, dict) else {}
     ratio = vision.get("pixel_shuffle_ratio")
-    if ratio is not None and not (isinstance(ratio, (int, float)) and not isinstance(ratio, bool) and 0 < ratio <= 1):
+    if ratio is not None and not (_real(ratio) and 0 < ratio <= 1):
         raise fail("vision_config.pixel_shuffle_ratio", f"must be a number in (0, 1], got {ratio!r}",
                    "a number in (0, 1]")
     qc = cfg.get("quantization_config")
@@ -112,7 +120,7 @@ def _check_shapes(cfg: dict, model_id: str) -> None:
         raise fail("quantization_config", f"must be an object, got {qc!r}", "an object or null")
     block = (qc or {}).get("weight_block_size")
     if block is not None and not (isinstance(block, list) and len(block) == 2 and all(
-            isinstance(b, int) and not isinstance(b, bool) and 0 < b <= 1 << 16 for b in block)):
+            _whole(b) and b <= 1 << 16 for b in block)):
         raise fail("quantization_config.weight_block_size", f"must be two positive integers, got {block!r}",
                    "e.g. [128, 128]")
 
@@ -479,57 +487,55 @@ def spec_from_config(raw: dict[str, Any], model_id: str, source: str, *, params_
     return spec
 
 
+def _bad(model_id: str, name: str, value: object, accepted: str) -> SpecError:
+    return SpecError(f"config.json:{name}", f"{model_id}: {name} comes to {value!r}", accepted)
+
+
 def _check_spec(m: ModelSpec, model_id: str) -> None:
     """The built model's sizes, whichever config fields they came from: each a positive integer where it must be
     (a negative size would plan as a fit), an integer where one is counted, and one attention layer at least."""
-    def fail(name: str, value: object, accepted: str) -> SpecError:
-        return SpecError(f"config.json:{name}", f"{model_id}: {name} comes to {value!r}", accepted)
-
-    def whole(value: object, low: int = 1) -> bool:
-        return isinstance(value, int) and not isinstance(value, bool) and value >= low
-
     if m.num_layers and not m.layers:  # (Medusa heads have no layers at all: medusa_heads)
         raise SpecError("config.json:layer_types", f"{model_id}: the model has no attention layer (a KV cache of "
                         "no size), which specsize does not model", "a model with at least one attention layer")
     for name, value in (("head_dim", m.head_dim), ("num_key_value_heads", m.num_kv_heads),
                         ("intermediate_size", m.intermediate_size)):
-        if not whole(value):
-            raise fail(name, value, "a positive integer")
-    if not whole(m.rotary_dim, 0) or not whole(m.num_mtp_layers, 0):
-        raise fail("partial_rotary_factor" if not whole(m.rotary_dim, 0) else "num_nextn_predict_layers",
-                   m.rotary_dim if not whole(m.rotary_dim, 0) else m.num_mtp_layers, "a non-negative integer")
-    if any(not whole(n) for n in m.rotary_cache_positions):
-        raise fail("rope_scaling.factor", m.rotary_cache_positions, "a factor giving a positive position count")
+        if not _whole(value):
+            raise _bad(model_id, name, value, "a positive integer")
+    for name, value in (("partial_rotary_factor", m.rotary_dim), ("num_nextn_predict_layers", m.num_mtp_layers)):
+        if not _whole(value, 0):
+            raise _bad(model_id, name, value, "a non-negative integer")
+    if any(not _whole(n) for n in m.rotary_cache_positions):
+        raise _bad(model_id, "rope_scaling.factor", m.rotary_cache_positions, "a factor giving a positive count")
     for layer in m.layers:
-        if layer.window is not None and not whole(layer.window):
-            raise fail("sliding_window", layer.window, "a positive integer (tokens)")
+        if layer.window is not None and not _whole(layer.window):
+            raise _bad(model_id, "sliding_window", layer.window, "a positive integer (tokens)")
     q = m.quantization
-    if q is not None and q.group_size is not None and not whole(q.group_size):
-        raise fail("quantization_config.group_size", q.group_size, "a positive integer (or -1: per channel)")
-    if m.final_logit_softcapping is not None and not (isinstance(m.final_logit_softcapping, (int, float))
+    if q is not None and q.group_size is not None and not _whole(q.group_size):
+        raise _bad(model_id, "quantization_config.group_size", q.group_size, "a positive integer (or -1: per channel)")
+    if m.final_logit_softcapping is not None and not (_real(m.final_logit_softcapping)
                                                      and m.final_logit_softcapping > 0):
-        raise fail("final_logit_softcapping", m.final_logit_softcapping, "a positive number or null")
-    _check_parts(m, fail, whole)
+        raise _bad(model_id, "final_logit_softcapping", m.final_logit_softcapping, "a positive number or null")
+    _check_parts(m, model_id)
 
 
-def _check_parts(m: ModelSpec, fail: Any, whole: Any) -> None:
+def _check_parts(m: ModelSpec, model_id: str) -> None:
     """_check_spec's MoE and vision-tower sizes."""
     if m.moe is not None:
         e = m.moe
-        if not (whole(e.num_experts) and whole(e.experts_per_token) and e.experts_per_token <= e.num_experts):
-            raise fail("num_experts_per_tok", e.experts_per_token, f"an integer from 1 to {e.num_experts}")
-        if not whole(e.expert_intermediate_size) or not whole(e.shared_intermediate_size, 0) or not whole(
-                e.num_shared_experts, 0):
-            raise fail("moe_intermediate_size", e.expert_intermediate_size, "positive integers")
-        if any(not whole(i, 0) or i >= m.num_layers for i in e.moe_layers):
-            raise fail("mlp_only_layers", e.moe_layers, f"layer indices from 0 to {m.num_layers - 1}")
+        if not (_whole(e.num_experts) and _whole(e.experts_per_token) and e.experts_per_token <= e.num_experts):
+            raise _bad(model_id, "num_experts_per_tok", e.experts_per_token, f"an integer from 1 to {e.num_experts}")
+        if not (_whole(e.expert_intermediate_size) and _whole(e.shared_intermediate_size, 0)
+                and _whole(e.num_shared_experts, 0)):
+            raise _bad(model_id, "moe_intermediate_size", e.expert_intermediate_size, "positive integers")
+        if any(not _whole(i, 0) or i >= m.num_layers for i in e.moe_layers):
+            raise _bad(model_id, "mlp_only_layers", e.moe_layers, f"layer indices from 0 to {m.num_layers - 1}")
     v = m.vision
     if v is not None:
-        if whole(v.patch_size) and whole(v.image_size) and v.patch_size > v.image_size:
-            raise fail("vision_config.patch_size", v.patch_size, f"at most image_size ({v.image_size})")
+        if _whole(v.patch_size) and _whole(v.image_size) and v.patch_size > v.image_size:
+            raise _bad(model_id, "vision_config.patch_size", v.patch_size, f"at most image_size ({v.image_size})")
         for name in ("hidden_size", "num_layers", "patch_size", "image_size", "tokens_per_image", "patches_per_image"):
-            if not whole(getattr(v, name)):
-                raise fail(f"vision_config.{name}", getattr(v, name), "a positive integer")
+            if not _whole(getattr(v, name)):
+                raise _bad(model_id, f"vision_config.{name}", getattr(v, name), "a positive integer")
 
 
 def _build_spec(raw: dict[str, Any], model_id: str, source: str, *, params_published: str | None,
