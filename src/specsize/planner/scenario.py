@@ -174,7 +174,7 @@ def run_simulation(d: Deployment, w_total: Workload, profile: AccountingProfile,
                             requests=len(t.arrival_s), rejected=int((~served).sum()))
         keep = np.flatnonzero(served)
         req = from_arrays(np.asarray(t.arrival_s[share])[keep], prompts[keep], outputs[keep],
-                          np.asarray(list(per_request)[share])[keep], maximum=limit, description=scenario.description)
+                          np.asarray(list(per_request)[share])[keep], description=scenario.description)
     elif sim.client_concurrency is not None:
         clients = max(1, -(-sim.client_concurrency // d.replicas))  # each replica gets its share of the clients
         count = max(1, -(-sim.num_requests // d.replicas))

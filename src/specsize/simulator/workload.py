@@ -161,13 +161,10 @@ def closed_batch(n: int, prompt: int, output: int, acceptance: float = 0.0) -> R
                     duration_s=0.0, description=f"closed batch of {n}")
 
 
-def from_arrays(arrival_s, prompt_tokens, output_tokens, acceptance, maximum: int | None = None,
-                description: str = "trace") -> Requests:
+def from_arrays(arrival_s, prompt_tokens, output_tokens, acceptance, description: str = "trace") -> Requests:
+    """Requests as given (a trace: the caller leaves out those the engine would refuse, never cuts them to fit)."""
     prompts = np.asarray(prompt_tokens, dtype=np.int64)
     outputs = np.asarray(output_tokens, dtype=np.int64)
-    if maximum:
-        prompts = np.minimum(prompts, maximum - 1)
-        outputs = np.minimum(outputs, np.maximum(maximum - prompts, 1))
     arrivals = np.asarray(arrival_s, dtype=float)
     return Requests(arrival_s=arrivals, prompt_tokens=prompts, output_tokens=outputs,
                     acceptance=np.asarray(acceptance, dtype=float),
