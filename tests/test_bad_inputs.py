@@ -318,6 +318,19 @@ def test_tiny_positive_values_are_refused_or_planned_never_an_internal_error(cap
     assert code == 0 and json.loads(out)
 
 
+@pytest.mark.parametrize("command", ["plan", "simulate", "speedup"])
+def test_a_spread_wider_than_the_mean_allows_is_refused_by_every_command(command, capsys):
+    """A Beta distribution with mean m has variance below m (1 - m): at 0.8 the spread must stay under 0.4.
+    A mean accepted length of 4.9 at k = 4 is a per-token rate of 0.99, so its limit is about 0.0995."""
+    spec = [*LLAMA8B, "--method", "ngram", "-k", "4", "--duration", "10"][: None if command == "simulate" else -2]
+    for given, spread in ((["--acceptance-rate", "0.8"], "0.45"), (["--mean-accepted-length", "4.9"], "0.2")):
+        code, _, err = run(capsys, command, *spec, *given, "--acceptance-spread", spread)
+        assert code == 2 and err.strip().splitlines()[-1].startswith("specsize: error: acceptance_spread"), err
+    code, out, _ = run(capsys, command, *spec, "--acceptance-rate", "0.8", "--acceptance-spread", "0.39",
+                       "--format", "json")
+    assert code == 0 and json.loads(out)
+
+
 def test_a_step_overhead_of_zero_is_accepted_as_the_field_table_says(capsys):
     code, out, _ = run(capsys, "speedup", *LLAMA8B, "--method", "ngram", "-k", "3", "--acceptance-rate", "0.5",
                        "--step-overhead-ms", "0", "--format", "json")

@@ -140,6 +140,20 @@ def acceptance_from_mean_length(mean_length: float, k: int) -> float:
     return (lo + hi) / 2
 
 
+def check_spread(mean: float, spread: float) -> bool:
+    """Whether a per-request spread around the per-token `mean` is sampled at all (False: none to sample, below
+    a millionth or at a mean of 0 or 1); one a Beta distribution cannot have (variance >= mean x (1 - mean)) is
+    refused."""
+    var = spread ** 2
+    if var < 1e-12 or mean in (0.0, 1.0):
+        return False
+    limit = mean * (1 - mean)
+    if var >= limit:
+        raise SpecError("acceptance_spread", f"{spread} is too wide for a mean acceptance of {mean:.4g}",
+                        f"a standard deviation below {math.sqrt(limit):.3f}")
+    return True
+
+
 @dataclass(frozen=True)
 class Acceptance:
     """How often the target accepts the drafter's tokens: a per-token `rate`, or a `mean_accepted_length`
@@ -167,6 +181,8 @@ class Acceptance:
         if not (math.isfinite(self.spread) and 0 <= self.spread < 0.5):
             raise SpecError("acceptance_spread", f"must be in [0, 0.5), got {self.spread}",
                             "a standard deviation in [0, 0.5)")
+        if self.rate is not None or (self.mean_accepted_length is not None and self.measured_at_k is not None):
+            check_spread(self.per_token(1), self.spread)  # known now: refused by plan as by simulate
 
     @property
     def given(self) -> bool:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core.errors import SpecError
+from ..core.speculation import check_spread
 
 Z99 = 2.3263478740408408  # standard normal quantile at 0.99
 
@@ -106,14 +107,10 @@ class AcceptanceSpec:
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         if not 0 <= self.mean <= 1:
             raise SpecError("acceptance_rate", f"must be in [0, 1], got {self.mean}", "a rate in [0, 1]")
-        var = self.spread ** 2
-        if var < 1e-12 or self.mean in (0.0, 1.0):  # no spread (or one below a millionth: none to sample)
+        if not check_spread(self.mean, self.spread):
             return np.full(n, self.mean)
         limit = self.mean * (1 - self.mean)
-        if var >= limit:
-            raise SpecError("acceptance_spread", f"{self.spread} is too wide for a mean of {self.mean}",
-                            f"a standard deviation below {math.sqrt(limit):.3f}")
-        concentration = limit / var - 1
+        concentration = limit / self.spread ** 2 - 1
         return rng.beta(self.mean * concentration, (1 - self.mean) * concentration, n)
 
 
