@@ -96,7 +96,7 @@ def build_scenario(d: Deployment, w: Workload, rate_per_replica: float | None, s
                         None if sim.ramp_to_req_s is None else sim.ramp_to_req_s / d.replicas)
     expected = rates.peak() * sim.duration_s
     if expected > MAX_REQUESTS:
-        raise SpecError("rate", f"about {expected:,.0f} requests at {rates.peak():,.1f} req/s (peak) for "
+        raise SpecError("rate" if sim.rate_req_s is not None else "duration", f"about {expected:,.0f} requests at {rates.peak():,.1f} req/s (peak) for "
                         f"{sim.duration_s:g} s; at most {MAX_REQUESTS:,} are simulated",
                         "a lower rate or a shorter duration")
     return Scenario(arrivals="poisson", duration_s=sim.duration_s, rate_req_s=rate_per_replica,
