@@ -153,6 +153,8 @@ B = ["--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB", "
     (["simulate", *B, "--acceptance-rate", "0.7", "--burst-duration", "5"], "burst_duration"),
     (["simulate", *B, "--duration", "900000"], "duration"),  # the rate comes from Little's law: not the user's
     (["simulate", *B, "--duration", "900000", "--rate", "5"], "rate"),
+    (["stops-paying", *B, "--method", "ngram", "-k", "4", "--acceptance-rate", "0.7", "--duration", "3601"],
+     "duration"),  # twenty simulations of a day each would run for most of an hour
     (["speedup", *B, "--acceptance-rate", "0.7", "--method", "ngram", "-k", "3",
       "--candidate", "method=mtp,acceptance=0.5,k=1"], "method"),
     (["speedup", *B, "--acceptance-rate", "0.7", "--method", "ngram", "-k", "3,,4"], "num_speculative_tokens"),

@@ -251,7 +251,7 @@ def stops_paying(request: Request | None = None, progress: Callable[[int, int], 
     (planner/load_sweep.py). Each simulation runs the request's scenario (`duration`, lengths, bursts) at its rate."""
     from dataclasses import replace  # noqa: PLC0415
 
-    from .planner.load_sweep import LoadPoint, load_point, sweep_loads  # noqa: PLC0415
+    from .planner.load_sweep import MAX_RUNG_DURATION_S, LoadPoint, load_point, sweep_loads  # noqa: PLC0415
     from .planner.scenario import replica_envelope_rate  # noqa: PLC0415
 
     q = _request(request, overrides)
@@ -263,6 +263,9 @@ def stops_paying(request: Request | None = None, progress: Callable[[int, int], 
     if q.no_compare:
         raise SpecError("no_compare", "a load sweep compares speculation with the same server without it",
                         "leave --no-compare off")
+    if q.duration > MAX_RUNG_DURATION_S:
+        raise SpecError("duration", f"{q.duration:g} s for each of the sweep's ~20 simulations",
+                        f"at most {MAX_RUNG_DURATION_S:,} s per rate in a load sweep (simulate runs longer scenarios)")
     r = resolve(q)
     d = r.deployment
     acceptance = _needs_speculation(r, "where speculation stops paying needs a speculative method",

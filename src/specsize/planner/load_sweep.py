@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from .simulate import SimSummary
 
 STOPS = 1.0  # the latency ratio (speculation / none) at which speculation no longer pays
+MAX_RUNG_DURATION_S = 3_600  # a sweep runs about twenty simulations: an hour each takes about two minutes here
 
 
 @dataclass(frozen=True)
