@@ -338,3 +338,26 @@ def test_speedup_json_reports_the_engine_release_terms_it_priced(capsys):
     assert per_seq > 0
     row_gpu, row_cpu = gpu_path["rows"][0], cpu_path["rows"][0]
     assert row_gpu["tpot_s"] - row_cpu["tpot_s"] == pytest.approx(16 * per_seq / row_gpu["tokens_per_pass"], rel=1e-6)
+
+
+def test_speedup_offline_drops_the_api_server_floor(capsys):
+    """Served, the API server streams every sequence's tokens each step (api_per_seq_s, 150 us at vLLM 0.10): at
+    batch 128 that floors the plain step at 128 x 0.15 ms = 19.2 ms, above the GPU's step. `--offline`
+    (LLM.generate) has no API server: the same batch is priced by the GPU alone, and batch 1, where the floor
+    (0.15 ms) is far below the step, is unchanged."""
+    def rows(*extra):
+        code, out, _ = run(capsys, "speedup", "--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB",
+                           "--engine-version", "0.10.1", "--method", "eagle3",
+                           "-k", "3", "--mean-accepted-length", "2.44", "--batch-size", "1,128", "--context-len",
+                           "1000", "--format", "json", *extra)
+        assert code == 0
+        data = json.loads(out)
+        return data["efficiency"], data["rows"]
+
+    served_eff, served = rows()
+    offline_eff, offline = rows("--offline")
+    assert served_eff["api_per_seq_s"] == pytest.approx(150e-6) and offline_eff["api_per_seq_s"] == 0.0
+    assert served[1]["tpot_s_no_spec"] == pytest.approx(128 * 150e-6)
+    assert offline[1]["tpot_s_no_spec"] < served[1]["tpot_s_no_spec"]
+    assert offline[1]["speedup"] < served[1]["speedup"]  # the floor had flattered the speculative step
+    assert offline[0]["tpot_s_no_spec"] == pytest.approx(served[0]["tpot_s_no_spec"])

@@ -222,6 +222,7 @@ def speedup(request: Request | None = None, **overrides: Any) -> SpeedupReport:
     """What speculation is worth at each batch size and k, for the deployment's drafter and any candidates."""
     from dataclasses import replace  # noqa: PLC0415
 
+    from .core.perf import offline_efficiency  # noqa: PLC0415
     from .inputs.candidates import parse_candidate  # noqa: PLC0415
     from .planner.plan import validate  # noqa: PLC0415
     from .planner.speedup import compare_drafters  # noqa: PLC0415
@@ -238,8 +239,9 @@ def speedup(request: Request | None = None, **overrides: Any) -> SpeedupReport:
     for candidate in candidates:  # each candidate is a deployment of its own: checked as `plan` checks one
         validate(replace(d, speculative=candidate.speculative), r.workload, q.headroom)
     ks = list(q.speedup_ks or (d.speculative.num_speculative_tokens,))
-    result = compare_drafters(d, r.profile, r.efficiency, acceptance, list(q.batch_sizes), ks, q.context_len,
-                              r.tree, candidates)
+    eff = offline_efficiency(r.efficiency) if q.offline else r.efficiency  # LLM.generate: no API server in front
+    result = compare_drafters(d, r.profile, eff, acceptance, list(q.batch_sizes), ks, q.context_len, r.tree,
+                              candidates)
     return replace(result, notes=_drafter_notes(r) + result.notes)
 
 

@@ -126,7 +126,7 @@ def plan(fmt: str, output: str | None, force: bool, emit: str | None, fail_on: s
 
 
 @cli.command()
-@request_options(*SIZING, SPEEDUP)
+@request_options(*SIZING, SPEEDUP, include=("offline",))
 @output_options(("text", "json", "markdown"))
 def speedup(fmt: str, output: str | None, force: bool, **kw) -> None:
     """What speculation is worth at each batch size and k: TPOT, throughput, speed-up, crossover, best k.

@@ -206,7 +206,8 @@ class Request:
                                minimum=0, maximum=1, exclusive_maximum=True, yaml=None)
     no_compare: bool = F(False, "Skip the run without speculation.", "bool", SIMULATION, yaml=None)
     offline: bool = F(False, "Offline batch inference (vLLM `LLM.generate`, `benchmark_throughput.py`): no API server "
-                      "in front, so no front-end latency, intake queue or per-token streaming cost.", "bool",
+                      "in front, so no front-end latency, intake queue or per-token streaming cost (simulate, and the speed-up "
+                      "tables of speedup).", "bool",
                       SIMULATION, yaml=None)
     # --- speed-up tables ---------------------------------------------------------------------------------------
     batch_sizes: tuple[int, ...] = F((1, 2, 4, 8, 16, 32, 64, 128), "Batch sizes B[,B...].", "int_list", SPEEDUP,
