@@ -99,6 +99,14 @@ def test_bad_input_is_json_with_the_field_and_accepted_values(service):
         assert _error(c.post("/api/v1/plan", json={"target": "/etc"}), 400)["field"] == "target"
         yaml_with_path = "target: meta-llama/Llama-3.1-8B-Instruct\nworkload:\n  samples_file: /etc/passwd\n"
         assert _error(c.post("/api/v1/plan", json={"deployment_yaml": yaml_with_path}), 400)["field"] == "samples_file"
+        # nor through lengths given as @FILE (which had read the file, and told existing from missing paths)
+        for path in ("/etc/passwd", "/nonexistent"):
+            for side in ("prompt_tokens", "output_tokens"):
+                error = _error(c.post("/api/v1/plan", json={"target": "meta-llama/Llama-3.1-8B-Instruct",
+                                                            side: f" @{path}"}), 400)
+                assert error["field"] == side and "file on the server" in error["problem"]
+            in_yaml = f"target: meta-llama/Llama-3.1-8B-Instruct\nworkload:\n  prompt_tokens: '@{path}'\n"
+            assert _error(c.post("/api/v1/plan", json={"deployment_yaml": in_yaml}), 400)["field"] == "prompt_tokens"
 
 
 def test_oversized_bodies_get_413(service):

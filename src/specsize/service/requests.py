@@ -18,6 +18,7 @@ from ..core.errors import SpecError
 from ..inputs.request import FIELDS, Request, fields, info
 
 SERVER_SIDE = tuple(name for name in FIELDS if info(name).kind == "path")  # samples_file, store, trace, ...
+LENGTHS = tuple(name for name in FIELDS if info(name).kind == "lengths")  # "@FILE" reads samples from a file
 CATALOG_ONLY = ("target", "draft")
 EXTRA = "deployment_yaml"
 
@@ -59,6 +60,15 @@ def request_model() -> type[BaseModel]:
     return create_model("PlanRequest", __config__=ConfigDict(extra="forbid"), **spec)  # type: ignore[call-overload]
 
 
+def _no_file_lengths(values: dict) -> None:
+    """Lengths as "@FILE" would read a file on the server (and tell a caller which files exist): refused."""
+    for name in LENGTHS:
+        value = values.get(name)
+        if isinstance(value, str) and value.strip().startswith("@"):
+            raise SpecError(name, "@FILE names a file on the server, which the service does not read for callers",
+                            "lengths given inline: p50=N,p99=N, a list of samples, or a mapping")
+
+
 def build(body: dict, catalog: frozenset[str] | None, store: str | None = None) -> Request:
     """A Request from a JSON body (already shaped by `request_model`); `catalog` None: already checked. `store`:
     the calibration store that `acceptance_from_store` reads (the service's own database on SQLite)."""
@@ -72,14 +82,18 @@ def build(body: dict, catalog: frozenset[str] | None, store: str | None = None) 
         if name in SERVER_SIDE:
             raise SpecError(name, "names a file on the server, which the service does not read for callers",
                             "lengths given inline (prompt_tokens, output_tokens)")
+    _no_file_lengths(values)
     if text is None:
         request = load_request(**values)
     else:
         data = parse_yaml_mapping(text, "the deployment", "deployment_yaml")
+        workload = data.get("workload") if isinstance(data.get("workload"), dict) else {}
         for key in SERVER_SIDE:
-            if key in data or key in (data.get("workload") or {}):
+            if key in data or key in workload:
                 raise SpecError(key, "names a file on the server, which the service does not read for callers",
                                 "lengths given inline (prompt_tokens, output_tokens)")
+        _no_file_lengths(data)
+        _no_file_lengths(workload)
         request = build_request(data, values, "file", None, "the deployment")
     for name in CATALOG_ONLY:
         value = getattr(request, name)
