@@ -372,3 +372,33 @@ def test_an_acceptance_flag_overrides_the_files_other_form(capsys):
     assert code == 0 and json.loads(out)["perf"]["acceptance_rate"] == pytest.approx(0.6445, abs=1e-4)
     code, _, err = run(capsys, "plan", example, "--mean-accepted-length", "2.5", "--acceptance-rate", "0.5")
     assert code == 2 and "not both" in err
+
+
+def test_yaml_alias_bombs_and_list_keys_are_refused_in_one_short_line(tmp_path, capsys):
+    """Eight levels of nine aliases are 9^8 = 43 million values in 322 bytes: the error had spelled them all out (157
+    MB on one line). A list used as a key had ended in an internal error (unhashable)."""
+    levels = ["&a [1,1,1,1,1,1,1,1,1]"] + [f"&{c} [{','.join(['*' + p] * 9)}]" for p, c in zip("abcdefg", "bcdefgh")]
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text(f"target: meta-llama/Llama-3.1-8B-Instruct\ngpu: H100-SXM-80GB\nname: [{', '.join(levels)}]\n")
+    code, _, err = run(capsys, "plan", bomb)
+    assert code == 2 and "expands to more than 100,000 values" in err and len(err) < 400
+    keyed = tmp_path / "key.yaml"
+    keyed.write_text("target: meta-llama/Llama-3.1-8B-Instruct\n? [a, b]\n: 1\n")
+    code, _, err = run(capsys, "plan", keyed)
+    assert code == 2 and err.strip().endswith("specsize: error: key: a list used as a key (line 2) "
+                                              "(accepted: keys that are plain names)")
+    merged = tmp_path / "merge.yaml"  # anchors and merge keys of ordinary size still work
+    merged.write_text("<<: &b {target: meta-llama/Llama-3.1-8B-Instruct}\ngpu: H100-SXM-80GB\n")
+    code, out, _ = run(capsys, "plan", merged, "--format", "json")
+    assert code == 0 and json.loads(out)["verdict"]
+
+
+def test_long_inputs_give_short_errors_and_long_file_names_exit_2(tmp_path, capsys):
+    long_name = "a" * 300  # over the 255 bytes a file name may have
+    for argv in (["plan", "--target", long_name, "--gpu", "H100-SXM-80GB"],
+                 ["plan", *LLAMA8B, "-o", str(tmp_path / long_name)],
+                 ["calibrations", "--store", str(tmp_path / long_name)]):
+        code, out, err = run(capsys, *argv)
+        assert code == 2 and "specsize: error: path: File name too long" in err and out == "", err
+    code, _, err = run(capsys, "plan", "--target", "x" * 100_000, "--gpu", "H100-SXM-80GB")
+    assert code == 2 and len(err) < 3_000

@@ -8,6 +8,7 @@ none; 2 bad input, 4 internal error everywhere.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from types import ModuleType
@@ -522,6 +523,10 @@ def main(argv: list[str] | None = None) -> None:
     except SystemExit:
         raise
     except Exception as err:  # a bug: one line, unless the user asks for the traceback
+        if isinstance(err, OSError) and err.errno in (errno.ENAMETOOLONG, errno.ELOOP):
+            # a path the system cannot look up, whichever flag named it: the user's input, not a bug
+            _fail(str(SpecError("path", f"{err.strerror}: {err.filename!r}",
+                                "a path of names of at most 255 bytes each, without a symbolic link loop")))
         if os.environ.get("SPECSIZE_DEBUG"):
             raise
         _fail(f"internal error: {type(err).__name__}: {err} (set SPECSIZE_DEBUG=1 for the traceback)", EXIT_INTERNAL)

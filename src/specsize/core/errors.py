@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 
+MAX_PROBLEM = 600  # characters: an error that echoes a 100 KB input stays one readable line
+MAX_ACCEPTED = 2_000  # the longest accepted list (catalog ids) is well under this
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
 class SpecError(ValueError):
     """Bad input. `str(err)` is a single line a user can act on."""
 
     def __init__(self, field: str, problem: str, accepted: str | None = None):
-        self.field = field
-        self.problem = problem
-        self.accepted = accepted
+        self.field = _clip(field, 200)
+        self.problem = _clip(problem, MAX_PROBLEM)
+        self.accepted = _clip(accepted, MAX_ACCEPTED) if accepted else accepted
+        field, problem, accepted = self.field, self.problem, self.accepted
         text = f"{field}: {problem}"
         if accepted:
             text += f" (accepted: {accepted})"

@@ -46,7 +46,12 @@ def _yaml_loader():
     def mapping(loader, node, deep=False):
         seen = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *defaults`: construct_mapping merges it below
+                continue
             key = loader.construct_object(key_node, deep=deep)
+            if isinstance(key, (list, dict)):
+                raise SpecError("key", f"a {type(key).__name__} used as a key (line {key_node.start_mark.line + 1})",
+                                "keys that are plain names")
             if key in seen:
                 raise SpecError(str(key), f"written twice (line {key_node.start_mark.line + 1})",
                                 "each key once per mapping")
@@ -71,7 +76,28 @@ def parse_yaml_mapping(text: str, where: str, field: str = "deployment") -> dict
     if not isinstance(data, dict):
         raise SpecError(field, f"{where} must hold a mapping of settings, got {type(data).__name__}",
                         "a YAML mapping such as 'target: meta-llama/Llama-3.1-8B-Instruct'")
+    _check_expansion(data, where, field)
     return data
+
+
+MAX_YAML_VALUES = 100_000  # a deployment or study holds hundreds; aliases can make a few bytes expand to billions
+
+
+def _check_expansion(data: object, where: str, field: str) -> None:
+    """Refuse a document whose aliases expand it past MAX_YAML_VALUES values ("billion laughs": 322 bytes of nested
+    aliases are 43 million values, which any message or walk over them would spell out). Counted as a walk would
+    visit them, stopping at the limit."""
+    stack, seen = [data], 0
+    while stack:
+        item = stack.pop()
+        seen += 1
+        if seen > MAX_YAML_VALUES:
+            raise SpecError(field, f"{where} expands to more than {MAX_YAML_VALUES:,} values (YAML aliases)",
+                            "a deployment without nested aliases")
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
 
 
 def read_yaml_file(path: str | Path, field: str = "deployment") -> dict:
