@@ -255,6 +255,13 @@ def test_versions_and_diffs_survive_a_restart(service):
         assert changed.json()["version"] == 2
         diff = c.get("/api/v1/deployments/llama8b/diff", params={"a": 1, "b": 2}).json()
         _error(c.post("/api/v1/deployments", json={"deployment_name": "llama8b"}), 400)
+        # versions past a database integer, or 0, are versions that do not exist, not a server error
+        huge = "99999999999999999999999"
+        for path in (f"/versions/{huge}", f"/versions/{huge}/yaml", f"/versions/{huge}/command", "/versions/0"):
+            response = c.get("/api/v1/deployments/llama8b" + path)
+            assert response.status_code in (400, 404) and "no version" in response.json()["error"]["problem"]
+        response = c.get("/api/v1/deployments/llama8b/diff", params={"a": huge, "b": 1})
+        assert response.status_code in (400, 404)
     # the example's worst case: 44 x 2 = 88 concurrent p99 requests, 26% headroom; 80 x 2 = 160 do not fit
     assert diff["inputs"] == [{"field": "concurrency", "a": 44, "b": 80}]
     outcome = {row["field"]: (row["a"], row["b"]) for row in diff["outcome"]}
