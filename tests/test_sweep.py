@@ -312,3 +312,27 @@ def test_a_lost_local_worker_is_replaced_and_its_chunk_rerun(tmp_path):
     finally:
         pool.close()
     assert len(results) == 1 and pool.retried == 1
+
+
+def test_files_the_user_wrote_are_not_replaced_without_force(tmp_path):
+    """-o must be new or a sweep's own table (a rerun resumes it), --html new or a sweep's summary; neither may be
+    the study file. A text file at -o, a page at --html and the study itself had been overwritten."""
+    study = tmp_path / "small.yaml"
+    study.write_text("name: small\nseed: 1\nbase:\n  target: meta-llama/Llama-3.1-8B-Instruct\n  max_model_len: 8192\n"
+                     "axes:\n  gpu: [H100-SXM-80GB]\ncompute:\n  speedup: false\n  simulate: false\n")
+    precious = tmp_path / "precious.parquet"
+    precious.write_text("my notes\n")
+    done = _sweep(str(study), "-o", str(precious))
+    assert done.returncode == 2 and done.stderr.startswith("specsize: error: output: ") and "--force" in done.stderr
+    assert precious.read_text() == "my notes\n"
+    page = tmp_path / "page.html"
+    page.write_text("<html>mine</html>")
+    done = _sweep(str(study), "-o", str(tmp_path / "t.parquet"), "--html", str(page))
+    assert done.returncode == 2 and done.stderr.startswith("specsize: error: html: ")
+    done = _sweep(str(study), "-o", str(tmp_path / "t.parquet"), "--html", str(study), "--force")
+    assert done.returncode == 2 and "is the study file" in done.stderr and "axes:" in study.read_text()
+    first = _sweep(str(study), "-o", str(tmp_path / "t.parquet"))  # its own table and summary: rerun freely
+    again = _sweep(str(study), "-o", str(tmp_path / "t.parquet"))
+    assert first.returncode == 0 and again.returncode == 0, again.stderr
+    forced = _sweep(str(study), "-o", str(precious), "--html", str(page), "--force")
+    assert forced.returncode == 0 and page.read_text().startswith("<!doctype html>")

@@ -67,6 +67,18 @@ class ResultsFile:
 
         return held()
 
+    def foreign(self) -> bool:
+        """Whether `output` is a file that is not a sweep's results table (which a rerun resumes): one the user wrote
+        for something else, not to be replaced without being asked."""
+        if not self.output.exists():
+            return False
+        _, pq = _pa()
+        try:
+            metadata = pq.read_schema(self.output).metadata or {}
+        except Exception:  # noqa: BLE001 - not Parquet at all
+            return True
+        return b"specsize.results_version" not in metadata
+
     def _sources(self) -> list[Path]:
         found = sorted(self.parts.glob("part-*.parquet")) if self.parts.is_dir() else []
         return ([self.output] if self.output.is_file() else []) + found

@@ -4,6 +4,7 @@ runs the cells through `specsize.api`; this module parses the flags, shows progr
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
@@ -22,6 +23,38 @@ def _progress():
                     console=Console(stderr=True), transient=False)
 
 
+HTML_MARK = b"<title>specsize sweep:"  # reports/sweep.py render_html: a summary a rerun may rewrite
+
+
+def _check_targets(study: Path, output: Path, html: Path, force: bool) -> None:
+    """Nothing the user wrote is replaced without --force: -o must be new or this sweep's own table (a rerun
+    resumes it), --html new or a summary a sweep wrote; neither may be the study file or the other output."""
+    from ..adapters.results import ResultsFile  # noqa: PLC0415
+    from ..core.errors import SpecError  # noqa: PLC0415
+
+    def same(a: Path, b: Path) -> bool:
+        return a.resolve() == b.resolve()
+
+    for name, path in (("output", output), ("html", html)):
+        if same(path, study):
+            raise SpecError(name, f"{path} is the study file", "a path other than the study's")
+    if same(output, html):
+        raise SpecError("html", f"{html} is also the results table (-o)", "another path for the HTML summary")
+    if force:
+        return
+    if ResultsFile(output, ()).foreign():
+        raise SpecError("output", f"{output} exists and is not a sweep's results table",
+                        "a new path, the table of an earlier run of this sweep (it resumes), or --force")
+    if html.exists():
+        try:
+            with open(html, "rb") as handle:
+                ours = HTML_MARK in handle.read(4096)
+        except OSError:
+            ours = False
+        if not ours:
+            raise SpecError("html", f"{html} exists and is not a sweep's HTML summary", "a new path, or --force")
+
+
 @click.command()
 @click.argument("study_file", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
@@ -33,8 +66,10 @@ def _progress():
               help="The HTML summary (default: RESULTS.html beside the table).")
 @click.option("--chunk-size", type=click.IntRange(1, 100_000), help="Cells per task (default: about 8 per worker, "
               "at most 64).")
+@click.option("--force", is_flag=True, help="Replace an existing file at -o or --html that is not this sweep's own "
+              "table or summary.")
 def sweep(study_file: str, output: str, workers: int | None, ray_address: str | None, html_path: str | None,
-          chunk_size: int | None) -> None:
+          chunk_size: int | None, force: bool) -> None:
     """Plan (and simulate where it fits) every cell of a fleet study: models x drafters x k x GPUs x TP x
     quantization x KV dtype x engines x workloads x load x bursts.
 
@@ -45,13 +80,14 @@ def sweep(study_file: str, output: str, workers: int | None, ray_address: str | 
     study, 130 when interrupted. See docs/sweep.md.
     """
     import time  # noqa: PLC0415
-    from pathlib import Path  # noqa: PLC0415
 
     from ..core.errors import SpecError  # noqa: PLC0415
     from ..sweep import driver  # noqa: PLC0415
 
     if workers is not None and ray_address is not None:
         raise SpecError("workers", "--workers and --ray both given", "one executor: --workers N or --ray ADDRESS")
+    html_target = html_path or str(Path(output).with_suffix(".html"))
+    _check_targets(Path(study_file), Path(output), Path(html_target), force)
     bar = _progress()
     state: dict = {}
 
@@ -84,7 +120,6 @@ def sweep(study_file: str, output: str, workers: int | None, ray_address: str | 
         sys.exit(130)
     finally:
         stop()
-    html_target = html_path or str(Path(output).with_suffix(".html"))
     write_output(run.summary_html(), html_target, True)
     rate = run.computed / run.elapsed_s if run.elapsed_s else 0.0
     click.echo(f"specsize: wrote {output}: {run.rows:,} cells ({run.computed:,} computed in {run.elapsed_s:.1f} s, "
