@@ -155,6 +155,11 @@ B = ["--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB", "
     (["simulate", *B, "--duration", "900000", "--rate", "5"], "rate"),
     (["stops-paying", *B, "--method", "ngram", "-k", "4", "--acceptance-rate", "0.7", "--duration", "3601"],
      "duration"),  # twenty simulations of a day each would run for most of an hour
+    # budgets vLLM refuses to start with (vllm/config/scheduler.py): below max_num_seqs (1,024 by default on an
+    # H100), or below max_model_len where V0 does not chunk prompts; `check` had said "fits"
+    (["plan", *B, "--max-num-batched-tokens", "1"], "max_num_batched_tokens"),
+    (["plan", *B, "--max-num-batched-tokens", "300", "--max-num-seqs", "256", "--max-model-len", "8192",
+      "--engine-version", "0.6", "--chunked-prefill", "off"], "max_num_batched_tokens"),
     (["speedup", *B, "--acceptance-rate", "0.7", "--method", "ngram", "-k", "3",
       "--candidate", "method=mtp,acceptance=0.5,k=1"], "method"),
     (["speedup", *B, "--acceptance-rate", "0.7", "--method", "ngram", "-k", "3,,4"], "num_speculative_tokens"),

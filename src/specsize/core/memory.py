@@ -359,6 +359,8 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
             # V0's SchedulerConfig: 512 with chunked prefill ("chosen to have a balance between ITL and TTFT"; the
             # whole model length with multi-step), else at least the model length
             batched = 512 if chunked and steps == 1 else max(batched, max_model_len)
+    if e.max_num_batched_tokens and p.engine == "vllm":
+        _check_token_budget(e.max_num_batched_tokens, max_num_seqs, max_model_len, p.generation == "V0" and not chunked)
     if e.block_size:
         block_size = e.block_size
     elif e.device == "cpu":
@@ -434,6 +436,19 @@ def graph_limits(p: AccountingProfile, target: ModelSpec, max_num_seqs: int, bat
     if p.graph_prompts == "piecewise":
         return largest, PIECEWISE_MLA_TOKENS if target.mla is not None else batched
     return largest, largest
+
+
+def _check_token_budget(batched: int, max_num_seqs: int, max_model_len: int, whole_prompts: bool) -> None:
+    """vLLM refuses to start with a step token budget below max_num_seqs (every running sequence needs a token a
+    step), or, where prompts are not chunked (V0 without chunked prefill), below max_model_len (vllm/config/
+    scheduler.py verify_max_model_len; V0's SchedulerConfig._verify_args)."""
+    if batched < max_num_seqs:
+        raise SpecError("max_num_batched_tokens", f"{batched} is below max_num_seqs ({max_num_seqs}): vLLM refuses "
+                        "to start", f"at least max_num_seqs ({max_num_seqs}), or a smaller max_num_seqs")
+    if whole_prompts and batched < max_model_len:
+        raise SpecError("max_num_batched_tokens", f"{batched} is below max_model_len ({max_model_len}) without chunked "
+                        "prefill: vLLM refuses to start", f"at least max_model_len ({max_model_len}), a smaller "
+                        "max_model_len, or chunked_prefill: on")
 
 
 def _engine_interval(field: str, value: int, has_flag: bool, p: AccountingProfile, where: str) -> int:
