@@ -218,6 +218,10 @@ def _needs_speculation(r: Resolved, no_method: str, no_acceptance: str) -> Accep
     return r.acceptance
 
 
+MAX_CANDIDATES = 32  # drafters compared beside the deployment's own in one speed-up table
+MAX_SPEEDUP_CELLS = 20_000  # batch sizes x k x drafters (1,000 x 64 took 2.4 s and 22 MB; 20,000 x 64 minutes)
+
+
 def speedup(request: Request | None = None, **overrides: Any) -> SpeedupReport:
     """What speculation is worth at each batch size and k, for the deployment's drafter and any candidates."""
     from dataclasses import replace  # noqa: PLC0415
@@ -235,10 +239,16 @@ def speedup(request: Request | None = None, **overrides: Any) -> SpeedupReport:
                                     "speedup needs the acceptance of the drafter")
     if d.gpu.memory_bandwidth_bytes_s <= 0:
         raise SpecError("gpu", "a GPU given only by --gpu-memory-gib has no bandwidth or FLOP/s", "a catalog GPU id")
+    ks = list(q.speedup_ks or (d.speculative.num_speculative_tokens,))
+    cells = len(q.batch_sizes) * len(ks) * (1 + len(q.candidates))
+    if len(q.candidates) > MAX_CANDIDATES or cells > MAX_SPEEDUP_CELLS:
+        field = "candidate" if len(q.candidates) > MAX_CANDIDATES else "batch_sizes"
+        raise SpecError(field, f"{len(q.batch_sizes):,} batch sizes x {len(ks)} values of k x {1 + len(q.candidates)} "
+                        f"drafters = {cells:,} table cells", f"at most {MAX_CANDIDATES} candidates and "
+                        f"{MAX_SPEEDUP_CELLS:,} cells (a table a reader can use)")
     candidates = tuple(parse_candidate(text) for text in q.candidates)
     for candidate in candidates:  # each candidate is a deployment of its own: checked as `plan` checks one
         validate(replace(d, speculative=candidate.speculative), r.workload, q.headroom)
-    ks = list(q.speedup_ks or (d.speculative.num_speculative_tokens,))
     eff = offline_efficiency(r.efficiency) if q.offline else r.efficiency  # LLM.generate: no API server in front
     result = compare_drafters(d, r.profile, eff, acceptance, list(q.batch_sizes), ks, q.context_len, r.tree,
                               candidates)
