@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from specsize.cli.main import main
 from specsize.cli.output import write_file
 from specsize.core.errors import SpecError
 
@@ -87,3 +88,20 @@ def test_force_never_replaces_a_device_pipe_or_link(tmp_path):
     assert pipe.is_fifo()
     write_file(os.devnull, fill, force=True)
     assert Path(os.devnull).is_char_device()
+
+
+def test_simulate_checks_its_outputs_before_it_runs(tmp_path, capsys):
+    """--series was checked only after the simulation: the JSON was already on stdout when it failed, and -o and
+    --series naming one file wrote one, then failed on the other."""
+    existing = tmp_path / "existing.csv"
+    existing.write_text("mine\n")
+    base = ["simulate", "--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB", "--method", "ngram",
+            "-k", "3", "--acceptance-rate", "0.5", "--rate", "1", "--duration", "5", "--format", "json"]
+    for extra, field in ((["--series", str(existing)], "series"),
+                         (["--series", str(tmp_path / "missing" / "s.csv")], "series"),
+                         (["-o", str(tmp_path / "same.csv"), "--series", str(tmp_path / "same.csv")], "series")):
+        with pytest.raises(SystemExit) as exit_:
+            main([*base, *extra])
+        out, err = capsys.readouterr()
+        assert exit_.value.code == 2 and out == "" and err.startswith(f"specsize: error: {field}: "), err
+    assert existing.read_text() == "mine\n" and not (tmp_path / "same.csv").exists()

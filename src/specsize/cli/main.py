@@ -19,7 +19,7 @@ from .. import __version__
 from ..inputs.fields import ACCEPTANCE, ANALYSIS, DEPLOYMENT, PERF, SIMULATION, SPEEDUP, WORKLOAD
 from ..engines.emit import EMITTERS
 from .options import option_for, request_from, request_options
-from .output import write_output, write_series
+from .output import check_targets, write_output, write_series
 from .sweep import sweep as sweep_command
 
 EXIT_FOR_VERDICT = {"fits": 0, "thin": 1, "does_not_fit": 3}
@@ -189,6 +189,7 @@ def simulate(fmt: str, output: str | None, force: bool, series_path: str | None,
     from ..reports import simulation as renderer  # noqa: PLC0415
 
     request = request_from(kw)
+    check_targets(force, output=output, series=series_path)  # before the run: none of it is lost to a bad path
     report = _with_progress(lambda update: api.simulate(request, progress=update))
     write_output(renderer.render(report, fmt), output, force)
     if series_path:

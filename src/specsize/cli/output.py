@@ -35,8 +35,10 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def write_file(path: str, fill: Callable[[Path], object], force: bool, field: str = "output") -> Path:
-    """Create `path` from `fill(temporary)`; refuses an existing file unless `force`."""
+def check_target(path: str, force: bool, field: str = "output") -> Path:
+    """Where `path` would be written (a symlink's target), refused now if it cannot be: a folder, a missing folder,
+    a pipe, socket or block device, or an existing file without `force`. Called before long work too, so that a
+    run is not thrown away (or half written to stdout) at the end."""
     target = Path(path)
     if target.is_symlink():  # write where the link points, never replace the link itself
         target = target.resolve()
@@ -44,6 +46,31 @@ def write_file(path: str, fill: Callable[[Path], object], force: bool, field: st
         raise SpecError(field, f"{target} is a folder", "a file path")
     if not target.parent.is_dir():
         raise SpecError(field, f"folder {target.parent} does not exist", "a path in an existing folder")
+    if target.is_char_device():
+        return target
+    if target.exists() and not target.is_file():  # a pipe, socket or block device: opening it may block or harm
+        raise SpecError(field, f"{target} is not a regular file (a pipe, socket or block device)",
+                        "a path to a regular file or a new one; stdout without -o")
+    if target.exists() and not force:
+        raise SpecError(field, f"{target} exists; pass --force to replace it", "a new file, or --force")
+    return target
+
+
+def check_targets(force: bool, **paths: str | None) -> None:
+    """`check_target` for each named output given, and no two of them the same file."""
+    seen: dict[Path, str] = {}
+    for field, path in paths.items():
+        if path is None or path == "-":
+            continue
+        target = check_target(path, force, field).resolve()
+        if target in seen and not target.is_char_device():
+            raise SpecError(field, f"{path} is also the {seen[target]} file", "a path of its own")
+        seen[target] = field
+
+
+def write_file(path: str, fill: Callable[[Path], object], force: bool, field: str = "output") -> Path:
+    """Create `path` from `fill(temporary)`; refuses an existing file unless `force`."""
+    target = check_target(path, force, field)
     if target.is_char_device():  # /dev/null, a terminal: written to, never replaced by a file
         try:
             fill(target)
@@ -51,11 +78,6 @@ def write_file(path: str, fill: Callable[[Path], object], force: bool, field: st
             raise SpecError(field, f"cannot write {target}: {err.strerror or type(err).__name__}",
                             "a writable file or device") from None
         return target
-    if target.exists() and not target.is_file():  # a pipe, socket or block device: opening it may block or harm
-        raise SpecError(field, f"{target} is not a regular file (a pipe, socket or block device)",
-                        "a path to a regular file or a new one; stdout without -o")
-    if target.exists() and not force:
-        raise SpecError(field, f"{target} exists; pass --force to replace it", "a new file, or --force")
     temporary = target.with_name(f".{target.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     try:
         _stale_temporaries(target)
