@@ -164,7 +164,7 @@ class Request:
     spare: int = F(1, "Replicas (or nodes) that may fail: N+k.", "int", ANALYSIS, minimum=0, maximum=1024)
     failure_unit: str = F("replica", "What fails together.", "choice", ANALYSIS, choices=("replica", "node"))
     storage_gbs: float = F(2.0, "Storage read bandwidth for cold starts (local NVMe ~3-7, network ~0.5-2).",
-                           "float", ANALYSIS, unit="GB/s", minimum=0, exclusive_minimum=True, maximum=1e5)
+                           "float", ANALYSIS, unit="GB/s", minimum=0.001, maximum=1e5)
     fragile_below: float = F(0.15, "Flag the plan fragile when an input can grow less than this before the "
                              "verdict flips.", "float", ANALYSIS, minimum=0, maximum=10)
     simulate: bool = F(False, "Also simulate the envelope's burst scenario and use the result in the verdict.",

@@ -134,6 +134,10 @@ def place(result: PlanResult, profile: AccountingProfile, gpus_per_node: int = 8
     st = storage(d, result, storage_bandwidth_bytes_s, costs, max(layout))
     if unit not in ("replica", "node"):
         raise SpecError("failure_unit", f"unknown unit {unit!r}", "replica, node")
+    units = replicas if unit == "replica" else len(layout)
+    if spare > units:
+        raise SpecError("spare", f"{spare} {unit}s may fail, but the deployment has {units}",
+                        f"at most {units} (the deployment's {unit}s)")
     lost = spare if unit == "replica" else sum(sorted(layout, reverse=True)[:spare])
     failover = None
     if spare > 0:
