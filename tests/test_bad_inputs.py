@@ -412,3 +412,23 @@ def test_long_inputs_give_short_errors_and_long_file_names_exit_2(tmp_path, caps
         assert code == 2 and "specsize: error: path: File name too long" in err and out == "", err
     code, _, err = run(capsys, "plan", "--target", "x" * 100_000, "--gpu", "H100-SXM-80GB")
     assert code == 2 and len(err) < 3_000
+
+
+@pytest.mark.parametrize("name,text", [("frac.csv", "prompt_tokens,output_tokens\n100.5,50\n"),
+                                       ("bool.jsonl", '{"prompt_tokens": true, "output_tokens": 50}\n'),
+                                       ("str.jsonl", '{"prompt_tokens": "100", "output_tokens": "50"}\n')])
+def test_samples_are_whole_token_counts_never_converted_silently(name, text, tmp_path, capsys):
+    """100.5 had become 100, a JSON true 1 and a JSON string 100, where inline lengths refuse all three."""
+    path = tmp_path / name
+    path.write_text(text)
+    code, _, err = run(capsys, "plan", *LLAMA8B, "--samples-file", path)
+    assert code == 2 and "samples_file" in err and "whole number" in err
+
+
+def test_outputs_of_zero_tokens_simulate_as_one(tmp_path, capsys):
+    """An engine emits at least one token (its first is what TTFT times); plan accepted outputs of 0 and simulate
+    then failed on a field the user never gave ("tokens_p99: 0 is below the median 1")."""
+    path = tmp_path / "zero.jsonl"
+    path.write_text('{"prompt_tokens": 100, "output_tokens": 0}\n' * 3)
+    code, out, _ = run(capsys, "simulate", *LLAMA8B, "--samples-file", path, "--duration", "10", "--format", "json")
+    assert code in (0, 1) and "outputs fixed 1 token" in json.loads(out)["sim"]["scenario_detail"]["summary"]

@@ -149,6 +149,18 @@ def flatten(data: dict, where: str) -> dict:
 
 # --- lengths ------------------------------------------------------------------------------------------------
 
+def _count(value: Any, text: bool = False) -> int:
+    """A token count as a file holds it: a whole number (100 or 100.0; in text, "100"); never a fraction, a JSON
+    true, or a JSON string, which int() would have turned into 100, 1 or 100 without a word."""
+    if text and isinstance(value, str):
+        value = float(value) if any(c in value for c in ".eE") else int(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(value)
+    if isinstance(value, float) and not value.is_integer():
+        raise ValueError(value)
+    return int(value)
+
+
 def read_samples(path: str | Path, column: str | None = None, field: str = "samples_file") -> list[int]:
     """Token counts from a file: numbers (one per line or comma-separated), a JSON list, or a JSONL/CSV
     trace whose `column` field holds them."""
@@ -158,19 +170,19 @@ def read_samples(path: str | Path, column: str | None = None, field: str = "samp
     stripped = text.strip()
     try:
         if stripped.startswith("["):
-            values = [int(v) for v in json.loads(stripped)]
+            values = [_count(v) for v in json.loads(stripped)]
         elif stripped.startswith("{"):
             key = column or "prompt_tokens"
-            values = [int(json.loads(line)[key]) for line in stripped.splitlines() if line.strip()]
+            values = [_count(json.loads(line)[key]) for line in stripped.splitlines() if line.strip()]
         elif column and stripped and column in stripped.splitlines()[0]:
-            values = [int(float(row[column])) for row in csv.DictReader(stripped.splitlines())]
+            values = [_count(row[column], text=True) for row in csv.DictReader(stripped.splitlines())]
         else:
-            values = [int(v) for v in re.split(r"[\s,]+", stripped) if v]
+            values = [_count(v, text=True) for v in re.split(r"[\s,]+", stripped) if v]
     except KeyError as err:  # names the column, never the file's content
         raise SpecError(field, f"{p}: a request has no {err.args[0]!r}",
                         "integers one per line, a JSON list, or JSONL/CSV with prompt_tokens and output_tokens") from None
     except (ValueError, TypeError, OverflowError, json.JSONDecodeError, RecursionError, csv.Error):
-        raise SpecError(field, f"{p}: cannot read token counts",
+        raise SpecError(field, f"{p}: cannot read token counts (each a whole number)",
                         "integers one per line, a JSON list, or JSONL/CSV with prompt_tokens and output_tokens") from None
     if not values:
         raise SpecError(field, f"{p} holds no token counts", "a non-empty list of integers")

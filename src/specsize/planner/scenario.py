@@ -19,7 +19,7 @@ from ..simulator.scenario import Scenario
 from ..simulator.workload import Burst, LengthSpec, RateProfile, Requests, from_arrays, generate
 from .plan import PlanResult, replica_workload, validate
 from .simulate import (MAX_STEPS, SEVERE, SimulationReport, Slo, Thresholds, acceptance_spec, rate_for_concurrency,
-                       run)
+                       run, simulated_outputs)
 
 
 MAX_REQUESTS = 2_000_000  # the largest simulation accepted (about 3 minutes and 1 GiB here); docs/simulation.md
@@ -86,8 +86,8 @@ def build_scenario(d: Deployment, w: Workload, rate_per_replica: float | None, s
     else:
         prompt, p_given = _lengths(sim.prompt_median, sim.prompt_p99, w.prompt_tokens.p50, w.prompt_tokens.p99,
                                    limit - 1, "prompt_tokens")
-        output, o_given = _lengths(sim.output_median, sim.output_p99, max(1, w.output_tokens.p50),
-                                   w.output_tokens.p99, limit // 2, "output_tokens")
+        output, o_given = _lengths(sim.output_median, sim.output_p99, *simulated_outputs(w), limit // 2,
+                                   "output_tokens")
         source = ("flags" if p_given and o_given else
                   f"flags (prompts) and {sim.lengths_source} (outputs)" if p_given else
                   f"{sim.lengths_source} (prompts) and flags (outputs)" if o_given else sim.lengths_source)

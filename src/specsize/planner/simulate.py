@@ -223,6 +223,12 @@ def acceptance_spec(acceptance: Acceptance | None, k: int, spread: float = 0.0) 
     return AcceptanceSpec(acceptance.per_token(k), spread)
 
 
+def simulated_outputs(w: Workload) -> tuple[int, int]:
+    """(median, p99) of the outputs a simulation draws from the workload's: at least one token each, as an engine
+    emits (the first is what TTFT times), where the workload says 0."""
+    return max(1, w.output_tokens.p50), max(1, w.output_tokens.p99)
+
+
 def rate_for_concurrency(d: Deployment, mem: MemoryAccount, eff: Efficiency, w: Workload,
                          acceptance: Acceptance | None, tree: Tree = Tree()) -> float:
     """Requests/s that keep `w.concurrency` requests in flight: Little's law, rate = L / W, where W is the
@@ -235,7 +241,7 @@ def rate_for_concurrency(d: Deployment, mem: MemoryAccount, eff: Efficiency, w: 
     s = mem.settings
     batch = max(1, min(w.concurrency, s.max_num_seqs))
     prompt_mean = LengthSpec.lognormal(w.prompt_tokens.p50, w.prompt_tokens.p99).mean
-    output_mean = LengthSpec.lognormal(max(1, w.output_tokens.p50), w.output_tokens.p99).mean
+    output_mean = LengthSpec.lognormal(*simulated_outputs(w)).mean
     context = decode_context(prompt_mean, output_mean)
     p = perf_summary(d, mem, eff, acceptance if d.speculative.enabled else None, batch, context,
                      int(prompt_mean), None, tree)
