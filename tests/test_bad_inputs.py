@@ -148,6 +148,8 @@ B = ["--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB", "
     (["plan", *B, "--samples-file", "/nonexistent.jsonl"], "samples_file"),
     (["plan", *B, "--prompt-tokens", "p50=2000000000,p99=2000000000"], "prompt_tokens"),
     (["plan", *B, "--emit", "vllm", "--format", "json"], "emit"),
+    (["plan", *B, "--engine", "sglang", "--emit", "vllm"], "emit"),  # had printed SGLang's verdict beside it
+    (["plan", *B, "--method", "ngram", "--acceptance-rate", "0.5"], "num_speculative_tokens"),  # not "got None"
     (["simulate", *B, "--acceptance-rate", "0.7", "--duration", "30", "--burst-start", "100"], "burst_start"),
     (["simulate", *B, "--acceptance-rate", "0.7", "--on-off", "10,5", "--burst-start", "3"], "burst_start"),
     (["simulate", *B, "--acceptance-rate", "0.7", "--burst-duration", "5"], "burst_duration"),

@@ -103,6 +103,9 @@ def plan(fmt: str, output: str | None, force: bool, emit: str | None, fail_on: s
         raise SpecError("emit", f"--emit prints a shell command, not {fmt}", "--emit without --format, or "
                         "--format json (its engine_commands hold the commands)")
     result = api.plan(request_from(kw))
+    if emit and emit != result.profile.engine:  # the verdict printed beside it would be the other engine's
+        raise SpecError("emit", f"a {emit} command for a plan of engine {result.profile.engine}",
+                        f"--emit {result.profile.engine}, or --engine {emit} to plan for {emit}")
     if emit:
         command = next((c for c in result.commands if c.engine == emit), None)
         if command is None:

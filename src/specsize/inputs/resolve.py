@@ -98,7 +98,8 @@ def speculative_config(method_name: str | None, draft_id: str | None, k: int | N
         elif method == SpecMethod.EAGLE:
             draft = as_eagle_head(draft)
     if method != SpecMethod.NONE and (k is None or k < 1):
-        raise SpecError("num_speculative_tokens", f"must be >= 1 with method {method}, got {k}",
+        raise SpecError("num_speculative_tokens", f"must be given (>= 1) with method {method}" if k is None else
+                        f"must be >= 1 with method {method}, got {k}",
                         "an integer >= 1 (vLLM picks it itself only for MTP, the checkpoint's MTP layers; SGLang "
                         "for EAGLE, EAGLE-3 and MTP, from 0.5.2 for a draft model, from 0.5.3 for n-gram)")
     return SpeculativeConfig(method=method, draft=draft, num_speculative_tokens=(k or 0) if method != SpecMethod.NONE else 0,

@@ -46,7 +46,7 @@ def _validate_parallelism(d: Deployment) -> None:
     if heads % d.tp:
         raise SpecError("tp", f"{d.tp} does not divide the target's {heads} attention heads",
                         "a divisor of " + str(heads) + ": " + ", ".join(str(t) for t in range(1, heads + 1)
-                                                                       if heads % t == 0 and t <= 64))
+                                                                       if heads % t == 0))
     kv = d.target.num_kv_heads
     if d.target.mla is None and kv % d.tp and d.tp % kv:
         raise SpecError("tp", f"{d.tp} neither divides nor is a multiple of the target's {kv} KV heads",
@@ -75,7 +75,8 @@ def validate_speculative(target: ModelSpec, sp: SpeculativeConfig) -> None:
     """The drafter fits its kind and the target: the one check of a drafter, for plans and search specs."""
     if sp.enabled and sp.num_speculative_tokens < 1:
         raise SpecError("num_speculative_tokens", f"must be >= 1 with method {sp.method}, got "
-                        f"{sp.num_speculative_tokens}", "an integer >= 1")
+                        f"{sp.num_speculative_tokens}" if sp.num_speculative_tokens else
+                        f"must be given (>= 1) with method {sp.method}", "an integer >= 1")
     if sp.kind.needs_draft_config and sp.draft is None:
         raise SpecError("draft", f"method {sp.method} needs a draft model or head", "a catalog id or config path")
     if sp.kind.derives_from_target:
