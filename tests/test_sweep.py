@@ -219,6 +219,9 @@ def test_the_summary_is_self_contained(study, reference):
     (("label: ngram, method: ngram", "label: ngram, method: ngramm"), "axes.drafter[2].method"),
     (("max_model_len: 8192", "max_model_len: 8192\n  duration: 5"), "base.duration"),
     (("gpu: [H100-SXM-80GB, L40S-48GB]", "tp: [1, 2]\n  drafter2: []"), "axes.drafter2"),
+    (("gpu: [H100-SXM-80GB, L40S-48GB]", "gpu: [H100-SXM-80GB, H100-SXM-80GB]"), "axes.gpu"),  # merged away before
+    (("concurrency: [2, 512]", "concurrency: [" + ", ".join(map(str, range(1, 5001))) + "]\n  seed: ["
+      + ", ".join(map(str, range(5000))) + "]"), "axes"),  # 25 million cells: hours, with nothing printed
 ])
 def test_a_bad_study_is_one_line_naming_the_field(tmp_path, edit, field):
     path = tmp_path / "bad.yaml"

@@ -227,6 +227,8 @@ def _axis(name: str, raw: Any, base: Path, digests: dict) -> Axis:
     if name in FIELDS:
         values = tuple({name: _field_value(name, item, f"{where}[{i}]", base, digests)} for i, item in enumerate(raw))
         labels = tuple(str(v[name]) for v in values)
+        if len(set(labels)) != len(labels):  # one cell key per value: a repeat would be computed, then merged away
+            raise SpecError(where, f"repeats a value: {list(labels)}", "distinct values")
         return Axis(name=name, group=False, values=values, labels=labels)
     parsed = [_fields(item, f"{where}[{i}]", base, digests, allow_label=True) for i, item in enumerate(raw)]
     values = tuple(v for v, _ in parsed)
@@ -282,6 +284,9 @@ def _prices(raw: Any) -> dict:
     return out
 
 
+MAX_CELLS = 1_000_000  # a plan takes ~5-10 ms a cell on one core: a million is hours on a small cluster, not days
+
+
 def read_study(path: str | Path) -> Study:
     """The study at `path`, every value validated by its field's declaration."""
     p = Path(path)
@@ -296,6 +301,10 @@ def read_study(path: str | Path) -> Study:
     if not isinstance(axes_raw, dict) or not axes_raw:
         raise SpecError("axes", "a study needs at least one axis", "a mapping of axis name: [values]")
     axes = tuple(_axis(str(name), raw, base_dir, digests) for name, raw in axes_raw.items())
+    cells = math.prod(len(axis.values) for axis in axes)
+    if cells > MAX_CELLS:
+        raise SpecError("axes", f"the study holds {cells:,} cells; at most {MAX_CELLS:,} are run",
+                        "fewer values per axis (the cells are the product of the axes' lengths)")
     seen: dict[str, str] = {}
     for axis in axes:
         for name in {field for value in axis.values for field in value}:
