@@ -160,6 +160,9 @@ B = ["--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB", "
     # budgets vLLM refuses to start with (vllm/config/scheduler.py): below max_num_seqs (1,024 by default on an
     # H100), or below max_model_len where V0 does not chunk prompts; `check` had said "fits"
     (["plan", *B, "--max-num-batched-tokens", "1"], "max_num_batched_tokens"),
+    (["plan", *B, "--engine-version", "0.6.-1"], "engine_version"),  # releases only: these had read as 0.6
+    (["plan", *B, "--engine-version", "0.6.0.post"], "engine_version"),
+    (["plan", *B, "--engine-version", "\u0660.\u0666"], "engine_version"),  # Arabic-Indic digits
     (["plan", *B, "--gpus", "2", "--spare", "1024"], "spare"),  # had said "1024 of 2 replicas down"
     (["plan", *B, "--gpus", "8", "--storage-gbs", "5e-324"], "storage_gbs"),  # had printed inf s and nan requests
     # a table of 400 x 64 = 25,600 cells (20,000 x 64 had kept a service worker busy for minutes)

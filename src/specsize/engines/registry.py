@@ -28,7 +28,10 @@ def release_with_patch(version: str | None) -> tuple[int, int, int] | None:
 def release_key(version: str | None) -> tuple[int, int, int, int] | None:
     """(major, minor, patch, post) of a release, post the N of a `.postN` suffix (0 without one): SGLang changed its
     defaults between 0.4.5.post2 and 0.4.5.post3, so a profile may start at a post release."""
-    match = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.(\d+))?(?:\.?post(\d+))?(?:\S*)", str(version).strip())
+    # ASCII digits; after X.Y[.Z] only what releases carry: more numbers (0.10.1.1), .postN, dev/rc/a/b builds
+    # and a +local tag (0.6.3.dev116+g151ef4ef); "0.6.-1" or "0.6.0.post" are not releases
+    match = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.(\d+))?(?:\.\d+)*(?:\.?post(\d+))?(?:\.?(?:dev|rc|a|b)\d*)*"
+                         r"(?:\+[0-9A-Za-z._-]+)?", str(version).strip(), re.ASCII)
     if not match:
         return None
     return (int(match.group(1)), int(match.group(2)), int(match.group(3) or 0), int(match.group(4) or 0))
