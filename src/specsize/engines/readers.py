@@ -310,6 +310,8 @@ def read_metrics(text: str) -> LiveMetrics:
         for sample in family.samples:
             try:
                 _read_sample(out, sample.name, sample.labels, sample.value, per_position, histograms)
+            except SpecError:  # already one line naming its field (a SpecError is a ValueError: not wrapped again)
+                raise
             except (ValueError, KeyError, TypeError, OverflowError) as err:  # a label a server never writes
                 raise SpecError("metrics", f"sample {sample.name}{sample.labels or ''} cannot come from a vLLM server "
                                 f"({type(err).__name__}: {err})", "the text of a vLLM server's /metrics") from None

@@ -220,7 +220,7 @@ def current_user(request: Request) -> auth.User:
 def role(needed: str) -> Callable:
     def check(request: Request, user: auth.User = Depends(current_user)) -> auth.User:
         if not user.can(needed):
-            raise ApiError(403, "role", f"{user.role} may not do this", f"a {needed} or higher")
+            raise ApiError(403, "role", f"{user.role} may not do this", f"{'an' if needed[0] in 'aeiou' else 'a'} {needed} or higher")
         return user
     return check
 

@@ -97,7 +97,7 @@ def mount_ui(app: FastAPI, state, current_user: Callable, role: Callable, merged
         if not auth.same(str(form.get("csrf", "")), csrf):
             raise SpecError("csrf", "missing or wrong CSRF token", "reload the page")
         if not user.can(needed):
-            raise SpecError("role", f"{user.role} may not do this", f"a {needed} or higher")
+            raise SpecError("role", f"{user.role} may not do this", f"{'an' if needed[0] in 'aeiou' else 'a'} {needed} or higher")
         if state.limiter.allow(f"user:{user.name}") is not None:
             raise SpecError("rate", "too many requests", f"at most {state.config.rate_per_minute} a minute")
         return user
