@@ -95,3 +95,19 @@ def test_the_context_bands_read_prompt_plus_half_the_output():
     assert band({"input_len": 999, "output_len": 0}) == "<1k"
     assert band({"input_len": 8000, "output_len": 0}) == ">=8k"
     assert band({"input_len": 512, "output_len": None}) is None
+
+
+def test_every_batch_sweep_row_has_its_source_and_figure_reading():
+    """bench/data/spec_batch_sweeps.jsonl: speed-ups read from the vector Figure 1 of arXiv 2601.11580's project
+    page; each row names its source, quotes its panel and series, and every series starts at batch 1 (where the
+    bench solves its acceptance) with distinct batch sizes."""
+    path = ROOT / "bench" / "data" / "spec_batch_sweeps.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    series: dict = {}
+    for row in rows:
+        assert row["source"].startswith("https://github.com/SpecDecode-Bench/") and "Figure 1" in row["quote"]
+        assert row["speedup"] > 0 and row["engine"] == "vLLM" and row["method"] in ("ngram", "eagle", "eagle3",
+                                                                                   "draft_model")
+        series.setdefault(row["group"], []).append(row["batch_size"])
+    assert len(rows) == 156 and len({row["id"] for row in rows}) == len(rows)
+    assert all(sorted(batches) == [1, 16, 64, 128] for batches in series.values())

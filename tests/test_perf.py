@@ -1,6 +1,8 @@
 """Performance model: step times worked out by hand on a GPU of round numbers, speculation economics,
 and invariants."""
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -175,3 +177,31 @@ def test_acceptance_at_the_ends_of_the_mean_length_is_exact():
     from specsize.core.speculation import acceptance_from_mean_length
 
     assert acceptance_from_mean_length(1.0, 3) == 0.0 and acceptance_from_mean_length(4.0, 3) == 1.0
+
+
+def test_an_ngram_lookup_without_a_match_verifies_one_token():
+    """vLLM's n-gram proposer proposes only where the prompt lookup finds a match (vllm/v1/spec_decode/ngram_proposer:
+    no match, no draft tokens); that step verifies and emits one token. With proposals in half the steps, k = 3 and
+    a = 0.6 per proposed token: tokens per pass 1 + 0.5 x (0.6 + 0.36 + 0.216) = 1.588 (vLLM's mean acceptance
+    length, per proposal, stays 2.176), and a step verifies 1 + 0.5 x 3 = 2.5 positions per sequence on average."""
+    half = replace(_deployment("ngram", None, 3), speculative=SpeculativeConfig("ngram", None, 3, proposal_rate=0.5))
+    assert half.speculative.verified_per_sequence == 2.5
+    costs = build_costs(half, load_efficiency(half.gpu), "bfloat16", None, 2)
+    verify = uniform_step(costs.target_co, 8, 2.5, 1000, sampled=2.5).time_s
+    assert spec_step_time(costs, 8, 1000) == pytest.approx(verify + costs.eff.spec_step_overhead_s
+                                                           + 8 * costs.eff.ngram_per_seq_s)
+    mem = account(half, resolve_profile())
+    table = speedup_table(half, mem, load_efficiency(half.gpu), Acceptance(rate=0.6), [1, 64], [3], 1000)
+    assert [row.tokens_per_pass for row in table.rows] == pytest.approx([1.588, 1.588])
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.floats(0.05, 1.0), st.floats(0.05, 1.0), st.sampled_from([1, 16, 64, 256]), st.integers(1, 6))
+def test_more_proposals_never_make_a_step_cheaper(low, high, batch, k):
+    """More of the steps carrying a proposal means more positions verified: the step never gets cheaper."""
+    low, high = sorted((low, high))
+    steps = []
+    for rate in (low, high):
+        d = replace(_deployment("ngram", None, k), speculative=SpeculativeConfig("ngram", None, k, proposal_rate=rate))
+        steps.append(spec_step_time(build_costs(d, load_efficiency(d.gpu), "bfloat16", None, 2), batch, 2048))
+    assert steps[0] <= steps[1] + 1e-12

@@ -396,3 +396,22 @@ def test_a_run_past_its_step_limit_stops_with_an_error():
     assert simulate(config(), closed_batch(1, 1000, 5), seed=0, max_steps=5).steps == 5
     with pytest.raises(SpecError, match="passed 4 engine steps"):
         simulate(config(), closed_batch(1, 1000, 5), seed=0, max_steps=4)
+
+
+def test_the_simulator_prices_ngram_steps_without_a_proposal_as_the_tables_do():
+    """With proposals in half the decode steps (k = 3, a = 0.6 per proposed token) a request gains 1.588 tokens a
+    step, not 2.176, and verifies 2.5 positions on average: one request at a time, the simulated TPOT is the
+    speed-up table's at batch 1 (both about 4.5 ms for Llama-3.1-8B on an H100, against 3.3 ms when every step
+    proposes)."""
+    from specsize import api
+
+    common = dict(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", method="ngram",
+                  num_speculative_tokens=3, acceptance_rate=0.6, offline=True)
+    tpots = {}
+    for rate in (1.0, 0.5):
+        simulated = api.simulate(proposal_rate=rate, rate=0.2, duration=120, prompt_tokens_median=1000,
+                                 output_tokens_median=200, seed=0, **common).spec.tpot_s.p50
+        table = api.speedup(proposal_rate=rate, batch_sizes=(1,), context_len=1100, **common).drafters[0].table
+        assert simulated == pytest.approx(table.rows[0].tpot_s, rel=0.03)
+        tpots[rate] = simulated
+    assert tpots[0.5] / tpots[1.0] == pytest.approx(2.176 / 1.588, rel=0.03)  # per-pass gain, same step cost at B=1

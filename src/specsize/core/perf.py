@@ -504,7 +504,7 @@ class SpecCosts:
     method: str
     gpu: GpuSpec
     eff: Efficiency
-    verify_width: int  # positions scored per sequence in a verification pass
+    verify_width: float  # positions scored per sequence in a verification pass (a mean: SpeculativeConfig)
     draft_steps: int  # drafter forwards per speculative step
     draft_width: int  # tokens per sequence in each drafter forward (tree top-k)
     target_co: StepCoefficients | None = None
@@ -562,10 +562,13 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
                                  "dense_params": draft.dense_params + lm_head // DTYPE_BYTES[dtype]})
         if not kind.keeps_kv:  # Medusa heads keep no KV cache
             draft = ModelCost(**{**draft.__dict__, "kv_layers": ()})
-    width = num_draft_tokens if (tree_topk > 1 and num_draft_tokens) else k
+    if tree_topk > 1 and num_draft_tokens:
+        verified = float(num_draft_tokens + 1)
+    else:
+        verified = replace(sp, num_speculative_tokens=k).verified_per_sequence
     steps = kind.steps(k)
     return SpecCosts(target=target, draft=draft, draft_gpu_tp=draft_tp, method=sp.method, gpu=d.gpu, eff=eff,
-                     verify_width=width + 1, draft_steps=steps, draft_width=max(1, tree_topk),
+                     verify_width=verified, draft_steps=steps, draft_width=max(1, tree_topk),
                      target_co=coefficients(target, d.gpu, eff, eager=d.engine.enforce_eager,
                                             host_overlapped=async_scheduling and keeps_overlap(
                                                 kind, async_with_speculation, spec_overlap_chain, tree_topk)),
@@ -578,7 +581,7 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
                      mla_prompt_mha=mla_prompt_mha)
 
 
-def uniform_step(co: StepCoefficients, batch: int, q: int, context: int, sampled: int = 1,
+def uniform_step(co: StepCoefficients, batch: int, q: float, context: int, sampled: float = 1,
                  positions: int | None = None, expansion_query_s: float = 0.0,
                  graph_max_tokens: int = GRAPH_ALL, prompt: bool = False) -> StepTime:
     """`batch` sequences scoring `q` tokens each over `context` tokens, `sampled` of them per sequence

@@ -227,6 +227,10 @@ class SpeculativeConfig:
     draft_tp: int = 1
     tree_topk: int = 1  # tree drafting (SGLang --speculative-eagle-topk): branches per depth
     num_draft_tokens: int | None = None  # tokens verified per sequence (SGLang); None: a chain of k + 1
+    # the share of a sequence's decode steps in which the drafter proposes: an n-gram lookup that finds no match
+    # proposes nothing and that step verifies one token (vLLM: spec_decode_num_drafts / decode steps); model
+    # drafters always propose (1)
+    proposal_rate: float = 1.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.method, SpecMethod):
@@ -239,6 +243,12 @@ class SpeculativeConfig:
     @property
     def kind(self) -> DrafterKind:
         return drafter_kind(self.method)
+
+    @property
+    def verified_per_sequence(self) -> float:
+        """Positions a chain's verification scores per sequence, on average over its decode steps: 1 + k where the
+        drafter proposes, 1 where it does not."""
+        return 1 + self.proposal_rate * self.num_speculative_tokens
 
     @property
     def drafter_tp(self) -> int | None:

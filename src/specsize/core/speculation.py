@@ -140,6 +140,13 @@ def acceptance_from_mean_length(mean_length: float, k: int) -> float:
     return (lo + hi) / 2
 
 
+def proposed_tokens_per_pass(per_proposal: float, proposal_rate: float) -> float:
+    """Tokens per target pass over all decode steps when only `proposal_rate` of them carry a proposal (and gain
+    `per_proposal` tokens, the bonus included: vLLM's mean acceptance length, 1 + accepted / drafts); the others
+    emit their one token."""
+    return 1.0 + proposal_rate * (per_proposal - 1.0)
+
+
 def check_spread(mean: float, spread: float) -> bool:
     """Whether a per-request spread around the per-token `mean` is sampled at all (False: none to sample, below
     a millionth or at a mean of 0 or 1); one a Beta distribution cannot have (variance >= mean x (1 - mean)) is

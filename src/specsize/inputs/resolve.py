@@ -169,6 +169,8 @@ def deployment_of(r: Request) -> tuple[Deployment, str | None]:
     if speculative.enabled and (topk != 1 or draft_tokens is not None):
         check_tree(r.engine, speculative.method, topk, draft_tokens)  # a tree the engine does not run: exit 2
         speculative = replace(speculative, tree_topk=topk, num_draft_tokens=draft_tokens)
+    if r.proposal_rate != 1.0:
+        speculative = replace(speculative, proposal_rate=r.proposal_rate)
     settings = EngineSettings(
         gpu_memory_utilization=r.gpu_memory_utilization, max_model_len=r.max_model_len,
         max_num_seqs=r.max_num_seqs, max_num_batched_tokens=r.max_num_batched_tokens, block_size=r.block_size,

@@ -14,21 +14,22 @@ from ..core.perf import (Efficiency, SpecCosts, SpeedupPoint, api_server_scaled,
                          crossover_batch, decode_step, engine_kernels, prefill_time, speedup_point, streamed_every,
                          tree_tokens_per_pass)
 from ..core.specs import Deployment, SpeculativeConfig
-from ..core.speculation import Acceptance, Tree, tokens_per_pass
+from ..core.speculation import Acceptance, Tree, proposed_tokens_per_pass, tokens_per_pass
 
 __all__ = ["Acceptance", "Tree", "PerfSummary", "SpeedupTable", "costs_for", "engine_efficiency", "speedup_table",
            "summarize"]
 
 
-def _tokens_per_pass(a: float, k: int, tree: Tree, measured_length: bool = False) -> float:
+def _tokens_per_pass(a: float, k: int, tree: Tree, measured_length: bool = False, proposal_rate: float = 1.0) -> float:
     """Tokens per target pass. A tree's mean accepted length, as SGLang reports it, already holds the tree's gain:
-    the rate solved from it is each depth's acceptance, not a per-branch one to widen again by top-k."""
+    the rate solved from it is each depth's acceptance, not a per-branch one to widen again by top-k. A drafter that
+    proposes in only `proposal_rate` of the steps (n-gram) gains tokens in those alone."""
     if tree.topk > 1:
         cap = tree.num_draft_tokens or k * tree.topk
         if measured_length:
             return min(tokens_per_pass(a, k), float(cap + 1))
         return tree_tokens_per_pass(a, k, tree.topk, cap)
-    return tokens_per_pass(a, k)
+    return proposed_tokens_per_pass(tokens_per_pass(a, k), proposal_rate)
 
 
 def engine_efficiency(eff: Efficiency, mem: MemoryAccount) -> Efficiency:
@@ -80,7 +81,8 @@ def speedup_table(d: Deployment, mem: MemoryAccount, eff: Efficiency, acceptance
     crossover, best = {}, {}
     for k in ks:
         costs = costs_for(d, mem, eff, k, tree)
-        per_pass = _tokens_per_pass(a, k, tree, acceptance.mean_accepted_length is not None)
+        per_pass = _tokens_per_pass(a, k, tree, acceptance.mean_accepted_length is not None,
+                                    d.speculative.proposal_rate)
         points = [speedup_point(costs, b, context_len, per_pass, k) for b in batch_sizes]
         rows += points
         crossover[k] = crossover_batch(points)
@@ -158,10 +160,11 @@ def summarize(d: Deployment, mem: MemoryAccount, eff: Efficiency, acceptance: Ac
     costs = costs_for(d, mem, eff, k, tree)
     ttft = prefill_time(costs, prompt_len, s.max_num_batched_tokens)  # a drafter with a KV cache prefills too
     measured = acceptance.mean_accepted_length is not None
-    per_pass = _tokens_per_pass(a, k, tree, measured)
+    rate = d.speculative.proposal_rate
+    per_pass = _tokens_per_pass(a, k, tree, measured, rate)
     point = speedup_point(costs, batch_size, context_len, per_pass, k)
     best = max(k_range, key=lambda kk: speedup_point(costs_for(d, mem, eff, kk, tree), batch_size, context_len,
-                                                     _tokens_per_pass(a, kk, tree, measured), kk).speedup)
+                                                     _tokens_per_pass(a, kk, tree, measured, rate), kk).speedup)
     slo = None
     if tpot_slo_s:
         slo = concurrency_for_tpot(lambda b: speedup_point(costs, b, context_len, per_pass, k).tpot_s,

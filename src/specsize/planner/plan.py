@@ -77,6 +77,9 @@ def validate_speculative(target: ModelSpec, sp: SpeculativeConfig) -> None:
         raise SpecError("num_speculative_tokens", f"must be >= 1 with method {sp.method}, got "
                         f"{sp.num_speculative_tokens}" if sp.num_speculative_tokens else
                         f"must be given (>= 1) with method {sp.method}", "an integer >= 1")
+    if sp.proposal_rate != 1.0 and not (sp.kind.cpu_drafted and 0 < sp.proposal_rate < 1):
+        raise SpecError("proposal_rate", f"{sp.proposal_rate:g} with method {sp.method}: a model drafter proposes "
+                        "every step", "1, or a share in (0, 1] with method ngram")
     if sp.kind.needs_draft_config and sp.draft is None:
         raise SpecError("draft", f"method {sp.method} needs a draft model or head", "a catalog id or config path")
     if sp.kind.derives_from_target:

@@ -87,7 +87,8 @@ def build(body: dict, catalog: frozenset[str] | None, store: str | None = None) 
         request = load_request(**values)
     else:
         data = parse_yaml_mapping(text, "the deployment", "deployment_yaml")
-        workload = data.get("workload") if isinstance(data.get("workload"), dict) else {}
+        inner = data.get("workload")
+        workload: dict = inner if isinstance(inner, dict) else {}
         for key in SERVER_SIDE:
             if key in data or key in workload:
                 raise SpecError(key, "names a file on the server, which the service does not read for callers",

@@ -54,6 +54,10 @@ class EngineConfig:
     draft_setup_overhead_s: float = 0.0
     draft_step_overhead_s: float = 0.0
     cpu_draft_per_seq_s: float = 0.0  # n-gram lookup
+    # the share of decode steps in which the drafter proposes (core.specs.SpeculativeConfig.proposal_rate): the
+    # others verify one token and accept none; the budget and lookahead slots still hold k + 1 (what the engine
+    # reserves), the step is priced at the mean width, as core.perf prices it
+    proposal_rate: float = 1.0
     prefix_hit_rate: float = 0.0
     kv_layers: tuple = ()  # the pool's layers (core.kvcache.KVLayer); empty: every layer full attention
     draft_prefills: bool = False  # the drafter also runs over prompt chunks (its own KV cache): in TTFT
@@ -353,7 +357,12 @@ def _step_seconds(cfg: EngineConfig, windows: tuple, draft_windows: tuple, c: np
     pre = active & ~decoding if prompt else None  # the prompt chunks' sequences
     prompt_pairs = _pairs(sched[pre], c[pre]) if pre is not None else 0.0
     mha = pre is not None and prompt_as_mha(cfg.mla_prompt_mha, float(_sum(c[pre])))
-    seconds = step_time(cfg.target, tokens, ctx_total, span, pairs, seqs=n_active, logits=logits,
+    unproposed = 0.0  # positions the decode steps without a proposal do not verify (one token each instead)
+    if cfg.proposal_rate < 1.0 and k and n_dec:
+        unproposed = n_dec * k * (1.0 - cfg.proposal_rate)
+        pairs -= unproposed * float(_sum(c[dec])) / n_dec
+    seconds = step_time(cfg.target, tokens - unproposed, ctx_total, span, pairs, seqs=n_active,
+                        logits=logits - unproposed,
                         prepared=n_active + expanded, graphed=graphed,
                         prompt_pairs=prompt_pairs if mha else 0.0)[0] + cfg.expansion_query_s * expanded
     if cfg.draft is not None and cfg.draft_prefills and k:
@@ -375,7 +384,8 @@ def _step_seconds(cfg: EngineConfig, windows: tuple, draft_windows: tuple, c: np
 
 
 def _advance(b: _Book, rng: np.random.Generator, k: int, run: np.ndarray, sched: np.ndarray, active: np.ndarray,
-             decoding: np.ndarray, dec: np.ndarray, n_dec: int, now: float, busy: float = 0.0) -> tuple[int, int]:
+             decoding: np.ndarray, dec: np.ndarray, n_dec: int, now: float, busy: float = 0.0,
+             proposal_rate: float = 1.0) -> tuple[int, int]:
     """Step 6: advance the scheduled requests (`busy`: the API server's streaming share during the step, kept for
     the requests whose first token it produces). Returns (prefill tokens, decode tokens) of this step."""
     prefill_tokens = decode_tokens = 0
@@ -394,6 +404,8 @@ def _advance(b: _Book, rng: np.random.Generator, k: int, run: np.ndarray, sched:
         if k:  # P(n >= j) = a^j: n = floor(log u / log a), at most k (log_acc < 0: _book)
             u = np.maximum(rng.random(n_dec), 1e-300)
             accepted = np.minimum(np.floor(np.log(u) / b.log_acc[ids]), k).astype(np.int64)
+            if proposal_rate < 1.0:  # a step without a proposal accepts nothing (drawn only then: same stream at 1)
+                accepted = np.where(rng.random(n_dec) < proposal_rate, accepted, 0)
         else:
             accepted = np.zeros(n_dec, dtype=np.int64)
         gained = np.minimum(accepted + 1, b.output[ids] - b.generated[ids])
@@ -489,7 +501,8 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
 
         # 6. advance the scheduled requests
         busy = api_busy_share(cfg.target, int(np.count_nonzero(active)), seconds) if cfg.frontend_latency_s else 0.0
-        prefill_tokens, decode_tokens = _advance(b, rng, cfg.k, run, sched, active, decoding, dec, n_dec, now, busy)
+        prefill_tokens, decode_tokens = _advance(b, rng, cfg.k, run, sched, active, decoding, dec, n_dec, now, busy,
+                                                 cfg.proposal_rate)
         _new_token_ratio(cfg, b, preempted, prefill_tokens, decode_tokens)
         prefill_total += prefill_tokens
         decode_total += decode_tokens
