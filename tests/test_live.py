@@ -88,6 +88,12 @@ def test_check_live_observed_acceptance(tmp_path, capsys):
     assert data["observed"]["mean_accepted_length"] == pytest.approx(expected_mean)
     assert 0 < data["observed"]["acceptance_rate"] < 0.95
     assert any(v.startswith("acceptance: observed") for v in data["violations"])
+    # the same real run: 128 tokens generated, 52 of them accepted drafts, 4 requests' first tokens from their
+    # prefills, so 72 decode steps, of which 40 carried a proposal: 0.556 (the draft-model run: 124 of 124)
+    assert data["observed"]["proposal_rate"] == pytest.approx(40 / 72)
+    assert any(v.startswith("proposals: the n-gram lookup proposed in 56% of decode steps, the plan assumed 100%")
+               and v.endswith("--proposal-rate 0.56") for v in data["violations"])
+    assert read_metrics((FIX / "draft.metrics").read_text()).proposal_rate == 1.0
 
 
 def test_check_live_capacity_mismatch_changes_the_verdict(tmp_path, capsys):

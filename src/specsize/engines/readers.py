@@ -152,6 +152,8 @@ class LiveMetrics:
     num_drafts: float | None = None
     draft_tokens: float | None = None
     accepted_tokens: float | None = None
+    generation_tokens: float | None = None  # tokens generated (first tokens and accepted drafts included)
+    finished: float | None = None  # requests finished, every finish reason
     accepted_per_position: list[float] = field(default_factory=list)
     v0_acceptance_rate: float | None = None
     ttft_s: dict = field(default_factory=dict)  # p50/p99 from the histogram
@@ -171,6 +173,16 @@ class LiveMetrics:
         if self.num_drafts:
             return 1 + (self.accepted_tokens or 0) / self.num_drafts
         return self.sglang_accept_length
+
+    @property
+    def proposal_rate(self) -> float | None:
+        """The share of decode steps that carried a proposal (SpeculativeConfig.proposal_rate): drafts over the
+        steps that decoded, each of which emitted one token plus its accepted ones, a request's first token coming
+        from its prefill: generation tokens - accepted tokens - requests started (finished + running)."""
+        if not self.num_drafts or not self.generation_tokens:
+            return None
+        steps = self.generation_tokens - (self.accepted_tokens or 0) - (self.finished or 0) - (self.running or 0)
+        return min(1.0, self.num_drafts / steps) if steps > 0 else None
 
     @property
     def draft_acceptance_fraction(self) -> float | None:
@@ -201,7 +213,8 @@ def _quantile(buckets: list[tuple[float, float]], q: float) -> float | None:
 SUMMED = {"vllm:num_preemptions_total": "preemptions", "vllm:num_requests_running": "running",
           "vllm:num_requests_waiting": "waiting", "vllm:spec_decode_num_drafts_total": "num_drafts",
           "vllm:spec_decode_num_draft_tokens_total": "draft_tokens",
-          "vllm:spec_decode_num_accepted_tokens_total": "accepted_tokens"}
+          "vllm:spec_decode_num_accepted_tokens_total": "accepted_tokens",
+          "vllm:generation_tokens_total": "generation_tokens", "vllm:request_success_total": "finished"}
 
 
 _CACHE_CONFIG_LABELS = (("num_gpu_blocks", "num_gpu_blocks", int), ("block_size", "block_size", int),

@@ -26,6 +26,7 @@ class Observed:
     acceptance_rate: float | None = None  # per token, from the mean accepted length at the server's k
     mean_accepted_length: float | None = None
     draft_acceptance_fraction: float | None = None
+    proposal_rate: float | None = None  # the share of decode steps that carried a proposal (LiveMetrics)
     preemptions: float | None = None
     kv_usage_fraction: float | None = None
     running: float | None = None
@@ -141,6 +142,7 @@ def _observed(metrics: LiveMetrics | None, log: StartupLog | None, planned_k: in
     return Observed(kv_cache_tokens=observed_tokens, num_gpu_blocks=blocks, block_size=block_size,
                     acceptance_rate=rate, mean_accepted_length=mean_length,
                     draft_acceptance_fraction=metrics.draft_acceptance_fraction if metrics else None,
+                    proposal_rate=metrics.proposal_rate if metrics else None,
                     preemptions=metrics.preemptions if metrics else None,
                     kv_usage_fraction=metrics.kv_usage_fraction if metrics else None,
                     running=metrics.running if metrics else None, waiting=metrics.waiting if metrics else None,
@@ -201,6 +203,13 @@ def _acceptance_checks(plan: dict, metrics: LiveMetrics | None, observed: Observ
     if rate is not None and planned_rate is not None and rate < planned_rate - 0.02:
         result.violations.append(f"acceptance: observed a = {rate:.2f} (mean accepted length {mean_length:.2f} at "
                                  f"k = {k:.0f}), the plan assumed {planned_rate:.2f}")
+    inputs = plan.get("inputs") or {}
+    planned_proposals = inputs.get("proposal_rate") or 1.0
+    proposals = observed.proposal_rate
+    if proposals is not None and inputs.get("method") == "ngram" and proposals < planned_proposals - 0.05:
+        result.violations.append(f"proposals: the n-gram lookup proposed in {proposals:.0%} of decode steps, the plan "
+                                 f"assumed {planned_proposals:.0%} (the acceptance is per proposal): plan again with "
+                                 f"--proposal-rate {proposals:.2f}")
     floor = (plan.get("robustness") or {}).get("acceptance_floor")
     speculation_stops = rate is not None and floor is not None and rate < floor
     if speculation_stops:
