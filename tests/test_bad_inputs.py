@@ -439,3 +439,13 @@ def test_outputs_of_zero_tokens_simulate_as_one(tmp_path, capsys):
     path.write_text('{"prompt_tokens": 100, "output_tokens": 0}\n' * 3)
     code, out, _ = run(capsys, "simulate", *LLAMA8B, "--samples-file", path, "--duration", "10", "--format", "json")
     assert code in (0, 1) and "outputs fixed 1 token" in json.loads(out)["sim"]["scenario_detail"]["summary"]
+
+
+@pytest.mark.parametrize("text,value", [("1:30", 90), ("0x1000", 4096), ("010", 8), ("0b11", 3)])
+def test_yaml_11_numbers_in_other_bases_are_refused(text, value, tmp_path, capsys):
+    """YAML 1.1 reads `max_model_len: 1:30` as 90 (base 60) and 0x1000 as 4096: a setting silently not the one
+    written. Refused, naming the reading; quoted, the text is a string (and a field that wants a number says so)."""
+    path = tmp_path / "d.yaml"
+    path.write_text(f"target: meta-llama/Llama-3.1-8B-Instruct\ngpu: H100-SXM-80GB\nmax_model_len: {text}\n")
+    code, _, err = run(capsys, "plan", path)
+    assert code == 2 and f"reads as {value} in YAML 1.1" in err and "line 3" in err

@@ -254,7 +254,8 @@ def test_versions_and_diffs_survive_a_restart(service):
         changed = c.post("/api/v1/deployments/llama8b/versions", json={"concurrency": 80, "note": "more users"})
         assert changed.json()["version"] == 2
         diff = c.get("/api/v1/deployments/llama8b/diff", params={"a": 1, "b": 2}).json()
-        _error(c.post("/api/v1/deployments", json={"deployment_name": "llama8b"}), 400)
+        assert _error(c.post("/api/v1/deployments", json={"deployment_name": "llama8b"}), 400)["field"] == \
+            "deployment_name"  # the field the caller sent, not `name` (a request field of its own)
         # versions past a database integer, or 0, are versions that do not exist, not a server error
         huge = "99999999999999999999999"
         for path in (f"/versions/{huge}", f"/versions/{huge}/yaml", f"/versions/{huge}/command", "/versions/0"):

@@ -58,7 +58,18 @@ def _yaml_loader():
             seen.add(key)
         return base.construct_mapping(loader, node, deep=deep)
 
+    def integer(loader, node):
+        """YAML 1.1 reads 1:30 as 90 (base 60), 0x1000 as 4096 and 010 as 8: a setting written so is refused."""
+        text = loader.construct_scalar(node)
+        digits = text.replace("_", "").lstrip("+-")
+        if ":" in digits or digits[:2].lower() in ("0x", "0b", "0o") or (len(digits) > 1 and digits[0] == "0"):
+            value = base.construct_yaml_int(loader, node)
+            raise SpecError("value", f"{text!r} (line {node.start_mark.line + 1}) reads as {value} in YAML 1.1 "
+                            "(base 60, hexadecimal, binary or octal)", "a decimal number, or the text in quotes")
+        return base.construct_yaml_int(loader, node)
+
     Strict.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    Strict.add_constructor("tag:yaml.org,2002:int", integer)
     return yaml, Strict
 
 

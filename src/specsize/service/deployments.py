@@ -19,8 +19,9 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 def check_name(name: str) -> str:
+    """A deployment's name (`deployment_name` when it is created; the NAME of its URLs after)."""
     if not NAME.match(name or ""):
-        raise SpecError("name", f"invalid deployment name {name!r}", "1-128 letters, digits, '.', '_', '-'")
+        raise SpecError("deployment_name", f"invalid deployment name {name!r}", "1-128 letters, digits, '.', '_', '-'")
     return name
 
 
@@ -42,7 +43,8 @@ def save_version(engine: Engine, name: str, request: dict, plan: dict, author: s
             inserted = con.execute(db.deployments.insert().values(name=name, created_at=db.now(), created_by=author))
             deployment_id = inserted.inserted_primary_key[0]  # type: ignore[index]
         elif create:
-            raise SpecError("name", f"deployment {name!r} exists", "a new name, or POST .../versions to change it")
+            raise SpecError("deployment_name", f"deployment {name!r} exists",
+                            "a new name, or POST .../versions to change it")
         else:
             deployment_id = row[0]
         latest = con.execute(select(func.max(db.versions.c.version))
