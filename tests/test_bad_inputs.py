@@ -449,3 +449,13 @@ def test_yaml_11_numbers_in_other_bases_are_refused(text, value, tmp_path, capsy
     path.write_text(f"target: meta-llama/Llama-3.1-8B-Instruct\ngpu: H100-SXM-80GB\nmax_model_len: {text}\n")
     code, _, err = run(capsys, "plan", path)
     assert code == 2 and f"reads as {value} in YAML 1.1" in err and "line 3" in err
+
+
+def test_trace_errors_name_the_file_line_and_what_is_wrong(tmp_path, capsys):
+    """A CSV's second request is on line 3 (after the header and the first); a count of 0 had been reported as
+    'cannot read a number or time' on 'line 2'."""
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_time,prompt_tokens,output_tokens\n0,100,50\n1,0,50\n")
+    code, _, err = run(capsys, "simulate", *LLAMA8B, "--trace", trace)
+    assert code == 2 and err.strip().endswith(f"trace: {trace} line 3: prompt tokens must be from 1 to "
+                                              "1,073,741,824 (accepted: positive token counts)")

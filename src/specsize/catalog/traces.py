@@ -70,6 +70,8 @@ def _row(row: object, p: Path, i: int, field: str) -> tuple[float, int, int, flo
         output = _tokens(_pick(row, OUTPUT, "output tokens", p, i, field), "output tokens", field, p, i)
         rate = row.get("acceptance_rate")
         acceptance = None if rate in (None, "") else float(rate)
+    except SpecError:  # already names its line and what is wrong (a SpecError is a ValueError: not reworded)
+        raise
     except (ValueError, TypeError, OverflowError):
         raise SpecError(field, f"{p} line {i}: cannot read a number or time", "numbers for tokens, seconds or ISO "
                         "times") from None
@@ -81,9 +83,9 @@ def _row(row: object, p: Path, i: int, field: str) -> tuple[float, int, int, flo
 
 
 def _parse(lines: list[str], p: Path, field: str = "trace") -> RequestTrace:
+    jsonl = lines[0].lstrip().startswith("{")
     try:
-        rows = [json.loads(line) for line in lines] if lines[0].lstrip().startswith("{") else \
-            list(csv.DictReader(lines))
+        rows = [json.loads(line) for line in lines] if jsonl else list(csv.DictReader(lines))
     except json.JSONDecodeError as err:
         raise SpecError(field, f"{p}: invalid JSON line ({err.msg})", "JSONL, one object per line") from None
     except RecursionError:
@@ -93,7 +95,7 @@ def _parse(lines: list[str], p: Path, field: str = "trace") -> RequestTrace:
     if not rows:
         raise SpecError(field, f"{p} holds no requests (a header alone?)", "a CSV or JSONL file with one request per line")
     arrivals, prompts, outputs, acceptance = [], [], [], []
-    for i, row in enumerate(rows, start=1):
+    for i, row in enumerate(rows, start=1 if jsonl else 2):  # a CSV's first request is on the line after its header
         arrival, prompt, output, rate = _row(row, p, i, field)
         arrivals.append(arrival)
         prompts.append(prompt)
