@@ -131,7 +131,9 @@ def perf_rows(r: PlanResult) -> list[tuple[str, str, str]]:
              ms(p.ttft_s))]
     if p.speedup is not None:
         rows.append(("speed-up (TPOT)", "1.00x", f"{p.speedup:.2f}x"))
-        rows.append(("tokens per target pass", "1", f"{p.tokens_per_pass:.2f} (a = {p.acceptance_rate:.3f})"))
+        proposals = r.deployment.speculative.proposal_rate
+        per = f", per proposal; proposals in {proposals:.0%} of steps" if proposals < 1 else ""
+        rows.append(("tokens per target pass", "1", f"{p.tokens_per_pass:.2f} (a = {p.acceptance_rate:.3f}{per})"))
         if p.acceptance_source and p.acceptance_source != "user":
             rows.append(("acceptance from", "", p.acceptance_source))
         rows.append(("crossover batch (speed-up < 1)", "", str(p.crossover_batch or "none up to max_num_seqs")))

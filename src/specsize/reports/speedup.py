@@ -61,10 +61,13 @@ def render(report: SpeedupReport, fmt: str) -> str:
     lines = [f"speed-up = TPOT without speculation / TPOT with it, same batch; context {report.context_len:,} tokens; "
              f"{report.deployment.target.model_id} on {report.deployment.gpus_per_instance} x "
              f"{report.deployment.gpu.gpu_id}"]
+    proposals = report.deployment.speculative.proposal_rate
     for r in report.drafters:
         grid = _grid(r)
         lines.append("")
-        lines.append(("### " if fmt == "markdown" else "") + _summary(r))
+        own = r is report.drafters[0] and proposals < 1
+        lines.append(("### " if fmt == "markdown" else "") + _summary(r)
+                     + (f"; a per proposal, proposals in {proposals:.0%} of decode steps" if own else ""))
         if fmt == "markdown":
             lines.append("")
             lines.append("| " + " | ".join(grid[0]) + " |")
