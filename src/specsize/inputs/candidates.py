@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..core.errors import SpecError
 from ..core.speculation import SPEC_METHODS, Acceptance
 from ..planner.speedup import Candidate
 from .fields import FieldInfo, coerce
 from .resolve import speculative_config
 
-CANDIDATE_KEYS = ("method", "draft", "acceptance", "acceptance_rate", "mean_accepted_length", "k", "draft_tp")
+CANDIDATE_KEYS = ("method", "draft", "acceptance", "acceptance_rate", "mean_accepted_length", "k", "draft_tp",
+                  "proposal_rate")
 _INT = FieldInfo(doc="", kind="int", group="speedup", minimum=1, maximum=64)
 _RATE = FieldInfo(doc="", kind="float", group="speedup", minimum=0, maximum=1)
 _MEAN = FieldInfo(doc="", kind="float", group="speedup", minimum=1, maximum=65)
+_PROPOSALS = FieldInfo(doc="", kind="float", group="speedup", minimum=0, exclusive_minimum=True, maximum=1)
 
 
 def parse_candidate(text: str) -> Candidate:
@@ -38,6 +42,8 @@ def parse_candidate(text: str) -> Candidate:
     k = coerce("candidate.k", _INT, fields.get("k"))
     spec = speculative_config(method, fields.get("draft"), k or 1, coerce("candidate.draft_tp", _INT,
                                                                           fields.get("draft_tp", 1)), "candidate")
+    if "proposal_rate" in fields:  # n-gram: the share of steps that propose (checked against the method with the rest)
+        spec = replace(spec, proposal_rate=coerce("candidate.proposal_rate", _PROPOSALS, fields["proposal_rate"]))
     acceptance = Acceptance(rate=coerce("candidate.acceptance", _RATE, rate),
                             mean_accepted_length=coerce("candidate.mean_accepted_length", _MEAN, mean),
                             measured_at_k=k)
