@@ -165,6 +165,8 @@ B = ["--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB", "
     (["plan", *B, "--engine-version", "\u0660.\u0666"], "engine_version"),  # Arabic-Indic digits
     (["speedup", *B, "--method", "eagle3", "-k", "3", "--acceptance-rate", "0.6", "--proposal-rate", "0.5"],
      "proposal_rate"),  # a model drafter proposes every step
+    (["speedup", *B, "--engine", "sglang", "--method", "ngram", "-k", "3", "--acceptance-rate", "0.6",
+      "--proposal-rate", "0.5"], "proposal_rate"),  # SGLang's n-gram pads its candidates: every step verifies
     (["plan", *B, "--gpus", "2", "--spare", "1024"], "spare"),  # had said "1024 of 2 replicas down"
     (["plan", *B, "--gpus", "8", "--storage-gbs", "5e-324"], "storage_gbs"),  # had printed inf s and nan requests
     # a table of 400 x 64 = 25,600 cells (20,000 x 64 had kept a service worker busy for minutes)

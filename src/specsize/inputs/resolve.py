@@ -170,6 +170,7 @@ def deployment_of(r: Request) -> tuple[Deployment, str | None]:
         check_tree(r.engine, speculative.method, topk, draft_tokens)  # a tree the engine does not run: exit 2
         speculative = replace(speculative, tree_topk=topk, num_draft_tokens=draft_tokens)
     if r.proposal_rate != 1.0:
+        check_proposal_rate(r.engine, r.proposal_rate)
         speculative = replace(speculative, proposal_rate=r.proposal_rate)
     settings = EngineSettings(
         gpu_memory_utilization=r.gpu_memory_utilization, max_model_len=r.max_model_len,
@@ -203,6 +204,15 @@ def workload_of(r: Request) -> Workload:
                         "(specsize.load_request fills the default envelope when none is given)")
     return Workload(prompt_tokens=r.prompt_tokens, output_tokens=r.output_tokens, concurrency=r.concurrency,
                     burst_factor=r.burst_factor, percentile=r.percentile)
+
+
+def check_proposal_rate(engine: str, rate: float) -> None:
+    """A share of steps without a proposal is vLLM's n-gram: SGLang's n-gram worker pads the trie's candidates, so
+    every request verifies them all every step."""
+    if rate != 1.0 and engine == "sglang":
+        raise SpecError("proposal_rate", "SGLang's n-gram worker verifies its draft tokens every step "
+                        "(speculative/ngram_worker.py _prepare_draft_tokens: 'here we always enforce it')",
+                        "1 with engine sglang; a share below 1 is vLLM's n-gram")
 
 
 def acceptance_of(r: Request, d: Deployment) -> Acceptance | None:
