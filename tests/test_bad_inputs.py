@@ -440,7 +440,7 @@ def test_outputs_of_zero_tokens_simulate_as_one(tmp_path, capsys):
     path = tmp_path / "zero.jsonl"
     path.write_text('{"prompt_tokens": 100, "output_tokens": 0}\n' * 3)
     code, out, _ = run(capsys, "simulate", *LLAMA8B, "--samples-file", path, "--duration", "10", "--format", "json")
-    assert code in (0, 1) and "outputs fixed 1 token" in json.loads(out)["sim"]["scenario_detail"]["summary"]
+    assert code in (0, 1) and "outputs fixed 1 token " in json.loads(out)["sim"]["scenario_detail"]["summary"]
 
 
 @pytest.mark.parametrize("text,value", [("1:30", 90), ("0x1000", 4096), ("010", 8), ("0b11", 3)])

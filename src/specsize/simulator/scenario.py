@@ -27,7 +27,7 @@ def describe_lengths(spec: LengthSpec | None) -> str:
     if spec is None:
         return "from the trace"
     if spec.kind == "fixed":
-        return f"fixed {spec.median:g} tokens"
+        return f"fixed {spec.median:g} token{'' if spec.median == 1 else 's'}"
     if spec.kind == "lognormal":
         return f"lognormal p50 {spec.median:g} / p99 {spec.p99:g} tokens"
     return f"resampled from {len(spec.values):,} values"
