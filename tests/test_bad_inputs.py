@@ -461,3 +461,14 @@ def test_trace_errors_name_the_file_line_and_what_is_wrong(tmp_path, capsys):
     code, _, err = run(capsys, "simulate", *LLAMA8B, "--trace", trace)
     assert code == 2 and err.strip().endswith(f"trace: {trace} line 3: prompt tokens must be from 1 to "
                                               "1,073,741,824 (accepted: positive token counts)")
+
+
+@pytest.mark.parametrize("argv,line", [
+    (["plan", "--tp", "abc"], "specsize: error: tp: 'abc' is not a valid integer."),
+    (["plan", "--format", "xml"], "specsize: error: format: 'xml' is not one of 'text', 'json', 'markdown'."),
+    (["calibrations", "--kind", "foo"], "specsize: error: kind: 'foo' is not one of 'acceptance', 'footprint', 'live'."),
+])
+def test_values_click_refuses_are_one_line_naming_the_field(argv, line, capsys):
+    """Click's own refusals had read "Invalid value for '--tp': ...": now FIELD: problem, as every other bad input."""
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and err.strip().splitlines()[-1] == line

@@ -521,6 +521,12 @@ def main(argv: list[str] | None = None) -> None:
         _fail(str(err))
     except click.exceptions.Abort:
         _fail("aborted", 130)
+    except click.BadParameter as err:  # a value click itself refused: FIELD: problem, as every other bad input
+        param = getattr(err, "param", None)
+        flags = [o for o in getattr(param, "opts", []) if o.startswith("--")]  # --format, not its variable fmt
+        field = (flags[0][2:] if flags else getattr(param, "name", None) or "").replace("-", "_")
+        message = err.message.replace("\n", " ")
+        _fail(f"{field}: {message}" if field else err.format_message().replace("\n", " "))
     except click.ClickException as err:
         message = err.format_message().replace("\n", " ")
         _fail(message, EXIT_BAD_INPUT if err.exit_code in (1, 2) else err.exit_code)
