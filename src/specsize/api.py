@@ -228,7 +228,7 @@ def speedup(request: Request | None = None, **overrides: Any) -> SpeedupReport:
 
     from .core.perf import offline_efficiency  # noqa: PLC0415
     from .inputs.candidates import parse_candidate  # noqa: PLC0415
-    from .inputs.resolve import check_proposal_rate  # noqa: PLC0415
+    from .engines.methods import check_proposal_rate  # noqa: PLC0415
     from .planner.plan import validate  # noqa: PLC0415
     from .planner.speedup import compare_drafters  # noqa: PLC0415
 

@@ -123,3 +123,12 @@ def check_tree(engine: str, method: SpecMethod, topk: int, draft_tokens: int | N
                         "come from a trie, set by --speculative-ngram-max-bfs-breadth, not modelled)",
                         f"tree_topk 1 with method {method.value}; a tree with "
                         f"{', '.join(m.value for m in TREE_METHODS)}")
+
+
+def check_proposal_rate(engine: str, rate: float) -> None:
+    """A share of steps without a proposal is vLLM's n-gram: SGLang's n-gram worker pads the trie's candidates, so
+    every request verifies them all every step."""
+    if rate != 1.0 and engine == "sglang":
+        raise SpecError("proposal_rate", "SGLang's n-gram worker verifies its draft tokens every step "
+                        "(speculative/ngram_worker.py _prepare_draft_tokens: 'here we always enforce it')",
+                        "1 with engine sglang; a share below 1 is vLLM's n-gram")

@@ -20,7 +20,7 @@ from ..core.perf import Efficiency
 from ..core.specs import Deployment, EngineSettings, GpuSpec, ModelSpec, SpeculativeConfig, Workload, canonical_dtype
 from ..core.speculation import Acceptance, SpecMethod
 from ..engines import resolve_profile
-from ..engines.methods import check_method, check_tree
+from ..engines.methods import check_method, check_proposal_rate, check_tree
 from ..engines.sglang import auto_speculative_params
 from ..planner.perf import Tree
 from ..planner.plan import require_mtp_layers
@@ -204,15 +204,6 @@ def workload_of(r: Request) -> Workload:
                         "(specsize.load_request fills the default envelope when none is given)")
     return Workload(prompt_tokens=r.prompt_tokens, output_tokens=r.output_tokens, concurrency=r.concurrency,
                     burst_factor=r.burst_factor, percentile=r.percentile)
-
-
-def check_proposal_rate(engine: str, rate: float) -> None:
-    """A share of steps without a proposal is vLLM's n-gram: SGLang's n-gram worker pads the trie's candidates, so
-    every request verifies them all every step."""
-    if rate != 1.0 and engine == "sglang":
-        raise SpecError("proposal_rate", "SGLang's n-gram worker verifies its draft tokens every step "
-                        "(speculative/ngram_worker.py _prepare_draft_tokens: 'here we always enforce it')",
-                        "1 with engine sglang; a share below 1 is vLLM's n-gram")
 
 
 def acceptance_of(r: Request, d: Deployment) -> Acceptance | None:

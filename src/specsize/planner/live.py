@@ -71,7 +71,8 @@ def _require_sections(plan: dict) -> None:
         if plan.get(section) is not None and not isinstance(plan[section], dict):
             raise SpecError("plan", f"{section} is not an object", PLAN_JSON)
     for section, key in (("robustness", "acceptance_floor"), ("perf", "acceptance_rate"),
-                         ("inputs", "acceptance_rate"), ("inputs", "num_speculative_tokens")):
+                         ("inputs", "acceptance_rate"), ("inputs", "num_speculative_tokens"),
+                         ("inputs", "proposal_rate")):
         value = (plan.get(section) or {}).get(key)
         if not _number(value, True) or (value is not None and value < 0):
             raise SpecError("plan", f"{section}.{key} is {value!r}, not a number >= 0", PLAN_JSON)

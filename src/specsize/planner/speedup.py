@@ -30,6 +30,7 @@ class DrafterResult:
     kv_cache_tokens: int  # what the drafter leaves of the KV pool: its memory price
     weights_draft_bytes: int
     table: SpeedupTable
+    proposal_rate: float = 1.0  # the share of decode steps that carry a proposal (SpeculativeConfig.proposal_rate)
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,8 @@ def _one(label: str, d: Deployment, mem: MemoryAccount, eff: Efficiency, accepta
     table = speedup_table(d, mem, eff, acceptance, batches, ks, context, tree)
     sp = d.speculative
     return DrafterResult(label=label, method=sp.method, draft=sp.draft.model_id if sp.draft else None,
-                         kv_cache_tokens=mem.kv_cache_tokens, weights_draft_bytes=mem.weights_draft_bytes, table=table)
+                         kv_cache_tokens=mem.kv_cache_tokens, weights_draft_bytes=mem.weights_draft_bytes, table=table,
+                         proposal_rate=sp.proposal_rate)
 
 
 def compare_drafters(d: Deployment, profile: AccountingProfile, eff: Efficiency, acceptance: Acceptance,

@@ -18,6 +18,7 @@ def _table_dict(r: DrafterResult) -> dict:
         "crossover_batch": {str(k): b for k, b in t.crossover_batch.items()},
         "best_k": {str(b): k for b, k in t.best_k.items()},
         "acceptance_rate": t.acceptance_rate,
+        "proposal_rate": r.proposal_rate,
     }
 
 
@@ -51,8 +52,10 @@ def _grid(r: DrafterResult) -> list[list[str]]:
 
 def _summary(r: DrafterResult) -> str:
     cross = ", ".join(f"k={k}: {'none' if b is None else f'B={b}'}" for k, b in r.table.crossover_batch.items())
+    proposals = (f"; a per proposal, proposals in {r.proposal_rate:.0%} of decode steps"
+                 if r.proposal_rate < 1 else "")
     return (f"{r.label}: acceptance a={r.table.acceptance_rate:.3f}; KV cache {r.kv_cache_tokens:,} tokens; "
-            f"speed-up < 1 from {cross}")
+            f"speed-up < 1 from {cross}{proposals}")
 
 
 def render(report: SpeedupReport, fmt: str) -> str:
@@ -61,13 +64,10 @@ def render(report: SpeedupReport, fmt: str) -> str:
     lines = [f"speed-up = TPOT without speculation / TPOT with it, same batch; context {report.context_len:,} tokens; "
              f"{report.deployment.target.model_id} on {report.deployment.gpus_per_instance} x "
              f"{report.deployment.gpu.gpu_id}"]
-    proposals = report.deployment.speculative.proposal_rate
     for r in report.drafters:
         grid = _grid(r)
         lines.append("")
-        own = r is report.drafters[0] and proposals < 1
-        lines.append(("### " if fmt == "markdown" else "") + _summary(r)
-                     + (f"; a per proposal, proposals in {proposals:.0%} of decode steps" if own else ""))
+        lines.append(("### " if fmt == "markdown" else "") + _summary(r))
         if fmt == "markdown":
             lines.append("")
             lines.append("| " + " | ".join(grid[0]) + " |")
