@@ -82,14 +82,20 @@ def _row(row: object, p: Path, i: int, field: str) -> tuple[float, int, int, flo
     return arrival, prompt, output, acceptance
 
 
-def _parse(lines: list[str], p: Path, field: str = "trace") -> RequestTrace:
-    jsonl = lines[0].lstrip().startswith("{")
+def _json_lines(lines: list[str], p: Path | str, field: str) -> list:
+    """One JSON value per line, or a one-line error naming the file."""
     try:
-        rows = [json.loads(line) for line in lines] if jsonl else list(csv.DictReader(lines))
+        return [json.loads(line) for line in lines]
     except json.JSONDecodeError as err:
         raise SpecError(field, f"{p}: invalid JSON line ({err.msg})", "JSONL, one object per line") from None
     except RecursionError:
         raise SpecError(field, f"{p}: a JSON line nests too deeply", "JSONL, one flat object per line") from None
+
+
+def _parse(lines: list[str], p: Path, field: str = "trace") -> RequestTrace:
+    jsonl = lines[0].lstrip().startswith("{")
+    try:
+        rows = _json_lines(lines, p, field) if jsonl else list(csv.DictReader(lines))
     except csv.Error as err:
         raise SpecError(field, f"{p}: unreadable CSV ({err})", "CSV with one request per line") from None
     if not rows:
@@ -116,14 +122,7 @@ def read_trace_lengths(path: str | Path) -> RequestTrace:
     if not any(name in lines[0] for name in ARRIVAL):
         # no arrival column: number the requests so the trace parser can be reused
         if lines[0].lstrip().startswith("{"):
-            try:
-                rows = [json.loads(line) for line in lines]
-            except json.JSONDecodeError as err:
-                raise SpecError("lengths_file", f"{path}: invalid JSON line ({err.msg})",
-                                "JSONL, one object per line") from None
-            except RecursionError:
-                raise SpecError("lengths_file", f"{path}: a JSON line nests too deeply",
-                                "JSONL, one flat object per line") from None
+            rows = _json_lines(lines, path, "lengths_file")
             if not all(isinstance(row, dict) for row in rows):
                 raise SpecError("lengths_file", f"{path}: a line is not an object", "JSONL, one object per line")
             lines = [json.dumps({**row, "arrival_time": i}) for i, row in enumerate(rows)]

@@ -33,7 +33,7 @@ from .kvcache import model_kv_layers
 from .memory import GRAPH_ALL
 from .specs import DTYPE_BYTES, Deployment, GpuSpec, ModelSpec, Quantization
 from .speculation import (SpecMethod, acceptance_from_mean_length, drafter_kind,  # noqa: F401 - re-exported
-                          keeps_overlap, tokens_per_pass)
+                          keeps_overlap, tokens_per_pass, verified_per_sequence)
 from .weights import VLLM_MXFP4_PAD, expert_bytes_per_rank, padded_vocab, weight_breakdown
 
 if TYPE_CHECKING:
@@ -565,7 +565,7 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
     if tree_topk > 1 and num_draft_tokens:
         verified = float(num_draft_tokens + 1)
     else:
-        verified = replace(sp, num_speculative_tokens=k).verified_per_sequence
+        verified = verified_per_sequence(k, sp.proposal_rate)
     steps = kind.steps(k)
     return SpecCosts(target=target, draft=draft, draft_gpu_tp=draft_tp, method=sp.method, gpu=d.gpu, eff=eff,
                      verify_width=verified, draft_steps=steps, draft_width=max(1, tree_topk),

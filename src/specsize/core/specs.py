@@ -10,7 +10,8 @@ from functools import lru_cache
 from typing import Literal
 
 from .errors import SpecError
-from .speculation import SPEC_METHODS, DrafterKind, SpecMethod, drafter_kind  # noqa: F401 - SPEC_METHODS re-exported
+from .speculation import (SPEC_METHODS, DrafterKind, SpecMethod, drafter_kind,  # noqa: F401 - SPEC_METHODS re-exported
+                          verified_per_sequence)
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 DTYPE_ALIASES = {
@@ -246,9 +247,8 @@ class SpeculativeConfig:
 
     @property
     def verified_per_sequence(self) -> float:
-        """Positions a chain's verification scores per sequence, on average over its decode steps: 1 + k where the
-        drafter proposes, 1 where it does not."""
-        return 1 + self.proposal_rate * self.num_speculative_tokens
+        """Positions a chain's verification scores per sequence, on average (core.speculation)."""
+        return verified_per_sequence(self.num_speculative_tokens, self.proposal_rate)
 
     @property
     def drafter_tp(self) -> int | None:

@@ -140,6 +140,12 @@ def acceptance_from_mean_length(mean_length: float, k: int) -> float:
     return (lo + hi) / 2
 
 
+def verified_per_sequence(k: int, proposal_rate: float = 1.0) -> float:
+    """Positions a chain's verification scores per sequence, on average over its decode steps: 1 + k where the
+    drafter proposes, 1 where it does not (SpeculativeConfig.proposal_rate)."""
+    return 1 + proposal_rate * k
+
+
 def proposed_tokens_per_pass(per_proposal: float, proposal_rate: float) -> float:
     """Tokens per target pass over all decode steps when only `proposal_rate` of them carry a proposal (and gain
     `per_proposal` tokens, the bonus included: vLLM's mean acceptance length, 1 + accepted / drafts); the others
@@ -147,18 +153,18 @@ def proposed_tokens_per_pass(per_proposal: float, proposal_rate: float) -> float
     return 1.0 + proposal_rate * (per_proposal - 1.0)
 
 
-def check_spread(mean: float, spread: float) -> bool:
-    """Whether a per-request spread around the per-token `mean` is sampled at all (False: none to sample, below
-    a millionth or at a mean of 0 or 1); one a Beta distribution cannot have (variance >= mean x (1 - mean)) is
-    refused."""
+def beta_concentration(mean: float, spread: float) -> float | None:
+    """The concentration (alpha + beta) of the Beta distribution with this per-token `mean` and standard deviation
+    `spread`; None where there is none to sample (a spread below a millionth, a mean of 0 or 1). A spread no Beta
+    distribution has (variance >= mean x (1 - mean)) is refused."""
     var = spread ** 2
     if var < 1e-12 or mean in (0.0, 1.0):
-        return False
+        return None
     limit = mean * (1 - mean)
     if var >= limit:
         raise SpecError("acceptance_spread", f"{spread} is too wide for a mean acceptance of {mean:.4g}",
                         f"a standard deviation below {math.sqrt(limit):.3f}")
-    return True
+    return limit / var - 1
 
 
 @dataclass(frozen=True)
@@ -189,7 +195,7 @@ class Acceptance:
             raise SpecError("acceptance_spread", f"must be in [0, 0.5), got {self.spread}",
                             "a standard deviation in [0, 0.5)")
         if self.rate is not None or (self.mean_accepted_length is not None and self.measured_at_k is not None):
-            check_spread(self.per_token(1), self.spread)  # known now: refused by plan as by simulate
+            beta_concentration(self.per_token(1), self.spread)  # known now: refused by plan as by simulate
 
     @property
     def given(self) -> bool:

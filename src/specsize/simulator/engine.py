@@ -32,6 +32,7 @@ from ..core.errors import SpecError
 from ..core.kvcache import BlockRule, block_rule
 from ..core.memory import GRAPH_ALL
 from ..core.perf import StepCoefficients, api_busy_share, frontend_stretched, prompt_as_mha, step_time
+from ..core.speculation import verified_per_sequence
 from .workload import Requests
 
 
@@ -358,8 +359,8 @@ def _step_seconds(cfg: EngineConfig, windows: tuple, draft_windows: tuple, c: np
     prompt_pairs = _pairs(sched[pre], c[pre]) if pre is not None else 0.0
     mha = pre is not None and prompt_as_mha(cfg.mla_prompt_mha, float(_sum(c[pre])))
     unproposed = 0.0  # positions the decode steps without a proposal do not verify (one token each instead)
-    if cfg.proposal_rate < 1.0 and k and n_dec:
-        unproposed = n_dec * k * (1.0 - cfg.proposal_rate)
+    if cfg.proposal_rate < 1.0 and k and n_dec:  # scheduled at 1 + k each, priced at the mean width
+        unproposed = n_dec * (1 + k - verified_per_sequence(k, cfg.proposal_rate))
         pairs -= unproposed * float(_sum(c[dec])) / n_dec
     seconds = step_time(cfg.target, tokens - unproposed, ctx_total, span, pairs, seqs=n_active,
                         logits=logits - unproposed,

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core.errors import SpecError
-from ..core.speculation import check_spread
+from ..core.speculation import beta_concentration
 
 Z99 = 2.3263478740408408  # standard normal quantile at 0.99
 
@@ -107,10 +107,9 @@ class AcceptanceSpec:
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         if not 0 <= self.mean <= 1:
             raise SpecError("acceptance_rate", f"must be in [0, 1], got {self.mean}", "a rate in [0, 1]")
-        if not check_spread(self.mean, self.spread):
+        concentration = beta_concentration(self.mean, self.spread)
+        if concentration is None:
             return np.full(n, self.mean)
-        limit = self.mean * (1 - self.mean)
-        concentration = limit / self.spread ** 2 - 1
         return rng.beta(self.mean * concentration, (1 - self.mean) * concentration, n)
 
 
