@@ -90,13 +90,24 @@ def split_of(source: str) -> str:
     return "fit" if int(hashlib.sha1(source.encode()).hexdigest(), 16) % 2 == 0 else "held-out"
 
 
+def _row_drafter(target, method: str, k: int, draft: str | None = None, proposal_rate: float = 1.0):
+    """A published row's drafter: n-gram, a named draft model, or the standard head derived from the target (as
+    `--method eagle3` without `--draft` builds it, catalog.configs.standard_head)."""
+    from specsize.catalog.configs import standard_head
+
+    if method == "ngram":
+        return SpeculativeConfig("ngram", None, k, proposal_rate=proposal_rate)
+    if method == "draft_model":
+        return SpeculativeConfig("draft_model", load_model(draft), k)
+    return SpeculativeConfig(method, standard_head(target, method, k), k)
+
+
 def published(print_rows: bool = True) -> dict:
     """Published speed-ups with their measured accept length (vLLM and SGLang; chains and trees; dense and MoE
     targets; TP 1-4-8; batch 1-64): bench/data/spec_speedups.jsonl, each row with its source and quote. Rows
     without a catalog drafter use the standard head derived from the target (catalog.configs.standard_head), as
     `--method eagle3` without `--draft` does; `context` is the row's assumed context length (300 where unset:
     MT-bench), `quantization` the target's weights where the source names them."""
-    from specsize.catalog.configs import standard_head
     from specsize.core.speculation import Tree
 
     if not HELD_OUT.exists():
@@ -113,11 +124,7 @@ def published(print_rows: bool = True) -> dict:
         k = int(row["k"])
         tree = row.get("tree") or {}
         topk = int(tree.get("topk") or 1)
-        method = row["method"]
-        if method == "ngram":
-            spec = SpeculativeConfig("ngram", None, k)
-        else:
-            spec = SpeculativeConfig(method, standard_head(target, method, k), k)
+        spec = _row_drafter(target, row["method"], k)
         quant = row.get("quantization")
         d = Deployment(target=target, gpu=load_gpu(GPUS[row["gpu"]]), speculative=spec, tp=int(row["tp"]),
                        engine=EngineSettings(max_model_len=8192, quantization=quant) if quant
@@ -182,16 +189,10 @@ ILLUSTRATIVE_PROPOSAL_RATE = 0.4  # n-gram: the share of steps whose lookup matc
 
 def _sweep_prediction(row: dict, mean_length: float, proposal_rate: float) -> float:
     """The speed-up at the row's batch, offline (LLM.generate: no API server), for a per-proposal mean length."""
-    from specsize.catalog.configs import standard_head
 
     target = load_model(SWEEP_TARGETS.get(row["target"], row["target"]))
-    k, method = int(row["k"]), row["method"]
-    if method == "ngram":
-        spec = SpeculativeConfig("ngram", None, k, proposal_rate=proposal_rate)
-    elif method == "draft_model":
-        spec = SpeculativeConfig("draft_model", load_model(row["draft"]), k)
-    else:
-        spec = SpeculativeConfig(method, standard_head(target, method, k), k)
+    k = int(row["k"])
+    spec = _row_drafter(target, row["method"], k, row.get("draft"), proposal_rate)
     d = Deployment(target=target, gpu=load_gpu(GPUS[row["gpu"]]), speculative=spec, tp=int(row["tp"] or 1),
                    engine=EngineSettings(max_model_len=16384))
     version = "0.11.1" if str(row["engine_version"]).startswith("0.11") else "0.10.1"
