@@ -512,10 +512,15 @@ def ratio_series(rows: list[dict]) -> None:
 SWEEPS = ROOT / "bench" / "data" / "spec_load_sweeps.jsonl"
 # the published sweeps' setups as simulate settings: the blog's Llama 3 70B has Llama 3.1 70B's layers (its 8K context
 # as max_model_len); ShareGPT's lengths as the vLLM team's own benchmark a month earlier sampled them (vLLM blog
-# 2024-09-05: "Average input tokens: 202, average output tokens: 179"); CNN/DailyMail articles average 781 words and
-# their reference summaries 56 (See et al. 2017, "Get To The Point", sec. 4) - about 940 Llama 3 tokens of prompt;
-# the generated summaries' length is not published: 150 tokens taken (the no-spec arm's 2.75 s at 1 QPS over a
-# 70B step time of 17-19 ms)
+# 2024-09-05: "Average input tokens: 202, average output tokens: 179"); CNN/DailyMail articles average 781 tokens and
+# their reference summaries 56 (See et al. 2017, "Get To The Point", sec. 4; Penn Treebank tokens). Llama 3's
+# tokenizer (meta-llama/llama-models@a9c89c4 models/llama3/tokenizer.model) gives 1.119 of its tokens per Treebank
+# token over the 80 CNN/DailyMail articles of Spec-Bench (hemingkx/Spec-Bench@fd2c1cd data/spec_bench/question.jsonl,
+# 713 against 638 tokens on average): 874 tokens of article, about 905-940 with an instruction (the vLLM team's later
+# CNN/DailyMail harness adds a 20-token one, LiuXiaoxuanPKU/vllm dsd branch) and the chat template; 940 taken. The
+# generated summaries' length is not published: 150 tokens taken (the no-spec arm's 2.75 s at 1 QPS over a 70B step
+# time of 17-19 ms). Neither length is published, so the report also gives the crossing with the prompts 5% shorter
+# and longer (SWEEP_PROMPT_SPREAD)
 SWEEP_SETUPS = {
     "vllm-blog-2024-draft": dict(target="meta-llama/Llama-3.1-70B-Instruct", gpu="H100-SXM-80GB", tp=4,
                                  engine_version="0.6", max_model_len=8192, method="draft_model",
@@ -524,14 +529,15 @@ SWEEP_SETUPS = {
                                  engine_version="0.6", max_model_len=8192, method="ngram", num_speculative_tokens=4,
                                  lengths=(940, 150)),
 }
+SWEEP_PROMPT_SPREAD = (0.95, 1.05)  # the prompts' mean scaled by these for the crossing's sensitivity
 
 
 def e2e_sweeps() -> list[dict]:
     """Speculation on/off across load where only end-to-end latency is published (bench/data/spec_load_sweeps.jsonl,
     the vLLM blog's QPS sweeps): the acceptance is solved from the lowest load's latency ratio (fit), the ratio at the
     other loads is predicted (held out), and the load where speculation stops paying (the ratio reaches 1) is read
-    from both by linear interpolation between the swept loads. Returns one summary per series."""
-    from specsize import api
+    from both by linear interpolation between the swept loads; again with the prompts' mean scaled by each of
+    SWEEP_PROMPT_SPREAD (`stop_spread`). Returns one summary per series."""
     from specsize.planner.load_sweep import crossing_rate  # the tool's own reading of where a sweep crosses 1
 
     if not SWEEPS.exists():
@@ -544,24 +550,34 @@ def e2e_sweeps() -> list[dict]:
     out = []
     for name, by_load in series.items():
         setup = dict(SWEEP_SETUPS[name])
-        lengths = sharegpt_lengths(*setup.pop("lengths"))
+        prompt, output = setup.pop("lengths")
         loads = sorted(by_load)
-
-        def sim(rate: float, a: float, setup=setup, lengths=lengths):
-            rep = api.simulate(acceptance_rate=a, rate=rate, duration=max(120.0, 240.0 / rate), lengths_file=lengths,
-                               seed=0, **setup)
-            return rep.spec.e2e_s.mean / rep.no_spec.e2e_s.mean
-
         measured = [by_load[q]["measured"]["e2e_mean_s_spec"] / by_load[q]["measured"]["e2e_mean_s_off"] for q in loads]
-        lo, hi = 0.05, 0.95
-        for _ in range(10):  # the latency ratio falls as the acceptance rises
-            mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if sim(loads[0], mid) > measured[0] else (lo, mid)
-        a = (lo + hi) / 2
-        predicted = [sim(q, a) for q in loads]
+        a, predicted = _solve_and_predict(setup, sharegpt_lengths(prompt, output), loads, measured[0])
+        spread = [crossing_rate(loads, _solve_and_predict(setup, sharegpt_lengths(prompt * f, output), loads,
+                                                          measured[0])[1]) for f in SWEEP_PROMPT_SPREAD]
         out.append({"series": name, "acceptance": a, "loads": loads, "measured": measured, "predicted": predicted,
-                    "stop_measured": crossing_rate(loads, measured), "stop_predicted": crossing_rate(loads, predicted)})
+                    "stop_measured": crossing_rate(loads, measured), "stop_predicted": crossing_rate(loads, predicted),
+                    "stop_spread": spread})
     return out
+
+
+def _solve_and_predict(setup: dict, lengths: str, loads: list[float], first_ratio: float) -> tuple[float, list[float]]:
+    """The acceptance whose spec / no-spec latency ratio at the lowest load is the measured one (bisection: the ratio
+    falls as the acceptance rises), and the ratio it gives at every load."""
+    from specsize import api
+
+    def ratio(rate: float, a: float) -> float:
+        rep = api.simulate(acceptance_rate=a, rate=rate, duration=max(120.0, 240.0 / rate), lengths_file=lengths,
+                           seed=0, **setup)
+        return rep.spec.e2e_s.mean / rep.no_spec.e2e_s.mean
+
+    lo, hi = 0.05, 0.95
+    for _ in range(10):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if ratio(loads[0], mid) > first_ratio else (lo, mid)
+    a = (lo + hi) / 2
+    return a, [ratio(q, a) for q in loads]
 
 
 def report_sweeps(results: list[dict]) -> None:
@@ -579,6 +595,9 @@ def report_sweeps(results: list[dict]) -> None:
         def at(q):
             return f"{q:.1f} QPS" if q else f"still paying at {r['loads'][-1]:g} QPS"
         print(f"speculation stops paying (latency ratio reaches 1): measured at {at(sm)}, predicted at {at(sp)}: {err}")
+        spread = " / ".join(at(q) for q in r["stop_spread"])
+        scales = " / ".join(f"{f - 1:+.0%}" for f in SWEEP_PROMPT_SPREAD)
+        print(f"  with the prompts' mean {scales} (not published; acceptance solved again): predicted at {spread}")
 
 
 def _metric_error(errors: list[float], digits: int | None = None) -> MetricError:
