@@ -161,6 +161,48 @@ def test_a_metrics_url_that_redirects_is_refused_not_followed():
         server.shutdown()
 
 
+def test_a_metrics_url_that_trickles_its_headers_is_cut_at_the_deadline(monkeypatch):
+    """A server that sends one header line every half second never trips a socket timeout; the whole fetch, headers
+    included, still ends at the deadline (fuzz pass 3: check-live hung for good, and ~45 such calls took the service's
+    workers)."""
+    import socket
+    import threading
+    import time
+
+    import specsize.api as api_module
+    from specsize.core.errors import SpecError
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    stop = threading.Event()
+
+    def trickle():
+        conn, _ = listener.accept()
+        try:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\n")
+            while not stop.is_set():
+                conn.sendall(b"X-A: b\r\n")
+                time.sleep(0.5)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    thread = threading.Thread(target=trickle, daemon=True)
+    thread.start()
+    monkeypatch.setattr(api_module, "METRICS_DEADLINE_S", 2.0)
+    started = time.monotonic()
+    try:
+        with pytest.raises(SpecError, match="took longer than 2 s"):
+            api_module._metrics_text(f"http://127.0.0.1:{listener.getsockname()[1]}/metrics")
+        assert time.monotonic() - started < 6
+    finally:
+        stop.set()
+        listener.close()
+
+
 @pytest.mark.parametrize("old,new,needle", [
     ("vllm:spec_decode_num_accepted_tokens_total{engine=\"0\",model_name=\"/tmp/pytest-of-root/pytest-28/tiny0/target\"} "
      "52.0", "vllm:spec_decode_num_accepted_tokens_total{engine=\"0\",model_name=\"/tmp/pytest-of-root/pytest-28/"

@@ -200,6 +200,52 @@ def test_check_live_fetches_only_registered_endpoints(service):
         vllm.shutdown()
 
 
+def test_a_stalled_endpoint_cannot_take_every_worker(service):
+    """/metrics fetches run at most Config.live_fetches (4) at once: with four stuck on an endpoint that accepts and
+    never answers, a fifth check-live is refused (429) and the service still answers everything else (fuzz pass 3:
+    ~45 polls of a trickling endpoint hung every route, /healthz included)."""
+    import socket
+    import time
+
+    server, tokens, _, _ = service
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    held: list[socket.socket] = []
+    plan = json.loads(specsize("plan", str(EXAMPLE), "--format", "json", env=server.env).stdout)
+    with server.client(tokens["admin"]) as c:
+        assert c.post("/api/v1/endpoints", json={"name": "stalled",
+                                                 "url": f"http://127.0.0.1:{listener.getsockname()[1]}/metrics"}
+                      ).status_code == 201
+    answers: list[int] = []
+
+    def poll():
+        with server.client(tokens["planner"]) as c:
+            answers.append(c.post("/api/v1/check-live", json={"endpoint": "stalled", "plan": plan}).status_code)
+
+    pollers = [threading.Thread(target=poll) for _ in range(4)]
+    for thread in pollers:
+        thread.start()
+    try:
+        listener.settimeout(30)
+        while len(held) < 4:  # the four fetches have connected and wait for an answer
+            held.append(listener.accept()[0])
+        with server.client(tokens["planner"]) as c:
+            fifth = c.post("/api/v1/check-live", json={"endpoint": "stalled", "plan": plan})
+            assert fifth.status_code == 429 and fifth.json()["error"]["field"] == "endpoint"
+            started = time.monotonic()
+            assert c.get("/healthz").status_code == 200
+            assert c.post("/api/v1/plan", json={"deployment_yaml": EXAMPLE.read_text()}).status_code == 200
+            assert time.monotonic() - started < 10
+    finally:
+        for conn in held:
+            conn.close()  # the four fetches fail at once: cannot fetch (400)
+        for thread in pollers:
+            thread.join(30)
+        listener.close()
+    assert answers == [400] * 4
+
+
 def _finished_job(c, start, timeout_s: float) -> dict:
     """The job a 202 answer started, polled until it is no longer queued or running; it must be done."""
     import time

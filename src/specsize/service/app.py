@@ -42,6 +42,9 @@ class Config:
     job_workers: int = 2
     secure_cookies: bool = True  # the Secure flag; `serve` drops it only on a loopback bind over plain HTTP
     live_poll_s: float = 5.0
+    # /metrics fetches at once (check-live and the live view): each may take api.METRICS_DEADLINE_S, so a stalled
+    # endpoint polled from several tabs would otherwise hold every worker; more are refused (429)
+    live_fetches: int = 4
 
 
 class ApiError(Exception):
@@ -185,6 +188,17 @@ class State:
         self.jobs = JobRunner(config.job_workers, config.job_timeout_s)
         self.catalog = frozenset(row["id"] for row in api.models())
         self.live: dict[tuple[str, str], list[dict]] = {}
+        self.live_fetches = threading.BoundedSemaphore(config.live_fetches)
+
+    def check_live(self, plan: dict, url: str) -> Any:
+        """api.check_live against a registered endpoint, at most config.live_fetches at once."""
+        if not self.live_fetches.acquire(blocking=False):
+            raise ApiError(429, "endpoint", f"{self.config.live_fetches} /metrics fetches are already running",
+                           "a retry in a few seconds", headers={"retry-after": "5"})
+        try:
+            return api.check_live(plan, metrics=url)
+        finally:
+            self.live_fetches.release()
 
 
 def current_user(request: Request) -> auth.User:
@@ -434,7 +448,7 @@ def _live_and_catalog_routes(app: FastAPI, state: State, PlanRequest: Any) -> No
               "registered /metrics endpoint")
     def check_live(body: LiveBody, user: auth.User = Depends(role("planner"))) -> dict:
         url = _endpoint_url(state, body.endpoint)
-        result = api.check_live(_plan_for_live(state, body), metrics=url)
+        result = state.check_live(_plan_for_live(state, body), url)
         if body.record:
             _record(state, result, body.record, f"service check-live {body.endpoint}", user)
         return result.to_dict()

@@ -279,7 +279,7 @@ def _live_routes(app: FastAPI, ui: SimpleNamespace) -> None:
 
         url = endpoint_url(endpoint)  # 403 unless registered: the live view fetches nothing else
         plan = version_of(name, None)["plan"]
-        result = api.check_live(plan, metrics=url)
+        result = state.check_live(plan, url)
         points = state.live.setdefault((name, endpoint), [])
         observed = result.observed
         points.append({"t": time.time(), "kv_usage": observed.kv_usage_fraction, "preemptions": observed.preemptions,
