@@ -107,6 +107,13 @@ def test_bad_input_is_json_with_the_field_and_accepted_values(service):
                 assert error["field"] == side and "file on the server" in error["problem"]
             in_yaml = f"target: meta-llama/Llama-3.1-8B-Instruct\nworkload:\n  prompt_tokens: '@{path}'\n"
             assert _error(c.post("/api/v1/plan", json={"deployment_yaml": in_yaml}), 400)["field"] == "prompt_tokens"
+        # nor through a speedup candidate's draft (which had loaded a model folder, and told files from missing paths)
+        for draft in ("/etc/passwd", "/nonexistent", str(REPO / "tests")):
+            error = _error(c.post("/api/v1/speedup", json={
+                "target": "meta-llama/Llama-3.1-8B-Instruct", "gpu": "H100-SXM-80GB", "method": "ngram",
+                "num_speculative_tokens": 3, "acceptance_rate": 0.5,
+                "candidates": [f"method=draft_model,draft={draft},acceptance=0.5"]}), 400)
+            assert error["field"] == "candidates" and "not a catalog model" in error["problem"]
 
 
 def test_oversized_bodies_get_413(service):

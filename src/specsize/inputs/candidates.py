@@ -18,7 +18,8 @@ _MEAN = FieldInfo(doc="", kind="float", group="speedup", minimum=1, maximum=65)
 _PROPOSALS = FieldInfo(doc="", kind="float", group="speedup", minimum=0, exclusive_minimum=True, maximum=1)
 
 
-def parse_candidate(text: str) -> Candidate:
+def candidate_fields(text: str) -> dict[str, str]:
+    """The key=value pairs of a candidate, read and checked for their keys only (nothing loaded)."""
     fields: dict[str, str] = {}
     for part in str(text).split(","):
         if not part.strip():
@@ -31,6 +32,11 @@ def parse_candidate(text: str) -> Candidate:
             raise SpecError("candidate", f"cannot read {part.strip()!r} in {text!r}",
                             "method=M,draft=MODEL,acceptance=A or mean_accepted_length=T,k=K")
         fields[key] = value.strip()
+    return fields
+
+
+def parse_candidate(text: str) -> Candidate:
+    fields = candidate_fields(text)
     method = fields.get("method")
     if method not in SPEC_METHODS or method == "none":
         raise SpecError("candidate", f"method {method!r} in {text!r}", ", ".join(m for m in SPEC_METHODS if m != "none"))

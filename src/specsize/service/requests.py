@@ -15,6 +15,7 @@ from typing import Any, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from ..core.errors import SpecError
+from ..inputs.candidates import candidate_fields
 from ..inputs.request import FIELDS, Request, fields, info
 
 SERVER_SIDE = tuple(name for name in FIELDS if info(name).kind == "path")  # samples_file, store, trace, ...
@@ -96,8 +97,10 @@ def build(body: dict, catalog: frozenset[str] | None, store: str | None = None) 
         _no_file_lengths(data)
         _no_file_lengths(workload)
         request = build_request(data, values, "file", None, "the deployment")
-    for name in CATALOG_ONLY:
-        value = getattr(request, name)
+    models = [(name, getattr(request, name)) for name in CATALOG_ONLY]
+    # a speedup candidate's draft is a model too (it would load a folder or a file on the server, or go to the hub)
+    models += [("candidates", candidate_fields(text).get("draft")) for text in request.candidates]
+    for name, value in models:
         if catalog is not None and value is not None and value not in catalog:
             raise SpecError(name, f"{value!r} is not a catalog model; the service reads no files or hubs",
                             "a model id from GET /api/v1/models")
