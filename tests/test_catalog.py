@@ -1,6 +1,7 @@
 """Loaders: catalog ids, local config.json, model directories with safetensors headers, the hub path."""
 
 import json
+import re
 import struct
 import sys
 import types
@@ -77,6 +78,77 @@ def test_model_directory_with_index_only(tmp_path):
     (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 123456},
                                                                        "weight_map": {}}))
     assert load_model(str(tmp_path)).weight_bytes_exact == 123456
+
+
+def _raw_safetensors(path, header, data: bytes = b"") -> None:
+    raw = header if isinstance(header, bytes) else json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + data)
+
+
+# TINY's weights by hand: embedding and lm_head 256 x 64 each; per layer q 64 x 64, k and v 64 x 32, o 64 x 64,
+# gate / up / down 3 x 64 x 128, two norms of 64; a final norm of 64: 106,816 parameters, 213,632 bf16 bytes
+TINY_BYTES = 2 * (2 * 256 * 64 + 2 * (64 * 64 * 2 + 64 * 32 * 2 + 3 * 64 * 128 + 2 * 64) + 64)
+
+
+@pytest.mark.parametrize("case,needle", [
+    ("reversed", "data_offsets [100, 0]"),
+    ("negative", "data_offsets [0, -5]"),
+    ("past_end", "<= 16, the data's size"),
+    ("header_past_file", "a header of 1,000,000 bytes"),
+    ("twice", "names 'w' twice"),
+    ("not_object", "not a JSON object"),
+    ("bad_utf8", "not a JSON object"),
+    ("shape", "shape [-1, 64]"),
+    ("folder", "is not a file"),
+])
+def test_malformed_safetensors_are_refused_naming_the_file(tmp_path, case, needle):
+    """Fuzz pass 3: reversed or negative offsets planned negative weights as "fits"; other malformed headers ended in
+    internal errors. Each is a SpecError of the field weights, naming the file."""
+    (tmp_path / "config.json").write_text(json.dumps(TINY))
+    shard = tmp_path / "model.safetensors"
+    tensor = {"dtype": "BF16", "shape": [8], "data_offsets": [0, 16]}
+    if case == "reversed":
+        _raw_safetensors(shard, {"w": tensor | {"data_offsets": [100, 0]}})
+    elif case == "negative":
+        _raw_safetensors(shard, {"w": tensor | {"data_offsets": [0, -5]}})
+    elif case == "past_end":  # a truncated download: the data stops short of the offsets
+        _raw_safetensors(shard, {"w": tensor, "v": tensor | {"data_offsets": [16, 32]}}, b"\0" * 16)
+    elif case == "header_past_file":
+        shard.write_bytes(struct.pack("<Q", 1_000_000) + b"{}")
+    elif case == "twice":
+        _raw_safetensors(shard, b'{"w": ' + json.dumps(tensor).encode() + b', "w": ' + json.dumps(tensor).encode() + b"}")
+    elif case == "not_object":
+        _raw_safetensors(shard, [1, 2])
+    elif case == "bad_utf8":
+        _raw_safetensors(shard, b'{"\xff": 1}')
+    elif case == "shape":
+        _raw_safetensors(shard, {"w": tensor | {"shape": [-1, 64]}})
+    else:
+        shard.mkdir()
+    with pytest.raises(SpecError) as err:
+        load_model(str(tmp_path))
+    assert err.value.field == "weights" and needle in str(err.value) and str(tmp_path) in err.value.problem
+
+
+def test_a_checkpoint_missing_shards_or_implausibly_small_is_refused(tmp_path):
+    """An interrupted download (the index lists two shards, one is there) had been planned from the one shard, and an
+    index's total_size of 1 byte as the model's weights: both refused."""
+    (tmp_path / "config.json").write_text(json.dumps(TINY))
+    _write_safetensors(tmp_path / "model-00001-of-00002.safetensors",
+                       {"model.embed_tokens.weight": ("BF16", [256, 64], 256 * 64 * 2)})
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_text(json.dumps({"metadata": {"total_size": TINY_BYTES}, "weight_map": {
+        "model.embed_tokens.weight": "model-00001-of-00002.safetensors", "lm_head.weight": "model-00002-of-00002.safetensors"}}))
+    with pytest.raises(SpecError, match=r"1 of the 2 shards its index lists are missing \(model-00002-of-00002"):
+        load_model(str(tmp_path))
+    (tmp_path / "model-00001-of-00002.safetensors").unlink()
+    for size, needle in ((1, "0.25x-4x"), (-5, "total_size -5"), (True, "total_size True"), (1.5, "total_size 1.5")):
+        index.write_text(json.dumps({"metadata": {"total_size": size}, "weight_map": {}}))
+        with pytest.raises(SpecError, match=re.escape(needle)):
+            load_model(str(tmp_path))
+    index.write_text(json.dumps({"metadata": {"total_size": TINY_BYTES}, "weight_map": {}}))
+    assert load_model(str(tmp_path)).weight_bytes_exact == 213_632 == weight_breakdown(
+        load_model(str(tmp_path)), rotary_cache=False).total
 
 
 def test_exact_bytes_scale_the_plan(tmp_path):

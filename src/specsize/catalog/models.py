@@ -108,28 +108,92 @@ def _read_json(path: Path, field: str) -> dict:
     return data
 
 
+WEIGHTS_ACCEPTED = "a complete safetensors checkpoint (header length, JSON header, tensors with data_offsets)"
+
+
+def _no_duplicates(pairs: list) -> dict:
+    keys = [key for key, _ in pairs]
+    if len(keys) != len(set(keys)):
+        twice = next(key for key in keys if keys.count(key) > 1)
+        raise SpecError("weights", f"the header names {twice!r} twice", WEIGHTS_ACCEPTED)
+    return dict(pairs)
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def safetensors_header(path: Path) -> dict:
-    """The JSON header of one .safetensors file (8-byte little-endian length, then JSON)."""
-    with path.open("rb") as handle:
-        raw = handle.read(8)
-        if len(raw) != 8:
-            raise SpecError("weights", f"{path} is too short to be a safetensors file", "a .safetensors file")
-        (length,) = struct.unpack("<Q", raw)
-        if length > 100_000_000:
-            raise SpecError("weights", f"{path} has an implausible header length", "a .safetensors file")
-        try:
-            return json.loads(handle.read(length))
-        except json.JSONDecodeError:
-            raise SpecError("weights", f"{path} has a corrupt header", "a .safetensors file") from None
+    """The JSON header of one .safetensors file (8-byte little-endian length, then JSON), checked: a JSON object
+    of tensors, each with a dtype, a shape of whole numbers and data_offsets [begin, end] inside the file's data."""
+    def bad(problem: str, accepted: str = WEIGHTS_ACCEPTED) -> SpecError:
+        return SpecError("weights", f"{path}: {problem}", accepted)
+
+    if not path.is_file():
+        raise bad("is not a file")
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(8)
+            if len(raw) != 8:
+                raise bad("too short to be a safetensors file")
+            (length,) = struct.unpack("<Q", raw)
+            size = path.stat().st_size
+            if length > 100_000_000 or length > size - 8:
+                raise bad(f"a header of {length:,} bytes in a file of {size:,}")
+            text = handle.read(length)
+    except OSError as err:
+        raise bad(f"cannot be read ({err.strerror or err})") from None
+    try:
+        header = json.loads(text, object_pairs_hook=_no_duplicates)
+    except SpecError as err:
+        raise bad(err.problem) from None
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, nested past the parser's depth
+        raise bad("a corrupt header (not a JSON object)") from None
+    if not isinstance(header, dict):
+        raise bad("a corrupt header (not a JSON object)")
+    data = size - 8 - length  # 0: a file of the header alone (what specsize reads), its offsets not checkable
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        offsets = info.get("data_offsets") if isinstance(info, dict) else None
+        shape = info.get("shape", []) if isinstance(info, dict) else None
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(_whole(v) for v in offsets)
+                and offsets[0] <= offsets[1] and (data == 0 or offsets[1] <= data)):
+            within = f" <= {data:,}, the data's size" if data else ""
+            raise bad(f"tensor {name!r} has data_offsets {offsets!r}", f"[begin, end], 0 <= begin <= end{within}")
+        if not (isinstance(shape, list) and all(_whole(v) for v in shape)):
+            raise bad(f"tensor {name!r} has shape {shape!r}, not a list of whole numbers")
+    return header
+
+
+def _index_shards(index: Path) -> tuple[int | None, set[str]]:
+    """total_size and the shard files of a model.safetensors.index.json."""
+    data = _read_json(index, "weights")
+    meta, weight_map = data.get("metadata") or {}, data.get("weight_map") or {}
+    if not isinstance(meta, dict) or not isinstance(weight_map, dict):
+        raise SpecError("weights", f"{index}: metadata and weight_map must be objects", WEIGHTS_ACCEPTED)
+    size = meta.get("total_size")
+    if size is not None and not (_whole(size) and 0 < size < 1 << 50):
+        raise SpecError("weights", f"{index}: total_size {size!r}", "a whole number of bytes, above 0")
+    shards = {str(name) for name in weight_map.values()}
+    return size, shards
 
 
 def safetensors_bytes(directory: Path, skip_layers_from: int | None = None) -> int | None:
     """Exact weight bytes of a checkpoint directory, or None when it holds no safetensors data.
 
     Tensors of layers numbered `skip_layers_from` and up (DeepSeek's MTP layers, which vLLM loads only
-    into the drafter) are left out when the shard headers are there to tell them apart.
+    into the drafter) are left out when the shard headers are there to tell them apart. A directory whose index
+    names shards it does not hold (an interrupted download) is refused: its headers would undercount.
     """
     shards = sorted(directory.glob("*.safetensors"))
+    index = directory / "model.safetensors.index.json"
+    size, listed = _index_shards(index) if index.exists() else (None, set())
+    missing = sorted(listed - {shard.name for shard in shards})
+    if shards and missing:
+        raise SpecError("weights", f"{directory}: {len(missing)} of the {len(listed)} shards its index lists are "
+                                   f"missing ({missing[0]}{', ...' if len(missing) > 1 else ''})",
+                        "every shard model.safetensors.index.json names (an interrupted download?)")
     if shards:
         total = 0
         for shard in shards:
@@ -142,11 +206,7 @@ def safetensors_bytes(directory: Path, skip_layers_from: int | None = None) -> i
                 begin, end = info["data_offsets"]
                 total += end - begin
         return total
-    index = directory / "model.safetensors.index.json"
-    if index.exists():
-        size = _read_json(index, "weights").get("metadata", {}).get("total_size")
-        return int(size) if size else None
-    return None
+    return size
 
 
 def safetensors_shapes(directory: Path, suffixes: tuple[str, ...]) -> dict[str, list[int]]:
@@ -167,6 +227,8 @@ def _head_weights(directory: Path, spec: ModelSpec) -> ModelSpec:
     shapes = safetensors_shapes(directory, ("embed_tokens.weight", "lm_head.weight"))
     own = any(name.endswith("embed_tokens.weight") for name in shapes)
     heads = [shape[0] for name, shape in shapes.items() if name.endswith("lm_head.weight") and shape]
+    if heads and not 1 <= heads[0] <= 1 << 27:  # as config.json's draft_vocab_size (catalog.configs bounds)
+        raise SpecError("weights", f"{directory}: an lm_head of {heads[0]:,} rows", "1 to 134,217,728 rows")
     changes: dict = {}
     if own:
         changes["own_embedding"] = True
@@ -197,9 +259,29 @@ def _from_path(path: Path, model_id: str | None = None) -> ModelSpec:
         skip = int(text["num_hidden_layers"]) if text.get("num_nextn_predict_layers") else None
         exact = safetensors_bytes(path, skip)
     spec = spec_from_config(cfg, name, f"local: {config_path}", weight_bytes_exact=exact)
+    if exact is not None and not spec.eagle_fc_inputs:  # a head shares the target's embeddings: its own check
+        _check_plausible(spec, exact, path)
     if path.is_dir() and spec.eagle_fc_inputs:
         spec = _head_weights(path, spec)
     return spec
+
+
+# the checkpoint's bytes against its config's: a checkpoint stored wider than its config's dtype (fp32 copies) or
+# with quantization scales stays well inside; a quarter or less of the config's weights is a partial checkpoint
+PLAUSIBLE_WEIGHTS = (0.25, 4.0)
+
+
+def _check_plausible(spec: ModelSpec, exact: int, path: Path) -> None:
+    """Refuse safetensors bytes that cannot be this config's weights (an index's total_size of 1, headers of a
+    few tensors): they would plan the target far smaller than it is."""
+    from ..core.weights import weight_breakdown  # noqa: PLC0415
+
+    arch = weight_breakdown(spec, 1, 1, spec.dtype, spec.quantization, rotary_cache=False, include_mtp=True).total
+    low, high = PLAUSIBLE_WEIGHTS
+    if arch and not low <= exact / arch <= high:
+        raise SpecError("weights", f"{path}: the safetensors data holds {exact:,} bytes, {exact / arch:.3g}x the "
+                                   f"{arch:,} bytes its config.json describes",
+                        f"a complete checkpoint of this config ({low:g}x-{high:g}x its bytes)")
 
 
 def _from_hub(model_id: str) -> ModelSpec:
