@@ -91,6 +91,14 @@ def test_bad_input_is_json_with_the_field_and_accepted_values(service):
         error = _error(c.post("/api/v1/plan", json={"kv_cache_dtype": "fp7"}), 422)
         assert error["field"] == "kv_cache_dtype" and "fp8" in error["accepted"]
         assert _error(c.post("/api/v1/plan", json={"bogus": 1}), 422)["problem"] == "unknown field"
+        # JSON types are strict: a boolean is not a number (acceptance_rate true had planned at 1.0), nor 1 a boolean
+        for field, value in (("acceptance_rate", True), ("max_model_len", True), ("tp", False), ("gpus", True),
+                             ("headroom", False), ("enforce_eager", "yes"), ("enforce_eager", 1), ("target", 5)):
+            assert _error(c.post("/api/v1/plan", json={field: value}), 422)["field"] == field, (field, value)
+        # a key written twice in one object is refused, as in a deployment file (the last one had won silently)
+        error = _error(c.post("/api/v1/plan", content=b'{"concurrency": 8, "concurrency": 9999999}',
+                              headers={"content-type": "application/json"}), 422)
+        assert error["field"] == "body" and "'concurrency' appears twice" in error["problem"]
         assert _error(c.post("/api/v1/plan", content=b"{not json", headers={"content-type": "application/json"}),
                       422)["field"] == "body"
         # the server reads no file and fetches no hub for its callers

@@ -83,8 +83,11 @@ class Guard:
         declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_body:
             return await self._too_large(scope, send, started)
-        if declared is None and scope.get("method") in ("POST", "PUT", "PATCH"):
-            # a chunked body: read it up to the limit before the app sees any of it, then replay it
+        writes = scope.get("method") in ("POST", "PUT", "PATCH")
+        api_json = writes and scope["path"].startswith("/api/") and b"json" in headers.get(b"content-type", b"")
+        if writes and (declared is None or api_json):
+            # a chunked body, or an API call's JSON: read it up to the limit before the app sees any of it (a JSON
+            # object naming a key twice is refused: the parser would keep the last silently), then replay it
             chunks, received, more = [], 0, True
             while more:
                 message = await receive()
@@ -95,6 +98,10 @@ class Guard:
                 if received > self.max_body:
                     return await self._too_large(scope, send, started)
                 more = message.get("more_body", False)
+            twice = _key_twice(b"".join(chunks)) if api_json else None
+            if twice is not None:
+                return await self._refuse(scope, send, started, 422, error_body(
+                    "body", f"the key {twice!r} appears twice in one object", "each key once"))
             replay = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
 
             async def replayed():
@@ -117,13 +124,32 @@ class Guard:
             self.metrics.observe(scope, status_seen["code"], time.perf_counter() - started)
 
     async def _too_large(self, scope, send, started):
-        body = json.dumps(error_body("body", f"the request body is larger than {self.max_body:,} bytes",
-                                     f"at most {self.max_body:,} bytes")).encode()
-        await send({"type": "http.response.start", "status": 413,
+        await self._refuse(scope, send, started, 413, error_body(
+            "body", f"the request body is larger than {self.max_body:,} bytes", f"at most {self.max_body:,} bytes"))
+
+    async def _refuse(self, scope, send, started, status: int, error: dict):
+        body = json.dumps(error).encode()
+        await send({"type": "http.response.start", "status": status,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                                 (b"connection", b"close"), *SECURITY_HEADERS]})
         await send({"type": "http.response.body", "body": body})
-        self.metrics.observe(scope, 413, time.perf_counter() - started)
+        self.metrics.observe(scope, status, time.perf_counter() - started)
+
+
+def _key_twice(body: bytes) -> str | None:
+    """The first key a JSON body names twice in one object, None if none (or not JSON: the app's parser says so)."""
+    twice: list[str] = []
+
+    def pairs(items: list) -> dict:
+        keys = [key for key, _ in items]
+        twice.extend(key for key in keys if keys.count(key) > 1)
+        return dict(items)
+
+    try:
+        json.loads(body, object_pairs_hook=pairs)
+    except (ValueError, RecursionError):
+        return None
+    return twice[0] if twice else None
 
 
 class Metrics:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, create_model
 
 from ..core.errors import SpecError
 from ..inputs.candidates import candidate_fields
@@ -23,9 +23,12 @@ LENGTHS = tuple(name for name in FIELDS if info(name).kind == "lengths")  # "@FI
 CATALOG_ONLY = ("target", "draft")
 EXTRA = "deployment_yaml"
 
+# strict JSON types: a boolean is not a number nor a number a boolean (lax parsing had planned "acceptance_rate": true
+# at 1.0 and "tp": true as 1, which the CLI and the library refuse); an int is a float's value as JSON writes it
 _JSON_TYPES: dict[str, Any] = {
-    "int": int, "float": float, "bool": bool, "str": str, "mapping": dict,
-    "lengths": Union[dict, str, list[int]], "int_list": Union[list[int], str], "str_list": list[str],
+    "int": StrictInt, "float": Union[StrictInt, StrictFloat], "bool": StrictBool, "str": StrictStr, "mapping": dict,
+    "lengths": Union[dict, StrictStr, list[StrictInt]], "int_list": Union[list[StrictInt], StrictStr],
+    "str_list": list[StrictStr],
 }
 
 
@@ -35,7 +38,7 @@ def _annotation(name: str) -> Any:
         assert fi.choices
         return Literal[fi.choices]  # type: ignore[valid-type]
     if name == "num_speculative_tokens":
-        return int
+        return StrictInt
     return _JSON_TYPES[fi.kind]
 
 
