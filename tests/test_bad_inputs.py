@@ -273,7 +273,7 @@ LLAMA_1B, QWEN_MOE, DEEPSEEK, SCOUT = ("meta-llama/Llama-3.2-1B-Instruct", "Qwen
     (LLAMA_1B, _set("quantization_config", {"quant_method": "fp8", "weight_block_size": [0, 0]}),
      "weight_block_size"),
     (LLAMA_1B, _set("quantization_config", {"quant_method": "compressed-tensors", "config_groups": {
-        "g": {"weights": {"num_bits": 4, "type": "int", "group_size": "x"}}}}), "config.json"),
+        "g": {"weights": {"num_bits": 4, "type": "int", "group_size": "x"}}}}), "weights.group_size"),
     (LLAMA_1B, _set("quantization_config", {"quant_method": "compressed-tensors", "config_groups": {
         "g": {"weights": {"num_bits": 3, "type": "int"}}}}), "config_groups"),
     (LLAMA_1B, _set("attention_head_dim", -1), "attention_head_dim"),
@@ -282,8 +282,16 @@ LLAMA_1B, QWEN_MOE, DEEPSEEK, SCOUT = ("meta-llama/Llama-3.2-1B-Instruct", "Qwen
     (LLAMA_1B, _set("layer_types", []), "layer_types"),
     (LLAMA_1B, _set("partial_rotary_factor", -0.5), "partial_rotary_factor"),
     (QWEN_MOE, _set("num_experts_per_tok", 1000), "num_experts_per_tok"),
-    (QWEN_MOE, _set("mlp_only_layers", 5), "config.json"),
-    (DEEPSEEK, _set("qk_nope_head_dim", _DROP), "config.json"),
+    (QWEN_MOE, _set("mlp_only_layers", 5), "config.json:mlp_only_layers"),
+    (QWEN_MOE, _set("mlp_only_layers", [999, -1]), "config.json:mlp_only_layers"),
+    (QWEN_MOE, _set("decoder_sparse_step", -2), "config.json:decoder_sparse_step"),
+    (DEEPSEEK, _set("qk_nope_head_dim", _DROP), "config.json:qk_nope_head_dim"),
+    (DEEPSEEK, _set("moe_layer_freq", -1), "config.json:moe_layer_freq"),
+    (LLAMA_1B, _set("num_attention_heads", 0), "config.json:num_attention_heads"),
+    (LLAMA_1B, _set("rope_scaling", {"rope_type": "linear", "factor": 1e300}), "rope_scaling.factor"),
+    (LLAMA_1B, _set("quantization_config", {"quant_method": "awq", "bits": 4, "group_size": 0}), "group_size"),
+    (LLAMA_1B, _set("quantization_config", {"quant_method": "gptq", "bits": 4.9}), "quantization_config.bits"),
+    (LLAMA_1B, _set("quantization_config", {"quant_method": "compressed-tensors"}), "config_groups"),
     (SCOUT, _set("text_config.attention_chunk_size", -8192), "attention_chunk_size"),
     (SCOUT, _set("vision_config.patch_size", 1000), "patch_size"),
 ])
@@ -293,6 +301,7 @@ def test_a_config_json_field_of_the_wrong_type_or_size(tmp_path, capsys, model, 
     (tmp_path / "config.json").write_text(json.dumps(change(_catalog_config(model))))
     code, out, err = run(capsys, "plan", "--target", tmp_path, "--gpu", "H100-SXM-80GB", "--format", "json")
     assert code == 2 and out == "" and field in err and len(err.strip().splitlines()) == 1, err
+    assert err.count("(accepted:") == 1 and "Error:" not in err, err  # its own words, not re-wrapped (fuzz pass 3)
 
 
 def test_a_medusa_head_config_is_not_a_target(tmp_path, capsys):

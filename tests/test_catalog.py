@@ -151,6 +151,14 @@ def test_a_checkpoint_missing_shards_or_implausibly_small_is_refused(tmp_path):
         load_model(str(tmp_path)), rotary_cache=False).total
 
 
+def test_mla_fields_on_a_model_type_without_mla_are_ignored_as_vllm_ignores_them(tmp_path):
+    """A Llama config carrying kv_lora_rank and the qk_* fields had been planned with DeepSeek's compressed latent
+    cache; vLLM's Llama reads none of them (fuzz pass 3)."""
+    (tmp_path / "config.json").write_text(json.dumps(TINY | {"kv_lora_rank": 16, "qk_nope_head_dim": 8,
+                                                             "qk_rope_head_dim": 8, "v_head_dim": 16}))
+    assert load_model(str(tmp_path)).mla is None
+
+
 def test_exact_bytes_scale_the_plan(tmp_path):
     from specsize.core.memory import account
     from specsize.core.specs import Deployment

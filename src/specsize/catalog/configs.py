@@ -36,6 +36,7 @@ SIZE_LIMITS = {"hidden_size": 1 << 20, "num_hidden_layers": 10_000, "num_attenti
                "attention_head_dim": 1 << 16, "attention_chunk_size": 1 << 31,
                "shared_expert_intermediate_size": 1 << 24}
 OPTIONAL_ZERO_OK = ("num_nextn_predict_layers", "n_shared_experts", "first_k_dense_replace")
+MAX_ROTARY_POSITIONS = 1 << 31  # as max_position_embeddings: a rotary cache past it is a typo, not a model
 
 
 def check_config(cfg: dict, model_id: str) -> None:
@@ -152,6 +153,19 @@ def _kept_modules(qc: dict, nested: dict, model: str) -> tuple[str, ...]:
     return tuple(keep)
 
 
+GROUP_ACCEPTED = "a positive integer up to 65,536, or -1 (per channel)"
+
+
+def _quant_int(qc: dict, model: str, names: tuple[str, ...], default: int, field: str, accepted: str) -> int:
+    """A whole-number quantization setting (the first of `names` present): bits a positive integer, a group size
+    one too or -1 (per channel); anything else (a string, 4.9, 0, -5, 10**30) refused rather than read as another."""
+    value = next((qc[name] for name in names if qc.get(name) is not None), default)
+    whole = isinstance(value, int) and not isinstance(value, bool)
+    if not whole or not (1 <= value <= 1 << 16 or (value == -1 and accepted == GROUP_ACCEPTED)):
+        raise SpecError(f"quantization_config.{field}", f"{model}: {field} {value!r}", accepted)
+    return value
+
+
 def parse_quantization(qc: dict | None, is_moe: bool, model: str) -> Quantization | None:
     """The checkpoint's declared quantization (`quantization_config`), or None for unquantized weights."""
     if not qc:
@@ -166,8 +180,8 @@ def parse_quantization(qc: dict | None, is_moe: bool, model: str) -> Quantizatio
     if method == "fbgemm_fp8":  # Meta's FP8 checkpoints: per-channel fp8 weights, fp32 scales (vLLM FBGEMMFp8Config)
         return Quantization("fp8", unquantized=unquantized)
     if method in ("awq", "gptq", "gptq_marlin", "awq_marlin", "auto-round", "auto_round"):
-        bits = int(qc.get("bits") or qc.get("w_bit") or 4)
-        group = int(qc.get("group_size") or qc.get("q_group_size") or 128)
+        bits = _quant_int(qc, model, ("bits", "w_bit"), 4, "bits", "4 or 8")
+        group = _quant_int(qc, model, ("group_size", "q_group_size"), 128, "group_size", GROUP_ACCEPTED)
         zeros = bool(qc.get("zero_point", True)) if method.startswith("awq") else not bool(qc.get("sym", True))
         if bits == 8:
             return Quantization("int8", unquantized=unquantized)
@@ -180,10 +194,13 @@ def parse_quantization(qc: dict | None, is_moe: bool, model: str) -> Quantizatio
         algo = str(qc.get("quant_algo") or nested.get("quant_algo") or method).upper()
         return Quantization("nvfp4" if "FP4" in algo else "fp8", unquantized=unquantized)
     if method == "compressed-tensors":
-        groups: dict = qc.get("config_groups") or {}
-        first_group: dict = next(iter(groups.values()), {})  # {} when there are no groups
-        weights = first_group.get("weights", {})
-        bits = int(weights.get("num_bits", 8))
+        groups = qc.get("config_groups")
+        first_group = next(iter(groups.values()), None) if isinstance(groups, dict) else None
+        weights = first_group.get("weights") if isinstance(first_group, dict) else None
+        if not isinstance(weights, dict):  # no weight scheme (a sparsity-only config?): the bytes are not known
+            raise SpecError("quantization_config.config_groups", f"{model}: compressed-tensors without a weights "
+                            "scheme in config_groups", "config_groups: {group: {weights: {num_bits, type, ...}}}")
+        bits = _quant_int(weights, model, ("num_bits",), 8, "config_groups.weights.num_bits", "4 or 8")
         kind = str(weights.get("type", "int"))
         if bits not in (4, 8):
             raise SpecError("quantization_config.config_groups", f"{model}: {bits}-bit weights are not supported",
@@ -191,7 +208,8 @@ def parse_quantization(qc: dict | None, is_moe: bool, model: str) -> Quantizatio
         if bits == 4 and kind == "float":
             return Quantization("nvfp4", unquantized=unquantized)
         if bits == 4:
-            return Quantization("int4", group_size=weights.get("group_size") or 128,
+            group = _quant_int(weights, model, ("group_size",), 128, "config_groups.weights.group_size", GROUP_ACCEPTED)
+            return Quantization("int4", group_size=group if group > 0 else None,
                                 has_zeros=not weights.get("symmetric", True), unquantized=unquantized)
         return Quantization("fp8" if kind == "float" else "int8", unquantized=unquantized)
     raise SpecError("quantization_config.quant_method", f"{model}: quantization {method!r} is not supported",
@@ -359,7 +377,7 @@ def _layers(cfg: dict, model_type: str, n_layers: int, kv_heads: int, head_dim: 
     return tuple(AttentionLayer(kind, num_kv_heads=kv_heads, head_dim=head_dim, window=w) for kind, w in kinds)
 
 
-def _moe(cfg: dict, model_type: str, n_layers: int) -> MoESpec | None:
+def _moe(cfg: dict, model_type: str, n_layers: int, model_id: str) -> MoESpec | None:
     experts = cfg.get("num_local_experts") or cfg.get("n_routed_experts") or cfg.get("num_experts")
     if not experts or int(experts) <= 1:
         return None
@@ -372,19 +390,24 @@ def _moe(cfg: dict, model_type: str, n_layers: int) -> MoESpec | None:
     if model_type == "granitemoehybrid":  # a shared MLP next to the experts in every layer
         shared, shared_inter = 1, int(cfg.get("shared_intermediate_size") or 0)
     if model_type == "jamba":
-        period, offset = int(cfg.get("expert_layer_period") or 2), int(cfg.get("expert_layer_offset") or 0)
+        period = _int(cfg, model_id, "expert_layer_period", default=2)
+        offset = int(cfg.get("expert_layer_offset") or 0)
         layers = tuple(i for i in range(n_layers) if i % period == offset)
     elif model_type.startswith("llama4"):
         shared, shared_inter = 1, inter
-        step = int(cfg.get("interleave_moe_layer_step") or 1)
+        step = _int(cfg, model_id, "interleave_moe_layer_step", default=1)
         layers = tuple(i for i in range(n_layers) if (i + 1) % step == 0)
     elif model_type.startswith("deepseek"):
         first_dense = int(cfg.get("first_k_dense_replace") or 0)
-        freq = int(cfg.get("moe_layer_freq") or 1)
+        freq = _int(cfg, model_id, "moe_layer_freq", default=1)
         layers = tuple(i for i in range(first_dense, n_layers) if i % freq == 0)
     elif cfg.get("decoder_sparse_step") or cfg.get("mlp_only_layers"):
-        step = int(cfg.get("decoder_sparse_step") or 1)
-        dense = set(cfg.get("mlp_only_layers") or [])
+        step = _int(cfg, model_id, "decoder_sparse_step", default=1)
+        dense = cfg.get("mlp_only_layers") or []
+        if not (isinstance(dense, list) and all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < n_layers
+                                                for i in dense)):
+            raise SpecError("config.json:mlp_only_layers", f"{model_id}: mlp_only_layers {dense!r}",
+                            f"a list of layer indices from 0 to {n_layers - 1}")
         layers = tuple(i for i in range(n_layers) if i not in dense and (i + 1) % step == 0)
     else:
         layers = tuple(range(n_layers))
@@ -479,7 +502,13 @@ def spec_from_config(raw: dict[str, Any], model_id: str, source: str, *, params_
     try:
         spec = _build_spec(raw, model_id, source, params_published=params_published,
                            weight_bytes_exact=weight_bytes_exact)
-    except (TypeError, ValueError, KeyError, AttributeError, IndexError, ZeroDivisionError, OverflowError,
+    except SpecError:  # a check's own error names its field (a SpecError is a ValueError: not re-wrapped)
+        raise
+    except KeyError as err:
+        key = str(err.args[0]) if err.args else "?"
+        raise SpecError(f"config.json:{key}", f"{model_id}: {key} is missing",
+                        "a Hugging Face config.json with the fields its model_type needs") from None
+    except (TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError, OverflowError,
             RecursionError) as err:
         raise SpecError("config.json", f"{model_id}: a field has a value of the wrong type or size "
                         f"({type(err).__name__}: {err})", "a Hugging Face config.json") from None
@@ -504,8 +533,9 @@ def _check_spec(m: ModelSpec, model_id: str) -> None:
     for name, value in (("partial_rotary_factor", m.rotary_dim), ("num_nextn_predict_layers", m.num_mtp_layers)):
         if not _whole(value, 0):
             raise _bad(model_id, name, value, "a non-negative integer")
-    if any(not _whole(n) for n in m.rotary_cache_positions):
-        raise _bad(model_id, "rope_scaling.factor", m.rotary_cache_positions, "a factor giving a positive count")
+    if any(not _whole(n) or n > MAX_ROTARY_POSITIONS for n in m.rotary_cache_positions):
+        raise _bad(model_id, "rope_scaling.factor", m.rotary_cache_positions,
+                   f"a factor giving 1 to {MAX_ROTARY_POSITIONS:,} positions")
     for layer in m.layers:
         if layer.window is not None and not _whole(layer.window):
             raise _bad(model_id, "sliding_window", layer.window, "a positive integer (tokens)")
@@ -565,11 +595,11 @@ def _build_spec(raw: dict[str, Any], model_id: str, source: str, *, params_publi
     if model_type == "granitemoehybrid" and not (cfg.get("num_local_experts") or 0) > 1:
         intermediate = int(cfg.get("shared_intermediate_size") or intermediate)  # dense Granite-4.0-H: the shared MLP
     mla = None
-    if cfg.get("kv_lora_rank"):
+    if cfg.get("kv_lora_rank") and model_type.startswith("deepseek"):  # MLA: vLLM's other types ignore the fields
         mla = MLASpec(q_lora_rank=cfg.get("q_lora_rank"), kv_lora_rank=int(cfg["kv_lora_rank"]),
                       qk_nope_head_dim=int(cfg["qk_nope_head_dim"]), qk_rope_head_dim=int(cfg["qk_rope_head_dim"]),
                       v_head_dim=int(cfg["v_head_dim"]))
-    moe = _moe(cfg, model_type, n_layers)
+    moe = _moe(cfg, model_type, n_layers, model_id)
     rotary = mla.qk_rope_head_dim if mla else int(head_dim * float(cfg.get("partial_rotary_factor") or 1.0))
     if cfg.get("position_embedding_type") == "nope":
         rotary = 0
