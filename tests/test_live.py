@@ -124,6 +124,29 @@ def test_malformed_inputs(tmp_path, capsys):
         read_metrics("# just a comment\n")
 
 
+@pytest.mark.parametrize("line,needle", [
+    ("INFO GPU KV cache size: ,,,, tokens", "',,,,'"),
+    ("INFO GPU KV cache size: " + "9" * 5000 + " tokens", "as a number"),
+    ("INFO Available KV cache memory: 1.2.3 GiB", "'1.2.3'"),
+    ("INFO Maximum concurrency for 4,096 tokens per request: ...x", "'...'"),
+    ("INFO Loading model weights took . GB", "'.'"),
+])
+def test_a_start_up_log_number_that_does_not_read_is_a_log_error(line, needle):
+    """Fuzz pass 3: these ended in internal errors (ValueError, OverflowError)."""
+    from specsize.core.errors import SpecError
+
+    with pytest.raises(SpecError) as err:
+        read_startup_log("INFO vLLM API server version 0.32.0\n" + line + "\n")
+    assert err.value.field == "log" and needle in str(err.value)
+
+
+def test_a_log_of_several_start_ups_is_read_by_the_latest():
+    """Restarts appended to one log file: the running server is the last start-up's (the first had been read)."""
+    log = read_startup_log("INFO vLLM API server version 0.32.0\nINFO GPU KV cache size: 1,000 tokens\n"
+                           "INFO vLLM API server version 0.32.0\nINFO GPU KV cache size: 999,999 tokens\n")
+    assert log.kv_cache_tokens == 999_999
+
+
 def test_a_metrics_url_that_redirects_is_refused_not_followed():
     """The fetch goes only to the URL given (the service registers endpoints): a redirect elsewhere is an error."""
     import http.server

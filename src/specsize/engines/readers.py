@@ -18,7 +18,26 @@ from ..core.errors import SpecError
 
 
 def _num(text: str) -> float:
-    return float(text.replace(",", ""))
+    """A number a log or page prints ("1,234", "5.25"): one that does not read as a finite number ("1.2.3", ",,,",
+    5,000 digits) is an error naming it, not an internal one."""
+    try:
+        value = float(text.replace(",", ""))
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or abs(value) > 1e18:
+        raise SpecError("log", f"cannot read {text[:40]!r} as a number", "the figures of an engine's start-up log")
+    return value
+
+
+def _last(pattern: re.Pattern, text: str) -> re.Match | None:
+    """The first match on the last line that matches: a log holding several start-ups (restarts appended) describes
+    the server by its latest, and a line's own first figure is the one meant (V0's "# GPU blocks: N, # CPU blocks: M")."""
+    found, line = None, -2  # rfind gives -1 on the first line
+    for match in pattern.finditer(text):
+        start = text.rfind("\n", 0, match.start())
+        if start != line:
+            found, line = match, start
+    return found
 
 
 LOG_PATTERNS = {
@@ -98,7 +117,7 @@ def read_startup_log(text: str) -> StartupLog:
 def _read_vllm_startup_log(text: str) -> StartupLog:
     out = StartupLog()
     for name, pattern in LOG_PATTERNS.items():
-        match = pattern.search(text)
+        match = _last(pattern, text)
         if not match:
             continue
         out.matched.append(name)
@@ -111,7 +130,7 @@ def _read_vllm_startup_log(text: str) -> StartupLog:
         elif name == "available_kv_gib":
             out.available_kv_gib = _num(match["v"])
         elif name == "v0_blocks":
-            out.num_blocks = int(match["v"])
+            out.num_blocks = int(_num(match["v"]))
             out.generation = out.generation or "V0"
         elif name in ("v0_profile", "v1_profile"):
             out.weights_gib = _num(match["w"])
@@ -124,11 +143,11 @@ def _read_vllm_startup_log(text: str) -> StartupLog:
         elif name == "cpu_kv_space" and out.available_kv_gib is None:
             out.available_kv_gib = _num(match["v"])
         elif name in ("refusal_v1", "refusal_v0"):
-            out.refused_max_model_len = int(match["len"])
+            out.refused_max_model_len = int(_num(match["len"]))
         elif name == "version":
             out.version = match["v"]
     _check_log_counts(out)
-    model = MODEL_IN_LOG.search(text)
+    model = _last(MODEL_IN_LOG, text)
     out.model = model["m"] if model else None
     _check_version(out.version)
     figures = {"kv_cache_tokens", "v0_blocks", "v0_profile", "v1_profile", "available_kv_gib", "refusal_v1",

@@ -116,9 +116,11 @@ def _model_name(ref: str) -> str:
 def _same_model(plan: dict, metrics: LiveMetrics | None, log: StartupLog | None) -> None:
     """The server must serve the plan's target: comparing a 70B plan with an 8B server tells nothing."""
     target = (plan.get("inputs") or {}).get("target")
-    served = (metrics.model if metrics else None) or (log.model if log else None)
+    from_metrics = metrics.model if metrics else None
+    served = from_metrics or (log.model if log else None)
     if isinstance(target, str) and served and _model_name(target) != _model_name(served):
-        raise SpecError("metrics", f"the server serves {served!r}, the plan is for {target!r}",
+        raise SpecError("metrics" if from_metrics else "log",
+                        f"the server serves {served!r}, the plan is for {target!r}",
                         "the metrics and log of a server running the plan's target")
 
 
