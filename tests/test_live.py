@@ -147,6 +147,24 @@ def test_a_log_of_several_start_ups_is_read_by_the_latest():
     assert log.kv_cache_tokens == 999_999
 
 
+def test_impossible_or_ambiguous_metrics_are_refused():
+    """Fuzz pass 3: NaN / +Inf counts in a +Inf bucket passed unchecked, a series written twice kept its last value,
+    SGLang's accepted length of 1e308 read as acceptance 1.00, and a histogram of the +Inf bucket alone gave 0 s."""
+    head = '# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine="0"} 1.0\n'
+    histogram = ("# TYPE vllm:time_to_first_token_seconds histogram\n"
+                 'vllm:time_to_first_token_seconds_bucket{engine="0",le="+Inf"} COUNT\n'
+                 'vllm:time_to_first_token_seconds_count{engine="0"} 4.0\n'
+                 'vllm:time_to_first_token_seconds_sum{engine="0"} 1.0\n')
+    for count in ("NaN", "+Inf", "-1.0"):
+        with pytest.raises(SpecError, match="cannot come from a vLLM server"):
+            read_metrics(head + histogram.replace("COUNT", count))
+    assert read_metrics(head + histogram.replace("COUNT", "4.0")).ttft_s == {"p50": None, "p99": None}
+    with pytest.raises(SpecError, match="appears twice"):
+        read_metrics(head + 'vllm:num_requests_running{engine="0"} 9.0\n')
+    with pytest.raises(SpecError, match="spec_accept_length"):
+        read_metrics("# TYPE sglang:spec_accept_length gauge\nsglang:spec_accept_length 1e308\n")
+
+
 def test_a_metrics_url_that_redirects_is_refused_not_followed():
     """The fetch goes only to the URL given (the service registers endpoints): a redirect elsewhere is an error."""
     import http.server

@@ -220,8 +220,8 @@ def _quantile(buckets: list[tuple[float, float]], q: float) -> float | None:
     previous_bound, previous_count = 0.0, 0.0
     for bound, count in buckets:
         if count >= target:
-            if bound == float("inf"):
-                return previous_bound
+            if bound == float("inf"):  # beyond the last finite bucket: its bound, or nothing known without one
+                return previous_bound if previous_bound > 0 or previous_count > 0 else None
             if count == previous_count:
                 return bound
             return previous_bound + (bound - previous_bound) * (target - previous_count) / (count - previous_count)
@@ -283,9 +283,7 @@ def _label_count(key: str, raw: str, cast) -> int:
 
 def _check_sample(metric: str, labels: dict, value: float) -> None:
     """A sample a vLLM server cannot have reported (negative, not finite, a usage above 100%) is bad input."""
-    if metric.endswith("_bucket") and labels.get("le") in ("+Inf", "inf"):
-        pass
-    elif not math.isfinite(value) or value < 0:
+    if not math.isfinite(value) or value < 0:  # a +Inf bucket's bound is infinite, never its count
         raise SpecError("metrics", f"{metric} = {value} cannot come from a vLLM server", "non-negative finite samples")
     if metric in ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc") and value > 1.0001:
         raise SpecError("metrics", f"{metric} = {value} is above 1 (it is a fraction)", "a fraction in [0, 1]")
@@ -317,6 +315,19 @@ def _check_counts(out: LiveMetrics, histograms: dict[str, list[tuple[float, floa
             raise bad(f"{name} has a bucket below 0 s or a negative count")
 
 
+def _no_series_twice(families: list) -> None:
+    """A series (name and labels) written twice cannot come from one server (the parser keeps both; summing or
+    keeping the last would report a figure the server never had)."""
+    seen: set = set()
+    for family in families:
+        for sample in family.samples:
+            key = (sample.name, tuple(sorted(sample.labels.items())))
+            if key in seen:
+                raise SpecError("metrics", f"{sample.name}{sample.labels or ''} appears twice",
+                                "the /metrics text of one server, each series once")
+            seen.add(key)
+
+
 def read_metrics(text: str) -> LiveMetrics:
     """Parse Prometheus text exposition from a vLLM server (prometheus_client's parser)."""
     from prometheus_client.parser import text_string_to_metric_families  # noqa: PLC0415
@@ -334,6 +345,7 @@ def read_metrics(text: str) -> LiveMetrics:
 
         return read_sglang(families)
     per_position: dict[int, float] = {}
+    _no_series_twice(families)
     for family in families:
         name = family.name
         if not name.startswith("vllm:"):

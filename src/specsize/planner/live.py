@@ -138,6 +138,9 @@ def _observed(metrics: LiveMetrics | None, log: StartupLog | None, planned_k: in
     mean_length = metrics.mean_accepted_length if metrics else None
     if k is None and mean_length is not None and planned_k:
         k = planned_k
+        if mean_length > planned_k + 1 + 1e-6:  # SGLang reports no drafts: its length is read at the plan's k
+            raise SpecError("metrics", f"a mean accepted length of {mean_length:.2f} is more than the plan's k + 1 = "
+                            f"{planned_k + 1}", "the metrics of a server running the plan's k")
     rate = None
     if mean_length is not None and k:
         k_int = max(1, round(k))

@@ -11,8 +11,11 @@ def render(result: LiveCheck, fmt: str) -> str:
     if fmt == "json":
         return dumps(result.to_dict())
     o = result.observed
-    lines = [f"plan: {result.planned_verdict}; reality: {result.verdict_now}"
-             + (" (the verdict changes)" if result.verdict_changes else "")]
+    change = ""
+    if result.verdict_changes:  # the memory verdict, or speculation's gain (the verdict the plan stands on)
+        change = (" (the verdict changes)" if result.verdict_now != result.planned_verdict
+                  else " (the verdict changes: speculation no longer pays)")
+    lines = [f"plan: {result.planned_verdict}; reality: {result.verdict_now}{change}"]
     lines.append(f"observed: KV cache {o.kv_cache_tokens or '?'} tokens, usage "
                  f"{'?' if o.kv_usage_fraction is None else format(o.kv_usage_fraction, '.0%')}, "
                  f"preemptions {o.preemptions if o.preemptions is not None else '?'}"

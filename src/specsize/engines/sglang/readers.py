@@ -169,6 +169,9 @@ def read_metrics(families: list) -> LiveMetrics:
         out.kv_cache_tokens = round(used / usage)  # the pool's size: tokens in use / the fraction in use
     # SGLang's mean accepted length per verify step (the bonus token included) and accepted / drafted tokens
     out.sglang_accept_length = gauges.get("sglang:spec_accept_length") or None
+    if out.sglang_accept_length is not None and not 1 <= out.sglang_accept_length <= 65:
+        raise SpecError("metrics", f"sglang:spec_accept_length = {out.sglang_accept_length:g} cannot come from an "
+                        "SGLang server", "a mean accepted length from 1 to k + 1 (k at most 64)")
     out.v0_acceptance_rate = gauges.get("sglang:spec_accept_rate")
     ttft, tpot = _merged(histograms, "ttft"), _merged(histograms, "tpot")
     out.ttft_s = {"p50": _quantile(ttft, 0.5), "p99": _quantile(ttft, 0.99)}
