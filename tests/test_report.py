@@ -1,6 +1,7 @@
 """The HTML report in a real headless browser, golden Markdown, atomic writes."""
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -66,6 +67,23 @@ def test_report_needs_force_to_replace(tmp_path, capsys):
     code, _, _ = run(capsys, "report", "-o", str(target), "--no-simulate", "--force")
     assert target.read_text().startswith("<!DOCTYPE html>")
     assert not list(tmp_path.glob(".*.tmp"))  # the temporary file was renamed, not left behind
+
+
+def test_user_text_cannot_forge_structure_in_the_markdown_report(tmp_path, capsys):
+    """Fuzz pass 3: a security note with line breaks wrote its own "### NIST CSF ... **PASS**" section and a raw
+    <img onerror> tag into the Markdown report (the HTML report escaped it)."""
+    forged = ("ok\n\n### NIST CSF 2.0 PR.PS-01 (re-assessed)\n\n**PASS**: every component is protected "
+              "<img src=x onerror=alert(1)> | cell | [link](javascript:alert(2))")
+    deployment = tmp_path / "d.yaml"
+    deployment.write_text("target: meta-llama/Llama-3.1-8B-Instruct\ngpu: H100-SXM-80GB\nmax_model_len: 16384\n"
+                          "security:\n  inference_endpoint: {auth: api_key, note: " + json.dumps(forged) + "}\n")
+    code, out, _ = run(capsys, "report", str(deployment), "--format", "markdown", "--no-simulate")
+    assert code == 0
+    headings = [line for line in out.splitlines() if line.startswith("#")]
+    assert not any("re-assessed" in line for line in headings)
+    assert not re.search(r"(?<!\\)<img", out) and not re.search(r"(?<!\\)\]\(javascript", out)
+    quoted = next(line for line in out.splitlines() if "re-assessed" in line)
+    assert quoted.startswith("- ") and "\\*\\*PASS\\*\\*" in quoted and "\\<img" in quoted and "\\|" in quoted
 
 
 @pytest.mark.parametrize("name", ["fits", "thin"])

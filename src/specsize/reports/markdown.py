@@ -2,41 +2,65 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from ..planner.plan import PlanResult
 from . import rows
 
 
-def _table(header: tuple[str, ...], body: Sequence[tuple[str, ...]]) -> list[str]:
+# escaped: what could start a structure (a heading, a table cell, an HTML tag, a link or image, a code span,
+# emphasis); an underscore inside a word (max_num_seqs) is no emphasis in CommonMark and stays as it is
+_SPECIAL = re.compile(r"([\\`*\[\]|#]|<(?=[A-Za-z/!?])|(?<!\w)_|_(?!\w))")
+
+
+def inline(text: object) -> str:
+    """Text as one line of Markdown that renders as itself: line breaks collapsed (no heading, list or table row can
+    start inside it) and Markdown / HTML characters escaped (no emphasis, link, image or tag). Every string a
+    report prints may carry what a user wrote (a security note, a model path, a name)."""
+    return _SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
+
+
+def fence(text: str) -> list[str]:
+    """A fenced code block whose fence is longer than any run of backticks inside it."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    mark = "`" * max(3, longest + 1)
+    return [mark, text, mark]
+
+
+def table(header: tuple[str, ...], body: Sequence[Sequence[str]]) -> list[str]:
     out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    out += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in body]
+    out += ["| " + " | ".join(inline(cell) for cell in row) + " |" for row in body]
     return out
 
 
+def _items(section: Sequence[str]) -> list[str]:
+    return [inline(line) if line[:1].isdigit() else f"- {inline(line)}" for line in section]
+
+
 def render(r: PlanResult) -> str:
-    lines = [f"# specsize plan: {rows.title(r)}", "", f"**{rows.headline(r)}**", "",
-             f"What breaks first: {r.verdict.breaks_first}", "", "## Per-GPU memory (rank 0)", ""]
-    lines += _table(rows.BREAKDOWN_HEADER, rows.breakdown(r))
-    lines += [""] + [f"- {line}" for line in rows.summary_lines(r)]
-    lines += ["", "## Workload envelope", ""] + _table(rows.ENVELOPE_HEADER, rows.envelope_rows(r))
-    lines += ["", "## Capacity per request shape", ""] + _table(rows.SHAPES_HEADER, rows.shape_rows(r))
+    lines = [f"# specsize plan: {inline(rows.title(r))}", "", f"**{inline(rows.headline(r))}**", "",
+             f"What breaks first: {inline(r.verdict.breaks_first)}", "", "## Per-GPU memory (rank 0)", ""]
+    lines += table(rows.BREAKDOWN_HEADER, rows.breakdown(r))
+    lines += [""] + [f"- {inline(line)}" for line in rows.summary_lines(r)]
+    lines += ["", "## Workload envelope", ""] + table(rows.ENVELOPE_HEADER, rows.envelope_rows(r))
+    lines += ["", "## Capacity per request shape", ""] + table(rows.SHAPES_HEADER, rows.shape_rows(r))
     if r.perf is not None:
-        lines += ["", "## Performance", ""] + _table(rows.PERF_HEADER, rows.perf_rows(r))
+        lines += ["", "## Performance", ""] + table(rows.PERF_HEADER, rows.perf_rows(r))
         if r.perf.note:
-            lines += ["", f"Note: {r.perf.note}"]
+            lines += ["", f"Note: {inline(r.perf.note)}"]
     if r.simulation is not None:
         from . import simulation  # noqa: PLC0415
 
-        lines += ["", "## Simulated burst scenario", "", "```", simulation.render(r.simulation, "text").rstrip(), "```"]
+        lines += ["", "## Simulated burst scenario", ""] + fence(simulation.render(r.simulation, "text").rstrip())
     for title, section in (("Recommendations (ranked)", rows.recommendation_lines(r)),
                            ("How far the inputs may move", rows.robustness_lines(r)),
                            ("Placement, storage and failover", rows.placement_lines(r))):
         if section:
-            lines += ["", f"## {title}", ""] + [line if line[:1].isdigit() else f"- {line}" for line in section]
+            lines += ["", f"## {title}", ""] + _items(section)
     for command in r.commands:
-        lines += ["", f"## {command.engine} command ({command.versions})", "", "```", command.shell, "```"]
-    notes = [f"- **{reason}**" for reason in r.verdict.reasons] + [f"- {w}" for w in r.warnings]
+        lines += ["", f"## {command.engine} command ({command.versions})", ""] + fence(command.shell)
+    notes = [f"- **{inline(reason)}**" for reason in r.verdict.reasons] + [f"- {inline(w)}" for w in r.warnings]
     if notes:
         lines += ["", "## Notes", ""] + notes
     return "\n".join(lines) + "\n"

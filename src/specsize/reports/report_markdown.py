@@ -23,9 +23,10 @@ def render(data: ReportData) -> str:
         cross = ", ".join(f"k={k}: {'none' if b is None else b}" for k, b in t.crossover_batch.items())
         lines += ["", f"Crossover batch (speed-up < 1): {cross}", ""]
     elif data.speedup_note:
-        lines += ["## Speed-up vs batch size", "", data.speedup_note, ""]
+        lines += ["## Speed-up vs batch size", "", markdown.inline(data.speedup_note), ""]
     lines += ["## Standards & framework alignment", ""]
-    for c in data.controls:
-        lines += [f"### {c.framework} {c.control}: {c.title}", "", f"**{c.status.upper()}**: {c.summary}", ""]
-        lines += [f"- {x}" for x in c.evidence] + [""]
+    for c in data.controls:  # a control's summary and evidence quote the deployment's security notes: inline text
+        lines += [f"### {c.framework} {c.control}: {c.title}", "",
+                  f"**{c.status.upper()}**: {markdown.inline(c.summary)}", ""]
+        lines += [f"- {markdown.inline(x)}" for x in c.evidence] + [""]
     return "\n".join(lines).rstrip() + "\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from ..planner.speedup import DrafterResult, SpeedupReport
+from . import markdown
 from .jsonsafe import dumps
 
 ROW_FIELDS = ("batch_size", "k", "tokens_per_pass", "tpot_s", "tpot_s_no_spec", "speedup", "throughput_tok_s",
@@ -61,20 +62,20 @@ def _summary(r: DrafterResult) -> str:
 def render(report: SpeedupReport, fmt: str) -> str:
     if fmt == "json":
         return dumps(to_dict(report))
-    lines = [f"speed-up = TPOT without speculation / TPOT with it, same batch; context {report.context_len:,} tokens; "
-             f"{report.deployment.target.model_id} on {report.deployment.gpus_per_instance} x "
-             f"{report.deployment.gpu.gpu_id}"]
+    md = fmt == "markdown"
+    text = markdown.inline if md else str  # a label is what the user wrote (a candidate, a model path)
+    lines = [text(f"speed-up = TPOT without speculation / TPOT with it, same batch; context {report.context_len:,} "
+                  f"tokens; {report.deployment.target.model_id} on {report.deployment.gpus_per_instance} x "
+                  f"{report.deployment.gpu.gpu_id}")]
     for r in report.drafters:
         grid = _grid(r)
         lines.append("")
-        lines.append(("### " if fmt == "markdown" else "") + _summary(r))
-        if fmt == "markdown":
+        lines.append(("### " if md else "") + text(_summary(r)))
+        if md:
             lines.append("")
-            lines.append("| " + " | ".join(grid[0]) + " |")
-            lines.append("|" + "|".join("---" for _ in grid[0]) + "|")
-            lines += ["| " + " | ".join(row) + " |" for row in grid[1:]]
+            lines += markdown.table(tuple(grid[0]), grid[1:])
         else:
             widths = [max(len(row[i]) for row in grid) for i in range(len(grid[0]))]
             lines += ["  ".join(cell.rjust(w) for cell, w in zip(row, widths)) for row in grid]
-    lines += [f"! {note}" for note in report.notes]
+    lines += [f"! {text(note)}" for note in report.notes]
     return "\n".join(lines) + "\n"
