@@ -48,6 +48,23 @@ def test_bad_values_are_one_line_errors(argv, field, capsys):
     assert line.startswith("specsize: error:") and field in line, line
 
 
+@pytest.mark.parametrize("argv,field,needle", [
+    (["--block-size", "5", "--emit", "vllm"], "block_size", "1, 8, 16, 32, 64, 128, 256"),
+    (["--cuda-graph-max-bs", "8"], "cuda_graph_max_bs", "engine sglang"),
+    (["--cpu-isa", "avx2"], "cpu_isa", "device cpu"),
+    (["--image-tokens", "500"], "image_tokens", "images_per_request"),
+    (["--measured-at-k", "5"], "measured_at_k", "mean_accepted_length"),
+    (["--acceptance-spread", "0.2", "--method", "none"], "acceptance_spread", "speculative method"),
+])
+def test_settings_the_engine_refuses_or_nothing_reads_are_refused(argv, field, needle, capsys):
+    """Fuzz pass 3: vLLM takes no --block-size 5 (it had been planned and emitted), and these settings had been
+    silently ignored where nothing reads them."""
+    code, out, err = run(capsys, "plan", "--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB",
+                         *argv)
+    assert code == 2 and out == "" and f"error: {field}:" in err and needle in err, err
+    assert len(err.strip().splitlines()) == 1
+
+
 def test_a_kv_pool_larger_than_the_card_never_fits(capsys):
     for size in ("75161927680", "1000000000000000"):
         code, out, err = run(capsys, "plan", "--kv-cache-memory-bytes", size, "--format", "json")

@@ -19,7 +19,7 @@ from .kvcache import (HybridPool, KVLayer, bytes_per_token, grouped_layer_slots,
                       layer_blocks, layer_groups, model_kv_layers, model_state_layers)
 from .multimodal import encoder_profile, pixel_values_bytes, tower_forward_peak
 from .speculation import SpecMethod
-from .specs import (DTYPE_BYTES, Deployment, GpuSpec, ModelSpec, Quantization, VisionSpec, canonical_dtype,
+from .specs import (DTYPE_BYTES, Deployment, EngineSettings, GpuSpec, ModelSpec, Quantization, VisionSpec, canonical_dtype,
                     effective_target)
 from .units import GiB, ceil_div
 from .weights import VLLM_MXFP4_PAD, WeightBreakdown, padded_vocab, weight_breakdown
@@ -361,6 +361,8 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
             batched = 512 if chunked and steps == 1 else max(batched, max_model_len)
     if e.max_num_batched_tokens and p.engine == "vllm":
         _check_token_budget(e.max_num_batched_tokens, max_num_seqs, max_model_len, p.generation == "V0" and not chunked)
+    if p.engine == "vllm":
+        _check_vllm_flags(e)
     if e.block_size:
         block_size = e.block_size
     elif e.device == "cpu":
@@ -457,6 +459,19 @@ def _engine_interval(field: str, value: int, has_flag: bool, p: AccountingProfil
         flag = "--" + field.replace("_", "-")
         raise SpecError(field, f"{p.label} has no {flag}", f"1, or {where}")
     return value
+
+
+VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)  # vLLM's --block-size choices (vllm/config/cache.py BlockSize)
+
+
+def _check_vllm_flags(e: EngineSettings) -> None:
+    """Settings vLLM would refuse, or that are another engine's: refused rather than planned and emitted."""
+    if e.block_size and e.block_size not in VLLM_BLOCK_SIZES:
+        raise SpecError("block_size", f"vLLM takes no block size of {e.block_size}",
+                        ", ".join(map(str, VLLM_BLOCK_SIZES)) + " (SGLang's --page-size takes any)")
+    if e.cuda_graph_max_bs is not None:
+        raise SpecError("cuda_graph_max_bs", "is SGLang's --cuda-graph-max-bs; vLLM sizes its CUDA graphs itself "
+                        "(max_num_seqs and its capture sizes)", "no value with engine vllm, or engine sglang")
 
 
 def _v0_only(field: str, problem: str, otherwise: str) -> None:

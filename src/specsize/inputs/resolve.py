@@ -264,8 +264,24 @@ def check_scenario(q: Request) -> None:
         raise SpecError("lengths_file", "the lengths file gives the lengths", "either --lengths-file or the medians")
 
 
+def check_applies(r: Request, d: Deployment) -> None:
+    """Settings given where nothing reads them: refused rather than silently ignored."""
+    if r.given("cpu_isa") and r.device != "cpu":
+        raise SpecError("cpu_isa", f"applies to device cpu only, the device is {r.device}", "device cpu with it")
+    if r.image_tokens is not None and not r.images_per_request:
+        raise SpecError("image_tokens", "sizes a request's images, and the workload has none",
+                        "images_per_request N with it")
+    if r.measured_at_k is not None and r.mean_accepted_length is None and not r.acceptance_from_store:
+        raise SpecError("measured_at_k", "is the k a mean accepted length was measured at, and none is given",
+                        "mean_accepted_length T with it (an acceptance rate is per token, whatever the k)")
+    if r.given("acceptance_spread") and r.acceptance_spread and not d.speculative.enabled:
+        raise SpecError("acceptance_spread", "spreads the acceptance of a drafter, and the deployment has none",
+                        "a speculative method with it")
+
+
 def resolve(r: Request) -> Resolved:
     d, shape_note = deployment_of(r)
+    check_applies(r, d)
     w = with_images(workload_of(r), d.target, r.images_per_request, r.image_tokens)
     profile = resolve_profile(r.engine, r.engine_version)
     overrides = {"memory": r.memory_efficiency, "compute": r.compute_efficiency,
