@@ -415,3 +415,21 @@ def test_the_simulator_prices_ngram_steps_without_a_proposal_as_the_tables_do():
         assert simulated == pytest.approx(table.rows[0].tpot_s, rel=0.03)
         tpots[rate] = simulated
     assert tpots[0.5] / tpots[1.0] == pytest.approx(2.176 / 1.588, rel=0.03)  # per-pass gain, same step cost at B=1
+
+
+def test_a_missed_slo_is_a_problem_and_turns_a_fitting_plan_thin():
+    """Fuzz pass 3: --ttft-slo-ms counted the goodput (0 requests within 0.1 us) yet the plan said fits. Fewer than
+    99% of the requests within the SLO is now a problem of its own (slo_missed), which makes fits thin; a generous SLO
+    counts every finished request and trips nothing."""
+    from specsize import api
+
+    common = dict(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", max_model_len=16384,
+                  prompt_tokens="p50=800,p99=6000", output_tokens="p50=250,p99=1000", concurrency=8, duration=20,
+                  acceptance_rate=0.7, seed=0)
+    tight = api.simulate(ttft_slo_ms=1e-4, **common).spec
+    assert tight.goodput_req_s == 0.0 and [p.kind for p in tight.problems] == ["slo_missed"] and not tight.sustains
+    assert "0.0% of the requests finished within TTFT <= 0.0001 ms" in tight.problems[0]
+    loose = api.simulate(ttft_slo_ms=1e7, **common).spec
+    assert not loose.problems and loose.goodput_req_s == pytest.approx(loose.completed / loose.end_time_s)
+    assert api.plan(simulate=True, ttft_slo_ms=1e-4, **common).verdict.verdict == "thin"
+    assert api.plan(simulate=True, ttft_slo_ms=1e7, **common).verdict.verdict == "fits"

@@ -153,7 +153,8 @@ class Request:
                           "top-k branches.", "int", PERF, minimum=1, maximum=64)
     num_draft_tokens: int | None = F(None, "Tree drafting (SGLang only): tokens verified per sequence (N).",
                                      "int", PERF, minimum=1, maximum=4096)
-    tpot_slo_ms: float | None = F(None, "TPOT target: report the concurrency that still meets it.", "float", PERF,
+    tpot_slo_ms: float | None = F(None, "TPOT target: report the concurrency that still meets it; a simulation "
+                                  "with fewer than 99% of requests within it is thin (slo_missed).", "float", PERF,
                                   unit="ms", minimum=0, exclusive_minimum=True, maximum=1e7)
     memory_efficiency: float | None = F(None, "Override the achieved fraction of HBM bandwidth.", "float", PERF,
                                         minimum=0, exclusive_minimum=True, maximum=1)
@@ -162,7 +163,8 @@ class Request:
     step_overhead_ms: float | None = F(None, "Override the fixed cost of one forward step.", "float", PERF,
                                        unit="ms", minimum=0, maximum=1e4)
     # --- what `plan` adds around the verdict -------------------------------------------------------------------
-    ttft_slo_ms: float | None = F(None, "TTFT limit (goodput; the failover backlog must stay within it).",
+    ttft_slo_ms: float | None = F(None, "TTFT limit (goodput; the failover backlog must stay within it; a "
+                                  "simulation with fewer than 99% of requests within it is thin: slo_missed).",
                                   "float", ANALYSIS, unit="ms", minimum=0, exclusive_minimum=True, maximum=1e8)
     gpus_per_node: int = F(8, "GPUs per node.", "int", ANALYSIS, minimum=1, maximum=1024)
     spare: int = F(1, "Replicas (or nodes) that may fail: N+k.", "int", ANALYSIS, minimum=0, maximum=1024)

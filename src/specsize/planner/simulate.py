@@ -32,9 +32,9 @@ from .perf import costs_for
 # (14,000-70,000 steps/s); the 72,000-request hour of bench/sim_speed.py takes 89,000; docs/simulation.md
 MAX_STEPS = 3_000_000
 
-CACHE_THRASHING, UNFINISHED, QUEUE_GROWTH, INSTABILITY, THIN_HEADROOM = (
-    "cache_thrashing", "unfinished", "queue_growth", "scheduling_instability", "thin_headroom")
-PROBLEM_KINDS = (CACHE_THRASHING, UNFINISHED, QUEUE_GROWTH, INSTABILITY, THIN_HEADROOM)
+CACHE_THRASHING, UNFINISHED, QUEUE_GROWTH, INSTABILITY, THIN_HEADROOM, SLO_MISSED = (
+    "cache_thrashing", "unfinished", "queue_growth", "scheduling_instability", "thin_headroom", "slo_missed")
+PROBLEM_KINDS = (CACHE_THRASHING, UNFINISHED, QUEUE_GROWTH, INSTABILITY, THIN_HEADROOM, SLO_MISSED)
 SEVERE = frozenset({CACHE_THRASHING, UNFINISHED})  # these make a plan does_not_fit; the others make it thin
 
 
@@ -70,6 +70,7 @@ class Thresholds:
     ttft_growth: float = 3.0
     min_ttft_s: float = 2.0
     kv_headroom: float | None = None  # the plan's headroom policy: a KV peak above 1 - policy is thin
+    slo_attainment: float = 0.99  # with a TTFT / TPOT SLO: the share of requests that must finish within it
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,7 @@ def summarize(label: str, r: SimResult, req: Requests, slo: Slo, th: Thresholds)
     span = max(r.end_time_s, 1e-9)
     throughput = float(r.output_tokens[r.finished].sum()) / span
     goodput = None
+    problems: list[Problem] = []
     if slo.ttft_s or slo.tpot_s:
         ok = r.finished.copy()
         if slo.ttft_s:
@@ -148,8 +150,13 @@ def summarize(label: str, r: SimResult, req: Requests, slo: Slo, th: Thresholds)
         if slo.tpot_s:
             ok &= np.nan_to_num(r.tpot_s, nan=0.0) <= slo.tpot_s
         goodput = float(ok.sum()) / span
+        met = float(ok.sum()) / max(1, len(req))
+        if met < th.slo_attainment:
+            limits = " and ".join(f"{name} <= {value * 1e3:g} ms" for name, value in (("TTFT", slo.ttft_s),
+                                                                                   ("TPOT", slo.tpot_s)) if value)
+            problems.append(Problem(SLO_MISSED, f"SLO missed: {met:.1%} of the requests finished within {limits} "
+                                                f"(at least {th.slo_attainment:.0%} asked)"))
     e2e = _pct(r.e2e_s)
-    problems: list[Problem] = []
     if completed and r.preemptions > th.preemptions_per_request * completed:
         problems.append(Problem(CACHE_THRASHING, f"cache thrashing: {r.preemptions} preemptions for {completed} completed requests "
                         f"({r.recomputed_tokens:,} tokens recomputed)"))
