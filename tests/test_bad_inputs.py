@@ -489,6 +489,32 @@ def test_trace_errors_name_the_file_line_and_what_is_wrong(tmp_path, capsys):
                                               "1,073,741,824 (accepted: positive token counts)")
 
 
+@pytest.mark.parametrize("flag,name,text,needle", [
+    ("--trace", "t.csv", "arrival_time,prompt_tokens,output_tokens\n0,100.9,50\n", "line 2: prompt tokens '100.9' is "
+     "not a whole number"),
+    ("--trace", "t.jsonl", '{"arrival_time": 0, "prompt_tokens": true, "output_tokens": 5}\n', "line 1: prompt tokens "
+     "is true"),
+    ("--trace", "t.csv", "arrival_time,prompt_tokens,prompt_tokens,output_tokens\n0,1,2,3\n", "names column "
+     "'prompt_tokens' twice"),
+    ("--lengths-file", "l.csv", "prompt_tokens,output_tokens\n100,1.9\n", "output tokens '1.9' is not a whole number"),
+    ("--lengths-file", "l.json", '[{"prompt_tokens": 5, "output_tokens": 5}]\n', "is a JSON array"),
+])
+def test_request_files_read_token_counts_as_whole_numbers(tmp_path, capsys, flag, name, text, needle):
+    """Fuzz pass 3: traces and lengths files truncated 100.9 to 100 and read a JSON true as 1 token, and a column
+    written twice kept its last copy, where the samples reader refuses them all."""
+    path = tmp_path / name
+    path.write_text(text)
+    code, out, err = run(capsys, "simulate", *LLAMA8B, flag, path)
+    assert code == 2 and out == "" and needle in err, err
+
+
+def test_a_samples_csv_without_the_column_names_it(tmp_path, capsys):
+    path = tmp_path / "s.csv"
+    path.write_text("input_tokens,generated_tokens\n100,50\n")
+    code, _, err = run(capsys, "plan", "--samples-file", path)
+    assert code == 2 and "its header has no 'prompt_tokens' column" in err, err
+
+
 @pytest.mark.parametrize("argv,line", [
     (["plan", "--tp", "abc"], "specsize: error: tp: 'abc' is not a valid integer."),
     (["plan", "--format", "xml"], "specsize: error: format: 'xml' is not one of 'text', 'json', 'markdown'."),

@@ -55,9 +55,15 @@ MAX_TOKENS = 1 << 30  # per request; far beyond any context window, low enough t
 
 
 def _tokens(value, what: str, field: str, p: Path, line: int) -> int:
+    """A token count: a whole number from 1 to MAX_TOKENS (100.9 or a JSON true is no count: refused, as the samples
+    reader refuses them, rather than read as 100 or 1)."""
+    if isinstance(value, bool):
+        raise SpecError(field, f"{p} line {line}: {what} is {str(value).lower()}", "whole token counts")
     number = float(value)
     if not (math.isfinite(number) and 1 <= number <= MAX_TOKENS):
         raise SpecError(field, f"{p} line {line}: {what} must be from 1 to {MAX_TOKENS:,}", "positive token counts")
+    if number != int(number):
+        raise SpecError(field, f"{p} line {line}: {what} {value!r} is not a whole number", "whole token counts")
     return int(number)
 
 
@@ -93,9 +99,19 @@ def _json_lines(lines: list[str], p: Path | str, field: str) -> list:
 
 
 def _parse(lines: list[str], p: Path, field: str = "trace") -> RequestTrace:
+    if lines[0].lstrip().startswith("["):
+        raise SpecError(field, f"{p} is a JSON array", "JSONL (one JSON object per line) or CSV with a header")
     jsonl = lines[0].lstrip().startswith("{")
     try:
-        rows = _json_lines(lines, p, field) if jsonl else list(csv.DictReader(lines))
+        if jsonl:
+            rows = _json_lines(lines, p, field)
+        else:
+            reader = csv.DictReader(lines)
+            names = list(reader.fieldnames or [])
+            twice = next((name for name in names if names.count(name) > 1), None)
+            if twice is not None:  # DictReader would keep the last column of the two silently
+                raise SpecError(field, f"{p}: the header names column {twice!r} twice", "each column once")
+            rows = list(reader)
     except csv.Error as err:
         raise SpecError(field, f"{p}: unreadable CSV ({err})", "CSV with one request per line") from None
     if not rows:

@@ -187,8 +187,13 @@ def read_samples(path: str | Path, column: str | None = None, field: str = "samp
             values = [_count(json.loads(line)[key]) for line in stripped.splitlines() if line.strip()]
         elif column and stripped and column in stripped.splitlines()[0]:
             values = [_count(row[column], text=True) for row in csv.DictReader(stripped.splitlines())]
+        elif column and re.search(r"[A-Za-z_]", stripped.splitlines()[0] if stripped else ""):  # another header
+            raise SpecError(field, f"{p}: its header has no {column!r} column ({stripped.splitlines()[0][:80]!r})",
+                            f"a CSV whose header names {column} (the samples file reads no other column)")
         else:
             values = [_count(v, text=True) for v in re.split(r"[\s,]+", stripped) if v]
+    except SpecError:  # already names the file and what is wrong (a SpecError is a ValueError: not reworded)
+        raise
     except KeyError as err:  # names the column, never the file's content
         raise SpecError(field, f"{p}: a request has no {err.args[0]!r}",
                         "integers one per line, a JSON list, or JSONL/CSV with prompt_tokens and output_tokens") from None
