@@ -40,6 +40,8 @@ def run(capsys, *argv):
     (["simulate", "--sim-duration", "1e9"], "duration"), (["simulate", "--seed", "-1"], "seed"),
     (["plan", "--gpus", "1000000000000"], "gpus"), (["plan", "--spare", "-1"], "spare"),
     (["plan", "--step-overhead-ms", "inf"], "step_overhead_ms"),
+    (["plan", "--prompt-tokens", "p50=800,p50=900,p99=1000"], "prompt_tokens"),  # a percentile twice (fuzz pass 3)
+    (["plan", "--prompt-tokens", "@"], "prompt_tokens"),  # no file named: had read the working folder
 ])
 def test_bad_values_are_one_line_errors(argv, field, capsys):
     code, out, err = run(capsys, *argv, "--acceptance-rate", "0.7")
@@ -516,7 +518,8 @@ def test_a_samples_csv_without_the_column_names_it(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv,line", [
-    (["plan", "--tp", "abc"], "specsize: error: tp: 'abc' is not a valid integer."),
+    (["plan", "--tp", "abc"], "specsize: error: tp: 'abc' is not a valid integer. (accepted: an integer >= 1 and <= 1,024)"),
+    (["check-live", "--metrics", "m.txt"], "specsize: error: plan: is required"),
     (["plan", "--format", "xml"], "specsize: error: format: 'xml' is not one of 'text', 'json', 'markdown'."),
     (["calibrations", "--kind", "foo"], "specsize: error: kind: 'foo' is not one of 'acceptance', 'footprint', 'live'."),
 ])

@@ -512,6 +512,13 @@ def users_revoke(name: str, db_url: str | None) -> None:
 cli.add_command(sweep_command)
 
 
+def _accepted(field: str) -> str:
+    """' (accepted: ...)' from the field table for a field click refused (a word for --tp), else ''."""
+    from ..inputs.request import FIELDS, info  # noqa: PLC0415
+
+    return f" (accepted: {info(field).accepted})" if field in FIELDS else ""
+
+
 def main(argv: list[str] | None = None) -> None:
     from ..core.errors import SpecError  # noqa: PLC0415
 
@@ -525,8 +532,8 @@ def main(argv: list[str] | None = None) -> None:
         param = getattr(err, "param", None)
         flags = [o for o in getattr(param, "opts", []) if o.startswith("--")]  # --format, not its variable fmt
         field = (flags[0][2:] if flags else getattr(param, "name", None) or "").replace("-", "_")
-        message = err.message.replace("\n", " ")
-        _fail(f"{field}: {message}" if field else err.format_message().replace("\n", " "))
+        message = (err.message or ("is required" if isinstance(err, click.MissingParameter) else "")).replace("\n", " ")
+        _fail(f"{field}: {message}{_accepted(field)}" if field else err.format_message().replace("\n", " "))
     except click.ClickException as err:
         message = err.format_message().replace("\n", " ")
         _fail(message, EXIT_BAD_INPUT if err.exit_code in (1, 2) else err.exit_code)

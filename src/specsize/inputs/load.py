@@ -188,7 +188,7 @@ def read_samples(path: str | Path, column: str | None = None, field: str = "samp
         elif column and stripped and column in stripped.splitlines()[0]:
             values = [_count(row[column], text=True) for row in csv.DictReader(stripped.splitlines())]
         elif column and re.search(r"[A-Za-z_]", stripped.splitlines()[0] if stripped else ""):  # another header
-            raise SpecError(field, f"{p}: its header has no {column!r} column ({stripped.splitlines()[0][:80]!r})",
+            raise SpecError(field, f"{p}: its header has no {column!r} column",  # (its content is never echoed)
                             f"a CSV whose header names {column} (the samples file reads no other column)")
         else:
             values = [_count(v, text=True) for v in re.split(r"[\s,]+", stripped) if v]
@@ -228,6 +228,8 @@ def length_distribution(value: Any, field: str, base: Path | None = None) -> Len
     if isinstance(value, str):
         text = value.strip()
         if text.startswith("@"):
+            if not text[1:].strip():
+                raise SpecError(field, "@ names no file", "@FILE, a file of token counts")
             path = Path(text[1:])
             return LengthDistribution.from_samples(read_samples(path if base is None else base / path, field, field))
         if "=" in text:
@@ -236,6 +238,8 @@ def length_distribution(value: Any, field: str, base: Path | None = None) -> Len
                 if "=" not in part:
                     raise SpecError(field, f"cannot read {part!r} in {value!r}", "p50=N,p95=N,p99=N,max=N")
                 key, _, number = part.partition("=")
+                if key.strip().lower() in pairs:
+                    raise SpecError(field, f"{key.strip()} given twice in {value!r}", "each percentile once")
                 pairs[key.strip().lower()] = number.strip()
             return _from_mapping(pairs, field)
         try:
@@ -265,8 +269,11 @@ def _security(value: Any) -> dict | None:
             raise SpecError("security", f"unknown component {component!r}", ", ".join(SECURITY_COMPONENTS))
         if isinstance(spec, str):
             spec = {"auth": spec}
-        if not isinstance(spec, dict) or str(spec.get("auth")) not in SECURITY_AUTH:
-            raise SpecError(f"security.{component}.auth", f"unknown value {spec!r}", ", ".join(SECURITY_AUTH))
+        if not isinstance(spec, dict):
+            raise SpecError(f"security.{component}", f"must be a mapping or an auth name, got {spec!r}",
+                            "{auth: " + "|".join(SECURITY_AUTH) + ", note: TEXT}")
+        if str(spec.get("auth")) not in SECURITY_AUTH:
+            raise SpecError(f"security.{component}.auth", f"unknown value {spec.get('auth')!r}", ", ".join(SECURITY_AUTH))
         out[component] = {"auth": str(spec["auth"]), "note": str(spec.get("note") or "")}
     return out
 
