@@ -89,6 +89,23 @@ def test_unknown_field_and_bad_values_are_one_line_errors():
 
 # --- the defects of the consolidation issue -------------------------------------------------------------------
 
+@pytest.mark.parametrize("call,field", [
+    (lambda: specsize.plan(target="meta-llama/Llama-3.1-8B-Instruct", candidates=5), "candidates"),
+    (lambda: specsize.speedup(candidates=True), "candidates"),
+    (lambda: specsize.plan("deployment.yaml"), "request"),
+    (lambda: specsize.load_request(5), "path"),
+    (lambda: specsize.check_live(None), "plan"),
+    (lambda: specsize.check_live([1, 2]), "plan"),
+    (lambda: specsize.check_live({}, metrics=5), "metrics"),
+    (lambda: specsize.simulate(progress=5, acceptance_rate=0.7), "progress"),
+])
+def test_the_api_refuses_wrong_types_with_a_spec_error(call, field):
+    """Fuzz pass 3: these raised TypeError or AttributeError from inside the library."""
+    with pytest.raises(SpecError) as err:
+        call()
+    assert err.value.field == field
+
+
 @pytest.mark.parametrize("command", ["simulate", "speedup"])
 def test_quantization_none_everywhere(command, capsys):
     extra = ["--duration", "20"] if command == "simulate" else []

@@ -54,7 +54,15 @@ METRICS_DEADLINE_S = 30.0  # the whole /metrics response, however slowly it tric
 def _request(request: Request | None, overrides: dict) -> Request:
     if request is None:
         return load_request(**overrides)
+    if not isinstance(request, Request):  # plan("d.yaml"): the file goes through load_request
+        raise SpecError("request", f"must be a Request, got {type(request).__name__} {request!r:.80}",
+                        "specsize.load_request(PATH, ...) or keyword fields (target=..., gpu=...)")
     return request.replace(**overrides) if overrides else request
+
+
+def _progress(progress: object) -> None:
+    if progress is not None and not callable(progress):
+        raise SpecError("progress", f"must be callable, got {progress!r:.80}", "a function (done, total) -> None")
 
 
 @lru_cache(maxsize=1)
@@ -176,6 +184,7 @@ def simulate(request: Request | None = None, progress: Callable[[int, int], None
     The report's `scenario` says what ran and where each part of it came from."""
     from .planner.scenario import SimSettings, run_simulation  # noqa: PLC0415
 
+    _progress(progress)
     q = _request(request, overrides)
     check_scenario(q)
     r = resolve(q)
@@ -268,6 +277,7 @@ def stops_paying(request: Request | None = None, progress: Callable[[int, int], 
     from .planner.load_sweep import MAX_RUNG_DURATION_S, LoadPoint, load_point, sweep_loads  # noqa: PLC0415
     from .planner.scenario import replica_envelope_rate  # noqa: PLC0415
 
+    _progress(progress)
     q = _request(request, overrides)
     check_scenario(q)
     if q.trace or q.client_concurrency is not None:
@@ -443,6 +453,12 @@ def check_live(plan: dict | str | Path, metrics: str | None = None, log: str | P
     from .engines.readers import read_metrics, read_startup_log  # noqa: PLC0415
     from .planner.live import check  # noqa: PLC0415
 
+    if not isinstance(plan, (dict, str, Path)):
+        raise SpecError("plan", f"must be a plan dict or a file, got {type(plan).__name__}",
+                        "PlanResult.to_dict(), or a file of specsize plan --format json")
+    for name, value in (("metrics", metrics), ("log", log)):
+        if value is not None and not isinstance(value, (str, Path)):
+            raise SpecError(name, f"must be a path or URL, got {type(value).__name__}", "a string or a Path")
     if not isinstance(plan, dict):
         try:
             plan = json.loads(_read(plan, "plan"))

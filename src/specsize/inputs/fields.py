@@ -148,15 +148,22 @@ def coerce(name: str, info: FieldInfo, value: Any) -> Any:
         if not text:
             raise SpecError(name, "must not be empty", info.accepted)
         return text
-    if kind == "int_list":
-        items = value if isinstance(value, (list, tuple)) else str(value).replace(" ", "").split(",")
-        if not items or any(item == "" for item in items):
-            raise SpecError(name, f"an empty item in {value!r}", info.accepted)
-        numbers = tuple(_int(name, info, v) for v in items)
-        if len(set(numbers)) != len(numbers):
-            raise SpecError(name, f"repeats a value: {value!r}", "distinct " + info.accepted)
-        return numbers
-    if kind == "str_list":
-        items = [value] if isinstance(value, str) else list(value)
-        return tuple(str(v) for v in items)
+    if kind in ("int_list", "str_list"):
+        return _list(name, info, value)
     return value  # lengths / mapping: parsed by inputs.load
+
+
+def _list(name: str, info: FieldInfo, value: Any) -> tuple:
+    """An int_list (distinct integers, a list or "N,N,...") or a str_list (strings only)."""
+    if info.kind == "str_list":
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, (list, tuple)) or not all(isinstance(v, str) for v in items):
+            raise SpecError(name, f"must be a string or a list of strings, got {value!r}", info.accepted)
+        return tuple(items)
+    items = value if isinstance(value, (list, tuple)) else str(value).replace(" ", "").split(",")
+    if not items or any(item == "" for item in items):
+        raise SpecError(name, f"an empty item in {value!r}", info.accepted)
+    numbers = tuple(_int(name, info, v) for v in items)
+    if len(set(numbers)) != len(numbers):
+        raise SpecError(name, f"repeats a value: {value!r}", "distinct " + info.accepted)
+    return numbers

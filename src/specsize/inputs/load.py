@@ -355,6 +355,8 @@ def load_request(path: str | Path | None = None, **overrides: Any) -> Request:
     """A request from a deployment file (or, with neither a file nor a target, the embedded default) and
     field overrides, which take precedence. Every value is validated; bad input raises `SpecError`."""
     if path is not None:
+        if not isinstance(path, (str, Path)):
+            raise SpecError("path", f"must be a deployment file's path, got {type(path).__name__}", "a str or a Path")
         p = Path(path)
         return build_request(read_yaml_file(p), overrides, "file", p.resolve().parent, str(p))
     if overrides.get("target") is None:
