@@ -194,6 +194,12 @@ def test_check_live_fetches_only_registered_endpoints(service):
             assert c.post("/api/v1/endpoints", json={"name": "vllm-a", "url": f"http://127.0.0.1:{port}/metrics"}) \
                 .status_code == 201
             _error(c.post("/api/v1/endpoints", json={"name": "bad", "url": "file:///etc/passwd"}), 400)
+            # fuzz pass 3: a CR/LF in the URL, a 5,000-character host and the cloud metadata address had been registered
+            for bad in ("http://127.0.0.1:1/metrics\r\nX-Injected: 1", "http://" + "a" * 5_000 + "/metrics",
+                        "http://169.254.169.254/latest/meta-data", "http://[fe80::1]:8000/metrics"):
+                assert _error(c.post("/api/v1/endpoints", json={"name": "bad", "url": bad}), 400)["field"] == "url"
+            again = _error(c.post("/api/v1/endpoints", json={"name": "vllm-a", "url": "http://10.0.0.9/metrics"}), 400)
+            assert again["field"] == "name" and "exists" in again["problem"]
         with server.client(tokens["planner"]) as c:
             live = c.post("/api/v1/check-live", json={"endpoint": "vllm-a", "plan": plan, "record": "test-live"})
             assert live.status_code == 200, live.text

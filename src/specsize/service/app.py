@@ -315,11 +315,29 @@ class SearchBody(BaseModel):
 
 
 def _check_endpoint_url(url: str) -> str:
+    """A /metrics URL an admin may register: http(s), a host, no credentials, no control characters or spaces, at
+    most 2,048 characters, and not a link-local, multicast or unspecified address (169.254.169.254 is the cloud
+    metadata service, not a vLLM server)."""
     from urllib.parse import urlsplit  # noqa: PLC0415
 
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.password:
-        raise SpecError("url", f"cannot register {url!r}", "http(s)://HOST:PORT/metrics without credentials")
+    accepted = "http(s)://HOST:PORT/metrics without credentials, at most 2,048 characters"
+    if len(url) > 2048 or any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in url):
+        raise SpecError("url", f"cannot register {url[:80]!r}: too long, or a space or control character", accepted)
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+        parts.port  # noqa: B018 - a port that is not a number raises here
+    except ValueError:
+        raise SpecError("url", f"cannot register {url[:80]!r}", accepted) from None
+    if parts.scheme not in ("http", "https") or not host or len(host) > 253 or parts.username or parts.password:
+        raise SpecError("url", f"cannot register {url[:80]!r}", accepted)
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        address = None
+    if address is not None and (address.is_link_local or address.is_multicast or address.is_unspecified):
+        raise SpecError("url", f"{host} is a link-local, multicast or unspecified address, not a server's",
+                        "the address of a vLLM or SGLang server")
     return url
 
 
