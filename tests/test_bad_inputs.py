@@ -67,6 +67,18 @@ def test_settings_the_engine_refuses_or_nothing_reads_are_refused(argv, field, n
     assert len(err.strip().splitlines()) == 1
 
 
+def test_an_nvidia_smi_reading_beyond_the_card_and_ngram_calibration_with_a_draft_are_refused(tmp_path, capsys):
+    """Fuzz pass 3: 99,999,999,999 MiB in use on an 80 GB card was accepted, and calibrations add recorded an n-gram
+    acceptance with a draft model, a combination plan refuses."""
+    smi = tmp_path / "smi.csv"
+    smi.write_text("memory.used [MiB]\n99999999999\n")
+    code, _, err = run(capsys, "plan", "--nvidia-smi", smi)
+    assert code == 2 and "nvidia_smi:" in err and "more than the H100-SXM-80GB holds" in err, err
+    code, _, err = run(capsys, "calibrations", "--store", tmp_path / "c.sqlite", "add", "--tag", "t", "--source", "s",
+                       "--acceptance-rate", "0.5", "--method", "ngram", "--draft", "meta-llama/Llama-3.2-1B-Instruct")
+    assert code == 2 and "draft: method ngram takes no draft model" in err, err
+
+
 def test_a_kv_pool_larger_than_the_card_never_fits(capsys):
     for size in ("75161927680", "1000000000000000"):
         code, out, err = run(capsys, "plan", "--kv-cache-memory-bytes", size, "--format", "json")
@@ -518,7 +530,11 @@ def test_a_samples_csv_without_the_column_names_it(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv,line", [
-    (["plan", "--tp", "abc"], "specsize: error: tp: 'abc' is not a valid integer. (accepted: an integer >= 1 and <= 1,024)"),
+    (["plan", "--tp", "abc"], "specsize: error: tp: must be an integer, got 'abc' (accepted: an integer >= 1 and <= 1,024)"),
+    (["plan", "--concurrency", "\u0661\u0662"], "specsize: error: concurrency: must be an integer, got '\u0661\u0662' "
+     "(accepted: an integer >= 1 and <= 16,777,216)"),  # Arabic-Indic digits: int() had read 12 (fuzz pass 3)
+    (["plan", "--burst-factor", "1_000"], "specsize: error: burst_factor: must be a number, got '1_000' (accepted: a "
+     "number >= 1 and <= 1,000)"),
     (["check-live", "--metrics", "m.txt"], "specsize: error: plan: is required"),
     (["plan", "--format", "xml"], "specsize: error: format: 'xml' is not one of 'text', 'json', 'markdown'."),
     (["calibrations", "--kind", "foo"], "specsize: error: kind: 'foo' is not one of 'acceptance', 'footprint', 'live'."),

@@ -46,8 +46,9 @@ def option_for(name: str) -> Callable:
         return click.option(*names, name, type=str, metavar="[" + "|".join(fi.choices) + "]", help=help_text)
     if name == "num_speculative_tokens" or fi.kind in _TEXT_KINDS:
         return click.option(*names, name, type=str, help=help_text)
-    kind = {"int": click.INT, "float": click.FLOAT}[fi.kind]
-    return click.option(*names, name, type=kind, help=help_text)
+    # read by the field table (ASCII digits; its words and bounds), not by click's int() / float(), which take
+    # "١٢" and "1_000"
+    return click.option(*names, name, type=str, metavar={"int": "INTEGER", "float": "FLOAT"}[fi.kind], help=help_text)
 
 
 def request_options(*groups: str, include: tuple[str, ...] = (), exclude: tuple[str, ...] = (),

@@ -92,8 +92,8 @@ def _int(name: str, info: FieldInfo, value: Any) -> int:
         if not math.isfinite(value) or not value.is_integer():
             raise SpecError(name, f"must be an integer, got {value!r}", info.accepted)
         value = int(value)
-    if isinstance(value, str):
-        if not re.fullmatch(r"\s*[-+]?\d+\s*", value):
+    if isinstance(value, str):  # ASCII digits only: int() would also read "١٢" and "1_000"
+        if not re.fullmatch(r"\s*[-+]?\d+\s*", value, re.ASCII):
             raise SpecError(name, f"must be an integer, got {value!r}", info.accepted)
         value = int(value)
     if not isinstance(value, int):
@@ -104,8 +104,14 @@ def _int(name: str, info: FieldInfo, value: Any) -> int:
     return value
 
 
+# a number as text: ASCII digits, a point, an exponent (float() would also read "١٢" and "1_000"); inf / nan read
+# so that the bounds say what is wrong with them
+_NUMBER = re.compile(r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*|\s*[-+]?(inf|infinity|nan)\s*",
+                     re.ASCII | re.IGNORECASE)
+
+
 def _float(name: str, info: FieldInfo, value: Any) -> float:
-    if isinstance(value, bool):
+    if isinstance(value, bool) or (isinstance(value, str) and not _NUMBER.fullmatch(value)):
         raise SpecError(name, f"must be a number, got {value!r}", info.accepted)
     try:
         number = float(value)

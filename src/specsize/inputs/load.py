@@ -164,6 +164,8 @@ def _count(value: Any, text: bool = False) -> int:
     """A token count as a file holds it: a whole number (100 or 100.0; in text, "100"); never a fraction, a JSON
     true, or a JSON string, which int() would have turned into 100, 1 or 100 without a word."""
     if text and isinstance(value, str):
+        if not value.isascii() or "_" in value:  # int() would read "١٢" and "1_000" too
+            raise ValueError(value)
         value = float(value) if any(c in value for c in ".eE") else int(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(value)

@@ -180,13 +180,15 @@ def deployment_of(r: Request) -> tuple[Deployment, str | None]:
         num_scheduler_steps=r.num_scheduler_steps, cpu_isa=r.cpu_isa, chunked_prefill=r.chunked_prefill,
         kv_cache_memory_bytes=r.kv_cache_memory_bytes, cuda_graph_max_bs=r.cuda_graph_max_bs,
         scheduler_recv_interval=r.scheduler_recv_interval, stream_interval=r.stream_interval)
-    return Deployment(target=target, gpu=_gpu(r), speculative=speculative, tp=r.tp, pp=r.pp, num_gpus=r.gpus,
-                      engine=settings, shared_reserved_bytes=int(r.shared_reserved_gib * 2**30) + _other_processes(r)
-                      ), shape_note
+    gpu = _gpu(r)
+    return Deployment(target=target, gpu=gpu, speculative=speculative, tp=r.tp, pp=r.pp, num_gpus=r.gpus,
+                      engine=settings, shared_reserved_bytes=int(r.shared_reserved_gib * 2**30)
+                      + _other_processes(r, gpu)), shape_note
 
 
-def _other_processes(r: Request) -> int:
-    """Bytes other processes hold on each GPU: given, or read from an nvidia-smi printout (not both)."""
+def _other_processes(r: Request, gpu: GpuSpec) -> int:
+    """Bytes other processes hold on each GPU: given, or read from an nvidia-smi printout (not both); a printout
+    showing more in use than the GPU holds is of another card."""
     if r.nvidia_smi is None:
         return int(r.other_processes_gib * 2**30)
     if r.given("other_processes_gib"):
@@ -194,7 +196,11 @@ def _other_processes(r: Request) -> int:
     from ..catalog.files import read_text  # noqa: PLC0415
     from ..catalog.gpus import used_memory_from_nvidia_smi  # noqa: PLC0415
 
-    return used_memory_from_nvidia_smi(read_text(r.nvidia_smi, "nvidia_smi", "a readable nvidia-smi printout"))
+    used = used_memory_from_nvidia_smi(read_text(r.nvidia_smi, "nvidia_smi", "a readable nvidia-smi printout"))
+    if used > gpu.memory_bytes:
+        raise SpecError("nvidia_smi", f"{used / 2**30:,.2f} GiB in use, more than the {gpu.gpu_id} holds "
+                        f"({gpu.memory_bytes / 2**30:,.2f} GiB)", "a printout of this deployment's GPU")
+    return used
 
 
 def workload_of(r: Request) -> Workload:

@@ -91,7 +91,7 @@ MAX_VERSION = 2**31 - 1  # a version number is a 32-bit integer column on SQLite
 def version(engine: Engine, name: str, number: int | None = None) -> dict:
     """One version (the newest when `number` is None): request, plan, author, time."""
     if number is not None and not 1 <= number <= MAX_VERSION:  # beyond the database's integers: no such version
-        raise SpecError("version", f"no version {number:.20g} of {name!r}",
+        raise SpecError("version", f"no version {str(number)[:24]} of {name!r}",
                         "a version from GET /api/v1/deployments/NAME/versions")
     query = (select(db.versions.c.version, db.versions.c.request, db.versions.c.plan, db.versions.c.author,
                     db.versions.c.created_at, db.versions.c.note)
@@ -101,9 +101,10 @@ def version(engine: Engine, name: str, number: int | None = None) -> dict:
         query.order_by(db.versions.c.version.desc()).limit(1)
     with engine.connect() as con:
         row = con.execute(query).first()
+    if row is None and number is None:
+        raise SpecError("name", f"no deployment {name!r}", "a name from GET /api/v1/deployments")
     if row is None:
-        raise SpecError("version", f"no version {number} of {name!r}" if number is not None else
-                        f"no deployment {name!r}",
+        raise SpecError("version", f"no version {number} of {name!r}",
                         "a version from GET /api/v1/deployments/NAME/versions")
     return {"name": name, "version": row[0], "request": json.loads(row[1]), "plan": json.loads(row[2]),
             "author": row[3], "created_at": row[4], "note": row[5]}
