@@ -324,6 +324,7 @@ LLAMA_1B, QWEN_MOE, DEEPSEEK, SCOUT = ("meta-llama/Llama-3.2-1B-Instruct", "Qwen
     (LLAMA_1B, _set("quantization_config", {"quant_method": "awq", "bits": 4, "group_size": 0}), "group_size"),
     (LLAMA_1B, _set("quantization_config", {"quant_method": "gptq", "bits": 4.9}), "quantization_config.bits"),
     (LLAMA_1B, _set("quantization_config", {"quant_method": "compressed-tensors"}), "config_groups"),
+    (LLAMA_1B, _set("draft_vocab_size", 10**8), "config.json:draft_vocab_size"),
     (SCOUT, _set("text_config.attention_chunk_size", -8192), "attention_chunk_size"),
     (SCOUT, _set("vision_config.patch_size", 1000), "patch_size"),
 ])

@@ -539,6 +539,8 @@ def _check_spec(m: ModelSpec, model_id: str) -> None:
     for layer in m.layers:
         if layer.window is not None and not _whole(layer.window):
             raise _bad(model_id, "sliding_window", layer.window, "a positive integer (tokens)")
+    if m.draft_vocab_size is not None and not 1 <= m.draft_vocab_size <= m.vocab_size:
+        raise _bad(model_id, "draft_vocab_size", m.draft_vocab_size, f"1 to vocab_size ({m.vocab_size:,})")
     q = m.quantization
     if q is not None and q.group_size is not None and not _whole(q.group_size):
         raise _bad(model_id, "quantization_config.group_size", q.group_size, "a positive integer (or -1: per channel)")
