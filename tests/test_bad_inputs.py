@@ -57,7 +57,6 @@ def test_bad_values_are_one_line_errors(argv, field, capsys):
     (["--image-tokens", "500"], "image_tokens", "images_per_request"),
     (["--measured-at-k", "5"], "measured_at_k", "mean_accepted_length"),
     (["--acceptance-spread", "0.2", "--method", "none"], "acceptance_spread", "speculative method"),
-    (["--quantization", "mxfp4"], "quantization", "MoE experts"),  # had halved a dense model's weights
 ])
 def test_settings_the_engine_refuses_or_nothing_reads_are_refused(argv, field, needle, capsys):
     """Fuzz pass 3: vLLM takes no --block-size 5 (it had been planned and emitted), and these settings had been

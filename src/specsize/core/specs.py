@@ -379,11 +379,9 @@ def quantization_override(name: str | None, model: ModelSpec) -> Quantization | 
     if key == "int4":
         return Quantization("int4", group_size=128, has_zeros=True, source="override")
     if key == "mxfp4":
-        if not model.is_moe:  # vLLM's Mxfp4Config quantizes fused-MoE experts only; a linear layer is refused
-            raise SpecError("quantization", f"mxfp4 quantizes MoE experts, and {model.model_id} has none (vLLM's "
-                            "Mxfp4Config: 'Mxfp4 linear layer is not implemented')",
-                            "fp8, int8, int4 or nvfp4 for a dense model; mxfp4 for an MoE one")
-        return Quantization("mxfp4", experts_only=True, source="override")
+        # an MoE model's experts (vLLM's Mxfp4Config quantizes fused-MoE experts only), a dense model's linear layers
+        # (AMD Quark's MXFP4 checkpoints, e.g. amd/Llama-3.3-70B-Instruct-MXFP4-Preview on MI355X)
+        return Quantization("mxfp4", experts_only=model.is_moe, source="override")
     return Quantization(key, source="override")
 
 
