@@ -145,6 +145,12 @@ def test_a_log_of_several_start_ups_is_read_by_the_latest():
     log = read_startup_log("INFO vLLM API server version 0.32.0\nINFO GPU KV cache size: 1,000 tokens\n"
                            "INFO vLLM API server version 0.32.0\nINFO GPU KV cache size: 999,999 tokens\n")
     assert log.kv_cache_tokens == 999_999
+    # a refused start-up, then one that ran: the log is the one that ran (the review of stop 42: each figure had been
+    # read from its own last line, so the refusal stood beside the second start-up's cache)
+    log = read_startup_log("INFO vLLM API server version 0.32.0\nERROR To serve at least one request with the model's "
+                           "max seq len (131072), 16.00 GiB KV cache is needed\nINFO vLLM API server version 0.32.0\n"
+                           "INFO GPU KV cache size: 12,288 tokens\n")
+    assert (log.refused_max_model_len, log.kv_cache_tokens) == (None, 12_288)
 
 
 def test_impossible_or_ambiguous_metrics_are_refused():

@@ -352,97 +352,16 @@ def _read(path: str | Path, field: str) -> str:
     return read_text(path, field, "a readable file")
 
 
-def _refuse_redirects(source: str):  # a handler bound to the URL given
-    import urllib.request  # noqa: PLC0415
-
-    class Refuse(urllib.request.HTTPRedirectHandler):
-        def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001
-            raise SpecError("metrics", f"{source} redirects ({code}) to {newurl}; redirects are not followed",
-                            "the /metrics URL of the engine itself")
-
-    return Refuse()
-
-
-def _deadline_handlers(deadline: float) -> list:
-    """urllib handlers whose connections are cut at `deadline` (time.monotonic()) whatever the server is doing: a
-    socket timeout bounds one wait only, so a server trickling its status line and headers byte by byte would hold
-    the fetch (and, in the service, a worker) for ever."""
-    import http.client  # noqa: PLC0415
-    import socket  # noqa: PLC0415
-    import threading  # noqa: PLC0415
-    import time  # noqa: PLC0415
-    import urllib.request  # noqa: PLC0415
-
-    def cut_at_deadline(base: type) -> type:
-        class Connection(base):  # type: ignore[misc, valid-type]
-            def connect(self) -> None:
-                super().connect()
-                self._cut = threading.Timer(max(0.0, deadline - time.monotonic()), self._expire)
-                self._cut.daemon = True
-                self._cut.start()
-
-            def _expire(self) -> None:
-                try:
-                    self.sock.shutdown(socket.SHUT_RDWR)  # the blocked read returns; the caller sees the deadline
-                except (OSError, AttributeError):
-                    pass
-
-            def close(self) -> None:
-                cut = getattr(self, "_cut", None)
-                if cut is not None:
-                    cut.cancel()
-                super().close()
-        return Connection
-
-    plain, tls = cut_at_deadline(http.client.HTTPConnection), cut_at_deadline(http.client.HTTPSConnection)
-
-    class Plain(urllib.request.HTTPHandler):
-        def http_open(self, req):  # noqa: ANN001, ANN201
-            return self.do_open(plain, req)
-
-    class Tls(urllib.request.HTTPSHandler):
-        def https_open(self, req):  # noqa: ANN001, ANN201
-            return self.do_open(tls, req, context=self._context)
-
-    return [Plain(), Tls()]
-
-
 def _metrics_text(source: str) -> str:
+    """The /metrics text of a URL (adapters.http_fetch: one GET, METRICS_DEADLINE_S for the whole answer, no
+    redirects) or a file."""
     if not source.startswith(("http://", "https://")):
         return _read(source, "metrics")
-    import time  # noqa: PLC0415
-    import urllib.request  # noqa: PLC0415
-
+    from .adapters.http_fetch import fetch  # noqa: PLC0415
     from .catalog.files import decode_text, size_limit  # noqa: PLC0415
 
-    limit, deadline = size_limit("metrics"), time.monotonic() + METRICS_DEADLINE_S
-    late = SpecError("metrics", f"{source} took longer than {METRICS_DEADLINE_S:g} s to answer",
-                     "a /metrics endpoint that answers within the deadline")
-    chunks: list[bytes] = []
-    received = 0
-    try:
-        # redirects are not followed: the URL given (registered, in the service) is the only place fetched; the
-        # connection is cut at the deadline, headers and body alike
-        opener = urllib.request.build_opener(_refuse_redirects(source), *_deadline_handlers(deadline))
-        with opener.open(source, timeout=10) as response:
-            while received <= limit:
-                chunk = response.read1(65536)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                received += len(chunk)
-                if time.monotonic() > deadline:
-                    raise late
-    except SpecError:
-        raise
-    except Exception as err:  # any network failure is the user's input being unreachable
-        if time.monotonic() >= deadline:
-            raise late from None
-        raise SpecError("metrics", f"cannot fetch {source} ({type(err).__name__}: {err})",
-                        "a reachable /metrics URL or a file") from None
-    if time.monotonic() >= deadline:  # cut mid-body: what arrived is not the whole page
-        raise late
-    return decode_text(b"".join(chunks), source, "metrics", "the /metrics text", limit)
+    limit = size_limit("metrics")
+    return decode_text(fetch(source, METRICS_DEADLINE_S, limit), source, "metrics", "the /metrics text", limit)
 
 
 def check_live(plan: dict | str | Path, metrics: str | None = None, log: str | Path | None = None) -> LiveCheck:
@@ -469,7 +388,7 @@ def check_live(plan: dict | str | Path, metrics: str | None = None, log: str | P
                 from None
         if not isinstance(plan, dict):
             raise SpecError("plan", "the file does not hold a plan object", "specsize plan --format json output")
-    observed = read_metrics(_metrics_text(metrics)) if metrics else None
+    observed = read_metrics(_metrics_text(str(metrics))) if metrics else None
     startup = read_startup_log(_read(log, "log")) if log else None
     return check(plan, observed, startup)
 

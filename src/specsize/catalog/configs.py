@@ -166,6 +166,32 @@ def _quant_int(qc: dict, model: str, names: tuple[str, ...], default: int, field
     return value
 
 
+def _compressed_tensors(qc: dict, model: str, unquantized: tuple[str, ...]) -> Quantization | None:
+    """compressed-tensors: the first config group's weight scheme (none: vLLM leaves the weights unquantized)."""
+    groups = qc.get("config_groups") or {}
+    accepted = "config_groups: {group: {weights: {num_bits, type, ...}}}, or none (unquantized weights)"
+    if not isinstance(groups, dict):
+        raise SpecError("quantization_config.config_groups", f"{model}: config_groups {groups!r}", accepted)
+    first_group: Any = next(iter(groups.values()), {})
+    weights = first_group.get("weights") if isinstance(first_group, dict) else "?"
+    if weights is None:  # no group, or none for weights (sparsity / KV-cache schemes): vLLM leaves them unquantized
+        return None
+    if not isinstance(weights, dict):
+        raise SpecError("quantization_config.config_groups", f"{model}: a group of {first_group!r}", accepted)
+    bits = _quant_int(weights, model, ("num_bits",), 8, "config_groups.weights.num_bits", "4 or 8")
+    kind = str(weights.get("type", "int"))
+    if bits not in (4, 8):
+        raise SpecError("quantization_config.config_groups", f"{model}: {bits}-bit weights are not supported",
+                        "4 or 8 bits")
+    if bits == 4 and kind == "float":
+        return Quantization("nvfp4", unquantized=unquantized)
+    if bits == 4:
+        group = _quant_int(weights, model, ("group_size",), 128, "config_groups.weights.group_size", GROUP_ACCEPTED)
+        return Quantization("int4", group_size=group if group > 0 else None,
+                            has_zeros=not weights.get("symmetric", True), unquantized=unquantized)
+    return Quantization("fp8" if kind == "float" else "int8", unquantized=unquantized)
+
+
 def parse_quantization(qc: dict | None, is_moe: bool, model: str) -> Quantization | None:
     """The checkpoint's declared quantization (`quantization_config`), or None for unquantized weights."""
     if not qc:
@@ -194,24 +220,7 @@ def parse_quantization(qc: dict | None, is_moe: bool, model: str) -> Quantizatio
         algo = str(qc.get("quant_algo") or nested.get("quant_algo") or method).upper()
         return Quantization("nvfp4" if "FP4" in algo else "fp8", unquantized=unquantized)
     if method == "compressed-tensors":
-        groups = qc.get("config_groups")
-        first_group = next(iter(groups.values()), None) if isinstance(groups, dict) else None
-        weights = first_group.get("weights") if isinstance(first_group, dict) else None
-        if not isinstance(weights, dict):  # no weight scheme (a sparsity-only config?): the bytes are not known
-            raise SpecError("quantization_config.config_groups", f"{model}: compressed-tensors without a weights "
-                            "scheme in config_groups", "config_groups: {group: {weights: {num_bits, type, ...}}}")
-        bits = _quant_int(weights, model, ("num_bits",), 8, "config_groups.weights.num_bits", "4 or 8")
-        kind = str(weights.get("type", "int"))
-        if bits not in (4, 8):
-            raise SpecError("quantization_config.config_groups", f"{model}: {bits}-bit weights are not supported",
-                            "4 or 8 bits")
-        if bits == 4 and kind == "float":
-            return Quantization("nvfp4", unquantized=unquantized)
-        if bits == 4:
-            group = _quant_int(weights, model, ("group_size",), 128, "config_groups.weights.group_size", GROUP_ACCEPTED)
-            return Quantization("int4", group_size=group if group > 0 else None,
-                                has_zeros=not weights.get("symmetric", True), unquantized=unquantized)
-        return Quantization("fp8" if kind == "float" else "int8", unquantized=unquantized)
+        return _compressed_tensors(qc, model, unquantized)
     raise SpecError("quantization_config.quant_method", f"{model}: quantization {method!r} is not supported",
                     "fp8, fbgemm_fp8, awq, gptq, compressed-tensors, mxfp4, modelopt (fp8/nvfp4)")
 

@@ -209,6 +209,16 @@ def safetensors_bytes(directory: Path, skip_layers_from: int | None = None) -> i
     return size
 
 
+def _tensor_names(directory: Path) -> set[str]:
+    """The tensors a checkpoint holds: its shards' headers, or its index's weight_map without them."""
+    shards = sorted(directory.glob("*.safetensors"))
+    if shards:
+        return {name for shard in shards for name in safetensors_header(shard) if name != "__metadata__"}
+    index = directory / "model.safetensors.index.json"
+    weight_map = _read_json(index, "weights").get("weight_map") if index.exists() else None
+    return set(weight_map) if isinstance(weight_map, dict) else set()
+
+
 def safetensors_shapes(directory: Path, suffixes: tuple[str, ...]) -> dict[str, list[int]]:
     """Shapes of the tensors whose names end with one of `suffixes`, from a directory's shard headers."""
     shapes: dict[str, list[int]] = {}
@@ -276,7 +286,13 @@ def _check_plausible(spec: ModelSpec, exact: int, path: Path) -> None:
     few tensors): they would plan the target far smaller than it is."""
     from ..core.weights import weight_breakdown  # noqa: PLC0415
 
-    arch = weight_breakdown(spec, 1, 1, spec.dtype, spec.quantization, rotary_cache=False, include_mtp=True).total
+    parts = weight_breakdown(spec, 1, 1, spec.dtype, spec.quantization, rotary_cache=False, include_mtp=True)
+    names = _tensor_names(path)
+    arch = parts.total
+    if names and not any("embed_tokens" in name or name.endswith("wte.weight") for name in names):
+        arch -= parts.embedding  # a head that shares the target's embedding (EAGLE-1 heads declared as Llama)
+    if names and not any(name.endswith("lm_head.weight") for name in names):
+        arch -= parts.lm_head  # ... and its lm_head, or a tied one
     low, high = PLAUSIBLE_WEIGHTS
     if arch and not low <= exact / arch <= high:
         raise SpecError("weights", f"{path}: the safetensors data holds {exact:,} bytes, {exact / arch:.3g}x the "

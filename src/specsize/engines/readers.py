@@ -29,15 +29,13 @@ def _num(text: str) -> float:
     return value
 
 
-def _last(pattern: re.Pattern, text: str) -> re.Match | None:
-    """The first match on the last line that matches: a log holding several start-ups (restarts appended) describes
-    the server by its latest, and a line's own first figure is the one meant (V0's "# GPU blocks: N, # CPU blocks: M")."""
-    found, line = None, -2  # rfind gives -1 on the first line
-    for match in pattern.finditer(text):
-        start = text.rfind("\n", 0, match.start())
-        if start != line:
-            found, line = match, start
-    return found
+def _latest_startup(text: str) -> str:
+    """The log from its last start-up on: restarts appended to one file describe the server by the latest (a refused
+    start-up followed by one that ran must read as the one that ran): from the line of the last _STARTUP marker."""
+    starts = [m.start() for m in _STARTUP.finditer(text)]
+    if not starts:
+        return text
+    return text[text.rfind("\n", 0, starts[-1]) + 1:]
 
 
 LOG_PATTERNS = {
@@ -82,6 +80,9 @@ class StartupLog:
 
 
 MODEL_IN_LOG = re.compile(r"with config: model='(?P<m>[^']+)'")
+# where a start-up begins: a version line (the API server's, the engine's "V1 LLM engine (vX)", the banner) or the
+# engine's config line, whichever comes last
+_STARTUP = re.compile(LOG_PATTERNS["version"].pattern + "|with config: model=")
 KNOWN_VERSIONS = ((0, 4), (0, 32))  # the start-up wordings read here (module docstring)
 
 
@@ -116,8 +117,9 @@ def read_startup_log(text: str) -> StartupLog:
 
 def _read_vllm_startup_log(text: str) -> StartupLog:
     out = StartupLog()
+    text = _latest_startup(text)
     for name, pattern in LOG_PATTERNS.items():
-        match = _last(pattern, text)
+        match = pattern.search(text)
         if not match:
             continue
         out.matched.append(name)
@@ -147,7 +149,7 @@ def _read_vllm_startup_log(text: str) -> StartupLog:
         elif name == "version":
             out.version = match["v"]
     _check_log_counts(out)
-    model = _last(MODEL_IN_LOG, text)
+    model = MODEL_IN_LOG.search(text)
     out.model = model["m"] if model else None
     _check_version(out.version)
     figures = {"kv_cache_tokens", "v0_blocks", "v0_profile", "v1_profile", "available_kv_gib", "refusal_v1",

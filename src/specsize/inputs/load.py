@@ -174,6 +174,14 @@ def _count(value: Any, text: bool = False) -> int:
     return int(value)
 
 
+def _numbers(line: str) -> bool:
+    """Whether a line holds token counts only (1e+03 included, as numpy.savetxt writes them): not a header."""
+    try:
+        return all(_count(v, text=True) >= 0 for v in re.split(r"[\s,]+", line.strip()) if v)
+    except (ValueError, TypeError, OverflowError):
+        return False
+
+
 def read_samples(path: str | Path, column: str | None = None, field: str = "samples_file") -> list[int]:
     """Token counts from a file: numbers (one per line or comma-separated), a JSON list, or a JSONL/CSV
     trace whose `column` field holds them."""
@@ -189,7 +197,7 @@ def read_samples(path: str | Path, column: str | None = None, field: str = "samp
             values = [_count(json.loads(line)[key]) for line in stripped.splitlines() if line.strip()]
         elif column and stripped and column in stripped.splitlines()[0]:
             values = [_count(row[column], text=True) for row in csv.DictReader(stripped.splitlines())]
-        elif column and re.search(r"[A-Za-z_]", stripped.splitlines()[0] if stripped else ""):  # another header
+        elif column and stripped and not _numbers(stripped.splitlines()[0]):  # a header, not naming the column
             raise SpecError(field, f"{p}: its header has no {column!r} column",  # (its content is never echoed)
                             f"a CSV whose header names {column} (the samples file reads no other column)")
         else:

@@ -82,7 +82,8 @@ class Request:
     num_scheduler_steps: int = F(1, "vLLM V0's multi-step scheduling (--num-scheduler-steps, releases 0.6-0.7): "
                                  "decodes run in groups of N steps; requests are admitted, and their last tokens "
                                  "reach the client, only between groups.", "int", DEPLOYMENT, minimum=1, maximum=64)
-    block_size: int | None = F(None, "KV cache block size (SGLang: --page-size).", "int", DEPLOYMENT,
+    block_size: int | None = F(None, "KV cache block size (vLLM: 1, 8, 16, 32, 64, 128 or 256; SGLang's "
+                               "--page-size: any).", "int", DEPLOYMENT,
                                unit="tokens", minimum=1, maximum=1 << 16, default_doc="the engine profile's "
                                "default (vLLM: 16; SGLang: 1)")
     cuda_graph_max_bs: int | None = F(None, "Largest decode batch captured in a CUDA graph (SGLang's "

@@ -13,6 +13,7 @@ This module is a thin shell: it parses, checks who is asking, calls `specsize.ap
 import ipaddress
 import json
 import logging
+import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -84,7 +85,7 @@ class Guard:
         if declared is not None and declared.isdigit() and int(declared) > self.max_body:
             return await self._too_large(scope, send, started)
         writes = scope.get("method") in ("POST", "PUT", "PATCH")
-        api_json = writes and scope["path"].startswith("/api/") and b"json" in headers.get(b"content-type", b"")
+        api_json = writes and scope["path"].startswith("/api/") and b"json" in headers.get(b"content-type", b"").lower()
         if writes and (declared is None or api_json):
             # a chunked body, or an API call's JSON: read it up to the limit before the app sees any of it (a JSON
             # object naming a key twice is refused: the parser would keep the last silently), then replay it
@@ -141,9 +142,15 @@ def _key_twice(body: bytes) -> str | None:
     twice: list[str] = []
 
     def pairs(items: list) -> dict:
-        keys = [key for key, _ in items]
-        twice.extend(key for key in keys if keys.count(key) > 1)
-        return dict(items)
+        out = dict(items)
+        if len(out) != len(items) and not twice:  # linear: a body of 150,000 keys must not stall the event loop
+            seen: set = set()
+            for key, _ in items:
+                if key in seen:
+                    twice.append(key)
+                    break
+                seen.add(key)
+        return out
 
     try:
         json.loads(body, object_pairs_hook=pairs)
@@ -201,6 +208,9 @@ class RateLimiter:
 
 # --- the app ------------------------------------------------------------------------------------------------
 
+LIVE_FETCHES_PER_ENDPOINT = 2
+
+
 class State:
     def __init__(self, config: Config):
         self.config = config
@@ -215,16 +225,27 @@ class State:
         self.catalog = frozenset(row["id"] for row in api.models())
         self.live: dict[tuple[str, str], list[dict]] = {}
         self.live_fetches = threading.BoundedSemaphore(config.live_fetches)
+        self._per_endpoint: dict[str, threading.BoundedSemaphore] = {}
+        self._per_endpoint_lock = threading.Lock()
 
     def check_live(self, plan: dict, url: str) -> Any:
-        """api.check_live against a registered endpoint, at most config.live_fetches at once."""
-        if not self.live_fetches.acquire(blocking=False):
-            raise ApiError(429, "endpoint", f"{self.config.live_fetches} /metrics fetches are already running",
-                           "a retry in a few seconds", headers={"retry-after": "5"})
+        """api.check_live against a registered endpoint: at most config.live_fetches at once, and at most
+        LIVE_FETCHES_PER_ENDPOINT of them at one endpoint, so a stalled one cannot take the others' turns."""
+        with self._per_endpoint_lock:
+            mine = self._per_endpoint.setdefault(url, threading.BoundedSemaphore(LIVE_FETCHES_PER_ENDPOINT))
+        if not mine.acquire(blocking=False):
+            raise ApiError(429, "endpoint", f"{LIVE_FETCHES_PER_ENDPOINT} fetches of this endpoint are already "
+                           "running", "a retry in a few seconds", headers={"retry-after": "5"})
         try:
-            return api.check_live(plan, metrics=url)
+            if not self.live_fetches.acquire(blocking=False):
+                raise ApiError(429, "endpoint", f"{self.config.live_fetches} /metrics fetches are already running",
+                               "a retry in a few seconds", headers={"retry-after": "5"})
+            try:
+                return api.check_live(plan, metrics=url)
+            finally:
+                self.live_fetches.release()
         finally:
-            self.live_fetches.release()
+            mine.release()
 
 
 def current_user(request: Request) -> auth.User:
@@ -331,13 +352,17 @@ def _check_endpoint_url(url: str) -> str:
         raise SpecError("url", f"cannot register {url[:80]!r}", accepted) from None
     if parts.scheme not in ("http", "https") or not host or len(host) > 253 or parts.username or parts.password:
         raise SpecError("url", f"cannot register {url[:80]!r}", accepted)
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        address = None
-    if address is not None and (address.is_link_local or address.is_multicast or address.is_unspecified):
-        raise SpecError("url", f"{host} is a link-local, multicast or unspecified address, not a server's",
-                        "the address of a vLLM or SGLang server")
+    from ..adapters.http_fetch import blocked_address  # noqa: PLC0415
+
+    try:  # what the host resolves to now (2852039166 and 0xa9.0xfe.0xa9.0xfe are 169.254.169.254); the fetch checks
+        # the address it reaches again, so a name resolving elsewhere later is caught there
+        addresses = {str(info[4][0]) for info in socket.getaddrinfo(host, parts.port or 80, proto=socket.IPPROTO_TCP)}
+    except (OSError, UnicodeError):
+        addresses = set()
+    blocked = sorted(a for a in addresses | {host} if blocked_address(a))
+    if blocked:
+        raise SpecError("url", f"{host} is {blocked[0]}, a link-local, multicast or unspecified address, not a "
+                        "server's", "the address of a vLLM or SGLang server")
     return url
 
 

@@ -24,10 +24,12 @@ CATALOG_ONLY = ("target", "draft")
 EXTRA = "deployment_yaml"
 
 # strict JSON types: a boolean is not a number nor a number a boolean (lax parsing had planned "acceptance_rate": true
-# at 1.0 and "tp": true as 1, which the CLI and the library refuse); an int is a float's value as JSON writes it
+# at 1.0 and "tp": true as 1, which the CLI and the library refuse); a number is an int or a float either way (8.0 is
+# a count as the library reads it; the field table refuses 8.5)
+_NUMBER = Union[StrictInt, StrictFloat]
 _JSON_TYPES: dict[str, Any] = {
-    "int": StrictInt, "float": Union[StrictInt, StrictFloat], "bool": StrictBool, "str": StrictStr, "mapping": dict,
-    "lengths": Union[dict, StrictStr, list[StrictInt]], "int_list": Union[list[StrictInt], StrictStr],
+    "int": _NUMBER, "float": _NUMBER, "bool": StrictBool, "str": StrictStr, "mapping": dict,
+    "lengths": Union[dict, StrictStr, list[_NUMBER]], "int_list": Union[list[_NUMBER], StrictStr],
     "str_list": list[StrictStr],
 }
 
@@ -38,7 +40,7 @@ def _annotation(name: str) -> Any:
         assert fi.choices
         return Literal[fi.choices]  # type: ignore[valid-type]
     if name == "num_speculative_tokens":
-        return StrictInt
+        return _NUMBER
     return _JSON_TYPES[fi.kind]
 
 
