@@ -524,6 +524,14 @@ def test_request_files_read_token_counts_as_whole_numbers(tmp_path, capsys, flag
     assert code == 2 and out == "" and needle in err, err
 
 
+def test_samples_in_exponent_notation_are_numbers_not_a_header(tmp_path, capsys):
+    """numpy.savetxt writes 1.000000000000000000e+03: read as 1000 tokens, not as a header lacking a column."""
+    path = tmp_path / "p.txt"
+    path.write_text("1.000000000000000000e+03\n2.000000000000000000e+03\n")
+    code, out, err = run(capsys, "plan", "--prompt-tokens", f"@{path}", "--format", "json")
+    assert code == 0 and json.loads(out)["envelope"]["prompt_tokens"] == 2000, err
+
+
 def test_a_samples_csv_without_the_column_names_it(tmp_path, capsys):
     path = tmp_path / "s.csv"
     path.write_text("input_tokens,generated_tokens\n100,50\n")

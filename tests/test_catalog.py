@@ -151,6 +151,29 @@ def test_a_checkpoint_missing_shards_or_implausibly_small_is_refused(tmp_path):
         load_model(str(tmp_path)), rotary_cache=False).total
 
 
+def test_a_head_without_its_own_embedding_and_lm_head_is_not_taken_for_a_partial_checkpoint(tmp_path):
+    """An EAGLE-1 head declared as a Llama (yuhuili's, SafeAILab's configs) ships its layer and fc, not the
+    embedding and lm_head it shares with the target: the size check compares the tensors present (the review of stop
+    42: it had refused such a head at 0.198x)."""
+    (tmp_path / "config.json").write_text(json.dumps(TINY | {"num_hidden_layers": 1}))
+    layer = 64 * 64 * 2 + 64 * 32 * 2 + 3 * 64 * 128 + 2 * 64  # q, o; k, v; gate, up, down; two norms
+    _write_safetensors(tmp_path / "model.safetensors", {"model.layers.0.w": ("BF16", [layer], layer * 2),
+                                                         "model.norm.weight": ("BF16", [64], 128)})
+    assert load_model(str(tmp_path)).weight_bytes_exact == layer * 2 + 128
+
+
+def test_compressed_tensors_without_weight_groups_is_unquantized():
+    """vLLM's CompressedTensorsConfig takes an empty or missing config_groups (sparsity or KV-cache schemes) and
+    leaves the weights unquantized; a config_groups that is not a mapping is refused."""
+    from specsize.catalog.configs import parse_quantization
+
+    for qc in ({"quant_method": "compressed-tensors"}, {"quant_method": "compressed-tensors", "config_groups": {}},
+               {"quant_method": "compressed-tensors", "config_groups": {"g": {"input_activations": {}}}}):
+        assert parse_quantization(qc, False, "m") is None
+    with pytest.raises(SpecError, match="config_groups"):
+        parse_quantization({"quant_method": "compressed-tensors", "config_groups": [1]}, False, "m")
+
+
 def test_mla_fields_on_a_model_type_without_mla_are_ignored_as_vllm_ignores_them(tmp_path):
     """A Llama config carrying kv_lora_rank and the qk_* fields had been planned with DeepSeek's compressed latent
     cache; vLLM's Llama reads none of them (fuzz pass 3)."""

@@ -171,6 +171,17 @@ def test_impossible_or_ambiguous_metrics_are_refused():
         read_metrics("# TYPE sglang:spec_accept_length gauge\nsglang:spec_accept_length 1e308\n")
 
 
+def test_check_live_takes_paths(tmp_path, capsys):
+    """check_live(plan, metrics=Path(...)) had ended in AttributeError (str.startswith on a Path)."""
+    import specsize
+
+    plan = plan_file(tmp_path, capsys, "bf16", "--dtype", "bfloat16", "--max-model-len", "1000",
+                     "--kv-cache-memory-bytes", 64 << 20, "--concurrency", "2", "--prompt-tokens", "p50=40,p99=60",
+                     "--output-tokens", "p50=32,p99=32")
+    result = specsize.check_live(Path(plan), metrics=FIX / "target-bf16.metrics")
+    assert result.observed.kv_cache_tokens is not None
+
+
 def test_a_metrics_url_that_redirects_is_refused_not_followed():
     """The fetch goes only to the URL given (the service registers endpoints): a redirect elsewhere is an error."""
     import http.server

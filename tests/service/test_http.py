@@ -222,9 +222,10 @@ def test_check_live_fetches_only_registered_endpoints(service):
 
 
 def test_a_stalled_endpoint_cannot_take_every_worker(service):
-    """/metrics fetches run at most Config.live_fetches (4) at once: with four stuck on an endpoint that accepts and
-    never answers, a fifth check-live is refused (429) and the service still answers everything else (fuzz pass 3:
-    ~45 polls of a trickling endpoint hung every route, /healthz included)."""
+    """/metrics fetches run at most Config.live_fetches (4) at once, and at most 2 at one endpoint: with two stuck on
+    each of two endpoints that accept and never answer, a third on the same endpoint and a fifth anywhere are refused
+    (429), and the service still answers everything else (fuzz pass 3: ~45 polls of a trickling endpoint hung every
+    route, /healthz included)."""
     import socket
     import time
 
@@ -234,17 +235,18 @@ def test_a_stalled_endpoint_cannot_take_every_worker(service):
     listener.listen(16)
     held: list[socket.socket] = []
     plan = json.loads(specsize("plan", str(EXAMPLE), "--format", "json", env=server.env).stdout)
+    base = f"http://127.0.0.1:{listener.getsockname()[1]}"
     with server.client(tokens["admin"]) as c:
-        assert c.post("/api/v1/endpoints", json={"name": "stalled",
-                                                 "url": f"http://127.0.0.1:{listener.getsockname()[1]}/metrics"}
-                      ).status_code == 201
+        for name in ("stalled-a", "stalled-b", "stalled-c"):
+            assert c.post("/api/v1/endpoints", json={"name": name, "url": f"{base}/{name}"}).status_code == 201
     answers: list[int] = []
 
-    def poll():
+    def poll(endpoint: str):
         with server.client(tokens["planner"]) as c:
-            answers.append(c.post("/api/v1/check-live", json={"endpoint": "stalled", "plan": plan}).status_code)
+            answers.append(c.post("/api/v1/check-live", json={"endpoint": endpoint, "plan": plan}).status_code)
 
-    pollers = [threading.Thread(target=poll) for _ in range(4)]
+    pollers = [threading.Thread(target=poll, args=(name,)) for name in ("stalled-a", "stalled-a", "stalled-b",
+                                                                          "stalled-b")]
     for thread in pollers:
         thread.start()
     try:
@@ -252,8 +254,10 @@ def test_a_stalled_endpoint_cannot_take_every_worker(service):
         while len(held) < 4:  # the four fetches have connected and wait for an answer
             held.append(listener.accept()[0])
         with server.client(tokens["planner"]) as c:
-            fifth = c.post("/api/v1/check-live", json={"endpoint": "stalled", "plan": plan})
-            assert fifth.status_code == 429 and fifth.json()["error"]["field"] == "endpoint"
+            third = c.post("/api/v1/check-live", json={"endpoint": "stalled-a", "plan": plan})
+            assert third.status_code == 429 and "of this endpoint" in third.json()["error"]["problem"]
+            fifth = c.post("/api/v1/check-live", json={"endpoint": "stalled-c", "plan": plan})
+            assert fifth.status_code == 429 and "4 /metrics fetches" in fifth.json()["error"]["problem"]
             started = time.monotonic()
             assert c.get("/healthz").status_code == 200
             assert c.post("/api/v1/plan", json={"deployment_yaml": EXAMPLE.read_text()}).status_code == 200
@@ -262,7 +266,7 @@ def test_a_stalled_endpoint_cannot_take_every_worker(service):
         for conn in held:
             conn.close()  # the four fetches fail at once: cannot fetch (400)
         for thread in pollers:
-            thread.join(30)
+            thread.join(40)
         listener.close()
     assert answers == [400] * 4
 
