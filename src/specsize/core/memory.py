@@ -132,6 +132,13 @@ class AccountingProfile:
     piecewise_off_speculative: bool = False
     # the release takes --scheduler-recv-interval (SGLang's SchedulerRecvSkipper; vLLM has no such flag)
     recv_interval_flag: bool = False
+    # ... and --cuda-graph-max-bs (SGLang's; vLLM sizes its graphs from max_num_seqs and its capture sizes)
+    graph_bs_flag: bool = False
+    # the block sizes the release takes (vLLM's --block-size choices); (): any (SGLang's --page-size)
+    block_sizes: tuple[int, ...] = ()
+    # the release refuses a step token budget below max_num_seqs, or below max_model_len where prompts are not
+    # chunked (vLLM: vllm/config/scheduler.py verify_max_model_len; V0's SchedulerConfig._verify_args)
+    token_budget_rules: bool = False
     # the engine's own fused-MoE kernels for fp8 (block-)quantised experts, as a fraction of HBM bandwidth, where they
     # differ from the vLLM kernels the GPU family's terms were measured with (Efficiency.moe_fp8_memory); 0: the family's
     moe_fp8_memory: float = 0.0
@@ -359,10 +366,9 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
             # V0's SchedulerConfig: 512 with chunked prefill ("chosen to have a balance between ITL and TTFT"; the
             # whole model length with multi-step), else at least the model length
             batched = 512 if chunked and steps == 1 else max(batched, max_model_len)
-    if e.max_num_batched_tokens and p.engine == "vllm":
+    if e.max_num_batched_tokens and p.token_budget_rules:
         _check_token_budget(e.max_num_batched_tokens, max_num_seqs, max_model_len, p.generation == "V0" and not chunked)
-    if p.engine == "vllm":
-        _check_vllm_flags(e)
+    _check_engine_flags(e, p)
     if e.block_size:
         block_size = e.block_size
     elif e.device == "cpu":
@@ -441,9 +447,9 @@ def graph_limits(p: AccountingProfile, target: ModelSpec, max_num_seqs: int, bat
 
 
 def _check_token_budget(batched: int, max_num_seqs: int, max_model_len: int, whole_prompts: bool) -> None:
-    """vLLM refuses to start with a step token budget below max_num_seqs (every running sequence needs a token a
-    step), or, where prompts are not chunked (V0 without chunked prefill), below max_model_len (vllm/config/
-    scheduler.py verify_max_model_len; V0's SchedulerConfig._verify_args)."""
+    """A step token budget the release refuses (AccountingProfile.token_budget_rules): below max_num_seqs (every
+    running sequence needs a token a step), or, where prompts are not chunked (V0 without chunked prefill), below
+    max_model_len."""
     if batched < max_num_seqs:
         raise SpecError("max_num_batched_tokens", f"{batched} is below max_num_seqs ({max_num_seqs}): vLLM refuses "
                         "to start", f"at least max_num_seqs ({max_num_seqs}), or a smaller max_num_seqs")
@@ -461,17 +467,14 @@ def _engine_interval(field: str, value: int, has_flag: bool, p: AccountingProfil
     return value
 
 
-VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)  # vLLM's --block-size choices (vllm/config/cache.py BlockSize)
-
-
-def _check_vllm_flags(e: EngineSettings) -> None:
-    """Settings vLLM would refuse, or that are another engine's: refused rather than planned and emitted."""
-    if e.block_size and e.block_size not in VLLM_BLOCK_SIZES:
-        raise SpecError("block_size", f"vLLM takes no block size of {e.block_size}",
-                        ", ".join(map(str, VLLM_BLOCK_SIZES)) + " (SGLang's --page-size takes any)")
-    if e.cuda_graph_max_bs is not None:
-        raise SpecError("cuda_graph_max_bs", "is SGLang's --cuda-graph-max-bs; vLLM sizes its CUDA graphs itself "
-                        "(max_num_seqs and its capture sizes)", "no value with engine vllm, or engine sglang")
+def _check_engine_flags(e: EngineSettings, p: AccountingProfile) -> None:
+    """Settings the release refuses, or that are another engine's: refused rather than planned and emitted."""
+    if e.block_size and p.block_sizes and e.block_size not in p.block_sizes:
+        raise SpecError("block_size", f"{p.label} takes no block size of {e.block_size}",
+                        ", ".join(map(str, p.block_sizes)) + " (SGLang's --page-size takes any)")
+    if e.cuda_graph_max_bs is not None and not p.graph_bs_flag:
+        raise SpecError("cuda_graph_max_bs", f"is SGLang's --cuda-graph-max-bs; {p.label} sizes its CUDA graphs "
+                        "itself (max_num_seqs and its capture sizes)", "no value with engine vllm, or engine sglang")
 
 
 def _v0_only(field: str, problem: str, otherwise: str) -> None:

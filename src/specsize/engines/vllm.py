@@ -66,12 +66,16 @@ _V1_SOURCES = (
     "lines of the r2-llmdplanner-* rows",
 )
 
+# vLLM's --block-size choices (vllm/config/cache.py BlockSize; the CUDA attention backends take 8-256, the CPU one 1)
+VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
+
 # What every V1 profile shares; each release below replaces only the fields that differ.
 _V1_COMMON = AccountingProfile(
     engine="vllm",
     version="",
     label="",
     generation="V1",
+    block_sizes=VLLM_BLOCK_SIZES, token_budget_rules=True,
     # the profiling pass's peak is the larger of the forward and the sampler step, plus the kept fused-MoE
     # workspaces (core.memory.moe_workspace_bytes). Sampler step: 3.68 fp32 vocabulary row-sets per sequence and
     # 1.29 hidden-state sets of the batch, least squares over the sampler-bound vLLM 0.19.0 start-ups (Llama-3.1-8B,
@@ -114,6 +118,7 @@ _V1_COMMON = AccountingProfile(
 
 V0 = AccountingProfile(
     engine="vllm", version="0.6", label="vLLM 0.6-0.7 (V0 engine)", generation="V0",
+    block_sizes=VLLM_BLOCK_SIZES, token_budget_rules=True,
     default_max_num_seqs=256, default_max_num_seqs_large_gpu=256,
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=2048,
     batched_tokens_at_least_max_model_len=True,

@@ -54,7 +54,9 @@ _BASE = replace(vllm.V1_LATEST, engine="sglang", generation="SGLang",
                 spec_host_handover=True,
                 # its API server's costs: the catalog's (fitted with SGLang 0.4-0.5 servers among the rows), not
                 # vLLM 0.17+'s lighter front end
-                api_cost_scale=1.0, stream_interval_flag=True, recv_interval_flag=True,
+                api_cost_scale=1.0, stream_interval_flag=True, recv_interval_flag=True, graph_bs_flag=True,
+                # --page-size takes any size, and its token budget (chunked prefill) no floor of vLLM's
+                block_sizes=(), token_budget_rules=False,
                 # its overlap scheduler (on by default from 0.4.0; off with speculation, server_args.py
                 # "disable_overlap_schedule = True" for EAGLE / STANDALONE / NGRAM) forms a batch while the last runs
                 # (AccountingProfile.scheduled_ahead); its host work beside the forward is inside the terms fitted on
