@@ -8,6 +8,7 @@ huggingface_hub is installed and the machine is online. Exact weight bytes come 
 from __future__ import annotations
 
 import difflib
+from dataclasses import dataclass
 import json
 import os
 import struct
@@ -15,9 +16,9 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from ..core.errors import SpecError
+from ..core.errors import SpecError, first_repeated
 from ..core.specs import ModelSpec
-from .configs import MODELLED_TYPES, REQUIRED, spec_from_config
+from .configs import MODELLED_TYPES, REQUIRED, _whole, spec_from_config
 from .files import read_text, RowCheck, packaged_json, row_label
 
 MODELS_DIR = "models"
@@ -112,15 +113,10 @@ WEIGHTS_ACCEPTED = "a complete safetensors checkpoint (header length, JSON heade
 
 
 def _no_duplicates(pairs: list) -> dict:
-    keys = [key for key, _ in pairs]
-    if len(keys) != len(set(keys)):
-        twice = next(key for key in keys if keys.count(key) > 1)
+    twice = first_repeated(key for key, _ in pairs)
+    if twice is not None:
         raise SpecError("weights", f"the header names {twice!r} twice", WEIGHTS_ACCEPTED)
     return dict(pairs)
-
-
-def _whole(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def safetensors_header(path: Path) -> dict:
@@ -157,86 +153,85 @@ def safetensors_header(path: Path) -> dict:
             continue
         offsets = info.get("data_offsets") if isinstance(info, dict) else None
         shape = info.get("shape", []) if isinstance(info, dict) else None
-        if not (isinstance(offsets, list) and len(offsets) == 2 and all(_whole(v) for v in offsets)
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(_whole(v, 0) for v in offsets)
                 and offsets[0] <= offsets[1] and (data == 0 or offsets[1] <= data)):
             within = f" <= {data:,}, the data's size" if data else ""
             raise bad(f"tensor {name!r} has data_offsets {offsets!r}", f"[begin, end], 0 <= begin <= end{within}")
-        if not (isinstance(shape, list) and all(_whole(v) for v in shape)):
+        if not (isinstance(shape, list) and all(_whole(v, 0) for v in shape)):
             raise bad(f"tensor {name!r} has shape {shape!r}, not a list of whole numbers")
     return header
 
 
-def _index_shards(index: Path) -> tuple[int | None, set[str]]:
-    """total_size and the shard files of a model.safetensors.index.json."""
+def _index_shards(index: Path) -> tuple[int | None, set[str], dict]:
+    """total_size, the shard files and the weight_map of a model.safetensors.index.json."""
     data = _read_json(index, "weights")
     meta, weight_map = data.get("metadata") or {}, data.get("weight_map") or {}
     if not isinstance(meta, dict) or not isinstance(weight_map, dict):
         raise SpecError("weights", f"{index}: metadata and weight_map must be objects", WEIGHTS_ACCEPTED)
     size = meta.get("total_size")
-    if size is not None and not (_whole(size) and 0 < size < 1 << 50):
+    if size is not None and not (_whole(size) and size < 1 << 50):
         raise SpecError("weights", f"{index}: total_size {size!r}", "a whole number of bytes, above 0")
     shards = {str(name) for name in weight_map.values()}
-    return size, shards
+    return size, shards, weight_map
 
 
-def safetensors_bytes(directory: Path, skip_layers_from: int | None = None) -> int | None:
-    """Exact weight bytes of a checkpoint directory, or None when it holds no safetensors data.
+@dataclass(frozen=True)
+class Checkpoint:
+    """What a model directory's safetensors files say: every tensor's header entry (shape, data_offsets) from its
+    shards, or, with no shard there, the names and total_size of its index (model.safetensors.index.json)."""
+    tensors: dict[str, dict]
+    index_names: frozenset[str] = frozenset()
+    total_size: int | None = None
 
-    Tensors of layers numbered `skip_layers_from` and up (DeepSeek's MTP layers, which vLLM loads only
-    into the drafter) are left out when the shard headers are there to tell them apart. A directory whose index
-    names shards it does not hold (an interrupted download) is refused: its headers would undercount.
-    """
+    @property
+    def names(self) -> set[str]:
+        return set(self.tensors) or set(self.index_names)
+
+    def weight_bytes(self, skip_layers_from: int | None = None) -> int | None:
+        """Exact weight bytes (the index's total_size without shards). Tensors of layers numbered
+        `skip_layers_from` and up (DeepSeek's MTP layers, which vLLM loads only into the drafter) and `mtp.`
+        tensors (Qwen3-Next / Qwen3.5) are left out when the shard headers are there to tell them apart."""
+        if not self.tensors:
+            return self.total_size
+        total = 0
+        for name, info in self.tensors.items():
+            layer = _layer_number(name)
+            if name.startswith("mtp.") or (skip_layers_from is not None and layer is not None
+                                           and layer >= skip_layers_from):
+                continue
+            begin, end = info["data_offsets"]
+            total += end - begin
+        return total
+
+
+def read_checkpoint(directory: Path) -> Checkpoint | None:
+    """The directory's safetensors data, each shard header read once and checked (safetensors_header); None when
+    it holds neither shards nor an index. A directory whose index names shards it does not hold (an interrupted
+    download) is refused: its headers would undercount."""
     shards = sorted(directory.glob("*.safetensors"))
     index = directory / "model.safetensors.index.json"
-    size, listed = _index_shards(index) if index.exists() else (None, set())
+    if not shards and not index.exists():
+        return None
+    size, listed, weight_map = _index_shards(index) if index.exists() else (None, set(), {})
     missing = sorted(listed - {shard.name for shard in shards})
     if shards and missing:
         raise SpecError("weights", f"{directory}: {len(missing)} of the {len(listed)} shards its index lists are "
                                    f"missing ({missing[0]}{', ...' if len(missing) > 1 else ''})",
                         "every shard model.safetensors.index.json names (an interrupted download?)")
-    if shards:
-        total = 0
-        for shard in shards:
-            for name, info in safetensors_header(shard).items():
-                if name == "__metadata__" or name.startswith("mtp."):
-                    continue  # Qwen3-Next / Qwen3.5 MTP weights: vLLM loads them into the drafter only
-                layer = _layer_number(name)
-                if skip_layers_from is not None and layer is not None and layer >= skip_layers_from:
-                    continue
-                begin, end = info["data_offsets"]
-                total += end - begin
-        return total
-    return size
+    tensors = {name: info for shard in shards for name, info in safetensors_header(shard).items()
+               if name != "__metadata__"}
+    return Checkpoint(tensors=tensors, index_names=frozenset(weight_map), total_size=size)
 
 
-def _tensor_names(directory: Path) -> set[str]:
-    """The tensors a checkpoint holds: its shards' headers, or its index's weight_map without them."""
-    shards = sorted(directory.glob("*.safetensors"))
-    if shards:
-        return {name for shard in shards for name in safetensors_header(shard) if name != "__metadata__"}
-    index = directory / "model.safetensors.index.json"
-    weight_map = _read_json(index, "weights").get("weight_map") if index.exists() else None
-    return set(weight_map) if isinstance(weight_map, dict) else set()
-
-
-def safetensors_shapes(directory: Path, suffixes: tuple[str, ...]) -> dict[str, list[int]]:
-    """Shapes of the tensors whose names end with one of `suffixes`, from a directory's shard headers."""
-    shapes: dict[str, list[int]] = {}
-    for shard in sorted(directory.glob("*.safetensors")):
-        for name, info in safetensors_header(shard).items():
-            if name != "__metadata__" and name.endswith(suffixes):
-                shapes[name] = list(info.get("shape") or [])
-    return shapes
-
-
-def _head_weights(directory: Path, spec: ModelSpec) -> ModelSpec:
+def _head_weights(checkpoint: Checkpoint, directory: Path, spec: ModelSpec) -> ModelSpec:
     """A speculator head sized from its own weights: one that ships an input embedding keeps it (vLLM's
     EAGLE proposer shares the target's only when the head has none, or an identical one:
     vllm/v1/spec_decode/llm_base_proposer.py `_maybe_share_embeddings`), and an lm_head wider than the
     config's draft_vocab_size is the one it loads."""
-    shapes = safetensors_shapes(directory, ("embed_tokens.weight", "lm_head.weight"))
-    own = any(name.endswith("embed_tokens.weight") for name in shapes)
-    heads = [shape[0] for name, shape in shapes.items() if name.endswith("lm_head.weight") and shape]
+    tensors = checkpoint.tensors
+    own = any(name.endswith("embed_tokens.weight") for name in tensors)
+    heads = [info["shape"][0] for name, info in tensors.items()
+             if name.endswith("lm_head.weight") and info.get("shape")]
     if heads and not 1 <= heads[0] <= 1 << 27:  # as config.json's draft_vocab_size (catalog.configs bounds)
         raise SpecError("weights", f"{directory}: an lm_head of {heads[0]:,} rows", "1 to 134,217,728 rows")
     changes: dict = {}
@@ -263,16 +258,17 @@ def _from_path(path: Path, model_id: str | None = None) -> ModelSpec:
     name = model_id or (path.name if path.is_dir() else path.parent.name or str(path))
     _require_model_type(cfg, name)
     exact = None
-    if path.is_dir():
+    checkpoint = read_checkpoint(path) if path.is_dir() else None
+    if checkpoint is not None:
         nested = cfg.get("text_config")
         text: dict = nested if isinstance(nested, dict) else cfg
         skip = int(text["num_hidden_layers"]) if text.get("num_nextn_predict_layers") else None
-        exact = safetensors_bytes(path, skip)
+        exact = checkpoint.weight_bytes(skip)
     spec = spec_from_config(cfg, name, f"local: {config_path}", weight_bytes_exact=exact)
-    if exact is not None and not spec.eagle_fc_inputs:  # a head shares the target's embeddings: its own check
-        _check_plausible(spec, exact, path)
-    if path.is_dir() and spec.eagle_fc_inputs:
-        spec = _head_weights(path, spec)
+    if checkpoint is not None and spec.eagle_fc_inputs:  # a head: sized from its own weights
+        return _head_weights(checkpoint, path, spec)
+    if checkpoint is not None and exact is not None:
+        _check_plausible(spec, exact, checkpoint.names, path)
     return spec
 
 
@@ -281,13 +277,12 @@ def _from_path(path: Path, model_id: str | None = None) -> ModelSpec:
 PLAUSIBLE_WEIGHTS = (0.25, 4.0)
 
 
-def _check_plausible(spec: ModelSpec, exact: int, path: Path) -> None:
+def _check_plausible(spec: ModelSpec, exact: int, names: set[str], path: Path) -> None:
     """Refuse safetensors bytes that cannot be this config's weights (an index's total_size of 1, headers of a
-    few tensors): they would plan the target far smaller than it is."""
+    few tensors): they would plan the target far smaller than it is. `names`: the tensors the checkpoint holds."""
     from ..core.weights import weight_breakdown  # noqa: PLC0415
 
     parts = weight_breakdown(spec, 1, 1, spec.dtype, spec.quantization, rotary_cache=False, include_mtp=True)
-    names = _tensor_names(path)
     arch = parts.total
     if names and not any("embed_tokens" in name or name.endswith("wte.weight") for name in names):
         arch -= parts.embedding  # a head that shares the target's embedding (EAGLE-1 heads declared as Llama)

@@ -18,7 +18,7 @@ import json
 from datetime import datetime
 from pathlib import Path
 
-from ..core.errors import SpecError
+from ..core.errors import SpecError, first_repeated
 from ..core.specs import RequestTrace
 from .files import read_lines
 
@@ -107,8 +107,7 @@ def _parse(lines: list[str], p: Path, field: str = "trace") -> RequestTrace:
             rows = _json_lines(lines, p, field)
         else:
             reader = csv.DictReader(lines)
-            names = list(reader.fieldnames or [])
-            twice = next((name for name in names if names.count(name) > 1), None)
+            twice = first_repeated(reader.fieldnames or [])
             if twice is not None:  # DictReader would keep the last column of the two silently
                 raise SpecError(field, f"{p}: the header names column {twice!r} twice", "each column once")
             rows = list(reader)

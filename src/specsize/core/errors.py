@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Iterable
+from typing import TypeVar
+
+T = TypeVar("T", bound=Hashable)
 
 MAX_PROBLEM = 600  # characters: an error that echoes a 100 KB input stays one readable line
 MAX_ACCEPTED = 2_000  # the longest accepted list (catalog ids) is well under this
@@ -35,3 +39,14 @@ def require_positive_float(field: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise SpecError(field, f"must be a positive number, got {value!r}", "a number > 0")
     return float(value)
+
+
+def first_repeated(items: Iterable[T]) -> T | None:
+    """The first item seen a second time, None if none: a key written twice (a JSON object, a CSV header, a metrics
+    series) that a parser would otherwise resolve by keeping one copy silently. Linear in the items."""
+    seen: set[T] = set()
+    for item in items:
+        if item in seen:
+            return item
+        seen.add(item)
+    return None

@@ -14,7 +14,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from ..core.errors import SpecError
+from ..core.errors import SpecError, first_repeated
 
 
 def _num(text: str) -> float:
@@ -320,14 +320,12 @@ def _check_counts(out: LiveMetrics, histograms: dict[str, list[tuple[float, floa
 def _no_series_twice(families: list) -> None:
     """A series (name and labels) written twice cannot come from one server (the parser keeps both; summing or
     keeping the last would report a figure the server never had)."""
-    seen: set = set()
-    for family in families:
-        for sample in family.samples:
-            key = (sample.name, tuple(sorted(sample.labels.items())))
-            if key in seen:
-                raise SpecError("metrics", f"{sample.name}{sample.labels or ''} appears twice",
-                                "the /metrics text of one server, each series once")
-            seen.add(key)
+    twice = first_repeated((sample.name, tuple(sorted(sample.labels.items())))
+                           for family in families for sample in family.samples)
+    if twice is not None:
+        name, labels = twice
+        raise SpecError("metrics", f"{name}{dict(labels) or ''} appears twice",
+                        "the /metrics text of one server, each series once")
 
 
 def read_metrics(text: str) -> LiveMetrics:

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__, api
-from ..core.errors import SpecError
+from ..core.errors import SpecError, first_repeated
 from . import auth, db, deployments
 from .jobs import JobRunner
 from .requests import build, request_model
@@ -139,18 +139,13 @@ class Guard:
 
 def _key_twice(body: bytes) -> str | None:
     """The first key a JSON body names twice in one object, None if none (or not JSON: the app's parser says so)."""
-    twice: list[str] = []
+    twice: list = []
 
     def pairs(items: list) -> dict:
-        out = dict(items)
-        if len(out) != len(items) and not twice:  # linear: a body of 150,000 keys must not stall the event loop
-            seen: set = set()
-            for key, _ in items:
-                if key in seen:
-                    twice.append(key)
-                    break
-                seen.add(key)
-        return out
+        repeated = None if twice else first_repeated(key for key, _ in items)
+        if repeated is not None:
+            twice.append(repeated)
+        return dict(items)
 
     try:
         json.loads(body, object_pairs_hook=pairs)
