@@ -17,6 +17,7 @@ import math
 import json
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from ..core.errors import SpecError, first_repeated
 from ..core.specs import RequestTrace
@@ -54,17 +55,34 @@ def read_trace(path: str | Path) -> RequestTrace:
 MAX_TOKENS = 1 << 30  # per request; far beyond any context window, low enough that nothing overflows
 
 
+def whole_count(value: Any, text: bool = False) -> int:
+    """A token count as a file holds it: a whole number (100 or 100.0; with `text`, also "100", "1e3"); never a
+    fraction, a JSON true, a JSON string (without `text`), non-ASCII digits or "1_000", which int() and float() would
+    read as another number without a word. ValueError or TypeError otherwise. The one reader of counts in files:
+    traces, lengths files and samples (inputs.load)."""
+    if text and isinstance(value, str):
+        if not value.isascii() or "_" in value:
+            raise ValueError(value)
+        value = float(value) if any(c in value for c in ".eE") else int(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(value)
+    if isinstance(value, float) and not value.is_integer():
+        raise ValueError(value)
+    return int(value)
+
+
 def _tokens(value, what: str, field: str, p: Path, line: int) -> int:
-    """A token count: a whole number from 1 to MAX_TOKENS (100.9 or a JSON true is no count: refused, as the samples
-    reader refuses them, rather than read as 100 or 1)."""
+    """A request's token count: a whole number (whole_count) from 1 to MAX_TOKENS."""
     if isinstance(value, bool):
         raise SpecError(field, f"{p} line {line}: {what} is {str(value).lower()}", "whole token counts")
-    number = float(value)
-    if not (math.isfinite(number) and 1 <= number <= MAX_TOKENS):
+    try:
+        number = whole_count(value, text=True)
+    except (ValueError, TypeError):
+        raise SpecError(field, f"{p} line {line}: {what} {value!r} is not a whole number", "whole token counts") \
+            from None
+    if not 1 <= number <= MAX_TOKENS:
         raise SpecError(field, f"{p} line {line}: {what} must be from 1 to {MAX_TOKENS:,}", "positive token counts")
-    if number != int(number):
-        raise SpecError(field, f"{p} line {line}: {what} {value!r} is not a whole number", "whole token counts")
-    return int(number)
+    return number
 
 
 def _row(row: object, p: Path, i: int, field: str) -> tuple[float, int, int, float | None]:

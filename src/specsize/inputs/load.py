@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..catalog.files import read_text, size_limit
+from ..catalog.traces import whole_count
 from ..core.errors import SpecError
 from ..core.specs import LengthDistribution, check_lengths
 from .fields import FieldInfo, coerce
@@ -160,24 +161,10 @@ def flatten(data: dict, where: str) -> dict:
 
 # --- lengths ------------------------------------------------------------------------------------------------
 
-def _count(value: Any, text: bool = False) -> int:
-    """A token count as a file holds it: a whole number (100 or 100.0; in text, "100"); never a fraction, a JSON
-    true, or a JSON string, which int() would have turned into 100, 1 or 100 without a word."""
-    if text and isinstance(value, str):
-        if not value.isascii() or "_" in value:  # int() would read "١٢" and "1_000" too
-            raise ValueError(value)
-        value = float(value) if any(c in value for c in ".eE") else int(value)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(value)
-    if isinstance(value, float) and not value.is_integer():
-        raise ValueError(value)
-    return int(value)
-
-
 def _numbers(line: str) -> bool:
     """Whether a line holds token counts only (1e+03 included, as numpy.savetxt writes them): not a header."""
     try:
-        return all(_count(v, text=True) >= 0 for v in re.split(r"[\s,]+", line.strip()) if v)
+        return all(whole_count(v, text=True) >= 0 for v in re.split(r"[\s,]+", line.strip()) if v)
     except (ValueError, TypeError, OverflowError):
         return False
 
@@ -191,17 +178,17 @@ def read_samples(path: str | Path, column: str | None = None, field: str = "samp
     stripped = text.strip()
     try:
         if stripped.startswith("["):
-            values = [_count(v) for v in json.loads(stripped)]
+            values = [whole_count(v) for v in json.loads(stripped)]
         elif stripped.startswith("{"):
             key = column or "prompt_tokens"
-            values = [_count(json.loads(line)[key]) for line in stripped.splitlines() if line.strip()]
+            values = [whole_count(json.loads(line)[key]) for line in stripped.splitlines() if line.strip()]
         elif column and stripped and column in stripped.splitlines()[0]:
-            values = [_count(row[column], text=True) for row in csv.DictReader(stripped.splitlines())]
+            values = [whole_count(row[column], text=True) for row in csv.DictReader(stripped.splitlines())]
         elif column and stripped and not _numbers(stripped.splitlines()[0]):  # a header, not naming the column
             raise SpecError(field, f"{p}: its header has no {column!r} column",  # (its content is never echoed)
                             f"a CSV whose header names {column} (the samples file reads no other column)")
         else:
-            values = [_count(v, text=True) for v in re.split(r"[\s,]+", stripped) if v]
+            values = [whole_count(v, text=True) for v in re.split(r"[\s,]+", stripped) if v]
     except SpecError:  # already names the file and what is wrong (a SpecError is a ValueError: not reworded)
         raise
     except KeyError as err:  # names the column, never the file's content
