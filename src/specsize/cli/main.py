@@ -400,11 +400,10 @@ def calibrations_add(ctx, tag, target, draft, method, k, acceptance_rate, mean_a
     from ..inputs.load import validated  # noqa: PLC0415
 
     method = validated("method", method)
-    if draft and method:  # as plan: n-gram and MTP take no draft model (the row would match no plan)
-        from ..core.speculation import drafter_kind  # noqa: PLC0415
+    if method:  # as plan: n-gram and MTP take no draft model (the row would match no plan)
+        from ..inputs.resolve import method_of, refuse_draft  # noqa: PLC0415
 
-        if not drafter_kind(method).needs_draft_config:
-            raise SpecError("draft", f"method {method} takes no draft model", "no --draft, or a method that uses one")
+        refuse_draft(method_of(method, draft), draft)
     acceptance = Acceptance(rate=validated("acceptance_rate", acceptance_rate),  # checked as every acceptance is
                             mean_accepted_length=validated("mean_accepted_length", mean_accepted_length),
                             measured_at_k=k)

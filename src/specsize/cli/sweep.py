@@ -23,14 +23,12 @@ def _progress():
                     console=Console(stderr=True), transient=False)
 
 
-HTML_MARK = b"<title>specsize sweep:"  # reports/sweep.py render_html: a summary a rerun may rewrite
-
-
 def _check_targets(study: Path, output: Path, html: Path, force: bool) -> None:
     """Nothing the user wrote is replaced without --force: -o must be new or this sweep's own table (a rerun
     resumes it), --html new or a summary a sweep wrote; neither may be the study file or the other output."""
     from ..adapters.results import ResultsFile  # noqa: PLC0415
     from ..core.errors import SpecError  # noqa: PLC0415
+    from ..reports.sweep import TITLE_MARK  # noqa: PLC0415 - the mark of a summary a sweep wrote
 
     def same(a: Path, b: Path) -> bool:
         return a.resolve() == b.resolve()
@@ -48,7 +46,7 @@ def _check_targets(study: Path, output: Path, html: Path, force: bool) -> None:
     if html.exists():
         try:
             with open(html, "rb") as handle:
-                ours = HTML_MARK in handle.read(4096)
+                ours = TITLE_MARK.encode() in handle.read(4096)
         except OSError:
             ours = False
         if not ours:

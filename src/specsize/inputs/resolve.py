@@ -68,6 +68,12 @@ def _hub_shaped(draft_id: str) -> bool:
     return draft_id.count("/") == 1 and not draft_id.startswith((".", "/", "~")) and not Path(draft_id).exists()
 
 
+def refuse_draft(method: SpecMethod, draft_id: str | None) -> None:
+    """A draft model named for a method that takes none (n-gram, MTP): refused, by plan and calibrations add alike."""
+    if draft_id and not SpeculativeConfig(method=method).kind.needs_draft_config:
+        raise SpecError("draft", f"method {method} takes no draft model", "no draft, or a method that uses one")
+
+
 def speculative_config(method_name: str | None, draft_id: str | None, k: int | None, draft_tp: int,
                        field: str = "method", target: ModelSpec | None = None) -> SpeculativeConfig:
     """The drafter a request names, its config loaded when its kind needs one. An EAGLE, EAGLE-3 or Medusa
@@ -75,8 +81,7 @@ def speculative_config(method_name: str | None, draft_id: str | None, k: int | N
     (catalog.configs.standard_head; the reports say so)."""
     method = method_of(method_name, draft_id, field)
     kind = SpeculativeConfig(method=method).kind
-    if draft_id and not kind.needs_draft_config:
-        raise SpecError("draft", f"method {method} takes no draft model", "no draft, or a method that uses one")
+    refuse_draft(method, draft_id)
     draft = None
     if kind.needs_draft_config:
         derivable = target is not None and method in DERIVABLE

@@ -198,6 +198,9 @@ def _inputs_of(row: Mapping, names: Sequence[str]) -> str:
     return ", ".join(f"{n}={_fmt(row.get(n))}" for n in names if row.get(n) is not None)
 
 
+TITLE_MARK = "<title>specsize sweep:"  # how a summary this renderer wrote begins its title (cli.sweep may rewrite one)
+
+
 def render_html(study: Study, rows: Sequence[Mapping], tenant_columns: Sequence[str], load_column: str | None,
                 elapsed_s: float | None = None) -> str:
     e = html.escape
@@ -205,7 +208,7 @@ def render_html(study: Study, rows: Sequence[Mapping], tenant_columns: Sequence[
     counts = {s: sum(1 for r in rows if r.get("status") == s) for s in STATUS}
     verdicts = {v: sum(1 for r in rows if r.get("verdict") == v) for v in ("fits", "thin", "does_not_fit")}
     out = ["<!doctype html><html lang='en'><head><meta charset='utf-8'>",
-           f"<title>specsize sweep: {e(study.name)}</title><style>{CSS}</style></head><body>",
+           f"{TITLE_MARK} {e(study.name)}</title><style>{CSS}</style></head><body>",
            f"<h1>Sweep: {e(study.name)}</h1>",
            f"<p>{len(rows):,} cells: {counts['ok']:,} planned ({verdicts['fits']:,} fit, {verdicts['thin']:,} thin, "
            f"{verdicts['does_not_fit']:,} do not fit), {counts['invalid']:,} invalid, {counts['error']:,} errors; "
