@@ -20,7 +20,7 @@ __all__ = ["Acceptance", "Tree", "PerfSummary", "SpeedupTable", "costs_for", "en
            "summarize"]
 
 
-def _tokens_per_pass(a: float, k: int, tree: Tree, measured_length: bool = False, proposal_rate: float = 1.0) -> float:
+def pass_tokens(a: float, k: int, tree: Tree, measured_length: bool = False, proposal_rate: float = 1.0) -> float:
     """Tokens per target pass. A tree's mean accepted length, as SGLang reports it, already holds the tree's gain:
     the rate solved from it is each depth's acceptance, not a per-branch one to widen again by top-k. A drafter that
     proposes in only `proposal_rate` of the steps (n-gram) gains tokens in those alone."""
@@ -81,7 +81,7 @@ def speedup_table(d: Deployment, mem: MemoryAccount, eff: Efficiency, acceptance
     crossover, best = {}, {}
     for k in ks:
         costs = costs_for(d, mem, eff, k, tree)
-        per_pass = _tokens_per_pass(a, k, tree, acceptance.mean_accepted_length is not None,
+        per_pass = pass_tokens(a, k, tree, acceptance.mean_accepted_length is not None,
                                     d.speculative.proposal_rate)
         points = [speedup_point(costs, b, context_len, per_pass, k) for b in batch_sizes]
         rows += points
@@ -161,10 +161,10 @@ def summarize(d: Deployment, mem: MemoryAccount, eff: Efficiency, acceptance: Ac
     ttft = prefill_time(costs, prompt_len, s.max_num_batched_tokens)  # a drafter with a KV cache prefills too
     measured = acceptance.mean_accepted_length is not None
     rate = d.speculative.proposal_rate
-    per_pass = _tokens_per_pass(a, k, tree, measured, rate)
+    per_pass = pass_tokens(a, k, tree, measured, rate)
     point = speedup_point(costs, batch_size, context_len, per_pass, k)
     best = max(k_range, key=lambda kk: speedup_point(costs_for(d, mem, eff, kk, tree), batch_size, context_len,
-                                                     _tokens_per_pass(a, kk, tree, measured, rate), kk).speedup)
+                                                     pass_tokens(a, kk, tree, measured, rate), kk).speedup)
     slo = None
     if tpot_slo_s:
         slo = concurrency_for_tpot(lambda b: speedup_point(costs, b, context_len, per_pass, k).tpot_s,

@@ -14,12 +14,11 @@ from dataclasses import dataclass, replace
 from ..core.envelope import DOES_NOT_FIT, FITS, evaluate
 from ..core.errors import SpecError
 from ..core.memory import AccountingProfile, account
-from ..core.perf import decode_step, prefill_share, prefill_time, spec_step_time, tokens_per_pass
-from ..core.speculation import proposed_tokens_per_pass
+from ..core.perf import decode_step, prefill_share, prefill_time, spec_step_time
 from ..core.specs import Deployment
 from ..core.speculation import Acceptance, Tree
 from ..core.traffic import decode_context, littles_law_rate, peak_concurrency, replica_share
-from .perf import costs_for
+from .perf import costs_for, pass_tokens
 
 STATUS_ORDER = ("ok", "thin", "misses_tpot", "misses_ttft", "misses_throughput", "does_not_fit")
 
@@ -135,7 +134,7 @@ def _judge(d, mem, w, policy, slo, eff, acceptance, k, replicas, ctx, peak_total
         costs = cache[key] = costs_for(d, mem, eff, k, Tree())
     batch = max(1, min(verdict.worst_case.concurrency, s.max_num_seqs))
     if d.speculative.enabled and acceptance is not None:
-        per_pass = proposed_tokens_per_pass(tokens_per_pass(acceptance.per_token(k), k), d.speculative.proposal_rate)
+        per_pass = pass_tokens(acceptance.per_token(k), k, Tree(), proposal_rate=d.speculative.proposal_rate)
         tpot = spec_step_time(costs, batch, ctx) / per_pass
     else:
         tpot = decode_step(costs, batch, ctx).time_s
