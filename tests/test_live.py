@@ -219,10 +219,12 @@ def test_a_metrics_url_that_redirects_is_refused_not_followed():
         server.shutdown()
 
 
-def test_a_metrics_url_that_trickles_its_headers_is_cut_at_the_deadline(monkeypatch):
-    """A server that sends one header line every half second never trips a socket timeout; the whole fetch, headers
-    included, still ends at the deadline (fuzz pass 3: check-live hung for good, and ~45 such calls took the service's
-    workers)."""
+@pytest.mark.parametrize("head,line", [(b"HTTP/1.1 200 OK\r\n", b"X-A: b\r\n"),
+                                       (b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n", b"# x\n")])
+def test_a_metrics_url_that_trickles_its_headers_is_cut_at_the_deadline(monkeypatch, head, line):
+    """A server that sends one header line (or body line) every half second never trips a socket timeout; the whole
+    fetch, headers and body, still ends at the deadline (fuzz pass 3: check-live hung for good, and ~45 such calls
+    took the service's workers)."""
     import socket
     import threading
     import time
@@ -239,9 +241,9 @@ def test_a_metrics_url_that_trickles_its_headers_is_cut_at_the_deadline(monkeypa
         conn, _ = listener.accept()
         try:
             conn.recv(65536)
-            conn.sendall(b"HTTP/1.1 200 OK\r\n")
+            conn.sendall(head)
             while not stop.is_set():
-                conn.sendall(b"X-A: b\r\n")
+                conn.sendall(line)
                 time.sleep(0.5)
         except OSError:
             pass

@@ -12,7 +12,6 @@ import http.client
 import ipaddress
 import socket
 import threading
-import time
 from urllib.parse import urlsplit
 
 from ..core.errors import SpecError
@@ -37,7 +36,6 @@ def fetch(url: str, deadline_s: float, limit: int) -> bytes:
     parts = urlsplit(url)
     late = SpecError("metrics", f"{url} took longer than {deadline_s:g} s to answer",
                      "a /metrics endpoint that answers within the deadline")
-    deadline = time.monotonic() + deadline_s
     expired = threading.Event()
     kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     try:
@@ -45,10 +43,11 @@ def fetch(url: str, deadline_s: float, limit: int) -> bytes:
     except ValueError as err:  # a port that is not a number
         raise SpecError("metrics", f"cannot fetch {url} ({err})", "a reachable /metrics URL or a file") from None
 
+    held: list[socket.socket] = []  # the connection's socket: http.client drops conn.sock once the answer begins
+
     def cut() -> None:
         expired.set()
-        sock = conn.sock
-        if sock is not None:
+        for sock in held or ([conn.sock] if conn.sock is not None else []):
             try:
                 sock.shutdown(socket.SHUT_RDWR)  # the blocked read returns at once
             except OSError:
@@ -58,7 +57,9 @@ def fetch(url: str, deadline_s: float, limit: int) -> bytes:
     timer.daemon = True
     timer.start()
     try:
-        body = _answer(conn, url, limit, deadline, late)
+        conn.connect()
+        held.append(conn.sock)
+        body = _answer(conn, url, limit)
         if expired.is_set():  # cut mid-body: what arrived is not the whole page
             raise late
         return body
@@ -74,10 +75,10 @@ def fetch(url: str, deadline_s: float, limit: int) -> bytes:
         conn.close()
 
 
-def _answer(conn: http.client.HTTPConnection, url: str, limit: int, deadline: float, late: SpecError) -> bytes:
-    """Connect, check the peer's address, GET, and read the body (at most `limit` + 1 bytes)."""
+def _answer(conn: http.client.HTTPConnection, url: str, limit: int) -> bytes:
+    """Check the connected peer's address, GET, and read the body (at most `limit` + 1 bytes); fetch's timer cuts
+    the connection at the deadline, whatever this is waiting for."""
     parts = urlsplit(url)
-    conn.connect()
     peer = conn.sock.getpeername()[0] if conn.sock is not None else ""
     if blocked_address(str(peer)):
         raise SpecError("metrics", f"{url} resolves to {peer}, a link-local, multicast or unspecified address",
@@ -99,6 +100,4 @@ def _answer(conn: http.client.HTTPConnection, url: str, limit: int, deadline: fl
             break
         chunks.append(chunk)
         received += len(chunk)
-        if time.monotonic() > deadline:
-            raise late
     return b"".join(chunks)
