@@ -184,7 +184,22 @@ BATCH_SWEEPS = ROOT / "bench" / "data" / "spec_batch_sweeps.jsonl"
 # the study's 70B is Llama 3 70B: Llama 3.1 70B's layers (the context does not enter a speed-up at batch)
 SWEEP_TARGETS = {"meta-llama/Meta-Llama-3-70B-Instruct": "meta-llama/Llama-3.1-70B-Instruct"}
 SWEEP_CONTEXT = 1000  # prompts and outputs are not published: about a thousand tokens of context assumed
-ILLUSTRATIVE_PROPOSAL_RATE = 0.4  # n-gram: the share of steps whose lookup matches is not published
+# n-gram: the share of steps whose lookup matches, and what a proposing step gains, replayed by bench/ngram_replay.py
+# on the study's own Llama-3.1-8B token data (vLLM's lookup, prompt_lookup_min 3 / max 5)
+NGRAM_RATES = ROOT / "bench" / "data" / "ngram_proposal_rates.json"
+DATA_MODEL = "meta-llama/Llama-3.1-8B-Instruct"  # the model whose generations the replay walked
+REPLAYED = "ngram at the replayed proposal rate"
+NOTHING_SOLVED = "ngram on its own data, nothing solved"
+
+
+def replayed(dataset: str, k: int) -> dict | None:
+    """The replay's figures for a dataset at k with the study's lookup (proposal_rate, tokens_per_proposal,
+    tokens_per_step), None without."""
+    if not NGRAM_RATES.exists():
+        return None
+    record = json.loads(NGRAM_RATES.read_text())
+    study = "{prompt_lookup_min}-{prompt_lookup_max}".format(**record["study_lookup"])
+    return next((r for r in record["rates"] if (r["dataset"], r["lookup"], r["k"]) == (dataset, study, k)), None)
 
 
 def _sweep_prediction(row: dict, mean_length: float, proposal_rate: float) -> float:
@@ -213,20 +228,43 @@ def _sweep_series(rows: list[dict], rate: float) -> tuple[float, list[tuple[dict
     return length, [(row, _sweep_prediction(row, length, rate)) for row in rows[1:]]
 
 
+def _sweep_variants(rows: list[dict]) -> list[tuple[str, float, str, float, list[tuple[dict, float]]]]:
+    """(label, proposal rate, tag, per-proposal length, predictions) per way of pricing a series: every step
+    proposing (the tool's default) with the length solved at batch 1; for n-gram also the replayed rate with the
+    length solved at batch 1, and, on the model the replay walked, the replayed rate and length with nothing solved
+    (batch 1 predicted too)."""
+    first = rows[0]
+    out = [("all", 1.0, "", *_sweep_series(rows, 1.0))]
+    figures = replayed(first["dataset"], int(first["k"])) if first["method"] == "ngram" else None
+    if figures:
+        rate = figures["proposal_rate"]
+        out.append((REPLAYED, rate, f" (replayed rate {rate:.2f})", *_sweep_series(rows, rate)))
+        if first["target"] == DATA_MODEL:
+            length = figures["tokens_per_proposal"]
+            out.append((NOTHING_SOLVED, rate, " (replayed, none solved)", length,
+                        [(row, _sweep_prediction(row, length, rate)) for row in rows]))
+    return out
+
+
 def _sweep_summary(errors: dict[str, list[float]]) -> None:
     def line(label: str, e: list[float]) -> str:
         return f"median |error| {statistics.median(map(abs, e)):.1%}, bias {statistics.median(e):+.1%} (n={len(e)})"
 
-    illustrative = f"ngram at proposal rate {ILLUSTRATIVE_PROPOSAL_RATE:g}"
-    for batch in (16, 64, 128):
-        for label in ("all", illustrative):
+    for batch in (1, 16, 64, 128):
+        for label in ("all", REPLAYED, NOTHING_SOLVED):
             if errors.get(f"{label}|{batch}"):
-                print(f"  batch {batch:>3}, {label:26}: {line(label, errors[f'{label}|{batch}'])}")
-    for method in ("ngram", illustrative, "eagle", "eagle3", "draft_model"):
+                print(f"  batch {batch:>3}, {label:38}: {line(label, errors[f'{label}|{batch}'])}")
+    for method in ("ngram", REPLAYED, NOTHING_SOLVED, "eagle", "eagle3", "draft_model"):
         if errors.get(f"{method}|all"):
-            print(f"  {method:26} every held-out batch: {line(method, errors[f'{method}|all'])}")
+            print(f"  {method:38} every held-out batch: {line(method, errors[f'{method}|all'])}")
     every = [x for key, v in errors.items() if key.startswith("all|") for x in v]
     print(f"  every method, every held-out batch (proposal rate 1): {line('all', every)}")
+    replay = [x for method in ("eagle", "eagle3", "draft_model", REPLAYED) for x in errors.get(f"{method}|all", [])]
+    print(f"  every method, every held-out batch (n-gram at its replayed rate): {line('all', replay)}")
+    for key, label in (("wrong|model", "model drafters"), ("wrong|ngram", "n-gram, every step proposing"),
+                       (f"wrong|{REPLAYED}", REPLAYED)):
+        wrong = errors.get(key, [])
+        print(f"  on the wrong side of 1, {label}: {len(wrong)}{' (' + ', '.join(wrong) + ')' if wrong else ''}")
 
 
 def batch_sweeps(print_rows: bool = True) -> dict:
@@ -235,8 +273,10 @@ def batch_sweeps(print_rows: bool = True) -> dict:
     Llama-3-70B at TP 4 and Qwen3-8B; GSM8K, CNN/DailyMail, ShareGPT, InstructCoder; batch 1-128, read from the
     vector Figure 1). Their acceptance at k = 3 is not published, so each series' mean length is solved from its
     batch-1 speed-up (fit) and batch 16 / 64 / 128 are predicted (held out): how the speed-up falls with batch, the
-    cost of speculation at B, not the acceptance. n-gram series are also shown with an illustrative proposal rate
-    (the share of steps whose lookup matches; not published)."""
+    cost of speculation at B, not the acceptance. n-gram series are priced twice: every step proposing, and at the
+    share of steps bench/ngram_replay.py replays from the study's own token data (bench/data/
+    ngram_proposal_rates.json); the Llama-3.1-8B series, the replay's own model, a third time with its replayed
+    per-proposal length as well, nothing solved."""
     if not BATCH_SWEEPS.exists():
         return {}
     series: dict[str, list[dict]] = {}
@@ -244,24 +284,24 @@ def batch_sweeps(print_rows: bool = True) -> dict:
         if line.strip():
             row = json.loads(line)
             series.setdefault(row["group"], []).append(row)
-    errors: dict[str, list[float]] = {}
+    errors: dict[str, list] = {}
     if print_rows:
         print(f"\nspeed-up across batch: {BATCH_SWEEPS.relative_to(ROOT)} (acceptance solved at batch 1, offline "
               "pricing; predicted / measured at batch 16, 64, 128)")
     for name, rows in sorted(series.items()):
         rows.sort(key=lambda r: r["batch_size"])
-        for rate in [1.0, ILLUSTRATIVE_PROPOSAL_RATE] if rows[0]["method"] == "ngram" else [1.0]:
-            length, predictions = _sweep_series(rows, rate)
-            label = "all" if rate == 1.0 else f"ngram at proposal rate {rate:g}"
+        for label, _rate, tag, length, predictions in _sweep_variants(rows):
             cells = []
             for row, predicted in predictions:
                 error = predicted / row["speedup"] - 1
                 errors.setdefault(f"{label}|{row['batch_size']}", []).append(error)
-                errors.setdefault(f"{rows[0]['method'] if rate == 1.0 else label}|all", []).append(error)
+                errors.setdefault(f"{rows[0]['method'] if label == 'all' else label}|all", []).append(error)
+                if label != NOTHING_SOLVED and (predicted >= 1) != (row["speedup"] >= 1):
+                    kind = label if label != "all" else "ngram" if rows[0]["method"] == "ngram" else "model"
+                    errors.setdefault(f"wrong|{kind}", []).append(f"{name[4:]} B{row['batch_size']}")
                 cells.append(f"B{row['batch_size']} {predicted:.2f}/{row['speedup']:.2f} {error:+6.1%}")
             if print_rows:
-                tag = f" (proposal rate {rate:g})" if rate < 1 else ""
-                print(f"  {name[4:46]:38} per pass {length:.2f}{tag:22} " + " | ".join(cells))
+                print(f"  {name[4:46]:38} per pass {length:.2f}{tag:26} " + " | ".join(cells))
     if print_rows:
         _sweep_summary(errors)
     return errors

@@ -111,3 +111,39 @@ def test_every_batch_sweep_row_has_its_source_and_figure_reading():
         series.setdefault(row["group"], []).append(row["batch_size"])
     assert len(rows) == 156 and len({row["id"] for row in rows}) == len(rows)
     assert all(sorted(batches) == [1, 16, 64, 128] for batches in series.values())
+
+
+def test_the_ngram_lookup_replay_proposes_as_vllm_documents_it():
+    """bench/ngram_replay.py's lookup, on vLLM's own docstring example (vllm/v1/spec_decode/ngram_proposer.py:
+    [1, 2, 3, 4, 2, 3] with n-grams of 2-3 and k = 4 proposes [4, 2, 3], the three tokens left after the match) and
+    by hand: the longest suffix wins, at its earliest occurrence, and no match proposes nothing."""
+    replay = bench_module("ngram_replay")
+    assert replay.lookup([1, 2, 3, 4, 2, 3], 2, 3, 4) == [4, 2, 3]
+    # suffix [5, 7, 8] occurs only at the end; [7, 8] first at 0 (again at 3): the 4 tokens after index 1
+    assert replay.lookup([7, 8, 9, 7, 8, 5, 7, 8], 2, 3, 4) == [9, 7, 8, 5]
+    # [9, 7, 8] (3 tokens) occurs at 2, and is preferred to the earlier [7, 8] at 0
+    assert replay.lookup([7, 8, 1, 9, 7, 8, 4, 9, 7, 8], 2, 3, 2) == [4, 9]
+    assert replay.lookup([1, 2, 3, 4], 2, 3, 4) == [] and replay.lookup([5], 2, 3, 4) == []
+    # a request walked at k = 2: prompt [1, 2, 3, 1, 2], generation [3, 1, 2, 9]; the file's accepted lengths at
+    # each position: [3, 2, 1, 1]. Step 1 (context ends "1 2") proposes [3, 1]: accepts 2 (+1) -> 3 tokens; step 2
+    # at position 3 (context "... 3 1 2") proposes [3, 1], the file says 1 token: 2 steps, both proposing, 4 tokens
+    walked = replay.walk([([1, 2, 3, 1, 2], [3, 1, 2, 9], [3, 2, 1, 1])], 2, 3, 2)
+    assert walked == {"steps": 2, "proposal_rate": 1.0, "tokens_per_proposal": 2.0, "tokens_per_step": 2.0}
+
+
+def test_the_replayed_ngram_proposal_rates_carry_their_source_and_hold_together():
+    """bench/data/ngram_proposal_rates.json: from the study's published token data at a pinned commit; every
+    dataset at k = 3 and 5 for the study's lookup (3-5) and vLLM's default (5-5); tokens per step = 1 + rate x
+    (tokens per proposal - 1); a stricter lookup (5-5) never proposes more often than 3-5."""
+    record = json.loads((ROOT / "bench" / "data" / "ngram_proposal_rates.json").read_text())
+    assert record["source"].startswith("https://github.com/SpecDecode-Bench/simulator/tree/2fdccbd")
+    assert record["study_lookup"] == {**record["study_lookup"], "prompt_lookup_min": 3, "prompt_lookup_max": 5}
+    rows = {(r["dataset"], r["lookup"], r["k"]): r for r in record["rates"]}
+    datasets = ("cnn_dailymail", "gsm8k", "sharegpt", "instructcoder")
+    assert set(rows) == {(d, lookup, k) for d in datasets for lookup in ("3-5", "5-5") for k in (3, 5)}
+    for (dataset, lookup, k), r in rows.items():
+        assert 0 < r["proposal_rate"] <= 1 and 1 <= r["tokens_per_proposal"] <= k + 1
+        assert math.isclose(r["tokens_per_step"], 1 + r["proposal_rate"] * (r["tokens_per_proposal"] - 1),
+                            abs_tol=2e-4)
+        if lookup == "5-5":
+            assert r["proposal_rate"] <= rows[(dataset, "3-5", k)]["proposal_rate"]
