@@ -154,6 +154,22 @@ def test_mtp_without_k_takes_the_checkpoints_mtp_layers_as_vllm_does(capsys):
     assert code == 2 and err.count("\n") == 1 and "num_speculative_tokens" in err, err
 
 
+def test_ngram_on_vllm_without_a_proposal_rate_says_every_step_is_priced_as_proposing():
+    """vLLM's n-gram lookup drafts only where it matches (bench/data/ngram_proposal_rates.json: 5-43% of steps at
+    k = 3 on four published workloads): left at 1, the rate is named in a note of plan and speedup; given, or on
+    SGLang (whose n-gram worker verifies every step), no note."""
+    common = dict(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", method="ngram",
+                  num_speculative_tokens=3, acceptance_rate=0.5)
+
+    def noted(result) -> bool:
+        return any(note.startswith("n-gram priced with a lookup match in every decode step") for note in result.notes)
+
+    assert noted(specsize.plan(**common)) and noted(specsize.speedup(batch_sizes=(1,), **common))
+    assert not noted(specsize.plan(proposal_rate=0.3, **common))
+    assert not noted(specsize.speedup(proposal_rate=0.3, batch_sizes=(1,), **common))
+    assert not noted(specsize.plan(engine="sglang", **common))
+
+
 def test_sglang_picks_the_drafter_shape_itself_when_none_is_given():
     """SGLang's auto_choose_speculative_params (server_args.py): DeepSeek-V2/V3 3 steps, top-k 1, 4 draft tokens;
     every other architecture 5 / 4 / 8. A shape given in part is the user's: nothing is filled in then."""

@@ -94,12 +94,19 @@ def _notes(r: Resolved) -> tuple[str, ...]:
 
 def _drafter_notes(r: Resolved) -> tuple[str, ...]:
     """What the drafter was taken as where the request left it open: a head derived from the target's config, the
-    drafter's shape SGLang picks itself, or k as vLLM defaults it for MTP."""
+    drafter's shape SGLang picks itself, k as vLLM defaults it for MTP, or vLLM's n-gram lookup matching in every
+    step."""
     sp = r.deployment.speculative
     notes = [r.drafter_note] if r.drafter_note else []
     if sp.draft is not None and sp.draft.is_derived:
         notes.append(f"no readable head config: priced {sp.draft.source} (catalog.configs.standard_head), in memory "
                      "and in time; pass --draft for the real one")
+    if sp.method == "ngram" and r.profile.engine == "vllm" and not r.request.given("proposal_rate"):
+        # SGLang's n-gram worker verifies its draft every step (engines.methods.check_proposal_rate): 1 is its rate
+        notes.append("n-gram priced with a lookup match in every decode step (--proposal-rate 1): vLLM's lookup "
+                     "matched in 5-43% of steps on four published workloads (docs/performance.md), which shrinks "
+                     "both the gain at small batches and the verification cost at large ones; give --proposal-rate, "
+                     "or read it from a running server with check-live")
     return tuple(notes)
 
 
