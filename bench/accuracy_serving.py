@@ -545,6 +545,10 @@ SWEEPS = ROOT / "bench" / "data" / "spec_load_sweeps.jsonl"
 # generated summaries' length is not published: 150 tokens taken (the no-spec arm's 2.75 s at 1 QPS over a 70B step
 # time of 17-19 ms). Neither length is published, so the report also gives the crossing with the prompts 5% shorter
 # and longer (SWEEP_PROMPT_SPREAD)
+# V0's n-gram lookup matched suffixes down to 1 token unless told otherwise (vllm/config.py SpeculativeConfig:
+# ngram_prompt_lookup_min None -> 1): with a maximum of 4, 0.86 of the steps propose on CNN/DailyMail
+# (bench/ngram_replay.py on the token data of arXiv 2601.11580: bench/data/ngram_proposal_rates.json, lookup 1-4)
+NGRAM_V0_CNNDM_RATE = 0.86
 SWEEP_SETUPS = {
     "vllm-blog-2024-draft": dict(target="meta-llama/Llama-3.1-70B-Instruct", gpu="H100-SXM-80GB", tp=4,
                                  engine_version="0.6", max_model_len=8192, method="draft_model",
@@ -552,7 +556,7 @@ SWEEP_SETUPS = {
                                  dataset="sharegpt"),
     "vllm-blog-2024-ngram": dict(target="meta-llama/Llama-3.1-70B-Instruct", gpu="H100-SXM-80GB", tp=4,
                                  engine_version="0.6", max_model_len=8192, method="ngram", num_speculative_tokens=4,
-                                 lengths=(940, 150), dataset="cnn_dailymail"),
+                                 proposal_rate=NGRAM_V0_CNNDM_RATE, lengths=(940, 150), dataset="cnn_dailymail"),
 }
 SWEEP_PROMPT_SPREAD = (0.95, 1.05)  # the prompts' mean scaled by these for the crossing's sensitivity
 

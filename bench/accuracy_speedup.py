@@ -30,6 +30,7 @@ from specsize.core.memory import account
 from specsize.core.perf import offline_efficiency
 from specsize.core.specs import Deployment, EngineSettings, Quantization, SpeculativeConfig
 from specsize.engines import resolve_profile
+from specsize.inputs.resolve import proposal_rate_of
 from specsize.planner.perf import Acceptance, speedup_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,14 +125,16 @@ def published(print_rows: bool = True) -> dict:
         k = int(row["k"])
         tree = row.get("tree") or {}
         topk = int(tree.get("topk") or 1)
-        spec = _row_drafter(target, row["method"], k)
+        profile = resolve_profile("sglang" if row["engine"].startswith("SGLang") else "vllm")
+        # a row's n-gram proposal rate where it gives one, else the engine's own, as `--method ngram` takes it
+        spec = _row_drafter(target, row["method"], k,
+                            proposal_rate=proposal_rate_of(profile, row["method"], row.get("proposal_rate")))
         quant = row.get("quantization")
         d = Deployment(target=target, gpu=load_gpu(GPUS[row["gpu"]]), speculative=spec, tp=int(row["tp"]),
                        engine=EngineSettings(max_model_len=8192, quantization=quant) if quant
                        else EngineSettings(max_model_len=8192))
         acceptance = Acceptance(mean_accepted_length=row["acceptance"]["mean_length"], measured_at_k=k)
         shape = Tree(topk=topk, num_draft_tokens=int(tree["num_draft_tokens"])) if topk > 1 else Tree()
-        profile = resolve_profile("sglang" if row["engine"].startswith("SGLang") else "vllm")
         table = speedup_table(d, account(d, profile), load_efficiency(d.gpu), acceptance,
                               [int(row["batch_size"])], [k], int(row.get("context") or 300), shape)
         predicted, observed = table.rows[0].speedup, float(row["speedup"])

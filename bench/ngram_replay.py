@@ -19,8 +19,10 @@ here from that description, not vLLM's code.) It then
 2. walks each request as the engine does at k = 3 and 5: a step proposes or not (the replay), accepts the file's
    accepted length there capped at what was proposed (the study's own acceptance), and moves on by the tokens
    gained. Per dataset: the share of steps that proposed, the tokens a proposing step gains, tokens per step; for
-   the study's setting and for vLLM's default (5 / 5: where a 5-token suffix matches, the study's setting proposes
-   the same tokens, so the file's accepted lengths hold there too).
+   the study's setting and for vLLM V1's default (5 / 5: where a 5-token suffix matches, the study's setting
+   proposes the same tokens, so the file's accepted lengths hold there too). For the lookups that also match 1- or
+   2-token suffixes (specsize's deployed 2 / 4, vLLM V0's default minimum of 1) only the share of steps is kept:
+   the file holds no accepted length for a proposal the study's lookup would not have made.
 
 Run: python3 bench/ngram_replay.py DATA_DIR [--write]   (DATA_DIR holds the four combined_*.jsonl; --write stores
 the figures in bench/data/ngram_proposal_rates.json, which bench/accuracy_speedup.py reads)
@@ -41,7 +43,10 @@ SOURCE = ("https://github.com/SpecDecode-Bench/simulator/tree/2fdccbd61b62be339f
 DATASETS = {"cnn": "cnn_dailymail", "gsm8k": "gsm8k", "sharegpt": "sharegpt", "instructcoder": "instructcoder"}
 SETTINGS = ((1, 5), (2, 5), (3, 5), (4, 5), (5, 5), (3, 3), (2, 4), (3, 4))  # (prompt_lookup_min, _max) tried
 DATA_K = 20  # draft tokens the file's accepted lengths were collected with (their cap is 21)
-STUDY, DEFAULT = (3, 5), (5, 5)  # the study's lookup (found below) and vLLM's default (SpeculativeConfig, neither set)
+STUDY = (3, 5)  # the study's lookup (found below): the file's accepted lengths are this lookup's
+# the lookups walked: the study's; vLLM V1's default (SpeculativeConfig: 5 / 5 when neither is set); the one specsize
+# deploys (engines/emit.py: prompt_lookup_min 2, max 4); vLLM V0's default minimum (1) with a maximum of 4
+LOOKUPS = (STUDY, (5, 5), (2, 4), (1, 4))
 
 
 class Context:
@@ -149,19 +154,24 @@ def main() -> int:
     print(f"\n{'dataset':14} {'lookup':>6} {'k':>2} {'steps':>7} {'proposal rate':>14} {'tokens/proposal':>16} "
           f"{'tokens/step':>12}")
     for name, reqs in data.items():
-        for min_n, max_n in (STUDY, DEFAULT):
+        for min_n, max_n in LOOKUPS:
             for k in (3, 5):
                 r = {"dataset": DATASETS[name], "lookup": f"{min_n}-{max_n}", "k": k, **walk(reqs, min_n, max_n, k)}
+                if min_n < STUDY[0]:  # matches the file's lookup never made: their accepted lengths are unknown
+                    r["tokens_per_proposal"] = r["tokens_per_step"] = None
                 rates.append(r)
-                print(f"{r['dataset']:14} {r['lookup']:>6} {k:>2} {r['steps']:>7} {r['proposal_rate']:>14.3f} "
-                      f"{r['tokens_per_proposal']:>16.3f} {r['tokens_per_step']:>12.3f}")
+                tokens = (f"{r['tokens_per_proposal']:>16.3f} {r['tokens_per_step']:>12.3f}"
+                          if r["tokens_per_step"] is not None else f"{'-':>16} {'-':>12}")
+                print(f"{r['dataset']:14} {r['lookup']:>6} {k:>2} {r['steps']:>7} {r['proposal_rate']:>14.3f} {tokens}")
     if args.write:
         record = {
             "schema": "how often vLLM V1's n-gram lookup proposes on the token data of arXiv 2601.11580 "
                       "(Llama-3.1-8B-Instruct, H100, greedy): per dataset, lookup (prompt_lookup_min-max: the "
-                      "study's 3-5 and vLLM's default 5-5) and k, the share of decode steps with a "
+                      "study's 3-5, vLLM V1's default 5-5, the 2-4 specsize deploys, vLLM V0's default minimum 1 with "
+                      "a maximum of 4) and k, the share of decode steps with a "
                       "proposal, the tokens a proposing step gains (the file's accepted lengths, capped at the "
-                      "proposal's) and the tokens per step; written by bench/ngram_replay.py --write",
+                      "proposal's) and the tokens per step (null for lookups under 3 tokens, whose extra matches "
+                      "the file holds no accepted length for); written by bench/ngram_replay.py --write",
             "source": SOURCE + " (combined_{cnn,gsm8k,sharegpt,instructcoder}.jsonl, 300 requests each)",
             "study_lookup": {"prompt_lookup_min": 3, "prompt_lookup_max": 5,
                        "why": "the setting whose replay reproduces the file's own n-gram accepted lengths best "

@@ -154,20 +154,30 @@ def test_mtp_without_k_takes_the_checkpoints_mtp_layers_as_vllm_does(capsys):
     assert code == 2 and err.count("\n") == 1 and "num_speculative_tokens" in err, err
 
 
-def test_ngram_on_vllm_without_a_proposal_rate_says_every_step_is_priced_as_proposing():
-    """vLLM's n-gram lookup drafts only where it matches (bench/data/ngram_proposal_rates.json: 5-43% of steps at
-    k = 3 on four published workloads): left at 1, the rate is named in a note of plan and speedup; given, or on
-    SGLang (whose n-gram worker verifies every step), no note."""
+def test_ngram_on_vllm_without_a_proposal_rate_takes_the_engines_share_and_says_so():
+    """vLLM's n-gram lookup drafts only where it matches: without --proposal-rate, n-gram on vLLM is priced at 0.43
+    of the steps (the lookup specsize deploys, 2-4, replayed on four published workloads: bench/data/
+    ngram_proposal_rates.json), candidates too, named in a note of plan and speedup. A given rate is the user's;
+    SGLang's n-gram worker verifies every step (1, no note); a model drafter proposes every step."""
     common = dict(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", method="ngram",
                   num_speculative_tokens=3, acceptance_rate=0.5)
 
     def noted(result) -> bool:
-        return any(note.startswith("n-gram priced with a lookup match in every decode step") for note in result.notes)
+        return any(note.startswith("n-gram priced with a lookup match in 43% of decode steps") for note in result.notes)
 
-    assert noted(specsize.plan(**common)) and noted(specsize.speedup(batch_sizes=(1,), **common))
-    assert not noted(specsize.plan(proposal_rate=0.3, **common))
-    assert not noted(specsize.speedup(proposal_rate=0.3, batch_sizes=(1,), **common))
-    assert not noted(specsize.plan(engine="sglang", **common))
+    plan = specsize.plan(**common)
+    assert plan.deployment.speculative.proposal_rate == 0.43 and noted(plan)
+    assert plan.to_dict()["inputs"]["proposal_rate"] == 0.43
+    table = specsize.speedup(batch_sizes=(1,), candidates=("method=ngram,acceptance=0.5,k=3",), **common)
+    assert noted(table) and table.drafters[0].proposal_rate == table.drafters[1].proposal_rate == 0.43
+    # 1 + 0.43 x (0.5 + 0.25 + 0.125) tokens per pass, by hand
+    assert table.drafters[0].table.rows[0].tokens_per_pass == pytest.approx(1.37625)
+    given = specsize.plan(proposal_rate=0.3, **common)
+    assert given.deployment.speculative.proposal_rate == 0.3 and not noted(given)
+    sglang = specsize.plan(engine="sglang", **common)
+    assert sglang.deployment.speculative.proposal_rate == 1.0 and not noted(sglang)
+    assert specsize.plan(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", method="eagle3",
+                         num_speculative_tokens=3, acceptance_rate=0.6).deployment.speculative.proposal_rate == 1.0
 
 
 def test_sglang_picks_the_drafter_shape_itself_when_none_is_given():

@@ -101,12 +101,11 @@ def _drafter_notes(r: Resolved) -> tuple[str, ...]:
     if sp.draft is not None and sp.draft.is_derived:
         notes.append(f"no readable head config: priced {sp.draft.source} (catalog.configs.standard_head), in memory "
                      "and in time; pass --draft for the real one")
-    if sp.method == "ngram" and r.profile.engine == "vllm" and not r.request.given("proposal_rate"):
-        # SGLang's n-gram worker verifies its draft every step (engines.methods.check_proposal_rate): 1 is its rate
-        notes.append("n-gram priced with a lookup match in every decode step (--proposal-rate 1): vLLM's lookup "
-                     "matched in 5-43% of steps on four published workloads (docs/performance.md), which shrinks "
-                     "both the gain at small batches and the verification cost at large ones; give --proposal-rate, "
-                     "or read it from a running server with check-live")
+    if sp.method == "ngram" and sp.proposal_rate < 1 and not r.request.given("proposal_rate"):
+        notes.append(f"n-gram priced with a lookup match in {sp.proposal_rate:.0%} of decode steps (no --proposal-rate "
+                     "given: vLLM's lookup as specsize deploys it, prompt_lookup_min 2 / max 4, matched in 39-57% of "
+                     "steps on four published workloads; docs/performance.md); the share is your workload's: give "
+                     "--proposal-rate, or read it from a running server with check-live")
     return tuple(notes)
 
 
@@ -263,7 +262,7 @@ def speedup(request: Request | None = None, **overrides: Any) -> SpeedupReport:
         raise SpecError(field, f"{len(q.batch_sizes):,} batch sizes x {len(ks)} values of k x {1 + len(q.candidates)} "
                         f"drafters = {cells:,} table cells", f"at most {MAX_CANDIDATES} candidates and "
                         f"{MAX_SPEEDUP_CELLS:,} cells (a table a reader can use)")
-    candidates = tuple(parse_candidate(text) for text in q.candidates)
+    candidates = tuple(parse_candidate(text, r.profile) for text in q.candidates)
     for candidate in candidates:  # each candidate is a deployment of its own: checked as `plan` checks one
         validate(replace(d, speculative=candidate.speculative), r.workload, q.headroom)
         check_proposal_rate(r.profile.engine, candidate.speculative.proposal_rate)

@@ -154,6 +154,9 @@ class AccountingProfile:
     # the release's n-gram proposer, host time per running sequence and speculative step (Efficiency.ngram_per_seq_s,
     # the family's, prices a proposer that matches on the CPU in a few microseconds: vLLM V1's); 0: the family's
     ngram_proposer_per_seq_s: float = 0.0
+    # the share of decode steps the engine's n-gram lookup proposes in, where the request gives none
+    # (SpeculativeConfig.proposal_rate); 1: every step verifies its draft tokens (SGLang pads its trie's candidates)
+    ngram_proposal_rate: float = 1.0
     default_block_size: int = 16
     mla_block_size: int = 16
     cpu_block_size: int = 128

@@ -69,13 +69,22 @@ _V1_SOURCES = (
 # vLLM's --block-size choices (vllm/config/cache.py BlockSize; the CUDA attention backends take 8-256, the CPU one 1)
 VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
 
+# The share of decode steps vLLM's n-gram lookup proposes in (AccountingProfile.ngram_proposal_rate), where the request
+# gives none: a lookup without a match drafts nothing and the step verifies one token (vllm/v1/spec_decode/
+# ngram_proposer.py; V0's NGramWorker likewise). How often it matches is the workload's and the lookup's:
+# bench/ngram_replay.py replays the lookup on the token data of arXiv 2601.11580 (SpecDecode-Bench/simulator@2fdccbd,
+# Llama-3.1-8B-Instruct: CNN/DailyMail, GSM8K, ShareGPT, InstructCoder; bench/data/ngram_proposal_rates.json). With
+# the lookup specsize deploys (engines/emit.py: prompt_lookup_min 2, max 4) at k = 3: 0.47 / 0.40 / 0.39 / 0.57 of the
+# steps, median 0.43 (vLLM V1's default 5 / 5: 0.05-0.33; V0's default minimum of 1 with a maximum of 4: 0.72-0.86)
+NGRAM_PROPOSAL_RATE = 0.43
+
 # What every V1 profile shares; each release below replaces only the fields that differ.
 _V1_COMMON = AccountingProfile(
     engine="vllm",
     version="",
     label="",
     generation="V1",
-    block_sizes=VLLM_BLOCK_SIZES, token_budget_rules=True,
+    block_sizes=VLLM_BLOCK_SIZES, token_budget_rules=True, ngram_proposal_rate=NGRAM_PROPOSAL_RATE,
     # the profiling pass's peak is the larger of the forward and the sampler step, plus the kept fused-MoE
     # workspaces (core.memory.moe_workspace_bytes). Sampler step: 3.68 fp32 vocabulary row-sets per sequence and
     # 1.29 hidden-state sets of the batch, least squares over the sampler-bound vLLM 0.19.0 start-ups (Llama-3.1-8B,
@@ -118,7 +127,7 @@ _V1_COMMON = AccountingProfile(
 
 V0 = AccountingProfile(
     engine="vllm", version="0.6", label="vLLM 0.6-0.7 (V0 engine)", generation="V0",
-    block_sizes=VLLM_BLOCK_SIZES, token_budget_rules=True,
+    block_sizes=VLLM_BLOCK_SIZES, token_budget_rules=True, ngram_proposal_rate=NGRAM_PROPOSAL_RATE,
     default_max_num_seqs=256, default_max_num_seqs_large_gpu=256,
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=2048,
     batched_tokens_at_least_max_model_len=True,

@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..core.errors import SpecError
+from ..core.memory import AccountingProfile
 from ..core.speculation import SPEC_METHODS, Acceptance
 from ..planner.speedup import Candidate
 from .fields import FieldInfo, coerce
-from .resolve import speculative_config
+from .resolve import proposal_rate_of, speculative_config
 
 CANDIDATE_KEYS = ("method", "draft", "acceptance", "acceptance_rate", "mean_accepted_length", "k", "draft_tp",
                   "proposal_rate")
@@ -35,7 +36,9 @@ def candidate_fields(text: str) -> dict[str, str]:
     return fields
 
 
-def parse_candidate(text: str) -> Candidate:
+def parse_candidate(text: str, profile: AccountingProfile) -> Candidate:
+    """A candidate drafter on the request's engine: its proposal rate the one given, else the engine's own
+    (inputs.resolve.proposal_rate_of), as the request's drafter gets it."""
     fields = candidate_fields(text)
     method = fields.get("method")
     if method not in SPEC_METHODS or method == "none":
@@ -48,8 +51,9 @@ def parse_candidate(text: str) -> Candidate:
     k = coerce("candidate.k", _INT, fields.get("k"))
     spec = speculative_config(method, fields.get("draft"), k or 1, coerce("candidate.draft_tp", _INT,
                                                                           fields.get("draft_tp", 1)), "candidate")
-    if "proposal_rate" in fields:  # n-gram: the share of steps that propose (checked against the method with the rest)
-        spec = replace(spec, proposal_rate=coerce("candidate.proposal_rate", _PROPOSALS, fields["proposal_rate"]))
+    # n-gram: the share of steps that propose (a given one is checked against the method and engine with the rest)
+    given = coerce("candidate.proposal_rate", _PROPOSALS, fields["proposal_rate"]) if "proposal_rate" in fields else None
+    spec = replace(spec, proposal_rate=proposal_rate_of(profile, spec.method, given))
     acceptance = Acceptance(rate=coerce("candidate.acceptance", _RATE, rate),
                             mean_accepted_length=coerce("candidate.mean_accepted_length", _MEAN, mean),
                             measured_at_k=k)

@@ -141,10 +141,12 @@ class Request:
     acceptance_source: str | None = F(None, "Where the acceptance figure comes from.", "str", ACCEPTANCE, flag=None)
     acceptance_spread: float = F(0.0, "Std. dev. of per-request acceptance (Beta-distributed around the mean).",
                                  "float", ACCEPTANCE, minimum=0, maximum=0.5, exclusive_maximum=True)
-    proposal_rate: float = F(1.0, "Share of decode steps in which the drafter proposes (n-gram: the prompt lookup "
-                             "finds a match; vLLM's spec_decode_num_drafts over decode steps). The acceptance is "
-                             "then per proposal, as vLLM reports it; a step without one verifies one token.",
-                             "float", ACCEPTANCE, minimum=0, exclusive_minimum=True, maximum=1)
+    proposal_rate: float | None = F(None, "Share of decode steps in which the drafter proposes (n-gram: the prompt "
+                                    "lookup finds a match; vLLM's spec_decode_num_drafts over decode steps). The "
+                                    "acceptance is then per proposal, as vLLM reports it; a step without one verifies "
+                                    "one token.", "float", ACCEPTANCE, minimum=0, exclusive_minimum=True, maximum=1,
+                                    default_doc="n-gram on vLLM 0.43 (its lookup as specsize deploys it, over four "
+                                    "published workloads); otherwise 1")
     acceptance_from_store: str | None = F(None, "Use the newest acceptance recorded under this tag in the "
                                           "calibration store.", "str", ACCEPTANCE, yaml=None)
     store: str | None = F(None, "Calibration store (SQLite) path.", "path", ACCEPTANCE, yaml=None,

@@ -161,12 +161,20 @@ def drafter_shape(r: Request, draft: str | None, target: ModelSpec) -> tuple[int
     return k, topk, draft_tokens, None
 
 
+def proposal_rate_of(profile: AccountingProfile, method: str, given: float | None) -> float:
+    """The share of decode steps that carry a proposal: the one given, else the engine's for its n-gram lookup
+    (AccountingProfile.ngram_proposal_rate), else 1 (a model drafter proposes every step)."""
+    if given is not None:
+        return given
+    return profile.ngram_proposal_rate if method == SpecMethod.NGRAM else 1.0
+
+
 def deployment_of(r: Request) -> tuple[Deployment, str | None]:
     """The deployment a request describes, and the note on a drafter shape the engine picked (drafter_shape)."""
     if not r.target:
         raise SpecError("target", "no target model given", "a catalog id (specsize models) or a config.json path")
     draft = _drafter_settings(r)
-    resolve_profile(r.engine, r.engine_version)  # an unknown engine or release: refused before its methods are read
+    profile = resolve_profile(r.engine, r.engine_version)  # an unknown engine or release: refused before its methods
     check_method(r.engine, r.engine_version, method_of(r.method, draft))  # a method this release cannot launch
     target = load_target(r.target)
     k, topk, draft_tokens, shape_note = drafter_shape(r, draft, target)
@@ -174,9 +182,11 @@ def deployment_of(r: Request) -> tuple[Deployment, str | None]:
     if speculative.enabled and (topk != 1 or draft_tokens is not None):
         check_tree(r.engine, speculative.method, topk, draft_tokens)  # a tree the engine does not run: exit 2
         speculative = replace(speculative, tree_topk=topk, num_draft_tokens=draft_tokens)
-    if r.proposal_rate != 1.0:
+    if r.proposal_rate is not None and r.proposal_rate != 1.0:
         check_proposal_rate(r.engine, r.proposal_rate)
-        speculative = replace(speculative, proposal_rate=r.proposal_rate)
+    rate = proposal_rate_of(profile, speculative.method, r.proposal_rate)
+    if rate != 1.0:
+        speculative = replace(speculative, proposal_rate=rate)
     settings = EngineSettings(
         gpu_memory_utilization=r.gpu_memory_utilization, max_model_len=r.max_model_len,
         max_num_seqs=r.max_num_seqs, max_num_batched_tokens=r.max_num_batched_tokens, block_size=r.block_size,

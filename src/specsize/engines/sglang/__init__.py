@@ -57,6 +57,9 @@ _BASE = replace(vllm.V1_LATEST, engine="sglang", generation="SGLang",
                 api_cost_scale=1.0, stream_interval_flag=True, recv_interval_flag=True, graph_bs_flag=True,
                 # --page-size takes any size, and its token budget (chunked prefill) no floor of vLLM's
                 block_sizes=(), token_budget_rules=False,
+                # its n-gram worker pads the trie's candidates and verifies them every step (speculative/
+                # ngram_worker.py, "here we always enforce it"): every step carries a proposal
+                ngram_proposal_rate=1.0,
                 # its overlap scheduler (on by default from 0.4.0; off with speculation, server_args.py
                 # "disable_overlap_schedule = True" for EAGLE / STANDALONE / NGRAM) forms a batch while the last runs
                 # (AccountingProfile.scheduled_ahead); its host work beside the forward is inside the terms fitted on
