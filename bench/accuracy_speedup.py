@@ -30,6 +30,7 @@ from specsize.core.memory import account
 from specsize.core.perf import offline_efficiency
 from specsize.core.specs import Deployment, EngineSettings, Quantization, SpeculativeConfig
 from specsize.engines import resolve_profile
+from specsize.engines.vllm import NGRAM_PROPOSAL_RATE
 from specsize.inputs.resolve import proposal_rate_of
 from specsize.planner.perf import Acceptance, speedup_table
 
@@ -192,6 +193,7 @@ SWEEP_CONTEXT = 1000  # prompts and outputs are not published: about a thousand 
 NGRAM_RATES = ROOT / "bench" / "data" / "ngram_proposal_rates.json"
 DATA_MODEL = "meta-llama/Llama-3.1-8B-Instruct"  # the model whose generations the replay walked
 REPLAYED = "ngram at the replayed proposal rate"
+TOOL_DEFAULT = "ngram at the tool's default rate"
 NOTHING_SOLVED = "ngram on its own data, nothing solved"
 
 
@@ -232,12 +234,15 @@ def _sweep_series(rows: list[dict], rate: float) -> tuple[float, list[tuple[dict
 
 
 def _sweep_variants(rows: list[dict]) -> list[tuple[str, float, str, float, list[tuple[dict, float]]]]:
-    """(label, proposal rate, tag, per-proposal length, predictions) per way of pricing a series: every step
-    proposing (the tool's default) with the length solved at batch 1; for n-gram also the replayed rate with the
-    length solved at batch 1, and, on the model the replay walked, the replayed rate and length with nothing solved
-    (batch 1 predicted too)."""
+    """(label, proposal rate, tag, per-proposal length, predictions) per way of pricing a series, the length solved
+    at batch 1: every step proposing; for n-gram also the tool's default share (what `--method ngram` on vLLM
+    takes without --proposal-rate) and the replayed one, and, on the model the replay walked, the replayed rate and
+    length with nothing solved (batch 1 predicted too)."""
     first = rows[0]
     out = [("all", 1.0, "", *_sweep_series(rows, 1.0))]
+    if first["method"] == "ngram":
+        rate = NGRAM_PROPOSAL_RATE
+        out.append((TOOL_DEFAULT, rate, f" (default rate {rate:.2f})", *_sweep_series(rows, rate)))
     figures = replayed(first["dataset"], int(first["k"])) if first["method"] == "ngram" else None
     if figures:
         rate = figures["proposal_rate"]
@@ -254,10 +259,10 @@ def _sweep_summary(errors: dict[str, list[float]]) -> None:
         return f"median |error| {statistics.median(map(abs, e)):.1%}, bias {statistics.median(e):+.1%} (n={len(e)})"
 
     for batch in (1, 16, 64, 128):
-        for label in ("all", REPLAYED, NOTHING_SOLVED):
+        for label in ("all", TOOL_DEFAULT, REPLAYED, NOTHING_SOLVED):
             if errors.get(f"{label}|{batch}"):
                 print(f"  batch {batch:>3}, {label:38}: {line(label, errors[f'{label}|{batch}'])}")
-    for method in ("ngram", REPLAYED, NOTHING_SOLVED, "eagle", "eagle3", "draft_model"):
+    for method in ("ngram", TOOL_DEFAULT, REPLAYED, NOTHING_SOLVED, "eagle", "eagle3", "draft_model"):
         if errors.get(f"{method}|all"):
             print(f"  {method:38} every held-out batch: {line(method, errors[f'{method}|all'])}")
     every = [x for key, v in errors.items() if key.startswith("all|") for x in v]
@@ -265,7 +270,7 @@ def _sweep_summary(errors: dict[str, list[float]]) -> None:
     replay = [x for method in ("eagle", "eagle3", "draft_model", REPLAYED) for x in errors.get(f"{method}|all", [])]
     print(f"  every method, every held-out batch (n-gram at its replayed rate): {line('all', replay)}")
     for key, label in (("wrong|model", "model drafters"), ("wrong|ngram", "n-gram, every step proposing"),
-                       (f"wrong|{REPLAYED}", REPLAYED)):
+                       (f"wrong|{TOOL_DEFAULT}", TOOL_DEFAULT), (f"wrong|{REPLAYED}", REPLAYED)):
         wrong = errors.get(key, [])
         print(f"  on the wrong side of 1, {label}: {len(wrong)}{' (' + ', '.join(wrong) + ')' if wrong else ''}")
 
