@@ -94,14 +94,14 @@ def _notes(r: Resolved) -> tuple[str, ...]:
 
 def _drafter_notes(r: Resolved) -> tuple[str, ...]:
     """What the drafter was taken as where the request left it open: a head derived from the target's config, the
-    drafter's shape SGLang picks itself, k as vLLM defaults it for MTP, or vLLM's n-gram lookup matching in every
-    step."""
+    drafter's shape SGLang picks itself, k as vLLM defaults it for MTP, or the share of decode steps vLLM's n-gram
+    lookup is taken to propose in (AccountingProfile.ngram_proposal_rate)."""
     sp = r.deployment.speculative
     notes = [r.drafter_note] if r.drafter_note else []
     if sp.draft is not None and sp.draft.is_derived:
         notes.append(f"no readable head config: priced {sp.draft.source} (catalog.configs.standard_head), in memory "
                      "and in time; pass --draft for the real one")
-    if sp.method == "ngram" and sp.proposal_rate < 1 and not r.request.given("proposal_rate"):
+    if sp.method == "ngram" and r.profile.engine == "vllm" and not r.request.given("proposal_rate"):
         notes.append(f"n-gram priced with a lookup match in {sp.proposal_rate:.0%} of decode steps (no --proposal-rate "
                      "given: vLLM's lookup as specsize deploys it, prompt_lookup_min 2 / max 4, matched in 39-57% of "
                      "steps on four published workloads; docs/performance.md); the share is your workload's: give "
