@@ -180,6 +180,35 @@ def test_ngram_on_vllm_without_a_proposal_rate_takes_the_engines_share_and_says_
                          num_speculative_tokens=3, acceptance_rate=0.6).deployment.speculative.proposal_rate == 1.0
 
 
+def test_a_search_specs_ngram_drafter_takes_the_engines_share_or_its_own(tmp_path):
+    """A search spec's n-gram drafter is priced as plan prices it: the engine's share (vLLM 0.43, SGLang 1) unless
+    the drafter gives proposal_rate; a rate for a model drafter, or below 1 on SGLang, is refused (exit 2)."""
+    from specsize.inputs.search_spec import read_search_spec  # noqa: PLC0415
+
+    def spec(drafter: str, engine: str = "vllm") -> str:
+        path = tmp_path / f"s{len(list(tmp_path.iterdir()))}.yaml"
+        path.write_text(f"target: meta-llama/Llama-3.1-8B-Instruct\nengine: {engine}\ndrafters: [{drafter}]\n"
+                        "gpus: [{gpu: H100-SXM-80GB, counts: [1]}]\nworkload:\n"
+                        "  prompt_tokens: {p50: 100, p95: 200, p99: 300, max: 400}\n"
+                        "  output_tokens: {p50: 10, p95: 20, p99: 30, max: 40}\nslo: {tpot_p99_ms: 50}\n")
+        return str(path)
+
+    def rate(drafter: str, engine: str = "vllm") -> float:
+        return read_search_spec(spec(drafter, engine)).drafters[0].speculative.proposal_rate
+
+    assert rate("{method: ngram, acceptance_rate: 0.5}") == 0.43
+    assert rate("{method: ngram, acceptance_rate: 0.5, proposal_rate: 0.2}") == 0.2
+    assert rate("{method: ngram, acceptance_rate: 0.5}", "sglang") == 1.0
+    assert rate("{method: draft_model, draft: meta-llama/Llama-3.2-1B-Instruct, acceptance_rate: 0.5}") == 1.0
+    for drafter, engine, field in (("{method: draft_model, draft: meta-llama/Llama-3.2-1B-Instruct, acceptance_rate: "
+                                    "0.5, proposal_rate: 0.5}", "vllm", "drafters"),
+                                   ("{method: ngram, acceptance_rate: 0.5, proposal_rate: 0.5}", "sglang",
+                                    "proposal_rate")):
+        with pytest.raises(specsize.SpecError) as err:
+            read_search_spec(spec(drafter, engine))
+        assert err.value.field == field
+
+
 def test_sglang_picks_the_drafter_shape_itself_when_none_is_given():
     """SGLang's auto_choose_speculative_params (server_args.py): DeepSeek-V2/V3 3 steps, top-k 1, 4 draft tokens;
     every other architecture 5 / 4 / 8. A shape given in part is the user's: nothing is filled in then."""

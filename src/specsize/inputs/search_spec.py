@@ -11,13 +11,13 @@ from ..core.errors import SpecError
 from ..core.multimodal import with_images
 from ..core.specs import KV_CACHE_DTYPES, QUANT_METHODS, EngineSettings, ModelSpec, SpeculativeConfig, Workload
 from ..core.speculation import Acceptance
-from ..engines import DEFAULT_ENGINE
-from ..engines.methods import check_method
+from ..engines import DEFAULT_ENGINE, resolve_profile
+from ..engines.methods import check_method, check_proposal_rate
 from .fields import FieldInfo, coerce
 from .load import build_request, read_yaml_file
 from .request import info
 from ..planner.plan import validate_speculative
-from .resolve import speculative_config, workload_of
+from .resolve import proposal_rate_of, speculative_config, workload_of
 
 
 def _int(data: dict, key: str, default: Any = None, minimum: int = 1) -> Any:
@@ -40,7 +40,7 @@ SPEC_KEYS = {"target", "drafters", "ks", "gpus", "tp", "kv_cache_dtypes", "max_n
              "gpu_memory_utilization", "max_num_batched_tokens", "quantization", "workload", "slo", "headroom",
              "gpus_per_node", "finalists", "simulate_seconds", "engine_version", "engine", "name", "description"}
 DRAFTER_KEYS = {"method", "draft", "acceptance_rate", "mean_accepted_length", "measured_at_k", "ks", "label",
-                "draft_tp"}
+                "draft_tp", "proposal_rate"}
 SLO_KEYS = {"ttft_p99_ms", "tpot_p99_ms", "request_rate", "throughput_tok_s"}
 
 
@@ -112,7 +112,7 @@ GPU_KEYS = {"gpu", "counts", "price_per_hour"}
 MAX_CONFIGURATIONS = 500_000  # the screen judges about 15,000 a second here: about half a minute at most
 
 
-def _drafter(item: dict, default_ks: list[int], target: ModelSpec) -> DrafterOption:
+def _drafter(item: dict, default_ks: list[int], target: ModelSpec, engine: str, version: str | None) -> DrafterOption:
     if not isinstance(item, dict):
         raise SpecError("drafters", f"each drafter must be a mapping, got {item!r}", ", ".join(sorted(DRAFTER_KEYS)))
     unknown = set(item) - DRAFTER_KEYS
@@ -135,7 +135,16 @@ def _drafter(item: dict, default_ks: list[int], target: ModelSpec) -> DrafterOpt
     if spec.enabled:
         acceptance = Acceptance(rate=rate, mean_accepted_length=mean,
                                 measured_at_k=_int(item, "measured_at_k") or ks[0], source="search spec")
-    return DrafterOption(label=label, speculative=SpeculativeConfig(spec.method, draft, 0, spec.draft_tp),
+    # n-gram: the share of steps that propose, the one given (checked as plan checks it) or the engine's own
+    given = _float(item, "proposal_rate", minimum=0, maximum=1, exclusive_minimum=True)
+    if given is not None and given != 1.0:
+        check_proposal_rate(engine, given)
+        if not spec.kind.cpu_drafted:
+            raise SpecError("drafters", f"{method}: proposal_rate {given:g}, but a model drafter proposes every step",
+                            "proposal_rate with method ngram only")
+    rate_of = proposal_rate_of(resolve_profile(engine, version), spec.method, given)
+    return DrafterOption(label=label, speculative=SpeculativeConfig(spec.method, draft, 0, spec.draft_tp,
+                                                                    proposal_rate=rate_of),
                          acceptance=acceptance, ks=ks)
 
 
@@ -189,7 +198,10 @@ def read_search_spec(path: str) -> SearchSpace:
         raise SpecError("target", "no target model given", "a catalog id (specsize models) or a config.json path")
     target = load_target(str(data["target"]))
     ks = list(_ints(data, "ks", [1, 2, 3, 4, 5], 1, 64))
-    drafters = tuple(_drafter(item, ks, target) for item in _list(data, "drafters", [{"method": "none"}]))
+    engine_name = coerce("engine", info("engine"), data.get("engine", DEFAULT_ENGINE))
+    engine_version = None if data.get("engine_version") is None else str(data["engine_version"])
+    drafters = tuple(_drafter(item, ks, target, engine_name, engine_version)
+                     for item in _list(data, "drafters", [{"method": "none"}]))
     gpus = _gpus(data)
     kv = tuple(str(v) for v in _list(data, "kv_cache_dtypes", ["auto"]))
     for value in kv:
@@ -203,8 +215,6 @@ def read_search_spec(path: str) -> SearchSpace:
     if size > MAX_CONFIGURATIONS:
         raise SpecError("search", f"the space holds {size:,} configurations; at most {MAX_CONFIGURATIONS:,} are "
                         "screened", "fewer values per axis")
-    engine_name = coerce("engine", info("engine"), data.get("engine", DEFAULT_ENGINE))
-    engine_version = None if data.get("engine_version") is None else str(data["engine_version"])
     for drafter in drafters:  # a method the engine release cannot launch: refused, as a plan refuses it
         check_method(engine_name, engine_version, drafter.speculative.method)
     finalists = coerce("finalists", FieldInfo(doc="", kind="int", group="analysis", minimum=1, maximum=100),
