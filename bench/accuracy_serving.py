@@ -546,9 +546,11 @@ SWEEPS = ROOT / "bench" / "data" / "spec_load_sweeps.jsonl"
 # time of 17-19 ms). Neither length is published, so the report also gives the crossing with the prompts 5% shorter
 # and longer (SWEEP_PROMPT_SPREAD)
 # V0's n-gram lookup matched suffixes down to 1 token unless told otherwise (vllm/config.py SpeculativeConfig:
-# ngram_prompt_lookup_min None -> 1): with a maximum of 4, 0.86 of the steps propose on CNN/DailyMail
+# ngram_prompt_lookup_min None -> 1): with a maximum of 4 at k = 4, the share of steps that propose on CNN/DailyMail
 # (bench/ngram_replay.py on the token data of arXiv 2601.11580: bench/data/ngram_proposal_rates.json, lookup 1-4)
-NGRAM_V0_CNNDM_RATE = 0.86
+NGRAM_V0_CNNDM_RATE = next(r["proposal_rate"] for r in json.loads(
+    (ROOT / "bench" / "data" / "ngram_proposal_rates.json").read_text())["rates"]
+    if (r["dataset"], r["lookup"], r["k"]) == ("cnn_dailymail", "1-4", 4))
 SWEEP_SETUPS = {
     "vllm-blog-2024-draft": dict(target="meta-llama/Llama-3.1-70B-Instruct", gpu="H100-SXM-80GB", tp=4,
                                  engine_version="0.6", max_model_len=8192, method="draft_model",

@@ -16,13 +16,11 @@ here from that description, not vLLM's code.) It then
 
 1. finds the lookup setting the study used: for each candidate (min, max), the share of positions whose replayed
    accepted length (20 draft tokens, greedy) equals the file's; and
-2. walks each request as the engine does at k = 3 and 5: a step proposes or not (the replay), accepts the file's
-   accepted length there capped at what was proposed (the study's own acceptance), and moves on by the tokens
-   gained. Per dataset: the share of steps that proposed, the tokens a proposing step gains, tokens per step; for
-   the study's setting and for vLLM V1's default (5 / 5: where a 5-token suffix matches, the study's setting
-   proposes the same tokens, so the file's accepted lengths hold there too). For the lookups that also match 1- or
-   2-token suffixes (specsize's deployed 2 / 4, vLLM V0's default minimum of 1) only the share of steps is kept:
-   the file holds no accepted length for a proposal the study's lookup would not have made.
+2. walks each request as the engine decodes it at k = 3, 4 and 5, for the study's lookup, vLLM V1's default (5 / 5),
+   the one specsize deploys (2 / 4) and vLLM V0's default minimum of 1 (with a maximum of 4): a step proposes or not
+   (the replay), accepts the proposal's leading tokens the greedy generation confirms (for the study's lookup that
+   reproduces the file's accepted lengths, step 1), and moves on by the tokens gained. Per dataset: the share of
+   steps that proposed, the tokens a proposing step gains, tokens per step.
 
 Run: python3 bench/ngram_replay.py DATA_DIR [--write]   (DATA_DIR holds the four combined_*.jsonl; --write stores
 the figures in bench/data/ngram_proposal_rates.json, which bench/accuracy_speedup.py reads)
@@ -43,7 +41,7 @@ SOURCE = ("https://github.com/SpecDecode-Bench/simulator/tree/2fdccbd61b62be339f
 DATASETS = {"cnn": "cnn_dailymail", "gsm8k": "gsm8k", "sharegpt": "sharegpt", "instructcoder": "instructcoder"}
 SETTINGS = ((1, 5), (2, 5), (3, 5), (4, 5), (5, 5), (3, 3), (2, 4), (3, 4))  # (prompt_lookup_min, _max) tried
 DATA_K = 20  # draft tokens the file's accepted lengths were collected with (their cap is 21)
-STUDY = (3, 5)  # the study's lookup (found below): the file's accepted lengths are this lookup's
+STUDY = (3, 5)  # the study's lookup: the setting whose replay reproduces the file's accepted lengths best
 # the lookups walked: the study's; vLLM V1's default (SpeculativeConfig: 5 / 5 when neither is set); the one specsize
 # deploys (engines/emit.py: prompt_lookup_min 2, max 4); vLLM V0's default minimum (1) with a maximum of 4
 LOOKUPS = (STUDY, (5, 5), (2, 4), (1, 4))
@@ -117,14 +115,14 @@ def agreement(requests, min_n: int, max_n: int) -> tuple[int, int, int]:
 
 
 def walk(requests, min_n: int, max_n: int, k: int) -> dict:
-    """The steps of greedy n-gram decoding at k: the replay says whether a step proposes, the file how many tokens
-    it accepts (capped by the proposal's length)."""
+    """The steps of greedy n-gram decoding at k: the replay says whether a step proposes, the greedy generation how
+    many of the proposed tokens it accepts; each step gains those and one more."""
     steps = proposing = gained = 0
     for prompt, generated, lengths in requests:
         i = 0
         while i < len(lengths):
             proposal = lookup(prompt + generated[:i], min_n, max_n, k)
-            tokens = min(lengths[i], len(proposal) + 1) if proposal else 1
+            tokens = 1 + accepted(proposal, generated, i)
             steps, proposing, gained, i = steps + 1, proposing + bool(proposal), gained + tokens, i + tokens
     return {"steps": steps, "proposal_rate": round(proposing / steps, 4),
             "tokens_per_proposal": round(1 + (gained - steps) / proposing, 4),
@@ -155,23 +153,19 @@ def main() -> int:
           f"{'tokens/step':>12}")
     for name, reqs in data.items():
         for min_n, max_n in LOOKUPS:
-            for k in (3, 5):
+            for k in (3, 4, 5):
                 r = {"dataset": DATASETS[name], "lookup": f"{min_n}-{max_n}", "k": k, **walk(reqs, min_n, max_n, k)}
-                if min_n < STUDY[0]:  # matches the file's lookup never made: their accepted lengths are unknown
-                    r["tokens_per_proposal"] = r["tokens_per_step"] = None
                 rates.append(r)
-                tokens = (f"{r['tokens_per_proposal']:>16.3f} {r['tokens_per_step']:>12.3f}"
-                          if r["tokens_per_step"] is not None else f"{'-':>16} {'-':>12}")
-                print(f"{r['dataset']:14} {r['lookup']:>6} {k:>2} {r['steps']:>7} {r['proposal_rate']:>14.3f} {tokens}")
+                print(f"{r['dataset']:14} {r['lookup']:>6} {k:>2} {r['steps']:>7} {r['proposal_rate']:>14.3f} "
+                      f"{r['tokens_per_proposal']:>16.3f} {r['tokens_per_step']:>12.3f}")
     if args.write:
         record = {
-            "schema": "how often vLLM V1's n-gram lookup proposes on the token data of arXiv 2601.11580 "
+            "schema": "how often vLLM's n-gram lookup proposes on the token data of arXiv 2601.11580 "
                       "(Llama-3.1-8B-Instruct, H100, greedy): per dataset, lookup (prompt_lookup_min-max: the "
                       "study's 3-5, vLLM V1's default 5-5, the 2-4 specsize deploys, vLLM V0's default minimum 1 with "
-                      "a maximum of 4) and k, the share of decode steps with a "
-                      "proposal, the tokens a proposing step gains (the file's accepted lengths, capped at the "
-                      "proposal's) and the tokens per step (null for lookups under 3 tokens, whose extra matches "
-                      "the file holds no accepted length for); written by bench/ngram_replay.py --write",
+                      "a maximum of 4) and k, the share of decode steps with a proposal, the tokens a proposing step "
+                      "gains (the proposal's leading tokens the greedy generation confirms, and one more) and the "
+                      "tokens per step; written by bench/ngram_replay.py --write",
             "source": SOURCE + " (combined_{cnn,gsm8k,sharegpt,instructcoder}.jsonl, 300 requests each)",
             "study_lookup": {"prompt_lookup_min": 3, "prompt_lookup_max": 5,
                        "why": "the setting whose replay reproduces the file's own n-gram accepted lengths best "

@@ -155,23 +155,29 @@ def test_mtp_without_k_takes_the_checkpoints_mtp_layers_as_vllm_does(capsys):
 
 
 def test_ngram_on_vllm_without_a_proposal_rate_takes_the_engines_share_and_says_so():
-    """vLLM's n-gram lookup drafts only where it matches: without --proposal-rate, n-gram on vLLM is priced at 0.43
+    """vLLM's n-gram lookup drafts only where it matches: without --proposal-rate, n-gram on vLLM is priced at 0.38
     of the steps (the lookup specsize deploys, 2-4, replayed on four published workloads: bench/data/
-    ngram_proposal_rates.json), candidates too, named in a note of plan and speedup. A given rate is the user's;
-    SGLang's n-gram worker verifies every step (1, no note); a model drafter proposes every step."""
+    ngram_proposal_rates.json, tied to the constant in test_bench_data), candidates too, each named in a note of plan
+    and speedup. A given rate is the user's; SGLang's n-gram worker verifies every step (1, no note); a model drafter
+    proposes every step."""
     common = dict(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", method="ngram",
                   num_speculative_tokens=3, acceptance_rate=0.5)
 
     def noted(result) -> bool:
-        return any(note.startswith("n-gram priced with a lookup match in 43% of decode steps") for note in result.notes)
+        return any(note.startswith("n-gram priced with a lookup match in 38% of decode steps") for note in result.notes)
 
     plan = specsize.plan(**common)
-    assert plan.deployment.speculative.proposal_rate == 0.43 and noted(plan)
-    assert plan.to_dict()["inputs"]["proposal_rate"] == 0.43
+    assert plan.deployment.speculative.proposal_rate == 0.38 and noted(plan)
+    assert plan.to_dict()["inputs"]["proposal_rate"] == 0.38
     table = specsize.speedup(batch_sizes=(1,), candidates=("method=ngram,acceptance=0.5,k=3",), **common)
-    assert noted(table) and table.drafters[0].proposal_rate == table.drafters[1].proposal_rate == 0.43
-    # 1 + 0.43 x (0.5 + 0.25 + 0.125) tokens per pass, by hand
-    assert table.drafters[0].table.rows[0].tokens_per_pass == pytest.approx(1.37625)
+    assert noted(table) and table.drafters[0].proposal_rate == table.drafters[1].proposal_rate == 0.38
+    # 1 + 0.38 x (0.5 + 0.25 + 0.125) tokens per pass, by hand
+    assert table.drafters[0].table.rows[0].tokens_per_pass == pytest.approx(1.3325)
+    # an n-gram candidate at the engine's share is named too, beside a drafter that gives its own
+    eagle = dict(common, method="eagle3")
+    assert noted(specsize.speedup(batch_sizes=(1,), candidates=("method=ngram,acceptance=0.5,k=3",), **eagle))
+    assert not noted(specsize.speedup(batch_sizes=(1,), candidates=("method=ngram,acceptance=0.5,k=3,"
+                                                                    "proposal_rate=0.2",), **eagle))
     given = specsize.plan(proposal_rate=0.3, **common)
     assert given.deployment.speculative.proposal_rate == 0.3 and not noted(given)
     sglang = specsize.plan(engine="sglang", **common)
@@ -181,7 +187,7 @@ def test_ngram_on_vllm_without_a_proposal_rate_takes_the_engines_share_and_says_
 
 
 def test_a_search_specs_ngram_drafter_takes_the_engines_share_or_its_own(tmp_path):
-    """A search spec's n-gram drafter is priced as plan prices it: the engine's share (vLLM 0.43, SGLang 1) unless
+    """A search spec's n-gram drafter is priced as plan prices it: the engine's share (vLLM 0.38, SGLang 1) unless
     the drafter gives proposal_rate; a rate for a model drafter, or below 1 on SGLang, is refused (exit 2)."""
     from specsize.inputs.search_spec import read_search_spec  # noqa: PLC0415
 
@@ -196,12 +202,12 @@ def test_a_search_specs_ngram_drafter_takes_the_engines_share_or_its_own(tmp_pat
     def rate(drafter: str, engine: str = "vllm") -> float:
         return read_search_spec(spec(drafter, engine)).drafters[0].speculative.proposal_rate
 
-    assert rate("{method: ngram, acceptance_rate: 0.5}") == 0.43
+    assert rate("{method: ngram, acceptance_rate: 0.5}") == 0.38
     assert rate("{method: ngram, acceptance_rate: 0.5, proposal_rate: 0.2}") == 0.2
     assert rate("{method: ngram, acceptance_rate: 0.5}", "sglang") == 1.0
     assert rate("{method: draft_model, draft: meta-llama/Llama-3.2-1B-Instruct, acceptance_rate: 0.5}") == 1.0
     for drafter, engine, field in (("{method: draft_model, draft: meta-llama/Llama-3.2-1B-Instruct, acceptance_rate: "
-                                    "0.5, proposal_rate: 0.5}", "vllm", "drafters"),
+                                    "0.5, proposal_rate: 0.5}", "vllm", "proposal_rate"),
                                    ("{method: ngram, acceptance_rate: 0.5, proposal_rate: 0.5}", "sglang",
                                     "proposal_rate")):
         with pytest.raises(specsize.SpecError) as err:

@@ -124,33 +124,38 @@ def test_the_ngram_lookup_replay_proposes_as_vllm_documents_it():
     # [9, 7, 8] (3 tokens) occurs at 2, and is preferred to the earlier [7, 8] at 0
     assert replay.lookup([7, 8, 1, 9, 7, 8, 4, 9, 7, 8], 2, 3, 2) == [4, 9]
     assert replay.lookup([1, 2, 3, 4], 2, 3, 4) == [] and replay.lookup([5], 2, 3, 4) == []
-    # a request walked at k = 2: prompt [1, 2, 3, 1, 2], generation [3, 1, 2, 9]; the file's accepted lengths at
-    # each position: [3, 2, 1, 1]. Step 1 (context ends "1 2") proposes [3, 1]: accepts 2 (+1) -> 3 tokens; step 2
-    # at position 3 (context "... 3 1 2") proposes [3, 1], the file says 1 token: 2 steps, both proposing, 4 tokens
+    # a request walked at k = 2: prompt [1, 2, 3, 1, 2], generation [3, 1, 2, 9]. Step 1 (context ends "1 2", first
+    # at 0) proposes [3, 1]: the generation confirms both -> 3 tokens; step 2 at position 3 (context ends "3 1 2",
+    # first at 2) proposes [3, 1], the generation goes on with 9: 1 token. 2 steps, both proposing, 4 tokens
     walked = replay.walk([([1, 2, 3, 1, 2], [3, 1, 2, 9], [3, 2, 1, 1])], 2, 3, 2)
     assert walked == {"steps": 2, "proposal_rate": 1.0, "tokens_per_proposal": 2.0, "tokens_per_step": 2.0}
+    # the same request with 3-token suffixes only: step 1 (the suffix "3 1 2" occurs only where it ends the context)
+    # proposes nothing and gains 1; step 2 (context "1 2 3 1 2 3": "1 2 3" first at 0) proposes [1, 2], both
+    # confirmed by the generation: 3 tokens. 2 steps, 1 proposing
+    walked = replay.walk([([1, 2, 3, 1, 2], [3, 1, 2, 9], [1, 3, 2, 1])], 3, 3, 2)
+    assert walked == {"steps": 2, "proposal_rate": 0.5, "tokens_per_proposal": 3.0, "tokens_per_step": 2.0}
 
 
 def test_the_replayed_ngram_proposal_rates_carry_their_source_and_hold_together():
     """bench/data/ngram_proposal_rates.json: from the study's published token data at a pinned commit; every
-    dataset at k = 3 and 5 for the study's lookup (3-5), vLLM V1's default (5-5), the 2-4 specsize deploys and V0's
-    default minimum (1-4); tokens per step = 1 + rate x (tokens per proposal - 1) where the file's acceptance holds
-    (lookups of 3 tokens and more); a lookup that also takes shorter suffixes proposes at least as often."""
+    dataset at k = 3, 4 and 5 for the study's lookup (3-5), vLLM V1's default (5-5), the 2-4 specsize deploys and
+    V0's default minimum (1-4); tokens per step = 1 + rate x (tokens per proposal - 1); and the tool's default share
+    and its spread are the file's own: the median and the extremes of the deployed lookup's shares at k = 3."""
+    from specsize.engines.emit import vllm_command  # noqa: F401 - emit writes NGRAM_LOOKUP
+    from specsize.engines.vllm import NGRAM_LOOKUP, NGRAM_PROPOSAL_RATE, NGRAM_PROPOSAL_SPREAD, V0
+    from specsize.inputs.request import info
+
     record = json.loads((ROOT / "bench" / "data" / "ngram_proposal_rates.json").read_text())
     assert record["source"].startswith("https://github.com/SpecDecode-Bench/simulator/tree/2fdccbd")
     assert record["study_lookup"] == {**record["study_lookup"], "prompt_lookup_min": 3, "prompt_lookup_max": 5}
     rows = {(r["dataset"], r["lookup"], r["k"]): r for r in record["rates"]}
     datasets, lookups = ("cnn_dailymail", "gsm8k", "sharegpt", "instructcoder"), ("5-5", "3-5", "2-4", "1-4")
-    assert set(rows) == {(d, lookup, k) for d in datasets for lookup in lookups for k in (3, 5)}
+    assert set(rows) == {(d, lookup, k) for d in datasets for lookup in lookups for k in (3, 4, 5)}
     for (dataset, lookup, k), r in rows.items():
-        assert 0 < r["proposal_rate"] <= 1
-        if lookup in ("5-5", "3-5"):
-            assert 1 <= r["tokens_per_proposal"] <= k + 1
-            assert math.isclose(r["tokens_per_step"], 1 + r["proposal_rate"] * (r["tokens_per_proposal"] - 1),
-                                abs_tol=2e-4)
-        else:
-            assert r["tokens_per_proposal"] is None and r["tokens_per_step"] is None
-    for d in datasets:
-        for k in (3, 5):
-            shares = [rows[(d, lookup, k)]["proposal_rate"] for lookup in lookups]
-            assert shares == sorted(shares), (d, k, shares)
+        assert 0 < r["proposal_rate"] <= 1 and 1 <= r["tokens_per_proposal"] <= k + 1
+        assert math.isclose(r["tokens_per_step"], 1 + r["proposal_rate"] * (r["tokens_per_proposal"] - 1),
+                            abs_tol=2e-4)
+    deployed = sorted(rows[(d, "{}-{}".format(*NGRAM_LOOKUP), 3)]["proposal_rate"] for d in datasets)
+    assert round((deployed[1] + deployed[2]) / 2, 2) == NGRAM_PROPOSAL_RATE == V0.ngram_proposal_rate
+    assert NGRAM_PROPOSAL_SPREAD == (round(deployed[0], 2), round(deployed[-1], 2))
+    assert f"{NGRAM_PROPOSAL_RATE:g}" in info("proposal_rate").default_doc

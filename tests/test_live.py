@@ -91,8 +91,8 @@ def test_check_live_observed_acceptance(tmp_path, capsys):
     # the same real run: 128 tokens generated, 52 of them accepted drafts, 4 requests' first tokens from their
     # prefills, so 72 decode steps, of which 40 carried a proposal: 0.556 (the draft-model run: 124 of 124)
     assert data["observed"]["proposal_rate"] == pytest.approx(40 / 72)
-    # planned at vLLM's default share (0.43): more proposals than planned is named as well as fewer
-    assert any(v.startswith("proposals: the n-gram lookup proposed in 56% of decode steps, the plan assumed 43%")
+    # planned at vLLM's default share (0.38): more proposals than planned is named as well as fewer
+    assert any(v.startswith("proposals: the n-gram lookup proposed in 56% of decode steps, the plan assumed 38%")
                and v.endswith("--proposal-rate 0.56") for v in data["violations"])
     assert read_metrics((FIX / "draft.metrics").read_text()).proposal_rate == 1.0
 

@@ -92,20 +92,31 @@ def _notes(r: Resolved) -> tuple[str, ...]:
     return tuple(notes) + _drafter_notes(r)
 
 
-def _drafter_notes(r: Resolved) -> tuple[str, ...]:
+def _drafter_notes(r: Resolved, candidates: tuple = ()) -> tuple[str, ...]:
     """What the drafter was taken as where the request left it open: a head derived from the target's config, the
-    drafter's shape SGLang picks itself, k as vLLM defaults it for MTP, or the share of decode steps vLLM's n-gram
-    lookup is taken to propose in (AccountingProfile.ngram_proposal_rate)."""
+    drafter's shape SGLang picks itself, k as vLLM defaults it for MTP, or the share of decode steps the engine's
+    n-gram lookup is taken to propose in (AccountingProfile.ngram_proposal_rate), for the request's drafter or a
+    `speedup` candidate."""
     sp = r.deployment.speculative
     notes = [r.drafter_note] if r.drafter_note else []
     if sp.draft is not None and sp.draft.is_derived:
         notes.append(f"no readable head config: priced {sp.draft.source} (catalog.configs.standard_head), in memory "
                      "and in time; pass --draft for the real one")
-    if sp.method == "ngram" and r.profile.engine == "vllm" and not r.request.given("proposal_rate"):
-        notes.append(f"n-gram priced with a lookup match in {sp.proposal_rate:.0%} of decode steps (no --proposal-rate "
-                     "given: vLLM's lookup as specsize deploys it, prompt_lookup_min 2 / max 4, matched in 39-57% of "
-                     "steps on four published workloads; docs/performance.md); the share is your workload's: give "
-                     "--proposal-rate, or read it from a running server with check-live")
+    rates = [sp.proposal_rate] if sp.method == "ngram" and not r.request.given("proposal_rate") else []
+    if candidates:  # `speedup --candidate`s: each a drafter of its own
+        from .inputs.candidates import candidate_fields  # noqa: PLC0415
+
+        rates += [c.speculative.proposal_rate for c in candidates
+                  if c.speculative.method == "ngram" and "proposal_rate" not in candidate_fields(c.label)]
+    if any(rate == r.profile.ngram_proposal_rate < 1 for rate in rates):  # the engine's share stood in
+        from .engines.vllm import NGRAM_LOOKUP, NGRAM_PROPOSAL_SPREAD  # noqa: PLC0415
+
+        low, high = NGRAM_PROPOSAL_SPREAD
+        notes.append(f"n-gram priced with a lookup match in {r.profile.ngram_proposal_rate:.0%} of decode steps (no "
+                     f"--proposal-rate given: vLLM's lookup as specsize deploys it, prompt_lookup_min "
+                     f"{NGRAM_LOOKUP[0]} / max {NGRAM_LOOKUP[1]}, matched in {low:.0%}-{high:.0%} of steps on four "
+                     "published workloads; docs/performance.md); the share is your workload's: give --proposal-rate, "
+                     "or read it from a running server with check-live")
     return tuple(notes)
 
 
@@ -269,7 +280,7 @@ def speedup(request: Request | None = None, **overrides: Any) -> SpeedupReport:
     eff = offline_efficiency(r.efficiency) if q.offline else r.efficiency  # LLM.generate: no API server in front
     result = compare_drafters(d, r.profile, eff, acceptance, list(q.batch_sizes), ks, q.context_len, r.tree,
                               candidates)
-    return replace(result, notes=_drafter_notes(r) + result.notes)
+    return replace(result, notes=_drafter_notes(r, candidates) + result.notes)
 
 
 def stops_paying(request: Request | None = None, progress: Callable[[int, int], None] | None = None,

@@ -16,6 +16,7 @@ from ..core.errors import SpecError
 from ..core.memory import MemoryAccount
 from ..core.specs import Deployment
 from ..core.speculation import DRAFTER_KINDS
+from .vllm import NGRAM_LOOKUP
 
 
 @lru_cache(maxsize=1)
@@ -65,9 +66,9 @@ def _speculative_config(d: Deployment) -> dict | None:
         out["model"] = _draft_path(d)
     if sp.kind.own_tp:
         out["draft_tensor_parallel_size"] = sp.draft_tp
-    if sp.kind.cpu_drafted:
-        out["prompt_lookup_max"] = 4
-        out["prompt_lookup_min"] = 2
+    if sp.kind.cpu_drafted:  # the lookup the plan's n-gram share was measured with (engines/vllm.py)
+        out["prompt_lookup_max"] = NGRAM_LOOKUP[1]
+        out["prompt_lookup_min"] = NGRAM_LOOKUP[0]
     return out
 
 

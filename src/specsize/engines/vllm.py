@@ -69,14 +69,17 @@ _V1_SOURCES = (
 # vLLM's --block-size choices (vllm/config/cache.py BlockSize; the CUDA attention backends take 8-256, the CPU one 1)
 VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
 
+# The n-gram lookup specsize deploys (engines/emit.py writes it into the speculative config): suffixes of 2-4 tokens
+NGRAM_LOOKUP = (2, 4)
 # The share of decode steps vLLM's n-gram lookup proposes in (AccountingProfile.ngram_proposal_rate), where the request
 # gives none: a lookup without a match drafts nothing and the step verifies one token (vllm/v1/spec_decode/
 # ngram_proposer.py; V0's NGramWorker likewise). How often it matches is the workload's and the lookup's:
 # bench/ngram_replay.py replays the lookup on the token data of arXiv 2601.11580 (SpecDecode-Bench/simulator@2fdccbd,
 # Llama-3.1-8B-Instruct: CNN/DailyMail, GSM8K, ShareGPT, InstructCoder; bench/data/ngram_proposal_rates.json). With
-# the lookup specsize deploys (engines/emit.py: prompt_lookup_min 2, max 4) at k = 3: 0.47 / 0.40 / 0.39 / 0.57 of the
-# steps, median 0.43 (vLLM V1's default 5 / 5: 0.05-0.33; V0's default minimum of 1 with a maximum of 4: 0.72-0.86)
-NGRAM_PROPOSAL_RATE = 0.43
+# NGRAM_LOOKUP at k = 3: 0.41 / 0.34 / 0.35 / 0.55 of the steps, median 0.38 (vLLM V1's default 5 / 5: 0.05-0.34;
+# V0's default minimum of 1 with a maximum of 4: 0.68-0.83)
+NGRAM_PROPOSAL_RATE = 0.38
+NGRAM_PROPOSAL_SPREAD = (0.34, 0.55)  # the four workloads' shares with NGRAM_LOOKUP at k = 3, lowest and highest
 
 # What every V1 profile shares; each release below replaces only the fields that differ.
 _V1_COMMON = AccountingProfile(

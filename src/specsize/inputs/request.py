@@ -145,7 +145,7 @@ class Request:
                                     "lookup finds a match; vLLM's spec_decode_num_drafts over decode steps). The "
                                     "acceptance is then per proposal, as vLLM reports it; a step without one verifies "
                                     "one token.", "float", ACCEPTANCE, minimum=0, exclusive_minimum=True, maximum=1,
-                                    default_doc="n-gram on vLLM 0.43 (its lookup as specsize deploys it, over four "
+                                    default_doc="n-gram on vLLM 0.38 (its lookup as specsize deploys it, over four "
                                     "published workloads); otherwise 1")
     acceptance_from_store: str | None = F(None, "Use the newest acceptance recorded under this tag in the "
                                           "calibration store.", "str", ACCEPTANCE, yaml=None)

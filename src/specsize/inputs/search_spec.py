@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from typing import Any
 
@@ -120,6 +120,11 @@ def _drafter(item: dict, default_ks: list[int], target: ModelSpec, engine: str, 
         raise SpecError("drafters", f"unknown key(s) {', '.join(sorted(unknown))}", ", ".join(sorted(DRAFTER_KEYS)))
     method = str(item.get("method", "none"))
     spec = speculative_config(method, item.get("draft"), 1, _int(item, "draft_tp", 1), "drafters.method")
+    # n-gram: the share of steps that propose, the one given (checked as plan checks it) or the engine's own
+    given = _float(item, "proposal_rate", minimum=0, maximum=1, exclusive_minimum=True)
+    if given is not None and given != 1.0:
+        check_proposal_rate(engine, given)
+    spec = replace(spec, proposal_rate=proposal_rate_of(resolve_profile(engine, version), spec.method, given))
     validate_speculative(target, spec)
     draft = spec.draft
     rate = _float(item, "acceptance_rate", minimum=0, maximum=1)
@@ -135,16 +140,8 @@ def _drafter(item: dict, default_ks: list[int], target: ModelSpec, engine: str, 
     if spec.enabled:
         acceptance = Acceptance(rate=rate, mean_accepted_length=mean,
                                 measured_at_k=_int(item, "measured_at_k") or ks[0], source="search spec")
-    # n-gram: the share of steps that propose, the one given (checked as plan checks it) or the engine's own
-    given = _float(item, "proposal_rate", minimum=0, maximum=1, exclusive_minimum=True)
-    if given is not None and given != 1.0:
-        check_proposal_rate(engine, given)
-        if not spec.kind.cpu_drafted:
-            raise SpecError("drafters", f"{method}: proposal_rate {given:g}, but a model drafter proposes every step",
-                            "proposal_rate with method ngram only")
-    rate_of = proposal_rate_of(resolve_profile(engine, version), spec.method, given)
     return DrafterOption(label=label, speculative=SpeculativeConfig(spec.method, draft, 0, spec.draft_tp,
-                                                                    proposal_rate=rate_of),
+                                                                    proposal_rate=spec.proposal_rate),
                          acceptance=acceptance, ks=ks)
 
 
