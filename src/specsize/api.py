@@ -254,7 +254,6 @@ def speedup(request: Request | None = None, **overrides: Any) -> SpeedupReport:
 
     from .core.perf import offline_efficiency  # noqa: PLC0415
     from .inputs.candidates import parse_candidate  # noqa: PLC0415
-    from .engines.methods import check_proposal_rate  # noqa: PLC0415
     from .planner.plan import validate  # noqa: PLC0415
     from .planner.speedup import compare_drafters  # noqa: PLC0415
 
@@ -276,7 +275,6 @@ def speedup(request: Request | None = None, **overrides: Any) -> SpeedupReport:
     candidates = tuple(parse_candidate(text, r.profile) for text in q.candidates)
     for candidate in candidates:  # each candidate is a deployment of its own: checked as `plan` checks one
         validate(replace(d, speculative=candidate.speculative), r.workload, q.headroom)
-        check_proposal_rate(r.profile.engine, candidate.speculative.proposal_rate)
     eff = offline_efficiency(r.efficiency) if q.offline else r.efficiency  # LLM.generate: no API server in front
     result = compare_drafters(d, r.profile, eff, acceptance, list(q.batch_sizes), ks, q.context_len, r.tree,
                               candidates)

@@ -162,9 +162,11 @@ def drafter_shape(r: Request, draft: str | None, target: ModelSpec) -> tuple[int
 
 
 def proposal_rate_of(profile: AccountingProfile, method: str, given: float | None) -> float:
-    """The share of decode steps that carry a proposal: the one given, else the engine's for its n-gram lookup
-    (AccountingProfile.ngram_proposal_rate), else 1 (a model drafter proposes every step)."""
+    """The share of decode steps that carry a proposal: the one given (checked against the engine), else the
+    engine's for its n-gram lookup (AccountingProfile.ngram_proposal_rate), else 1 (a model drafter proposes every
+    step). The one rule for a request's drafter, `--candidate`s and search-spec drafters."""
     if given is not None:
+        check_proposal_rate(profile.engine, given)
         return given
     return profile.ngram_proposal_rate if method == SpecMethod.NGRAM else 1.0
 
@@ -182,8 +184,6 @@ def deployment_of(r: Request) -> tuple[Deployment, str | None]:
     if speculative.enabled and (topk != 1 or draft_tokens is not None):
         check_tree(r.engine, speculative.method, topk, draft_tokens)  # a tree the engine does not run: exit 2
         speculative = replace(speculative, tree_topk=topk, num_draft_tokens=draft_tokens)
-    if r.proposal_rate is not None and r.proposal_rate != 1.0:
-        check_proposal_rate(r.engine, r.proposal_rate)
     rate = proposal_rate_of(profile, speculative.method, r.proposal_rate)
     if rate != 1.0:
         speculative = replace(speculative, proposal_rate=rate)

@@ -12,7 +12,7 @@ from ..core.multimodal import with_images
 from ..core.specs import KV_CACHE_DTYPES, QUANT_METHODS, EngineSettings, ModelSpec, SpeculativeConfig, Workload
 from ..core.speculation import Acceptance
 from ..engines import DEFAULT_ENGINE, resolve_profile
-from ..engines.methods import check_method, check_proposal_rate
+from ..engines.methods import check_method
 from .fields import FieldInfo, coerce
 from .load import build_request, read_yaml_file
 from .request import info
@@ -122,8 +122,6 @@ def _drafter(item: dict, default_ks: list[int], target: ModelSpec, engine: str, 
     spec = speculative_config(method, item.get("draft"), 1, _int(item, "draft_tp", 1), "drafters.method")
     # n-gram: the share of steps that propose, the one given (checked as plan checks it) or the engine's own
     given = _float(item, "proposal_rate", minimum=0, maximum=1, exclusive_minimum=True)
-    if given is not None and given != 1.0:
-        check_proposal_rate(engine, given)
     spec = replace(spec, proposal_rate=proposal_rate_of(resolve_profile(engine, version), spec.method, given))
     validate_speculative(target, spec)
     draft = spec.draft
@@ -140,9 +138,8 @@ def _drafter(item: dict, default_ks: list[int], target: ModelSpec, engine: str, 
     if spec.enabled:
         acceptance = Acceptance(rate=rate, mean_accepted_length=mean,
                                 measured_at_k=_int(item, "measured_at_k") or ks[0], source="search spec")
-    return DrafterOption(label=label, speculative=SpeculativeConfig(spec.method, draft, 0, spec.draft_tp,
-                                                                    proposal_rate=spec.proposal_rate),
-                         acceptance=acceptance, ks=ks)
+    return DrafterOption(label=label, speculative=replace(spec, num_speculative_tokens=0), acceptance=acceptance,
+                         ks=ks)
 
 
 def _gpus(data: dict) -> tuple[GpuOption, ...]:
