@@ -30,7 +30,6 @@ from specsize.core.memory import account
 from specsize.core.perf import offline_efficiency
 from specsize.core.specs import Deployment, EngineSettings, Quantization, SpeculativeConfig
 from specsize.engines import resolve_profile
-from specsize.engines.vllm import NGRAM_PROPOSAL_RATE
 from specsize.inputs.resolve import proposal_rate_of
 from specsize.planner.perf import Acceptance, speedup_table
 
@@ -207,6 +206,11 @@ def replayed(dataset: str, k: int) -> dict | None:
     return next((r for r in record["rates"] if (r["dataset"], r["lookup"], r["k"]) == (dataset, study, k)), None)
 
 
+def _sweep_profile(row: dict):
+    """The vLLM release a sweep row ran (0.10 or 0.11)."""
+    return resolve_profile("vllm", "0.11.1" if str(row["engine_version"]).startswith("0.11") else "0.10.1")
+
+
 def _sweep_prediction(row: dict, mean_length: float, proposal_rate: float) -> float:
     """The speed-up at the row's batch, offline (LLM.generate: no API server), for a per-proposal mean length."""
 
@@ -215,8 +219,7 @@ def _sweep_prediction(row: dict, mean_length: float, proposal_rate: float) -> fl
     spec = _row_drafter(target, row["method"], k, row.get("draft"), proposal_rate)
     d = Deployment(target=target, gpu=load_gpu(GPUS[row["gpu"]]), speculative=spec, tp=int(row["tp"] or 1),
                    engine=EngineSettings(max_model_len=16384))
-    version = "0.11.1" if str(row["engine_version"]).startswith("0.11") else "0.10.1"
-    table = speedup_table(d, account(d, resolve_profile("vllm", version)), offline_efficiency(load_efficiency(d.gpu)),
+    table = speedup_table(d, account(d, _sweep_profile(row)), offline_efficiency(load_efficiency(d.gpu)),
                           Acceptance(mean_accepted_length=mean_length, measured_at_k=k), [int(row["batch_size"])],
                           [k], SWEEP_CONTEXT)
     return table.rows[0].speedup
@@ -233,28 +236,29 @@ def _sweep_series(rows: list[dict], rate: float) -> tuple[float, list[tuple[dict
     return length, [(row, _sweep_prediction(row, length, rate)) for row in rows[1:]]
 
 
-def _sweep_variants(rows: list[dict]) -> list[tuple[str, float, str, float, list[tuple[dict, float]]]]:
-    """(label, proposal rate, tag, per-proposal length, predictions) per way of pricing a series, the length solved
-    at batch 1: every step proposing; for n-gram also the tool's default share (what `--method ngram` on vLLM
-    takes without --proposal-rate) and the replayed one, and, on the model the replay walked, the replayed rate and
-    length with nothing solved (batch 1 predicted too)."""
+def _sweep_variants(rows: list[dict]) -> list[tuple[str, str, float, list[tuple[dict, float]]]]:
+    """(label, tag, per-proposal length, predictions) per way of pricing a series, the length solved at batch 1:
+    every step proposing; for n-gram also the tool's default share (the release's, what `--method ngram` takes
+    without --proposal-rate) and the replayed one, and, on the model the replay walked, the replayed rate and length
+    with nothing solved (batch 1 predicted too)."""
     first = rows[0]
-    out = [("all", 1.0, "", *_sweep_series(rows, 1.0))]
-    if first["method"] == "ngram":
-        rate = NGRAM_PROPOSAL_RATE
-        out.append((TOOL_DEFAULT, rate, f" (default rate {rate:.2f})", *_sweep_series(rows, rate)))
-    figures = replayed(first["dataset"], int(first["k"])) if first["method"] == "ngram" else None
+    out = [("all", "", *_sweep_series(rows, 1.0))]
+    if first["method"] != "ngram":
+        return out
+    rate = proposal_rate_of(_sweep_profile(first), "ngram", None)
+    out.append((TOOL_DEFAULT, f" (default rate {rate:.2f})", *_sweep_series(rows, rate)))
+    figures = replayed(first["dataset"], int(first["k"]))
     if figures:
         rate = figures["proposal_rate"]
-        out.append((REPLAYED, rate, f" (replayed rate {rate:.2f})", *_sweep_series(rows, rate)))
+        out.append((REPLAYED, f" (replayed rate {rate:.2f})", *_sweep_series(rows, rate)))
         if first["target"] == DATA_MODEL:
             length = figures["tokens_per_proposal"]
-            out.append((NOTHING_SOLVED, rate, " (replayed, none solved)", length,
+            out.append((NOTHING_SOLVED, " (replayed, none solved)", length,
                         [(row, _sweep_prediction(row, length, rate)) for row in rows]))
     return out
 
 
-def _sweep_summary(errors: dict[str, list[float]]) -> None:
+def _sweep_summary(errors: dict[str, list[float]], wrong: dict[str, list[str]]) -> None:
     def line(label: str, e: list[float]) -> str:
         return f"median |error| {statistics.median(map(abs, e)):.1%}, bias {statistics.median(e):+.1%} (n={len(e)})"
 
@@ -269,10 +273,10 @@ def _sweep_summary(errors: dict[str, list[float]]) -> None:
     print(f"  every method, every held-out batch (proposal rate 1): {line('all', every)}")
     replay = [x for method in ("eagle", "eagle3", "draft_model", REPLAYED) for x in errors.get(f"{method}|all", [])]
     print(f"  every method, every held-out batch (n-gram at its replayed rate): {line('all', replay)}")
-    for key, label in (("wrong|model", "model drafters"), ("wrong|ngram", "n-gram, every step proposing"),
-                       (f"wrong|{TOOL_DEFAULT}", TOOL_DEFAULT), (f"wrong|{REPLAYED}", REPLAYED)):
-        wrong = errors.get(key, [])
-        print(f"  on the wrong side of 1, {label}: {len(wrong)}{' (' + ', '.join(wrong) + ')' if wrong else ''}")
+    for key, label in (("model", "model drafters"), ("ngram", "n-gram, every step proposing"),
+                       (TOOL_DEFAULT, TOOL_DEFAULT), (REPLAYED, REPLAYED)):
+        points = wrong.get(key, [])
+        print(f"  on the wrong side of 1, {label}: {len(points)}{' (' + ', '.join(points) + ')' if points else ''}")
 
 
 def batch_sweeps(print_rows: bool = True) -> dict:
@@ -281,10 +285,10 @@ def batch_sweeps(print_rows: bool = True) -> dict:
     Llama-3-70B at TP 4 and Qwen3-8B; GSM8K, CNN/DailyMail, ShareGPT, InstructCoder; batch 1-128, read from the
     vector Figure 1). Their acceptance at k = 3 is not published, so each series' mean length is solved from its
     batch-1 speed-up (fit) and batch 16 / 64 / 128 are predicted (held out): how the speed-up falls with batch, the
-    cost of speculation at B, not the acceptance. n-gram series are priced twice: every step proposing, and at the
-    share of steps bench/ngram_replay.py replays from the study's own token data (bench/data/
-    ngram_proposal_rates.json); the Llama-3.1-8B series, the replay's own model, a third time with its replayed
-    per-proposal length as well, nothing solved."""
+    cost of speculation at B, not the acceptance. n-gram series are priced every step proposing, at the tool's
+    default share, and at the share of steps bench/ngram_replay.py replays from the study's own token data (bench/
+    data/ngram_proposal_rates.json); the Llama-3.1-8B series, the replay's own model, also with its replayed
+    per-proposal length, nothing solved. Returns the errors by variant and batch, and by method."""
     if not BATCH_SWEEPS.exists():
         return {}
     series: dict[str, list[dict]] = {}
@@ -292,13 +296,14 @@ def batch_sweeps(print_rows: bool = True) -> dict:
         if line.strip():
             row = json.loads(line)
             series.setdefault(row["group"], []).append(row)
-    errors: dict[str, list] = {}
+    errors: dict[str, list[float]] = {}
+    wrong: dict[str, list[str]] = {}  # points on the wrong side of 1, by variant (model drafters together)
     if print_rows:
         print(f"\nspeed-up across batch: {BATCH_SWEEPS.relative_to(ROOT)} (acceptance solved at batch 1, offline "
               "pricing; predicted / measured at batch 16, 64, 128)")
     for name, rows in sorted(series.items()):
         rows.sort(key=lambda r: r["batch_size"])
-        for label, _rate, tag, length, predictions in _sweep_variants(rows):
+        for label, tag, length, predictions in _sweep_variants(rows):
             cells = []
             for row, predicted in predictions:
                 error = predicted / row["speedup"] - 1
@@ -306,12 +311,12 @@ def batch_sweeps(print_rows: bool = True) -> dict:
                 errors.setdefault(f"{rows[0]['method'] if label == 'all' else label}|all", []).append(error)
                 if label != NOTHING_SOLVED and (predicted >= 1) != (row["speedup"] >= 1):
                     kind = label if label != "all" else "ngram" if rows[0]["method"] == "ngram" else "model"
-                    errors.setdefault(f"wrong|{kind}", []).append(f"{name[4:]} B{row['batch_size']}")
+                    wrong.setdefault(kind, []).append(f"{name[4:]} B{row['batch_size']}")
                 cells.append(f"B{row['batch_size']} {predicted:.2f}/{row['speedup']:.2f} {error:+6.1%}")
             if print_rows:
                 print(f"  {name[4:46]:38} per pass {length:.2f}{tag:26} " + " | ".join(cells))
     if print_rows:
-        _sweep_summary(errors)
+        _sweep_summary(errors, wrong)
     return errors
 
 
