@@ -196,3 +196,52 @@ def test_multi_step_scheduling_is_emitted_for_vllm_v0():
     argv = list(vllm_command(r.deployment, r.memory).argv)
     assert argv[argv.index("--num-scheduler-steps") + 1] == "8"
     assert set(engine_flags()["vllm"]["v0_only_flags"]) <= set(engine_flags()["vllm"]["flags"])
+
+
+def test_engine_quantization_names_are_accepted_and_emitted_as_the_engines_own():
+    # awq and gptq are 4-bit integer weights in groups of 128; AWQ stores a 4-bit zero point per group, GPTQ (symmetric
+    # by default) none. Llama-3.1-8B's linear layers hold 218,103,808 weights per layer (q, o 4096 x 4096; k, v
+    # 4096 x 1024; gate, up, down 4096 x 14336): 218,103,808 / 128 groups x 0.5 bytes x 32 layers = 27,262,976 bytes
+    from dataclasses import replace
+
+    base = deployment(max_model_len=8192)
+    plans = {name: plan(replace(base, engine=replace(base.engine, quantization=name)), workload(), PROFILE, 0.2)
+             for name in ("int4", "awq", "gptq", "nvfp4", "modelopt_fp4", "fp8", "mxfp4", "int8")}
+    awq, gptq = plans["awq"].memory, plans["gptq"].memory
+    assert awq.weights_target_bytes - gptq.weights_target_bytes == 27_262_976
+    assert awq.weights_target_bytes == plans["int4"].memory.weights_target_bytes
+    assert plans["nvfp4"].memory.weights_target_bytes == plans["modelopt_fp4"].memory.weights_target_bytes
+    expected = {"int4": ("awq_marlin", "awq_marlin"), "awq": ("awq_marlin", "awq_marlin"),
+                "gptq": ("gptq_marlin", "gptq_marlin"), "nvfp4": ("modelopt_fp4", "modelopt_fp4"),
+                "modelopt_fp4": ("modelopt_fp4", "modelopt_fp4"), "fp8": ("fp8", "fp8"), "mxfp4": ("mxfp4", "mxfp4"),
+                "int8": ("compressed-tensors", "w8a8_int8")}
+    for name, (on_vllm, on_sglang) in expected.items():
+        r = plans[name]
+        v, sg = vllm_command(r.deployment, r.memory).argv, sglang_command(r.deployment, r.memory).argv
+        assert (v[v.index("--quantization") + 1], sg[sg.index("--quantization") + 1]) == (on_vllm, on_sglang), name
+        # only fp8 is made from the bf16 checkpoint at load; any other format serves a checkpoint stored in it, whose
+        # path the command leaves to fill in and the plan's note names
+        stored = name != "fp8"
+        assert (v[2] != "meta-llama/Llama-3.1-8B-Instruct") == stored, name
+        assert (sg[sg.index("--model-path") + 1] != "meta-llama/Llama-3.1-8B-Instruct") == stored, name
+        assert any(w.startswith(f"quantization {name}: ") for w in r.warnings) == stored, name
+    assert vllm_command(plans["gptq"].deployment, plans["gptq"].memory).argv[2] == "PATH_TO_YOUR_INT4_CHECKPOINT"
+
+
+def test_disk_plan_of_a_quantization_override_holds_the_checkpoint_the_engine_serves():
+    from dataclasses import replace
+
+    from specsize.core.weights import weight_breakdown
+
+    base = deployment(max_model_len=8192)
+    costs = StartupCosts()
+    for name in ("gptq", "fp8"):
+        d = replace(base, engine=replace(base.engine, quantization=name))
+        storage = place(plan(d, workload(), PROFILE, 0.2), PROFILE, costs=costs).storage
+        names = [a.name for a in storage.artefacts]
+        bf16 = weight_breakdown(d.target, 1, 1, "bfloat16", None, rotary_cache=False).total
+        if name == "fp8":  # quantized at load from the bf16 checkpoint, which is what is read
+            assert names[0] == "target checkpoint" and storage.read_bytes_per_node == bf16
+        else:  # the int4 checkpoint is read in its place: a quarter of the bf16 bytes plus scales and the bf16 rest
+            assert names[0] == "target checkpoint (int4, pre-quantized)"
+            assert storage.read_bytes_per_node < 0.4 * bf16

@@ -55,3 +55,15 @@ def test_vllm_parses_the_emitted_command_and_config(name, tmp_path):
             spec = spec if isinstance(spec, dict) else json.loads(spec)
             assert spec["num_speculative_tokens"] == r.deployment.speculative.num_speculative_tokens
             assert spec["method"] == r.deployment.speculative.method
+
+
+@pytest.mark.parametrize("name", ["int4", "gptq", "nvfp4", "fp8", "mxfp4", "int8"])
+def test_vllm_accepts_the_emitted_quantization(name):
+    # --quantization is one of vLLM's QuantizationMethods (an argparse choice): nvfp4 is ModelOpt's modelopt_fp4 there
+    from dataclasses import replace
+
+    inputs = resolve(load_request(ROOT / "examples" / "llama8b-eagle3-h100.yaml"))
+    d = replace(inputs.deployment, engine=replace(inputs.deployment.engine, quantization=name))
+    r = plan(d, inputs.workload, resolve_profile(), inputs.request.headroom)
+    argv = list(vllm_command(r.deployment, r.memory).argv[2:])
+    assert parse(argv)["quantization"] == argv[argv.index("--quantization") + 1]

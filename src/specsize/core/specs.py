@@ -21,6 +21,16 @@ DTYPE_ALIASES = {
 }
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16", "float32")
 QUANT_METHODS = ("none", "fp8", "int8", "int4", "mxfp4", "nvfp4")
+# The engines' own --quantization names for those formats, accepted as the override too (vLLM's
+# model_executor/layers/quantization/__init__.py QuantizationMethods; SGLang's server_args.py QUANTIZATION_CHOICES):
+# AWQ and GPTQ are 4-bit integer weights in groups of 128 (AWQ with zero points, GPTQ symmetric by default), ModelOpt's
+# are fp8 and nvfp4, SGLang's w8a8_int8 is 8-bit integer weights
+QUANT_ALIASES = {"awq": "int4", "awq_marlin": "int4", "gptq": "int4", "gptq_marlin": "int4", "fbgemm_fp8": "fp8",
+                 "modelopt": "fp8", "modelopt_fp4": "nvfp4", "w8a8_int8": "int8"}
+QUANT_NAMES = QUANT_METHODS + tuple(QUANT_ALIASES)  # what a quantization override accepts
+# The formats the engines make from unquantized weights while loading them (vLLM's and SGLang's --quantization fp8 on a
+# bf16 checkpoint: dynamic fp8, "quantized at load"); every other format needs a checkpoint stored in it
+QUANTIZED_AT_LOAD = ("fp8",)
 
 AttentionKind = Literal["full", "sliding", "chunked", "mla"]
 StateKind = Literal["gated_delta_net", "mamba2", "mamba1"]
@@ -371,18 +381,29 @@ def quantization_override(name: str | None, model: ModelSpec) -> Quantization | 
     """The Quantization a `--quantization NAME` flag asks for; None keeps the checkpoint's own."""
     if name is None:
         return None
-    key = str(name).lower()
-    if key not in QUANT_METHODS:
-        raise SpecError("quantization", f"unknown quantization {name!r}", ", ".join(QUANT_METHODS))
+    given = str(name).lower()
+    if given not in QUANT_NAMES:
+        raise SpecError("quantization", f"unknown quantization {name!r}", ", ".join(QUANT_NAMES))
+    key = QUANT_ALIASES.get(given, given)
     if key == "none":
         return Quantization("none")
     if key == "int4":
-        return Quantization("int4", group_size=128, has_zeros=True, source="override")
+        return Quantization("int4", group_size=128, has_zeros=not given.startswith("gptq"), source="override")
     if key == "mxfp4":
         # an MoE model's experts (vLLM's Mxfp4Config quantizes fused-MoE experts only), a dense model's linear layers
         # (AMD Quark's MXFP4 checkpoints, e.g. amd/Llama-3.3-70B-Instruct-MXFP4-Preview on MI355X)
         return Quantization("mxfp4", experts_only=model.is_moe, source="override")
     return Quantization(key, source="override")
+
+
+def checkpoint_format_needed(name: str | None) -> str | None:
+    """The format a quantization override needs the served checkpoint stored in (None: the checkpoint's own, or
+    one the engine makes while loading, QUANTIZED_AT_LOAD). The one owner of this rule: the launch command, the disk
+    plan and the plan's warning read it."""
+    if name is None or str(name).lower() == "none":
+        return None
+    key = QUANT_ALIASES.get(str(name).lower(), str(name).lower())
+    return None if key in QUANTIZED_AT_LOAD else key
 
 
 def effective_target(d: Deployment) -> tuple[ModelSpec, Quantization | None]:

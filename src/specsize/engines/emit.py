@@ -14,7 +14,7 @@ from importlib import resources
 
 from ..core.errors import SpecError
 from ..core.memory import MemoryAccount
-from ..core.specs import Deployment
+from ..core.specs import Deployment, checkpoint_format_needed
 from ..core.speculation import DRAFTER_KINDS
 from .vllm import NGRAM_LOOKUP
 
@@ -52,6 +52,30 @@ def _draft_path(d: Deployment) -> str:
     if draft.is_derived:
         return f"PATH_TO_YOUR_{d.speculative.kind.method.value.upper()}_HEAD"
     return draft.model_id
+
+
+# --quantization as each engine names a format (vLLM's QuantizationMethods, SGLang's QUANTIZATION_CHOICES): the Marlin
+# kernels for AWQ and GPTQ (a method named outright is the one the engine runs), ModelOpt's name for nvfp4, the
+# compressed-tensors (vLLM) or w8a8_int8 (SGLang) layout of 8-bit integer weights; any other name as given
+_ENGINE_QUANTIZATION = {
+    "vllm": {"int4": "awq_marlin", "awq": "awq_marlin", "gptq": "gptq_marlin", "int8": "compressed-tensors",
+             "w8a8_int8": "compressed-tensors", "nvfp4": "modelopt_fp4"},
+    "sglang": {"int4": "awq_marlin", "awq": "awq_marlin", "gptq": "gptq_marlin", "int8": "w8a8_int8",
+               "nvfp4": "modelopt_fp4", "fbgemm_fp8": "fp8"},
+}
+
+
+def quantization_flag(d: Deployment, engine: str) -> str | None:
+    """The --quantization value for the plan's override (None: the checkpoint's own, which the engine reads)."""
+    name = str(d.engine.quantization or "none").lower()
+    return None if name == "none" else _ENGINE_QUANTIZATION[engine].get(name, name)
+
+
+def served_model(d: Deployment) -> str:
+    """The checkpoint the command serves: the target's, or, when the override is a format the engines do not make at
+    load (anything but fp8), the gap a checkpoint stored in that format fills (the plan's warning says so)."""
+    needed = checkpoint_format_needed(d.engine.quantization)
+    return f"PATH_TO_YOUR_{needed.upper()}_CHECKPOINT" if needed else d.target.model_id
 
 
 def _speculative_config(d: Deployment) -> dict | None:
@@ -94,17 +118,17 @@ def vllm_command(d: Deployment, mem: MemoryAccount) -> EngineCommand:
         options["stream-interval"] = s.stream_interval
     if e.chunked_prefill != "auto":  # V0 only (core.memory.v0_chunked_prefill); 0.6 reads "--enable-chunked-prefill False"
         options["enable-chunked-prefill"] = e.chunked_prefill == "on"
-    if e.quantization and e.quantization != "none":
-        options["quantization"] = {"int4": "awq_marlin", "int8": "compressed-tensors"}.get(e.quantization, e.quantization)
+    if quantization_flag(d, "vllm"):
+        options["quantization"] = quantization_flag(d, "vllm")
     spec = _speculative_config(d)
     if spec:
         options["speculative-config"] = json.dumps(spec, separators=(",", ":"))
-    argv = ["vllm", "serve", d.target.model_id]
+    argv = ["vllm", "serve", served_model(d)]
     for key, value in options.items():
         argv += [f"--{key}", str(value)]
     if s.enforce_eager:
         argv.append("--enforce-eager")
-    lines = [f"# vllm serve {d.target.model_id} --config this.yaml"]
+    lines = [f"# vllm serve {served_model(d)} --config this.yaml"]
     for key, value in options.items():
         rendered = f"'{value}'" if key == "speculative-config" else value
         lines.append(f"{key}: {rendered}")
@@ -117,15 +141,15 @@ def sglang_command(d: Deployment, mem: MemoryAccount) -> EngineCommand:
     s = mem.settings
     e = d.engine
     sp = d.speculative
-    argv = ["python", "-m", "sglang.launch_server", "--model-path", d.target.model_id, "--tp-size", str(d.tp)]
+    argv = ["python", "-m", "sglang.launch_server", "--model-path", served_model(d), "--tp-size", str(d.tp)]
     if d.pp > 1:
         argv += ["--pp-size", str(d.pp)]
     argv += ["--mem-fraction-static", str(s.gpu_memory_utilization), "--context-length", str(s.max_model_len),
              "--max-running-requests", str(s.max_num_seqs), "--chunked-prefill-size", str(s.max_num_batched_tokens),
              "--dtype", s.dtype, "--page-size", str(s.block_size)]
     argv += ["--kv-cache-dtype", _kv_dtype(e.kv_cache_dtype, "sglang") or "auto"]
-    if e.quantization and e.quantization != "none":
-        argv += ["--quantization", {"int4": "awq_marlin", "int8": "w8a8_int8"}.get(e.quantization, e.quantization)]
+    if quantization_flag(d, "sglang"):
+        argv += ["--quantization", str(quantization_flag(d, "sglang"))]
     if s.enforce_eager:
         argv.append("--disable-cuda-graph")
     if sp.enabled:

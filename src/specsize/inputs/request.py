@@ -16,7 +16,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.specs import KV_CACHE_DTYPES, QUANT_METHODS, LengthDistribution
+from ..core.specs import KV_CACHE_DTYPES, QUANT_NAMES, LengthDistribution
 from ..core.speculation import SPEC_METHODS
 from ..engines import DEFAULT_ENGINE, ENGINES
 from .fields import (ACCEPTANCE, ANALYSIS, DEPLOYMENT, PERF, SIMULATION, SPEEDUP, WORKLOAD, F, FieldInfo)
@@ -70,8 +70,9 @@ class Request:
     kv_cache_memory_bytes: int | None = F(None, "vLLM's flag: fix the KV pool size.", "int", DEPLOYMENT,
                                           unit="bytes", minimum=0, maximum=1 << 50,
                                           default_doc="what the budget leaves")
-    quantization: str | None = F(None, "Override the weights' quantization.", "choice", DEPLOYMENT,
-                                 choices=QUANT_METHODS, default_doc="the checkpoint's own")
+    quantization: str | None = F(None, "Override the weights' quantization (specsize's names or the engines' own: "
+                                 "awq and gptq are int4, modelopt_fp4 is nvfp4).", "choice", DEPLOYMENT,
+                                 choices=QUANT_NAMES, default_doc="the checkpoint's own")
     dtype: str = F("auto", "Activation and weight dtype.", "choice", DEPLOYMENT,
                    choices=("auto", "bfloat16", "float16", "float32", "bf16", "fp16", "fp32", "half", "float"))
     enforce_eager: bool = F(False, "No CUDA graphs.", "bool", DEPLOYMENT)

@@ -9,7 +9,7 @@ from typing import Any
 from ..catalog import load_gpu, load_target
 from ..core.errors import SpecError
 from ..core.multimodal import with_images
-from ..core.specs import KV_CACHE_DTYPES, QUANT_METHODS, EngineSettings, ModelSpec, SpeculativeConfig, Workload
+from ..core.specs import KV_CACHE_DTYPES, QUANT_NAMES, EngineSettings, ModelSpec, SpeculativeConfig, Workload
 from ..core.speculation import Acceptance
 from ..engines import DEFAULT_ENGINE, resolve_profile
 from ..engines.methods import check_method
@@ -173,8 +173,8 @@ def _slo(data: dict) -> SearchSlo:
 
 def _engine(data: dict) -> EngineSettings:
     quantization = data.get("quantization")
-    if quantization is not None and str(quantization) not in QUANT_METHODS:
-        raise SpecError("quantization", f"unknown value {quantization!r}", ", ".join(QUANT_METHODS))
+    if quantization is not None and str(quantization) not in QUANT_NAMES:
+        raise SpecError("quantization", f"unknown value {quantization!r}", ", ".join(QUANT_NAMES))
     return EngineSettings(gpu_memory_utilization=_float(data, "gpu_memory_utilization", 0.9, minimum=0,
                                                         maximum=1, exclusive_minimum=True),
                           max_model_len=coerce("max_model_len", info("max_model_len"), data.get("max_model_len")),

@@ -42,7 +42,8 @@ def analyse_plan(result: PlanResult, profile: AccountingProfile, efficiency=None
     placement = place(result, profile, gpus_per_node=gpus_per_node, spare=spare, unit=failure_unit,
                       storage_bandwidth_bytes_s=storage_bandwidth_bytes_s, costs=startup, efficiency=efficiency,
                       acceptance=acceptance, ttft_slo_s=ttft_slo_s)
-    accounts = {engine: _account_for(engine, result, profile) for engine in emit
+    ordered = sorted(emit, key=lambda engine: engine != profile.engine)  # the plan's own engine's command first
+    accounts = {engine: _account_for(engine, result, profile) for engine in ordered
                 if can_serve(engine, result.deployment)}  # an engine without the method gets no command
     commands = tuple(EMITTERS[engine](result.deployment, mem) for engine, mem in accounts.items() if mem is not None)
     return replace(result, recommendations=recs, robustness=robust, placement=placement, commands=commands)

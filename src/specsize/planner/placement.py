@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 from ..core.errors import SpecError
 from ..core.memory import AccountingProfile
-from ..core.specs import DTYPE_BYTES, Deployment, ModelSpec
+from ..core.specs import DTYPE_BYTES, QUANTIZED_AT_LOAD, Deployment, ModelSpec, checkpoint_format_needed
 from ..core.units import GiB
 from ..core.weights import weight_breakdown
 from .plan import PlanResult, plan
@@ -90,10 +90,17 @@ def checkpoint_bytes(m: ModelSpec, include_mtp: bool = True) -> int:
 
 def storage(d: Deployment, result: PlanResult, bandwidth_bytes_s: float, costs: StartupCosts,
             replicas_on_node: int) -> Storage:
-    arts = [Artefact("target checkpoint", checkpoint_bytes(d.target), d.target.model_id)]
     quant = result.memory.settings.quantization
-    if quant is not None and quant.source == "override":
-        serving = weight_breakdown(d.target, 1, 1, result.memory.settings.dtype, quant, rotary_cache=False).total
+    serving = (weight_breakdown(d.target, 1, 1, result.memory.settings.dtype, quant, rotary_cache=False).total
+               if quant is not None and quant.source == "override" else 0)
+    needed = checkpoint_format_needed(d.engine.quantization)
+    if needed:  # the engine serves a checkpoint stored in the format, not the target's own
+        arts = [Artefact(f"target checkpoint ({needed}, pre-quantized)", serving,
+                         f"a {needed} checkpoint of {d.target.model_id}: the engines make only "
+                         f"{', '.join(QUANTIZED_AT_LOAD)} at load")]
+    else:
+        arts = [Artefact("target checkpoint", checkpoint_bytes(d.target), d.target.model_id)]
+    if serving and quant is not None and not needed:
         arts.append(Artefact(f"{quant.method} variant (optional, pre-quantized)", serving,
                              "quantized at load from the stored checkpoint unless saved"))
     if d.speculative.draft is not None:
