@@ -169,6 +169,7 @@ def test_ngram_on_vllm_without_a_proposal_rate_takes_the_engines_share_and_says_
     plan = specsize.plan(**common)
     assert plan.deployment.speculative.proposal_rate == 0.38 and noted(plan)
     assert plan.to_dict()["inputs"]["proposal_rate"] == 0.38
+    assert list(plan.notes) == plan.to_dict()["notes"]  # the JSON says the share was the engine's, not given
     table = specsize.speedup(batch_sizes=(1,), candidates=("method=ngram,acceptance=0.5,k=3",), **common)
     assert noted(table) and table.drafters[0].proposal_rate == table.drafters[1].proposal_rate == 0.38
     # 1 + 0.38 x (0.5 + 0.25 + 0.125) tokens per pass, by hand
@@ -180,6 +181,7 @@ def test_ngram_on_vllm_without_a_proposal_rate_takes_the_engines_share_and_says_
                                                                     "proposal_rate=0.2",), **eagle))
     given = specsize.plan(proposal_rate=0.3, **common)
     assert given.deployment.speculative.proposal_rate == 0.3 and not noted(given)
+    assert not any(note.startswith("n-gram") for note in given.to_dict()["notes"])
     sglang = specsize.plan(engine="sglang", **common)
     assert sglang.deployment.speculative.proposal_rate == 1.0 and not noted(sglang)
     assert specsize.plan(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", method="eagle3",

@@ -102,6 +102,7 @@ def plan_to_dict(r: PlanResult) -> dict:
         "breaks_first": v.breaks_first,
         "reasons": list(v.reasons),
         "warnings": list(r.warnings),
+        "notes": list(r.notes),
         "kv_cache_tokens": m.kv_cache_tokens,
         "kv_blocks": m.kv_blocks,
         "block_size": s.block_size,
