@@ -433,3 +433,15 @@ def test_a_missed_slo_is_a_problem_and_turns_a_fitting_plan_thin():
     assert not loose.problems and loose.goodput_req_s == pytest.approx(loose.completed / loose.end_time_s)
     assert api.plan(simulate=True, ttft_slo_ms=1e-4, **common).verdict.verdict == "thin"
     assert api.plan(simulate=True, ttft_slo_ms=1e7, **common).verdict.verdict == "fits"
+
+
+def test_serial_output_processing_by_hand():
+    # vLLM V0 with speculation processes a step's emitted tokens before it forms the next step (no asynchronous
+    # output processing): k = 3 and a = 1 give 3 verification steps of 4 tokens after the prefill's first token,
+    # so 12 tokens x 50 us = 0.6 ms more end to end; the first token is not delayed by the steps after it
+    base = simulate(config(k=3), closed_batch(1, 100, 13, acceptance=1.0), seed=0)
+    cfg = EngineConfig(**{**config(k=3).__dict__, "serial_output_s": 50e-6})
+    slow = simulate(cfg, closed_batch(1, 100, 13, acceptance=1.0), seed=0)
+    assert slow.steps == base.steps == 4
+    assert slow.e2e_s[0] - base.e2e_s[0] == pytest.approx(12 * 50e-6, rel=1e-9)
+    assert slow.ttft_s[0] == pytest.approx(base.ttft_s[0], rel=1e-12)

@@ -457,6 +457,31 @@ def test_v0_ngram_proposer_prices_its_per_sequence_host_time_by_hand():
         spec_step_time(replace(c, eff=replace(c.eff, ngram_per_seq_s=0.0)), 32, 1000), rel=1e-12)
 
 
+def test_v0_processes_a_speculative_steps_tokens_after_it_by_hand():
+    # vLLM V0 processes each emitted token in its engine process (append, detokenise, stop checks, the request's
+    # output): 50 us a token (issue 6913 timed 106 us in 0.5.3). Without speculation the asynchronous output
+    # processing overlaps it with the next step; with speculation (not supported there) it follows the step: at
+    # batch 32 a sequence's TPOT grows by 32 x 50 us = 1.6 ms whatever the tokens per pass (32 x T tokens, T each).
+    # V1 (detokenised in another process) and V0 without speculation pay nothing after the step
+    from specsize.core.perf import spec_tpot, speedup_point
+
+    c, v1 = _v0_costs("0.6.4"), _v0_costs("0.11")
+    assert (c.serial_output_s, v1.serial_output_s) == (pytest.approx(5e-5), 0.0)
+    none = replace(c, serial_output_s=0.0)
+    for per_pass in (1.0, 2.5, 4.0):
+        assert spec_tpot(c, 32, 1000, per_pass) - spec_tpot(none, 32, 1000, per_pass) == pytest.approx(1.6e-3)
+    point, without = speedup_point(c, 32, 1000, 2.5, 5), speedup_point(none, 32, 1000, 2.5, 5)
+    assert point.tpot_s - without.tpot_s == pytest.approx(1.6e-3) and point.tpot_s_no_spec == without.tpot_s_no_spec
+    from specsize.core.memory import account
+    from specsize.engines import resolve_profile
+    from specsize.planner.perf import Tree, costs_for
+
+    d = Deployment(target=load_model("meta-llama/Llama-3.1-8B-Instruct"), gpu=load_gpu("A100-80GB"),
+                   engine=EngineSettings(max_model_len=4096))
+    assert costs_for(d, account(d, resolve_profile("vllm", "0.6.4")), load_efficiency(d.gpu), 0,
+                     Tree()).serial_output_s == 0.0
+
+
 def test_simulator_prices_batch_expansion_on_decoding_sequences_only():
     # the simulator's step: with expansion, each decoding sequence's k extra queries add (expansion_query_s +
     # cpu_per_seq_s) each; a prefill-only step is untouched. Two runs alike but for the expansion cost: one request

@@ -71,6 +71,9 @@ class Efficiency:
     sampler_passes: float = 0.0  # fp32 logits passes of the sampler (softmax, top-k/p, sampling)
     cpu_per_seq_s: float = 0.0  # engine-core CPU per scheduled sequence per step
     api_per_seq_s: float = 0.0  # API server per sequence per step (detokenise, stream): a floor on the step
+    # the engine process's output processing per emitted token (AccountingProfile.output_per_token_s: vLLM V0), after
+    # the step where nothing overlaps it (SpecCosts.serial_output_s)
+    output_per_token_s: float = 0.0
     eager_layer_s: float = 0.0  # extra launch cost per layer of a forward outside a CUDA graph (--enforce-eager, ...)
     # the same per MoE layer on top: routing, expert alignment and grouped-GEMM launches issued from Python
     eager_moe_layer_s: float = 0.0
@@ -100,19 +103,23 @@ def streamed_every(eff: Efficiency, tokens: int) -> Efficiency:
 
 
 def engine_kernels(eff: Efficiency, moe_fp8_memory: float, ngram_per_seq_s: float = 0.0,
-                   eager_gqa_moe_layer_s: float = 0.0, moe_layer_fixed_s: float = 0.0) -> Efficiency:
+                   eager_gqa_moe_layer_s: float = 0.0, moe_layer_fixed_s: float = 0.0,
+                   output_per_token_s: float = 0.0) -> Efficiency:
     """The family's terms with an engine release's own code where it differs from what the terms were measured with:
     its fused-MoE kernels for fp8 experts (AccountingProfile.moe_fp8_memory), its n-gram proposer's host time per
     sequence (AccountingProfile.ngram_proposer_per_seq_s: vLLM V0 proposes one sequence at a time through small GPU
     operations and device syncs), the launches of its MoE layers behind ordinary attention outside a CUDA graph
     (AccountingProfile.eager_gqa_moe_layer_s) and the fixed time of its fused-MoE kernels in a layer on this GPU
-    family (AccountingProfile.moe_layer_fixed_s_by_gpu); 0 keeps the family's."""
+    family (AccountingProfile.moe_layer_fixed_s_by_gpu) and its output processing per emitted token in the engine's
+    process (AccountingProfile.output_per_token_s); 0 keeps the family's."""
     if moe_fp8_memory:
         eff = replace(eff, moe_fp8_memory=moe_fp8_memory)
     if moe_layer_fixed_s:
         eff = replace(eff, moe_layer_fixed_s=moe_layer_fixed_s)
     if eager_gqa_moe_layer_s:
         eff = replace(eff, eager_gqa_moe_layer_s=eager_gqa_moe_layer_s)
+    if output_per_token_s:
+        eff = replace(eff, output_per_token_s=output_per_token_s)
     return replace(eff, ngram_per_seq_s=ngram_per_seq_s) if ngram_per_seq_s else eff
 
 
@@ -517,6 +524,10 @@ class SpecCosts:
     expansion_query_s: float = 0.0
     graph_max_tokens: int = GRAPH_ALL  # the largest decode / verification step in a CUDA graph (ResolvedSettings)
     mla_prompt_mha: tuple[bool, int] = (True, 0)  # ResolvedSettings.mla_prompt_mha
+    # the engine's output processing per emitted token, paid after a speculative step (Efficiency.output_per_token_s)
+    # where the release overlaps nothing with it (vLLM V0: asynchronous output processing is off with speculation);
+    # 0 where it runs beside the forward or in another process
+    serial_output_s: float = 0.0
 
 
 def prompt_as_mha(rule: tuple[bool, int], prefix_tokens: float) -> bool:
@@ -567,18 +578,19 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
     else:
         verified = verified_per_sequence(k, sp.proposal_rate)
     steps = kind.steps(k)
+    overlapped = async_scheduling and keeps_overlap(kind, async_with_speculation, spec_overlap_chain, tree_topk)
     return SpecCosts(target=target, draft=draft, draft_gpu_tp=draft_tp, method=sp.method, gpu=d.gpu, eff=eff,
                      verify_width=verified, draft_steps=steps, draft_width=max(1, tree_topk),
                      target_co=coefficients(target, d.gpu, eff, eager=d.engine.enforce_eager,
-                                            host_overlapped=async_scheduling and keeps_overlap(
-                                                kind, async_with_speculation, spec_overlap_chain, tree_topk)),
+                                            host_overlapped=overlapped),
                      plain_co=coefficients(target, d.gpu, eff, eager=d.engine.enforce_eager,
                                            host_overlapped=async_scheduling),
                      draft_co=coefficients(draft, d.gpu, eff, overhead=False, eager=d.engine.enforce_eager)
                      if draft is not None else None,
                      draft_prefills=draft is not None and kind.keeps_kv, host_handover=host_handover,
                      expansion_query_s=expansion_query_s, graph_max_tokens=graph_max_tokens,
-                     mla_prompt_mha=mla_prompt_mha)
+                     mla_prompt_mha=mla_prompt_mha,
+                     serial_output_s=eff.output_per_token_s if k and sp.enabled and not overlapped else 0.0)
 
 
 def uniform_step(co: StepCoefficients, batch: int, q: float, context: int, sampled: float = 1,
@@ -668,10 +680,16 @@ class SpeedupPoint:
     bound_no_spec: str
 
 
+def spec_tpot(c: SpecCosts, batch: int, context: int, per_pass: float) -> float:
+    """Time per output token of each of `batch` sequences with speculation: a speculative step over the tokens it
+    emits (`per_pass` per sequence), and the output processing of those batch x per_pass tokens after the step where
+    the release overlaps nothing with it (SpecCosts.serial_output_s), batch x serial_output_s per token."""
+    return spec_step_time(c, batch, context) / per_pass + c.serial_output_s * batch
+
+
 def speedup_point(c: SpecCosts, batch: int, context: int, per_pass: float, k: int) -> SpeedupPoint:
     plain = decode_step(c, batch, context)
-    step = spec_step_time(c, batch, context)
-    tpot = step / per_pass
+    tpot = spec_tpot(c, batch, context, per_pass)
     return SpeedupPoint(batch_size=batch, k=k, tokens_per_pass=per_pass, tpot_s=tpot, tpot_s_no_spec=plain.time_s,
                         speedup=plain.time_s / tpot, throughput_tok_s=batch / tpot,
                         throughput_tok_s_no_spec=batch / plain.time_s, bound_no_spec=plain.bound)

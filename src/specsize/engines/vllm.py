@@ -128,6 +128,7 @@ _V1_COMMON = AccountingProfile(
     sources=_V1_SOURCES,
 )
 
+V0_OUTPUT_PER_TOKEN_S = 5.0e-5
 V0 = AccountingProfile(
     engine="vllm", version="0.6", label="vLLM 0.6-0.7 (V0 engine)", generation="V0",
     block_sizes=VLLM_BLOCK_SIZES, token_budget_rules=True, ngram_proposal_rate=NGRAM_PROPOSAL_RATE,
@@ -147,6 +148,17 @@ V0 = AccountingProfile(
     spec_expansion_query_s=58e-6,
     # asynchronous output processing (0.6.0 on), not with speculative decoding (AccountingProfile.async_scheduling)
     async_scheduling=True, async_with_speculation=False,
+    # what that overlap hides, per token a step emits (AccountingProfile.output_per_token_s): V0's engine process
+    # appends each token, detokenises it, checks the stop conditions and builds the request's output before it forms
+    # the next step (llm_engine.py _process_model_outputs; a speculative step's k + 1 positions token by token,
+    # MultiStepOutputProcessor). vllm-project/vllm issue 6913 (the RFC for asynchronous output processing, 0.5.3)
+    # timed that function at 3.4 ms per step for Llama-3-70B (fp8) on 4 x H100 at batch 32: 106 us per sequence and
+    # token; 0.6.0 cut the engine's host work (an object cache, +24% throughput; a fast sampling path: the vLLM blog
+    # of 2024-09-05), which also puts the overlap's gain at 8.7% of the 70B's TPOT. 50 us taken, about half the
+    # 0.5.3 figure. The vLLM blog's two V0 QPS sweeps (bench/accuracy_serving.py) put speculation's stop at 8.0 / 8.0 /
+    # 7.7 QPS (draft model, measured 8.1) and 7.0 / 6.6 / 6.3 QPS (n-gram, measured 5.5) with 40 / 50 / 60 us; 0:
+    # 8.7 QPS and beyond the sweep (docs/performance.md)
+    output_per_token_s=V0_OUTPUT_PER_TOKEN_S,
     # CUDA graphs for decode batches only, of up to 256 sequences (vllm/worker/model_runner.py _BATCH_SIZES_TO_CAPTURE
     # 1, 2, 4, 8 ... 256; _use_captured_graph: decode-only batches); prompt and chunked-prefill steps run eager
     graph_max_tokens=256, graph_prompts="eager",

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from ..core.envelope import DOES_NOT_FIT, FITS, evaluate
 from ..core.errors import SpecError
 from ..core.memory import AccountingProfile, account
-from ..core.perf import decode_step, prefill_share, prefill_time, spec_step_time
+from ..core.perf import decode_step, prefill_share, prefill_time, spec_tpot
 from ..core.specs import Deployment
 from ..core.speculation import Acceptance, Tree
 from ..core.traffic import decode_context, littles_law_rate, peak_concurrency, replica_share
@@ -135,7 +135,7 @@ def _judge(d, mem, w, policy, slo, eff, acceptance, k, replicas, ctx, peak_total
     batch = max(1, min(verdict.worst_case.concurrency, s.max_num_seqs))
     if d.speculative.enabled and acceptance is not None:
         per_pass = pass_tokens(acceptance.per_token(k), k, Tree(), proposal_rate=d.speculative.proposal_rate)
-        tpot = spec_step_time(costs, batch, ctx) / per_pass
+        tpot = spec_tpot(costs, batch, ctx, per_pass)
     else:
         tpot = decode_step(costs, batch, ctx).time_s
     ttft = prefill_time(costs, w.prompt_tokens.p99, s.max_num_batched_tokens)

@@ -91,6 +91,7 @@ def engine_config(d: Deployment, mem: MemoryAccount, eff: Efficiency, tree: Tree
         max_num_batched_tokens=s.max_num_batched_tokens, k=k, target=costs.target_co,
         draft=costs.draft_co, draft_steps=costs.draft_steps, draft_width=costs.draft_width,
         draft_prefills=costs.draft_prefills, expansion_query_s=costs.expansion_query_s,
+        serial_output_s=costs.serial_output_s,
         spec_step_overhead_s=eff.spec_step_overhead_s + handover_time(costs) if k else 0.0,
         draft_setup_overhead_s=eff.draft_setup_overhead_s if costs.draft_co is not None else 0.0,
         draft_step_overhead_s=draft_forward_overhead(costs), frontend_latency_s=eff.frontend_latency_s,

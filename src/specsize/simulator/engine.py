@@ -65,6 +65,9 @@ class EngineConfig:
     # drafts scored by batch expansion (vLLM V0): each of a decoding sequence's k extra positions is a query of its own,
     # prepared as a sequence and costing this much more (core.perf.SpecCosts.expansion_query_s); 0: one query each
     expansion_query_s: float = 0.0
+    # the engine's output processing per token a speculative step emits, after the step where the release overlaps
+    # nothing with it (core.perf.SpecCosts.serial_output_s: vLLM V0); the next step starts that much later
+    serial_output_s: float = 0.0
     frontend_latency_s: float = 0.0  # per request outside the engine (HTTP, tokenisation, IPC, first chunk)
     frontend_serial_s: float = 0.0  # per request, the API server's work taking it in, one core shared by the requests
     # being taken in (_Front: a burst is taken in together, at the end)
@@ -505,6 +508,9 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
         prefill_tokens, decode_tokens = _advance(b, rng, cfg.k, run, sched, active, decoding, dec, n_dec, now, busy,
                                                  cfg.proposal_rate)
         _new_token_ratio(cfg, b, preempted, prefill_tokens, decode_tokens)
+        processing = cfg.serial_output_s * decode_tokens  # the step's tokens processed before the next step forms
+        area += in_system * processing
+        now += processing
         prefill_total += prefill_tokens
         decode_total += decode_tokens
         recv_weight += RECV_WEIGHT_PROMPT if prefill_tokens else 1
