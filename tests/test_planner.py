@@ -206,7 +206,7 @@ def test_engine_quantization_names_are_accepted_and_emitted_as_the_engines_own()
 
     base = deployment(max_model_len=8192)
     plans = {name: plan(replace(base, engine=replace(base.engine, quantization=name)), workload(), PROFILE, 0.2)
-             for name in ("int4", "awq", "gptq", "nvfp4", "modelopt_fp4", "fp8", "mxfp4", "int8")}
+             for name in ("int4", "awq", "gptq", "nvfp4", "modelopt_fp4", "fp8", "mxfp4", "int8", "modelopt")}
     awq, gptq = plans["awq"].memory, plans["gptq"].memory
     assert awq.weights_target_bytes - gptq.weights_target_bytes == 27_262_976
     assert awq.weights_target_bytes == plans["int4"].memory.weights_target_bytes
@@ -214,13 +214,13 @@ def test_engine_quantization_names_are_accepted_and_emitted_as_the_engines_own()
     expected = {"int4": ("awq_marlin", "awq_marlin"), "awq": ("awq_marlin", "awq_marlin"),
                 "gptq": ("gptq_marlin", "gptq_marlin"), "nvfp4": ("modelopt_fp4", "modelopt_fp4"),
                 "modelopt_fp4": ("modelopt_fp4", "modelopt_fp4"), "fp8": ("fp8", "fp8"), "mxfp4": ("mxfp4", "mxfp4"),
-                "int8": ("compressed-tensors", "w8a8_int8")}
+                "int8": ("compressed-tensors", "w8a8_int8"), "modelopt": ("modelopt", "modelopt")}
     for name, (on_vllm, on_sglang) in expected.items():
         r = plans[name]
         v, sg = vllm_command(r.deployment, r.memory).argv, sglang_command(r.deployment, r.memory).argv
         assert (v[v.index("--quantization") + 1], sg[sg.index("--quantization") + 1]) == (on_vllm, on_sglang), name
-        # only fp8 is made from the bf16 checkpoint at load; any other format serves a checkpoint stored in it, whose
-        # path the command leaves to fill in and the plan's note names
+        # only fp8 is made from the bf16 checkpoint at load; any other name (ModelOpt's fp8 too) serves a checkpoint
+        # stored in its format, whose path the command leaves to fill in and the plan's note names
         stored = name != "fp8"
         assert (v[2] != "meta-llama/Llama-3.1-8B-Instruct") == stored, name
         assert (sg[sg.index("--model-path") + 1] != "meta-llama/Llama-3.1-8B-Instruct") == stored, name

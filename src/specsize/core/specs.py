@@ -28,8 +28,9 @@ QUANT_METHODS = ("none", "fp8", "int8", "int4", "mxfp4", "nvfp4")
 QUANT_ALIASES = {"awq": "int4", "awq_marlin": "int4", "gptq": "int4", "gptq_marlin": "int4", "fbgemm_fp8": "fp8",
                  "modelopt": "fp8", "modelopt_fp4": "nvfp4", "w8a8_int8": "int8"}
 QUANT_NAMES = QUANT_METHODS + tuple(QUANT_ALIASES)  # what a quantization override accepts
-# The formats the engines make from unquantized weights while loading them (vLLM's and SGLang's --quantization fp8 on a
-# bf16 checkpoint: dynamic fp8, "quantized at load"); every other format needs a checkpoint stored in it
+# The override names the engines make from unquantized weights while loading them (vLLM's and SGLang's --quantization
+# fp8 on a bf16 checkpoint: dynamic fp8, "quantized at load"); every other name (ModelOpt's and FBGEMM's fp8 included)
+# needs a checkpoint stored in that format
 QUANTIZED_AT_LOAD = ("fp8",)
 
 AttentionKind = Literal["full", "sliding", "chunked", "mla"]
@@ -400,10 +401,10 @@ def checkpoint_format_needed(name: str | None) -> str | None:
     """The format a quantization override needs the served checkpoint stored in (None: the checkpoint's own, or
     one the engine makes while loading, QUANTIZED_AT_LOAD). The one owner of this rule: the launch command, the disk
     plan and the plan's warning read it."""
-    if name is None or str(name).lower() == "none":
+    given = str(name).lower() if name is not None else "none"
+    if given == "none" or given in QUANTIZED_AT_LOAD:
         return None
-    key = QUANT_ALIASES.get(str(name).lower(), str(name).lower())
-    return None if key in QUANTIZED_AT_LOAD else key
+    return QUANT_ALIASES.get(given, given)
 
 
 def effective_target(d: Deployment) -> tuple[ModelSpec, Quantization | None]:
