@@ -57,7 +57,7 @@ def test_vllm_parses_the_emitted_command_and_config(name, tmp_path):
             assert spec["method"] == r.deployment.speculative.method
 
 
-@pytest.mark.parametrize("name", ["int4", "gptq", "nvfp4", "fp8", "mxfp4", "int8"])
+@pytest.mark.parametrize("name", ["int4", "gptq", "nvfp4", "fp8", "mxfp4", "int8", "modelopt"])
 def test_vllm_accepts_the_emitted_quantization(name):
     # --quantization is one of vLLM's QuantizationMethods (an argparse choice): nvfp4 is ModelOpt's modelopt_fp4 there
     from dataclasses import replace
