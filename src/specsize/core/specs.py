@@ -385,7 +385,7 @@ def quantization_override(name: str | None, model: ModelSpec) -> Quantization | 
     given = str(name).lower()
     if given not in QUANT_NAMES:
         raise SpecError("quantization", f"unknown quantization {name!r}", ", ".join(QUANT_NAMES))
-    key = QUANT_ALIASES.get(given, given)
+    key = quantization_format(given)
     if key == "none":
         return Quantization("none")
     if key == "int4":
@@ -397,14 +397,18 @@ def quantization_override(name: str | None, model: ModelSpec) -> Quantization | 
     return Quantization(key, source="override")
 
 
+def quantization_format(name: str) -> str:
+    """specsize's format (QUANT_METHODS) for an override name, one of its own or an engine's (QUANT_ALIASES)."""
+    given = str(name).lower()
+    return QUANT_ALIASES.get(given, given)
+
+
 def checkpoint_format_needed(name: str | None) -> str | None:
     """The format a quantization override needs the served checkpoint stored in (None: the checkpoint's own, or
     one the engine makes while loading, QUANTIZED_AT_LOAD). The one owner of this rule: the launch command, the disk
     plan and the plan's warning read it."""
     given = str(name).lower() if name is not None else "none"
-    if given == "none" or given in QUANTIZED_AT_LOAD:
-        return None
-    return QUANT_ALIASES.get(given, given)
+    return None if given == "none" or given in QUANTIZED_AT_LOAD else quantization_format(given)
 
 
 def effective_target(d: Deployment) -> tuple[ModelSpec, Quantization | None]:

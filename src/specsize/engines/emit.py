@@ -50,8 +50,13 @@ def _draft_path(d: Deployment) -> str:
     draft = d.speculative.draft
     assert draft is not None
     if draft.is_derived:
-        return f"PATH_TO_YOUR_{d.speculative.kind.method.value.upper()}_HEAD"
+        return _gap(f"{d.speculative.kind.method.value}_HEAD")
     return draft.model_id
+
+
+def _gap(what: str) -> str:
+    """A path the command cannot know and the user fills in: a derived head's, a pre-quantized checkpoint's."""
+    return f"PATH_TO_YOUR_{what.upper()}"
 
 
 # --quantization as each engine names a format (vLLM's QuantizationMethods, SGLang's QUANTIZATION_CHOICES): the Marlin
@@ -75,7 +80,7 @@ def served_model(d: Deployment) -> str:
     """The checkpoint the command serves: the target's, or, when the override is a format the engines do not make at
     load (anything but fp8), the gap a checkpoint stored in that format fills (the plan's warning says so)."""
     needed = checkpoint_format_needed(d.engine.quantization)
-    return f"PATH_TO_YOUR_{needed.upper()}_CHECKPOINT" if needed else d.target.model_id
+    return _gap(f"{needed}_CHECKPOINT") if needed else d.target.model_id
 
 
 def _speculative_config(d: Deployment) -> dict | None:
@@ -118,8 +123,9 @@ def vllm_command(d: Deployment, mem: MemoryAccount) -> EngineCommand:
         options["stream-interval"] = s.stream_interval
     if e.chunked_prefill != "auto":  # V0 only (core.memory.v0_chunked_prefill); 0.6 reads "--enable-chunked-prefill False"
         options["enable-chunked-prefill"] = e.chunked_prefill == "on"
-    if quantization_flag(d, "vllm"):
-        options["quantization"] = quantization_flag(d, "vllm")
+    quantization = quantization_flag(d, "vllm")
+    if quantization:
+        options["quantization"] = quantization
     spec = _speculative_config(d)
     if spec:
         options["speculative-config"] = json.dumps(spec, separators=(",", ":"))
@@ -148,8 +154,9 @@ def sglang_command(d: Deployment, mem: MemoryAccount) -> EngineCommand:
              "--max-running-requests", str(s.max_num_seqs), "--chunked-prefill-size", str(s.max_num_batched_tokens),
              "--dtype", s.dtype, "--page-size", str(s.block_size)]
     argv += ["--kv-cache-dtype", _kv_dtype(e.kv_cache_dtype, "sglang") or "auto"]
-    if quantization_flag(d, "sglang"):
-        argv += ["--quantization", str(quantization_flag(d, "sglang"))]
+    quantization = quantization_flag(d, "sglang")
+    if quantization:
+        argv += ["--quantization", quantization]
     if s.enforce_eager:
         argv.append("--disable-cuda-graph")
     if sp.enabled:

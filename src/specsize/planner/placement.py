@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 from ..core.errors import SpecError
 from ..core.memory import AccountingProfile
-from ..core.specs import DTYPE_BYTES, QUANTIZED_AT_LOAD, Deployment, ModelSpec, checkpoint_format_needed
+from ..core.specs import DTYPE_BYTES, Deployment, ModelSpec, checkpoint_format_needed
 from ..core.units import GiB
 from ..core.weights import weight_breakdown
 from .plan import PlanResult, plan
@@ -96,8 +96,7 @@ def storage(d: Deployment, result: PlanResult, bandwidth_bytes_s: float, costs: 
     needed = checkpoint_format_needed(d.engine.quantization)
     if needed:  # the engine serves a checkpoint stored in the format, not the target's own
         arts = [Artefact(f"target checkpoint ({needed}, pre-quantized)", serving,
-                         f"a {needed} checkpoint of {d.target.model_id}: the engines make only "
-                         f"{', '.join(QUANTIZED_AT_LOAD)} at load")]
+                         f"a {needed} checkpoint of {d.target.model_id} (the plan's note says why)")]
     else:
         arts = [Artefact("target checkpoint", checkpoint_bytes(d.target), d.target.model_id)]
     if serving and quant is not None and not needed:
