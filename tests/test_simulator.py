@@ -435,6 +435,18 @@ def test_a_missed_slo_is_a_problem_and_turns_a_fitting_plan_thin():
     assert api.plan(simulate=True, ttft_slo_ms=1e7, **common).verdict.verdict == "fits"
 
 
+def test_the_ngram_lookups_scan_of_each_history_by_hand():
+    # vLLM V1's n-gram lookup scans each decoding sequence's history every speculative step: k = 3 and a = 1 verify
+    # after a 100-token prompt over histories of 100, 104 and 108 tokens, so 312 tokens x 1 us = 312 us more end to
+    # end; the prefill step proposes nothing and the first token is not delayed
+    base = simulate(config(k=3), closed_batch(1, 100, 13, acceptance=1.0), seed=0)
+    cfg = EngineConfig(**{**config(k=3).__dict__, "cpu_draft_per_token_s": 1e-6})
+    slow = simulate(cfg, closed_batch(1, 100, 13, acceptance=1.0), seed=0)
+    assert slow.steps == base.steps == 4
+    assert slow.e2e_s[0] - base.e2e_s[0] == pytest.approx(312e-6, rel=1e-9)
+    assert slow.ttft_s[0] == pytest.approx(base.ttft_s[0], rel=1e-12)
+
+
 def test_serial_output_processing_by_hand():
     # vLLM V0 with speculation processes a step's emitted tokens before it forms the next step (no asynchronous
     # output processing): k = 3 and a = 1 give 3 verification steps of 4 tokens after the prefill's first token,

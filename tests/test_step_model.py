@@ -457,6 +457,29 @@ def test_v0_ngram_proposer_prices_its_per_sequence_host_time_by_hand():
         spec_step_time(replace(c, eff=replace(c.eff, ngram_per_seq_s=0.0)), 32, 1000), rel=1e-12)
 
 
+def test_v1_ngram_lookup_scans_each_history_by_hand():
+    # vLLM V1's lookup scans every running sequence's history each speculative step: 1.06 ns per token (vllm-project/
+    # vllm PR 56732: 70.28 ms over 512 x 129,536 tokens, one thread). At batch 64 and 33,000 tokens of context a step
+    # grows by 64 x 33,000 x 1.06 ns = 2.23872 ms; V0's proposer (priced per sequence) and a model drafter pay none
+    from specsize.core.perf import spec_step_time
+
+    v1, v0 = _v0_costs("0.11"), _v0_costs("0.6.4")
+    assert v1.eff.ngram_scan_per_token_s == pytest.approx(1.06e-9) and v0.eff.ngram_scan_per_token_s == 0.0
+    assert 70.28e-3 / (512 * 129_536) == pytest.approx(1.06e-9, rel=0.01)
+    none = replace(v1, eff=replace(v1.eff, ngram_scan_per_token_s=0.0))
+    assert spec_step_time(v1, 64, 33_000) - spec_step_time(none, 64, 33_000) == pytest.approx(2.23872e-3, rel=1e-9)
+    from specsize.core.memory import account
+    from specsize.engines import resolve_profile
+    from specsize.planner.perf import Tree, costs_for
+
+    d = Deployment(target=load_model("meta-llama/Llama-3.1-8B-Instruct"), gpu=load_gpu("A100-80GB"),
+                   speculative=SpeculativeConfig("draft_model", load_model("meta-llama/Llama-3.2-1B-Instruct"), 4),
+                   engine=EngineSettings(max_model_len=40_000))
+    c = costs_for(d, account(d, resolve_profile("vllm", "0.11")), load_efficiency(d.gpu), 4, Tree())
+    assert spec_step_time(c, 64, 33_000) == pytest.approx(
+        spec_step_time(replace(c, eff=replace(c.eff, ngram_scan_per_token_s=0.0)), 64, 33_000), rel=1e-12)
+
+
 def test_v0_processes_a_speculative_steps_tokens_after_it_by_hand():
     # vLLM V0 processes each emitted token in its engine process (append, detokenise, stop checks, the request's
     # output): 50 us a token (issue 6913 timed 106 us in 0.5.3). Without speculation the asynchronous output

@@ -154,6 +154,10 @@ class AccountingProfile:
     # the release's n-gram proposer, host time per running sequence and speculative step (Efficiency.ngram_per_seq_s,
     # the family's, prices a proposer that matches on the CPU in a few microseconds: vLLM V1's); 0: the family's
     ngram_proposer_per_seq_s: float = 0.0
+    # the release's n-gram lookup per context token of each running sequence and speculative step, on top: a lookup that
+    # scans the sequence's whole history for its suffix every step (vLLM V1's KMP match in numba); 0: none (a lookup
+    # kept incrementally, SGLang's n-gram cache, or one not measured)
+    ngram_scan_per_token_s: float = 0.0
     # output processing in the engine's own process per token a step emits (vLLM V0: the token appended, detokenised,
     # checked against the stop conditions and returned in the request's output), paid after the step where nothing
     # overlaps it (Efficiency.output_per_token_s; SpecCosts.serial_output_s); 0: none on the engine's critical path
@@ -239,6 +243,7 @@ class ResolvedSettings:
     # AccountingProfile.moe_layer_fixed_s_by_gpu where one matches, for bf16 / fp8 experts (0: the family's)
     moe_layer_fixed_s: float = 0.0
     ngram_proposer_per_seq_s: float = 0.0  # AccountingProfile.ngram_proposer_per_seq_s (0: the GPU family's)
+    ngram_scan_per_token_s: float = 0.0  # AccountingProfile.ngram_scan_per_token_s
     output_per_token_s: float = 0.0  # AccountingProfile.output_per_token_s
     scheduler_steps: int = 1  # vLLM V0's multi-step scheduling (EngineSettings.num_scheduler_steps)
     recv_interval: int = 1  # SGLang's --scheduler-recv-interval (EngineSettings.scheduler_recv_interval)
@@ -397,6 +402,7 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         spec_expansion_query_s=0.0 if e.enforce_eager else p.spec_expansion_query_s,
         api_cost_scale=p.api_cost_scale,
         scheduler_steps=steps, moe_fp8_memory=p.moe_fp8_memory, ngram_proposer_per_seq_s=p.ngram_proposer_per_seq_s,
+        ngram_scan_per_token_s=p.ngram_scan_per_token_s,
         output_per_token_s=p.output_per_token_s, eager_gqa_moe_layer_s=p.eager_gqa_moe_layer_s,
         # MXFP4 experts run their own fused runner (SGLang: FlashInfer's) and keep the family's
         moe_layer_fixed_s=0.0 if (quant and quant.method == "mxfp4") else for_gpu(p.moe_layer_fixed_s_by_gpu, d.gpu, 0.0),

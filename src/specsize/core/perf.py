@@ -53,6 +53,7 @@ class Efficiency:
     draft_setup_overhead_s: float  # per speculative step with a model-based drafter: its pass over the accepted tokens
     allreduce_latency_s: float  # per all-reduce
     ngram_per_seq_s: float = 2e-5  # CPU prompt-lookup per sequence per step
+    ngram_scan_per_token_s: float = 0.0  # the lookup's scan per context token of each sequence per step (the release's)
     source: str = ""
     # The terms below default to neutral values (a pure roofline); the catalog's rows set them per family.
     gemm_half_tokens: float = 0.0  # tokens in a GEMM at which it reaches half its compute efficiency
@@ -104,14 +105,15 @@ def streamed_every(eff: Efficiency, tokens: int) -> Efficiency:
 
 def engine_kernels(eff: Efficiency, moe_fp8_memory: float, ngram_per_seq_s: float = 0.0,
                    eager_gqa_moe_layer_s: float = 0.0, moe_layer_fixed_s: float = 0.0,
-                   output_per_token_s: float = 0.0) -> Efficiency:
+                   output_per_token_s: float = 0.0, ngram_scan_per_token_s: float = 0.0) -> Efficiency:
     """The family's terms with an engine release's own code where it differs from what the terms were measured with:
     its fused-MoE kernels for fp8 experts (AccountingProfile.moe_fp8_memory), its n-gram proposer's host time per
     sequence (AccountingProfile.ngram_proposer_per_seq_s: vLLM V0 proposes one sequence at a time through small GPU
     operations and device syncs), the launches of its MoE layers behind ordinary attention outside a CUDA graph
     (AccountingProfile.eager_gqa_moe_layer_s) and the fixed time of its fused-MoE kernels in a layer on this GPU
     family (AccountingProfile.moe_layer_fixed_s_by_gpu) and its output processing per emitted token in the engine's
-    process (AccountingProfile.output_per_token_s); 0 keeps the family's."""
+    process (AccountingProfile.output_per_token_s); 0 keeps the family's. The n-gram lookup's scan per context token
+    (AccountingProfile.ngram_scan_per_token_s) is the release's alone: the family has none."""
     if moe_fp8_memory:
         eff = replace(eff, moe_fp8_memory=moe_fp8_memory)
     if moe_layer_fixed_s:
@@ -120,7 +122,16 @@ def engine_kernels(eff: Efficiency, moe_fp8_memory: float, ngram_per_seq_s: floa
         eff = replace(eff, eager_gqa_moe_layer_s=eager_gqa_moe_layer_s)
     if output_per_token_s:
         eff = replace(eff, output_per_token_s=output_per_token_s)
+    if ngram_scan_per_token_s:
+        eff = replace(eff, ngram_scan_per_token_s=ngram_scan_per_token_s)
     return replace(eff, ngram_per_seq_s=ngram_per_seq_s) if ngram_per_seq_s else eff
+
+
+def ngram_lookup_s(per_seq_s: float, per_token_s: float, seqs: float, context_tokens: float) -> float:
+    """The n-gram proposer's host time in a speculative step of `seqs` sequences holding `context_tokens` of context
+    together: a fixed part per sequence (Efficiency.ngram_per_seq_s) and the release's scan of each history
+    (Efficiency.ngram_scan_per_token_s)."""
+    return per_seq_s * seqs + per_token_s * context_tokens
 
 
 def offline_efficiency(eff: Efficiency) -> Efficiency:
@@ -634,7 +645,8 @@ def spec_step_time(c: SpecCosts, batch: int, context: int) -> float:
                           positions=depth, expansion_query_s=c.expansion_query_s,
                           graph_max_tokens=c.graph_max_tokens).time_s
     if drafter_kind(c.method).cpu_drafted:
-        return verify + c.eff.spec_step_overhead_s + c.eff.ngram_per_seq_s * batch
+        return verify + c.eff.spec_step_overhead_s + ngram_lookup_s(c.eff.ngram_per_seq_s, c.eff.ngram_scan_per_token_s, batch,
+                                                                          batch * context)
     return verify + c.eff.spec_step_overhead_s + handover_time(c) + draft_time(c, batch, context)
 
 

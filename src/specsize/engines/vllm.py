@@ -80,6 +80,15 @@ NGRAM_LOOKUP = (2, 4)
 # V0's default minimum of 1 with a maximum of 4: 0.68-0.83)
 NGRAM_PROPOSAL_RATE = 0.38
 NGRAM_PROPOSAL_SPREAD = (0.34, 0.55)  # the four workloads' shares with NGRAM_LOOKUP at k = 3, lowest and highest
+# V1's lookup scans each running sequence's whole history for its suffix every speculative step (numba, one thread per
+# TP rank): AccountingProfile.ngram_scan_per_token_s. vllm-project/vllm PR 56732 timed vLLM's own NgramProposer at
+# 70.28 ms for 512 sequences of 129,536 tokens (66.3M tokens scanned, one thread per rank, a 120-vCPU H100 host):
+# 1.06 ns per token. bench/ngram_scan_cost.py times vLLM 0.32's proposer (its CPU build) on this workplace's 2-core
+# EPYC (2026-12-06): per sequence 6.9 / 15.4 / 40.8 / 142 us at 1k / 4k / 16k / 64k tokens of history (batch 64, no
+# match), least squares over batch 16 / 64 / 128: 5.8 us + 2.2 ns per token, twice the PR's host's per-token time.
+# The fixed part stays in the family's ngram_per_seq_s (20 us, with the speculative bookkeeping per sequence); the
+# serving host's 1.06 ns is taken per token.
+V1_NGRAM_SCAN_PER_TOKEN_S = 1.06e-9
 
 # What every V1 profile shares; each release below replaces only the fields that differ.
 _V1_COMMON = AccountingProfile(
@@ -88,6 +97,7 @@ _V1_COMMON = AccountingProfile(
     label="",
     generation="V1",
     block_sizes=VLLM_BLOCK_SIZES, token_budget_rules=True, ngram_proposal_rate=NGRAM_PROPOSAL_RATE,
+    ngram_scan_per_token_s=V1_NGRAM_SCAN_PER_TOKEN_S,
     # the profiling pass's peak is the larger of the forward and the sampler step, plus the kept fused-MoE
     # workspaces (core.memory.moe_workspace_bytes). Sampler step: 3.68 fp32 vocabulary row-sets per sequence and
     # 1.29 hidden-state sets of the batch, least squares over the sampler-bound vLLM 0.19.0 start-ups (Llama-3.1-8B,

@@ -39,7 +39,7 @@ def engine_efficiency(eff: Efficiency, mem: MemoryAccount) -> Efficiency:
     eff = api_server_scaled(eff, s.api_cost_scale)  # the engine release's own front end
     # its own MoE kernels, n-gram proposer and MoE layers' launches
     eff = engine_kernels(eff, s.moe_fp8_memory, s.ngram_proposer_per_seq_s, s.eager_gqa_moe_layer_s,
-                         s.moe_layer_fixed_s, s.output_per_token_s)
+                         s.moe_layer_fixed_s, s.output_per_token_s, s.ngram_scan_per_token_s)
     return streamed_every(eff, s.stream_interval)  # tokens handed to the API server every N (--stream-interval)
 
 

@@ -97,6 +97,7 @@ def engine_config(d: Deployment, mem: MemoryAccount, eff: Efficiency, tree: Tree
         draft_step_overhead_s=draft_forward_overhead(costs), frontend_latency_s=eff.frontend_latency_s,
         frontend_serial_s=eff.frontend_serial_s, prefill_first=s.prefill_first, scheduler_steps=s.scheduler_steps,
         cpu_draft_per_seq_s=eff.ngram_per_seq_s if d.speculative.kind.cpu_drafted else 0.0,
+        cpu_draft_per_token_s=eff.ngram_scan_per_token_s if d.speculative.kind.cpu_drafted else 0.0,
         proposal_rate=d.speculative.proposal_rate,
         prefix_hit_rate=prefix_hit_rate, kv_layers=mem.kv_layers, recv_interval=s.recv_interval,
         graph_max_tokens=s.graph_max_tokens, graph_prompt_tokens=s.graph_prompt_tokens,

@@ -31,7 +31,8 @@ import numpy as np
 from ..core.errors import SpecError
 from ..core.kvcache import BlockRule, block_rule
 from ..core.memory import GRAPH_ALL
-from ..core.perf import StepCoefficients, api_busy_share, frontend_stretched, prompt_as_mha, step_time
+from ..core.perf import (StepCoefficients, api_busy_share, frontend_stretched, ngram_lookup_s, prompt_as_mha,
+                         step_time)
 from ..core.speculation import verified_per_sequence
 from .workload import Requests
 
@@ -55,6 +56,7 @@ class EngineConfig:
     draft_setup_overhead_s: float = 0.0
     draft_step_overhead_s: float = 0.0
     cpu_draft_per_seq_s: float = 0.0  # n-gram lookup
+    cpu_draft_per_token_s: float = 0.0  # n-gram lookup's scan per context token of each decoding sequence
     # the share of decode steps in which the drafter proposes (core.specs.SpeculativeConfig.proposal_rate): the
     # others verify one token and accept none; the budget and lookahead slots still hold k + 1 (what the engine
     # reserves), the step is priced at the mean width, as core.perf prices it
@@ -383,7 +385,9 @@ def _step_seconds(cfg: EngineConfig, windows: tuple, draft_windows: tuple, c: np
             dsum = float(_sum(dctx)) * width
             one = step_time(cfg.draft, n_dec * width, dsum, dspan, dsum, seqs=n_dec, logits=n_dec * width)[0]
             seconds += cfg.draft_steps * (one + cfg.draft_step_overhead_s) + cfg.draft_setup_overhead_s
-        seconds += cfg.spec_step_overhead_s + cfg.cpu_draft_per_seq_s * n_dec
+        seconds += cfg.spec_step_overhead_s
+        if cfg.cpu_draft_per_seq_s or cfg.cpu_draft_per_token_s:
+            seconds += ngram_lookup_s(cfg.cpu_draft_per_seq_s, cfg.cpu_draft_per_token_s, n_dec, float(_sum(c[dec])))
     return seconds, dec, n_dec
 
 
