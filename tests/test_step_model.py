@@ -445,16 +445,21 @@ def test_v0_ngram_proposer_prices_its_per_sequence_host_time_by_hand():
     same_v1 = replace(early, eff=replace(early.eff, ngram_per_seq_s=2e-5))
     assert spec_step_time(early, 32, 1000) - spec_step_time(same_v1, 32, 1000) == pytest.approx(32 * 2.8e-4, rel=1e-9)
     # a drafter that is a model never pays it
+    c = _draft_model_costs("0.6", 4096)
+    assert spec_step_time(c, 32, 1000) == pytest.approx(
+        spec_step_time(replace(c, eff=replace(c.eff, ngram_per_seq_s=0.0)), 32, 1000), rel=1e-12)
+
+
+def _draft_model_costs(version: str, max_model_len: int):
+    """SpecCosts of Llama-3.1-8B with a Llama-3.2-1B draft model (k = 4) on an A100 under a vLLM release."""
     from specsize.core.memory import account
     from specsize.engines import resolve_profile
     from specsize.planner.perf import Tree, costs_for
 
     d = Deployment(target=load_model("meta-llama/Llama-3.1-8B-Instruct"), gpu=load_gpu("A100-80GB"),
                    speculative=SpeculativeConfig("draft_model", load_model("meta-llama/Llama-3.2-1B-Instruct"), 4),
-                   engine=EngineSettings(max_model_len=4096))
-    c = costs_for(d, account(d, resolve_profile("vllm", "0.6")), load_efficiency(d.gpu), 4, Tree())
-    assert spec_step_time(c, 32, 1000) == pytest.approx(
-        spec_step_time(replace(c, eff=replace(c.eff, ngram_per_seq_s=0.0)), 32, 1000), rel=1e-12)
+                   engine=EngineSettings(max_model_len=max_model_len))
+    return costs_for(d, account(d, resolve_profile("vllm", version)), load_efficiency(d.gpu), 4, Tree())
 
 
 def test_v1_ngram_lookup_scans_each_history_by_hand():
@@ -468,14 +473,7 @@ def test_v1_ngram_lookup_scans_each_history_by_hand():
     assert 70.28e-3 / (512 * 129_536) == pytest.approx(1.06e-9, rel=0.01)
     none = replace(v1, eff=replace(v1.eff, ngram_scan_per_token_s=0.0))
     assert spec_step_time(v1, 64, 33_000) - spec_step_time(none, 64, 33_000) == pytest.approx(2.23872e-3, rel=1e-9)
-    from specsize.core.memory import account
-    from specsize.engines import resolve_profile
-    from specsize.planner.perf import Tree, costs_for
-
-    d = Deployment(target=load_model("meta-llama/Llama-3.1-8B-Instruct"), gpu=load_gpu("A100-80GB"),
-                   speculative=SpeculativeConfig("draft_model", load_model("meta-llama/Llama-3.2-1B-Instruct"), 4),
-                   engine=EngineSettings(max_model_len=40_000))
-    c = costs_for(d, account(d, resolve_profile("vllm", "0.11")), load_efficiency(d.gpu), 4, Tree())
+    c = _draft_model_costs("0.11", 40_000)
     assert spec_step_time(c, 64, 33_000) == pytest.approx(
         spec_step_time(replace(c, eff=replace(c.eff, ngram_scan_per_token_s=0.0)), 64, 33_000), rel=1e-12)
 
