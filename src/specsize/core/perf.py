@@ -645,8 +645,8 @@ def spec_step_time(c: SpecCosts, batch: int, context: int) -> float:
                           positions=depth, expansion_query_s=c.expansion_query_s,
                           graph_max_tokens=c.graph_max_tokens).time_s
     if drafter_kind(c.method).cpu_drafted:
-        return verify + c.eff.spec_step_overhead_s + ngram_lookup_s(c.eff.ngram_per_seq_s, c.eff.ngram_scan_per_token_s, batch,
-                                                                          batch * context)
+        lookup = ngram_lookup_s(c.eff.ngram_per_seq_s, c.eff.ngram_scan_per_token_s, batch, batch * context)
+        return verify + c.eff.spec_step_overhead_s + lookup
     return verify + c.eff.spec_step_overhead_s + handover_time(c) + draft_time(c, batch, context)
 
 

@@ -129,12 +129,13 @@ def vllm_command(d: Deployment, mem: MemoryAccount) -> EngineCommand:
     spec = _speculative_config(d)
     if spec:
         options["speculative-config"] = json.dumps(spec, separators=(",", ":"))
-    argv = ["vllm", "serve", served_model(d)]
+    model = served_model(d)
+    argv = ["vllm", "serve", model]
     for key, value in options.items():
         argv += [f"--{key}", str(value)]
     if s.enforce_eager:
         argv.append("--enforce-eager")
-    lines = [f"# vllm serve {served_model(d)} --config this.yaml"]
+    lines = [f"# vllm serve {model} --config this.yaml"]
     for key, value in options.items():
         rendered = f"'{value}'" if key == "speculative-config" else value
         lines.append(f"{key}: {rendered}")

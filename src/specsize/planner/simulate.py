@@ -85,6 +85,7 @@ def engine_config(d: Deployment, mem: MemoryAccount, eff: Efficiency, tree: Tree
     k = s.num_speculative_tokens if d.speculative.enabled else 0
     costs = costs_for(d, mem, eff, k, tree)
     eff = costs.eff  # with the engine release's own host and API-server costs
+    cpu_drafted = d.speculative.kind.cpu_drafted  # the n-gram lookup on the host: its time per sequence and per token
     assert costs.target_co is not None
     return EngineConfig(
         num_blocks=mem.usable_blocks, block_size=s.block_size, max_num_seqs=s.max_num_seqs,
@@ -96,8 +97,8 @@ def engine_config(d: Deployment, mem: MemoryAccount, eff: Efficiency, tree: Tree
         draft_setup_overhead_s=eff.draft_setup_overhead_s if costs.draft_co is not None else 0.0,
         draft_step_overhead_s=draft_forward_overhead(costs), frontend_latency_s=eff.frontend_latency_s,
         frontend_serial_s=eff.frontend_serial_s, prefill_first=s.prefill_first, scheduler_steps=s.scheduler_steps,
-        cpu_draft_per_seq_s=eff.ngram_per_seq_s if d.speculative.kind.cpu_drafted else 0.0,
-        cpu_draft_per_token_s=eff.ngram_scan_per_token_s if d.speculative.kind.cpu_drafted else 0.0,
+        cpu_draft_per_seq_s=eff.ngram_per_seq_s if cpu_drafted else 0.0,
+        cpu_draft_per_token_s=eff.ngram_scan_per_token_s if cpu_drafted else 0.0,
         proposal_rate=d.speculative.proposal_rate,
         prefix_hit_rate=prefix_hit_rate, kv_layers=mem.kv_layers, recv_interval=s.recv_interval,
         graph_max_tokens=s.graph_max_tokens, graph_prompt_tokens=s.graph_prompt_tokens,
