@@ -206,7 +206,7 @@ def case(row: dict) -> tuple[dict | None, str]:
     """The simulate overrides for a run, or None and why it is skipped."""
     if not any(row["engine"].startswith(e) for e in ENGINES):
         return None, f"engine {row['engine']} not modelled"
-    if row["model"] not in MODELS:
+    if row["model"] not in MODELS and _variant(row["model"]) is None:
         return None, f"model {row['model']} not in the catalog"
     gpu = GPUS.get(row["gpu"])
     if gpu is None:
@@ -219,7 +219,8 @@ def case(row: dict) -> tuple[dict | None, str]:
     prompt, output = number(row["input_len"]), number(row["output_len"])
     if not prompt or not output:
         return None, "lengths not stated"
-    target, quant = MODELS[row["model"]]
+    # a published variant of a catalog model (catalog.variants) is resolved by the tool itself, as a user's id is
+    target, quant = MODELS.get(row["model"], (row["model"], None))
     q = str(row.get("quantization") or "").lower()
     if quant is None and q.startswith("fp8") and _declared_quantization(target) != "fp8":
         quant = "fp8"  # an fp8 checkpoint of a model the catalog holds in 16 bits (a checkpoint's own layout kept)
@@ -241,6 +242,13 @@ def case(row: dict) -> tuple[dict | None, str]:
     if load is None:
         return None, "no rate, no concurrency, no request count"
     return {**over, **load}, ""
+
+
+def _variant(model_id: str):
+    from specsize.catalog import catalog_ids
+    from specsize.catalog.variants import variant_of
+
+    return variant_of(model_id, catalog_ids())
 
 
 def _engine(row: dict) -> dict:

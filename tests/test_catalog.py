@@ -273,3 +273,83 @@ def test_offline_machine_answers_at_once(monkeypatch):
     with pytest.raises(SpecError, match="cannot be reached; did you mean meta-llama/Llama-3.1-8B-Instruct"):
         load_model("meta-llama/Llama-3.1-8B-Instuct")
     assert time.perf_counter() - start < 1
+
+
+# Published variants of catalog models, read offline from their ids (catalog.variants): the base's architecture, the
+# weights the name says
+@pytest.mark.parametrize("model_id,base,method,zeros", [
+    ("nvidia/Llama-3.1-70B-Instruct-FP8", "meta-llama/Llama-3.1-70B-Instruct", "fp8", None),
+    ("RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic", "meta-llama/Llama-3.3-70B-Instruct", "fp8", None),
+    ("neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8", "meta-llama/Meta-Llama-3.1-8B-Instruct", "fp8", None),
+    ("amd/Mixtral-8x7B-Instruct-v0.1-FP8-KV", "mistralai/Mixtral-8x7B-Instruct-v0.1", "fp8", None),
+    ("Qwen/Qwen2.5-72B-Instruct-AWQ", "Qwen/Qwen2.5-72B-Instruct", "int4", True),
+    ("Qwen/Qwen2.5-7B-Instruct-GPTQ-Int4", "Qwen/Qwen2.5-7B-Instruct", "int4", False),
+    ("RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w8a8", "meta-llama/Meta-Llama-3.1-8B-Instruct", "int8", None),
+    ("Qwen/Qwen3-235B-A22B-Instruct-2507", "Qwen/Qwen3-235B-A22B", None, None),
+    ("unsloth/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-8B-Instruct", None, None),
+    ("meta-llama/Llama-3.1-8B", "meta-llama/Meta-Llama-3.1-8B", None, None),
+])
+def test_a_published_variant_is_priced_as_its_catalog_model(model_id, base, method, zeros):
+    from specsize.catalog.models import variant_note
+
+    m, b = load_model(model_id), load_model(base)
+    assert m.model_id == model_id and m.source == f"variant: {base}"
+    assert (m.num_layers, m.hidden_size, m.num_kv_heads, m.vocab_size) == (b.num_layers, b.hidden_size,
+                                                                           b.num_kv_heads, b.vocab_size)
+    if method is None:
+        assert m.quantization == b.quantization
+    else:  # a stored checkpoint in that format (declared), not quantized at load
+        assert m.quantization.method == method and m.quantization.source == "declared"
+        if zeros is not None:
+            assert m.quantization.has_zeros is zeros  # AWQ keeps zero points, GPTQ is symmetric
+    note = variant_note(m)
+    assert note.startswith(f"{model_id} is not in the catalog") and f"priced as {base}" in note
+
+
+def test_a_variants_weights_are_its_base_stored_in_the_format_its_name_says():
+    from specsize.core.memory import account
+    from specsize.core.specs import Deployment, quantization_override
+    from specsize.engines import resolve_profile
+
+    gpu = load_gpu("H100-SXM-80GB")
+    variant = load_model("Qwen/Qwen3-8B-FP8")
+    base = load_model("Qwen/Qwen3-8B")
+    declared = base.with_(quantization=quantization_override("fp8", base))
+    w_variant = account(Deployment(target=variant, gpu=gpu), resolve_profile()).weights_target_bytes
+    w_base = account(Deployment(target=declared, gpu=gpu), resolve_profile()).weights_target_bytes
+    assert w_variant == w_base
+    # by hand: Qwen3-8B's 36 layers of linear weights in fp8 (q 4096x4096, k and v 4096x1024, o 4096x4096, gate, up
+    # and down 4096x12288: 218,103,808 bytes a layer), its embedding and lm_head (151,936 x 4096) in bf16
+    by_hand = 36 * (2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 12288) + 2 * 151936 * 4096 * 2
+    assert abs(w_variant / by_hand - 1) < 0.01
+
+
+@pytest.mark.parametrize("model_id", ["foo/Bar-7B", "Qwen/Qwen3-Coder-30B-A3B-Instruct",
+                                      "unsloth/Llama-3.1-8B-Instruct-bnb-4bit", "deepseek-ai/DeepSeek-R1-0528-FP4"])
+def test_an_id_no_catalog_model_explains_is_still_refused(model_id):
+    with pytest.raises(SpecError, match="is not in the catalog"):
+        load_model(model_id)
+
+
+def test_the_hub_wins_over_a_variant_reading_when_it_answers(tmp_path, monkeypatch):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(TINY))
+    fake = types.ModuleType("huggingface_hub")
+    fake.hf_hub_download = lambda repo_id, filename: str(config)
+    fake.get_safetensors_metadata = lambda repo_id: (_ for _ in ()).throw(RuntimeError("no metadata"))
+    monkeypatch.setitem(sys.modules, "huggingface_hub", fake)
+    monkeypatch.setattr("specsize.catalog.models._hub_reachable", lambda: True)
+    m = load_model("nvidia/Llama-3.1-70B-Instruct-FP8")
+    assert m.source == "hub: nvidia/Llama-3.1-70B-Instruct-FP8" and m.hidden_size == 64
+
+
+def test_plan_simulate_and_speedup_say_what_a_variant_was_priced_as():
+    from specsize import api
+
+    said = "Qwen/Qwen3-8B-AWQ is not in the catalog and was not read from the hub: priced as Qwen/Qwen3-8B"
+    common = dict(target="Qwen/Qwen3-8B-AWQ", gpu="H100-SXM-80GB", max_model_len=8192)
+    assert any(n.startswith(said) for n in api.plan(**common).notes)
+    sim = api.simulate(**common, rate=1.0, duration=5.0, no_compare=True)
+    assert any(n.startswith(said) for n in sim.notes) and sim.to_dict()["notes"] == list(sim.notes)
+    table = api.speedup(**common, method="ngram", num_speculative_tokens="3", acceptance_rate=0.5)
+    assert any(n.startswith(said) for n in table.notes)

@@ -12,6 +12,7 @@ down to the planner, which reads none.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 from math import inf
 from pathlib import Path
@@ -89,7 +90,16 @@ def _notes(r: Resolved) -> tuple[str, ...]:
                   "makes vLLM refuse a gpu_memory_utilization above the free share")
         notes.append(f"{gpu.name} is a {gpu.segment} card: a desktop, WSL or other processes often hold memory on "
                      f"it, which {effect}; give --other-processes-gib or --nvidia-smi FILE")
-    return tuple(notes) + _drafter_notes(r)
+    return _model_notes(r) + tuple(notes) + _drafter_notes(r)
+
+
+def _model_notes(r: Resolved) -> tuple[str, ...]:
+    """What a target or drafter read as a published variant of a catalog model was priced as
+    (catalog.models.variant_note)."""
+    from .catalog.models import variant_note  # noqa: PLC0415
+
+    draft = r.deployment.speculative.draft
+    return tuple(note for note in (variant_note(r.deployment.target), draft and variant_note(draft)) if note)
 
 
 def _drafter_notes(r: Resolved, candidates: tuple = ()) -> tuple[str, ...]:
@@ -145,7 +155,6 @@ def _base_plan(r: Resolved) -> PlanResult:
 
 
 def _plan(r: Resolved, simulate_s: float | None, result: PlanResult | None = None) -> PlanResult:
-    from dataclasses import replace  # noqa: PLC0415
 
     from .planner.analysis import analyse_plan  # noqa: PLC0415
 
@@ -216,14 +225,14 @@ def simulate(request: Request | None = None, progress: Callable[[int, int], None
         prefix_hit_rate=q.prefix_hit_rate, compare=not q.no_compare, ttft_slo_s=r.ttft_slo_s,
         lengths_source=_lengths_source(q), trace=_trace(q.trace), lengths=_trace(q.lengths_file, lengths_only=True),
         client_concurrency=q.client_concurrency, num_requests=q.num_requests, offline=q.offline)
-    return _with_accuracy(run_simulation(r.deployment, r.workload, r.profile, r.efficiency, r.acceptance,
-                                         r.tpot_slo_s, r.tree, settings, q.headroom, progress))
+    report_ = run_simulation(r.deployment, r.workload, r.profile, r.efficiency, r.acceptance, r.tpot_slo_s, r.tree,
+                             settings, q.headroom, progress)
+    return replace(_with_accuracy(report_), notes=_model_notes(r))
 
 
 def _with_accuracy(report_: SimulationReport) -> SimulationReport:
     """The simulation with the simulator's measured accuracy on published runs (catalog/data/timing_accuracy.json),
     shown beside its timings."""
-    from dataclasses import replace  # noqa: PLC0415
 
     from .catalog.accuracy import load_timing_accuracy  # noqa: PLC0415
 
@@ -250,7 +259,6 @@ MAX_SPEEDUP_CELLS = 20_000  # batch sizes x k x drafters (1,000 x 64 took 2.4 s 
 
 def speedup(request: Request | None = None, **overrides: Any) -> SpeedupReport:
     """What speculation is worth at each batch size and k, for the deployment's drafter and any candidates."""
-    from dataclasses import replace  # noqa: PLC0415
 
     from .core.perf import offline_efficiency  # noqa: PLC0415
     from .inputs.candidates import parse_candidate  # noqa: PLC0415
@@ -278,7 +286,7 @@ def speedup(request: Request | None = None, **overrides: Any) -> SpeedupReport:
     eff = offline_efficiency(r.efficiency) if q.offline else r.efficiency  # LLM.generate: no API server in front
     result = compare_drafters(d, r.profile, eff, acceptance, list(q.batch_sizes), ks, q.context_len, r.tree,
                               candidates)
-    return replace(result, notes=_drafter_notes(r, candidates) + result.notes)
+    return replace(result, notes=_model_notes(r) + _drafter_notes(r, candidates) + result.notes)
 
 
 def stops_paying(request: Request | None = None, progress: Callable[[int, int], None] | None = None,
@@ -287,7 +295,6 @@ def stops_paying(request: Request | None = None, progress: Callable[[int, int], 
     times the request's `rate` (or, without one, the rate that keeps `concurrency` in flight), bisecting the
     first step where the speculative server's mean end-to-end latency reaches the plain one's
     (planner/load_sweep.py). Each simulation runs the request's scenario (`duration`, lengths, bursts) at its rate."""
-    from dataclasses import replace  # noqa: PLC0415
 
     from .planner.load_sweep import MAX_RUNG_DURATION_S, LoadPoint, load_point, sweep_loads  # noqa: PLC0415
     from .planner.scenario import replica_envelope_rate  # noqa: PLC0415

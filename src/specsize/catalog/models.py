@@ -1,14 +1,15 @@
 """Find a model: the embedded catalog, a local config.json or model directory, or the Hugging Face hub.
 
 Order: an existing local path, then the catalog (by Hugging Face id, case-insensitive), then the hub when
-huggingface_hub is installed and the machine is online. Exact weight bytes come from safetensors headers
+huggingface_hub is installed and the machine is online, then a published variant of a catalog model read from its
+id (catalog.variants: a quantized checkpoint, a mirror, a revision; priced as that model, with a note). Exact weight bytes come from safetensors headers
 (or `model.safetensors.index.json`) when a directory has them.
 """
 
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 import json
 import os
 import struct
@@ -17,11 +18,13 @@ from importlib import resources
 from pathlib import Path
 
 from ..core.errors import SpecError, first_repeated
-from ..core.specs import ModelSpec
+from ..core.specs import ModelSpec, quantization_override
 from .configs import MODELLED_TYPES, REQUIRED, _whole, spec_from_config
 from .files import read_text, RowCheck, packaged_json, row_label
+from .variants import Variant, variant_of
 
 MODELS_DIR = "models"
+VARIANT_SOURCE = "variant"  # the source prefix of a published variant of a catalog model (catalog.variants)
 # config.json fields that, when present and not null, size the model: positive integers
 _OPTIONAL_SIZES = ("num_key_value_heads", "head_dim", "intermediate_size", "max_position_embeddings")
 
@@ -376,7 +379,42 @@ def load_model(ref: str) -> ModelSpec:
         raise SpecError("model", f"{ref} does not exist", "an existing config.json or model directory")
     if "/" not in ref:
         raise SpecError("model", f"unknown model {ref!r}{_suggest(ref)}", "a catalog id (see `specsize models`)")
-    return _from_hub(ref)
+    try:
+        return _from_hub(ref)
+    except SpecError:
+        variant = variant_of(ref, catalog_ids())  # offline, or the hub did not have it: a variant of the catalog's
+        if variant is None:
+            raise
+        return _from_variant(variant)
+
+
+def _from_variant(v: Variant) -> ModelSpec:
+    """A published variant of a catalog model (catalog.variants): the base's architecture under the variant's id, its
+    weights in the format the name says (a stored checkpoint: declared, not quantized at load)."""
+    base = _from_catalog(v.base)
+    quant = base.quantization
+    override = quantization_override(v.quantization, base)
+    if override is not None:
+        quant = replace(override, source="declared")
+    return base.with_(model_id=v.model_id, source=f"{VARIANT_SOURCE}: {v.base}", quantization=quant)
+
+
+def variant_note(m: ModelSpec) -> str | None:
+    """What a model read as a variant of a catalog model (VARIANT_SOURCE) was priced as, for the plan's notes; None
+    for any other model."""
+    if not m.source.startswith(VARIANT_SOURCE):
+        return None
+    v = variant_of(m.model_id, catalog_ids())
+    if v is None:  # a spec built elsewhere under the prefix: nothing more to say
+        return None
+    weights = (f"{m.quantization.method} weights, as its name says" if v.quantization and m.quantization
+               else "the same weights")
+    via = f" (read as {' and '.join(v.readings)})" if v.readings else ""
+    longer = ("; a revision may allow longer contexts than the base's max_position_embeddings "
+              f"({m.max_position_embeddings:,}): give --max-model-len" if any("revision" in r for r in v.readings)
+              else "")
+    return (f"{m.model_id} is not in the catalog and was not read from the hub: priced as {v.base}{via} with "
+            f"{weights}{longer}; give its config.json or model directory for the checkpoint's own layout")
 
 
 def load_target(ref: str) -> ModelSpec:

@@ -194,6 +194,7 @@ def simulate(fmt: str, output: str | None, force: bool, series_path: str | None,
     request = request_from(kw)
     check_targets(force, output=output, series=series_path)  # before the run: none of it is lost to a bad path
     report = _with_progress(lambda update: api.simulate(request, progress=update))
+    _notes(report.notes)
     write_output(renderer.render(report, fmt), output, force)
     if series_path:
         write_series(report.spec.series, series_path, force)

@@ -207,6 +207,7 @@ class SimulationReport:
     scenario: Scenario | None = None
     # the simulator's measured error on published runs it was not fitted on (catalog; api.simulate attaches it)
     accuracy: TimingAccuracy | None = None
+    notes: tuple[str, ...] = ()  # what the run took where the request left an input open (api.simulate)
 
     def to_dict(self) -> dict:
         """The `sim` object of `specsize simulate --format json` (docs/json.md)."""
@@ -284,4 +285,5 @@ def report_to_dict(rep: SimulationReport) -> dict:
     out["scenario_detail"] = rep.scenario.to_dict() if rep.scenario is not None else None
     out["seed"] = rep.seed
     out["timing_accuracy"] = rep.accuracy.to_dict() if rep.accuracy is not None else None
+    out["notes"] = list(rep.notes)
     return out
