@@ -423,7 +423,12 @@ def calibrations_add(ctx, tag, target, draft, method, k, acceptance_rate, mean_a
 @cli.command()
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def models(fmt: str) -> None:
-    """List the embedded model catalog."""
+    """List the embedded model catalog.
+
+    Published variants of these models need no entry: offline, a quantized checkpoint (-FP8, -FP8-dynamic, -AWQ,
+    -GPTQ-Int4, -quantized.w8a8, -NVFP4, ...), a mirror under another organisation or a dated revision is read from
+    its id and priced as the catalog model, with a note saying so.
+    """
     from .. import api  # noqa: PLC0415
     from ..reports import listings  # noqa: PLC0415
 
