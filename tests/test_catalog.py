@@ -277,6 +277,13 @@ def test_offline_machine_answers_at_once(monkeypatch):
 
 # Published variants of catalog models, read offline from their ids (catalog.variants): the base's architecture, the
 # weights the name says
+@pytest.fixture
+def offline(monkeypatch):
+    """No hub answers, whether or not huggingface_hub is installed on this machine."""
+    monkeypatch.setattr("specsize.catalog.models._hub_reachable", lambda: False)
+
+
+@pytest.mark.usefixtures("offline")
 @pytest.mark.parametrize("model_id,base,method,zeros", [
     ("nvidia/Llama-3.1-70B-Instruct-FP8", "meta-llama/Llama-3.1-70B-Instruct", "fp8", None),
     ("RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic", "meta-llama/Llama-3.3-70B-Instruct", "fp8", None),
@@ -288,6 +295,9 @@ def test_offline_machine_answers_at_once(monkeypatch):
     ("Qwen/Qwen3-235B-A22B-Instruct-2507", "Qwen/Qwen3-235B-A22B", None, None),
     ("unsloth/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-8B-Instruct", None, None),
     ("meta-llama/Llama-3.1-8B", "meta-llama/Meta-Llama-3.1-8B", None, None),
+    ("Qwen/Qwen3-8B-Base", "Qwen/Qwen3-8B", None, None),
+    # a catalog model whose own name ends in -FP8: its layout (attention and two layers' MLPs in bf16) is kept
+    ("nvidia/Llama-3.1-405B-Instruct-FP8", "meta-llama/Llama-3.1-405B-Instruct-FP8", None, None),
 ])
 def test_a_published_variant_is_priced_as_its_catalog_model(model_id, base, method, zeros):
     from specsize.catalog.models import variant_note
@@ -306,6 +316,7 @@ def test_a_published_variant_is_priced_as_its_catalog_model(model_id, base, meth
     assert note.startswith(f"{model_id} is not in the catalog") and f"priced as {base}" in note
 
 
+@pytest.mark.usefixtures("offline")
 def test_a_variants_weights_are_its_base_stored_in_the_format_its_name_says():
     from specsize.core.memory import account
     from specsize.core.specs import Deployment, quantization_override
@@ -319,11 +330,12 @@ def test_a_variants_weights_are_its_base_stored_in_the_format_its_name_says():
     w_base = account(Deployment(target=declared, gpu=gpu), resolve_profile()).weights_target_bytes
     assert w_variant == w_base
     # by hand: Qwen3-8B's 36 layers of linear weights in fp8 (q 4096x4096, k and v 4096x1024, o 4096x4096, gate, up
-    # and down 4096x12288: 218,103,808 bytes a layer), its embedding and lm_head (151,936 x 4096) in bf16
+    # and down 4096x12288: 192,937,984 bytes a layer), its embedding and lm_head (151,936 x 4096) in bf16
     by_hand = 36 * (2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 12288) + 2 * 151936 * 4096 * 2
     assert abs(w_variant / by_hand - 1) < 0.01
 
 
+@pytest.mark.usefixtures("offline")
 @pytest.mark.parametrize("model_id", ["foo/Bar-7B", "Qwen/Qwen3-Coder-30B-A3B-Instruct",
                                       "unsloth/Llama-3.1-8B-Instruct-bnb-4bit", "deepseek-ai/DeepSeek-R1-0528-FP4"])
 def test_an_id_no_catalog_model_explains_is_still_refused(model_id):
@@ -343,6 +355,38 @@ def test_the_hub_wins_over_a_variant_reading_when_it_answers(tmp_path, monkeypat
     assert m.source == "hub: nvidia/Llama-3.1-70B-Instruct-FP8" and m.hidden_size == 64
 
 
+def test_a_config_the_hub_served_and_specsize_refuses_is_not_read_as_a_variant(tmp_path, monkeypatch):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({**TINY, "model_type": "some_new_arch"}))
+    fake = types.ModuleType("huggingface_hub")
+    fake.hf_hub_download = lambda repo_id, filename: str(config)
+    fake.get_safetensors_metadata = lambda repo_id: (_ for _ in ()).throw(RuntimeError("no metadata"))
+    monkeypatch.setitem(sys.modules, "huggingface_hub", fake)
+    monkeypatch.setattr("specsize.catalog.models._hub_reachable", lambda: True)
+    with pytest.raises(SpecError, match="some_new_arch"):
+        load_model("unsloth/Llama-3.1-8B-Instruct")
+
+
+@pytest.mark.usefixtures("offline")
+def test_a_head_method_with_an_unreadable_id_keeps_the_derived_head():
+    from specsize.inputs.resolve import speculative_config
+
+    target = load_model("meta-llama/Llama-3.1-8B-Instruct")
+    head = speculative_config("eagle3", "unsloth/Llama-3.2-1B-Instruct", 3, 1, target=target).draft
+    assert head.is_derived and head.num_layers == 1  # not the 16-layer model its name reads as
+    model = speculative_config("draft_model", "unsloth/Llama-3.2-1B-Instruct", 3, 1, target=target).draft
+    assert model.source == "variant: meta-llama/Llama-3.2-1B-Instruct" and model.num_layers == 16
+
+
+@pytest.mark.usefixtures("offline")
+def test_an_fp8_kv_variant_says_its_kv_cache_is_priced_in_the_model_dtype():
+    from specsize.catalog.models import variant_note
+
+    assert "--kv-cache-dtype fp8" in variant_note(load_model("amd/Mixtral-8x7B-Instruct-v0.1-FP8-KV"))
+    assert "--kv-cache-dtype" not in variant_note(load_model("nvidia/Llama-3.1-70B-Instruct-FP8"))
+
+
+@pytest.mark.usefixtures("offline")
 def test_plan_simulate_and_speedup_say_what_a_variant_was_priced_as():
     from specsize import api
 

@@ -155,7 +155,6 @@ def _base_plan(r: Resolved) -> PlanResult:
 
 
 def _plan(r: Resolved, simulate_s: float | None, result: PlanResult | None = None) -> PlanResult:
-
     from .planner.analysis import analyse_plan  # noqa: PLC0415
 
     q = r.request
@@ -233,7 +232,6 @@ def simulate(request: Request | None = None, progress: Callable[[int, int], None
 def _with_accuracy(report_: SimulationReport) -> SimulationReport:
     """The simulation with the simulator's measured accuracy on published runs (catalog/data/timing_accuracy.json),
     shown beside its timings."""
-
     from .catalog.accuracy import load_timing_accuracy  # noqa: PLC0415
 
     return replace(report_, accuracy=load_timing_accuracy())
@@ -259,7 +257,6 @@ MAX_SPEEDUP_CELLS = 20_000  # batch sizes x k x drafters (1,000 x 64 took 2.4 s 
 
 def speedup(request: Request | None = None, **overrides: Any) -> SpeedupReport:
     """What speculation is worth at each batch size and k, for the deployment's drafter and any candidates."""
-
     from .core.perf import offline_efficiency  # noqa: PLC0415
     from .inputs.candidates import parse_candidate  # noqa: PLC0415
     from .planner.plan import validate  # noqa: PLC0415
@@ -295,7 +292,6 @@ def stops_paying(request: Request | None = None, progress: Callable[[int, int], 
     times the request's `rate` (or, without one, the rate that keeps `concurrency` in flight), bisecting the
     first step where the speculative server's mean end-to-end latency reaches the plain one's
     (planner/load_sweep.py). Each simulation runs the request's scenario (`duration`, lengths, bursts) at its rate."""
-
     from .planner.load_sweep import MAX_RUNG_DURATION_S, LoadPoint, load_point, sweep_loads  # noqa: PLC0415
     from .planner.scenario import replica_envelope_rate  # noqa: PLC0415
 

@@ -1,8 +1,8 @@
 """Find a model: the embedded catalog, a local config.json or model directory, or the Hugging Face hub.
 
 Order: an existing local path, then the catalog (by Hugging Face id, case-insensitive), then the hub when
-huggingface_hub is installed and the machine is online, then a published variant of a catalog model read from its
-id (catalog.variants: a quantized checkpoint, a mirror, a revision; priced as that model, with a note). Exact weight bytes come from safetensors headers
+huggingface_hub is installed and the machine is online, then a published variant of a catalog model read from
+its id (catalog.variants: a quantized checkpoint, a mirror, a revision; priced as that model, with a note). Exact weight bytes come from safetensors headers
 (or `model.safetensors.index.json`) when a directory has them.
 """
 
@@ -12,6 +12,7 @@ import difflib
 from dataclasses import dataclass, replace
 import json
 import os
+import re
 import struct
 from functools import lru_cache
 from importlib import resources
@@ -303,17 +304,17 @@ def _from_hub(model_id: str) -> ModelSpec:
     try:
         import huggingface_hub  # noqa: PLC0415 - optional, only for users who are online
     except ImportError:
-        raise SpecError("model", f"{model_id!r} is not in the catalog{_suggest(model_id)}",
+        raise HubMiss("model", f"{model_id!r} is not in the catalog{_suggest(model_id)}",
                         "a catalog id (specsize models), a local config.json or model directory, "
                         "or a hub id with huggingface_hub installed") from None
     if not os.environ.get("HF_HUB_OFFLINE") and not _hub_reachable():
-        raise SpecError("model", f"{model_id!r} is not in the catalog and the Hugging Face hub cannot be reached"
+        raise HubMiss("model", f"{model_id!r} is not in the catalog and the Hugging Face hub cannot be reached"
                         f"{_suggest(model_id)}", "a catalog id (specsize models), a local config.json or model "
                         "directory") from None
     try:
         config_file = huggingface_hub.hf_hub_download(model_id, "config.json")
     except Exception as err:  # offline, gated, or not found: all read the same to the user
-        raise SpecError("model", f"{model_id!r} is not in the catalog and the hub could not provide it "
+        raise HubMiss("model", f"{model_id!r} is not in the catalog and the hub could not provide it "
                         f"({type(err).__name__}){_suggest(model_id)}",
                         "a catalog id (specsize models), a local config.json or model directory") from None
     exact = None
@@ -365,8 +366,10 @@ def _suggest(model_id: str) -> str:
     return "; did you mean " + ", ".join(lowered[c] for c in close) + "?" if close else ""
 
 
-def load_model(ref: str) -> ModelSpec:
-    """A ModelSpec from a catalog id, a local config.json / model directory, or a hub id."""
+def load_model(ref: str, variants: bool = True) -> ModelSpec:
+    """A ModelSpec from a catalog id, a local config.json / model directory, or a hub id; where the hub cannot be
+    read (offline, not installed, not there) and `variants`, a published variant of a catalog model
+    (catalog.variants)."""
     if not ref or not str(ref).strip():
         raise SpecError("model", "no model given", "a catalog id (specsize models), a config.json or a directory")
     ref = str(ref).strip()
@@ -381,11 +384,16 @@ def load_model(ref: str) -> ModelSpec:
         raise SpecError("model", f"unknown model {ref!r}{_suggest(ref)}", "a catalog id (see `specsize models`)")
     try:
         return _from_hub(ref)
-    except SpecError:
-        variant = variant_of(ref, catalog_ids())  # offline, or the hub did not have it: a variant of the catalog's
+    except HubMiss:  # the hub was not read (a config it served and specsize refuses stays refused)
+        variant = variant_of(ref, catalog_ids()) if variants else None
         if variant is None:
             raise
         return _from_variant(variant)
+
+
+class HubMiss(SpecError):
+    """The hub could not be read for a model: huggingface_hub not installed, the hub unreachable, or the download
+    refused (not found, gated, offline)."""
 
 
 def _from_variant(v: Variant) -> ModelSpec:
@@ -394,8 +402,8 @@ def _from_variant(v: Variant) -> ModelSpec:
     base = _from_catalog(v.base)
     quant = base.quantization
     override = quantization_override(v.quantization, base)
-    if override is not None:
-        quant = replace(override, source="declared")
+    if override is not None and not (quant is not None and quant.method == override.method):
+        quant = replace(override, source="declared")  # else the base's own layout (what it keeps in 16 bits)
     return base.with_(model_id=v.model_id, source=f"{VARIANT_SOURCE}: {v.base}", quantization=quant)
 
 
@@ -410,11 +418,12 @@ def variant_note(m: ModelSpec) -> str | None:
     weights = (f"{m.quantization.method} weights, as its name says" if v.quantization and m.quantization
                else "the same weights")
     via = f" (read as {' and '.join(v.readings)})" if v.readings else ""
-    longer = ("; a revision may allow longer contexts than the base's max_position_embeddings "
-              f"({m.max_position_embeddings:,}): give --max-model-len" if any("revision" in r for r in v.readings)
-              else "")
+    limit = (f"; its context is planned up to {v.base}'s max_position_embeddings ({m.max_position_embeddings:,} "
+             "tokens), which a revision or sibling may exceed" if v.readings else "")
+    kv = ("; its KV cache is priced in the model dtype: add --kv-cache-dtype fp8 to serve it with the fp8 KV scales "
+          "its name says it carries" if re.search(r"fp8[-_]kv$", m.model_id, re.IGNORECASE) else "")
     return (f"{m.model_id} is not in the catalog and was not read from the hub: priced as {v.base}{via} with "
-            f"{weights}{longer}; give its config.json or model directory for the checkpoint's own layout")
+            f"{weights}{limit}{kv}; give its config.json or model directory for the checkpoint's own layout")
 
 
 def load_target(ref: str) -> ModelSpec:

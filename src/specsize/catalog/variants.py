@@ -14,28 +14,29 @@ import re
 from dataclasses import dataclass
 
 # Quantized-checkpoint name suffixes, the way their publishers name them, and the quantization each stores (names as
-# core.specs.QUANT_NAMES takes them: awq keeps zero points, gptq is symmetric). Tried at the end of the name, longest
-# first: NVIDIA ModelOpt (-FP8, -FP4 / -NVFP4), AMD Quark (-FP8-KV: fp8 weights and activations with fp8 KV scales;
-# -MXFP4-Preview), Red Hat / Neural Magic's llm-compressor (-FP8-dynamic, -quantized.w8a8 (int8), -quantized.w4a16
-# (GPTQ int4), -W8A8-FP8), Qwen's own (-FP8, -AWQ, -GPTQ-Int4, -GPTQ-Int8)
+# core.specs.QUANT_NAMES takes them: awq keeps zero points, gptq is symmetric). Matched at the end of the name, the
+# first pattern in this order that matches wins: NVIDIA ModelOpt (-FP8, -FP4 / -NVFP4), AMD Quark (-FP8-KV: fp8
+# weights and activations with fp8 KV scales; -MXFP4-Preview), Red Hat / Neural Magic's llm-compressor
+# (-FP8-dynamic, -quantized.w8a8 and -W8A8-INT8 (int8 weights and activations), -quantized.w8a16 (int8 weights),
+# -quantized.w4a16 (GPTQ int4), -W8A8-FP8, -NVFP4A16), Qwen's own (-FP8, -AWQ, -GPTQ-Int4, -GPTQ-Int8)
 QUANT_SUFFIXES: tuple[tuple[str, str], ...] = (
     (r"fp8[-_]kv", "fp8"),
     (r"w8a8[-_.]fp8", "fp8"),
     (r"fp8[-_.]?(?:dynamic|static|block|e4m3)?", "fp8"),
-    (r"(?:quantized[.])?w8a8", "w8a8_int8"),
-    (r"(?:quantized[.])?w8a16", "w8a8_int8"),
+    (r"(?:quantized[.])?w8a8(?:[-_.]int8)?", "w8a8_int8"),
+    (r"(?:quantized[.])?w8a16", "int8"),
     (r"(?:quantized[.])?w4a16(?:[-_]g128)?", "gptq"),
-    (r"gptq[-_.]?int8", "w8a8_int8"),
+    (r"gptq[-_.]?int8", "int8"),
     (r"gptq(?:[-_.]?(?:int4|4bit))?", "gptq"),
-    (r"awq(?:[-_.]?int4)?", "awq"),
+    (r"awq(?:[-_.]?(?:int4|4bit))?", "awq"),
     (r"int4", "int4"),
-    (r"int8", "w8a8_int8"),
-    (r"(?:nv)?fp4", "nvfp4"),
+    (r"int8", "int8"),
+    (r"(?:nv)?fp4(?:a16)?", "nvfp4"),
     (r"mxfp4(?:[-_.]preview)?", "mxfp4"),
 )
 _QUANT = tuple((re.compile(rf"[-_.]{pattern}$", re.IGNORECASE), name) for pattern, name in QUANT_SUFFIXES)
 _REVISION = re.compile(r"-(?:instruct|thinking)-\d{4}$", re.IGNORECASE)  # Qwen3's 2507 revisions
-_SIBLING = re.compile(r"-(?:instruct|it|chat)$", re.IGNORECASE)
+_SIBLING = re.compile(r"-(?:instruct|it|chat|base|pt)$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -59,19 +60,20 @@ def variant_of(model_id: str, catalog_ids: list[str]) -> Variant | None:
     by_name: dict[str, list[str]] = {}
     for cid in catalog_ids:
         by_name.setdefault(cid.split("/", 1)[-1].lower(), []).append(cid)
-    quant, stem = None, name
+    stems: list[tuple[str, str | None]] = [(name, None)]  # the whole name first: a catalog model named -FP8 itself
     for pattern, method in _QUANT:
-        match = pattern.search(stem)
+        match = pattern.search(name)
         if match:
-            quant, stem = method, stem[:match.start()]
+            stems.append((name[:match.start()], method))
             break
-    for candidate, readings in _candidates(stem):
-        ids = by_name.get(candidate.lower())
-        if ids:
-            base = next((cid for cid in ids if cid.split("/", 1)[0].lower() == org.lower()), sorted(ids)[0])
-            if base.lower() == model_id.lower():
-                return None
-            return Variant(model_id, base, quant, readings)
+    for stem, quant in stems:
+        for candidate, readings in _candidates(stem):
+            ids = by_name.get(candidate.lower())
+            if ids:
+                base = next((cid for cid in ids if cid.split("/", 1)[0].lower() == org.lower()), sorted(ids)[0])
+                if base.lower() == model_id.lower():
+                    return None
+                return Variant(model_id, base, quant, readings)
     return None
 
 
@@ -84,8 +86,11 @@ def _candidates(stem: str) -> list[tuple[str, tuple[str, ...]]]:
     more = []
     for name, readings in names:
         sibling = _SIBLING.search(name)
-        more.append((name[:sibling.start()], readings + ("its base sibling",)) if sibling
-                    else (name + "-Instruct", readings + ("its instruct sibling",)))
+        if sibling is None:  # a base model's id: the catalog may hold its instruct-tuned sibling
+            more.append((name + "-Instruct", readings + ("its instruct sibling",)))
+        else:  # -Instruct / -it / -chat: the base; -Base / -pt: the catalog's tuned model of the same name
+            tuned = sibling.group().lower() in ("-base", "-pt")
+            more.append((name[:sibling.start()], readings + (f"its {'tuned' if tuned else 'base'} sibling",)))
     names += more
     out = []
     for name, readings in names:

@@ -89,8 +89,8 @@ def speculative_config(method_name: str | None, draft_id: str | None, k: int | N
             raise SpecError("draft", f"method {method} needs a draft model or head config",
                             "a catalog id (specsize models), a config.json or a model directory")
         if draft_id:
-            try:
-                draft = load_model(str(draft_id))
+            try:  # a head method's unreadable hub id gets the derived head, not a full model read from its name
+                draft = load_model(str(draft_id), variants=not derivable)
             except SpecError:
                 if not (derivable and _hub_shaped(str(draft_id))):
                     raise
