@@ -397,3 +397,21 @@ def test_plan_simulate_and_speedup_say_what_a_variant_was_priced_as():
     assert any(n.startswith(said) for n in sim.notes) and sim.to_dict()["notes"] == list(sim.notes)
     table = api.speedup(**common, method="ngram", num_speculative_tokens="3", acceptance_rate=0.5)
     assert any(n.startswith(said) for n in table.notes)
+
+
+def test_a_process_that_reads_models_by_name_only_reads_no_path_and_no_hub(tmp_path, monkeypatch):
+    # the service sets it: a variant-shaped id that happens to be a folder here is still read by its name
+    folder = tmp_path / "org" / "Llama-3.1-8B-Instruct-FP8"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps(TINY))
+    monkeypatch.chdir(tmp_path)
+    assert load_model("org/Llama-3.1-8B-Instruct-FP8").hidden_size == 64  # a CLI reads the folder
+    monkeypatch.setenv("SPECSIZE_MODELS_BY_NAME_ONLY", "1")
+    fake = types.ModuleType("huggingface_hub")
+    fake.hf_hub_download = lambda *a: (_ for _ in ()).throw(AssertionError("the hub must not be read"))
+    monkeypatch.setitem(sys.modules, "huggingface_hub", fake)
+    monkeypatch.setattr("specsize.catalog.models._hub_reachable", lambda: True)
+    m = load_model("org/Llama-3.1-8B-Instruct-FP8")
+    assert m.hidden_size == 4096 and m.source == "variant: meta-llama/Llama-3.1-8B-Instruct"
+    with pytest.raises(SpecError, match="this server reads no hub"):
+        load_model("someone/tiny-llama")

@@ -83,6 +83,20 @@ def test_plan_over_http_equals_the_cli(service):
         assert (check["verdict"], check["exit_code"]) == ("fits", 0)  # 26% headroom against the 20% policy
 
 
+def test_a_published_variant_is_planned_over_http_as_on_the_command_line(service):
+    # the server reads no file and no hub: a quantized checkpoint's id is read from its name (catalog.variants)
+    server, tokens, _, _ = service
+    args = {"target": "Qwen/Qwen3-8B-FP8", "gpu": "H100-SXM-80GB", "max_model_len": 8192, "concurrency": 16}
+    cli = specsize("plan", "--target", args["target"], "--gpu", args["gpu"], "--max-model-len", "8192",
+                   "--concurrency", "16", "--format", "json", env={**server.env, "SPECSIZE_MODELS_BY_NAME_ONLY": "1"})
+    assert cli.returncode == 0, cli.stderr
+    with server.client(tokens["planner"]) as c:
+        served = c.post("/api/v1/plan", json=args)
+        assert served.status_code == 200, served.text
+        assert served.json() == json.loads(cli.stdout)
+        assert any(note.startswith("Qwen/Qwen3-8B-FP8 is not in the catalog") for note in served.json()["notes"])
+
+
 def test_bad_input_is_json_with_the_field_and_accepted_values(service):
     server, tokens, _, _ = service
     with server.client(tokens["planner"]) as c:

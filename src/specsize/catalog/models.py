@@ -299,8 +299,16 @@ def _check_plausible(spec: ModelSpec, exact: int, names: set[str], path: Path) -
                         f"a complete checkpoint of this config ({low:g}x-{high:g}x its bytes)")
 
 
+# set (the service sets it for its process and its jobs): models by name only, the catalog's and their published
+# variants; no local path and no hub is read
+NAMES_ONLY_ENV = "SPECSIZE_MODELS_BY_NAME_ONLY"
+
+
 def _from_hub(model_id: str) -> ModelSpec:
     """Download config.json and read safetensors metadata from the hub (needs network and huggingface_hub)."""
+    if os.environ.get(NAMES_ONLY_ENV):
+        raise HubMiss("model", f"{model_id!r} is not in the catalog (this server reads no hub){_suggest(model_id)}",
+                      "a catalog id (specsize models) or a published variant of one (-FP8, -AWQ, ...)")
     try:
         import huggingface_hub  # noqa: PLC0415 - optional, only for users who are online
     except ImportError:
@@ -374,7 +382,7 @@ def load_model(ref: str, variants: bool = True) -> ModelSpec:
         raise SpecError("model", "no model given", "a catalog id (specsize models), a config.json or a directory")
     ref = str(ref).strip()
     path = Path(ref).expanduser()
-    if path.exists():
+    if not os.environ.get(NAMES_ONLY_ENV) and path.exists():
         return _from_path(path)
     if ref.lower() in _catalog_index():
         return _from_catalog(ref)

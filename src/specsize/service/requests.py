@@ -5,7 +5,8 @@ A body is a JSON object of request fields (the names of a deployment file, flatt
 `workload.concurrency`), optionally with `deployment_yaml`, the text of a deployment file, as the base layer
 (file < fields, as on the command line). Over HTTP the server must not become a file reader or a fetcher for
 its callers, so fields that name files on the server (samples, traces, the calibration store path) are refused,
-and target/draft must be catalog ids (`GET /api/v1/models`), not paths or hub ids.
+and target/draft must be catalog ids (`GET /api/v1/models`) or published variants of them read from their names
+(catalog.variants), not paths or hub ids.
 """
 
 from __future__ import annotations
@@ -75,6 +76,13 @@ def _no_file_lengths(values: dict) -> None:
                             "lengths given inline: p50=N,p99=N, a list of samples, or a mapping")
 
 
+def _variant(value: str, catalog: frozenset[str]) -> bool:
+    """A published variant of a catalog model (catalog.variants), read from its name alone: no file, no hub."""
+    from ..catalog.variants import variant_of  # noqa: PLC0415
+
+    return variant_of(str(value), sorted(catalog)) is not None
+
+
 def build(body: dict, catalog: frozenset[str] | None, store: str | None = None) -> Request:
     """A Request from a JSON body (already shaped by `request_model`); `catalog` None: already checked. `store`:
     the calibration store that `acceptance_from_store` reads (the service's own database on SQLite)."""
@@ -106,9 +114,9 @@ def build(body: dict, catalog: frozenset[str] | None, store: str | None = None) 
     # a speedup candidate's draft is a model too (it would load a folder or a file on the server, or go to the hub)
     models += [("candidates", candidate_fields(text).get("draft")) for text in request.candidates]
     for name, value in models:
-        if catalog is not None and value is not None and value not in catalog:
+        if catalog is not None and value is not None and value not in catalog and not _variant(value, catalog):
             raise SpecError(name, f"{value!r} is not a catalog model; the service reads no files or hubs",
-                            "a model id from GET /api/v1/models")
+                            "a model id from GET /api/v1/models, or a published variant of one (-FP8, -AWQ, ...)")
     if store is not None and request.acceptance_from_store:
         request = request.replace(store=store)
     return request
