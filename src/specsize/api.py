@@ -46,7 +46,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'specsize.api' has no attribute {name!r}")
 
 __all__ = ["Request", "load_request", "plan", "simulate", "speedup", "stops_paying", "report", "search", "check_live",
-           "models", "gpus", "PlanResult", "SimulationReport", "SpeedupReport", "LoadSweep", "ReportData",
+           "models", "gpus", "published_variant", "PlanResult", "SimulationReport", "SpeedupReport", "LoadSweep", "ReportData",
            "SearchResult", "LiveCheck"]
 
 METRICS_DEADLINE_S = 30.0  # the whole /metrics response, however slowly it trickles in
@@ -426,6 +426,26 @@ def models() -> list[dict]:
                      "quantization": spec.quantization.method if spec.quantization else None,
                      "source": catalog_entry(model_id)["source"]})
     return rows
+
+
+def published_variant(model_id: str) -> str | None:
+    """The catalog model a published id is read as offline (catalog.variants: a quantized checkpoint, a mirror, a
+    revision), from its name alone; None when it is a catalog id itself or no catalog model explains it."""
+    from .catalog import catalog_ids  # noqa: PLC0415
+    from .catalog.variants import variant_of  # noqa: PLC0415
+
+    variant = variant_of(str(model_id), catalog_ids())
+    return variant.base if variant is not None else None
+
+
+def read_models_by_name_only() -> None:
+    """From now on this process, and the processes it starts, read models by name only: catalog ids and their
+    published variants, no local path and no hub (the service's promise to its callers)."""
+    import os  # noqa: PLC0415
+
+    from .catalog.models import NAMES_ONLY_ENV  # noqa: PLC0415
+
+    os.environ[NAMES_ONLY_ENV] = "1"
 
 
 def gpus() -> list:

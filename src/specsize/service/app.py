@@ -13,7 +13,6 @@ This module is a thin shell: it parses, checks who is asking, calls `specsize.ap
 import ipaddress
 import json
 import logging
-import os
 import socket
 import threading
 import time
@@ -27,7 +26,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__, api
-from ..catalog.models import NAMES_ONLY_ENV
 from ..core.errors import SpecError, first_repeated
 from . import auth, db, deployments
 from .jobs import JobRunner
@@ -628,7 +626,7 @@ def create_app(config: Config | None = None) -> FastAPI:
     config = config or Config()
     # the service reads no file and no hub for its callers: a model is a catalog id or a published variant of one,
     # read from its name (catalog.variants), never a path that happens to exist here; its job processes inherit this
-    os.environ[NAMES_ONLY_ENV] = "1"
+    api.read_models_by_name_only()
     state = State(config)
     PlanRequest = request_model()
     app = FastAPI(title="specsize", version=__version__, docs_url=None, redoc_url=None,  # their pages load scripts from a CDN

@@ -77,10 +77,10 @@ def _no_file_lengths(values: dict) -> None:
 
 
 def _variant(value: str, catalog: frozenset[str]) -> bool:
-    """A published variant of a catalog model (catalog.variants), read from its name alone: no file, no hub."""
-    from ..catalog.variants import variant_of  # noqa: PLC0415
+    """A published variant of a catalog model (api.published_variant), read from its name alone: no file, no hub."""
+    from ..api import published_variant  # noqa: PLC0415
 
-    return variant_of(str(value), sorted(catalog)) is not None
+    return published_variant(str(value)) in catalog
 
 
 def build(body: dict, catalog: frozenset[str] | None, store: str | None = None) -> Request:
