@@ -32,6 +32,7 @@ import sys
 import time
 from pathlib import Path
 
+from specsize.api import published_variant  # a published id is read as the tool reads a user's
 from specsize.core.accuracy import METRICS, MetricError  # the record the tool reads back (catalog/accuracy.py)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -206,7 +207,7 @@ def case(row: dict) -> tuple[dict | None, str]:
     """The simulate overrides for a run, or None and why it is skipped."""
     if not any(row["engine"].startswith(e) for e in ENGINES):
         return None, f"engine {row['engine']} not modelled"
-    if row["model"] not in MODELS and _variant(row["model"]) is None:
+    if row["model"] not in MODELS and published_variant(row["model"]) is None:
         return None, f"model {row['model']} not in the catalog"
     gpu = GPUS.get(row["gpu"])
     if gpu is None:
@@ -242,13 +243,6 @@ def case(row: dict) -> tuple[dict | None, str]:
     if load is None:
         return None, "no rate, no concurrency, no request count"
     return {**over, **load}, ""
-
-
-def _variant(model_id: str):
-    from specsize.catalog import catalog_ids
-    from specsize.catalog.variants import variant_of
-
-    return variant_of(model_id, catalog_ids())
 
 
 def _engine(row: dict) -> dict:

@@ -46,8 +46,8 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'specsize.api' has no attribute {name!r}")
 
 __all__ = ["Request", "load_request", "plan", "simulate", "speedup", "stops_paying", "report", "search", "check_live",
-           "models", "gpus", "published_variant", "PlanResult", "SimulationReport", "SpeedupReport", "LoadSweep", "ReportData",
-           "SearchResult", "LiveCheck"]
+           "models", "gpus", "published_variant", "PlanResult", "SimulationReport", "SpeedupReport", "LoadSweep",
+           "ReportData", "SearchResult", "LiveCheck"]
 
 METRICS_DEADLINE_S = 30.0  # the whole /metrics response, however slowly it trickles in
 

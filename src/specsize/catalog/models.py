@@ -2,8 +2,8 @@
 
 Order: an existing local path, then the catalog (by Hugging Face id, case-insensitive), then the hub when
 huggingface_hub is installed and the machine is online, then a published variant of a catalog model read from
-its id (catalog.variants: a quantized checkpoint, a mirror, a revision; priced as that model, with a note). Exact weight bytes come from safetensors headers
-(or `model.safetensors.index.json`) when a directory has them.
+its id (catalog.variants: a quantized checkpoint, a mirror, a revision; priced as that model, with a note). Exact
+weight bytes come from safetensors headers (or `model.safetensors.index.json`) when a directory has them.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import difflib
 from dataclasses import dataclass, replace
 import json
 import os
-import re
 import struct
 from functools import lru_cache
 from importlib import resources
@@ -429,7 +428,7 @@ def variant_note(m: ModelSpec) -> str | None:
     limit = (f"; its context is planned up to {v.base}'s max_position_embeddings ({m.max_position_embeddings:,} "
              "tokens), which a revision or sibling may exceed" if v.readings else "")
     kv = ("; its KV cache is priced in the model dtype: add --kv-cache-dtype fp8 to serve it with the fp8 KV scales "
-          "its name says it carries" if re.search(r"fp8[-_]kv$", m.model_id, re.IGNORECASE) else "")
+          "its name says it carries" if v.fp8_kv else "")
     return (f"{m.model_id} is not in the catalog and was not read from the hub: priced as {v.base}{via} with "
             f"{weights}{limit}{kv}; give its config.json or model directory for the checkpoint's own layout")
 

@@ -35,6 +35,7 @@ QUANT_SUFFIXES: tuple[tuple[str, str], ...] = (
     (r"mxfp4(?:[-_.]preview)?", "mxfp4"),
 )
 _QUANT = tuple((re.compile(rf"[-_.]{pattern}$", re.IGNORECASE), name) for pattern, name in QUANT_SUFFIXES)
+_FP8_KV = _QUANT[0][0]  # QUANT_SUFFIXES' first: fp8 weights with fp8 KV scales
 _REVISION = re.compile(r"-(?:instruct|thinking)-\d{4}$", re.IGNORECASE)  # Qwen3's 2507 revisions
 _SIBLING = re.compile(r"-(?:instruct|it|chat|base|pt)$", re.IGNORECASE)
 
@@ -48,6 +49,7 @@ class Variant:
     base: str
     quantization: str | None
     readings: tuple[str, ...]
+    fp8_kv: bool = False  # the name says the checkpoint carries fp8 KV scales (AMD Quark's -FP8-KV)
 
 
 def variant_of(model_id: str, catalog_ids: list[str]) -> Variant | None:
@@ -61,10 +63,12 @@ def variant_of(model_id: str, catalog_ids: list[str]) -> Variant | None:
     for cid in catalog_ids:
         by_name.setdefault(cid.split("/", 1)[-1].lower(), []).append(cid)
     stems: list[tuple[str, str | None]] = [(name, None)]  # the whole name first: a catalog model named -FP8 itself
+    fp8_kv = False
     for pattern, method in _QUANT:
         match = pattern.search(name)
         if match:
             stems.append((name[:match.start()], method))
+            fp8_kv = pattern is _FP8_KV
             break
     for stem, quant in stems:
         for candidate, readings in _candidates(stem):
@@ -73,7 +77,7 @@ def variant_of(model_id: str, catalog_ids: list[str]) -> Variant | None:
                 base = next((cid for cid in ids if cid.split("/", 1)[0].lower() == org.lower()), sorted(ids)[0])
                 if base.lower() == model_id.lower():
                     return None
-                return Variant(model_id, base, quant, readings)
+                return Variant(model_id, base, quant, readings, fp8_kv and quant is not None)
     return None
 
 

@@ -76,13 +76,6 @@ def _no_file_lengths(values: dict) -> None:
                             "lengths given inline: p50=N,p99=N, a list of samples, or a mapping")
 
 
-def _variant(value: str, catalog: frozenset[str]) -> bool:
-    """A published variant of a catalog model (api.published_variant), read from its name alone: no file, no hub."""
-    from ..api import published_variant  # noqa: PLC0415
-
-    return published_variant(str(value)) in catalog
-
-
 def build(body: dict, catalog: frozenset[str] | None, store: str | None = None) -> Request:
     """A Request from a JSON body (already shaped by `request_model`); `catalog` None: already checked. `store`:
     the calibration store that `acceptance_from_store` reads (the service's own database on SQLite)."""
@@ -113,8 +106,11 @@ def build(body: dict, catalog: frozenset[str] | None, store: str | None = None) 
     models = [(name, getattr(request, name)) for name in CATALOG_ONLY]
     # a speedup candidate's draft is a model too (it would load a folder or a file on the server, or go to the hub)
     models += [("candidates", candidate_fields(text).get("draft")) for text in request.candidates]
+    from ..api import published_variant  # noqa: PLC0415 - a variant is read from its name alone: no file, no hub
+
     for name, value in models:
-        if catalog is not None and value is not None and value not in catalog and not _variant(value, catalog):
+        if catalog is not None and value is not None and value not in catalog \
+                and published_variant(str(value)) not in catalog:
             raise SpecError(name, f"{value!r} is not a catalog model; the service reads no files or hubs",
                             "a model id from GET /api/v1/models, or a published variant of one (-FP8, -AWQ, ...)")
     if store is not None and request.acceptance_from_store:
