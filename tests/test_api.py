@@ -122,6 +122,30 @@ def test_quantization_override_keeps_shared_reserved(capsys):
                                                             "--quantization", "fp8", "--format", "json")[1]
 
 
+@pytest.mark.parametrize("restated", ["fp8", "fbgemm_fp8", "modelopt"])
+def test_a_quantization_restating_the_checkpoints_own_changes_nothing(restated):
+    """Fuzz pass 4: `--quantization fp8` on Meta's fbgemm_fp8 405B had dropped the checkpoint's layout (attention and
+    the first and last layers' MLPs in bf16) and priced an all-fp8 model: 47.80 against 56.77 GiB of weights per GPU
+    at TP 8, and `check` went from 3 (does not fit) to 0. The engine loads the checkpoint as stored either way."""
+    kw = dict(target="meta-llama/Llama-3.1-405B-Instruct-FP8", gpu="H100-SXM-80GB", tp=8, max_model_len=16384)
+    stored, restated_plan = specsize.plan(**kw), specsize.plan(**kw, quantization=restated)
+    assert restated_plan.memory.weights_target_bytes == stored.memory.weights_target_bytes
+    # by hand, per rank at TP 8: attention in bf16 in all 126 layers (q, o 16384x16384, k, v 16384x1024), MLPs
+    # (3 x 16384 x 53248) in fp8 with fp32 per-row scales except layers 0 and 125 in bf16, embedding and lm_head
+    # (128,256 x 16384) in bf16, norms replicated
+    attention = 126 * (2 * 16384 * 16384 + 2 * 16384 * 1024) * 2 // 8
+    mlp = 124 * (3 * 16384 * 53248 + (2 * 53248 + 16384) * 4) // 8 + 2 * 3 * 16384 * 53248 * 2 // 8
+    by_hand = attention + mlp + 2 * 128256 * 16384 * 2 // 8 + (2 * 126 + 1) * 16384 * 2
+    assert abs(stored.memory.weights_target_bytes / by_hand - 1) < 0.005
+    for key in ("per_gpu", "kv_cache_tokens", "max_concurrency"):
+        assert restated_plan.to_dict()[key] == stored.to_dict()[key]
+    assert restated_plan.verdict.verdict == stored.verdict.verdict
+    assert "quantization" not in " ".join(restated_plan.warnings)
+    assert not any("--quantization" in c.shell for c in restated_plan.commands)
+    # a different format is still an override, priced as that format
+    assert specsize.plan(**kw, quantization="awq").memory.weights_target_bytes < stored.memory.weights_target_bytes
+
+
 @pytest.mark.parametrize("method", ["eagle", "eagle3", "medusa"])
 @pytest.mark.parametrize("draft", [None, "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"])
 def test_eagle_without_a_head_prices_the_standard_head(capsys, method, draft):

@@ -414,10 +414,21 @@ def checkpoint_format_needed(name: str | None) -> str | None:
 def effective_target(d: Deployment) -> tuple[ModelSpec, Quantization | None]:
     """The target as the engine will load it, and its weights' quantization: the checkpoint's own, or the
     `quantization` override (`none`: unquantized). An override drops the checkpoint's exact byte count, which
-    describes the checkpoint's format, not the override's. The one owner of this rule."""
-    if d.engine.quantization is None:
+    describes the checkpoint's format, not the override's; one that restates the format the checkpoint declares
+    changes nothing (its layout, e.g. the bf16 attention of Meta's fbgemm_fp8 405B, and its byte count stay).
+    The one owner of this rule."""
+    if d.engine.quantization is None or restates_checkpoint(d.target, d.engine.quantization):
         return d.target, d.target.quantization
     return _overridden(d.target, str(d.engine.quantization))
+
+
+def restates_checkpoint(target: ModelSpec, name: str | None) -> bool:
+    """A `--quantization` naming the format the checkpoint itself declares (fp8, fbgemm_fp8 or modelopt on an fp8
+    checkpoint; awq or gptq on an int4 one): the engine loads the checkpoint as stored, so the plan is the one
+    without the flag (inputs.resolve drops it)."""
+    q = target.quantization
+    given = str(name).lower() if name is not None else "none"
+    return q is not None and q.source != "override" and given != "none" and quantization_format(given) == q.method
 
 
 @lru_cache(maxsize=1024)  # one spec object per (model, override): the caches keyed on models keep hitting
