@@ -368,14 +368,45 @@ def test_a_config_the_hub_served_and_specsize_refuses_is_not_read_as_a_variant(t
 
 
 @pytest.mark.usefixtures("offline")
-def test_a_head_method_with_an_unreadable_id_keeps_the_derived_head():
+def test_a_head_method_reads_a_named_head_as_it_reads_the_catalog():
+    """Fuzz pass 4: `--method eagle3 --draft sgl-project/SpecForge-llama3-70B-eagle3-FP8` on an 8B target had been
+    priced as a standard 8B head, and `--draft meta-llama/Llama-3.2-1B-Instruct-FP8` too, where the catalog ids
+    without the suffix are refused. A variant is now checked as its catalog model is; only an id that is neither
+    readable nor a variant gets the derived head, under that id."""
+    from specsize import api
     from specsize.inputs.resolve import speculative_config
 
     target = load_model("meta-llama/Llama-3.1-8B-Instruct")
-    head = speculative_config("eagle3", "unsloth/Llama-3.2-1B-Instruct", 3, 1, target=target).draft
-    assert head.is_derived and head.num_layers == 1  # not the 16-layer model its name reads as
+    common = dict(target=target.model_id, gpu="H100-SXM-80GB", method="eagle3", num_speculative_tokens=3)
+    for whole_model in ("unsloth/Llama-3.2-1B-Instruct", "meta-llama/Llama-3.2-1B-Instruct-FP8",
+                        "sgl-project/SpecForge-llama3-70B-eagle3-FP8"):  # 16 layers; a head 8192 wide
+        with pytest.raises(SpecError, match=r"draft: .* is not an eagle3 head for meta-llama/Llama-3.1-8B"):
+            api.plan(**common, draft=whole_model)
+    head = api.plan(**common, draft="sgl-project/SpecForge-llama3-8B-eagle3-FP8").deployment.speculative.draft
+    assert (head.num_layers, head.hidden_size, head.quantization.method) == (1, 4096, "fp8")
+    derived = speculative_config("eagle3", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", 3, 1, target=target).draft
+    assert derived.is_derived and derived.num_layers == 1 and derived.model_id == "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
+    assert derived.names_checkpoint  # the launch command serves the head the user named
+    assert not speculative_config("eagle3", None, 3, 1, target=target).draft.names_checkpoint
     model = speculative_config("draft_model", "unsloth/Llama-3.2-1B-Instruct", 3, 1, target=target).draft
     assert model.source == "variant: meta-llama/Llama-3.2-1B-Instruct" and model.num_layers == 16
+
+
+@pytest.mark.usefixtures("offline")
+@pytest.mark.parametrize("head", ["sgl-project/SpecForge-llama3-8B-eagle3", "sgl-project/SpecForge-llama3-8B-eagle3-FP8",
+                                  "SafeAILab/EAGLE-train-config-vicuna-7B"])
+def test_a_head_is_neither_a_target_nor_a_draft_model(head):
+    """Fuzz pass 4: a one-layer head had been planned as a model to serve, and as a draft model (exit 0)."""
+    from specsize import api
+
+    with pytest.raises(SpecError, match="is a drafter head's config") as err:
+        api.plan(target=head, gpu="H100-SXM-80GB")
+    assert err.value.field == "target"
+    if "eagle3" in head:
+        with pytest.raises(SpecError, match="not a draft model that runs on its own") as err:
+            api.plan(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", method="draft_model",
+                     draft=head, num_speculative_tokens=3)
+        assert err.value.field == "draft"
 
 
 @pytest.mark.usefixtures("offline")

@@ -203,6 +203,16 @@ def test_ray_writes_the_same_table(study, reference, ray_cluster):
     assert refused.returncode == 2 and "cannot connect" in refused.stderr  # the token is the way in
 
 
+def test_a_ray_address_where_nothing_listens_is_refused_at_once(study):
+    """Fuzz pass 4: ray.init retried `--ray 127.0.0.1:1` for minutes (killed at 300 s), Ray's logs flooding stderr."""
+    pytest.importorskip("ray", reason="ray is not installed (pip install 'specsize[sweep]')")
+    for address in (f"127.0.0.1:{_free_port()}", "nothost.invalid:6379"):
+        refused = _sweep(str(study), "-o", str(study.parent / "nobody.parquet"), "--ray", address, timeout=60)
+        assert refused.returncode == 2, refused.stderr
+        assert refused.stderr.startswith(f"specsize: error: ray: cannot connect to the Ray cluster at {address}")
+        assert len(refused.stderr.strip().splitlines()) == 1
+
+
 def test_the_summary_is_self_contained(study, reference):
     page = (study.parent / "one.html").read_text()
     for section in ("The chosen fleet", "Pareto front", "Headroom by GPU type", "Where speculation pays"):

@@ -136,6 +136,7 @@ class RayPool:
         self._ray = ray
         self.retries = retries
         self.retried = 0  # Ray counts its own retries; this pool sees only their results
+        _reachable(address)  # ray.init retries an address nobody listens on for minutes, its logs on stderr
         try:
             # logs stay on the workers (the driver's stderr is the progress bar's); nothing is started here
             ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
@@ -162,6 +163,25 @@ class RayPool:
 
     def close(self) -> None:
         self._ray.shutdown()
+
+
+RAY_CONNECT_TIMEOUT_S = 5.0
+
+
+def _reachable(address: str) -> None:
+    """A HOST:PORT (or ray://HOST:PORT) address accepts a TCP connection within RAY_CONNECT_TIMEOUT_S; `auto` and
+    addresses of other shapes are left to ray.init, which says what is wrong with them."""
+    import socket  # noqa: PLC0415
+
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=RAY_CONNECT_TIMEOUT_S).close()
+    except OSError as err:
+        raise SpecError("ray", f"cannot connect to the Ray cluster at {address}: nothing answers there within "
+                        f"{RAY_CONNECT_TIMEOUT_S:.0f} s ({err.strerror or err})",
+                        "the address of a running cluster: HOST:PORT of `ray start --head`, or auto") from None
 
 
 def make_executor(workers: int | None = None, ray_address: str | None = None,

@@ -664,8 +664,9 @@ def as_eagle_head(m: ModelSpec) -> ModelSpec:
 EAGLE3_DRAFT_VOCAB = 32_000
 
 
-def standard_head(target: ModelSpec, method: str, k: int) -> ModelSpec:
-    """The usual drafter of `method` for `target` when none is given, built from the target's config:
+def standard_head(target: ModelSpec, method: str, k: int, named: str | None = None) -> ModelSpec:
+    """The usual drafter of `method` for `target` when none is given, built from the target's config (`named`: the
+    head a user named whose config could not be read; the derived head keeps that id, which the launch command serves):
 
     - eagle: one decoder layer at the target's widths + the fc 2H -> H fusing token embedding and hidden state;
       embeddings and lm_head shared with the target (Li et al. 2024, EAGLE; vLLM EagleLlamaForCausalLM);
@@ -685,17 +686,19 @@ def standard_head(target: ModelSpec, method: str, k: int) -> ModelSpec:
             "max_position_embeddings": target.max_position_embeddings, "tie_word_embeddings": False,
             "torch_dtype": target.dtype}
     label = f"{DERIVED_SOURCE}: the standard {method} head of {target.model_id}"
+    if named:
+        label += f" ({named} could not be read)"
     if method == "eagle3":
         cfg = {**base, "architectures": ["LlamaForCausalLMEagle3"], "num_hidden_layers": 1,
                "draft_vocab_size": min(EAGLE3_DRAFT_VOCAB, target.vocab_size)}
-        return spec_from_config(cfg, f"{target.model_id} (EAGLE-3 head, derived)", label)
+        return spec_from_config(cfg, named or f"{target.model_id} (EAGLE-3 head, derived)", label)
     if method == "eagle":
         cfg = {**base, "architectures": ["EagleLlamaForCausalLM"], "num_hidden_layers": 1}
-        return as_eagle_head(spec_from_config(cfg, f"{target.model_id} (EAGLE head, derived)", label))
+        return as_eagle_head(spec_from_config(cfg, named or f"{target.model_id} (EAGLE head, derived)", label))
     if method == "medusa":
         heads_k = max(1, k)
-        return medusa_heads(h, target.vocab_size, heads_k, f"{target.model_id} (Medusa, {heads_k} heads, derived)",
-                            label, target.dtype)
+        return medusa_heads(h, target.vocab_size, heads_k,
+                            named or f"{target.model_id} (Medusa, {heads_k} heads, derived)", label, target.dtype)
     raise ValueError(method)
 
 

@@ -373,10 +373,9 @@ def _suggest(model_id: str) -> str:
     return "; did you mean " + ", ".join(lowered[c] for c in close) + "?" if close else ""
 
 
-def load_model(ref: str, variants: bool = True) -> ModelSpec:
+def load_model(ref: str) -> ModelSpec:
     """A ModelSpec from a catalog id, a local config.json / model directory, or a hub id; where the hub cannot be
-    read (offline, not installed, not there) and `variants`, a published variant of a catalog model
-    (catalog.variants)."""
+    read (offline, not installed, not there), a published variant of a catalog model (catalog.variants)."""
     if not ref or not str(ref).strip():
         raise SpecError("model", "no model given", "a catalog id (specsize models), a config.json or a directory")
     ref = str(ref).strip()
@@ -392,7 +391,7 @@ def load_model(ref: str, variants: bool = True) -> ModelSpec:
     try:
         return _from_hub(ref)
     except HubMiss:  # the hub was not read (a config it served and specsize refuses stays refused)
-        variant = variant_of(ref, catalog_ids()) if variants else None
+        variant = variant_of(ref, catalog_ids())
         if variant is None:
             raise
         return _from_variant(variant)
@@ -439,6 +438,10 @@ def load_target(ref: str) -> ModelSpec:
     if not m.num_layers:
         raise SpecError("target", f"{ref} is a Medusa head's config (no decoder layers), not a model to serve",
                         "a model's config.json; give the heads with --draft")
+    if m.is_head:  # an EAGLE / EAGLE-3 head drafts from the target's hidden states; it serves nothing alone
+        shape = "the fc over the target's hidden states" if m.eagle_fc_inputs else f"{m.num_layers} decoder layer"
+        raise SpecError("target", f"{ref} is a drafter head's config ({shape}), not a model to serve",
+                        "the model the head drafts for; give the head with --draft and --method eagle or eagle3")
     return m
 
 

@@ -190,8 +190,21 @@ class ModelSpec:
 
     @property
     def is_derived(self) -> bool:
-        """A drafter head built from the target's config (no checkpoint of its own was given)."""
+        """A drafter head built from the target's config (no readable checkpoint config of its own was given)."""
         return self.source.startswith(DERIVED_SOURCE)
+
+    @property
+    def is_head(self) -> bool:
+        """A drafter head's config, not a model that runs on its own: an EAGLE-3 head (the fc fusing the target's
+        hidden states), an EAGLE head (one decoder layer over the target's features) or Medusa's heads (none)."""
+        return bool(self.eagle_fc_inputs) or self.num_layers <= 1
+
+    @property
+    def names_checkpoint(self) -> bool:
+        """Its model_id names a checkpoint an engine can load: every model but a derived head labelled after its
+        target ("... (EAGLE-3 head, derived)"); a head derived in place of a named one that could not be read keeps
+        that name (catalog.configs.standard_head)."""
+        return not (self.is_derived and " " in self.model_id)  # hub ids and paths specsize reads hold no space
 
     @property
     def is_moe(self) -> bool:

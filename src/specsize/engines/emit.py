@@ -46,10 +46,11 @@ def _kv_dtype(value: str, engine: str) -> str | None:
 
 def _draft_path(d: Deployment) -> str:
     """The drafter's checkpoint; a head specsize derived from the target's config has none, so the command
-    names the gap instead of a path that does not exist (the plan's note says the head was derived)."""
+    names the gap instead of a path that does not exist (the plan's note says the head was derived), unless it was
+    derived in place of a named head whose config could not be read: the engine serves that one."""
     draft = d.speculative.draft
     assert draft is not None
-    if draft.is_derived:
+    if not draft.names_checkpoint:
         return _gap(f"{d.speculative.kind.method.value}_HEAD")
     return draft.model_id
 

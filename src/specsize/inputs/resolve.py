@@ -89,17 +89,17 @@ def speculative_config(method_name: str | None, draft_id: str | None, k: int | N
             raise SpecError("draft", f"method {method} needs a draft model or head config",
                             "a catalog id (specsize models), a config.json or a model directory")
         if draft_id:
-            try:  # a head method's unreadable hub id gets the derived head, not a full model read from its name
-                draft = load_model(str(draft_id), variants=not derivable)
+            # a head method's unreadable hub id gets the derived head under that id; one read as a variant of a catalog
+            # model is checked as that model is (validate_speculative: a head of the target's width, or refused)
+            try:
+                draft = load_model(str(draft_id))
             except SpecError:
                 if not (derivable and _hub_shaped(str(draft_id))):
                     raise
                 draft = None
         if draft is None:
             assert target is not None
-            draft = standard_head(target, str(method), k or 1)
-            if draft_id:
-                draft = draft.with_(source=f"{draft.source} ({draft_id} could not be read)")
+            draft = standard_head(target, str(method), k or 1, named=str(draft_id) if draft_id else None)
         elif method == SpecMethod.EAGLE:
             draft = as_eagle_head(draft)
     if method != SpecMethod.NONE and (k is None or k < 1):

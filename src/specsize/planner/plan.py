@@ -86,6 +86,11 @@ def validate_speculative(target: ModelSpec, sp: SpeculativeConfig) -> None:
     if sp.kind.derives_from_target:
         require_mtp_layers(target)
     if sp.kind.own_tp and sp.draft is not None:
+        if sp.draft.is_head:  # it drafts from the target's hidden states: no forward of its own to run
+            raise SpecError("draft", f"{sp.draft.model_id} is an EAGLE{'-3' if sp.draft.eagle_fc_inputs == 3 else ''} "
+                            f"head ({sp.draft.num_layers} decoder layer), not a draft model that runs on its own",
+                            "a smaller model of the target's family, or --method "
+                            f"{'eagle3' if sp.draft.eagle_fc_inputs == 3 else 'eagle'} with this head")
         if sp.draft.num_attention_heads % sp.draft_tp:
             raise SpecError("draft_tp", f"{sp.draft_tp} does not divide the draft's {sp.draft.num_attention_heads} "
                             "attention heads", "a divisor of the draft's attention heads")
@@ -140,7 +145,9 @@ def plan(d: Deployment, w: Workload, profile: AccountingProfile, headroom: float
     s = mem.settings
     if s.max_model_len > d.target.max_position_embeddings:
         raise SpecError("max_model_len", f"{s.max_model_len} exceeds the target's max_position_embeddings "
-                        f"({d.target.max_position_embeddings})", f"at most {d.target.max_position_embeddings}")
+                        f"({d.target.max_position_embeddings}) as {d.target.model_id} is read here",
+                        f"at most {d.target.max_position_embeddings}, or the checkpoint's own config.json (a path) where "
+                        "it allows more, as a newer revision's may")
     per_replica = replica_workload(d, w)
     verdict = evaluate(mem, per_replica, headroom)
     warnings = []
