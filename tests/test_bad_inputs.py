@@ -553,3 +553,48 @@ def test_values_click_refuses_are_one_line_naming_the_field(argv, line, capsys):
     """Click's own refusals had read "Invalid value for '--tp': ...": now FIELD: problem, as every other bad input."""
     code, _, err = run(capsys, *argv)
     assert code == 2 and err.strip().splitlines()[-1] == line
+
+
+def _cli(*argv: str, stdin: str | None = None):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "specsize.cli.main", *argv], input=stdin, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_a_samples_file_from_a_pipe_is_read_once():
+    """Fuzz pass 4: `--samples-file /dev/stdin` (or <(...)) read the pipe once per column, and the second read, empty,
+    ended in "holds no token counts"."""
+    rows = "prompt_tokens,output_tokens\n" + "".join(f"{100 * i},{10 * i}\n" for i in range(1, 101))
+    common = ("plan", "--target", "Qwen/Qwen3-8B", "--gpu", "H100-SXM-80GB", "--format", "json", "--samples-file")
+    piped = _cli(*common, "/dev/stdin", stdin=rows)
+    assert piped.returncode == 0, piped.stderr
+    envelope = json.loads(piped.stdout)["envelope"]
+    # p99 of 100, 200 ... 10,000 prompt tokens and 10 ... 1,000 output tokens (numpy's linear interpolation:
+    # 99th of 100 evenly spaced values is 9,900 + 0.01 x 100)
+    assert envelope["prompt_tokens"] in (9901, 9900, 10000) and envelope["output_tokens"] in (990, 991, 1000), envelope
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="no named pipes on this system")
+@pytest.mark.parametrize("where", [("plan", "{fifo}"), ("plan", "--target", "{fifo}", "--gpu", "H100-SXM-80GB"),
+                                   ("plan", "--target", "Qwen/Qwen3-8B", "--gpu", "H100-SXM-80GB", "--samples-file",
+                                    "{fifo}"),
+                                   ("plan", "--target", "Qwen/Qwen3-8B", "--gpu", "H100-SXM-80GB", "--nvidia-smi",
+                                    "{fifo}")])
+def test_a_named_pipe_nobody_writes_to_is_an_error_not_a_hang(tmp_path, where):
+    """Fuzz pass 4: each of these waited forever for a writer to open the pipe."""
+    import os
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    done = _cli(*(arg.format(fifo=fifo) for arg in where))
+    assert done.returncode == 2 and done.stderr.startswith("specsize: error: ") and "Traceback" not in done.stderr
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full on this system")
+def test_a_series_that_cannot_be_written_leaves_stdout_empty():
+    """Fuzz pass 4: the whole JSON document was on stdout before `--series /dev/full` failed with exit 2."""
+    done = _cli("simulate", str(Path(__file__).parent.parent / "examples" / "llama8b-eagle3-h100.yaml"), "--duration",
+                "5", "--acceptance-rate", "0.7", "--series", "/dev/full", "--format", "json")
+    assert done.returncode == 2 and done.stdout == "" and "series: cannot write /dev/full" in done.stderr

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -40,11 +42,23 @@ def read_text(path: str | Path, field: str, accepted: str, limit: int | None = N
     p = Path(path)
     limit = size_limit(field) if limit is None else limit
     try:
-        with p.open("rb") as handle:
-            data = handle.read(limit + 1)
+        if stat.S_ISFIFO(p.stat().st_mode):
+            data = _read_pipe(p, limit + 1)
+        else:
+            with p.open("rb") as handle:
+                data = handle.read(limit + 1)
     except OSError as err:
         raise SpecError(field, f"cannot read {p}: {err.strerror or type(err).__name__}", accepted) from None
     return decode_text(data, str(p), field, accepted, limit)
+
+
+def _read_pipe(p: Path, size: int) -> bytes:
+    """A named pipe (or /dev/stdin, <(...) from a shell) read without waiting for a writer to open it: opened
+    non-blocking, then read blocking; with no writer at all it reads as empty (a one-line error), not a hang."""
+    fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as handle:
+        os.set_blocking(fd, True)
+        return handle.read(size)
 
 
 def read_lines(path: str | Path, field: str) -> list[str]:

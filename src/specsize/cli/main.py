@@ -195,9 +195,9 @@ def simulate(fmt: str, output: str | None, force: bool, series_path: str | None,
     check_targets(force, output=output, series=series_path)  # before the run: none of it is lost to a bad path
     report = _with_progress(lambda update: api.simulate(request, progress=update))
     _notes(report.notes)
-    write_output(renderer.render(report, fmt), output, force)
-    if series_path:
+    if series_path:  # first: a series that cannot be written is exit 2 with nothing on stdout (the JSON contract)
         write_series(report.spec.series, series_path, force)
+    write_output(renderer.render(report, fmt), output, force)
     sys.exit(0 if report.spec.sustains else 1)
 
 

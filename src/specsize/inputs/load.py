@@ -172,8 +172,13 @@ def _numbers(line: str) -> bool:
 def read_samples(path: str | Path, column: str | None = None, field: str = "samples_file") -> list[int]:
     """Token counts from a file: numbers (one per line or comma-separated), a JSON list, or a JSONL/CSV
     trace whose `column` field holds them."""
+    return parse_samples(read_text(Path(path), field, "a readable file", size_limit("samples_file")), path, column,
+                         field)
+
+
+def parse_samples(text: str, path: str | Path, column: str | None = None, field: str = "samples_file") -> list[int]:
+    """read_samples on a file's text already read (a pipe reads once: both columns come from one read)."""
     p = Path(path)
-    text = read_text(p, field, "a readable file", size_limit("samples_file"))
     values: list[int] = []
     stripped = text.strip()
     try:
@@ -312,9 +317,12 @@ def _samples(values: dict, sources: dict) -> None:
     path = values.get("samples_file")
     if not path:
         return
+    text = None
     for side in ("prompt_tokens", "output_tokens"):
         if values.get(side) is None:
-            values[side] = check_lengths(side, LengthDistribution.from_samples(read_samples(path, side)))
+            if text is None:
+                text = read_text(Path(path), "samples_file", "a readable file", size_limit("samples_file"))
+            values[side] = check_lengths(side, LengthDistribution.from_samples(parse_samples(text, path, side)))
             sources[side] = sources["samples_file"]
 
 
