@@ -598,3 +598,33 @@ def test_a_series_that_cannot_be_written_leaves_stdout_empty():
     done = _cli("simulate", str(Path(__file__).parent.parent / "examples" / "llama8b-eagle3-h100.yaml"), "--duration",
                 "5", "--acceptance-rate", "0.7", "--series", "/dev/full", "--format", "json")
     assert done.returncode == 2 and done.stdout == "" and "series: cannot write /dev/full" in done.stderr
+
+
+EXAMPLE = str(Path(__file__).parent.parent / "examples" / "llama8b-eagle3-h100.yaml")
+
+
+@pytest.mark.parametrize(("flags", "field"), [
+    (("--duration", "1e-9"), "duration"),  # had said "rate: the scenario produced no requests"
+    (("--rate", "1e-6", "--duration", "10"), "rate"),
+    (("--ramp-to", "1e6"), "ramp_to"),  # had said "duration: about 15,000,000 requests ..."
+    (("--compute-efficiency", "1e-320"), "compute_efficiency"),  # had said "rate: must be positive, got 0.0"
+    (("--memory-efficiency", "1e-320"), "memory_efficiency"),
+])
+def test_simulate_names_the_field_that_emptied_or_flooded_the_scenario(capsys, flags, field):
+    """Fuzz pass 4: these errors named another field than the one to change."""
+    code, out, err = run(capsys, "simulate", EXAMPLE, "--acceptance-rate", "0.7", *flags, "--format", "json")
+    assert code == 2 and out == "" and err.startswith(f"specsize: error: {field}: "), err
+
+
+def test_an_id_longer_than_a_file_name_is_an_unknown_model_not_a_path_error(capsys):
+    code, _, err = run(capsys, "plan", "--target", "a" * 300, "--gpu", "H100-SXM-80GB")
+    assert code == 2 and err.startswith("specsize: error: model: unknown model 'aaaa"), err
+
+
+def test_stops_paying_refuses_a_ladder_too_large_before_running_it(capsys, monkeypatch):
+    """Fuzz pass 4: `--rate 1e6` ran the low rungs for 36 s before the top one was refused."""
+    from specsize import api
+
+    monkeypatch.setattr(api, "simulate", lambda *a, **k: pytest.fail("a rung was simulated"))
+    code, out, err = run(capsys, "stops-paying", EXAMPLE, "--acceptance-rate", "0.7", "--duration", "5", "--rate", "1e6")
+    assert code == 2 and out == "" and err.startswith("specsize: error: rate: the sweep's top rung"), err

@@ -111,7 +111,8 @@ def _drafter_notes(r: Resolved, candidates: tuple = ()) -> tuple[str, ...]:
     notes = [r.drafter_note] if r.drafter_note else []
     if sp.draft is not None and sp.draft.is_derived:
         notes.append(f"no readable head config: priced {sp.draft.source} (catalog.configs.standard_head), in memory "
-                     "and in time; pass --draft for the real one")
+                     "and in time; " + ("give the head's config.json or model directory (--draft PATH) for its own "
+                                        "layout" if sp.draft.names_checkpoint else "pass --draft for the real one"))
     rates = [sp.proposal_rate] if sp.method == "ngram" and not r.request.given("proposal_rate") else []
     if candidates:  # `speedup --candidate`s: each a drafter of its own
         from .inputs.candidates import candidate_fields  # noqa: PLC0415
@@ -292,8 +293,8 @@ def stops_paying(request: Request | None = None, progress: Callable[[int, int], 
     times the request's `rate` (or, without one, the rate that keeps `concurrency` in flight), bisecting the
     first step where the speculative server's mean end-to-end latency reaches the plain one's
     (planner/load_sweep.py). Each simulation runs the request's scenario (`duration`, lengths, bursts) at its rate."""
-    from .planner.load_sweep import MAX_RUNG_DURATION_S, LoadPoint, load_point, sweep_loads  # noqa: PLC0415
-    from .planner.scenario import replica_envelope_rate  # noqa: PLC0415
+    from .planner.load_sweep import MAX_RUNG_DURATION_S, LoadPoint, ladder, load_point, sweep_loads  # noqa: PLC0415
+    from .planner.scenario import MAX_REQUESTS, replica_envelope_rate  # noqa: PLC0415
 
     _progress(progress)
     q = _request(request, overrides)
@@ -330,7 +331,14 @@ def stops_paying(request: Request | None = None, progress: Callable[[int, int], 
         return load_point(rate, spec, plain)
 
     top = info("rate").maximum  # the highest rate a simulation takes (the request field's bound)
-    result = sweep_loads(evaluate, centre, source, progress=progress, max_rate=float(top) if top is not None else inf)
+    max_rate = float(top) if top is not None else inf
+    highest = ladder(centre, max_rate)[-1]
+    if highest * q.duration > MAX_REQUESTS:  # refused before the first rung runs, as simulate refuses it
+        raise SpecError("rate" if q.rate is not None else "duration",
+                        f"the sweep's top rung, {highest:,.1f} req/s for {q.duration:g} s, is about "
+                        f"{highest * q.duration:,.0f} requests; at most {MAX_REQUESTS:,} are simulated",
+                        "a lower rate or a shorter duration")
+    result = sweep_loads(evaluate, centre, source, progress=progress, max_rate=max_rate)
     return replace(result, scenario=shape[0] if shape else "")
 
 

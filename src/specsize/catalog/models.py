@@ -380,7 +380,7 @@ def load_model(ref: str) -> ModelSpec:
         raise SpecError("model", "no model given", "a catalog id (specsize models), a config.json or a directory")
     ref = str(ref).strip()
     path = Path(ref).expanduser()
-    if not os.environ.get(NAMES_ONLY_ENV) and path.exists():
+    if not os.environ.get(NAMES_ONLY_ENV) and exists(path):
         return _from_path(path)
     if ref.lower() in _catalog_index():
         return _from_catalog(ref)
@@ -445,10 +445,18 @@ def load_target(ref: str) -> ModelSpec:
     return m
 
 
+def exists(path: Path) -> bool:
+    """Path.exists, where a name no file can have (over 255 bytes, a loop of links) is not a file: an id."""
+    try:
+        return path.exists()
+    except OSError:
+        return False
+
+
 def load_config_dict(ref: str) -> tuple[dict, str | None]:
     """(the raw config.json dict, the local model directory or None) of a model reference."""
     path = Path(str(ref)).expanduser()
-    if path.exists():
+    if exists(path):
         config_path = path / "config.json" if path.is_dir() else path
         return _read_json(config_path, "model"), str(path) if path.is_dir() else None
     if str(ref).lower() in _catalog_index():

@@ -67,7 +67,9 @@ def variant_of(model_id: str, catalog_ids: list[str]) -> Variant | None:
     for pattern, method in _QUANT:
         match = pattern.search(name)
         if match:
-            stems.append((name[:match.start()], method))
+            stem = name[:match.start()]
+            if not any(other.search(stem) for other, _ in _QUANT):  # one format per name: -FP8-AWQ says two
+                stems.append((stem, method))
             fp8_kv = pattern is _FP8_KV
             break
     for stem, quant in stems:

@@ -161,9 +161,9 @@ class Request:
                                   "with fewer than 99% of requests within it is thin (slo_missed).", "float", PERF,
                                   unit="ms", minimum=0, exclusive_minimum=True, maximum=1e7)
     memory_efficiency: float | None = F(None, "Override the achieved fraction of HBM bandwidth.", "float", PERF,
-                                        minimum=0, exclusive_minimum=True, maximum=1)
+                                        minimum=1e-3, maximum=1)
     compute_efficiency: float | None = F(None, "Override the achieved fraction of FLOP/s.", "float", PERF,
-                                         minimum=0, exclusive_minimum=True, maximum=1)
+                                         minimum=1e-3, maximum=1)
     step_overhead_ms: float | None = F(None, "Override the fixed cost of one forward step.", "float", PERF,
                                        unit="ms", minimum=0, maximum=1e4)
     # --- what `plan` adds around the verdict -------------------------------------------------------------------

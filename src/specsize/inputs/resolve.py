@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..catalog import load_gpu, load_model, load_target
+from ..catalog.models import exists
 from ..catalog.configs import as_eagle_head, standard_head
 from ..catalog.gpus import load_efficiency
 from ..core.errors import SpecError
@@ -65,7 +66,7 @@ DERIVABLE = (SpecMethod.EAGLE, SpecMethod.EAGLE3, SpecMethod.MEDUSA)
 
 def _hub_shaped(draft_id: str) -> bool:
     """An owner/name id that is no local file or directory (a hub id the catalog does not hold)."""
-    return draft_id.count("/") == 1 and not draft_id.startswith((".", "/", "~")) and not Path(draft_id).exists()
+    return draft_id.count("/") == 1 and not draft_id.startswith((".", "/", "~")) and not exists(Path(draft_id))
 
 
 def refuse_draft(method: SpecMethod, draft_id: str | None) -> None:

@@ -101,12 +101,20 @@ def crossing(points: list[LoadPoint]) -> float | None:
     return crossing_rate([p.rate_req_s for p in points], [p.ratio for p in points])
 
 
+FACTOR, STEPS = 2.0, 3  # the ladder: centre x 2^-3 .. centre x 2^3
+
+
+def ladder(centre: float, max_rate: float = math.inf, factor: float = FACTOR, steps: int = STEPS) -> list[float]:
+    """The rates the sweep simulates first, lowest to highest (no rung above `max_rate`)."""
+    return sorted({min(centre * factor ** j, max_rate) for j in range(-steps, steps + 1)})
+
+
 def sweep_loads(evaluate: Callable[[float], LoadPoint], centre: float, centre_source: str, scenario: str = "",
-                factor: float = 2.0, steps: int = 3, refine: int = 3,
+                factor: float = FACTOR, steps: int = STEPS, refine: int = 3,
                 progress: Callable[[int, int], None] | None = None, max_rate: float = math.inf) -> LoadSweep:
     """Simulate the ladder centre x factor^-steps .. centre x factor^steps (no rung above `max_rate`, the highest rate
     a simulation takes), then bisect the first rung pair whose latency ratio crosses 1 `refine` times."""
-    rates = sorted({min(centre * factor ** j, max_rate) for j in range(-steps, steps + 1)})
+    rates = ladder(centre, max_rate, factor, steps)
     total = len(rates) + refine
     points: list[LoadPoint] = []
     for i, rate in enumerate(rates):

@@ -96,13 +96,28 @@ def build_scenario(d: Deployment, w: Workload, rate_per_replica: float | None, s
                         None if sim.ramp_to_req_s is None else sim.ramp_to_req_s / d.replicas)
     expected = rates.peak() * sim.duration_s
     if expected > MAX_REQUESTS:
-        raise SpecError("rate" if sim.rate_req_s is not None else "duration", f"about {expected:,.0f} requests at {rates.peak():,.1f} req/s (peak) for "
-                        f"{sim.duration_s:g} s; at most {MAX_REQUESTS:,} are simulated",
-                        "a lower rate or a shorter duration")
+        ramped = sim.ramp_to_req_s is not None and sim.ramp_to_req_s / d.replicas >= rate_per_replica
+        raise SpecError("ramp_to" if ramped else "rate" if sim.rate_req_s is not None else "duration",
+                        f"about {expected:,.0f} requests at {rates.peak():,.1f} req/s (peak) for {sim.duration_s:g} s; "
+                        f"at most {MAX_REQUESTS:,} are simulated",
+                        f"a lower {'ramp_to' if ramped else 'rate'} or a shorter duration")
     return Scenario(arrivals="poisson", duration_s=sim.duration_s, rate_req_s=rate_per_replica,
                     rate_source="rate" if sim.rate_req_s is not None else "littles_law", rates=rates, prompt=prompt,
                     output=output, lengths_source=source, burst_source=sim.burst_source if (bursts or on_off) else None,
                     replicas=d.replicas)
+
+
+def _no_requests(sim: SimSettings, scenario: Scenario) -> SpecError:
+    """An empty scenario, named by what made it empty: a duration too short for one arrival at a sensible rate, else
+    the rate (the one given, or the envelope's, which the deployment's capacity sets)."""
+    rate = scenario.rate_req_s
+    if rate is None:
+        return SpecError("duration", f"the scenario produced no requests in {sim.duration_s:g} s",
+                         "a longer duration")
+    said = "" if sim.rate_req_s is not None else " (the envelope's, from the deployment's capacity and overheads)"
+    field = "duration" if rate * 3600 >= 1 else "rate"
+    return SpecError(field, f"the scenario produced no requests: {rate:.3g} req/s{said} for {sim.duration_s:g} s",
+                     "a longer duration" if field == "duration" else "a higher rate, or a deployment that serves one")
 
 
 def _requests(scenario: Scenario, sim: SimSettings, acc, limit: int) -> Requests:
@@ -190,7 +205,7 @@ def run_simulation(d: Deployment, w_total: Workload, profile: AccountingProfile,
         scenario = build_scenario(d, w, rate, sim, limit)
         req = _requests(scenario, sim, acc, limit)
     if not len(req):
-        raise SpecError("rate", "the scenario produced no requests", "a higher rate or a longer duration")
+        raise _no_requests(sim, scenario)
     if len(req) > MAX_REQUESTS:
         raise SpecError("trace", f"the trace has {len(req):,} requests; at most {MAX_REQUESTS:,} are simulated",
                         "a shorter trace")
