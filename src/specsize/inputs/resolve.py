@@ -11,14 +11,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..catalog import load_gpu, load_model, load_target
-from ..catalog.models import exists
 from ..catalog.configs import as_eagle_head, standard_head
 from ..catalog.gpus import load_efficiency
+from ..catalog.models import exists
 from ..core.errors import SpecError
 from ..core.memory import AccountingProfile
 from ..core.multimodal import with_images
 from ..core.perf import Efficiency
-from ..core.specs import Deployment, EngineSettings, GpuSpec, ModelSpec, SpeculativeConfig, Workload, canonical_dtype, restates_checkpoint
+from ..core.specs import (Deployment, EngineSettings, GpuSpec, ModelSpec, SpeculativeConfig, Workload, canonical_dtype,
+                          restates_checkpoint)
 from ..core.speculation import Acceptance, SpecMethod
 from ..engines import resolve_profile
 from ..engines.methods import check_method, check_proposal_rate, check_tree
