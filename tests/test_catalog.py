@@ -34,6 +34,20 @@ def test_catalog_is_case_insensitive_and_carries_source():
     assert m.model_id == "meta-llama/Llama-3.1-8B-Instruct" and m.source.startswith("catalog: ")
 
 
+def test_the_vocabulary_read_from_a_catalog_config_is_the_one_its_spec_has():
+    """api.catalog_models builds only the catalog models whose config gives the target's vocabulary (the ranked fixes'
+    drafts and heads share it): the raw figure must be the spec's wherever it is given."""
+    from specsize.api import catalog_models
+    from specsize.catalog.models import catalog_vocab
+
+    for model_id in catalog_ids():
+        assert catalog_vocab(model_id) in (None, load_model(model_id).vocab_size), model_id
+    llama = {m.model_id for m in catalog_models(128256)}
+    assert {"meta-llama/Llama-3.2-1B-Instruct", "sgl-project/SpecForge-llama3-8B-eagle3"} <= llama
+    assert not any(m.model_id.startswith("Qwen/") for m in catalog_models(128256))
+    assert {m.model_id for m in catalog_models()} == set(catalog_ids())
+
+
 def test_gpu_catalog_has_every_required_id_with_sources():
     assert set(REQUIRED_GPUS) <= set(gpu_ids())
     for gpu_id in REQUIRED_GPUS:

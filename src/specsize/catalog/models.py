@@ -88,6 +88,15 @@ def catalog_entry(model_id: str) -> dict:
     return validate_model_entry(f"{MODELS_DIR}/{name}", packaged_json(f"{MODELS_DIR}/{name}"))
 
 
+def catalog_vocab(model_id: str) -> int | None:
+    """A catalog model's vocabulary as its config gives it (its text_config's, where it has one), read without
+    building its spec; None where the spec derives it (Medusa's heads)."""
+    config = catalog_entry(model_id)["config"]
+    text = config.get("text_config")
+    sizes = text if isinstance(text, dict) and "hidden_size" in text else config
+    return None if "medusa_num_heads" in config else int(sizes["vocab_size"])
+
+
 def catalog_ids() -> list[str]:
     return sorted(catalog_entry(key)["id"] for key in _catalog_index())
 
