@@ -8,7 +8,6 @@ import json
 import math
 import os
 import stat
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -69,18 +68,20 @@ def read_lines(path: str | Path, field: str) -> list[str]:
     return lines
 
 
-# --- The packaged catalogs (src/specsize/catalog/data): read through importlib.resources, so that they work
-# from a wheel as from a checkout, and checked row by row, so that a bad row is one line naming the file and
-# the row instead of a KeyError or TypeError in every command that lists the catalog.
+# --- The packaged catalogs (src/specsize/catalog/data): files beside this module, in a checkout as in an installed
+# wheel (pip unpacks it; importlib.resources would find the same folder and costs `specsize plan` about 30 ms of
+# imports), and checked row by row, so that a bad row is one line naming the file and the row instead of a KeyError
+# or TypeError in every command that lists the catalog.
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
 
 CATALOG_FIELD = "catalog"
 
 
 def packaged_json(name: str) -> Any:
     """A JSON file under specsize/catalog/data (`name` relative to it, e.g. "gpus.json" or "models/x.json")."""
-    resource = resources.files("specsize.catalog").joinpath("data", *name.split("/"))
     try:
-        text = resource.read_text(encoding="utf-8")
+        text = DATA_DIR.joinpath(*name.split("/")).read_text(encoding="utf-8")
     except OSError as err:
         raise SpecError(CATALOG_FIELD, f"cannot read the packaged {name}: {err.strerror or err}",
                         "an installed specsize with its data files (reinstall it)") from None

@@ -14,13 +14,12 @@ import json
 import os
 import struct
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 
 from ..core.errors import SpecError, first_repeated
 from ..core.specs import ModelSpec, quantization_override
 from .configs import MODELLED_TYPES, REQUIRED, _whole, spec_from_config
-from .files import read_text, RowCheck, packaged_json, row_label
+from .files import DATA_DIR, RowCheck, packaged_json, read_text, row_label
 from .variants import Variant, variant_of
 
 MODELS_DIR = "models"
@@ -32,7 +31,7 @@ _OPTIONAL_SIZES = ("num_key_value_heads", "head_dim", "intermediate_size", "max_
 @lru_cache(maxsize=1)
 def _catalog_index() -> dict[str, str]:
     """lower-case id -> resource file name."""
-    folder = resources.files("specsize.catalog") / "data" / MODELS_DIR
+    folder = DATA_DIR / MODELS_DIR
     index = {}
     for entry in folder.iterdir():
         if entry.name.endswith(".json"):

@@ -10,7 +10,7 @@ import json
 import shlex
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
+from pathlib import Path
 
 from ..core.errors import SpecError
 from ..core.memory import MemoryAccount
@@ -21,7 +21,8 @@ from .vllm import NGRAM_LOOKUP
 
 @lru_cache(maxsize=1)
 def engine_flags() -> dict:
-    return json.loads((resources.files("specsize.engines") / "data" / "engine_flags.json").read_text())
+    # beside this module in a checkout and in an installed wheel (importlib.resources: 30 ms of imports more)
+    return json.loads((Path(__file__).resolve().parent / "data" / "engine_flags.json").read_text(encoding="utf-8"))
 
 
 @dataclass(frozen=True)

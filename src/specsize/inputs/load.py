@@ -16,11 +16,10 @@ import json
 import re
 from dataclasses import replace as dc_replace
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..catalog.files import read_text, size_limit
+from ..catalog.files import packaged_json, read_text, size_limit
 from ..catalog.traces import whole_count
 from ..core.errors import SpecError
 from ..core.specs import LengthDistribution, check_lengths
@@ -134,9 +133,7 @@ def default_copy_text(yaml_text: str) -> str:
 
 @lru_cache(maxsize=1)
 def _default_deployment() -> dict:
-    import json  # noqa: PLC0415
-
-    return json.loads((resources.files("specsize.catalog") / "data" / DEFAULT_JSON).read_text())
+    return packaged_json(DEFAULT_JSON)
 
 
 def flatten(data: dict, where: str) -> dict:
