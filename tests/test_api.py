@@ -399,3 +399,39 @@ def test_a_speed_up_near_1_is_flagged_as_not_established():
     plan = specsize.plan(target="Qwen/Qwen3-30B-A3B", gpu="H100-SXM-80GB", method="eagle3", num_speculative_tokens=3,
                          acceptance_rate=0.45, concurrency=1)
     assert thin_gain(plan.perf.speedup) == any("inside the model's error" in w for w in plan.warnings)
+
+
+def test_a_search_spec_reads_its_samples_beside_itself_and_derives_an_unreadable_head(tmp_path, monkeypatch):
+    """Fuzz pass 5: a relative samples_file was read from wherever the search ran (another samples.csv there gave
+    another answer, silently), and an EAGLE-3 head plan prices as the derived head was refused by search."""
+    from specsize.inputs.search_spec import read_search_spec  # noqa: PLC0415
+
+    folder = tmp_path / "spec"
+    folder.mkdir()
+    (folder / "samples.csv").write_text("prompt_tokens,output_tokens\n" + "1000,100\n" * 50)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "samples.csv").write_text("prompt_tokens,output_tokens\n" + "9000,900\n" * 50)
+    path = folder / "search.yaml"
+    path.write_text("target: meta-llama/Llama-3.1-8B-Instruct\n"
+                    "drafters: [{method: eagle3, draft: yuhuili/EAGLE3-LLaMA3.1-Instruct-8B, acceptance_rate: 0.6}]\n"
+                    "gpus: [{gpu: H100-SXM-80GB, counts: [1]}]\n"
+                    "workload: {samples_file: samples.csv, concurrency: 8}\nslo: {tpot_p99_ms: 50}\n")
+    monkeypatch.chdir(elsewhere)
+    space = read_search_spec(str(path))
+    assert space.workload.prompt_tokens.p99 == 1000 and space.workload.output_tokens.p99 == 100
+    head = space.drafters[0].speculative.draft
+    assert head.is_derived and head.model_id == "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
+
+
+def test_an_integer_past_floats_range_is_refused_naming_its_field(tmp_path, capsys):
+    """Fuzz pass 5: `headroom: 1000...0` (401 digits) in a deployment file ended in exit 4 (OverflowError)."""
+    path = tmp_path / "d.yaml"
+    path.write_text("target: meta-llama/Llama-3.1-8B-Instruct\ngpu: H100-SXM-80GB\nheadroom: 1" + "0" * 400 + "\n")
+    code, out, err = run(capsys, "plan", str(path))
+    assert code == 2 and out == "" and err.startswith("specsize: error: headroom: out of range: an integer of about"), err
+    assert len(err) < 300
+    for field in ("acceptance_rate", "burst_factor", "duration", "rate", "tp"):
+        with pytest.raises(specsize.SpecError) as caught:
+            specsize.load_request(**{field: 10**400})
+        assert caught.value.field == field

@@ -625,3 +625,16 @@ def test_stops_paying_refuses_a_ladder_too_large_before_running_it(capsys, monke
     monkeypatch.setattr(api, "simulate", lambda *a, **k: pytest.fail("a rung was simulated"))
     code, out, err = run(capsys, "stops-paying", EXAMPLE, "--acceptance-rate", "0.7", "--duration", "5", "--rate", "1e6")
     assert code == 2 and out == "" and err.startswith("specsize: error: rate: the sweep's top rung"), err
+
+
+def test_an_output_is_never_the_file_the_command_reads(tmp_path, capsys):
+    """Fuzz pass 5: `report DEPLOY.yaml -o DEPLOY.yaml --force` replaced the deployment file with the report."""
+    deployment = tmp_path / "d.yaml"
+    text = Path(EXAMPLE).read_text()
+    deployment.write_text(text)
+    for command in (("report", "--format", "markdown"), ("plan", "--format", "json")):
+        code, out, err = run(capsys, command[0], str(deployment), *command[1:], "-o", str(deployment), "--force")
+        assert code == 2 and "is this command's deployment file" in err, err
+    assert deployment.read_text() == text
+    code, _, err = run(capsys, "plan", str(deployment), "-o", str(tmp_path / "plan.json"), "--force", "--format", "json")
+    assert code in (0, 1), err

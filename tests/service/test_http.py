@@ -411,3 +411,66 @@ def test_a_non_local_bind_needs_users(tmp_path):
     done = specsize("serve", "--host", "0.0.0.0", "--db", str(tmp_path / "empty.sqlite"))
     assert done.returncode == 2
     assert "refusing to bind 0.0.0.0" in done.stderr and "users add" in done.stderr
+
+
+def test_a_port_in_use_is_one_line_and_exit_2(tmp_path):
+    """Fuzz pass 5: serve printed "serving http://..." and then uvicorn's own error, and exited 3."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = specsize("serve", "--db", str(tmp_path / "s.sqlite"), "--port", str(port))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"specsize: error: port: cannot listen on 127.0.0.1:{port}")
+    assert len(done.stderr.strip().splitlines()) == 1 and "serving" not in done.stderr
+
+
+def test_a_new_sqlite_database_is_the_owners_alone(tmp_path):
+    """Fuzz pass 5: the file that holds password and token hashes was created 0644; docs/service.md says 0600."""
+    import stat
+
+    path = tmp_path / "new.sqlite"
+    add_user(str(path), "owner", "admin")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_fuzz_pass_5_inputs_are_4xx_answered_at_once(service):
+    """Fuzz pass 5 (the service): each of these had been a 500, a request that held a worker for 20 minutes, a file read
+    on the server, or a new version that silently ignored its deployment file."""
+    server, tokens, _, _ = service
+    with server.client(tokens["planner"]) as c:
+        # a long simulation in a request that answers synchronously: refused, it is a job's (POST /api/v1/simulate)
+        for path, body in (("/api/v1/plan", {"simulate": True, "acceptance_rate": 0.7, "duration": 450000}),
+                           ("/api/v1/report", {"acceptance_rate": 0.7, "duration": 450000})):
+            error = _error(c.post(path, json=body), 400)
+            assert error["field"] == "duration" and "/api/v1/simulate" in error["accepted"], path
+        # a search spec names no file on the server: at any depth, as a field or as @FILE lengths
+        spec = ("target: meta-llama/Llama-3.1-8B-Instruct\ngpus: [{id: H100-SXM-80GB, counts: [1]}]\n"
+                "workload: {concurrency: 8, %s}\n")
+        for workload, field in (("samples_file: /etc/passwd", "spec.workload.samples_file"),
+                                ("prompt_tokens: '@/etc/passwd', output_tokens: {p50: 100, p99: 200}",
+                                 "spec.workload.prompt_tokens")):
+            error = _error(c.post("/api/v1/search", json={"spec": spec % workload}), 400)
+            assert error["field"] == field and "file on the server" in error["problem"]
+        # an integer past float's range: the field, not an internal error
+        error = _error(c.post("/api/v1/plan", content=b'{"burst_factor": 1' + b"0" * 400 + b"}",
+                              headers={"content-type": "application/json"}), 400)
+        assert error["field"] == "burst_factor" and "digits" in error["problem"]
+        # a new version takes field changes; a deployment file under the stored fields had changed nothing
+        assert c.post("/api/v1/deployments", json={"deployment_name": "fuzz5", "deployment_yaml": EXAMPLE.read_text(),
+                                                   "acceptance_rate": 0.7}).status_code == 201
+        error = _error(c.post("/api/v1/deployments/fuzz5/versions",
+                              json={"deployment_yaml": "target: meta-llama/Llama-3.1-8B-Instruct\ntp: 2\n"}), 400)
+        assert error["field"] == "deployment_yaml"
+        # the web UI's what-if routes: a body of the wrong shape is bad input, never a 500
+        for route in ("/ui/whatif/fuzz5", "/ui/simulate/fuzz5"):
+            for raw in (b"{x", b"[1]", b"null", b"5", b'{"version": 1, "changes": [1]}', b'{"version": "a"}',
+                        b'{"version": 1, "changes": {"prompt_tokens": "@/tmp/x"}}',
+                        b'{"version": 1, "changes": {"samples_file": "/etc/passwd"}}'):
+                response = c.post(route, content=raw, headers={"content-type": "application/json"})
+                assert 400 <= response.status_code < 500 and "Traceback" not in response.text, (route, raw, response.text)
+    with server.client(tokens["viewer"]) as c:  # a viewer moves the what-if controls (docs/service.md); saving is not theirs
+        response = c.post("/ui/whatif/fuzz5", json={"version": 1, "changes": {"concurrency": 8}})
+        assert response.status_code == 200, response.text

@@ -96,4 +96,9 @@ def request_from(kw: dict, *, k_list: bool = False):
         overrides["num_speculative_tokens"] = str(k).split(",")[0]
     elif k is not None and k_list:
         overrides["speedup_ks"] = k
-    return load_request(path, **overrides)
+    request = load_request(path, **overrides)
+    from ..inputs.load import PATH_FIELDS  # noqa: PLC0415
+    from .output import read_by_this_command  # noqa: PLC0415
+
+    read_by_this_command({"deployment_file": path, **{name: getattr(request, name, None) for name in PATH_FIELDS}})
+    return request

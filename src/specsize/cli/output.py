@@ -35,6 +35,22 @@ def _alive(pid: int) -> bool:
     return True
 
 
+# The files the running command reads (its deployment file and the files that file or its flags name): never an
+# output, --force or not (a report written over its own deployment file had replaced it). Set by options.request_from.
+INPUTS: dict[Path, str] = {}
+
+
+def read_by_this_command(paths: dict[str, object]) -> None:
+    """Note the input files of the command about to run (field -> path; None and "-" are skipped)."""
+    INPUTS.clear()
+    for field, path in paths.items():
+        if isinstance(path, (str, Path)) and str(path) not in ("", "-"):
+            try:
+                INPUTS[Path(path).expanduser().resolve()] = field
+            except (OSError, RuntimeError):  # a name no file can have: nothing to protect
+                continue
+
+
 def check_target(path: str, force: bool, field: str = "output") -> Path:
     """Where `path` would be written (a symlink's target), refused now if it cannot be: a folder, a missing folder,
     a pipe, socket or block device, or an existing file without `force`. Called before long work too, so that a
@@ -44,6 +60,10 @@ def check_target(path: str, force: bool, field: str = "output") -> Path:
         target = target.resolve()
     if target.is_dir():
         raise SpecError(field, f"{target} is a folder", "a file path")
+    read = INPUTS.get(target.resolve()) if target.exists() else None
+    if read is not None:
+        raise SpecError(field, f"{target} is this command's {read.replace('_', ' ')}, which it reads",
+                        "a path of its own for the output")
     if not target.parent.is_dir():
         raise SpecError(field, f"folder {target.parent} does not exist", "a path in an existing folder")
     if target.is_char_device():

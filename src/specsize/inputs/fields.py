@@ -99,7 +99,7 @@ def _int(name: str, info: FieldInfo, value: Any) -> int:
     if not isinstance(value, int):
         raise SpecError(name, f"must be an integer, got {value!r}", info.accepted)
     if abs(value) > 2**53:
-        raise SpecError(name, f"out of range: {value}", info.accepted)
+        raise SpecError(name, f"out of range: {_brief(value)}", info.accepted)
     _bounds(name, info, value)
     return value
 
@@ -116,9 +116,18 @@ def _float(name: str, info: FieldInfo, value: Any) -> float:
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise SpecError(name, f"must be a number, got {value!r}", info.accepted) from None
+        raise SpecError(name, f"must be a number, got {value!r:.80}", info.accepted) from None
+    except OverflowError:  # an integer past float's range (10**400)
+        raise SpecError(name, f"out of range: {_brief(value)}", info.accepted) from None
     _bounds(name, info, number)
     return number
+
+
+def _brief(value: Any) -> str:
+    """A number for an error line: an integer of hundreds of digits by its size, not all of them."""
+    if isinstance(value, int) and abs(value) >= 10**30:
+        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
+    return repr(value)
 
 
 def _bool(name: str, info: FieldInfo, value: Any) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-
+from pathlib import Path
 from typing import Any
 
 from ..catalog import load_gpu, load_target
@@ -30,10 +30,12 @@ def _float(data: dict, key: str, default: Any = None, minimum: float | None = No
                                  exclusive_minimum=exclusive_minimum), data.get(key, default))
 
 
-def _workload(data: Any, target: ModelSpec) -> Workload:
+def _workload(data: Any, target: ModelSpec, base: Path) -> Workload:
+    """The spec's workload; a relative samples_file (or @FILE lengths) is read from the spec's folder, as a deployment
+    file's are, never from wherever the search runs."""
     if not isinstance(data, dict):
         raise SpecError("workload", "must be a mapping", "prompt_tokens, output_tokens, concurrency, burst_factor")
-    request = build_request({"workload": data}, {}, where="the search spec")
+    request = build_request({"workload": data}, {}, base=base, where="the search spec")
     return with_images(workload_of(request), target, request.images_per_request, request.image_tokens)
 
 SPEC_KEYS = {"target", "drafters", "ks", "gpus", "tp", "kv_cache_dtypes", "max_num_seqs", "max_model_len",
@@ -119,7 +121,8 @@ def _drafter(item: dict, default_ks: list[int], target: ModelSpec, engine: str, 
     if unknown:
         raise SpecError("drafters", f"unknown key(s) {', '.join(sorted(unknown))}", ", ".join(sorted(DRAFTER_KEYS)))
     method = str(item.get("method", "none"))
-    spec = speculative_config(method, item.get("draft"), 1, _int(item, "draft_tp", 1), "drafters.method")
+    spec = speculative_config(method, item.get("draft"), 1, _int(item, "draft_tp", 1), "drafters.method",
+                              target=target)  # an EAGLE / EAGLE-3 / Medusa head that cannot be read: derived, as plan
     # n-gram: the share of steps that propose, the one given (checked as plan checks it) or the engine's own
     given = _float(item, "proposal_rate", minimum=0, maximum=1, exclusive_minimum=True)
     spec = replace(spec, proposal_rate=proposal_rate_of(resolve_profile(engine, version), spec.method, given))
@@ -220,7 +223,7 @@ def read_search_spec(path: str) -> SearchSpace:
                         f"finalists x simulate_seconds <= {MAX_CONFIRMING_S:,} (e.g. 3 x 120 s, 2 x 3600 s)")
     return SearchSpace(
         name=str(data.get("name") or path), target=target, drafters=drafters, gpus=gpus, tps=tps,
-        kv_cache_dtypes=kv, max_num_seqs=max_num_seqs, engine=_engine(data), workload=_workload(data["workload"], target),
+        kv_cache_dtypes=kv, max_num_seqs=max_num_seqs, engine=_engine(data), workload=_workload(data["workload"], target, Path(path).parent),
         slo=_slo(data), headroom=_float(data, "headroom", 0.2, minimum=0, maximum=0.99),
         gpus_per_node=_int(data, "gpus_per_node", 8) if data.get("gpus_per_node") is None else
         coerce("gpus_per_node", info("gpus_per_node"), data["gpus_per_node"]),

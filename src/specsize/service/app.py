@@ -29,7 +29,7 @@ from .. import __version__, api
 from ..core.errors import SpecError, first_repeated
 from . import auth, db, deployments
 from .jobs import JobRunner
-from .requests import build, request_model
+from .requests import EXTRA, build, request_model, search_spec_text
 
 log = logging.getLogger("specsize.service")
 
@@ -365,8 +365,24 @@ def request_of(state: State, body: Any) -> Any:
     return build(body.model_dump(exclude_none=True), state.catalog, state.store)
 
 
+# The simulated time a route that answers in the request (plan and check with `simulate`, report, saving a
+# deployment) may run: the command line's default duration. Longer scenarios are jobs with a deadline
+# (POST /api/v1/simulate), so that one request cannot hold a worker, and every other user, for many minutes.
+SYNC_SIMULATION_S = 300.0
+
+
+def in_request(body_request, simulates: bool = False):
+    """`body_request`, refused when the simulation it asks for (`simulates`: the route's own default) is longer
+    than a request may run."""
+    runs = body_request.simulate if body_request.given("simulate") else simulates
+    if runs and body_request.duration > SYNC_SIMULATION_S:
+        raise SpecError("duration", f"{body_request.duration:g} s of simulation in a request",
+                        f"at most {SYNC_SIMULATION_S:g} s here; POST /api/v1/simulate runs a longer scenario as a job")
+    return body_request
+
+
 def planned(state: State, body_request) -> Any:
-    result = api.plan(body_request)
+    result = api.plan(in_request(body_request))
     state.metrics.plans.inc()
     return result
 
@@ -463,7 +479,7 @@ def _library_routes(app: FastAPI, state: State, PlanRequest: Any) -> None:  # no
                _u: auth.User = Depends(role("planner"))) -> Response:
         if format not in ("html", "markdown"):
             raise SpecError("format", f"unknown format {format!r}", "html, markdown")
-        data = api.report(request_of(state, body))
+        data = api.report(in_request(request_of(state, body), simulates=True))
         state.metrics.plans.inc()
         if format == "markdown":
             from ..reports import report_markdown  # noqa: PLC0415
@@ -496,7 +512,7 @@ def _library_routes(app: FastAPI, state: State, PlanRequest: Any) -> None:  # no
     @app.post("/api/v1/search", tags=["jobs"], status_code=202,
               summary="specsize search --format json, as a background job")
     def search(body: SearchBody, user: auth.User = Depends(role("planner"))) -> JSONResponse:
-        return _job(state, "search", {"spec": body.spec, "simulate": body.simulate}, user)
+        return _job(state, "search", {"spec": search_spec_text(body.spec), "simulate": body.simulate}, user)
 
     @app.get("/api/v1/jobs/{job_id}", tags=["jobs"])
     def job(job_id: str, user: auth.User = Depends(role("viewer"))) -> dict:
@@ -583,6 +599,9 @@ def _deployment_routes(app: FastAPI, state: State, PlanRequest: Any) -> None:  #
     def new_version(name: str, body: NewVersion, user: auth.User = Depends(role("planner"))) -> dict:
         fields = body.model_dump(exclude_none=True)
         note, base = fields.pop("note", None), fields.pop("base_version", None)
+        if EXTRA in fields:  # under the stored fields it would change nothing (they override a file's settings)
+            raise SpecError(EXTRA, "a new version is field changes over a stored version, not a deployment file",
+                            "the fields to change; a deployment file starts a deployment (POST /api/v1/deployments)")
         current = deployments.version(state.engine, name, base)["request"]
         request = build(merged(current, fields), state.catalog, state.store)
         return _save(state, name, request, user, note, create=False)

@@ -153,6 +153,8 @@ def connect(url: str | None) -> Engine:
     path = sqlite_path(url)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists():  # it will hold password and token hashes: the owner's alone (docs/service.md: 0600)
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
         from ..adapters.store import Store  # noqa: PLC0415 - the calibration store's tables, in the same file
 
         Store(path).close()

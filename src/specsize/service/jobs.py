@@ -45,11 +45,16 @@ def _run(kind: str, payload: dict, conn) -> None:
 
             from ..reports.search import to_dict  # noqa: PLC0415
 
+            from ..core.errors import SpecError  # noqa: PLC0415
+
             with tempfile.TemporaryDirectory() as folder:
                 path = os.path.join(folder, "search.yaml")
                 with open(path, "w") as handle:
                     handle.write(payload["spec"])
-                result = api.search(path, simulate=payload.get("simulate", True))
+                try:
+                    result = api.search(path, simulate=payload.get("simulate", True))
+                except SpecError as err:  # the server's temporary file is no name of the caller's
+                    raise SpecError(err.field, err.problem.replace(path, "the search spec"), err.accepted) from None
             conn.send(("done", {"result": to_dict(result)}))
         else:
             conn.send(("failed", {"error": {"field": "kind", "problem": f"unknown job {kind}",

@@ -76,6 +76,30 @@ def _no_file_lengths(values: dict) -> None:
                             "lengths given inline: p50=N,p99=N, a list of samples, or a mapping")
 
 
+def search_spec_text(text: str) -> str:
+    """A search spec sent over HTTP, refused where it would make the server read a file: a file field (samples_file,
+    trace, ...) or "@FILE" lengths at any depth. Its models are read by name only (the server process's
+    SPECSIZE_MODELS_BY_NAME_ONLY), so a path among them names no file either."""
+    from ..inputs.load import parse_yaml_mapping  # noqa: PLC0415
+
+    def walk(node: object, where: str) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in SERVER_SIDE:
+                    raise SpecError(f"spec.{where}{key}", "names a file on the server, which the service does not "
+                                    "read for callers", "lengths given inline (prompt_tokens, output_tokens)")
+                walk(value, f"{where}{key}.")
+        elif isinstance(node, list):
+            for index, value in enumerate(node):
+                walk(value, f"{where}{index}.")
+        elif isinstance(node, str) and node.strip().startswith("@"):
+            raise SpecError(f"spec.{where.rstrip('.')}", "@FILE names a file on the server, which the service does "
+                            "not read for callers", "lengths given inline: p50=N,p99=N, a list of samples, a mapping")
+
+    walk(parse_yaml_mapping(text, "the search spec", "spec"), "")
+    return text
+
+
 def build(body: dict, catalog: frozenset[str] | None, store: str | None = None) -> Request:
     """A Request from a JSON body (already shaped by `request_model`); `catalog` None: already checked. `store`:
     the calibration store that `acceptance_from_store` reads (the service's own database on SQLite)."""

@@ -47,6 +47,7 @@ def run(db_url: str | None, host: str, port: int, rate_limit: int, max_body: int
                         "it", "127.0.0.1, or first `specsize users add NAME --role admin`")
     config = Config(db_url=url, rate_per_minute=rate_limit, max_body_bytes=max_body, job_timeout_s=job_timeout,
                     secure_cookies=cookie_secure or not local)
+    _free(host, port)  # a port in use: one line and exit 2, not a "serving" line followed by uvicorn's error
     app = create_app(config)
     print(f"specsize: serving http://{host}:{port} (database {db.redacted(db.normalize_url(url))}); "
           "OpenAPI at /api/v1/openapi.json", file=sys.stderr)
@@ -55,3 +56,22 @@ def run(db_url: str | None, host: str, port: int, rate_limit: int, max_body: int
               file=sys.stderr)
     uvicorn.run(app, host=host, port=port, log_level="warning", proxy_headers=False, server_header=False,
                 date_header=True, timeout_keep_alive=5, limit_concurrency=256)
+
+
+def _free(host: str, port: int) -> None:
+    """The address can be bound now (uvicorn binds it again a moment later, with SO_REUSEADDR as here)."""
+    import socket  # noqa: PLC0415
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as err:
+        raise SpecError("host", f"cannot resolve {host!r} ({err.strerror or err})", "an address of this machine") \
+            from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as err:
+            raise SpecError("port", f"cannot listen on {host}:{port}: {err.strerror or err}",
+                            "a free port (--port), on an address of this machine (--host)") from None

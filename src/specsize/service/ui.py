@@ -54,6 +54,34 @@ def _set_cookie(secure: bool, response: Response, name: str, value: str, max_age
     response.set_cookie(name, value, max_age=max_age, httponly=True, samesite="strict", path="/", secure=secure)
 
 
+WHATIF_BODY = '{"version": N or null, "changes": {control: value}}'
+
+
+def whatif_body(raw: object) -> dict:
+    """A what-if request's JSON body, checked: an object with an optional integer version and a mapping of the
+    what-if controls (WHATIF) to values; anything else is a 4xx naming what is wrong, never an internal error."""
+    if not isinstance(raw, dict):
+        raise SpecError("body", f"must be a JSON object, got {type(raw).__name__}", WHATIF_BODY)
+    version = raw.get("version")
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+        raise SpecError("version", f"must be an integer, got {version!r:.40}", "a version number of the deployment")
+    changes = raw.get("changes") or {}
+    if not isinstance(changes, dict):
+        raise SpecError("changes", f"must be a mapping, got {type(changes).__name__}", WHATIF_BODY)
+    unknown = sorted(str(k) for k in changes if k not in WHATIF)
+    if unknown:
+        raise SpecError("changes", f"unknown control(s) {', '.join(unknown)[:120]}", ", ".join(WHATIF))
+    return {"version": version, "changes": changes}
+
+
+async def json_body(request: Request) -> object:
+    """The request's body as JSON; a body that is not JSON is bad input (400), not an internal error."""
+    try:
+        return await request.json()
+    except ValueError:
+        raise SpecError("body", "is not JSON", WHATIF_BODY) from None
+
+
 def whatif_changes(base: dict, moved: dict) -> dict:
     """The what-if controls' values as request changes. The prompt control moves the p99; the median and p95 stay
     where they were unless that would put them above it, and the max is at least the new p99."""
@@ -61,6 +89,9 @@ def whatif_changes(base: dict, moved: dict) -> dict:
     prompt = changes.pop("prompt_tokens", None)
     if prompt is not None:
         current = dict(base.get("prompt_tokens") or {})
+        if isinstance(prompt, bool) or not isinstance(prompt, int) or not 1 <= prompt <= 1 << 30:
+            raise SpecError("prompt_tokens", f"must be a whole number of tokens, got {prompt!r:.40}",
+                            "an integer from 1 to 1,073,741,824 (the what-if control moves the p99)")
         p99 = int(prompt)
         current.update({"p99": p99, "max": max(int(current.get("max") or p99), p99)})
         for low in ("p50", "p95"):
@@ -115,8 +146,9 @@ def mount_ui(app: FastAPI, state, current_user: Callable, role: Callable, merged
         with state.engine.connect() as con:
             return [r[0] for r in con.execute(select(db.endpoints.c.name).order_by(db.endpoints.c.name))]
 
-    def whatif_request(name: str, body: dict) -> Any:
-        base = version_of(name, body.get("version"))["request"]
+    def whatif_request(name: str, raw: object) -> Any:
+        body = whatif_body(raw)
+        base = version_of(name, body["version"])["request"]
         settings = merged(base, whatif_changes(base, body.get("changes") or {}))
         return build(settings, state.catalog, state.store), settings
 
@@ -218,8 +250,8 @@ def _action_routes(app: FastAPI, ui: SimpleNamespace) -> None:
         ui.state, ui.page, ui.form_user, ui.version_of, ui.whatif_request, ui.current_user, ui.merged, ui.save)
     @app.post("/ui/whatif/{name}", include_in_schema=False)
     async def whatif(request: Request, name: str) -> Response:
-        current_user(request)  # session + CSRF header (or a token), rate limit
-        body = await request.json()
+        current_user(request)  # session + CSRF header (or a token), rate limit; a viewer explores, saving is a planner's
+        body = await json_body(request)
         started = time.perf_counter()
         request_obj, _ = whatif_request(name, body)
         result, figs = figures(request_obj)
@@ -233,7 +265,7 @@ def _action_routes(app: FastAPI, ui: SimpleNamespace) -> None:
         try:
             user = form_user(request, form, "planner")
             body = {"version": int(str(form.get("version"))), "changes": json.loads(str(form.get("changes") or "{}"))}
-            request_obj, _ = whatif_request(name, body)
+            request_obj, _ = whatif_request(name, body)  # whatif_body checks the changes' shape
             out = save(name, request_obj, user, str(form.get("note") or "what-if") or None, False)
         except (SpecError, ValueError) as err:
             return page(request, "error.html", error=str(err))
@@ -293,7 +325,7 @@ def _live_routes(app: FastAPI, ui: SimpleNamespace) -> None:
         user = current_user(request)
         if not user.can("planner"):
             raise SpecError("role", f"{user.role} may not run simulations", "a planner or higher")
-        _, body = whatif_request(name, await request.json())
+        _, body = whatif_request(name, await json_body(request))
         job = state.jobs.submit("simulate", {"body": body, "store": state.store}, user.name)
         if job is None:
             return JSONResponse({"error": {"field": "jobs", "problem": "too many jobs running", "accepted": "wait"}},
