@@ -91,7 +91,7 @@ METHODS_WITH_DRAFT_CONFIG: tuple[str, ...] = tuple(m.value for m, k in DRAFTER_K
 
 def drafter_kind(method: str) -> DrafterKind:
     try:  # a SpecMethod or its exact value (a str enum hashes and compares as its value): no parse
-        kind = DRAFTER_KINDS.get(method)
+        kind = DRAFTER_KINDS.get(method)  # type: ignore[call-overload]
     except TypeError:  # unhashable: parse says what is wrong with it
         kind = None
     return kind if kind is not None else DRAFTER_KINDS[SpecMethod.parse(method)]
