@@ -319,6 +319,14 @@ class Deployment:
         return self.tp * self.pp
 
     @property
+    def quantization_override(self) -> str | None:
+        """The engine's `quantization` as it changes what is served: None without one, or where it restates the
+        format the checkpoint declares (the engine loads the checkpoint as stored). The memory account, the plan's
+        warning, the disk plan and the launch command all read it here."""
+        q = self.engine.quantization
+        return None if q is None or restates_checkpoint(self.target, q) else q
+
+    @property
     def replicas(self) -> int:
         return max(1, (self.num_gpus or self.gpus_per_instance) // self.gpus_per_instance)
 
@@ -430,15 +438,16 @@ def effective_target(d: Deployment) -> tuple[ModelSpec, Quantization | None]:
     describes the checkpoint's format, not the override's; one that restates the format the checkpoint declares
     changes nothing (its layout, e.g. the bf16 attention of Meta's fbgemm_fp8 405B, and its byte count stay).
     The one owner of this rule."""
-    if d.engine.quantization is None or restates_checkpoint(d.target, d.engine.quantization):
+    override = d.quantization_override
+    if override is None:
         return d.target, d.target.quantization
-    return _overridden(d.target, str(d.engine.quantization))
+    return _overridden(d.target, str(override))
 
 
 def restates_checkpoint(target: ModelSpec, name: str | None) -> bool:
     """A `--quantization` naming the format the checkpoint itself declares (fp8, fbgemm_fp8 or modelopt on an fp8
     checkpoint; awq or gptq on an int4 one): the engine loads the checkpoint as stored, so the plan is the one
-    without the flag (inputs.resolve drops it)."""
+    without the flag (Deployment.quantization_override)."""
     q = target.quantization
     given = str(name).lower() if name is not None else "none"
     return q is not None and q.source != "override" and given != "none" and quantization_format(given) == q.method

@@ -74,14 +74,14 @@ _ENGINE_QUANTIZATION = {
 
 def quantization_flag(d: Deployment, engine: str) -> str | None:
     """The --quantization value for the plan's override (None: the checkpoint's own, which the engine reads)."""
-    name = str(d.engine.quantization or "none").lower()
+    name = str(d.quantization_override or "none").lower()
     return None if name == "none" else _ENGINE_QUANTIZATION[engine].get(name, name)
 
 
 def served_model(d: Deployment) -> str:
     """The checkpoint the command serves: the target's, or, when the override is a format the engines do not make at
     load (anything but fp8), the gap a checkpoint stored in that format fills (the plan's warning says so)."""
-    needed = checkpoint_format_needed(d.engine.quantization)
+    needed = checkpoint_format_needed(d.quantization_override)
     return _gap(f"{needed}_CHECKPOINT") if needed else d.target.model_id
 
 

@@ -18,8 +18,7 @@ from ..core.errors import SpecError
 from ..core.memory import AccountingProfile
 from ..core.multimodal import with_images
 from ..core.perf import Efficiency
-from ..core.specs import (Deployment, EngineSettings, GpuSpec, ModelSpec, SpeculativeConfig, Workload, canonical_dtype,
-                          restates_checkpoint)
+from ..core.specs import Deployment, EngineSettings, GpuSpec, ModelSpec, SpeculativeConfig, Workload, canonical_dtype
 from ..core.speculation import Acceptance, SpecMethod
 from ..engines import resolve_profile
 from ..engines.methods import check_method, check_proposal_rate, check_tree
@@ -193,7 +192,7 @@ def deployment_of(r: Request) -> tuple[Deployment, str | None]:
         gpu_memory_utilization=r.gpu_memory_utilization, max_model_len=r.max_model_len,
         max_num_seqs=r.max_num_seqs, max_num_batched_tokens=r.max_num_batched_tokens, block_size=r.block_size,
         kv_cache_dtype=r.kv_cache_dtype, dtype=r.dtype if r.dtype == "auto" else canonical_dtype(r.dtype),
-        quantization=None if restates_checkpoint(target, r.quantization) else r.quantization, enforce_eager=r.enforce_eager, device=r.device,
+        quantization=r.quantization, enforce_eager=r.enforce_eager, device=r.device,
         num_scheduler_steps=r.num_scheduler_steps, cpu_isa=r.cpu_isa, chunked_prefill=r.chunked_prefill,
         kv_cache_memory_bytes=r.kv_cache_memory_bytes, cuda_graph_max_bs=r.cuda_graph_max_bs,
         scheduler_recv_interval=r.scheduler_recv_interval, stream_interval=r.stream_interval)

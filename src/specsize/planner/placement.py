@@ -93,7 +93,7 @@ def storage(d: Deployment, result: PlanResult, bandwidth_bytes_s: float, costs: 
     quant = result.memory.settings.quantization
     serving = (weight_breakdown(d.target, 1, 1, result.memory.settings.dtype, quant, rotary_cache=False).total
                if quant is not None and quant.source == "override" else 0)
-    needed = checkpoint_format_needed(d.engine.quantization)
+    needed = checkpoint_format_needed(d.quantization_override)
     if needed:  # the engine serves a checkpoint stored in the format, not the target's own
         arts = [Artefact(f"target checkpoint ({needed}, pre-quantized)", serving,
                          f"a {needed} checkpoint of {d.target.model_id} (the plan's note says why)")]

@@ -168,11 +168,11 @@ def plan(d: Deployment, w: Workload, profile: AccountingProfile, headroom: float
     if not mem.cuda_graph_counted and mem.cuda_graph_bytes and mem.cuda_graph_bytes > reserve:
         warnings.append(f"CUDA graphs take about {mem.cuda_graph_bytes / GiB:.2f} GiB outside the budget, more than "
                         f"the {reserve / GiB:.2f} GiB gpu_memory_utilization leaves free")
-    needed = checkpoint_format_needed(d.engine.quantization)
+    needed = checkpoint_format_needed(d.quantization_override)
     if needed:
-        warnings.append(f"quantization {d.engine.quantization}: the engines quantize weights only to "
+        warnings.append(f"quantization {d.quantization_override}: the engines quantize weights only to "
                         f"{', '.join(QUANTIZED_AT_LOAD)} while loading; serve a checkpoint of {d.target.model_id} "
-                        f"stored as {d.engine.quantization} (the launch command leaves its path to fill in)")
+                        f"stored as {d.quantization_override} (the launch command leaves its path to fill in)")
     if d.gpu.vendor == "amd":
         warnings.append("AMD GPUs: vLLM's ROCm build follows the same accounting; the profile was fitted on NVIDIA "
                         "start-up logs")
