@@ -474,3 +474,14 @@ def test_fuzz_pass_5_inputs_are_4xx_answered_at_once(service):
     with server.client(tokens["viewer"]) as c:  # a viewer moves the what-if controls (docs/service.md); saving is not theirs
         response = c.post("/ui/whatif/fuzz5", json={"version": 1, "changes": {"concurrency": 8}})
         assert response.status_code == 200, response.text
+
+
+def test_only_lengths_read_as_at_file_in_a_search_spec():
+    """A search spec's "@" is a file only where lengths take one: a description that starts with "@" is text."""
+    from specsize.core.errors import SpecError
+    from specsize.service.requests import search_spec_text
+
+    assert search_spec_text("target: x\ndescription: '@oncall team'\n")
+    with pytest.raises(SpecError) as err:
+        search_spec_text("target: x\ndrafters: [{method: ngram, trace: /etc/passwd}]\n")
+    assert err.value.field == "spec.drafters.0.trace"

@@ -11,7 +11,7 @@ and target/draft must be catalog ids (`GET /api/v1/models`) or published variant
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional, Union
+from typing import Any, Callable, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, create_model
 
@@ -67,36 +67,34 @@ def request_model() -> type[BaseModel]:
     return create_model("PlanRequest", __config__=ConfigDict(extra="forbid"), **spec)  # type: ignore[call-overload]
 
 
-def _no_file_lengths(values: dict) -> None:
-    """Lengths as "@FILE" would read a file on the server (and tell a caller which files exist): refused."""
-    for name in LENGTHS:
-        value = values.get(name)
-        if isinstance(value, str) and value.strip().startswith("@"):
-            raise SpecError(name, "@FILE names a file on the server, which the service does not read for callers",
-                            "lengths given inline: p50=N,p99=N, a list of samples, or a mapping")
+def refuse_server_files(node: object, field: Callable[[tuple[str, ...]], str] = lambda path: path[-1],
+                        path: tuple[str, ...] = ()) -> None:
+    """A body, deployment file or search spec that would make the server read a file for its caller (and tell the
+    caller which files exist), refused wherever it says so: a file field (SERVER_SIDE: samples_file, trace, ...) or
+    lengths given as "@FILE" (LENGTHS). `field` names the error's field from the keys' path (default: the last)."""
+    if isinstance(node, list):
+        for index, value in enumerate(node):
+            refuse_server_files(value, field, (*path, str(index)))
+    if not isinstance(node, dict):
+        return
+    for key, value in node.items():
+        here = (*path, str(key))
+        if key in SERVER_SIDE:
+            raise SpecError(field(here), "names a file on the server, which the service does not read for callers",
+                            "lengths given inline (prompt_tokens, output_tokens)")
+        if key in LENGTHS and isinstance(value, str) and value.strip().startswith("@"):
+            raise SpecError(field(here), "@FILE names a file on the server, which the service does not read for "
+                            "callers", "lengths given inline: p50=N,p99=N, a list of samples, or a mapping")
+        refuse_server_files(value, field, here)
 
 
 def search_spec_text(text: str) -> str:
-    """A search spec sent over HTTP, refused where it would make the server read a file: a file field (samples_file,
-    trace, ...) or "@FILE" lengths at any depth. Its models are read by name only (the server process's
-    SPECSIZE_MODELS_BY_NAME_ONLY), so a path among them names no file either."""
+    """A search spec sent over HTTP, refused where it would make the server read a file (refuse_server_files, at any
+    depth). Its models are read by name only (the server process's SPECSIZE_MODELS_BY_NAME_ONLY), so a path among
+    them names no file either."""
     from ..inputs.load import parse_yaml_mapping  # noqa: PLC0415
 
-    def walk(node: object, where: str) -> None:
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if key in SERVER_SIDE:
-                    raise SpecError(f"spec.{where}{key}", "names a file on the server, which the service does not "
-                                    "read for callers", "lengths given inline (prompt_tokens, output_tokens)")
-                walk(value, f"{where}{key}.")
-        elif isinstance(node, list):
-            for index, value in enumerate(node):
-                walk(value, f"{where}{index}.")
-        elif isinstance(node, str) and node.strip().startswith("@"):
-            raise SpecError(f"spec.{where.rstrip('.')}", "@FILE names a file on the server, which the service does "
-                            "not read for callers", "lengths given inline: p50=N,p99=N, a list of samples, a mapping")
-
-    walk(parse_yaml_mapping(text, "the search spec", "spec"), "")
+    refuse_server_files(parse_yaml_mapping(text, "the search spec", "spec"), lambda path: "spec." + ".".join(path))
     return text
 
 
@@ -110,22 +108,12 @@ def build(body: dict, catalog: frozenset[str] | None, store: str | None = None) 
     for name in values:
         if name not in FIELDS:
             raise SpecError(name, "unknown field", "the fields of GET /api/v1/openapi.json (PlanRequest)")
-        if name in SERVER_SIDE:
-            raise SpecError(name, "names a file on the server, which the service does not read for callers",
-                            "lengths given inline (prompt_tokens, output_tokens)")
-    _no_file_lengths(values)
+    refuse_server_files(values)
     if text is None:
         request = load_request(**values)
     else:
         data = parse_yaml_mapping(text, "the deployment", "deployment_yaml")
-        inner = data.get("workload")
-        workload: dict = inner if isinstance(inner, dict) else {}
-        for key in SERVER_SIDE:
-            if key in data or key in workload:
-                raise SpecError(key, "names a file on the server, which the service does not read for callers",
-                                "lengths given inline (prompt_tokens, output_tokens)")
-        _no_file_lengths(data)
-        _no_file_lengths(workload)
+        refuse_server_files(data)
         request = build_request(data, values, "file", None, "the deployment")
     models = [(name, getattr(request, name)) for name in CATALOG_ONLY]
     # a speedup candidate's draft is a model too (it would load a folder or a file on the server, or go to the hub)
