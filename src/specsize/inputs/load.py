@@ -169,8 +169,11 @@ def _numbers(line: str) -> bool:
 def read_samples(path: str | Path, column: str | None = None, field: str = "samples_file") -> list[int]:
     """Token counts from a file: numbers (one per line or comma-separated), a JSON list, or a JSONL/CSV
     trace whose `column` field holds them."""
-    return parse_samples(read_text(Path(path), field, "a readable file", size_limit("samples_file")), path, column,
-                         field)
+    return parse_samples(_samples_text(path, field), path, column, field)
+
+
+def _samples_text(path: str | Path, field: str = "samples_file") -> str:
+    return read_text(Path(path), field, "a readable file", size_limit("samples_file"))
 
 
 def parse_samples(text: str, path: str | Path, column: str | None = None, field: str = "samples_file") -> list[int]:
@@ -318,7 +321,7 @@ def _samples(values: dict, sources: dict) -> None:
     for side in ("prompt_tokens", "output_tokens"):
         if values.get(side) is None:
             if text is None:
-                text = read_text(Path(path), "samples_file", "a readable file", size_limit("samples_file"))
+                text = _samples_text(path)
             values[side] = check_lengths(side, LengthDistribution.from_samples(parse_samples(text, path, side)))
             sources[side] = sources["samples_file"]
 
