@@ -45,6 +45,37 @@ def test_search_plan_and_simulator_agree(concurrency, burst, gpus, k, mns):
     assert replica_workload(d, w).concurrency == -(-concurrency // gpus)
 
 
+def test_a_configurations_screen_figures_do_not_depend_on_the_rest_of_the_space():
+    """The screen shares work between configurations (one memory account per engine instance, step costs per
+    GPU, TP, drafter, k and KV dtype). max_num_seqs sets the largest step in a CUDA graph (2 x max_num_seqs x (1 + k)
+    tokens, at most 512): with 16 sequences a 64-sequence decode step runs eagerly, with 64 in a graph. So the
+    64-sequence configuration screened beside a 16-sequence one must be screened as it is alone, on one GPU and on
+    several (replicas)."""
+    d = deployment(TARGET, draft=DRAFT, method="draft_model", k=3, max_model_len=16384)
+    w = workload(concurrency=80, burst=1.0)
+
+    def space(mns: tuple[int, ...]) -> SearchSpace:
+        return SearchSpace(name="one", target=d.target,
+                           drafters=(DrafterOption("none", replace(d.speculative, method="none", draft=None),
+                                                   None, (0,)),
+                                     DrafterOption("draft", d.speculative, Acceptance(rate=0.7), (3,))),
+                           gpus=(GpuOption(d.gpu, (1, 2), None),), tps=(1,), kv_cache_dtypes=("auto",),
+                           max_num_seqs=mns, engine=replace(d.engine, max_num_seqs=None), workload=w,
+                           slo=SearchSlo(), headroom=0.2, gpus_per_node=8, finalists=0, simulate_seconds=10.0,
+                           engine_version=None)
+
+    alone, _ = screen(space((64,)), profile(), load_efficiency)
+    beside, _ = screen(space((16, 64)), profile(), load_efficiency)
+    assert [c for c in beside if c.max_num_seqs == 64] == alone
+    assert len(alone) == 4 and all(c.tpot_s for c in alone)
+    assert {c.max_num_seqs for c in beside} == {16, 64}
+
+    # two drafters a spec labels alike are still two drafters
+    same = replace(space((64,)), drafters=tuple(replace(o, label="same") for o in space((64,)).drafters))
+    both, _ = screen(same, profile(), load_efficiency)
+    assert [c.tpot_s for c in both] == [c.tpot_s for c in alone]
+
+
 def test_acceptance_is_one_type_everywhere():
     from specsize.planner import perf, search, speedup
 

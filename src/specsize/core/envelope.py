@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from .kvcache import request_kv_bytes
 from .memory import MemoryAccount
-from .specs import Workload
+from .specs import LengthDistribution, Workload
 from .units import GiB
 
 FITS, THIN, DOES_NOT_FIT = "fits", "thin", "does_not_fit"
@@ -70,14 +70,13 @@ def _headroom(demand: int, capacity: int) -> float:
     return 1.0 - demand / capacity
 
 
-def _case(mem: MemoryAccount, label: str, percentile: str, prompt: int, output: int, requested: int) -> EnvelopeCase:
-    s = mem.settings
-    k = s.num_speculative_tokens
-    running = min(requested, s.max_num_seqs)
-    per_request = request_kv_bytes(mem.kv_layers, prompt + output + k, s.block_size, in_flight=k + 1)
-    demand = running * per_request
+def _case(mem: MemoryAccount, label: str, shape: ShapeCapacity, requested: int) -> EnvelopeCase:
+    """`requested` concurrent requests of `shape` against the pool."""
+    running = min(requested, mem.settings.max_num_seqs)
+    demand = running * shape.request_kv_bytes
     capacity = mem.pool_bytes
-    return EnvelopeCase(label=label, percentile=percentile, prompt_tokens=prompt, output_tokens=output,
+    prompt, output = shape.prompt_tokens, shape.output_tokens
+    return EnvelopeCase(label=label, percentile=shape.label, prompt_tokens=prompt, output_tokens=output,
                         requested_concurrency=requested, concurrency=running, queued=max(0, requested - running),
                         demand_bytes=demand, capacity_bytes=capacity, headroom_fraction=_headroom(demand, capacity))
 
@@ -88,11 +87,8 @@ def evaluate(mem: MemoryAccount, workload: Workload, headroom_policy: float = 0.
     k = s.num_speculative_tokens
     peak = math.ceil(workload.concurrency * workload.burst_factor - 1e-9)
     pct = workload.percentile
-    worst = _case(mem, "worst_case", pct, workload.prompt_tokens.at(pct), workload.output_tokens.at(pct), peak)
-    expected = worst if not detail else _case(mem, "expected", "p50", workload.prompt_tokens.p50,
-                                               workload.output_tokens.p50, workload.concurrency)
     shapes = []
-    for label in ("p50", "p95", "p99", "max") if detail else (pct,):
+    for label in LengthDistribution.PERCENTILES if detail else (pct,):
         prompt, output = workload.prompt_tokens.at(label), workload.output_tokens.at(label)
         tokens = prompt + output + k
         per_request = request_kv_bytes(mem.kv_layers, tokens, s.block_size, in_flight=k + 1)
@@ -100,11 +96,13 @@ def evaluate(mem: MemoryAccount, workload: Workload, headroom_policy: float = 0.
                                     request_kv_bytes=per_request,
                                     max_concurrency=mem.pool_bytes // per_request if per_request else 0,
                                     within_max_model_len=prompt + output <= s.max_model_len))
-
+    by_label = {sh.label: sh for sh in shapes}
+    worst = _case(mem, "worst_case", by_label[pct], peak)
+    expected = worst if not detail else _case(mem, "expected", by_label["p50"], workload.concurrency)
     reasons: list[str] = []
     if mem.startup_problem:
         reasons.append(mem.startup_problem)
-    worst_shape = next(sh for sh in shapes if sh.label == pct)
+    worst_shape = by_label[pct]
     if not worst_shape.within_max_model_len:
         reasons.append(f"{pct} requests ({worst_shape.prompt_tokens} + {worst_shape.output_tokens} tokens) exceed "
                        f"max_model_len={s.max_model_len}: the engine rejects them")

@@ -111,7 +111,9 @@ def _ints(data: dict, key: str, default: list, minimum: int, maximum: int) -> tu
 
 
 GPU_KEYS = {"gpu", "counts", "price_per_hour"}
-MAX_CONFIGURATIONS = 500_000  # the screen judges about 15,000 a second here: about half a minute at most
+# the screen judges about 7,000 configurations a second on the slow 2-core machine of 2026-12-06 (bench/search_speed.py):
+# the cap is about 70 s there, well inside the service's 300 s job deadline
+MAX_CONFIGURATIONS = 500_000
 
 
 def _drafter(item: dict, default_ks: list[int], target: ModelSpec, engine: str, version: str | None) -> DrafterOption:

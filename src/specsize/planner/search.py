@@ -78,6 +78,10 @@ def screen(space, profile: AccountingProfile, efficiency_for) -> tuple[list[Cand
     out: list[Candidate] = []
     skipped = 0
     costs_cache: dict = {}
+    # a GPU's memory account is that of one engine instance: the same whatever the GPU count (replicas)
+    accounts: dict = {}
+    engines = [(kv, mns, replace(space.engine, kv_cache_dtype=kv, max_num_seqs=mns))
+               for kv in space.kv_cache_dtypes for mns in space.max_num_seqs]
     peak_total = peak_concurrency(w.concurrency, w.burst_factor)
     ctx = decode_context(w.prompt_tokens.p99, w.output_tokens.p99)
     for option in space.gpus:
@@ -91,7 +95,7 @@ def screen(space, profile: AccountingProfile, efficiency_for) -> tuple[list[Cand
                     continue
                 replicas = count // tp
                 per_replica = replace(w, concurrency=replica_share(w.concurrency, replicas))
-                for drafter in space.drafters:
+                for index, drafter in enumerate(space.drafters):
                     acceptance = None
                     if drafter.speculative.enabled:
                         given = drafter.acceptance
@@ -101,44 +105,61 @@ def screen(space, profile: AccountingProfile, efficiency_for) -> tuple[list[Cand
                         acceptance = Acceptance(rate=given.per_token(drafter.ks[0]))  # convert once
                     for k in drafter.ks:
                         spec = replace(drafter.speculative, num_speculative_tokens=k)
-                        for kv in space.kv_cache_dtypes:
-                            for mns in space.max_num_seqs:
-                                engine = replace(space.engine, kv_cache_dtype=kv, max_num_seqs=mns)
-                                d = Deployment(target=space.target, gpu=gpu, speculative=spec, tp=tp, num_gpus=count,
-                                               engine=engine)
+                        for kv, mns, engine in engines:
+                            d = Deployment(target=space.target, gpu=gpu, speculative=spec, tp=tp, num_gpus=count,
+                                           engine=engine)
+                            instance = (id(option), tp, index, k, kv, mns)
+                            mem = accounts.get(instance)
+                            if mem is None:
                                 try:
-                                    mem = account(d, profile)
+                                    mem = accounts[instance] = account(d, profile)
                                 except SpecError:
-                                    skipped += 1
-                                    continue
-                                cost = count * option.price_per_hour if option.price_per_hour is not None else count
-                                out.append(_judge(d, mem, per_replica, policy, slo, eff, acceptance, k, replicas, ctx,
-                                                  peak_total, costs_cache, drafter.label, cost, unit))
+                                    mem = accounts[instance] = False
+                            if mem is False:
+                                skipped += 1
+                                continue
+                            cost = count * option.price_per_hour if option.price_per_hour is not None else count
+                            out.append(_judge(d, mem, per_replica, policy, slo, eff, acceptance, k, replicas, ctx,
+                                              peak_total, costs_cache, (index, drafter.label), cost, unit))
     return out, skipped
 
 
-def _judge(d, mem, w, policy, slo, eff, acceptance, k, replicas, ctx, peak_total, cache, label, cost, unit):
+def _step_times(d, mem, eff, acceptance, k, drafter, batch, ctx, prompt, cache):
+    """(step costs, TPOT at `batch` sequences, time to prefill a `prompt`-token prompt), shared between
+    configurations through `cache`: the costs depend on max_num_seqs only through the largest step the engine runs in
+    a CUDA graph, and the times are pure in (costs, shape), so configurations that differ in GPU count or
+    max_num_seqs alone share them."""
+    s = mem.settings
+    key = (d.gpu.gpu_id, d.tp, drafter, k, d.engine.kv_cache_dtype, s.graph_max_tokens)
+    costs = cache.get(key)
+    if costs is None:
+        costs = cache[key] = costs_for(d, mem, eff, k, Tree())
+    timed = (key, batch, s.max_num_batched_tokens)
+    times = cache.get(timed)
+    if times is None:
+        if d.speculative.enabled and acceptance is not None:
+            per_pass = pass_tokens(acceptance.per_token(k), k, Tree(), proposal_rate=d.speculative.proposal_rate)
+            tpot = spec_tpot(costs, batch, ctx, per_pass)
+        else:
+            tpot = decode_step(costs, batch, ctx).time_s
+        times = cache[timed] = (tpot, prefill_time(costs, prompt, s.max_num_batched_tokens))
+    return (costs, *times)
+
+
+def _judge(d, mem, w, policy, slo, eff, acceptance, k, replicas, ctx, peak_total, cache, drafter, cost, unit):
+    """One configuration's candidate; `drafter`: (its index in the space, its label)."""
     s = mem.settings
     verdict = evaluate(mem, w, policy, detail=False)
     headroom = verdict.worst_case.headroom_fraction
-    base = dict(gpu=d.gpu.gpu_id, gpus=d.num_gpus, tp=d.tp, replicas=replicas, drafter=label,
+    base = dict(gpu=d.gpu.gpu_id, gpus=d.num_gpus, tp=d.tp, replicas=replicas, drafter=drafter[1],
                 method=d.speculative.method, k=k, kv_cache_dtype=d.engine.kv_cache_dtype, max_num_seqs=s.max_num_seqs,
                 headroom=headroom, cost=cost, cost_unit=unit, kv_cache_tokens=mem.kv_cache_tokens)
     if verdict.verdict == DOES_NOT_FIT:
         reason = verdict.reasons[0] if verdict.reasons else (
             f"KV demand at {verdict.worst_case.concurrency} p99 requests exceeds the pool ({headroom:.0%} headroom)")
         return Candidate(status="does_not_fit", reason=reason, tpot_s=None, ttft_s=None, throughput_tok_s=None, **base)
-    key = (d.gpu.gpu_id, d.tp, label, k, d.engine.kv_cache_dtype)
-    costs = cache.get(key)
-    if costs is None:
-        costs = cache[key] = costs_for(d, mem, eff, k, Tree())
     batch = max(1, min(verdict.worst_case.concurrency, s.max_num_seqs))
-    if d.speculative.enabled and acceptance is not None:
-        per_pass = pass_tokens(acceptance.per_token(k), k, Tree(), proposal_rate=d.speculative.proposal_rate)
-        tpot = spec_tpot(costs, batch, ctx, per_pass)
-    else:
-        tpot = decode_step(costs, batch, ctx).time_s
-    ttft = prefill_time(costs, w.prompt_tokens.p99, s.max_num_batched_tokens)
+    costs, tpot, ttft = _step_times(d, mem, eff, acceptance, k, drafter, batch, ctx, w.prompt_tokens.p99, cache)
     # decode shares the GPU with prefilling the arrivals (rate from Little's law at this concurrency)
     rate = littles_law_rate(w.concurrency, ttft + max(1, w.output_tokens.p50) * tpot)
     u = prefill_share(costs, rate, w.prompt_tokens.p50, s.max_num_batched_tokens)
