@@ -247,6 +247,20 @@ def test_search_specs_are_checked(spec, tmp_path, capsys):
     assert code == 2, (spec, err)
 
 
+@pytest.mark.parametrize("tp", ["[3]", "[16]"])
+def test_a_search_space_with_no_valid_tp_is_a_bad_spec_not_a_miss(tp, tmp_path, capsys):
+    """TP 3 does not divide Llama 3.1 70B's 64 attention heads, and TP 16 is past gpus_per_node (8): with no other
+    TP in the space nothing is screened, which is a spec to correct (exit 2 on `tp`), not "nothing meets the SLO"
+    (exit 3)."""
+    path = tmp_path / "s.yaml"
+    text = (ROOT / "examples" / "search" / "llama70b.yaml").read_text().replace("tp: [1, 2, 4, 8]", f"tp: {tp}")
+    path.write_text(text)
+    code, _, err = run(capsys, "search", path, "--no-simulate")
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"specsize: error: tp: no value of {tp} shards meta-llama/Llama-3.1-70B-Instruct (64 "
+                          "attention heads, 8 KV heads)"), err
+
+
 @pytest.mark.parametrize("head,method,vocab", [("SafeAILab/EAGLE3-train-config-llama3.1-8B", "eagle3", 128256),
                                                ("SafeAILab/EAGLE-train-config-vicuna-7B", "eagle", 32000)])
 def test_a_head_of_another_tokenizer_is_refused(capsys, head, method, vocab):

@@ -77,6 +77,7 @@ def screen(space, profile: AccountingProfile, efficiency_for) -> tuple[list[Cand
     policy = space.headroom
     out: list[Candidate] = []
     skipped = 0
+    refused: SpecError | None = None  # the first configuration the engine would refuse, said if none is left
     costs_cache: dict = {}
     # a GPU's memory account is that of one engine instance: the same whatever the GPU count (replicas)
     accounts: dict = {}
@@ -113,15 +114,30 @@ def screen(space, profile: AccountingProfile, efficiency_for) -> tuple[list[Cand
                             if mem is None:
                                 try:
                                     mem = accounts[instance] = account(d, profile)
-                                except SpecError:
-                                    mem = accounts[instance] = False
-                            if mem is False:
+                                except SpecError as err:
+                                    mem = accounts[instance] = err
+                            if isinstance(mem, SpecError):
                                 skipped += 1
+                                refused = refused or mem
                                 continue
                             cost = count * option.price_per_hour if option.price_per_hour is not None else count
                             out.append(_judge(d, mem, per_replica, policy, slo, eff, acceptance, k, replicas, ctx,
                                               peak_total, costs_cache, (index, drafter.label), cost, unit))
+    if not out:
+        _nothing_to_screen(space, refused)
     return out, skipped
+
+
+def _nothing_to_screen(space, refused: SpecError | None) -> None:
+    """A space with no configuration to judge is a bad spec, not a space where nothing meets the SLO."""
+    if refused is not None:
+        raise SpecError(refused.field, f"no configuration of the space can start: {refused.problem}", refused.accepted)
+    t = space.target
+    counts = sorted({c for option in space.gpus for c in option.counts})
+    heads = f"{t.num_attention_heads} attention heads" + ("" if t.mla is not None else f", {t.num_kv_heads} KV heads")
+    raise SpecError("tp", f"no value of {list(space.tps)} shards {t.model_id} ({heads}) over a GPU count of "
+                    f"{counts} within gpus_per_node={space.gpus_per_node}",
+                    "a TP degree that divides a GPU count and the attention heads, at most gpus_per_node")
 
 
 def _step_times(d, mem, eff, acceptance, k, drafter, batch, ctx, prompt, cache):
