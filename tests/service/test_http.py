@@ -214,6 +214,8 @@ def test_check_live_fetches_only_registered_endpoints(service):
                 assert _error(c.post("/api/v1/endpoints", json={"name": "bad", "url": bad}), 400)["field"] == "url"
             again = _error(c.post("/api/v1/endpoints", json={"name": "vllm-a", "url": "http://10.0.0.9/metrics"}), 400)
             assert again["field"] == "name" and "exists" in again["problem"]
+            named = _error(c.post("/api/v1/endpoints", json={"name": "a b", "url": "http://10.0.0.9/metrics"}), 400)
+            assert named["field"] == "name" and named["problem"] == "invalid endpoint name 'a b'"
         with server.client(tokens["planner"]) as c:
             live = c.post("/api/v1/check-live", json={"endpoint": "vllm-a", "plan": plan, "record": "test-live"})
             assert live.status_code == 200, live.text
@@ -407,6 +409,22 @@ def test_tokens_are_stored_hashed_and_revocation_holds_at_once(service):
         assert c.get("/api/v1/deployments").status_code == 401
 
 
+def test_listing_or_revoking_in_a_database_that_is_not_there_creates_nothing(tmp_path):
+    """Fuzz: `users list --db /missing/dir/x.db` created the directory and an empty database, and listed no users
+    (exit 0). Listing and revoking now need the database; `users add` creates it, as the docs say. A file that is not
+    a database is refused on `db` (the calibration store's own check had named the field `store`)."""
+    missing = tmp_path / "no" / "such.db"
+    for argv in (("users", "list", "--db", str(missing)), ("users", "revoke", "bob", "--db", str(missing))):
+        done = specsize(*argv)
+        assert done.returncode == 2 and done.stderr.startswith(f"specsize: error: db: {missing} does not exist")
+        assert done.stderr.count("\n") == 1 and not (tmp_path / "no").exists()
+    other = tmp_path / "notes.txt"
+    other.write_text("not a database\n")
+    done = specsize("users", "list", "--db", str(other))
+    assert done.returncode == 2 and done.stderr.startswith(f"specsize: error: db: {other} is not an SQLite database")
+    assert other.read_text() == "not a database\n"
+
+
 def test_a_non_local_bind_needs_users(tmp_path):
     done = specsize("serve", "--host", "0.0.0.0", "--db", str(tmp_path / "empty.sqlite"))
     assert done.returncode == 2
@@ -465,12 +483,16 @@ def test_fuzz_pass_5_inputs_are_4xx_answered_at_once(service):
                               json={"deployment_yaml": "target: meta-llama/Llama-3.1-8B-Instruct\ntp: 2\n"}), 400)
         assert error["field"] == "deployment_yaml"
         # the web UI's what-if routes: a body of the wrong shape is bad input, never a 500
+        # (422 for a body of the wrong shape, 400 for a value refused, as the API's routes: docs/service.md)
         for route in ("/ui/whatif/fuzz5", "/ui/simulate/fuzz5"):
-            for raw in (b"{x", b"[1]", b"null", b"5", b'{"version": 1, "changes": [1]}', b'{"version": "a"}',
-                        b'{"version": 1, "changes": {"prompt_tokens": "@/tmp/x"}}',
-                        b'{"version": 1, "changes": {"samples_file": "/etc/passwd"}}'):
+            for raw, status in ((b"{x", 422), (b"[1]", 422), (b"null", 422), (b"5", 422),
+                                (b'{"version": 1, "changes": [1]}', 422), (b'{"version": "a"}', 422),
+                                (b'{"version": 1, "changes": {"bogus": 1}}', 422),
+                                (b'{"version": 1, "changes": {"prompt_tokens": "@/tmp/x"}}', 400),
+                                (b'{"version": 1, "changes": {"samples_file": "/etc/passwd"}}', None)):
                 response = c.post(route, content=raw, headers={"content-type": "application/json"})
                 assert 400 <= response.status_code < 500 and "Traceback" not in response.text, (route, raw, response.text)
+                assert status is None or response.status_code == status, (route, raw, response.text)
     with server.client(tokens["viewer"]) as c:  # a viewer moves the what-if controls (docs/service.md); saving is not theirs
         response = c.post("/ui/whatif/fuzz5", json={"version": 1, "changes": {"concurrency": 8}})
         assert response.status_code == 200, response.text

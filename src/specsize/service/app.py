@@ -282,7 +282,7 @@ def role(needed: str) -> Callable:
 
 
 def _spec_error(err: SpecError) -> JSONResponse:
-    return JSONResponse(error_body(err.field, err.problem, err.accepted), status_code=400)
+    return JSONResponse(error_body(err.field, err.problem, err.accepted), status_code=getattr(err, "http_status", 400))
 
 
 def _validation_error(_request: Request, err: RequestValidationError) -> JSONResponse:
@@ -558,7 +558,7 @@ def _endpoint_routes(app: FastAPI, state: State, PlanRequest: Any) -> None:  # n
 
     @app.post("/api/v1/endpoints", tags=["live"], status_code=201)
     def add_endpoint(body: EndpointBody, user: auth.User = Depends(role("admin"))) -> dict:
-        deployments.check_name(body.name)
+        deployments.check_name(body.name, "name", "endpoint")
         url = _check_endpoint_url(body.url)
         from sqlalchemy.exc import IntegrityError  # noqa: PLC0415
 

@@ -157,7 +157,10 @@ def connect(url: str | None) -> Engine:
             os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
         from ..adapters.store import Store  # noqa: PLC0415 - the calibration store's tables, in the same file
 
-        Store(path).close()
+        try:
+            Store(path).close()
+        except SpecError as err:  # the calibration store's check of the file, said of the service's --db
+            raise SpecError("db", err.problem, "the service's database, or a new path") from None
         # a connection per checkout: opening SQLite costs microseconds, and no pooled connection can keep an old
         # read snapshot (a user added by `specsize users add` while the server runs is seen at once)
         from sqlalchemy.pool import NullPool  # noqa: PLC0415

@@ -18,10 +18,11 @@ from . import db
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
-def check_name(name: str) -> str:
-    """A deployment's name (`deployment_name` when it is created; the NAME of its URLs after)."""
+def check_name(name: str, field: str = "deployment_name", what: str = "deployment") -> str:
+    """A deployment's name (`deployment_name` when it is created; the NAME of its URLs after), or with `field` and
+    `what` another named thing of the service (a /metrics endpoint's `name`)."""
     if not NAME.match(name or ""):
-        raise SpecError("deployment_name", f"invalid deployment name {name!r}", "1-128 letters, digits, '.', '_', '-'")
+        raise SpecError(field, f"invalid {what} name {name!r}", "1-128 letters, digits, '.', '_', '-'")
     return name
 
 

@@ -7,10 +7,18 @@ import os
 from ..core.errors import SpecError
 
 
-def _engine(db_url: str | None):
+def _engine(db_url: str | None, create: bool = True):
+    """The service's database; `create=False` (listing, revoking): an SQLite file that is not there is an error, not
+    a new empty database (a mistyped --db had been created, directories and all, and listed as no users)."""
+    from ..core.errors import SpecError  # noqa: PLC0415
     from . import db  # noqa: PLC0415
 
-    return db.connect(db_url or os.environ.get("SPECSIZE_DB"))
+    url = db_url or os.environ.get("SPECSIZE_DB")
+    path = db.sqlite_path(db.normalize_url(url))
+    if not create and path is not None and not path.exists():
+        raise SpecError("db", f"{path} does not exist", "the service's database, as `serve --db` takes it; `specsize users "
+                        "add` creates one")
+    return db.connect(url)
 
 
 def add_user(db_url: str | None, name: str, role: str, password: str | None) -> str:
@@ -22,13 +30,13 @@ def add_user(db_url: str | None, name: str, role: str, password: str | None) -> 
 def list_users(db_url: str | None) -> list[dict]:
     from . import auth  # noqa: PLC0415
 
-    return auth.list_users(_engine(db_url))
+    return auth.list_users(_engine(db_url, create=False))
 
 
 def revoke_user(db_url: str | None, name: str) -> None:
     from . import auth  # noqa: PLC0415
 
-    auth.revoke_user(_engine(db_url), name)
+    auth.revoke_user(_engine(db_url, create=False), name)
 
 
 def run(db_url: str | None, host: str, port: int, rate_limit: int, max_body: int, job_timeout: float,

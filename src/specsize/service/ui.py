@@ -57,29 +57,35 @@ def _set_cookie(secure: bool, response: Response, name: str, value: str, max_age
 WHATIF_BODY = '{"version": N or null, "changes": {control: value}}'
 
 
+class BodyShapeError(SpecError):
+    """A body of the wrong shape: 422, as the API's own bodies (docs/service.md); a value refused is 400."""
+
+    http_status = 422
+
+
 def whatif_body(raw: object) -> dict:
     """A what-if request's JSON body, checked: an object with an optional integer version and a mapping of the
     what-if controls (WHATIF) to values; anything else is a 4xx naming what is wrong, never an internal error."""
     if not isinstance(raw, dict):
-        raise SpecError("body", f"must be a JSON object, got {type(raw).__name__}", WHATIF_BODY)
+        raise BodyShapeError("body", f"must be a JSON object, got {type(raw).__name__}", WHATIF_BODY)
     version = raw.get("version")
     if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
-        raise SpecError("version", f"must be an integer, got {version!r:.40}", "a version number of the deployment")
+        raise BodyShapeError("version", f"must be an integer, got {version!r:.40}", "a version number of the deployment")
     changes = raw.get("changes") or {}
     if not isinstance(changes, dict):
-        raise SpecError("changes", f"must be a mapping, got {type(changes).__name__}", WHATIF_BODY)
+        raise BodyShapeError("changes", f"must be a mapping, got {type(changes).__name__}", WHATIF_BODY)
     unknown = sorted(str(k) for k in changes if k not in WHATIF)
     if unknown:
-        raise SpecError("changes", f"unknown control(s) {', '.join(unknown)[:120]}", ", ".join(WHATIF))
+        raise BodyShapeError("changes", f"unknown control(s) {', '.join(unknown)[:120]}", ", ".join(WHATIF))
     return {"version": version, "changes": changes}
 
 
 async def json_body(request: Request) -> object:
-    """The request's body as JSON; a body that is not JSON is bad input (400), not an internal error."""
+    """The request's body as JSON; a body that is not JSON is a body of the wrong shape (422), not an internal error."""
     try:
         return await request.json()
     except ValueError:
-        raise SpecError("body", "is not JSON", WHATIF_BODY) from None
+        raise BodyShapeError("body", "is not JSON", WHATIF_BODY) from None
 
 
 def whatif_changes(base: dict, moved: dict) -> dict:
