@@ -389,9 +389,9 @@ def planned(state: State, body_request) -> Any:
 
 def _job(state: State, kind: str, payload: dict, user: auth.User) -> JSONResponse:
     job = state.jobs.submit(kind, payload, user.name)
-    if job is None:
-        raise ApiError(429, "jobs", f"{state.jobs.workers} jobs are already running",
-                       "wait for one to finish (GET /api/v1/jobs/ID)", {"retry-after": "5"})
+    if isinstance(job, str):
+        error = state.jobs.refusal(job)
+        raise ApiError(429, error["field"], error["problem"], error["accepted"], {"retry-after": "5"})
     return JSONResponse(job.to_dict(with_result=False) | {"href": f"/api/v1/jobs/{job.id}"}, status_code=202)
 
 

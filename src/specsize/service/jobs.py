@@ -1,7 +1,7 @@
 """Long jobs (simulate, stops-paying, search) run in a process of their own, with a deadline: the request returns a job id at
 once, `GET /api/v1/jobs/{id}` reports queued / running / done / failed / timed_out, and a job past its deadline
-is killed (a thread could not be). At most `workers` jobs run at once; more are refused (429), not queued
-without bound. Jobs are kept in memory: a restart forgets them (the deployments they served are in the
+is killed (a thread could not be). At most `workers` jobs run at once, and one user runs at most `per_owner` of them
+(all but one worker), so one user cannot hold every worker; more are refused (429), not queued without bound. Jobs are kept in memory: a restart forgets them (the deployments they served are in the
 database)."""
 
 from __future__ import annotations
@@ -94,23 +94,36 @@ class Job:
 class JobRunner:
     def __init__(self, workers: int = 2, timeout_s: float = 300.0):
         self.workers, self.timeout_s = workers, timeout_s
+        self.per_owner = max(1, workers - 1)
         self.jobs: dict[str, Job] = {}
         self._lock = threading.Lock()
         self._context = multiprocessing.get_context("spawn")  # no fork of a threaded server
 
-    def running(self) -> int:
-        return sum(1 for j in self.jobs.values() if j.status in ("queued", "running"))
+    def running(self, owner: str | None = None) -> int:
+        return sum(1 for j in self.jobs.values() if j.status in ("queued", "running") and owner in (None, j.owner))
 
-    def submit(self, kind: str, payload: dict, owner: str) -> Job | None:
-        """A new job, or None when `workers` jobs already run."""
+    def submit(self, kind: str, payload: dict, owner: str) -> Job | str:
+        """A new job; or why not: "full" when `workers` jobs already run, "owner" when `owner` already runs
+        `per_owner` of them."""
         with self._lock:
             self._forget_old()
             if self.running() >= self.workers:
-                return None
+                return "full"
+            if self.running(owner) >= self.per_owner:
+                return "owner"
             job = Job(secrets.token_hex(8), kind, owner, time.time(), self.timeout_s)
             self.jobs[job.id] = job
         threading.Thread(target=self._watch, args=(job, payload), daemon=True).start()
         return job
+
+    def refusal(self, why: str) -> dict:
+        """The error of a refused submission (`submit`'s "full" or "owner"), answered with 429."""
+        if why == "owner":
+            n = self.per_owner
+            problem = f"you already run {n} job{'s' if n > 1 else ''}, the most one user may run at once"
+        else:
+            problem = f"{self.workers} jobs are already running"
+        return {"field": "jobs", "problem": problem, "accepted": "wait for one to finish (GET /api/v1/jobs/ID)"}
 
     def _watch(self, job: Job, payload: dict) -> None:
         parent, child = self._context.Pipe(duplex=False)

@@ -333,7 +333,6 @@ def _live_routes(app: FastAPI, ui: SimpleNamespace) -> None:
             raise SpecError("role", f"{user.role} may not run simulations", "a planner or higher")
         _, body = whatif_request(name, await json_body(request))
         job = state.jobs.submit("simulate", {"body": body, "store": state.store}, user.name)
-        if job is None:
-            return JSONResponse({"error": {"field": "jobs", "problem": "too many jobs running", "accepted": "wait"}},
-                                status_code=429)
+        if isinstance(job, str):
+            return JSONResponse({"error": state.jobs.refusal(job)}, status_code=429, headers={"retry-after": "5"})
         return JSONResponse(job.to_dict(with_result=False) | {"href": f"/api/v1/jobs/{job.id}"}, status_code=202)
