@@ -354,7 +354,7 @@ def report(request: Request | None = None, **overrides: Any) -> ReportData:
     q = _request(request, overrides)
     r = resolve(q)
     d = r.deployment
-    wants = q.simulate if q.given("simulate") else True
+    wants = q.simulates(default=True)
     runnable = d.gpu.memory_bandwidth_bytes_s > 0 and (r.acceptance is not None or not d.speculative.enabled)
     base = _base_plan(r)
     runnable = runnable and base.memory.kv_blocks > 0

@@ -248,6 +248,11 @@ class Request:
         """Whether the user set `name` (a file or an override), not a default."""
         return self.source_of(name) in ("file", "override")
 
+    def simulates(self, default: bool) -> bool:
+        """Whether the command runs a simulation: `simulate` where the user set it, else the command's own default
+        (a report simulates, a plan does not)."""
+        return bool(self.simulate) if self.given("simulate") else default
+
     def settings(self) -> dict:
         """The values someone set (a file, an override or the embedded default), as `to_dict` gives them."""
         return {name: value for name, value in self.to_dict().items() if self.source_of(name) != "default"}

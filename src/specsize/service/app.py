@@ -374,8 +374,7 @@ SYNC_SIMULATION_S = 300.0
 def in_request(body_request, simulates: bool = False):
     """`body_request`, refused when the simulation it asks for (`simulates`: the route's own default) is longer
     than a request may run."""
-    runs = body_request.simulate if body_request.given("simulate") else simulates
-    if runs and body_request.duration > SYNC_SIMULATION_S:
+    if body_request.simulates(simulates) and body_request.duration > SYNC_SIMULATION_S:
         raise SpecError("duration", f"{body_request.duration:g} s of simulation in a request",
                         f"at most {SYNC_SIMULATION_S:g} s here; POST /api/v1/simulate runs a longer scenario as a job")
     return body_request
