@@ -381,6 +381,12 @@ def test_a_derived_head_is_named_as_a_gap_in_the_engine_command_not_as_a_path():
     assert '"model":"PATH_TO_YOUR_EAGLE3_HEAD"' in vllm and "derived" not in vllm
     sglang = sglang_command(result.deployment, result.memory).argv
     assert sglang[sglang.index("--speculative-draft-model-path") + 1] == "PATH_TO_YOUR_EAGLE3_HEAD"
+    # a head the user named that could not be read is derived too, and keeps the user's id, spaces and all (a path
+    # of a folder with a space had been taken for a derived head's label)
+    named = api.plan(api.load_request(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB",
+                                      method="eagle3", num_speculative_tokens=3, draft="someorg/My Head"))
+    assert named.deployment.speculative.draft.is_derived
+    assert '"model":"someorg/My Head"' in " ".join(vllm_command(named.deployment, named.memory).argv)
 
 
 def test_a_speed_up_near_1_is_flagged_as_not_established():

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..core.errors import SpecError
 from ..core.specs import (DERIVED_SOURCE, DTYPE_ALIASES, AttentionKind, AttentionLayer, MLASpec, MixerKind,
-                          ModelSpec, MoESpec, Quantization, StateLayer, VisionSpec)
+                          ModelSpec, MoESpec, Quantization, StateLayer, VisionSpec, derived_label)
 
 REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
 
@@ -691,14 +691,14 @@ def standard_head(target: ModelSpec, method: str, k: int, named: str | None = No
     if method == "eagle3":
         cfg = {**base, "architectures": ["LlamaForCausalLMEagle3"], "num_hidden_layers": 1,
                "draft_vocab_size": min(EAGLE3_DRAFT_VOCAB, target.vocab_size)}
-        return spec_from_config(cfg, named or f"{target.model_id} (EAGLE-3 head, derived)", label)
+        return spec_from_config(cfg, named or derived_label(target.model_id, "EAGLE-3 head"), label)
     if method == "eagle":
         cfg = {**base, "architectures": ["EagleLlamaForCausalLM"], "num_hidden_layers": 1}
-        return as_eagle_head(spec_from_config(cfg, named or f"{target.model_id} (EAGLE head, derived)", label))
+        return as_eagle_head(spec_from_config(cfg, named or derived_label(target.model_id, "EAGLE head"), label))
     if method == "medusa":
         heads_k = max(1, k)
         return medusa_heads(h, target.vocab_size, heads_k,
-                            named or f"{target.model_id} (Medusa, {heads_k} heads, derived)", label, target.dtype)
+                            named or derived_label(target.model_id, f"Medusa, {heads_k} heads"), label, target.dtype)
     raise ValueError(method)
 
 

@@ -144,6 +144,13 @@ class Quantization:
 
 
 DERIVED_SOURCE = "derived"  # the source prefix of a drafter head built from the target's config
+DERIVED_LABEL_END = ", derived)"  # the end of such a head's model_id where the user named none (derived_label)
+
+
+def derived_label(target_id: str, what: str) -> str:
+    """The model_id of a drafter head derived from `target_id`'s config where the user named none: a label, not a
+    checkpoint ("meta-llama/Llama-3.1-8B-Instruct (EAGLE-3 head, derived)"; ModelSpec.names_checkpoint)."""
+    return f"{target_id} ({what}{DERIVED_LABEL_END}"
 
 
 @dataclass(frozen=True, eq=False)  # identity equality: cheap hashing for the caches keyed on models
@@ -204,7 +211,7 @@ class ModelSpec:
         """Its model_id names a checkpoint an engine can load: every model but a derived head labelled after its
         target ("... (EAGLE-3 head, derived)"); a head derived in place of a named one that could not be read keeps
         that name (catalog.configs.standard_head)."""
-        return not (self.is_derived and " " in self.model_id)  # hub ids and paths specsize reads hold no space
+        return not (self.is_derived and self.model_id.endswith(DERIVED_LABEL_END))
 
     @property
     def is_moe(self) -> bool:
