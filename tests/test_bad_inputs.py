@@ -652,3 +652,52 @@ def test_an_output_is_never_the_file_the_command_reads(tmp_path, capsys):
     assert deployment.read_text() == text
     code, _, err = run(capsys, "plan", str(deployment), "-o", str(tmp_path / "plan.json"), "--force", "--format", "json")
     assert code in (0, 1), err
+
+
+HUGE = "9" * 4400  # past Python's 4,300-digit limit on converting digit strings: int() raises ValueError there
+
+
+@pytest.mark.parametrize("argv,field", [
+    (["plan", *B, "--tp", HUGE], "tp"),
+    (["plan", *B, "--seed", HUGE], "seed"),
+    (["plan", "--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB", "--prompt-tokens",
+      f"p50={HUGE}"], "prompt_tokens.p50"),
+    (["speedup", *B, "--method", "ngram", "-k", HUGE, "--acceptance-rate", "0.5"], "num_speculative_tokens"),
+    (["speedup", *B, "--method", "ngram", "-k", "3", "--acceptance-rate", "0.5", "--batch-size", f"1,{HUGE}"],
+     "batch_sizes"),
+    (["speedup", *B, "--method", "ngram", "-k", "3", "--acceptance-rate", "0.5", "--candidate",
+      f"method=ngram,acceptance=0.5,k={HUGE}"], "candidate.k"),
+])
+def test_an_integer_of_thousands_of_digits_is_out_of_range_not_an_internal_error(argv, field, capsys):
+    """Fuzz pass 6: an integer past 4,300 digits, in a flag or any file, ended in exit 4 (ValueError from int())."""
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"specsize: error: {field}: out of range: an integer of 4,400 digits"), err
+
+
+def test_files_with_an_integer_of_thousands_of_digits_name_the_field(tmp_path, capsys):
+    deployment = tmp_path / "d.yaml"
+    deployment.write_text(f"target: meta-llama/Llama-3.1-8B-Instruct\ngpu: H100-SXM-80GB\ntp: {HUGE}\n")
+    code, _, err = run(capsys, "plan", deployment)
+    assert code == 2 and err.startswith("specsize: error: tp: out of range: an integer of 4,400 digits"), err
+    deployment.write_text("target: meta-llama/Llama-3.1-8B-Instruct\ngpu: H100-SXM-80GB\nworkload:\n  concurrency: 8\n"
+                          f"  prompt_tokens: [800, {HUGE}]\n")
+    code, _, err = run(capsys, "plan", deployment)
+    assert code == 2 and err.startswith("specsize: error: prompt_tokens: samples must be token counts from 0 to"), err
+    study = tmp_path / "s.yaml"
+    for key, field in ((f"seed: {HUGE}", "seed: out of range: an integer of 4,400 digits"),
+                       (f"slo_attainment: {HUGE}", "slo_attainment: must be a share, got an integer of 4,400 digits"),
+                       ("seed: -1", "seed: out of range: -1")):
+        study.write_text(f"name: s\n{key}\nbase:\n  target: meta-llama/Llama-3.1-8B-Instruct\naxes:\n"
+                         "  gpu: [H100-SXM-80GB]\n")
+        code, _, err = run(capsys, "sweep", study, "-o", tmp_path / "s.parquet")
+        assert code == 2 and err.startswith(f"specsize: error: {field}"), err
+    plan = tmp_path / "plan.json"
+    plan.write_text(f'{{"kv_cache_tokens": {HUGE}}}')
+    code, _, err = run(capsys, "check-live", "--plan", plan, "--metrics", FIXTURES / "draft.metrics")
+    assert code == 2 and err.startswith(f"specsize: error: plan: {plan} holds a number of more than 4,300 digits"), err
+    for text in (f"memory.used [MiB]\n{'9' * 309} MiB\n", f"| {HUGE}MiB / 81559MiB |\n"):
+        smi = tmp_path / "smi.txt"
+        smi.write_text(text)
+        code, _, err = run(capsys, "plan", *B, "--nvidia-smi", smi)
+        assert code == 2 and err.startswith("specsize: error: nvidia_smi: a memory figure of"), err

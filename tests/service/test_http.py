@@ -476,6 +476,12 @@ def test_fuzz_pass_5_inputs_are_4xx_answered_at_once(service):
         error = _error(c.post("/api/v1/plan", content=b'{"burst_factor": 1' + b"0" * 400 + b"}",
                               headers={"content-type": "application/json"}), 400)
         assert error["field"] == "burst_factor" and "digits" in error["problem"]
+        # past 4,300 digits Python's JSON parser refuses the number itself: a body it cannot read (fuzz pass 6)
+        huge = c.post("/api/v1/plan", content=b'{"tp": ' + b"9" * 4400 + b"}", headers={"content-type": "application/json"})
+        assert huge.status_code == 422 and huge.json()["error"]["field"] == "body", huge.text
+        error = _error(c.post("/api/v1/plan", json={"deployment_yaml": "target: meta-llama/Llama-3.1-8B-Instruct\n"
+                                                                         f"tp: {'9' * 4400}\n"}), 400)
+        assert error["field"] == "tp" and error["problem"] == "out of range: an integer of 4,400 digits", error
         # a new version takes field changes; a deployment file under the stored fields had changed nothing
         assert c.post("/api/v1/deployments", json={"deployment_name": "fuzz5", "deployment_yaml": EXAMPLE.read_text(),
                                                    "acceptance_rate": 0.7}).status_code == 201

@@ -176,13 +176,23 @@ def load_efficiency(gpu: GpuSpec, overrides: dict | None = None) -> Efficiency:
 
 _SMI_TABLE = re.compile(r"\|\s*(?P<used>\d+)\s*MiB\s*/\s*(?P<total>\d+)\s*MiB\s*\|")
 _SMI_CSV_VALUE = re.compile(r"^\s*(?P<used>\d+(?:\.\d+)?)\s*(?P<unit>MiB|GiB|MB|GB)?\s*$", re.IGNORECASE)
+SMI_MAX_DIGITS = 12  # a figure in MiB or GiB: 12 digits is a million times any GPU's memory
+
+
+def _smi_figure(digits: str) -> float:
+    """One memory figure of the printout; a figure of more digits than SMI_MAX_DIGITS is no GPU's (and past 308 or
+    4,300 digits not even a number Python converts)."""
+    if len(digits.split(".")[0]) > SMI_MAX_DIGITS:
+        raise SpecError("nvidia_smi", f"a memory figure of {len(digits.split('.')[0]):,} digits",
+                        f"nvidia-smi's own figures (at most {SMI_MAX_DIGITS} digits)")
+    return float(digits)
 
 
 def used_memory_from_nvidia_smi(text: str) -> int:
     """Bytes in use on the busiest GPU of an `nvidia-smi` printout taken before the engine starts: the table
     ("| 1234MiB / 24564MiB |") or `nvidia-smi --query-gpu=memory.used --format=csv[,noheader][,nounits]`
     (the first column)."""
-    used = [int(m["used"]) for m in _SMI_TABLE.finditer(text)]
+    used = [int(_smi_figure(m["used"])) for m in _SMI_TABLE.finditer(text)]
     if not used:
         lines = [line for line in text.splitlines() if line.strip()]
         unit = "MiB"
@@ -195,7 +205,7 @@ def used_memory_from_nvidia_smi(text: str) -> int:
                 used = []
                 break
             scale = (match["unit"] or unit).lower()
-            used.append(int(float(match["used"]) * (1024 if scale in ("gib", "gb") else 1)))
+            used.append(int(_smi_figure(match["used"]) * (1024 if scale in ("gib", "gb") else 1)))
     if not used:
         raise SpecError("nvidia_smi", "no memory figures found", "nvidia-smi's table or the output of nvidia-smi "
                         "--query-gpu=memory.used --format=csv")

@@ -85,6 +85,33 @@ def _bounds(name: str, info: FieldInfo, value: float) -> None:
         raise SpecError(name, f"out of range: {shown}", info.accepted)  # the accepted part names the bounds
 
 
+class HugeInt(int):
+    """A stand-in for a decimal integer past Python's limit on converting digit strings (4,300 digits): an integer of
+    the same number of digits (+-10 ** (digits - 1)) that every field refuses as out of range by its size, and that
+    an error line can show (int's repr raises ValueError past the limit)."""
+
+    digits = 0
+
+    def __repr__(self) -> str:
+        return f"an integer of {self.digits:,} digits"
+
+    __str__ = __repr__
+
+
+def decimal_int(text: str) -> int:
+    """int(text) for decimal digits (a sign, "_" between digits as YAML writes them), also past Python's limit on
+    converting long digit strings, where it is a HugeInt of the same size, so that the error names the field."""
+    try:
+        return int(text)
+    except ValueError:
+        digits = text.strip().lstrip("+-").replace("_", "")
+        if not digits.isdigit() or not digits.isascii():
+            raise
+        huge = HugeInt((-1 if text.strip().startswith("-") else 1) * 10 ** (len(digits) - 1))
+        huge.digits = len(digits)
+        return huge
+
+
 def _int(name: str, info: FieldInfo, value: Any) -> int:
     if isinstance(value, bool):
         raise SpecError(name, f"must be an integer, got {value!r}", info.accepted)
@@ -95,7 +122,7 @@ def _int(name: str, info: FieldInfo, value: Any) -> int:
     if isinstance(value, str):  # ASCII digits only: int() would also read "١٢" and "1_000"
         if not re.fullmatch(r"\s*[-+]?\d+\s*", value, re.ASCII):
             raise SpecError(name, f"must be an integer, got {value!r}", info.accepted)
-        value = int(value)
+        value = decimal_int(value)
     if not isinstance(value, int):
         raise SpecError(name, f"must be an integer, got {value!r}", info.accepted)
     if abs(value) > 2**53:
@@ -125,6 +152,8 @@ def _float(name: str, info: FieldInfo, value: Any) -> float:
 
 def _brief(value: Any) -> str:
     """A number for an error line: an integer of hundreds of digits by its size, not all of them."""
+    if isinstance(value, HugeInt):
+        return repr(value)
     if isinstance(value, int) and abs(value) >= 10**30:
         return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
     return repr(value)

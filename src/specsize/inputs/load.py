@@ -23,7 +23,7 @@ from ..catalog.files import packaged_json, read_text, size_limit
 from ..catalog.traces import whole_count
 from ..core.errors import SpecError
 from ..core.specs import LengthDistribution, check_lengths
-from .fields import FieldInfo, coerce
+from .fields import FieldInfo, coerce, decimal_int
 from .request import FIELDS, YAML_TOP_KEYS, YAML_WORKLOAD_KEYS, Request, info
 
 EMBEDDED = "embedded default"
@@ -66,7 +66,7 @@ def _yaml_loader():
             value = base.construct_yaml_int(loader, node)
             raise SpecError("value", f"{text!r} (line {node.start_mark.line + 1}) reads as {value} in YAML 1.1 "
                             "(base 60, hexadecimal, binary or octal)", "a decimal number, or the text in quotes")
-        return base.construct_yaml_int(loader, node)
+        return decimal_int(text)  # past 4,300 digits a stand-in of its size, which the field refuses by name
 
     Strict.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
     Strict.add_constructor("tag:yaml.org,2002:int", integer)
@@ -252,7 +252,8 @@ def length_distribution(value: Any, field: str, base: Path | None = None) -> Len
         value = [value]
     if isinstance(value, list):
         if not value or not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 1 << 30 for v in value):
-            raise SpecError(field, "samples must be token counts >= 0", "a non-empty list of token counts")
+            raise SpecError(field, f"samples must be token counts from 0 to {1 << 30:,}",
+                            "a non-empty list of token counts")
         return LengthDistribution.from_samples(value)
     if isinstance(value, dict):
         return _from_mapping(value, field)

@@ -34,7 +34,7 @@ from typing import Any, Iterator
 
 from ..core.errors import SpecError
 from ..core.specs import LengthDistribution
-from .fields import SIMULATION, WORKLOAD
+from .fields import SIMULATION, WORKLOAD, coerce
 from .load import PATH_FIELDS, read_yaml_file, validated
 from .request import FIELDS, YAML_WORKLOAD_KEYS, info
 
@@ -312,9 +312,7 @@ def read_study(path: str | Path) -> Study:
                 raise SpecError(f"axes.{axis.name}", f"sets {name!r}, which axis {seen[name]!r} also sets",
                                 "each field on one axis")
             seen[name] = axis.name
-    seed = data.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
-        raise SpecError("seed", f"must be an integer, got {seed!r}", "an integer 0 to 2^32-1")
+    seed = coerce("seed", info("seed"), data.get("seed", 0))  # the command line's seed, with its bounds
     attainment = data.get("slo_attainment", 0.99)
     if isinstance(attainment, bool) or not isinstance(attainment, (int, float)) or not 0 < attainment <= 1:
         raise SpecError("slo_attainment", f"must be a share, got {attainment!r}", "a number > 0 and <= 1")

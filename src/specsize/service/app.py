@@ -32,6 +32,8 @@ from .jobs import JobRunner
 from .requests import EXTRA, build, request_model, search_spec_text
 
 log = logging.getLogger("specsize.service")
+# FastAPI's answer to a body whose parsing raised anything but a JSON syntax error (fastapi/routing.py)
+BODY_PARSE_FAILED = "There was an error parsing the body"
 
 
 @dataclass(frozen=True)
@@ -666,6 +668,9 @@ def create_app(config: Config | None = None) -> FastAPI:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_request: Request, err: StarletteHTTPException):
+        if err.status_code == 400 and err.detail == BODY_PARSE_FAILED:  # JSON that Python's reader refuses
+            return JSONResponse(error_body("body", "cannot be read: a number of more than 4,300 digits, or another "
+                                           "value Python's JSON reader refuses", "a JSON object"), status_code=422)
         return JSONResponse(error_body(None, str(err.detail), None), status_code=err.status_code)
 
     @app.exception_handler(Exception)
