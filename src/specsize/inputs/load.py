@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import csv
 import json
+import os
 import re
 from dataclasses import replace as dc_replace
 from functools import lru_cache
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..catalog.files import packaged_json, read_text, size_limit
+from ..catalog.models import NAMES_ONLY_ENV
 from ..catalog.traces import whole_count
 from ..core.errors import SpecError
 from ..core.specs import LengthDistribution, check_lengths
@@ -30,6 +32,7 @@ EMBEDDED = "embedded default"
 SECURITY_COMPONENTS = ("inference_endpoint", "metrics_endpoint", "dashboard")
 SECURITY_AUTH = ("none", "api_key", "mtls", "oidc", "network_policy", "reverse_proxy", "not_exposed")
 PATH_FIELDS = ("samples_file", "trace", "lengths_file", "nvidia_smi")
+MODEL_FIELDS = ("target", "draft")  # a catalog or hub id, or a config.json / model directory (model_near)
 
 
 # --- YAML ---------------------------------------------------------------------------------------------------
@@ -298,6 +301,23 @@ def _value(name: str, raw: Any, base: Path | None) -> Any:
     return value
 
 
+def model_near(value: str, base: Path | None, field: str) -> str:
+    """A model a file names (`base`: the file's folder): a relative path is read relative to the file, as every path
+    a file gives; a catalog or hub id as it is. A relative path that is not beside the file but is in the current
+    directory is refused, not read from there: the same file gives the same plan wherever it is run from."""
+    if base is None or not isinstance(value, str) or value.startswith("~") or Path(value).is_absolute() \
+            or os.environ.get(NAMES_ONLY_ENV):  # a server reads models by name only (api.read_models_by_name_only)
+        return value
+    local = base / value
+    if local.exists():
+        return str(local.resolve())
+    if base.resolve() != Path.cwd().resolve() and Path(value).exists():
+        raise SpecError(field, f"{value} is not beside the file (in {base}) but in the current directory; a file's "
+                        "relative paths are read relative to the file", "a path relative to the file, an absolute "
+                        "path, or a model id")
+    return value
+
+
 def validated(name: str, value: Any) -> Any:
     """`value` checked as field `name` (a Request built directly; relative paths are left as given)."""
     return value if value is None or isinstance(value, LengthDistribution) else _value(name, value, None)
@@ -310,6 +330,8 @@ def _layer(values: dict, sources: dict, raw: dict, source: str, base: Path | Non
         if name not in FIELDS:
             raise SpecError(name, "unknown setting", ", ".join(FIELDS))
         values[name] = _value(name, item, base)
+        if name in MODEL_FIELDS and source != "override":  # a flag's path is the current directory's, as given
+            values[name] = model_near(values[name], base, name)
         sources[name] = source
 
 

@@ -14,7 +14,7 @@ from ..core.speculation import Acceptance
 from ..engines import DEFAULT_ENGINE, resolve_profile
 from ..engines.methods import check_method
 from .fields import FieldInfo, coerce
-from .load import build_request, read_yaml_file
+from .load import build_request, model_near, read_yaml_file
 from .request import info
 from ..planner.plan import validate_speculative
 from .resolve import proposal_rate_of, speculative_config, workload_of
@@ -116,14 +116,17 @@ GPU_KEYS = {"gpu", "counts", "price_per_hour"}
 MAX_CONFIGURATIONS = 500_000
 
 
-def _drafter(item: dict, default_ks: list[int], target: ModelSpec, engine: str, version: str | None) -> DrafterOption:
+def _drafter(item: dict, default_ks: list[int], target: ModelSpec, engine: str, version: str | None,
+             base: Path) -> DrafterOption:
     if not isinstance(item, dict):
         raise SpecError("drafters", f"each drafter must be a mapping, got {item!r}", ", ".join(sorted(DRAFTER_KEYS)))
     unknown = set(item) - DRAFTER_KEYS
     if unknown:
         raise SpecError("drafters", f"unknown key(s) {', '.join(sorted(unknown))}", ", ".join(sorted(DRAFTER_KEYS)))
     method = str(item.get("method", "none"))
-    spec = speculative_config(method, item.get("draft"), 1, _int(item, "draft_tp", 1), "drafters.method",
+    draft_ref = item.get("draft")
+    draft_ref = model_near(str(draft_ref), base, "drafters.draft") if draft_ref is not None else None
+    spec = speculative_config(method, draft_ref, 1, _int(item, "draft_tp", 1), "drafters.method",
                               target=target)  # an EAGLE / EAGLE-3 / Medusa head that cannot be read: derived, as plan
     # n-gram: the share of steps that propose, the one given (checked as plan checks it) or the engine's own
     given = _float(item, "proposal_rate", minimum=0, maximum=1, exclusive_minimum=True)
@@ -195,11 +198,12 @@ def read_search_spec(path: str) -> SearchSpace:
         raise SpecError(sorted(map(str, unknown))[0], "unknown key in a search spec", ", ".join(sorted(SPEC_KEYS)))
     if not data.get("target"):
         raise SpecError("target", "no target model given", "a catalog id (specsize models) or a config.json path")
-    target = load_target(str(data["target"]))
+    folder = Path(path).resolve().parent  # the spec's relative paths are read relative to it
+    target = load_target(model_near(str(data["target"]), folder, "target"))
     ks = list(_ints(data, "ks", [1, 2, 3, 4, 5], 1, 64))
     engine_name = coerce("engine", info("engine"), data.get("engine", DEFAULT_ENGINE))
     engine_version = None if data.get("engine_version") is None else str(data["engine_version"])
-    drafters = tuple(_drafter(item, ks, target, engine_name, engine_version)
+    drafters = tuple(_drafter(item, ks, target, engine_name, engine_version, folder)
                      for item in _list(data, "drafters", [{"method": "none"}]))
     gpus = _gpus(data)
     kv = tuple(str(v) for v in _list(data, "kv_cache_dtypes", ["auto"]))
@@ -225,7 +229,7 @@ def read_search_spec(path: str) -> SearchSpace:
                         f"finalists x simulate_seconds <= {MAX_CONFIRMING_S:,} (e.g. 3 x 120 s, 2 x 3600 s)")
     return SearchSpace(
         name=str(data.get("name") or path), target=target, drafters=drafters, gpus=gpus, tps=tps,
-        kv_cache_dtypes=kv, max_num_seqs=max_num_seqs, engine=_engine(data), workload=_workload(data["workload"], target, Path(path).parent),
+        kv_cache_dtypes=kv, max_num_seqs=max_num_seqs, engine=_engine(data), workload=_workload(data["workload"], target, folder),
         slo=_slo(data), headroom=_float(data, "headroom", 0.2, minimum=0, maximum=0.99),
         gpus_per_node=_int(data, "gpus_per_node", 8) if data.get("gpus_per_node") is None else
         coerce("gpus_per_node", info("gpus_per_node"), data["gpus_per_node"]),

@@ -35,7 +35,7 @@ from typing import Any, Iterator
 from ..core.errors import SpecError
 from ..core.specs import LengthDistribution
 from .fields import SIMULATION, WORKLOAD, coerce
-from .load import PATH_FIELDS, read_yaml_file, validated
+from .load import MODEL_FIELDS, PATH_FIELDS, model_near, read_yaml_file, validated
 from .request import FIELDS, YAML_WORKLOAD_KEYS, info
 
 STUDY_KEYS = ("name", "description", "seed", "base", "axes", "compute", "prices", "slo_attainment", "tenants")
@@ -190,6 +190,11 @@ def _field_value(name: str, raw: Any, where: str, base: Path, digests: dict) -> 
         return {"p50": value.p50, "p95": value.p95, "p99": value.p99, "max": value.max}
     if isinstance(value, tuple):
         return list(value)
+    if name in MODEL_FIELDS:
+        try:
+            return model_near(value, base, name)
+        except SpecError as err:
+            raise SpecError(where, err.problem, err.accepted) from None
     if name in PATH_FIELDS or info(name).kind == "path":
         path = Path(value) if Path(value).is_absolute() else (base / value).resolve()
         digests[str(path)] = "sha256:" + _file_digest(str(path))  # unreadable now: a study error
