@@ -349,3 +349,32 @@ def test_files_the_user_wrote_are_not_replaced_without_force(tmp_path):
     assert first.returncode == 0 and again.returncode == 0, again.stderr
     forced = _sweep(str(study), "-o", str(precious), "--html", str(page), "--force")
     assert forced.returncode == 0 and page.read_text().startswith("<!doctype html>")
+
+
+def test_a_rerun_after_editing_prices_reprices_every_cell(tmp_path):
+    """Fuzz pass 6: a price is no part of a cell's key, so a rerun after editing `prices:` resumed every cell with the
+    old price and cost (and the old cheapest fleet). Costs are now worked out at the study's prices whenever the
+    results file is written. Price keys are GPU ids as everywhere (any case; an unknown id is refused)."""
+    study = tmp_path / "s.yaml"
+    text = ("name: prices\nbase: {target: meta-llama/Llama-3.1-8B-Instruct, max_model_len: 8192,\n"
+            "  workload: {concurrency: 8, prompt_tokens: {p50: 500, p99: 1000}, output_tokens: {p50: 100, p99: 200}}}\n"
+            "axes:\n  gpu: [H100-SXM-80GB, l40s-48gb]\ncompute: {simulate: {duration: 3, when: fits}}\n"
+            "prices: {h100-sxm-80gb: 2.5, L40S-48GB: 1.0}\n")
+    study.write_text(text)
+    out = tmp_path / "r.parquet"
+    assert _sweep(str(study), "-o", str(out), "--workers", "1").returncode == 0
+    first = {r["gpu"].upper(): r for r in pq.read_table(out).to_pylist()}
+    assert first["H100-SXM-80GB"]["price_per_gpu_hour"] == 2.5 and first["L40S-48GB"]["price_per_gpu_hour"] == 1.0
+    # by hand: 1 GPU x $2.50 an hour over the simulated tokens per second, per million tokens
+    h100 = first["H100-SXM-80GB"]
+    assert h100["cost_per_mtok"] == pytest.approx(2.5 / (h100["nospec_throughput_tok_s"] * 3600) * 1e6)
+    study.write_text(text.replace("h100-sxm-80gb: 2.5", "H100-SXM-80GB: 25.0"))
+    again = _sweep(str(study), "-o", str(out), "--workers", "1")
+    assert again.returncode == 0 and "2 of 2 cells already done" in again.stderr + again.stdout, again.stderr
+    second = {r["gpu"].upper(): r for r in pq.read_table(out).to_pylist()}
+    assert second["H100-SXM-80GB"]["price_per_gpu_hour"] == 25.0
+    assert second["H100-SXM-80GB"]["cost_per_mtok"] == pytest.approx(10 * h100["cost_per_mtok"])
+    assert second["L40S-48GB"]["cost_per_mtok"] == first["L40S-48GB"]["cost_per_mtok"]
+    study.write_text(text.replace("h100-sxm-80gb: 2.5", "H999: 2.5"))
+    done = _sweep(str(study), "-o", str(tmp_path / "other.parquet"))
+    assert done.returncode == 2 and done.stderr.startswith("specsize: error: prices.H999: unknown GPU"), done.stderr

@@ -13,7 +13,7 @@ pyarrow is imported only here, when a sweep runs.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 ARROW_TYPES = {"int": "int64", "float": "float64", "bool": "bool_", "str": "string"}
@@ -106,9 +106,12 @@ class ResultsFile:
         pq.write_table(table, temporary)
         os.replace(temporary, final)
 
-    def finish(self, keep: Iterable[str]) -> int:
+    def finish(self, keep: Iterable[str], restate: Callable[[dict[str, list]], dict[str, list]] | None = None,
+               restate_inputs: Sequence[str] = ()) -> int:
         """Write the one sorted file from every part (and an earlier result), keeping only the keys in
-        `keep` (the study's cells now); return its row count. The parts are removed once it is in place."""
+        `keep` (the study's cells now); return its row count. The parts are removed once it is in place.
+        `restate(columns)`: columns worked out again for every row from the `restate_inputs` columns (the sweep's
+        costs at the study's prices now)."""
         pa, pq = _pa()
         import pyarrow.compute as pc  # noqa: PLC0415
 
@@ -134,6 +137,10 @@ class ResultsFile:
             unique = [0] + [i for i in range(1, len(keys)) if keys[i] != keys[i - 1]]
             if len(unique) < len(keys):
                 table = table.take(pa.array(unique))
+        if restate is not None:
+            for name, values in restate(table.select(list(restate_inputs)).to_pydict()).items():
+                column = pa.array(values, self.schema.field(name).type)
+                table = table.set_column(table.schema.get_field_index(name), name, column)
         table = table.replace_schema_metadata(self.metadata)
         temporary = self.output.with_name(f".{self.output.name}.tmp-{os.getpid()}")
         pq.write_table(table, temporary)

@@ -32,6 +32,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Iterator
 
+from ..catalog.gpus import load_gpu
 from ..core.errors import SpecError
 from ..core.specs import LengthDistribution
 from .fields import SIMULATION, WORKLOAD, coerce
@@ -128,6 +129,7 @@ class Study:
     def cells(self) -> Iterator[Cell]:
         """The cross product, lazily (a million-cell study never sits in memory)."""
         settings = _canonical_json({"compute": self.compute.__dict__, "seed": self.seed, "model": self.model_version})
+        ids: dict = {}  # a cell's gpu as written -> the catalog's id
         for index, choice in enumerate(itertools.product(*(range(len(axis.values)) for axis in self.axes))):
             values = dict(self.base)
             labels = {}
@@ -139,7 +141,20 @@ class Study:
             key = hashlib.sha256((_canonical_json(keyed) + settings).encode()).hexdigest()
             gpu = values.get("gpu")
             yield Cell(key=key, index=index, seed=int(key[:8], 16), values=values, labels=labels,
-                       price_per_gpu_hour=self.prices.get(gpu) if gpu is not None else None)
+                       price_per_gpu_hour=self._price(gpu, ids))
+
+
+    def _price(self, gpu: Any, ids: dict) -> float | None:
+        """A cell's $ per GPU-hour: its gpu as the catalog spells it, in `prices` (an unknown GPU has none: the
+        cell is invalid anyway)."""
+        if gpu is None:
+            return None
+        if gpu not in ids:
+            try:
+                ids[gpu] = _gpu_id(gpu, "gpu")
+            except SpecError:
+                ids[gpu] = None
+        return self.prices.get(ids[gpu]) if ids[gpu] is not None else None
 
 
 def _canonical_json(value: Any) -> str:
@@ -280,13 +295,24 @@ def _prices(raw: Any) -> dict:
         return {}
     if not isinstance(raw, dict):
         raise SpecError("prices", "must map GPU ids to $ per GPU-hour", "{GPU_ID: 2.5, ...}")
-    out = {}
+    out: dict[str, float] = {}
     for gpu, price in raw.items():
         if isinstance(price, bool) or not isinstance(price, (int, float)) or not 0 <= price < 1e6 \
                 or not math.isfinite(price):
             raise SpecError(f"prices.{gpu}", f"must be a price in $ per GPU-hour, got {price!r}", "a number >= 0")
-        out[str(gpu)] = float(price)
+        gpu_id = _gpu_id(gpu, f"prices.{gpu}")
+        if gpu_id in out:
+            raise SpecError(f"prices.{gpu}", f"prices {gpu_id} twice", "one price per GPU")
+        out[gpu_id] = float(price)
     return out
+
+
+def _gpu_id(gpu: Any, field: str) -> str:
+    """A GPU as the catalog spells it (ids are case-insensitive, as everywhere): prices and cells meet on it."""
+    try:
+        return load_gpu(str(gpu)).gpu_id
+    except SpecError as err:
+        raise SpecError(field, err.problem, err.accepted) from None
 
 
 MAX_CELLS = 1_000_000  # a plan takes ~5-10 ms a cell on one core: a million is hours on a small cluster, not days

@@ -13,6 +13,7 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from ..adapters.executors import make_executor
@@ -114,6 +115,7 @@ def _run(study: Study, results: ResultsFile, started: float, workers: int | None
     finally:
         sweep.retried = executor.retried
         executor.close()
-    sweep.rows = results.finish(cell.key for cell in study.cells())
+    prices = {cell.key: cell.price_per_gpu_hour for cell in study.cells()}  # the cells now, at today's prices
+    sweep.rows = results.finish(prices, partial(report.repriced, prices=prices), report.COST_INPUTS)
     sweep.elapsed_s = time.perf_counter() - started
     return sweep
