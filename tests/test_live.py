@@ -106,6 +106,22 @@ def test_check_live_capacity_mismatch_changes_the_verdict(tmp_path, capsys):
     assert code == 1 and "KV cache: the engine holds 32,000 tokens, the plan assumed 128,000" in out
 
 
+def test_metrics_cut_at_a_line_break_do_not_pass_the_gate(tmp_path, capsys):
+    """Fuzz pass 6: the first 120 lines of a real /metrics text parse, hold no vllm:cache_config_info, and had passed
+    check-live (exit 0, "reality: fits") for a plan whose pool is 4x the engine's: nothing about capacity was checked.
+    Without the cache's size, from the metrics or a start-up log, the check is bad input (exit 2); with the log it runs."""
+    plan = plan_file(tmp_path, capsys, "big", "--dtype", "bfloat16", "--max-model-len", "1000",
+                     "--kv-cache-memory-bytes", 256 << 20, "--concurrency", "40", "--prompt-tokens", "p50=500,p99=900",
+                     "--output-tokens", "p50=50,p99=90")
+    lines = (FIX / "target-bf16.metrics").read_text().splitlines(keepends=True)
+    cut = tmp_path / "cut.metrics"
+    cut.write_text("".join(line for line in lines if "cache_config_info" not in line))
+    code, out, err = run(capsys, "check-live", "--metrics", cut, "--plan", plan)
+    assert code == 2 and out == "" and err.startswith("specsize: error: metrics: no vllm:cache_config_info"), err
+    code, out, _ = run(capsys, "check-live", "--metrics", cut, "--log", FIX / "target-bf16.log", "--plan", plan)
+    assert code == 1 and "KV cache: the engine holds 32,000 tokens, the plan assumed 128,000" in out
+
+
 def test_malformed_inputs(tmp_path, capsys):
     plan = plan_file(tmp_path, capsys, "p", "--max-model-len", "1000", "--kv-cache-memory-bytes", 64 << 20)
     text = (FIX / "target-bf16.metrics").read_text()
