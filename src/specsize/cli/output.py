@@ -41,12 +41,16 @@ INPUTS: dict[Path, str] = {}
 
 
 def read_by_this_command(paths: dict[str, object]) -> None:
-    """Note the input files of the command about to run (field -> path; None and "-" are skipped)."""
+    """Note the input files of the command about to run (field -> path; None and "-" are skipped; a model folder:
+    its config.json). What it has already read (an @FILE of lengths) catalog.files.READ holds."""
     INPUTS.clear()
     for field, path in paths.items():
         if isinstance(path, (str, Path)) and str(path) not in ("", "-"):
             try:
-                INPUTS[Path(path).expanduser().resolve()] = field
+                resolved = Path(path).expanduser().resolve()
+                INPUTS[resolved] = field
+                if resolved.is_dir():
+                    INPUTS[resolved / "config.json"] = field
             except (OSError, RuntimeError):  # a name no file can have: nothing to protect
                 continue
 
@@ -60,7 +64,9 @@ def check_target(path: str, force: bool, field: str = "output") -> Path:
         target = target.resolve()
     if target.is_dir():
         raise SpecError(field, f"{target} is a folder", "a file path")
-    read = INPUTS.get(target.resolve()) if target.exists() else None
+    from ..inputs.load import files_read  # noqa: PLC0415 - what the command has read so far (an @FILE of lengths)
+
+    read = (INPUTS.get(target.resolve()) or files_read().get(target.resolve())) if target.exists() else None
     if read is not None:
         raise SpecError(field, f"{target} is this command's {read.replace('_', ' ')}, which it reads",
                         "a path of its own for the output")

@@ -301,6 +301,21 @@ def _value(name: str, raw: Any, base: Path | None) -> Any:
     return value
 
 
+def count_reads(on: bool) -> None:
+    """From now on, keep (on) or not the files this process reads (catalog.files.READ): a command's, so that its
+    output never replaces one of them; never a server's."""
+    from ..catalog import files  # noqa: PLC0415
+
+    files.READ = {} if on else None
+
+
+def files_read() -> dict[Path, str]:
+    """The files read since count_reads(True), by the field that read them (empty when none are counted)."""
+    from ..catalog import files  # noqa: PLC0415
+
+    return files.READ or {}
+
+
 def model_near(value: str, base: Path | None, field: str) -> str:
     """A model a file names (`base`: the file's folder): a relative path is read relative to the file, as every path
     a file gives; a catalog or hub id as it is. A relative path that is not beside the file but is in the current
