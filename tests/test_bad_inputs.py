@@ -701,3 +701,13 @@ def test_files_with_an_integer_of_thousands_of_digits_name_the_field(tmp_path, c
         smi.write_text(text)
         code, _, err = run(capsys, "plan", *B, "--nvidia-smi", smi)
         assert code == 2 and err.startswith("specsize: error: nvidia_smi: a memory figure of"), err
+
+
+def test_an_unknown_key_in_a_security_component_is_refused(tmp_path, capsys):
+    """Fuzz pass 6: `security: {dashboard: {auth: oidc, nots: ...}}` planned with the note silently dropped; an
+    unknown key is exit 2 everywhere else."""
+    path = tmp_path / "d.yaml"
+    path.write_text("target: meta-llama/Llama-3.1-8B-Instruct\ngpu: H100-SXM-80GB\n"
+                    "security:\n  dashboard: {auth: oidc, nots: behind the VPN}\n")
+    code, _, err = run(capsys, "plan", path)
+    assert code == 2 and err == ("specsize: error: security.dashboard: unknown key(s) nots (accepted: auth, note)\n"), err

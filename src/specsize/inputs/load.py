@@ -278,6 +278,9 @@ def _security(value: Any) -> dict | None:
         if not isinstance(spec, dict):
             raise SpecError(f"security.{component}", f"must be a mapping or an auth name, got {spec!r}",
                             "{auth: " + "|".join(SECURITY_AUTH) + ", note: TEXT}")
+        unknown = sorted(str(key) for key in spec if key not in ("auth", "note"))
+        if unknown:  # a misspelt "note" had been dropped without a word
+            raise SpecError(f"security.{component}", f"unknown key(s) {', '.join(unknown)[:120]}", "auth, note")
         if str(spec.get("auth")) not in SECURITY_AUTH:
             raise SpecError(f"security.{component}.auth", f"unknown value {spec.get('auth')!r}", ", ".join(SECURITY_AUTH))
         out[component] = {"auth": str(spec["auth"]), "note": str(spec.get("note") or "")}
