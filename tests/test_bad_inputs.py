@@ -471,7 +471,7 @@ def test_yaml_alias_bombs_and_list_keys_are_refused_in_one_short_line(tmp_path, 
 def test_long_inputs_give_short_errors_and_long_file_names_exit_2(tmp_path, capsys):
     long_name = "a" * 300  # over the 255 bytes a file name may have
     code, out, err = run(capsys, "plan", "--target", long_name, "--gpu", "H100-SXM-80GB")  # no file: an id
-    assert code == 2 and err.startswith("specsize: error: model: unknown model 'aaa") and out == "", err
+    assert code == 2 and err.startswith("specsize: error: target: unknown model 'aaa") and out == "", err
     for argv in (["plan", *LLAMA8B, "-o", str(tmp_path / long_name)],
                  ["calibrations", "--store", str(tmp_path / long_name)]):
         code, out, err = run(capsys, *argv)
@@ -711,3 +711,26 @@ def test_an_unknown_key_in_a_security_component_is_refused(tmp_path, capsys):
                     "security:\n  dashboard: {auth: oidc, nots: behind the VPN}\n")
     code, _, err = run(capsys, "plan", path)
     assert code == 2 and err == ("specsize: error: security.dashboard: unknown key(s) nots (accepted: auth, note)\n"), err
+
+
+def test_an_unquoted_on_or_off_is_read_as_written(tmp_path, capsys):
+    """Fuzz pass 6: YAML 1.1 reads `chunked_prefill: off` as false, which was refused as "unknown value False (accepted:
+    auto, on, off)" although the user wrote an accepted value."""
+    from specsize import load_request
+
+    for written, read in (("off", "off"), ("on", "on"), ("'off'", "off"), ("no", "off")):
+        path = tmp_path / "d.yaml"
+        path.write_text(f"target: meta-llama/Llama-3.1-8B-Instruct\ngpu: H100-SXM-80GB\nchunked_prefill: {written}\n")
+        assert load_request(path).chunked_prefill == read
+
+
+def test_a_model_that_cannot_be_read_is_refused_on_its_own_field(capsys):
+    """Fuzz pass 6: errors about the target or the draft named "model" or "config" instead of the field to change."""
+    for argv, line in (
+            (["plan", "--target", "123", "--gpu", "H100-SXM-80GB"], "target: unknown model '123'"),
+            (["plan", "--target", "no/such/config.json", "--gpu", "H100-SXM-80GB"],
+             "target: no/such/config.json does not exist"),
+            (["plan", *B, "--method", "draft_model", "--draft", "/dev/zero", "-k", "2", "--acceptance-rate", "0.5"],
+             "draft: /dev/zero is larger than 16 MiB")):
+        code, _, err = run(capsys, *argv)
+        assert code == 2 and err.startswith(f"specsize: error: {line}"), err

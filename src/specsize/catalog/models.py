@@ -440,9 +440,23 @@ def variant_note(m: ModelSpec) -> str | None:
             f"{weights}{limit}{kv}; give its config.json or model directory for the checkpoint's own layout")
 
 
+def load_model_as(ref: str, field: str) -> ModelSpec:
+    """load_model, its errors naming the input that gave `ref` (target, draft) instead of "model" or "config"."""
+    try:
+        return load_model(ref)
+    except HubMiss as err:
+        if err.field in ("model", "config"):
+            raise HubMiss(field, err.problem, err.accepted) from None
+        raise
+    except SpecError as err:
+        if err.field in ("model", "config"):
+            raise SpecError(field, err.problem, err.accepted) from None
+        raise
+
+
 def load_target(ref: str) -> ModelSpec:
     """A model to serve (load_model): not a drafter head's own config, which has no decoder layer of its own."""
-    m = load_model(ref)
+    m = load_model_as(ref, "target")
     if not m.num_layers:
         raise SpecError("target", f"{ref} is a Medusa head's config (no decoder layers), not a model to serve",
                         "a model's config.json; give the heads with --draft")

@@ -181,6 +181,8 @@ def coerce(name: str, info: FieldInfo, value: Any) -> Any:
         return _bool(name, info, value)
     if kind == "choice":
         assert info.choices
+        if isinstance(value, bool) and {"on", "off"} <= set(info.choices):
+            value = "on" if value else "off"  # YAML 1.1 reads an unquoted on / off (yes / no) as true / false
         text = str(value).strip()
         if isinstance(value, (bool, dict, list)) or text not in info.choices:
             raise SpecError(name, f"unknown value {value!r}", info.accepted)

@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..catalog import load_gpu, load_model, load_target
+from ..catalog import load_gpu, load_target
 from ..catalog.configs import as_eagle_head, standard_head
 from ..catalog.gpus import load_efficiency
-from ..catalog.models import exists
+from ..catalog.models import exists, load_model_as
 from ..core.errors import SpecError
 from ..core.memory import AccountingProfile
 from ..core.multimodal import with_images
@@ -93,7 +93,7 @@ def speculative_config(method_name: str | None, draft_id: str | None, k: int | N
             # a head method's unreadable hub id gets the derived head under that id; one read as a variant of a catalog
             # model is checked as that model is (validate_speculative: a head of the target's width, or refused)
             try:
-                draft = load_model(str(draft_id))
+                draft = load_model_as(str(draft_id), "draft")
             except SpecError:
                 if not (derivable and _hub_shaped(str(draft_id))):
                     raise
