@@ -734,3 +734,15 @@ def test_a_model_that_cannot_be_read_is_refused_on_its_own_field(capsys):
              "draft: /dev/zero is larger than 16 MiB")):
         code, _, err = run(capsys, *argv)
         assert code == 2 and err.startswith(f"specsize: error: {line}"), err
+
+
+@pytest.mark.parametrize("first,problem", [("-3", "holds token counts outside 0 to 1,073,741,824"),
+                                           ("100.5", "cannot read token counts (each a whole number)")])
+def test_a_bad_count_in_a_lengths_file_is_a_bad_count_not_a_missing_header(first, problem, tmp_path, capsys):
+    """Fuzz pass 6: a lengths file whose first count was -3 or 100.5 was taken for a CSV header and refused as
+    "its header has no 'prompt_tokens' column"."""
+    lengths = tmp_path / "lengths.txt"
+    lengths.write_text(f"{first}\n100\n200\n")
+    code, _, err = run(capsys, "plan", "--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB",
+                       "--prompt-tokens", f"@{lengths}", "--output-tokens", "p50=10,p99=20")
+    assert code == 2 and err.startswith(f"specsize: error: prompt_tokens: {lengths}") and problem in err, err

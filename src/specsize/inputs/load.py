@@ -169,6 +169,12 @@ def _numbers(line: str) -> bool:
         return False
 
 
+def _header(line: str) -> bool:
+    """Whether a file's first line is a CSV header: a name among its cells (a bad count, -3 or 100.5, is a count
+    to refuse as one, not a header without the column)."""
+    return not _numbers(line) and any(re.match(r"[A-Za-z_]", cell.strip()) for cell in line.split(","))
+
+
 def read_samples(path: str | Path, column: str | None = None, field: str = "samples_file") -> list[int]:
     """Token counts from a file: numbers (one per line or comma-separated), a JSON list, or a JSONL/CSV
     trace whose `column` field holds them."""
@@ -192,7 +198,7 @@ def parse_samples(text: str, path: str | Path, column: str | None = None, field:
             values = [whole_count(json.loads(line)[key]) for line in stripped.splitlines() if line.strip()]
         elif column and stripped and column in stripped.splitlines()[0]:
             values = [whole_count(row[column], text=True) for row in csv.DictReader(stripped.splitlines())]
-        elif column and stripped and not _numbers(stripped.splitlines()[0]):  # a header, not naming the column
+        elif column and stripped and _header(stripped.splitlines()[0]):  # a header, not naming the column
             raise SpecError(field, f"{p}: its header has no {column!r} column",  # (its content is never echoed)
                             f"a CSV whose header names {column} (the samples file reads no other column)")
         else:
