@@ -230,6 +230,9 @@ def test_the_summary_is_self_contained(study, reference):
     (("max_model_len: 8192", "max_model_len: 8192\n  duration: 5"), "base.duration"),
     (("gpu: [H100-SXM-80GB, L40S-48GB]", "tp: [1, 2]\n  drafter2: []"), "axes.drafter2"),
     (("gpu: [H100-SXM-80GB, L40S-48GB]", "gpu: [H100-SXM-80GB, H100-SXM-80GB]"), "axes.gpu"),  # merged away before
+    # fuzz pass 6: a misspelt field as an axis had said "must be a mapping of fields, got str"
+    (("kv_cache_dtype: [auto, fp8]", "kv_cache_dytpe: [auto, fp8]"),
+     "axes.kv_cache_dytpe: 'kv_cache_dytpe' is no field; did you mean kv_cache_dtype?"),
     (("concurrency: [2, 512]", "concurrency: [" + ", ".join(map(str, range(1, 5001))) + "]\n  seed: ["
       + ", ".join(map(str, range(5000))) + "]"), "axes"),  # 25 million cells: hours, with nothing printed
 ])

@@ -22,6 +22,7 @@ results with its message while the rest of the study runs.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import itertools
 import json
@@ -250,6 +251,11 @@ def _axis(name: str, raw: Any, base: Path, digests: dict) -> Axis:
         if len(set(labels)) != len(labels):  # one cell key per value: a repeat would be computed, then merged away
             raise SpecError(where, f"repeats a value: {list(labels)}", "distinct values")
         return Axis(name=name, group=False, values=values, labels=labels)
+    if not any(isinstance(item, dict) for item in raw):  # plain values: a field axis under a name no field has
+        close = difflib.get_close_matches(name, list(FIELDS), n=1)
+        raise SpecError(where, f"{name!r} is no field" + (f"; did you mean {close[0]}?" if close else "")
+                        + " (an axis of plain values is named after the field it sets)",
+                        "a field name (docs/cli.md), or a group axis of mappings: [{label: ..., field: value}, ...]")
     parsed = [_fields(item, f"{where}[{i}]", base, digests, allow_label=True) for i, item in enumerate(raw)]
     values = tuple(v for v, _ in parsed)
     labels = tuple(label or _label(v) for v, label in parsed)
