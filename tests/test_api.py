@@ -487,3 +487,23 @@ def test_a_files_model_paths_are_read_beside_the_file_wherever_it_runs(tmp_path,
     with pytest.raises(specsize.SpecError) as caught:
         specsize.plan(specsize.load_request(deployment))
     assert caught.value.field == "target" and "current directory" in caught.value.problem
+
+
+def test_a_head_candidate_without_a_draft_gets_the_standard_head_as_the_request_does(capsys):
+    """Fuzz pass 6: `--candidate method=eagle3,...` without draft= was refused on the request's `draft` field, while
+    the request itself with --method eagle3 and no --draft is priced with the target's standard head. The candidate
+    is now priced so too, and says so; a draft_model candidate without a draft is refused on candidate.draft."""
+    code, out, err = run(capsys, "speedup", "--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB",
+                         "--method", "eagle3", "-k", "2", "--acceptance-rate", "0.6", "--batch-size", "1,8",
+                         "--format", "json", "--candidate", "method=eagle3,acceptance=0.6,k=2")
+    assert code == 0, err
+    table = json.loads(out)
+    candidate = table["candidates"][0]
+    # the same head and acceptance twice: the same speed-ups, by the request's own pricing
+    assert [row["speedup"] for row in table["rows"]] == [row["speedup"] for row in candidate["rows"]]
+    assert candidate["draft"] == table["draft"] == "meta-llama/Llama-3.1-8B-Instruct (EAGLE-3 head, derived)"
+    assert any(n.startswith("candidate method=eagle3,acceptance=0.6,k=2: no readable head config") for n in table["notes"])
+    code, _, err = run(capsys, "speedup", "--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB",
+                       "--method", "ngram", "-k", "2", "--acceptance-rate", "0.6",
+                       "--candidate", "method=draft_model,acceptance=0.6,k=2")
+    assert code == 2 and err.startswith("specsize: error: candidate.draft: method draft_model needs a draft"), err

@@ -113,10 +113,14 @@ def _drafter_notes(r: Resolved, candidates: tuple = ()) -> tuple[str, ...]:
     `speedup` candidate."""
     sp = r.deployment.speculative
     notes = [r.drafter_note] if r.drafter_note else []
-    if sp.draft is not None and sp.draft.is_derived:
-        notes.append(f"no readable head config: priced {sp.draft.source} (catalog.configs.standard_head), in memory "
-                     "and in time; " + ("give the head's config.json or model directory (--draft PATH) for its own "
-                                        "layout" if sp.draft.names_checkpoint else "pass --draft for the real one"))
+    drafts = [("", sp.draft)] + [(f"candidate {c.label}: ", c.speculative.draft) for c in candidates]
+    for whose, draft in drafts:  # the request's drafter, and each `speedup --candidate`
+        if draft is not None and draft.is_derived:
+            flag = "draft=" if whose else "--draft "
+            notes.append(f"{whose}no readable head config: priced {draft.source} (catalog.configs.standard_head), in "
+                         "memory and in time; " + (f"give the head's config.json or model directory ({flag}PATH) for "
+                                                   "its own layout" if draft.names_checkpoint else
+                                                   f"pass {flag.strip()} for the real one"))
     rates = [sp.proposal_rate] if sp.method == "ngram" and not r.request.given("proposal_rate") else []
     if candidates:  # `speedup --candidate`s: each a drafter of its own
         from .inputs.candidates import candidate_fields  # noqa: PLC0415
@@ -282,7 +286,7 @@ def speedup(request: Request | None = None, **overrides: Any) -> SpeedupReport:
         raise SpecError(field, f"{len(q.batch_sizes):,} batch sizes x {len(ks)} values of k x {1 + len(q.candidates)} "
                         f"drafters = {cells:,} table cells", f"at most {MAX_CANDIDATES} candidates and "
                         f"{MAX_SPEEDUP_CELLS:,} cells (a table a reader can use)")
-    candidates = tuple(parse_candidate(text, r.profile) for text in q.candidates)
+    candidates = tuple(parse_candidate(text, r.profile, d.target) for text in q.candidates)
     for candidate in candidates:  # each candidate is a deployment of its own: checked as `plan` checks one
         validate(replace(d, speculative=candidate.speculative), r.workload, q.headroom)
     eff = offline_efficiency(r.efficiency) if q.offline else r.efficiency  # LLM.generate: no API server in front

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from ..core.errors import SpecError
 from ..core.memory import AccountingProfile
+from ..core.specs import ModelSpec
 from ..core.speculation import SPEC_METHODS, Acceptance
 from ..planner.speedup import Candidate
 from .fields import FieldInfo, coerce
@@ -36,9 +37,10 @@ def candidate_fields(text: str) -> dict[str, str]:
     return fields
 
 
-def parse_candidate(text: str, profile: AccountingProfile) -> Candidate:
+def parse_candidate(text: str, profile: AccountingProfile, target: ModelSpec | None = None) -> Candidate:
     """A candidate drafter on the request's engine: its proposal rate the one given, else the engine's own
-    (inputs.resolve.proposal_rate_of), as the request's drafter gets it."""
+    (inputs.resolve.proposal_rate_of), as the request's drafter gets it; an EAGLE / EAGLE-3 / Medusa candidate
+    without a draft gets `target`'s standard head, as the request's drafter does."""
     fields = candidate_fields(text)
     method = fields.get("method")
     if method not in SPEC_METHODS or method == "none":
@@ -49,8 +51,13 @@ def parse_candidate(text: str, profile: AccountingProfile) -> Candidate:
         raise SpecError("candidate", f"{text!r} needs exactly one of acceptance=A or mean_accepted_length=T",
                         "acceptance=A or mean_accepted_length=T")
     k = coerce("candidate.k", _INT, fields.get("k"))
-    spec = speculative_config(method, fields.get("draft"), k or 1, coerce("candidate.draft_tp", _INT,
-                                                                          fields.get("draft_tp", 1)), "candidate")
+    draft_tp = coerce("candidate.draft_tp", _INT, fields.get("draft_tp", 1))
+    try:
+        spec = speculative_config(method, fields.get("draft"), k or 1, draft_tp, "candidate", target=target)
+    except SpecError as err:  # the candidate's own draft, not the request's
+        if err.field != "draft":
+            raise
+        raise SpecError("candidate.draft", err.problem, err.accepted) from None
     # n-gram: the share of steps that propose (a given one is checked against the method and engine with the rest)
     given = coerce("candidate.proposal_rate", _PROPOSALS, fields["proposal_rate"]) if "proposal_rate" in fields else None
     spec = replace(spec, proposal_rate=proposal_rate_of(profile, spec.method, given))
