@@ -746,3 +746,10 @@ def test_a_bad_count_in_a_lengths_file_is_a_bad_count_not_a_missing_header(first
     code, _, err = run(capsys, "plan", "--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB",
                        "--prompt-tokens", f"@{lengths}", "--output-tokens", "p50=10,p99=20")
     assert code == 2 and err.startswith(f"specsize: error: prompt_tokens: {lengths}") and problem in err, err
+
+
+def test_a_folder_given_as_a_file_says_what_is_accepted(tmp_path, capsys):
+    """Fuzz pass 6: click's own refusal of a folder named the argument but gave no accepted values."""
+    for argv, line in ((["plan", str(tmp_path)], "deployment_file: "), (["plan", "-o", str(tmp_path)], "output: ")):
+        code, _, err = run(capsys, *argv)
+        assert code == 2 and err.startswith(f"specsize: error: {line}") and "(accepted: " in err, err

@@ -525,10 +525,17 @@ def users_revoke(name: str, db_url: str | None) -> None:
 cli.add_command(sweep_command)
 
 
+# what the command line's own arguments, outside the field table, accept (a folder given as a file)
+ARGUMENTS_ACCEPT = {"deployment_file": "a deployment YAML file (docs/cli.md)", "study_file": "a study YAML file",
+                    "output": "a file path (an existing file with --force)", "html": "a file path for the HTML summary"}
+
+
 def _accepted(field: str) -> str:
     """' (accepted: ...)' from the field table for a field click refused (a word for --tp), else ''."""
     from ..inputs.request import FIELDS, info  # noqa: PLC0415
 
+    if field in ARGUMENTS_ACCEPT:
+        return f" (accepted: {ARGUMENTS_ACCEPT[field]})"
     return f" (accepted: {info(field).accepted})" if field in FIELDS else ""
 
 
