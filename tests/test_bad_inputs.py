@@ -753,3 +753,16 @@ def test_a_folder_given_as_a_file_says_what_is_accepted(tmp_path, capsys):
     for argv, line in ((["plan", str(tmp_path)], "deployment_file: "), (["plan", "-o", str(tmp_path)], "output: ")):
         code, _, err = run(capsys, *argv)
         assert code == 2 and err.startswith(f"specsize: error: {line}") and "(accepted: " in err, err
+
+
+def test_a_workload_setting_at_the_top_says_where_it_belongs(tmp_path, capsys, monkeypatch):
+    """Fuzz pass 6: `concurrency: 8` at the top of a deployment listed 55 keys without a word that it goes under
+    workload:; and SPECSIZE_STORE naming a missing store listed nothing (exit 0) where --store does not."""
+    path = tmp_path / "d.yaml"
+    path.write_text("target: meta-llama/Llama-3.1-8B-Instruct\nconcurrency: 8\n")
+    code, _, err = run(capsys, "plan", path)
+    assert code == 2 and err.startswith(f"specsize: error: concurrency: belongs under workload: in {path}"), err
+    monkeypatch.setenv("SPECSIZE_STORE", str(tmp_path / "missing.sqlite"))
+    code, out, err = run(capsys, "calibrations")
+    assert code == 2 and out == "" and "missing.sqlite does not exist (SPECSIZE_STORE)" in err, err
+    assert not (tmp_path / "missing.sqlite").exists()

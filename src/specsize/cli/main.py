@@ -374,9 +374,10 @@ def calibrations(ctx, store: str | None, kind: str | None, tag: str | None, fmt:
     if not postgres and not path.exists():  # listing reads: a mistyped path must not create a store (nor its folders)
         from ..core.errors import SpecError  # noqa: PLC0415
 
-        if store:
-            raise SpecError("store", f"{path} does not exist", "an existing calibration store")
-        click.echo(listings.calibrations([], path, fmt), nl=False)
+        if store or os.environ.get("SPECSIZE_STORE"):  # a store someone named (a flag or the variable) must be there
+            raise SpecError("store", f"{path} does not exist" + ("" if store else " (SPECSIZE_STORE)"),
+                            "an existing calibration store")
+        click.echo(listings.calibrations([], path, fmt), nl=False)  # the default one: none kept yet
         return
     with Store(store) as s:
         rows = s.list(kind=kind, tag=tag)

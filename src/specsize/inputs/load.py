@@ -154,6 +154,9 @@ def flatten(data: dict, where: str) -> dict:
                 out[inner] = inner_value
         elif key in YAML_TOP_KEYS:
             out[key] = value
+        elif key in YAML_WORKLOAD_KEYS:  # a workload setting written at the top
+            raise SpecError(str(key), f"belongs under workload: in {where}",
+                            f"workload: {{{key}: ...}} ({', '.join(YAML_WORKLOAD_KEYS)} go under workload:)")
         else:
             raise SpecError(str(key), f"unknown key in {where}", ", ".join(sorted((*YAML_TOP_KEYS, "workload"))))
     return out
