@@ -675,6 +675,21 @@ def test_an_integer_of_thousands_of_digits_is_out_of_range_not_an_internal_error
     assert err.startswith(f"specsize: error: {field}: out of range: an integer of 4,400 digits"), err
 
 
+def test_yaml_underscores_and_huge_text_values(tmp_path):
+    """Review: YAML 1.1 reads 256_ and 2__56 as 256 (the stand-in for huge numbers had taken them for 100); a number of
+    thousands of digits where text is expected is refused, not read as its description."""
+    from specsize import SpecError, load_request
+
+    path = tmp_path / "d.yaml"
+    for written in ("256_", "2__56", "25_6"):
+        path.write_text(f"target: meta-llama/Llama-3.1-8B-Instruct\ngpu: H100-SXM-80GB\nmax_num_seqs: {written}\n")
+        assert load_request(path).max_num_seqs == 256
+    path.write_text(f"target: meta-llama/Llama-3.1-8B-Instruct\ngpu: H100-SXM-80GB\nname: {HUGE}\n")
+    with pytest.raises(SpecError) as caught:
+        load_request(path)
+    assert caught.value.field == "name" and caught.value.problem == "must be a string, got an integer of 4,400 digits"
+
+
 def test_files_with_an_integer_of_thousands_of_digits_name_the_field(tmp_path, capsys):
     deployment = tmp_path / "d.yaml"
     deployment.write_text(f"target: meta-llama/Llama-3.1-8B-Instruct\ngpu: H100-SXM-80GB\ntp: {HUGE}\n")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,17 +100,19 @@ class HugeInt(int):
 
 
 def decimal_int(text: str) -> int:
-    """int(text) for decimal digits (a sign, "_" between digits as YAML writes them), also past Python's limit on
-    converting long digit strings, where it is a HugeInt of the same size, so that the error names the field."""
-    try:
-        return int(text)
-    except ValueError:
-        digits = text.strip().lstrip("+-").replace("_", "")
-        if not digits.isdigit() or not digits.isascii():
-            raise
-        huge = HugeInt((-1 if text.strip().startswith("-") else 1) * 10 ** (len(digits) - 1))
-        huge.digits = len(digits)
-        return huge
+    """int(text) for decimal digits with a sign and "_" anywhere among them (YAML 1.1 reads 256_ and 2__56 as 256),
+    also past Python's limit on converting long digit strings (sys.get_int_max_str_digits(), 4,300 by default),
+    where it is a HugeInt of the same size, so that the error names the field."""
+    clean = text.strip().replace("_", "")
+    digits = clean.lstrip("+-")
+    if not digits.isascii() or not digits.isdigit() or len(clean) - len(digits) > 1:
+        raise ValueError(f"not a decimal integer: {text[:40]!r}")
+    limit = sys.get_int_max_str_digits()
+    if not limit or len(digits) <= limit:
+        return int(clean)
+    huge = HugeInt((-1 if clean.startswith("-") else 1) * 10 ** (len(digits) - 1))
+    huge.digits = len(digits)
+    return huge
 
 
 def _int(name: str, info: FieldInfo, value: Any) -> int:
@@ -188,7 +191,7 @@ def coerce(name: str, info: FieldInfo, value: Any) -> Any:
             raise SpecError(name, f"unknown value {value!r}", info.accepted)
         return text
     if kind in ("str", "path"):
-        if isinstance(value, (dict, list, bool)):
+        if isinstance(value, (dict, list, bool, HugeInt)):  # a HugeInt's text is a description, not the value
             raise SpecError(name, f"must be a string, got {value!r}", info.accepted)
         text = str(value).strip()
         if not text:
