@@ -120,6 +120,15 @@ def test_metrics_cut_at_a_line_break_do_not_pass_the_gate(tmp_path, capsys):
     assert code == 2 and out == "" and err.startswith("specsize: error: metrics: no vllm:cache_config_info"), err
     code, out, _ = run(capsys, "check-live", "--metrics", cut, "--log", FIX / "target-bf16.log", "--plan", plan)
     assert code == 1 and "KV cache: the engine holds 32,000 tokens, the plan assumed 128,000" in out
+    # (review) vLLM 0.8.0-0.8.4 serve cache_config_info with num_gpu_blocks="None": whole metrics, unsized - not refused,
+    # and the check says the capacity went unchecked
+    unsized = tmp_path / "unsized.metrics"
+    text = "".join(lines)
+    assert 'num_gpu_blocks="256"' in text
+    unsized.write_text(text.replace('num_gpu_blocks="256"', 'num_gpu_blocks="None"')
+                       .replace('kv_cache_size_tokens="32000"', 'kv_cache_size_tokens="None"'))
+    code, out, err = run(capsys, "check-live", "--metrics", unsized, "--plan", plan)
+    assert code == 0 and "KV capacity not checked" in out + err, out + err
 
 
 def test_malformed_inputs(tmp_path, capsys):

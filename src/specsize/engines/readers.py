@@ -180,6 +180,9 @@ class LiveMetrics:
     ttft_s: dict = field(default_factory=dict)  # p50/p99 from the histogram
     tpot_s: dict = field(default_factory=dict)
     generation: str | None = None
+    # vllm:cache_config_info was served (every vLLM does; V1 releases before vllm-project/vllm#15755, 0.8.0-0.8.4,
+    # write num_gpu_blocks="None" in it, so it can be there without sizing the cache)
+    cache_config_seen: bool = False
     model: str | None = None  # the model_name label
     sglang_accept_length: float | None = None  # SGLang's mean accepted length per verify step (bonus included)
 
@@ -252,6 +255,7 @@ def _read_sample(out: LiveMetrics, metric: str, labels: dict, value: float, per_
     if labels.get("model_name") and out.model is None:
         out.model = labels["model_name"]
     if metric == "vllm:cache_config_info":
+        out.cache_config_seen = True
         for key, attr, cast in _CACHE_CONFIG_LABELS:
             raw = labels.get(key)
             if raw not in (None, "None", ""):

@@ -156,15 +156,21 @@ def _observed(metrics: LiveMetrics | None, log: StartupLog | None, planned_k: in
                     engine_version=log.version if log else None)
 
 
-def _capacity_seen(metrics: LiveMetrics | None, log: StartupLog | None, observed: Observed) -> None:
-    """A vLLM server always serves vllm:cache_config_info (its KV cache's blocks): metrics without it, and no log
-    that gives the cache's size, are a truncated or partial /metrics text, and a check of them would pass the plan's
-    capacity unchecked (fuzz pass 6: `head -120` of a real /metrics passed the gate). SGLang's metrics give the size
-    only under load (token_usage > 0), so they are not held to it."""
+def _capacity_seen(metrics: LiveMetrics | None, log: StartupLog | None, observed: Observed,
+                   result: LiveCheck) -> None:
+    """A vLLM server always serves vllm:cache_config_info: metrics without it, and no log that gives the cache's size,
+    are a truncated or partial /metrics text, and a check of them would pass the plan's capacity unchecked (fuzz pass
+    6: `head -120` of a real /metrics passed the gate). Where it is there but does not size the cache (vLLM 0.8.0-0.8.4
+    write num_gpu_blocks="None"), the check says the capacity went unchecked. SGLang's metrics give the size only under
+    load (token_usage > 0), so they are not held to it."""
     if metrics is None or metrics.generation == "SGLang" or observed.kv_cache_tokens is not None:
         return
     if log is not None and (log.refusal is not None or log.refused_max_model_len is not None):
         return  # the engine did not start: there is no cache to size
+    if metrics.cache_config_seen:
+        result.notes.append("KV capacity not checked: the metrics' cache_config_info does not size the cache (vLLM "
+                            "0.8.0-0.8.4 write num_gpu_blocks=None); give --log with the start-up log to check it")
+        return
     raise SpecError("metrics", "no vllm:cache_config_info (the KV cache's size) in the metrics, and no start-up log "
                     "that gives it: truncated, or not the whole /metrics text of a vLLM server",
                     "the whole text of a vLLM server's /metrics, or --log with its start-up log")
@@ -253,10 +259,10 @@ def check(plan: dict, metrics: LiveMetrics | None, log: StartupLog | None) -> Li
     _require(plan, metrics, log)
     planned_k = (plan.get("inputs") or {}).get("num_speculative_tokens")
     observed = _observed(metrics, log, planned_k if isinstance(planned_k, int) and planned_k > 0 else None)
-    _capacity_seen(metrics, log, observed)
     inputs = plan.get("inputs")
     result = LiveCheck(observed=observed, planned_verdict=plan["verdict"],
                        plan_inputs=inputs if isinstance(inputs, dict) else {})
+    _capacity_seen(metrics, log, observed, result)
     headroom_now, changed = _capacity_checks(plan, metrics, observed, result)
     if log is not None and log.refusal is not None:
         result.violations.append(f"start-up: the engine refused to start ({log.refusal})")
