@@ -487,6 +487,13 @@ def test_a_files_model_paths_are_read_beside_the_file_wherever_it_runs(tmp_path,
     with pytest.raises(specsize.SpecError) as caught:
         specsize.plan(specsize.load_request(deployment))
     assert caught.value.field == "target" and "current directory" in caught.value.problem
+    # (review) an id (org/name) is read as the command line reads it, a `--local-dir` copy in the current directory
+    # included: not refused as a path
+    shutil.copytree(models / "target", other / "acme" / "tiny")
+    deployment.write_text(deployment.read_text().replace("target: model", "target: acme/tiny"))
+    from_file = specsize.plan(specsize.load_request(deployment))
+    from_flag = specsize.plan(specsize.load_request(deployment, target="acme/tiny"))
+    assert from_file.memory.weights_target.total == from_flag.memory.weights_target.total
 
 
 def test_a_head_candidate_without_a_draft_gets_the_standard_head_as_the_request_does(capsys):

@@ -330,15 +330,18 @@ def files_read() -> dict[Path, str]:
 
 def model_near(value: str, base: Path | None, field: str) -> str:
     """A model a file names (`base`: the file's folder): a relative path is read relative to the file, as every path
-    a file gives; a catalog or hub id as it is. A relative path that is not beside the file but is in the current
-    directory is refused, not read from there: the same file gives the same plan wherever it is run from."""
+    a file gives; a catalog or hub id as it is. A path that is not beside the file but is in the current directory
+    is refused, not read from there: the same file gives the same plan wherever it is run from. A value shaped as an
+    id (org/name) that is not beside the file is read as an id is on the command line (a local copy in the current
+    directory first, as `--local-dir` downloads lay them out)."""
     if base is None or not isinstance(value, str) or value.startswith("~") or Path(value).is_absolute() \
             or os.environ.get(NAMES_ONLY_ENV):  # a server reads models by name only (api.read_models_by_name_only)
         return value
     local = base / value
     if local.exists():
         return str(local.resolve())
-    if base.resolve() != Path.cwd().resolve() and Path(value).exists():
+    id_shaped = value.count("/") == 1 and not value.startswith(".") and not value.endswith(".json")
+    if not id_shaped and base.resolve() != Path.cwd().resolve() and Path(value).exists():
         raise SpecError(field, f"{value} is not beside the file (in {base}) but in the current directory; a file's "
                         "relative paths are read relative to the file", "a path relative to the file, an absolute "
                         "path, or a model id")
