@@ -35,6 +35,9 @@ def schema(columns: Sequence[tuple[str, str]]):
     return pa.schema([(name, getattr(pa, ARROW_TYPES[kind])()) for name, kind in columns])
 
 
+RESTATE_BATCH = 65_536  # rows worked out again at once (ResultsFile.finish's restate)
+
+
 class ResultsFile:
     def __init__(self, output: str | Path, columns: Sequence[tuple[str, str]], metadata: dict | None = None):
         self.output = Path(output)
@@ -137,9 +140,14 @@ class ResultsFile:
             unique = [0] + [i for i in range(1, len(keys)) if keys[i] != keys[i - 1]]
             if len(unique) < len(keys):
                 table = table.take(pa.array(unique))
-        if restate is not None:
-            for name, values in restate(table.select(list(restate_inputs)).to_pydict()).items():
-                column = pa.array(values, self.schema.field(name).type)
+        if restate is not None:  # batch by batch: a million rows never sit in Python lists at once
+            parts: dict[str, list] = {}
+            inputs = [name for name in restate_inputs if name in table.column_names]
+            for batch in table.select(inputs).to_batches(max_chunksize=RESTATE_BATCH):
+                for name, values in restate(batch.to_pydict()).items():
+                    parts.setdefault(name, []).append(pa.array(values, self.schema.field(name).type))
+            for name, chunks in parts.items():
+                column = pa.chunked_array(chunks, self.schema.field(name).type)
                 table = table.set_column(table.schema.get_field_index(name), name, column)
         table = table.replace_schema_metadata(self.metadata)
         temporary = self.output.with_name(f".{self.output.name}.tmp-{os.getpid()}")

@@ -130,7 +130,6 @@ class Study:
     def cells(self) -> Iterator[Cell]:
         """The cross product, lazily (a million-cell study never sits in memory)."""
         settings = _canonical_json({"compute": self.compute.__dict__, "seed": self.seed, "model": self.model_version})
-        ids: dict = {}  # a cell's gpu as written -> the catalog's id
         for index, choice in enumerate(itertools.product(*(range(len(axis.values)) for axis in self.axes))):
             values = dict(self.base)
             labels = {}
@@ -142,20 +141,22 @@ class Study:
             key = hashlib.sha256((_canonical_json(keyed) + settings).encode()).hexdigest()
             gpu = values.get("gpu")
             yield Cell(key=key, index=index, seed=int(key[:8], 16), values=values, labels=labels,
-                       price_per_gpu_hour=self._price(gpu, ids))
+                       price_per_gpu_hour=self.price_of(gpu))
 
 
-    def _price(self, gpu: Any, ids: dict) -> float | None:
-        """A cell's $ per GPU-hour: its gpu as the catalog spells it, in `prices` (an unknown GPU has none: the
-        cell is invalid anyway)."""
-        if gpu is None:
-            return None
-        if gpu not in ids:
-            try:
-                ids[gpu] = _gpu_id(gpu, "gpu")
-            except SpecError:
-                ids[gpu] = None
-        return self.prices.get(ids[gpu]) if ids[gpu] is not None else None
+    def price_of(self, gpu: Any) -> float | None:
+        """A cell's $ per GPU-hour: its gpu (as written) as the catalog spells it, in `prices` (an unknown GPU has
+        none: the cell is invalid anyway)."""
+        catalog_id = _catalog_gpu_id(gpu) if isinstance(gpu, str) else None
+        return self.prices.get(catalog_id) if catalog_id is not None else None
+
+
+@lru_cache(maxsize=256)
+def _catalog_gpu_id(gpu: str) -> str | None:
+    try:
+        return load_gpu(gpu).gpu_id
+    except SpecError:
+        return None
 
 
 def _canonical_json(value: Any) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 import math
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from .. import __version__
 from ..inputs.request import FIELDS
@@ -131,18 +131,20 @@ def cost_terms(row: dict) -> dict:
             "cost_per_mtok_no_spec": fleet.cost_per_million_tokens(gpus, price, nospec), "cost_basis": basis}
 
 
-COST_INPUTS = ("key", "gpus_per_instance", "speculative", "simulated", "spec_throughput_tok_s",
+COST_INPUTS = ("gpu", "gpus_per_instance", "speculative", "simulated", "spec_throughput_tok_s",
                "nospec_throughput_tok_s", "model_throughput_tok_s", "model_throughput_tok_s_no_spec")
 
 
-def repriced(columns: dict[str, list], prices: dict[str, float | None]) -> dict[str, list]:
-    """The COST columns of a results table (`columns`: its COST_INPUTS columns) at the study's prices now, `prices`
-    by cell key. A price is no part of a cell's key (it changes no plan or simulation), so a rerun after editing
-    `prices:` resumes every cell and re-prices them all here; a cell that failed keeps no cost."""
+def repriced(columns: dict[str, list], price_of: Callable[[Any], float | None]) -> dict[str, list]:
+    """The COST columns of rows of a results table (`columns`: those of COST_INPUTS it has) at the study's prices now
+    (`price_of(gpu)`: Study.price_of). A price is no part of a cell's key (it changes no plan or simulation), so a
+    rerun after editing `prices:` resumes every cell and re-prices them all here; a cell that failed keeps no cost."""
     out: dict[str, list] = {name: [] for name, _ in COST}
-    for i, key in enumerate(columns["key"]):
-        price = prices.get(key)
-        terms = cost_terms({name: columns[name][i] for name in COST_INPUTS} | {"price_per_gpu_hour": price})
+    rows = len(columns["gpus_per_instance"])
+    for i in range(rows):
+        price = price_of(columns["gpu"][i]) if "gpu" in columns else None
+        terms = cost_terms({name: columns[name][i] for name in COST_INPUTS if name in columns}
+                           | {"price_per_gpu_hour": price})
         out["price_per_gpu_hour"].append(price)
         for name in ("cost_per_mtok", "cost_per_mtok_no_spec", "cost_basis"):
             out[name].append(terms.get(name))

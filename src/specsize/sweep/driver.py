@@ -115,7 +115,7 @@ def _run(study: Study, results: ResultsFile, started: float, workers: int | None
     finally:
         sweep.retried = executor.retried
         executor.close()
-    prices = {cell.key: cell.price_per_gpu_hour for cell in study.cells()}  # the cells now, at today's prices
-    sweep.rows = results.finish(prices, partial(report.repriced, prices=prices), report.COST_INPUTS)
+    sweep.rows = results.finish((cell.key for cell in study.cells()),  # the cells now, at today's prices
+                                partial(report.repriced, price_of=study.price_of), report.COST_INPUTS)
     sweep.elapsed_s = time.perf_counter() - started
     return sweep
