@@ -70,10 +70,18 @@ def test_a_configurations_screen_figures_do_not_depend_on_the_rest_of_the_space(
     assert len(alone) == 4 and all(c.tpot_s for c in alone)
     assert {c.max_num_seqs for c in beside} == {16, 64}
 
-    # two drafters a spec labels alike are still two drafters
-    same = replace(space((64,)), drafters=tuple(replace(o, label="same") for o in space((64,)).drafters))
-    both, _ = screen(same, profile(), load_efficiency)
-    assert [c.tpot_s for c in both] == [c.tpot_s for c in alone]
+    # two drafters a spec labels alike, at the same k, are still two drafters (a 1B and a 3B draft model)
+    from specsize.catalog import load_model
+
+    small = DrafterOption("same", d.speculative, Acceptance(rate=0.7), (3,))
+    big = DrafterOption("same", replace(d.speculative, draft=load_model("meta-llama/Llama-3.2-3B-Instruct")),
+                        Acceptance(rate=0.7), (3,))
+    each = [screen(replace(space((64,)), drafters=(o,)), profile(), load_efficiency)[0] for o in (small, big)]
+    both, _ = screen(replace(space((64,)), drafters=(small, big)), profile(), load_efficiency)
+    # the screen's order: GPU count, then drafter
+    assert [(c.gpus, c.status, c.tpot_s) for c in both] == \
+        [(c.gpus, c.status, c.tpot_s) for pair in zip(*each) for c in pair]
+    assert each[0][0].tpot_s != each[1][0].tpot_s
 
 
 def test_acceptance_is_one_type_everywhere():
