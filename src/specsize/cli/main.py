@@ -19,7 +19,7 @@ from .. import __version__
 from ..inputs.fields import ACCEPTANCE, ANALYSIS, DEPLOYMENT, PERF, SIMULATION, SPEEDUP, WORKLOAD
 from ..engines.emit import EMITTERS
 from .options import option_for, request_from, request_options
-from .output import INPUTS, check_targets, write_output, write_series
+from .output import check_targets, write_output, write_series
 from .sweep import sweep as sweep_command
 
 EXIT_FOR_VERDICT = {"fits": 0, "thin": 1, "does_not_fit": 3}
@@ -545,8 +545,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from ..inputs.load import count_reads  # noqa: PLC0415
 
-    INPUTS.clear()  # one command's inputs (request_from notes them), not an earlier one's in this process
-    count_reads(True)  # and the files it reads
+    count_reads(True)  # the files this command reads (not an earlier one's in this process): no output replaces one
     try:
         cli.main(args=argv, prog_name="specsize", standalone_mode=False)
     except SpecError as err:

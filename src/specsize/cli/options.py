@@ -97,9 +97,7 @@ def request_from(kw: dict, *, k_list: bool = False):
     elif k is not None and k_list:
         overrides["speedup_ks"] = k
     request = load_request(path, **overrides)
-    from ..inputs.load import MODEL_FIELDS, PATH_FIELDS  # noqa: PLC0415
-    from .output import read_by_this_command  # noqa: PLC0415
+    from ..inputs.load import MODEL_FIELDS, PATH_FIELDS, will_read  # noqa: PLC0415
 
-    read_by_this_command({"deployment_file": path, **{name: getattr(request, name, None) for name in PATH_FIELDS},
-                          **{name: getattr(request, name, None) for name in MODEL_FIELDS}})
+    will_read({"deployment_file": path, **{name: getattr(request, name, None) for name in (*PATH_FIELDS, *MODEL_FIELDS)}})
     return request

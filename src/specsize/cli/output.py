@@ -35,26 +35,6 @@ def _alive(pid: int) -> bool:
     return True
 
 
-# The files the running command reads (its deployment file and the files that file or its flags name): never an
-# output, --force or not (a report written over its own deployment file had replaced it). Set by options.request_from.
-INPUTS: dict[Path, str] = {}
-
-
-def read_by_this_command(paths: dict[str, object]) -> None:
-    """Note the input files of the command about to run (field -> path; None and "-" are skipped; a model folder:
-    its config.json). What it has already read (an @FILE of lengths) catalog.files.READ holds."""
-    INPUTS.clear()
-    for field, path in paths.items():
-        if isinstance(path, (str, Path)) and str(path) not in ("", "-"):
-            try:
-                resolved = Path(path).expanduser().resolve()
-                INPUTS[resolved] = field
-                if resolved.is_dir():
-                    INPUTS[resolved / "config.json"] = field
-            except (OSError, RuntimeError):  # a name no file can have: nothing to protect
-                continue
-
-
 def check_target(path: str, force: bool, field: str = "output") -> Path:
     """Where `path` would be written (a symlink's target), refused now if it cannot be: a folder, a missing folder,
     a pipe, socket or block device, or an existing file without `force`. Called before long work too, so that a
@@ -64,9 +44,9 @@ def check_target(path: str, force: bool, field: str = "output") -> Path:
         target = target.resolve()
     if target.is_dir():
         raise SpecError(field, f"{target} is a folder", "a file path")
-    from ..inputs.load import files_read  # noqa: PLC0415 - what the command has read so far (an @FILE of lengths)
+    from ..inputs.load import files_read  # noqa: PLC0415 - what the command reads (inputs.load.will_read, read_text)
 
-    read = (INPUTS.get(target.resolve()) or files_read().get(target.resolve())) if target.exists() else None
+    read = files_read().get(target.resolve()) if target.exists() else None
     if read is not None:
         raise SpecError(field, f"{target} is this command's {read.replace('_', ' ')}, which it reads",
                         "a path of its own for the output")

@@ -328,6 +328,24 @@ def files_read() -> dict[Path, str]:
     return files.READ or {}
 
 
+def will_read(paths: dict[str, object]) -> None:
+    """Count as read the files a command is about to read (field -> path; None and "-" skipped; a model folder: its
+    config.json), where reads are counted: its output must not replace them either."""
+    from ..catalog import files  # noqa: PLC0415
+
+    if files.READ is None:
+        return
+    for field, path in paths.items():
+        if isinstance(path, (str, Path)) and str(path) not in ("", "-"):
+            try:
+                resolved = Path(path).expanduser().resolve()
+                files.READ[resolved] = field  # its name as the command calls it (deployment_file, not deployment)
+                if resolved.is_dir():
+                    files.READ[resolved / "config.json"] = field
+            except (OSError, RuntimeError):  # a name no file can have: nothing to protect
+                continue
+
+
 def model_near(value: str, base: Path | None, field: str) -> str:
     """A model a file names (`base`: the file's folder): a relative path is read relative to the file, as every path
     a file gives; a catalog or hub id as it is. A path that is not beside the file but is in the current directory
