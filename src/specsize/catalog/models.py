@@ -444,13 +444,9 @@ def load_model_as(ref: str, field: str) -> ModelSpec:
     """load_model, its errors naming the input that gave `ref` (target, draft) instead of "model" or "config"."""
     try:
         return load_model(ref)
-    except HubMiss as err:
+    except SpecError as err:  # a HubMiss stays one (a head method derives its head then)
         if err.field in ("model", "config"):
-            raise HubMiss(field, err.problem, err.accepted) from None
-        raise
-    except SpecError as err:
-        if err.field in ("model", "config"):
-            raise SpecError(field, err.problem, err.accepted) from None
+            raise type(err)(field, err.problem, err.accepted) from None
         raise
 
 

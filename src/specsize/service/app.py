@@ -32,8 +32,6 @@ from .jobs import JobRunner
 from .requests import EXTRA, build, request_model, search_spec_text
 
 log = logging.getLogger("specsize.service")
-# FastAPI's answer to a body whose parsing raised anything but a JSON syntax error (fastapi/routing.py)
-BODY_PARSE_FAILED = "There was an error parsing the body"
 
 
 @dataclass(frozen=True)
@@ -101,10 +99,9 @@ class Guard:
                 if received > self.max_body:
                     return await self._too_large(scope, send, started)
                 more = message.get("more_body", False)
-            twice = _key_twice(b"".join(chunks)) if api_json else None
-            if twice is not None:
-                return await self._refuse(scope, send, started, 422, error_body(
-                    "body", f"the key {twice!r} appears twice in one object", "each key once"))
+            problem = _body_problem(b"".join(chunks)) if api_json else None
+            if problem is not None:
+                return await self._refuse(scope, send, started, 422, error_body("body", *problem))
             replay = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
 
             async def replayed():
@@ -139,8 +136,10 @@ class Guard:
         self.metrics.observe(scope, status, time.perf_counter() - started)
 
 
-def _key_twice(body: bytes) -> str | None:
-    """The first key a JSON body names twice in one object, None if none (or not JSON: the app's parser says so)."""
+def _body_problem(body: bytes) -> tuple[str, str] | None:
+    """(problem, accepted) of a JSON body the app's own parser would misread: a key named twice in one object, or a
+    number Python's JSON reader refuses (past 4,300 digits, a ValueError that is no syntax error); None otherwise
+    (a syntax error the app's parser reports itself)."""
     twice: list = []
 
     def pairs(items: list) -> dict:
@@ -151,9 +150,11 @@ def _key_twice(body: bytes) -> str | None:
 
     try:
         json.loads(body, object_pairs_hook=pairs)
-    except (ValueError, RecursionError):
+    except (json.JSONDecodeError, RecursionError):
         return None
-    return twice[0] if twice else None
+    except ValueError:
+        return "holds a number of more than 4,300 digits, which Python's JSON reader refuses", "a JSON object"
+    return (f"the key {twice[0]!r} appears twice in one object", "each key once") if twice else None
 
 
 class Metrics:
@@ -668,9 +669,6 @@ def create_app(config: Config | None = None) -> FastAPI:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_request: Request, err: StarletteHTTPException):
-        if err.status_code == 400 and err.detail == BODY_PARSE_FAILED:  # JSON that Python's reader refuses
-            return JSONResponse(error_body("body", "cannot be read: a number of more than 4,300 digits, or another "
-                                           "value Python's JSON reader refuses", "a JSON object"), status_code=422)
         return JSONResponse(error_body(None, str(err.detail), None), status_code=err.status_code)
 
     @app.exception_handler(Exception)
