@@ -399,3 +399,16 @@ def test_a_model_beside_the_study_keys_cells_by_its_config_not_its_place(tmp_pat
     edited.write_text(config.read_text().replace('"num_hidden_layers": 4', '"num_hidden_layers": 3'))
     assert '"num_hidden_layers": 3' in edited.read_text()
     assert not set(keys) & {c.key for c in read_study(tmp_path / "b" / "deeper" / "s.yaml").cells()}
+
+
+def test_force_never_lets_the_summary_replace_a_trace_the_study_reads(tmp_path):
+    """Fuzz pass 6: `--html` naming the study's own trace replaced it with --force."""
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("".join(f'{{"prompt_tokens": {100 + i}, "output_tokens": 50}}\n' for i in range(20)))
+    study = tmp_path / "s.yaml"
+    study.write_text("name: s\nbase: {target: meta-llama/Llama-3.1-8B-Instruct, max_model_len: 8192,\n"
+                     "  workload: {samples_file: trace.jsonl, concurrency: 4}}\naxes:\n  gpu: [H100-SXM-80GB]\n")
+    before = trace.read_text()
+    done = _sweep(str(study), "-o", str(tmp_path / "r.parquet"), "--html", str(trace), "--force")
+    assert done.returncode == 2 and done.stderr.startswith(f"specsize: error: html: {trace} is a file the study reads")
+    assert trace.read_text() == before

@@ -36,6 +36,14 @@ def _check_targets(study: Path, output: Path, html: Path, force: bool) -> None:
     for name, path in (("output", output), ("html", html)):
         if same(path, study):
             raise SpecError(name, f"{path} is the study file", "a path other than the study's")
+    if output.exists() or html.exists():  # neither may be a file the study reads (a trace), --force or not
+        from ..inputs.study import read_study  # noqa: PLC0415
+
+        reads = {Path(p).resolve() for p in read_study(study).digests}
+        reads |= {p / "config.json" for p in reads if p.is_dir()}  # a model folder: its config
+        for name, path in (("output", output), ("html", html)):
+            if path.exists() and path.resolve() in reads:
+                raise SpecError(name, f"{path} is a file the study reads", "a path of its own for the output")
     if same(output, html):
         raise SpecError("html", f"{html} is also the results table (-o)", "another path for the HTML summary")
     if force:
