@@ -52,12 +52,8 @@ def parse_candidate(text: str, profile: AccountingProfile, target: ModelSpec | N
                         "acceptance=A or mean_accepted_length=T")
     k = coerce("candidate.k", _INT, fields.get("k"))
     draft_tp = coerce("candidate.draft_tp", _INT, fields.get("draft_tp", 1))
-    try:
-        spec = speculative_config(method, fields.get("draft"), k or 1, draft_tp, "candidate", target=target)
-    except SpecError as err:  # the candidate's own draft, not the request's
-        if err.field != "draft":
-            raise
-        raise SpecError("candidate.draft", err.problem, err.accepted) from None
+    spec = speculative_config(method, fields.get("draft"), k or 1, draft_tp, "candidate", target=target,
+                              draft_field="candidate.draft")  # the candidate's own draft, not the request's
     # n-gram: the share of steps that propose (a given one is checked against the method and engine with the rest)
     given = coerce("candidate.proposal_rate", _PROPOSALS, fields["proposal_rate"]) if "proposal_rate" in fields else None
     spec = replace(spec, proposal_rate=proposal_rate_of(profile, spec.method, given))

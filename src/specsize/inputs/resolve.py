@@ -69,31 +69,33 @@ def _hub_shaped(draft_id: str) -> bool:
     return draft_id.count("/") == 1 and not draft_id.startswith((".", "/", "~")) and not exists(Path(draft_id))
 
 
-def refuse_draft(method: SpecMethod, draft_id: str | None) -> None:
+def refuse_draft(method: SpecMethod, draft_id: str | None, field: str = "draft") -> None:
     """A draft model named for a method that takes none (n-gram, MTP): refused, by plan and calibrations add alike."""
     if draft_id and not SpeculativeConfig(method=method).kind.needs_draft_config:
-        raise SpecError("draft", f"method {method} takes no draft model", "no draft, or a method that uses one")
+        raise SpecError(field, f"method {method} takes no draft model", "no draft, or a method that uses one")
 
 
 def speculative_config(method_name: str | None, draft_id: str | None, k: int | None, draft_tp: int,
-                       field: str = "method", target: ModelSpec | None = None) -> SpeculativeConfig:
+                       field: str = "method", target: ModelSpec | None = None,
+                       draft_field: str = "draft") -> SpeculativeConfig:
     """The drafter a request names, its config loaded when its kind needs one. An EAGLE, EAGLE-3 or Medusa
     method without a readable head config gets the standard head derived from the target's config
-    (catalog.configs.standard_head; the reports say so)."""
+    (catalog.configs.standard_head; the reports say so). `field` / `draft_field`: what the errors call the method and
+    the draft (a search spec's drafters.draft, a speedup candidate's candidate.draft)."""
     method = method_of(method_name, draft_id, field)
     kind = SpeculativeConfig(method=method).kind
-    refuse_draft(method, draft_id)
+    refuse_draft(method, draft_id, draft_field)
     draft = None
     if kind.needs_draft_config:
         derivable = target is not None and method in DERIVABLE
         if not draft_id and not derivable:
-            raise SpecError("draft", f"method {method} needs a draft model or head config",
+            raise SpecError(draft_field, f"method {method} needs a draft model or head config",
                             "a catalog id (specsize models), a config.json or a model directory")
         if draft_id:
             # a head method's unreadable hub id gets the derived head under that id; one read as a variant of a catalog
             # model is checked as that model is (validate_speculative: a head of the target's width, or refused)
             try:
-                draft = load_model_as(str(draft_id), "draft")
+                draft = load_model_as(str(draft_id), draft_field)
             except SpecError:
                 if not (derivable and _hub_shaped(str(draft_id))):
                     raise

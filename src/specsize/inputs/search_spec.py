@@ -126,12 +126,9 @@ def _drafter(item: dict, default_ks: list[int], target: ModelSpec, engine: str, 
     method = str(item.get("method", "none"))
     draft_ref = item.get("draft")
     draft_ref = model_near(str(draft_ref), base, "drafters.draft") if draft_ref is not None else None
-    try:  # an EAGLE / EAGLE-3 / Medusa head that cannot be read: derived, as plan
-        spec = speculative_config(method, draft_ref, 1, _int(item, "draft_tp", 1), "drafters.method", target=target)
-    except SpecError as err:  # the drafter's own draft, as the spec names it
-        if err.field != "draft":
-            raise
-        raise SpecError("drafters.draft", err.problem, err.accepted) from None
+    # an EAGLE / EAGLE-3 / Medusa head that cannot be read: derived, as plan
+    spec = speculative_config(method, draft_ref, 1, _int(item, "draft_tp", 1), "drafters.method", target=target,
+                              draft_field="drafters.draft")
     # n-gram: the share of steps that propose, the one given (checked as plan checks it) or the engine's own
     given = _float(item, "proposal_rate", minimum=0, maximum=1, exclusive_minimum=True)
     spec = replace(spec, proposal_rate=proposal_rate_of(resolve_profile(engine, version), spec.method, given))
