@@ -53,12 +53,25 @@ def read_text(path: str | Path, field: str, accepted: str, limit: int | None = N
                 data = handle.read(limit + 1)
     except OSError as err:
         raise SpecError(field, f"cannot read {p}: {err.strerror or type(err).__name__}", accepted) from None
-    if READ is not None:
-        try:
-            READ.setdefault(p.expanduser().resolve(), field)
-        except (OSError, RuntimeError):
-            pass
+    remember_read(p, field, named=False)
     return decode_text(data, str(p), field, accepted, limit)
+
+
+def remember_read(path: str | Path, field: str, named: bool = True) -> None:
+    """Count `path` among the files read (READ), where they are counted; `named`: under `field` even if read before
+    under another (the command's own name for it: deployment_file, not deployment); a model folder: its config.json
+    too."""
+    if READ is None:
+        return
+    try:
+        resolved = Path(path).expanduser().resolve()
+        for one in (resolved, resolved / "config.json") if resolved.is_dir() else (resolved,):
+            if named:
+                READ[one] = field
+            else:
+                READ.setdefault(one, field)
+    except (OSError, RuntimeError):  # a name no file can have: nothing to protect
+        pass
 
 
 def _read_pipe(p: Path, size: int) -> bytes:

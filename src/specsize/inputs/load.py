@@ -20,6 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ..catalog import files
 from ..catalog.files import packaged_json, read_text, size_limit
 from ..catalog.models import NAMES_ONLY_ENV
 from ..catalog.traces import whole_count
@@ -316,34 +317,20 @@ def _value(name: str, raw: Any, base: Path | None) -> Any:
 def count_reads(on: bool) -> None:
     """From now on, keep (on) or not the files this process reads (catalog.files.READ): a command's, so that its
     output never replaces one of them; never a server's."""
-    from ..catalog import files  # noqa: PLC0415
-
     files.READ = {} if on else None
 
 
 def files_read() -> dict[Path, str]:
     """The files read since count_reads(True), by the field that read them (empty when none are counted)."""
-    from ..catalog import files  # noqa: PLC0415
-
     return files.READ or {}
 
 
 def will_read(paths: dict[str, object]) -> None:
-    """Count as read the files a command is about to read (field -> path; None and "-" skipped; a model folder: its
-    config.json), where reads are counted: its output must not replace them either."""
-    from ..catalog import files  # noqa: PLC0415
-
-    if files.READ is None:
-        return
+    """Count as read the files a command is about to read (field -> path; None and "-" skipped), under the command's
+    names for them: its output must not replace them either."""
     for field, path in paths.items():
         if isinstance(path, (str, Path)) and str(path) not in ("", "-"):
-            try:
-                resolved = Path(path).expanduser().resolve()
-                files.READ[resolved] = field  # its name as the command calls it (deployment_file, not deployment)
-                if resolved.is_dir():
-                    files.READ[resolved / "config.json"] = field
-            except (OSError, RuntimeError):  # a name no file can have: nothing to protect
-                continue
+            files.remember_read(path, field)
 
 
 def model_near(value: str, base: Path | None, field: str) -> str:
