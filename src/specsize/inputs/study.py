@@ -78,7 +78,6 @@ class Cell:
     seed: int  # the simulation seed of this cell: from its key, the same wherever it runs
     values: dict  # {field: canonical JSON value}: what `api.load_request(**values)` is called with
     labels: dict  # {group axis: label}
-    price_per_gpu_hour: float | None
 
 
 @dataclass(frozen=True)
@@ -139,10 +138,7 @@ class Study:
                     labels[axis.name] = axis.labels[pick]
             keyed = {k: self.digests.get(v, v) if k in KEYED_BY_CONTENT else v for k, v in values.items()}
             key = hashlib.sha256((_canonical_json(keyed) + settings).encode()).hexdigest()
-            gpu = values.get("gpu")
-            yield Cell(key=key, index=index, seed=int(key[:8], 16), values=values, labels=labels,
-                       price_per_gpu_hour=self.price_of(gpu))
-
+            yield Cell(key=key, index=index, seed=int(key[:8], 16), values=values, labels=labels)
 
     def price_of(self, gpu: Any) -> float | None:
         """A cell's $ per GPU-hour: its gpu (as written) as the catalog spells it, in `prices` (an unknown GPU has
@@ -153,6 +149,8 @@ class Study:
 
 @lru_cache(maxsize=256)
 def _catalog_gpu_id(gpu: str) -> str | None:
+    """A GPU as the catalog spells it (ids are case-insensitive, as everywhere): prices and cells meet on it; None
+    for no catalog GPU."""
     try:
         return load_gpu(gpu).gpu_id
     except SpecError:
@@ -311,19 +309,14 @@ def _prices(raw: Any) -> dict:
         if isinstance(price, bool) or not isinstance(price, (int, float)) or not 0 <= price < 1e6 \
                 or not math.isfinite(price):
             raise SpecError(f"prices.{gpu}", f"must be a price in $ per GPU-hour, got {price!r}", "a number >= 0")
-        gpu_id = _gpu_id(gpu, f"prices.{gpu}")
+        try:  # the catalog's spelling, as the cells' (_catalog_gpu_id); an unknown id with the closest ones
+            gpu_id = load_gpu(str(gpu)).gpu_id
+        except SpecError as err:
+            raise SpecError(f"prices.{gpu}", err.problem, err.accepted) from None
         if gpu_id in out:
             raise SpecError(f"prices.{gpu}", f"prices {gpu_id} twice", "one price per GPU")
         out[gpu_id] = float(price)
     return out
-
-
-def _gpu_id(gpu: Any, field: str) -> str:
-    """A GPU as the catalog spells it (ids are case-insensitive, as everywhere): prices and cells meet on it."""
-    try:
-        return load_gpu(str(gpu)).gpu_id
-    except SpecError as err:
-        raise SpecError(field, err.problem, err.accepted) from None
 
 
 KEYED_BY_CONTENT = (*PATH_FIELDS, *MODEL_FIELDS)  # a file a cell reads enters its key by its content (Study.digests)

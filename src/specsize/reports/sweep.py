@@ -63,7 +63,6 @@ def cell_row(cell: Cell, status: str = "ok", error: str | None = None) -> dict:
     row: dict = {"key": cell.key, "index": cell.index, "seed": cell.seed, "status": status, "error": error}
     row.update(cell.labels)
     row.update({name: _input(value) for name, value in cell.values.items()})
-    row["price_per_gpu_hour"] = cell.price_per_gpu_hour
     return row
 
 

@@ -10,7 +10,6 @@ from ..core.errors import SpecError
 def _engine(db_url: str | None, create: bool = True):
     """The service's database; `create=False` (listing, revoking): an SQLite file that is not there is an error, not
     a new empty database (a mistyped --db had been created, directories and all, and listed as no users)."""
-    from ..core.errors import SpecError  # noqa: PLC0415
     from . import db  # noqa: PLC0415
 
     url = db_url or os.environ.get("SPECSIZE_DB")

@@ -27,7 +27,6 @@ def evaluate(cell: Cell, compute: Compute) -> dict:
                 row.update(columns.simulation_terms(report, result.deployment.speculative.enabled))
             except SpecError as err:  # planned, but its scenario cannot run (no arrivals): the plan stays
                 row["error"] = f"simulation: {err}"
-        row.update(columns.cost_terms(row))
     except SpecError as err:  # the cell's inputs cannot be planned: recorded, the study goes on
         row = columns.cell_row(cell, "invalid", str(err))
     except Exception as err:  # noqa: BLE001 - a bug in one cell must not lose the others; it is reported
