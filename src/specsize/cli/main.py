@@ -543,9 +543,6 @@ def _accepted(field: str) -> str:
 def main(argv: list[str] | None = None) -> None:
     from ..core.errors import SpecError  # noqa: PLC0415
 
-    from ..inputs.load import count_reads  # noqa: PLC0415
-
-    count_reads(True)  # the files this command reads (not an earlier one's in this process): no output replaces one
     try:
         cli.main(args=argv, prog_name="specsize", standalone_mode=False)
     except SpecError as err:

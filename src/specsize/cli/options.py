@@ -96,8 +96,9 @@ def request_from(kw: dict, *, k_list: bool = False):
         overrides["num_speculative_tokens"] = str(k).split(",")[0]
     elif k is not None and k_list:
         overrides["speedup_ks"] = k
-    request = load_request(path, **overrides)
-    from ..inputs.load import MODEL_FIELDS, PATH_FIELDS, will_read  # noqa: PLC0415
+    from ..inputs.load import MODEL_FIELDS, PATH_FIELDS, count_reads, will_read  # noqa: PLC0415
 
+    count_reads(True)  # the files this command reads (not an earlier one's in this process): no output replaces one
+    request = load_request(path, **overrides)
     will_read({"deployment_file": path, **{name: getattr(request, name, None) for name in (*PATH_FIELDS, *MODEL_FIELDS)}})
     return request
