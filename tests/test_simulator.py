@@ -95,6 +95,16 @@ def test_deterministic_under_seed():
     assert not np.array_equal(a.e2e_s, c.e2e_s)
 
 
+def test_acceptance_draws_read_in_blocks_are_the_generators_own_stream():
+    # the simulator draws its uniforms in blocks of 65,536 (engine._Uniforms); read n at a time across block ends they
+    # must be the values numpy's generator gives when asked for n at a time, so a seed means one run
+    from specsize.simulator.engine import _Uniforms
+
+    blocks, direct = _Uniforms(5), np.random.default_rng(5)
+    for n in [1, 70, 65_000, 600, 3, 200_000, 256] * 3:
+        assert np.array_equal(blocks.take(n), direct.random(n))
+
+
 def test_workload_lognormal_percentiles():
     rng = np.random.default_rng(0)
     samples = LengthSpec.lognormal(1000, 4000).sample(rng, 200_000)

@@ -103,6 +103,13 @@ class EngineConfig:
         `kv_layers` is empty)."""
         return block_rule(self.kv_layers, self.block_size, self.k + 1) if self.kv_layers else BlockRule(self.block_size)
 
+    @cached_property
+    def decode_widths(self) -> np.ndarray:
+        """1 + k for each request the engine runs at once, built once and read-only (the common step's widths)."""
+        widths = np.full(min(self.max_num_seqs, 4096), 1 + self.k, dtype=np.int64)
+        widths.flags.writeable = False
+        return widths
+
 
 @dataclass
 class SimResult:
@@ -208,10 +215,12 @@ def _schedule_running(cfg: EngineConfig, b: _Book, run: np.ndarray, waiting: deq
     target_len = b.prefill_target[run]
     decoding = c >= target_len
     ahead = k + cfg.scheduler_steps - 1
-    if (1 + k) * len(run) <= cfg.max_num_batched_tokens and np.count_nonzero(decoding) == len(run):
+    held = b.held[run]
+    uniform = (1 + k) * len(run) <= cfg.max_num_batched_tokens and np.count_nonzero(decoding) == len(run)
+    if uniform:
         # the common step: every running request decodes and all fit the budget (the same numbers as below)
-        sched = np.full(len(run), 1 + k, dtype=np.int64)
-        need = _blocks_for(cfg, c + (1 + k + ahead)) - b.held[run]
+        sched = _decode_widths(cfg, len(run))
+        need = _blocks_for(cfg, c + (1 + k + ahead)) - held
     else:
         want = np.where(decoding, 1 + k, target_len - c)
         before = np.cumsum(want) - want
@@ -219,8 +228,8 @@ def _schedule_running(cfg: EngineConfig, b: _Book, run: np.ndarray, waiting: deq
         sched = np.where(decoding & (sched < want), 0, sched)  # a decode is all k+1 or nothing
         # k lookahead slots for decoders and for prefills that finish this step (multi-step: the group's N - 1 ahead)
         lookahead = np.where(decoding | (c + sched >= target_len), ahead, 0)
-        need = _blocks_for(cfg, c + sched + lookahead) - b.held[run]
-    need = np.maximum(need, 0)
+        need = _blocks_for(cfg, c + sched + lookahead) - held
+    np.maximum(need, 0, out=need)
     total_need = int(_sum(need))
     preemptions = recomputed = 0
     while total_need > free and len(run):
@@ -233,11 +242,17 @@ def _schedule_running(cfg: EngineConfig, b: _Book, run: np.ndarray, waiting: deq
         b.prefill_target[victim] = b.prompt[victim] + max(int(b.generated[victim]) - 1, 0)
         preemptions += 1
         waiting.appendleft(victim)
-        run, c, sched, need, decoding = run[:-1], c[:-1], sched[:-1], need[:-1], decoding[:-1]
+        run, c, sched, need, held, decoding = run[:-1], c[:-1], sched[:-1], need[:-1], held[:-1], decoding[:-1]
     free -= total_need
-    b.held[run] += need
-    budget = cfg.max_num_batched_tokens - int(_sum(sched))
+    b.held[run] = held + need
+    budget = cfg.max_num_batched_tokens - ((1 + k) * len(run) if uniform else int(_sum(sched)))
     return run, c, sched, decoding, free, budget, preemptions, recomputed
+
+
+def _decode_widths(cfg: EngineConfig, n: int) -> np.ndarray:
+    """1 + k tokens for each of `n` decoding requests (a read-only view of EngineConfig.decode_widths)."""
+    widths = cfg.decode_widths
+    return widths[:n] if n <= len(widths) else np.full(n, 1 + cfg.k, dtype=np.int64)
 
 
 def _schedule_prefill_first(cfg: EngineConfig, b: _Book, run: np.ndarray, waiting: deque[int], free: int):
@@ -335,67 +350,84 @@ def _schedule(cfg: EngineConfig, b: _Book, run: np.ndarray, waiting: deque[int],
     return run, c, sched, decoding, free, preempted, lost
 
 
+def _pair_sums(sched: np.ndarray, context: np.ndarray) -> tuple[int, int]:
+    """(sum of s x context, sum of s (s + 1)) over the sequences (s: their new tokens): integers, exact."""
+    return int(_sum(sched * context)), int(_sum(sched * (sched + 1)))
+
+
 def _pairs(sched: np.ndarray, context: np.ndarray) -> float:
     """Attention pairs of a step: each new token attends to the context before the step and, causally, to the new
     tokens before it (a prompt chunk's own triangle: s (s + 1) / 2)."""
-    return float(sched @ context) + float(sched @ (sched + 1)) / 2
+    over_context, own = _pair_sums(sched, context)
+    return float(over_context) + float(own) / 2
 
 
 def _step_seconds(cfg: EngineConfig, windows: tuple, draft_windows: tuple, c: np.ndarray, sched: np.ndarray,
-                  active: np.ndarray, decoding: np.ndarray) -> tuple[float, np.ndarray, int]:
-    """Step 5: the performance model's time for this exact composition. Returns (seconds, decoding mask of the
-    scheduled requests, how many)."""
+                  active: np.ndarray, n_active: int, decoding: np.ndarray) -> tuple[float, np.ndarray, int]:
+    """Step 5: the performance model's time for this exact composition (`active`: the scheduled requests, `n_active`
+    of them). Returns (seconds, decoding mask of the scheduled requests, how many)."""
     k = cfg.k
     tokens = int(_sum(sched))
-    n_active = int(np.count_nonzero(active))
-    every = n_active == len(c)  # the common step: every running request is scheduled
+    every = n_active == len(c)  # every running request is scheduled
     ctx = c if every else c[active]
-    ctx_total = float(_sum(ctx))
+    ctx_sum = int(_sum(ctx))
+    ctx_total = float(ctx_sum)
     span = tuple(float(_sum(np.minimum(ctx, w))) for w in windows)
-    pairs = _pairs(sched, c)
     dec = decoding if every else decoding & active
     n_dec = int(np.count_nonzero(dec))
+    prompt = n_active > n_dec  # prompt tokens in the step
+    # attention pairs (_pairs) of the decoding requests, 1 + k tokens each over their contexts, and of the prompt
+    # chunks (pre: their sequences)
+    pre = pre_c = None
+    pre_sum, pre_over, pre_own = 0, 0, 0
+    if prompt:
+        pre = active & ~decoding
+        pre_c = c[pre]
+        pre_sum = int(_sum(pre_c))
+        pre_over, pre_own = _pair_sums(sched[pre], pre_c)
+    dec_sum = ctx_sum - pre_sum  # the decoding requests' contexts
+    pairs = float(pre_over + (1 + k) * dec_sum) + float(pre_own + n_dec * (1 + k) * (2 + k)) / 2
+    prompt_pairs = float(pre_over) + float(pre_own) / 2 if prompt else 0.0
     # sampled positions: one per prefilling sequence, k + 1 per decoding one (verification)
     logits = (n_active - n_dec) + n_dec * (1 + k)
     expanded = k * n_dec if cfg.expansion_query_s else 0  # batch expansion's extra queries
-    prompt = n_active > n_dec  # prompt tokens in the step
     graphed = tokens <= (cfg.graph_prompt_tokens if prompt else cfg.graph_max_tokens)
-    pre = active & ~decoding if prompt else None  # the prompt chunks' sequences
-    prompt_pairs = _pairs(sched[pre], c[pre]) if pre is not None else 0.0
-    mha = pre is not None and prompt_as_mha(cfg.mla_prompt_mha, float(_sum(c[pre])))
+    mha = prompt and prompt_as_mha(cfg.mla_prompt_mha, float(pre_sum))
     unproposed = 0.0  # positions the decode steps without a proposal do not verify (one token each instead)
+    dec_ctx = float(dec_sum)
     if cfg.proposal_rate < 1.0 and k and n_dec:  # scheduled at 1 + k each, priced at the mean width
         unproposed = n_dec * (1 + k - verified_per_sequence(k, cfg.proposal_rate))
-        pairs -= unproposed * float(_sum(c[dec])) / n_dec
+        pairs -= unproposed * dec_ctx / n_dec
     seconds = step_time(cfg.target, tokens - unproposed, ctx_total, span, pairs, seqs=n_active,
                         logits=logits - unproposed,
                         prepared=n_active + expanded, graphed=graphed,
                         prompt_pairs=prompt_pairs if mha else 0.0)[0] + cfg.expansion_query_s * expanded
     if cfg.draft is not None and cfg.draft_prefills and k:
         prefill_tokens = tokens - n_dec * (1 + k)
-        if prefill_tokens > 0 and pre is not None:  # the drafter builds its own KV cache over the prompt chunks
-            pspan = tuple(float(np.minimum(c[pre], w).sum()) for w in draft_windows)
-            seconds += step_time(cfg.draft, prefill_tokens, float(c[pre].sum()), pspan,
+        if prefill_tokens > 0 and pre_c is not None:  # the drafter builds its own KV cache over the prompt chunks
+            pspan = tuple(float(_sum(np.minimum(pre_c, w))) for w in draft_windows)
+            seconds += step_time(cfg.draft, prefill_tokens, float(pre_sum), pspan,
                                  prompt_pairs, seqs=0, logits=0, prompt_pairs=prompt_pairs if mha else 0.0)[0]
     if k and n_dec:
         if cfg.draft is not None and cfg.draft_steps:
             dctx = c if n_dec == len(c) else c[dec]
             dspan = tuple(float(_sum(np.minimum(dctx, w))) for w in draft_windows)
             width = cfg.draft_width
-            dsum = float(_sum(dctx)) * width
+            dsum = dec_ctx * width
             one = step_time(cfg.draft, n_dec * width, dsum, dspan, dsum, seqs=n_dec, logits=n_dec * width)[0]
             seconds += cfg.draft_steps * (one + cfg.draft_step_overhead_s) + cfg.draft_setup_overhead_s
         seconds += cfg.spec_step_overhead_s
         if cfg.cpu_draft_per_seq_s or cfg.cpu_draft_per_token_s:
-            seconds += ngram_lookup_s(cfg.cpu_draft_per_seq_s, cfg.cpu_draft_per_token_s, n_dec, float(_sum(c[dec])))
+            seconds += ngram_lookup_s(cfg.cpu_draft_per_seq_s, cfg.cpu_draft_per_token_s, n_dec, dec_ctx)
     return seconds, dec, n_dec
 
 
-def _advance(b: _Book, rng: np.random.Generator, k: int, run: np.ndarray, sched: np.ndarray, active: np.ndarray,
-             decoding: np.ndarray, dec: np.ndarray, n_dec: int, now: float, busy: float = 0.0,
-             proposal_rate: float = 1.0) -> tuple[int, int]:
-    """Step 6: advance the scheduled requests (`busy`: the API server's streaming share during the step, kept for
-    the requests whose first token it produces). Returns (prefill tokens, decode tokens) of this step."""
+def _advance(b: _Book, rng: _Uniforms, k: int, run: np.ndarray, c: np.ndarray, sched: np.ndarray,
+             active: np.ndarray, decoding: np.ndarray, dec: np.ndarray, n_dec: int, now: float, busy: float = 0.0,
+             proposal_rate: float = 1.0) -> tuple[int, int, np.ndarray | None]:
+    """Step 6: advance the scheduled requests (`c`: their computed tokens when scheduled; `busy`: the API server's
+    streaming share during the step, kept for the requests whose first token it produces). Returns (prefill tokens,
+    decode tokens, which requests of `run` produced all their output where every one decoded, else None)."""
     prefill_tokens = decode_tokens = 0
     pre = active & ~decoding if n_dec < len(run) else None  # None: every request in the step decodes
     if pre is not None and np.count_nonzero(pre):
@@ -407,25 +439,60 @@ def _advance(b: _Book, rng: np.random.Generator, k: int, run: np.ndarray, sched:
         b.generated[fresh] = 1
         b.first_token[fresh] = now
         b.front_busy[fresh] = busy
+    finished = None
     if n_dec:
-        ids = run if n_dec == len(run) else run[dec]
+        every = n_dec == len(run)
+        ids = run if every else run[dec]
         if k:  # P(n >= j) = a^j: n = floor(log u / log a), at most k (log_acc < 0: _book)
-            u = np.maximum(rng.random(n_dec), 1e-300)
-            accepted = np.minimum(np.floor(np.log(u) / b.log_acc[ids]), k).astype(np.int64)
+            u = np.maximum(rng.take(n_dec), 1e-300)
+            np.log(u, out=u)
+            u /= b.log_acc[ids]
+            accepted = np.minimum(np.floor(u, out=u), k).astype(np.int64)
             if proposal_rate < 1.0:  # a step without a proposal accepts nothing (drawn only then: same stream at 1)
-                accepted = np.where(rng.random(n_dec) < proposal_rate, accepted, 0)
+                accepted = np.where(rng.take(n_dec) < proposal_rate, accepted, 0)
+            accepted += 1
         else:
-            accepted = np.zeros(n_dec, dtype=np.int64)
-        gained = np.minimum(accepted + 1, b.output[ids] - b.generated[ids])
-        b.generated[ids] += gained
-        b.computed[ids] += gained
+            accepted = np.ones(n_dec, dtype=np.int64)
+        generated = b.generated[ids]
+        left = b.output[ids] - generated
+        gained = np.minimum(accepted, left)
+        b.generated[ids] = generated + gained
+        b.computed[ids] = (c if every else c[dec]) + gained  # a decoding request's computed is c since the schedule
         decode_tokens = int(_sum(gained))
-    return prefill_tokens, decode_tokens
+        if every:  # every running request decoded: those with nothing left are done (_retire's test)
+            finished = left <= gained
+    return prefill_tokens, decode_tokens, finished
 
 
-def _retire(b: _Book, run: np.ndarray, now: float) -> tuple[np.ndarray, int, int]:
-    """Requests that produced all their output leave the running set. Returns (run, blocks freed, how many)."""
-    finished_mask = b.generated[run] >= b.output[run]
+class _Uniforms:
+    """Uniform draws on [0, 1) from one seeded generator, drawn in blocks: `take(n)` returns the next n values of the
+    stream, the same values as drawing them n at a time (PCG64 gives one double per 64-bit output, in order)."""
+
+    __slots__ = ("rng", "block", "at")
+    SIZE = 1 << 16
+
+    def __init__(self, seed: int):
+        self.rng = np.random.default_rng(seed)
+        self.block = self.rng.random(self.SIZE)
+        self.at = 0
+
+    def take(self, n: int) -> np.ndarray:
+        at = self.at
+        if at + n <= len(self.block):
+            self.at = at + n
+            return self.block[at:at + n]
+        rest = self.block[at:]
+        self.block = self.rng.random(max(self.SIZE, n - len(rest)))
+        self.at = n - len(rest)
+        return np.concatenate([rest, self.block[:self.at]])
+
+
+def _retire(b: _Book, run: np.ndarray, now: float,
+            finished_mask: np.ndarray | None = None) -> tuple[np.ndarray, int, int]:
+    """Requests that produced all their output (`finished_mask` where known) leave the running set. Returns (run,
+    blocks freed, how many)."""
+    if finished_mask is None:
+        finished_mask = b.generated[run] >= b.output[run]
     if not np.count_nonzero(finished_mask):
         return run, 0, 0
     done_ids = run[finished_mask]
@@ -447,7 +514,7 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
              sample_interval_s: float | None = None, progress=None, max_steps: int | None = None) -> SimResult:
     """Run the engine over the requests until all finish or `max_time_s` passes; more than `max_steps` engine
     steps is a SpecError (a run that would take hours, refused rather than waited for)."""
-    rng = np.random.default_rng(seed)
+    rng = _Uniforms(seed)
     n = len(req)
     arrival = req.arrival_s
     clients = req.clients
@@ -487,7 +554,8 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
         preemptions += preempted
         recomputed += lost
         active = sched > 0
-        if not np.count_nonzero(active):
+        n_active = int(np.count_nonzero(active))
+        if not n_active:
             group_left = 0
             # nothing fits this step (pool full of prefills waiting on blocks): wait for the next arrival
             recv_weight = cfg.recv_interval  # an idle scheduler takes requests in at once
@@ -498,7 +566,7 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
             break
 
         # 5. step time for this exact composition
-        seconds, dec, n_dec = _step_seconds(cfg, windows, draft_windows, c, sched, active, decoding)
+        seconds, dec, n_dec = _step_seconds(cfg, windows, draft_windows, c, sched, active, n_active, decoding)
         in_system = len(run) + len(waiting)
         area += in_system * seconds
         formed = now if cfg.scheduled_ahead else now + seconds
@@ -508,9 +576,9 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
         area = _arrivals_area(area, arrival, next_arrival, now, now - seconds)
 
         # 6. advance the scheduled requests
-        busy = api_busy_share(cfg.target, int(np.count_nonzero(active)), seconds) if cfg.frontend_latency_s else 0.0
-        prefill_tokens, decode_tokens = _advance(b, rng, cfg.k, run, sched, active, decoding, dec, n_dec, now, busy,
-                                                 cfg.proposal_rate)
+        busy = api_busy_share(cfg.target, n_active, seconds) if cfg.frontend_latency_s else 0.0
+        prefill_tokens, decode_tokens, finished = _advance(b, rng, cfg.k, run, c, sched, active, decoding, dec, n_dec,
+                                                           now, busy, cfg.proposal_rate)
         _new_token_ratio(cfg, b, preempted, prefill_tokens, decode_tokens)
         processing = cfg.serial_output_s * decode_tokens  # the step's tokens processed before the next step forms
         area += in_system * processing
@@ -523,7 +591,7 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
         elif cfg.scheduler_steps > 1 and not prefill_tokens and decode_tokens:
             group_left = cfg.scheduler_steps - 1  # a decode step opens a group
         if not group_left:  # requests leave (and their last tokens reach the client) when a group ends
-            run, freed, done = _retire(b, run, now)
+            run, freed, done = _retire(b, run, now, finished)
             free += freed
             if clients and done and released < n:  # the clients whose answers arrived send their next requests
                 released = _send_next(cfg, sent, arrival, released, min(done, n - released), now)
