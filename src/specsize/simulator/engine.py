@@ -351,15 +351,10 @@ def _schedule(cfg: EngineConfig, b: _Book, run: np.ndarray, waiting: deque[int],
 
 
 def _pair_sums(sched: np.ndarray, context: np.ndarray) -> tuple[int, int]:
-    """(sum of s x context, sum of s (s + 1)) over the sequences (s: their new tokens): integers, exact."""
+    """The attention pairs of sequences taking `sched` new tokens over `context` tokens each, as two exact integers
+    (sum of s x context, sum of s (s + 1)): each new token attends to the context before the step and, causally, to
+    the new tokens before it (a prompt chunk's own triangle: s (s + 1) / 2); pairs = first + second / 2."""
     return int(_sum(sched * context)), int(_sum(sched * (sched + 1)))
-
-
-def _pairs(sched: np.ndarray, context: np.ndarray) -> float:
-    """Attention pairs of a step: each new token attends to the context before the step and, causally, to the new
-    tokens before it (a prompt chunk's own triangle: s (s + 1) / 2)."""
-    over_context, own = _pair_sums(sched, context)
-    return float(over_context) + float(own) / 2
 
 
 def _step_seconds(cfg: EngineConfig, windows: tuple, draft_windows: tuple, c: np.ndarray, sched: np.ndarray,
@@ -376,9 +371,9 @@ def _step_seconds(cfg: EngineConfig, windows: tuple, draft_windows: tuple, c: np
     dec = decoding if every else decoding & active
     n_dec = int(np.count_nonzero(dec))
     prompt = n_active > n_dec  # prompt tokens in the step
-    # attention pairs (_pairs) of the decoding requests, 1 + k tokens each over their contexts, and of the prompt
-    # chunks (pre: their sequences)
-    pre = pre_c = None
+    # attention pairs (_pair_sums) of the prompt chunks (pre: their sequences) and of the decoding requests, 1 + k
+    # tokens each over their contexts
+    pre_c = None
     pre_sum, pre_over, pre_own = 0, 0, 0
     if prompt:
         pre = active & ~decoding
