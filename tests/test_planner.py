@@ -68,6 +68,23 @@ def test_top_recommendation_lowers_k_when_k_is_the_cause():
     assert top.headroom_after == pytest.approx(0.2)
 
 
+def test_fixes_offer_only_drafters_the_engine_release_launches():
+    # a 3B draft model beside an 8B target on a 32 GB card does not fit; EAGLE-3 heads are in the catalog for this
+    # vocabulary, but vLLM launches EAGLE-3 only from 0.8.5 (engines/methods.py): on 0.7.1 no fix may switch to one,
+    # on 0.8.5 one may; every fix offered must plan when applied as given
+    import specsize
+
+    fields = dict(engine="vllm", target="deepseek-ai/DeepSeek-R1-Distill-Llama-8B",
+                  draft="meta-llama/Llama-3.2-3B-Instruct", num_speculative_tokens=7, acceptance_rate=0.483,
+                  gpu="RTX-5090-32GB", quantization="gptq", concurrency=32, prompt_tokens="p50=200,p99=1600",
+                  output_tokens="p50=500,p99=4000")
+    for version, heads in (("0.7.1", False), ("0.8.5", True)):
+        fixes = specsize.plan(**fields, engine_version=version).to_dict()["recommendations"]
+        assert any(fix["action"] == "eagle_head" for fix in fixes) is heads
+        for fix in fixes:
+            specsize.plan(**{**fields, "engine_version": version, **fix["changes"]})
+
+
 def test_failover_on_three_replicas_with_cold_start():
     # 3 replicas of Llama-3.1-8B (TP1) share 30 concurrent requests (10 each); with one down the two
     # survivors take 15 each. Cold start: 16,060,522,496 B of checkpoint / 2 GB/s = 8.03 s + 30 s engine

@@ -18,6 +18,7 @@ from ..core.specs import Deployment, ModelSpec, SpeculativeConfig, Workload
 from ..core.speculation import Acceptance, SpecMethod
 from ..core.traffic import peak_concurrency
 from ..core.units import GiB
+from ..engines.methods import check_method
 from .plan import PlanResult, plan
 
 QUALITY_PRICE = {"kv_fp8": 0.05, "weights_fp8": 0.10, "weights_int4": 0.20}
@@ -161,8 +162,10 @@ def _utilization_changes(d: Deployment, w: Workload, result: PlanResult) -> list
 
 
 def recommend(result: PlanResult, profile: AccountingProfile, efficiency=None, acceptance: Acceptance | None = None,
-              limit: int = 8, models: tuple[ModelSpec, ...] = ()) -> list[Recommendation]:
-    """Ranked changes for `result` (empty when it already fits)."""
+              limit: int = 8, models: tuple[ModelSpec, ...] = (), engine_version: str | None = None
+              ) -> list[Recommendation]:
+    """Ranked changes for `result` (empty when it already fits); a drafter the engine release `engine_version`
+    cannot launch (engines.methods.check_method) is no fix."""
     d, w = result.deployment, result.workload
     m = result.memory
     outside = m.unprofiled_runtime_bytes + (0 if m.cuda_graph_counted else m.cuda_graph_bytes)
@@ -174,9 +177,11 @@ def recommend(result: PlanResult, profile: AccountingProfile, efficiency=None, a
     recs = []
     for action, text, nd, nw, extra, price_key in candidates(d, w, result, models):
         try:
+            if nd.speculative.enabled and nd.speculative.method != d.speculative.method:
+                check_method(profile.engine, engine_version, nd.speculative.method)
             after = plan(nd, nw, profile, policy, efficiency=efficiency,
                          acceptance=acceptance if nd.speculative.enabled else None)
-        except Exception:  # a change the engine cannot take (e.g. TP beyond the heads): not a fix
+        except Exception:  # a change the engine cannot take (TP beyond the heads, a method of later releases): not a fix
             continue
         gained = after.verdict.worst_case.headroom_fraction - base_headroom
         if not math.isfinite(gained):
