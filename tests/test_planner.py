@@ -3,6 +3,7 @@ margins checked by re-planning at the reported limits, engine commands, the pipe
 
 import json
 import shlex
+from dataclasses import replace
 
 import pytest
 
@@ -18,6 +19,7 @@ from specsize.planner.plan import plan
 from specsize.planner.recommend import recommend
 from specsize.planner.robustness import analyse, scaled_workload
 from specsize.planner.search import run_search
+from specsize.reports.rows import robustness_lines
 
 from helpers import deployment, workload
 
@@ -134,6 +136,36 @@ def test_acceptance_floor_is_where_speculation_stops_paying():
     above = plan(d, w, PROFILE, 0.2, efficiency=eff, acceptance=Acceptance(rate=floor + 0.01)).perf.speedup
     below = plan(d, w, PROFILE, 0.2, efficiency=eff, acceptance=Acceptance(rate=floor - 0.01)).perf.speedup
     assert above >= 1 > below
+    assert rob.speculation_pays is True
+
+
+def test_acceptance_floor_where_speculation_does_not_pay_yet_is_the_rate_it_must_rise_to():
+    # at 256 concurrent sequences a 1B draft ahead of an 8B target at a = 0.7 is slower than no speculation; the floor
+    # is then the rate it must rise to (above the current one), and the plan says so rather than "pays down to 0.70"
+    d = deployment("meta-llama/Llama-3.1-8B-Instruct", draft="meta-llama/Llama-3.2-1B-Instruct",
+                   method="draft_model", k=4, max_model_len=8192)
+    w = workload(concurrency=256)
+    eff = load_efficiency(d.gpu)
+
+    def speedup(rate: float) -> float:
+        return plan(d, w, PROFILE, 0.2, efficiency=eff, acceptance=Acceptance(rate=rate)).perf.speedup
+
+    r = plan(d, w, PROFILE, 0.2, efficiency=eff, acceptance=Acceptance(rate=0.7))
+    assert r.perf.speedup < 1
+    rob = analyse(r, eff, Acceptance(rate=0.7))
+    assert rob.speculation_pays is False and rob.acceptance_floor > 0.7
+    assert speedup(rob.acceptance_floor + 0.01) >= 1 > speedup(rob.acceptance_floor - 0.01)
+    assert rob.fragile and "does not pay" in rob.fragile_reasons[-1]
+    lines = robustness_lines(replace(r, robustness=rob))
+    assert f"does not pay at a = 0.70; it pays from a = {rob.acceptance_floor:.2f}" in "\n".join(lines)
+    # a drafter as large as the target pays at no acceptance: no floor, and the plan says that too
+    big = deployment("meta-llama/Llama-3.1-8B-Instruct", draft="meta-llama/Llama-3.1-8B-Instruct",
+                     method="draft_model", k=4, max_model_len=8192)
+    rb = plan(big, w, PROFILE, 0.2, efficiency=eff, acceptance=Acceptance(rate=0.7))
+    assert plan(big, w, PROFILE, 0.2, efficiency=eff, acceptance=Acceptance(rate=1.0)).perf.speedup < 1
+    rob = analyse(rb, eff, Acceptance(rate=0.7))
+    assert rob.speculation_pays is False and rob.acceptance_floor is None
+    assert "no acceptance rate up to 1 makes it pay" in "\n".join(robustness_lines(replace(rb, robustness=rob)))
 
 
 EXAMPLES = ["llama70b-draft1b-4xh100.yaml", "llama8b-eagle3-h100.yaml", "deepseek-v3-mtp-8xh200.yaml",
@@ -203,8 +235,6 @@ def test_shared_pool_refuses_start_and_recommends_lower_utilization():
 
 
 def test_multi_step_scheduling_is_emitted_for_vllm_v0():
-    from dataclasses import replace
-
     from specsize.engines import vllm as vllm_profiles
 
     d = deployment()

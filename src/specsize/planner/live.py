@@ -237,11 +237,13 @@ def _acceptance_checks(plan: dict, metrics: LiveMetrics | None, observed: Observ
         result.violations.append(f"proposals: the n-gram lookup proposed in {proposals:.0%} of decode steps, the plan "
                                  f"assumed {planned_proposals:.0%} (the acceptance is per proposal): plan again with "
                                  f"--proposal-rate {proposals:.2f}")
-    floor = (plan.get("robustness") or {}).get("acceptance_floor")
+    robustness = plan.get("robustness") or {}
+    floor = robustness.get("acceptance_floor")
     speculation_stops = rate is not None and floor is not None and rate < floor
     if speculation_stops:
-        result.violations.append(f"speculation no longer pays: acceptance {rate:.2f} is below the plan's floor "
-                                 f"{floor:.2f}")
+        # a plan whose speculation did not pay already gives as its floor the rate it needs
+        how = "does not pay" if robustness.get("speculation_pays") is False else "no longer pays"
+        result.violations.append(f"speculation {how}: acceptance {rate:.2f} is below the plan's floor {floor:.2f}")
     return speculation_stops
 
 

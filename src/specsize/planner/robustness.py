@@ -3,9 +3,10 @@
 For prompt lengths, output lengths, concurrency and burst factor: the largest factor (up to `ceiling`) by
 which the input can grow with the verdict unchanged, found by bisection on re-planned verdicts (a plan that
 does not fit reports how far the input must shrink instead). For acceptance: the rate below which
-speculation stops paying at the expected load (or misses the TPOT SLO when one is given). A plan is fragile
-when any growth margin is below `fragile_below` (default 15%) or acceptance can fall by less than
-`fragile_acceptance` (default 0.05) before speculation stops paying.
+speculation stops paying at the expected load (or misses the TPOT SLO when one is given), or where it does not pay
+now, the rate it must rise to. A plan is fragile when any growth margin is below `fragile_below` (default 15%),
+acceptance can fall by less than `fragile_acceptance` (default 0.05) before speculation stops paying, or
+speculation does not pay at the current acceptance.
 """
 
 from __future__ import annotations
@@ -34,10 +35,13 @@ class Margin:
 @dataclass(frozen=True)
 class Robustness:
     margins: tuple[Margin, ...]
-    acceptance_floor: float | None  # rate below which speculation stops paying (or misses the TPOT SLO)
+    # the lowest acceptance rate at which speculation pays (or meets the TPOT SLO): below it, it does not; None where
+    # not worked out (no acceptance or efficiency) or where no rate up to 1 makes it pay
+    acceptance_floor: float | None
     acceptance_current: float | None
     fragile: bool
     fragile_reasons: tuple[str, ...]
+    speculation_pays: bool | None = None  # at the current acceptance (None: not worked out)
 
 
 def _scale(dist: LengthDistribution, factor: float) -> LengthDistribution:
@@ -144,7 +148,7 @@ def analyse(result: PlanResult, efficiency=None, acceptance: Acceptance | None =
             if factor is not None and factor - 1 < fragile_below:
                 reasons.append(f"{LABELS[name]} can grow only {_pct(factor - 1).lstrip('+')} before the verdict flips")
         margins.append(Margin(name, factor, limit, current, sentence))
-    floor = current_rate = None
+    floor = current_rate = pays_now = None
     if efficiency is not None and acceptance is not None and d.speculative.enabled and result.perf is not None:
         k = d.speculative.num_speculative_tokens
         current_rate = acceptance.per_token(k)
@@ -160,14 +164,19 @@ def analyse(result: PlanResult, efficiency=None, acceptance: Acceptance | None =
                 return p.tpot_s <= tpot_slo_s
             return p.speedup >= 1.0
 
-        if not pays(current_rate):
-            floor = current_rate
+        within = " within the TPOT SLO" if tpot_slo_s else ""
+        pays_now = pays(current_rate)
+        if not pays_now:  # the rate it must rise to, if any does (the speed-up grows with acceptance)
+            floor = _bisect(lambda a: not pays(a), current_rate, 1.0) if pays(1.0) else None
+            needs = f"it needs a >= {floor:.2f}" if floor is not None else "no acceptance rate up to 1 makes it pay"
+            reasons.append(f"speculation does not pay{within} at the current acceptance a = {current_rate:.2f}: "
+                           f"{needs}")
         elif pays(0.0):
             floor = 0.0
         else:  # the largest drop in acceptance that still pays
             floor = current_rate - _bisect(lambda drop: pays(current_rate - drop), 0.0, current_rate)
-        if current_rate - floor < fragile_acceptance:
+        if pays_now and floor is not None and current_rate - floor < fragile_acceptance:
             reasons.append(f"acceptance can fall only from {current_rate:.2f} to {floor:.2f} before speculation "
-                           f"stops paying" + (" within the TPOT SLO" if tpot_slo_s else ""))
+                           f"stops paying{within}")
     return Robustness(margins=tuple(margins), acceptance_floor=floor, acceptance_current=current_rate,
-                      fragile=bool(reasons), fragile_reasons=tuple(reasons))
+                      fragile=bool(reasons), fragile_reasons=tuple(reasons), speculation_pays=pays_now)

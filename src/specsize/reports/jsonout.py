@@ -56,8 +56,8 @@ def _robustness(r: PlanResult) -> dict | None:
     if rob is None:
         return None
     return {"margins": [asdict(m) for m in rob.margins], "acceptance_floor": rob.acceptance_floor,
-            "acceptance_current": rob.acceptance_current, "fragile": rob.fragile,
-            "fragile_reasons": list(rob.fragile_reasons)}
+            "acceptance_current": rob.acceptance_current, "speculation_pays": rob.speculation_pays,
+            "fragile": rob.fragile, "fragile_reasons": list(rob.fragile_reasons)}
 
 
 def _placement(r: PlanResult) -> dict | None:

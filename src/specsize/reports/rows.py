@@ -153,7 +153,11 @@ def robustness_lines(r: PlanResult) -> list[str]:
     if rob is None:
         return []
     lines = [m.sentence for m in rob.margins]
-    if rob.acceptance_floor is not None:
+    if rob.speculation_pays is False:
+        lines.append(f"acceptance: speculation does not pay at a = {rob.acceptance_current:.2f}; "
+                     + (f"it pays from a = {rob.acceptance_floor:.2f}" if rob.acceptance_floor is not None
+                        else "no acceptance rate up to 1 makes it pay"))
+    elif rob.acceptance_floor is not None:
         lines.append(f"acceptance: speculation pays down to a = {rob.acceptance_floor:.2f} "
                      f"(now {rob.acceptance_current:.2f})")
     lines.append("FRAGILE: " + "; ".join(rob.fragile_reasons) if rob.fragile else "not fragile")
