@@ -245,8 +245,35 @@ def test_gemma3_rotary_caches_are_counted_as_vllm_builds_them():
     ("meta-llama/Llama-3.1-8B-Instruct", 32),  # one kind: one group of every layer
 ])
 def test_grouped_layer_slots_follow_vllm_groups(model_id, slots):
-    from specsize.core.kvcache import grouped_layer_slots, model_kv_layers
-    assert grouped_layer_slots(model_kv_layers(load_model(model_id), 1, 2, "target")) == slots
+    from specsize.core.kvcache import model_kv_layers, pool_layer_slots
+    assert len(pool_layer_slots(model_kv_layers(load_model(model_id), 1, 2, "target"))) == slots
+
+
+def test_padded_layer_slots_count_in_each_requests_demand():
+    # Gemma-3-27B (bf16, TP 1): 52 sliding layers (window 1,024) + 10 full, 16 KV heads x 128 x 2 (K, V) x 2 B =
+    # 8,192 B per layer and token. vLLM lays the pool out as 7 groups of 10 layer slots (6 sliding groups, the last
+    # padded with 8 slots, + 1 full), and a request holds blocks in every group: ceil(T / 16) in the full group and in
+    # each sliding group at most ceil((1,024 - 1 + 1) / 16) + 1 = 65 (kv_cache_utils, SlidingWindowSpec). So one
+    # request of T tokens takes 16 x 8,192 x (10 ceil(T / 16) + 60 min(ceil(T / 16), 65)) bytes of a pool whose
+    # blocks are 16 x 8,192 x 70 bytes: 259 requests of 496 tokens fit the 8,046 usable blocks of this H200, not
+    # the 293 the 62 real layers alone would give (the simulator's block rule agrees)
+    fields = dict(target="google/gemma-3-27b-it", gpu="H200-141GB", max_model_len=32768, concurrency=280)
+    result = specsize.plan(**fields, prompt_tokens="p50=400,p99=400", output_tokens="p50=96,p99=96")
+    m = result.memory
+    assert m.bytes_per_block == 16 * 8192 * 70 and m.usable_blocks == 8046
+    shape = result.verdict.worst_case
+    assert shape.capacity_bytes == 8046 * 16 * 8192 * 70
+    assert shape.demand_bytes == 280 * 16 * 8192 * 70 * 31 and result.verdict.verdict == "does_not_fit"
+    p99 = {s.label: s for s in result.verdict.shapes}["p99"]
+    assert p99.max_concurrency == 8046 // 31 == 259
+    long = specsize.plan(**fields, prompt_tokens="p50=8000,p99=8000", output_tokens="p50=1000,p99=1000")
+    held = 10 * 563 + 60 * 65  # 9,000 tokens: 563 blocks in the full group, 65 in each sliding one
+    p99 = {s.label: s for s in long.verdict.shapes}["p99"]
+    assert p99.request_kv_bytes == 16 * 8192 * held
+    assert p99.max_concurrency == 8046 * 70 // held
+    from specsize.core.kvcache import pool_blocks
+
+    assert pool_blocks(m.pool_layers, 496, 16) == 31  # what the simulator holds for one finished request
 
 
 def _multimodal_rows():

@@ -91,7 +91,7 @@ def evaluate(mem: MemoryAccount, workload: Workload, headroom_policy: float = 0.
     for label in LengthDistribution.PERCENTILES if detail else (pct,):
         prompt, output = workload.prompt_tokens.at(label), workload.output_tokens.at(label)
         tokens = prompt + output + k
-        per_request = request_kv_bytes(mem.kv_layers, tokens, s.block_size, in_flight=k + 1)
+        per_request = request_kv_bytes(mem.pool_layers, tokens, s.block_size, in_flight=k + 1)
         shapes.append(ShapeCapacity(label=label, prompt_tokens=prompt, output_tokens=output, request_tokens=tokens,
                                     request_kv_bytes=per_request,
                                     max_concurrency=mem.pool_bytes // per_request if per_request else 0,

@@ -135,27 +135,30 @@ def hybrid_block_size(attention_bytes_per_token: int, state_page_bytes: int, req
     return max(requested, aligned)
 
 
-@lru_cache(maxsize=4096)
-def grouped_layer_slots(layers: tuple[KVLayer, ...]) -> int:
-    """Layer slots vLLM V1 allocates for an attention-only pool of several attention kinds (Gemma-3's sliding and
+@lru_cache(maxsize=1024)
+def pool_layer_slots(layers: tuple[KVLayer, ...]) -> tuple[KVLayer, ...]:
+    """The layer slots vLLM V1 allocates for an attention-only pool of several attention kinds (Gemma-3's sliding and
     full layers, Llama-4's chunked and full): layers of one spec form a bucket, buckets are cut into groups of
     `group_size` layers (the smallest bucket, or the largest when it is under 1.5x the smallest), the last group of
     a bucket padded, and every group holds a page per slot in each pool block
     (vllm/v1/core/kv_cache_utils.py, _get_kv_cache_groups_uniform_page_size; get_kv_cache_config_from_groups
-    divides the memory by page size x group size). Gemma-3-27B: 52 sliding + 10 full layers -> 7 groups of 10,
-    70 slots for 62 layers. len(layers) when one kind fills the pool, with state layers (core.kvcache.HybridPool)
-    or when the layers' bytes per token differ (not grouped this way)."""
+    divides the memory by page size x group size). A request holds each group's blocks, padding slots included:
+    the slots are each bucket's layers and, as padding, copies of its last layer. Gemma-3-27B: 52 sliding + 10 full
+    layers -> 7 groups of 10, 70 slots for 62 layers. `layers` itself when one kind fills the pool, with state
+    layers (core.kvcache.HybridPool) or when the layers' bytes per token differ (not grouped this way)."""
     if not layers or is_hybrid(layers) or len({layer.bytes_per_token for layer in layers}) != 1:
-        return len(layers)
-    buckets: dict[tuple[str, int | None], int] = {}
+        return layers
+    buckets: dict[tuple[str, int | None], list[KVLayer]] = {}
     for layer in layers:
-        key = (layer.kind, layer.window if layer.kind != "full" else None)
-        buckets[key] = buckets.get(key, 0) + 1
+        buckets.setdefault((layer.kind, layer.window if layer.kind != "full" else None), []).append(layer)
     if len(buckets) == 1:
-        return len(layers)
-    counts = list(buckets.values())
+        return layers
+    counts = [len(members) for members in buckets.values()]
     group_size = max(counts) if max(counts) < 1.5 * min(counts) else min(counts)
-    return group_size * sum(ceil_div(n, group_size) for n in counts)
+    slots: list[KVLayer] = []
+    for members in buckets.values():
+        slots += members + [members[-1]] * (ceil_div(len(members), group_size) * group_size - len(members))
+    return tuple(slots) if len(slots) != len(layers) else layers
 
 
 @lru_cache(maxsize=4096)

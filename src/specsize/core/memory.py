@@ -15,8 +15,8 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from .errors import SpecError
-from .kvcache import (HybridPool, KVLayer, bytes_per_token, grouped_layer_slots, hybrid_block_size, hybrid_pool,
-                      layer_blocks, layer_groups, model_kv_layers, model_state_layers)
+from .kvcache import (HybridPool, KVLayer, bytes_per_token, hybrid_block_size, hybrid_pool,
+                      layer_blocks, layer_groups, model_kv_layers, model_state_layers, pool_layer_slots)
 from .multimodal import encoder_profile, pixel_values_bytes, tower_forward_peak
 from .speculation import SpecMethod
 from .specs import (DTYPE_BYTES, Deployment, EngineSettings, GpuSpec, ModelSpec, Quantization, VisionSpec, canonical_dtype,
@@ -213,7 +213,7 @@ class AccountingProfile:
     hybrid_kernel_block: int = 16
     refuses_max_num_seqs_above_blocks: bool = False
     # attention-only pools of several kinds (sliding + full, chunked + full) are grouped with padded layer slots
-    # (vLLM's hybrid KV-cache manager, default since 0.10: core.kvcache.grouped_layer_slots)
+    # (vLLM's hybrid KV-cache manager, default since 0.10: core.kvcache.pool_layer_slots)
     kv_groups_by_kind: bool = False
     sources: tuple[str, ...] = field(default=(), compare=False)
     # An engine whose budget is not `total x utilization` (SGLang's mem_fraction_static) brings its own account:
@@ -284,6 +284,7 @@ class MemoryAccount:
 
     block_bytes: int = 0  # bytes of one pool block when it is not block_size x kv_bytes_per_token (hybrid models,
     # and pools of several attention kinds with padded layer slots)
+    pool_slots: tuple[KVLayer, ...] = ()  # the pool's layer slots where vLLM pads them (core.kvcache.pool_layer_slots)
     state_bytes_per_sequence: int = 0  # hybrid models: one sequence's recurrent state on this GPU, unpadded
     state_blocks_per_sequence: int = 0  # hybrid models: pool blocks one sequence's state holds for its lifetime
     kv_cache_groups: int = 1  # vLLM's KV-cache groups (several with state layers)
@@ -296,6 +297,12 @@ class MemoryAccount:
     def outside_budget_bytes(self) -> int:
         """What gpu_memory_utilization leaves outside the engine's budget on this GPU (the one owner)."""
         return self.total_bytes - self.budget_bytes
+
+    @property
+    def pool_layers(self) -> tuple[KVLayer, ...]:
+        """The layers as the pool lays them out, padding slots included: what a request's blocks are counted over
+        (its KV demand, the blocks the simulator holds for it); `kv_layers` where nothing is padded."""
+        return self.pool_slots or self.kv_layers
 
     @property
     def kv_bytes_per_token(self) -> int:
@@ -824,17 +831,18 @@ def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
         kv_bytes = d.engine.kv_cache_memory_bytes
     else:
         kv_bytes = budget - w_target.total - w_draft - act - non_torch - (graphs if reserved else 0)
-    per_token = bytes_per_token(layers)
-    padded = pool is None and p.kv_groups_by_kind and grouped_layer_slots(layers) != len(layers)
-    if padded:  # a pool of several attention kinds allocates padded layer slots
-        per_token = per_token * grouped_layer_slots(layers) // len(layers)
+    # a pool of several attention kinds allocates padded layer slots: the pool's blocks and each request's demand count
+    # them (pool_layer_slots: the layers where nothing is padded)
+    slots = pool_layer_slots(layers) if pool is None and p.kv_groups_by_kind else layers
+    padded = slots is not layers
+    per_token = bytes_per_token(slots)
     per_block = pool.block_bytes if pool is not None else s.block_size * per_token
     blocks = max(0, kv_bytes // per_block) if per_block else 0
     whole = p.token_report == "requests"
     if pool is not None:
         concurrency, tokens = _hybrid_capacity(pool, blocks, s, whole)
     else:
-        concurrency = max_concurrency_at(layers, blocks, s.block_size, s.max_model_len, s.max_num_batched_tokens,
+        concurrency = max_concurrency_at(slots, blocks, s.block_size, s.max_model_len, s.max_num_batched_tokens,
                                          whole)
         # what the engine prints as its token capacity: blocks x block size, or (newer releases) whole requests
         # of max_model_len tokens, which differs when max_model_len is not a multiple of the block size
@@ -863,14 +871,14 @@ def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
                           for kind, window, count, _ in layer_groups(layers))
         # newer releases check against the usable blocks: the null block is held back first
         checked = kv_bytes - (per_block if p.null_block_in_startup_check else 0)
-        if one_request * per_block > checked * len(layers):
+        if one_request * s.block_size * bytes_per_token(layers) > checked * len(layers):  # the layers, unpadded
             problem = (f"the engine refuses to start: one request of max_model_len={s.max_model_len} tokens "
                        f"needs more KV cache than the {tokens} tokens available")
     return MemoryAccount(
         settings=s, total_bytes=total, budget_bytes=budget, weights_target=w_target, weights_draft_bytes=w_draft,
         activation_peak_bytes=act, activation_terms=act_terms, non_torch_bytes=non_torch,
         cuda_graph_bytes=graphs, cuda_graph_counted=reserved, kv_cache_bytes=kv_bytes,
-        kv_layers=layers, kv_blocks=blocks, kv_cache_tokens=tokens, max_concurrency=concurrency,
+        kv_layers=layers, pool_slots=slots if padded else (), kv_blocks=blocks, kv_cache_tokens=tokens, max_concurrency=concurrency,
         unprofiled_runtime_bytes=unprofiled, startup_problem=problem, null_blocks=p.null_blocks,
         block_bytes=pool.block_bytes if pool is not None else (per_block if padded else 0),
         state_bytes_per_sequence=pool.state_bytes if pool is not None else 0,

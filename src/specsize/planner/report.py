@@ -75,7 +75,7 @@ def kv_curve(r: PlanResult) -> KvCurve:
     curves = []
     for label in ("p50", "p99", "max"):
         tokens = w.prompt_tokens.at(label) + w.output_tokens.at(label) + k
-        per_request = request_kv_bytes(m.kv_layers, tokens, s.block_size, in_flight=k + 1) / GiB
+        per_request = request_kv_bytes(m.pool_layers, tokens, s.block_size, in_flight=k + 1) / GiB
         curves.append((label, tuple(min(c, s.max_num_seqs) * per_request for c in steps)))
     return KvCurve(concurrency=tuple(steps), demand_gib=tuple(curves), capacity_gib=m.pool_bytes / GiB,
                    target=w.concurrency, peak=peak, max_num_seqs=s.max_num_seqs)

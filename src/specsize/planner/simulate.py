@@ -100,7 +100,7 @@ def engine_config(d: Deployment, mem: MemoryAccount, eff: Efficiency, tree: Tree
         cpu_draft_per_seq_s=eff.ngram_per_seq_s if cpu_drafted else 0.0,
         cpu_draft_per_token_s=eff.ngram_scan_per_token_s if cpu_drafted else 0.0,
         proposal_rate=d.speculative.proposal_rate,
-        prefix_hit_rate=prefix_hit_rate, kv_layers=mem.kv_layers, recv_interval=s.recv_interval,
+        prefix_hit_rate=prefix_hit_rate, kv_layers=mem.pool_layers, recv_interval=s.recv_interval,
         graph_max_tokens=s.graph_max_tokens, graph_prompt_tokens=s.graph_prompt_tokens,
         admission=s.admission, mla_prompt_mha=s.mla_prompt_mha,
         scheduled_ahead=s.scheduled_ahead and (not k or keeps_overlap(d.speculative.kind, s.async_with_speculation,

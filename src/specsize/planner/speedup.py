@@ -57,7 +57,7 @@ def shape_notes(mem: MemoryAccount, batches: list[int], ks: list[int], context: 
     if beyond:
         notes.append(f"batch sizes {', '.join(map(str, beyond))} exceed max_num_seqs = {s.max_num_seqs}: the engine "
                      "never runs them")
-    per_sequence = pool_blocks(mem.kv_layers, context + k, s.block_size, k + 1)
+    per_sequence = pool_blocks(mem.pool_layers, context + k, s.block_size, k + 1)
     fits = mem.usable_blocks // per_sequence if per_sequence else 0
     over = [b for b in batches if b > fits]
     if over:
