@@ -178,6 +178,19 @@ def test_mtp_without_k_takes_the_checkpoints_mtp_layers_as_vllm_does(capsys):
     assert code == 2 and err.count("\n") == 1 and "num_speculative_tokens" in err, err
 
 
+@pytest.mark.parametrize("method", ["mtp", "eagle3"])
+def test_a_k_table_without_a_k_sizes_the_deployment_at_its_first_k_as_the_command_line_does(method):
+    # `speedup -k 2,3` plans the deployment at k = 2 and tabulates 2 and 3; the library's speedup_ks=(2, 3) without
+    # num_speculative_tokens had refused every method ("must be given"), MTP's included, whose k vLLM picks itself
+    target = "deepseek-ai/DeepSeek-V3" if method == "mtp" else "meta-llama/Llama-3.1-8B-Instruct"
+    common = dict(target=target, gpu="H200-141GB", tp=8 if method == "mtp" else 1, method=method,
+                  acceptance_rate=0.8, batch_sizes=(1, 8))
+    table = specsize.speedup(speedup_ks=(2, 3), **common)
+    assert table.deployment.speculative.num_speculative_tokens == 2 and table.ks == (2, 3)
+    given = specsize.speedup(speedup_ks=(2, 3), num_speculative_tokens=2, **common)
+    assert table.drafters == given.drafters and table.notes == given.notes  # the same table, the same KV pool
+
+
 def test_ngram_on_vllm_without_a_proposal_rate_takes_the_engines_share_and_says_so():
     """vLLM's n-gram lookup drafts only where it matches: without --proposal-rate, n-gram on vLLM is priced at 0.38
     of the steps (the lookup specsize deploys, 2-4, replayed on four published workloads: bench/data/

@@ -141,8 +141,8 @@ def drafter_shape(r: Request, draft: str | None, target: ModelSpec) -> tuple[int
     (vllm/config/speculative.py, SpeculativeConfig.__post_init__: num_speculative_tokens unset takes the draft
     config's n_predict)."""
     k, topk, draft_tokens = r.num_speculative_tokens, r.tree_topk, r.num_draft_tokens
-    if k is not None or r.speedup_ks:
-        return k, topk, draft_tokens, None
+    if k is not None or r.speedup_ks:  # a k table without a k: the deployment takes its first, as `speedup -k` does
+        return (r.speedup_ks[0] if k is None and r.speedup_ks else k), topk, draft_tokens, None
     method = method_of(r.method, draft)
     shape = (auto_speculative_params(target.model_type, r.engine_version, str(method.value))
              if r.engine == "sglang" and topk == 1 and draft_tokens is None else None)
