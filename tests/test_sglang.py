@@ -584,3 +584,22 @@ def test_sglang_fused_moe_fixed_time_on_blackwell_by_hand():
     # MXFP4 experts run FlashInfer's own fused runner and keep the family's 16 us: gpt-oss-120b (36 MoE layers)
     assert fixed("sglang", "B200-180GB", "openai/gpt-oss-120b") == pytest.approx(
         fixed("vllm", "B200-180GB", "openai/gpt-oss-120b"))
+
+
+def test_the_plan_says_what_sglang_picks_or_leaves_out():
+    # SGLang caps its running requests at 48 with an EAGLE-family drafter when --max-running-requests is not given
+    # (server_args.py, 0.4.4.post4 on): the plan says so beside the queue it causes, and not once max_num_seqs is
+    # given; the accountant's other notes (Gemma-3's windowed layers charged every token) reach the plan's notes too
+    import specsize
+
+    fields = dict(engine="sglang", target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", method="eagle3",
+                  num_speculative_tokens=3, acceptance_rate=0.7, concurrency=256, prompt_tokens="p50=500,p99=1000",
+                  output_tokens="p50=100,p99=300")
+    capped = specsize.plan(**fields)
+    assert capped.verdict.worst_case.concurrency == 48 and capped.verdict.worst_case.queued == 256 - 48
+    assert any(note.startswith("SGLang runs at most 48 requests at once with EAGLE3 drafting") for note in capped.notes)
+    given = specsize.plan(**fields, max_num_seqs=256)
+    assert given.verdict.worst_case.concurrency == 256
+    assert not any("requests at once" in note for note in given.notes)
+    gemma = specsize.plan(engine="sglang", target="google/gemma-3-27b-it", gpu="H200-141GB")
+    assert any("hybrid SWA pool split is not modelled" in note for note in gemma.notes)

@@ -268,10 +268,14 @@ def account(d: Deployment, p: AccountingProfile, rules: Rules) -> MemoryAccount:
         sizing_cell = int(cell_target * (1 + len(draft_layers) / len(target_layers)))
     tokens = _tokens(rest, sizing_cell, page)
     request_pool = min(max(int(tokens / s.max_model_len * 512), 2048), 4096)
+    capped = None
     if e.max_num_seqs:
         running = request_pool = e.max_num_seqs
     elif algorithm in EAGLE_FAMILY and rules.spec_max_running_requests:
         running = request_pool = rules.spec_max_running_requests
+        capped = (f"SGLang runs at most {running} requests at once with {algorithm} drafting when "
+                  "--max-running-requests is not given (server_args.py): more concurrent requests wait in its queue; "
+                  "give max_num_seqs to run more")
     else:
         running = max(1, min(tokens // 2, request_pool))
     # ReqToTokenPool: an int32 slot per (request, position), context_len + 4 (+ draft tokens) positions
@@ -315,7 +319,7 @@ def account(d: Deployment, p: AccountingProfile, rules: Rules) -> MemoryAccount:
                       f"({tokens * cell_draft / GiB:.2f} GiB), " if draft_after else "")
                    + f"the request table ({request_table / GiB:.2f} GiB), CUDA graphs ({graphs / GiB:.2f} GiB) and "
                    f"activations ({act / GiB:.2f} GiB): lower mem_fraction_static to at most {fraction_to_fit or 0:.2f}")
-    notes = []
+    notes = [capped] if capped else []
     if any(layer.kind in ("sliding", "chunked") for layer in target.layers):
         notes.append("windowed layers charged every token: SGLang's hybrid SWA pool split is not modelled")
     terms = {"mem_fraction_static": fraction, "free_before_loading_bytes": int(free_before),
