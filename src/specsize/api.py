@@ -173,7 +173,7 @@ def _plan(r: Resolved, simulate_s: float | None, result: PlanResult | None = Non
     result = analyse_plan(result, r.profile, r.efficiency, r.acceptance, gpus_per_node=q.gpus_per_node,
                           spare=q.spare, failure_unit=q.failure_unit, storage_bandwidth_bytes_s=q.storage_gbs * 1e9,
                           ttft_slo_s=r.ttft_slo_s, tpot_slo_s=r.tpot_slo_s, fragile_below=q.fragile_below,
-                          models=catalog_models(r.deployment.target.vocab_size), engine_version=q.engine_version)
+                          catalog=lambda: catalog_models(r.deployment.target.vocab_size), engine_version=q.engine_version)
     return replace(result, notes=_notes(r) + tuple(result.memory.engine_terms.get("notes", ())))
 
 

@@ -3,6 +3,7 @@ failover, storage and cold start, and the engine commands to deploy with."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from ..core.errors import SpecError
@@ -34,11 +35,11 @@ def analyse_plan(result: PlanResult, profile: AccountingProfile, efficiency=None
                  gpus_per_node: int = 8, spare: int = 1, failure_unit: str = "replica",
                  storage_bandwidth_bytes_s: float = 2e9, ttft_slo_s: float | None = None,
                  tpot_slo_s: float | None = None, startup: StartupCosts = StartupCosts(),
-                 fragile_below: float = 0.15, models: tuple[ModelSpec, ...] = (),
+                 fragile_below: float = 0.15, catalog: Callable[[], tuple[ModelSpec, ...]] = tuple,
                  engine_version: str | None = None) -> PlanResult:
-    """`models`: the catalog's models, where the fixes look for smaller drafts and EAGLE heads; `engine_version`:
-    the release asked for (its speculative methods bound the fixes)."""
-    recs = tuple(recommend(result, profile, efficiency, acceptance, models=models, engine_version=engine_version))
+    """`catalog`: gives the catalog's models, where the fixes look for smaller drafts and EAGLE heads (read only when
+    a fix needs them); `engine_version`: the release asked for (its speculative methods bound the fixes)."""
+    recs = tuple(recommend(result, profile, efficiency, acceptance, catalog=catalog, engine_version=engine_version))
     robust = analyse(result, efficiency, acceptance, tpot_slo_s=tpot_slo_s, fragile_below=fragile_below)
     spare = spare if result.deployment.replicas > 1 else 0
     placement = place(result, profile, gpus_per_node=gpus_per_node, spare=spare, unit=failure_unit,

@@ -9,6 +9,7 @@ known), and a fixed quality or safety price for lossy changes. Ranking: changes 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from ..core.envelope import FITS
@@ -39,7 +40,7 @@ class Recommendation:
 
 
 def _catalog_alternatives(d: Deployment, models: tuple[ModelSpec, ...]):
-    """Smaller draft models and EAGLE heads among `models` (the catalog, handed in by the API layer) that fit
+    """Smaller draft models and EAGLE heads among `models` (the catalog's, read by the API layer) that fit
     the target's vocabulary and width."""
     from ..core.weights import total_params  # noqa: PLC0415
 
@@ -62,14 +63,15 @@ def _catalog_alternatives(d: Deployment, models: tuple[ModelSpec, ...]):
 _Candidate = tuple[str, str, Deployment, Workload, int, str]
 
 
-def candidates(d: Deployment, w: Workload, result: PlanResult, models: tuple[ModelSpec, ...] = ()
+def candidates(d: Deployment, w: Workload, result: PlanResult, catalog: Callable[[], tuple[ModelSpec, ...]] = tuple
                ) -> list[tuple[str, str, Deployment, Workload, int, str]]:
-    """(action, description, deployment, workload, extra GPUs, price key) for every change worth trying."""
-    return (_speculation_changes(d, w, models) + _engine_changes(d, w, result) + _capacity_changes(d, w)
+    """(action, description, deployment, workload, extra GPUs, price key) for every change worth trying; `catalog`
+    gives the models to look for other drafters among, read only where the drafter is a model of its own."""
+    return (_speculation_changes(d, w, catalog) + _engine_changes(d, w, result) + _capacity_changes(d, w)
             + _utilization_changes(d, w, result))
 
 
-def _speculation_changes(d: Deployment, w: Workload, models: tuple[ModelSpec, ...]) -> list[_Candidate]:
+def _speculation_changes(d: Deployment, w: Workload, catalog: Callable[[], tuple[ModelSpec, ...]]) -> list[_Candidate]:
     out: list[_Candidate] = []
     sp = d.speculative
     if sp.enabled and sp.num_speculative_tokens > 1:
@@ -77,7 +79,7 @@ def _speculation_changes(d: Deployment, w: Workload, models: tuple[ModelSpec, ..
             out.append(("lower_k", f"lower num_speculative_tokens from {sp.num_speculative_tokens} to {k}",
                         replace(d, speculative=replace(sp, num_speculative_tokens=k)), w, 0, ""))
     if sp.kind.own_tp:
-        drafts, heads = _catalog_alternatives(d, models)
+        drafts, heads = _catalog_alternatives(d, catalog())
         for head in heads:
             method = SpecMethod.EAGLE3 if head.eagle_fc_inputs == 3 else SpecMethod.EAGLE
             out.append(("eagle_head", f"replace the draft model by the {method.upper()} head {head.model_id}",
@@ -162,7 +164,7 @@ def _utilization_changes(d: Deployment, w: Workload, result: PlanResult) -> list
 
 
 def recommend(result: PlanResult, profile: AccountingProfile, efficiency=None, acceptance: Acceptance | None = None,
-              limit: int = 8, models: tuple[ModelSpec, ...] = (), engine_version: str | None = None
+              limit: int = 8, catalog: Callable[[], tuple[ModelSpec, ...]] = tuple, engine_version: str | None = None
               ) -> list[Recommendation]:
     """Ranked changes for `result` (empty when it already fits); a drafter the engine release `engine_version`
     cannot launch (engines.methods.check_method) is no fix."""
@@ -175,7 +177,7 @@ def recommend(result: PlanResult, profile: AccountingProfile, efficiency=None, a
     base_tpot = result.perf.tpot_s or result.perf.tpot_s_no_spec if result.perf else None
     policy = result.verdict.headroom_policy
     recs = []
-    for action, text, nd, nw, extra, price_key in candidates(d, w, result, models):
+    for action, text, nd, nw, extra, price_key in candidates(d, w, result, catalog):
         try:
             if nd.speculative.enabled and nd.speculative.method != d.speculative.method:
                 check_method(profile.engine, engine_version, nd.speculative.method)
