@@ -7,9 +7,10 @@ without it, only the no-speculation figures are given.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from ..core.errors import SpecError
-from ..core.memory import MemoryAccount
+from ..core.memory import MemoryAccount, ResolvedSettings
 from ..core.perf import (Efficiency, SpecCosts, SpeedupPoint, api_server_scaled, build_costs, concurrency_for_tpot,
                          crossover_batch, decode_step, engine_kernels, prefill_time, speedup_point, streamed_every,
                          tree_tokens_per_pass)
@@ -35,7 +36,10 @@ def pass_tokens(a: float, k: int, tree: Tree, measured_length: bool = False, pro
 def engine_efficiency(eff: Efficiency, mem: MemoryAccount) -> Efficiency:
     """The GPU family's terms as the resolved engine release runs them: what every step of `costs_for` is priced with,
     and what a report shows as the terms in use."""
-    s = mem.settings
+    return _release_terms(eff, mem.settings)
+
+
+def _release_terms(eff: Efficiency, s: ResolvedSettings) -> Efficiency:
     eff = api_server_scaled(eff, s.api_cost_scale)  # the engine release's own front end
     # its own MoE kernels, n-gram proposer and MoE layers' launches
     eff = engine_kernels(eff, s.moe_fp8_memory, s.ngram_proposer_per_seq_s, s.eager_gqa_moe_layer_s,
@@ -44,8 +48,15 @@ def engine_efficiency(eff: Efficiency, mem: MemoryAccount) -> Efficiency:
 
 
 def costs_for(d: Deployment, mem: MemoryAccount, eff: Efficiency, k: int, tree: Tree) -> SpecCosts:
-    s = mem.settings
-    eff = engine_efficiency(eff, mem)
+    """The step costs of `d` at k as its engine release runs them. Pure in its inputs and immutable, so kept for the
+    process (the fixes, the robustness bisections and the best-k search ask for the same ones many times); a
+    deployment's models key by identity, its other parts by value."""
+    return _costs(d, mem.settings, eff, k, tree)
+
+
+@lru_cache(maxsize=512)
+def _costs(d: Deployment, s: ResolvedSettings, eff: Efficiency, k: int, tree: Tree) -> SpecCosts:
+    eff = _release_terms(eff, s)
     if d.speculative.enabled and k != d.speculative.num_speculative_tokens:
         d = replace(d, speculative=replace(d.speculative, num_speculative_tokens=k))
     return build_costs(d, eff, s.dtype, s.quantization, s.kv_dtype_bytes, k=k, tree_topk=tree.topk,
