@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -110,3 +111,77 @@ def test_blocks_per_request_have_one_owner_sliding_windows_included():
     assert pool_blocks(layers, tokens, bs) * bs * mem.kv_bytes_per_token >= request_kv_bytes(layers, tokens, bs)
     cfg = engine_config(d, mem, load_efficiency(d.gpu))
     assert list(_blocks_for(cfg, np.array([tokens, 16, 0]))) == [expected, 1, 0]
+
+
+def _spec(tmp_path, name: str, body: str) -> str:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(f"name: {name}\ntarget: {TARGET}\n" + body + """
+max_model_len: 16384
+workload:
+  prompt_tokens: {p50: 1500, p95: 4000, p99: 8000, max: 12000}
+  output_tokens: {p50: 300, p95: 800, p99: 1200, max: 2000}
+  concurrency: 24
+slo: {ttft_p99_ms: 5000, tpot_p99_ms: 60}
+""")
+    return str(path)
+
+
+def _planned(candidate, **drafter):
+    """A plan of the configuration a search screened, from the same fields as _spec's."""
+    import specsize
+
+    fields = dict(target=TARGET, gpu=candidate.gpu, gpus=candidate.gpus, tp=candidate.tp, max_model_len=16384,
+                  kv_cache_dtype=candidate.kv_cache_dtype, max_num_seqs=candidate.max_num_seqs,
+                  prompt_tokens="p50=1500,p95=4000,p99=8000,max=12000", output_tokens="p50=300,p95=800,p99=1200,max=2000",
+                  concurrency=24, **drafter)
+    if candidate.k:
+        fields["num_speculative_tokens"] = candidate.k
+    return specsize.plan(**fields)
+
+
+def test_an_sglang_search_sizes_the_pool_as_a_plan_does(tmp_path):
+    # without gpu_memory_utilization in the spec the engine release's default holds (SGLang sizes its own
+    # mem_fraction_static: 0.834 on an H100 here, 414,148 KV tokens); the screen had taken 0.9 (456,640 tokens)
+    import specsize
+
+    spec = _spec(tmp_path, "sglang", "engine: sglang\ndrafters: [{method: none}]\ngpus: [{gpu: H100-SXM-80GB, counts: [1]}]\n"
+                 "tp: [1]\nkv_cache_dtypes: [auto, fp8]\nmax_num_seqs: [64]\n")
+    result = specsize.search(spec, simulate=False)
+    assert len(result.candidates) == 2
+    for candidate in result.candidates:
+        planned = _planned(candidate, engine="sglang")
+        assert candidate.kv_cache_tokens == planned.memory.kv_cache_tokens
+        assert candidate.headroom == planned.verdict.worst_case.headroom_fraction
+
+
+def test_a_search_takes_a_mean_accepted_length_at_each_ks_own_k_and_any_order_of_ks_alike(tmp_path):
+    # a mean accepted length without measured_at_k is a plan's: measured at the deployment's own k. The screen had
+    # converted it at the first k listed, so [2, 5] and [5, 2] gave one configuration two TPOTs
+    import specsize
+
+    body = ("drafters: [{{method: eagle3, draft: sgl-project/SpecForge-llama3-8B-eagle3, mean_accepted_length: 2.5}}]\n"
+            "ks: {ks}\ngpus: [{{gpu: H100-SXM-80GB, counts: [1]}}]\ntp: [1]\nkv_cache_dtypes: [auto]\nmax_num_seqs: [64]\n")
+    one = specsize.search(_spec(tmp_path, "a", body.format(ks="[2, 5]")), simulate=False).candidates
+    other = specsize.search(_spec(tmp_path, "b", body.format(ks="[5, 2]")), simulate=False).candidates
+    assert sorted(one, key=lambda c: c.k) == sorted(other, key=lambda c: c.k)
+    assert {c.k for c in one} == {2, 5} and all(c.tpot_s for c in one)
+    for candidate in one:
+        planned = _planned(candidate, method="eagle3", draft="sgl-project/SpecForge-llama3-8B-eagle3",
+                           mean_accepted_length=2.5)
+        assert candidate.headroom == planned.verdict.worst_case.headroom_fraction
+    # 3.2 tokens per pass cannot be reached at k = 1 (at most 2): a spec listing k = 1 for it is refused by name
+    with pytest.raises(specsize.SpecError, match="drafters"):
+        specsize.search(_spec(tmp_path, "c", body.format(ks="[1, 4]").replace("2.5", "3.2")), simulate=False)
+
+
+def test_a_search_screens_only_draft_tp_values_a_plan_accepts(tmp_path):
+    # a draft model runs on one GPU or on the target's TP group: draft_tp 4 beside TP 1 or 2 is refused by a plan, so
+    # the screen keeps only TP 4 (it had ranked 1 GPU at TP 1 the cheapest)
+    import specsize
+
+    spec = _spec(tmp_path, "dtp", "drafters: [{method: draft_model, draft: meta-llama/Llama-3.2-1B-Instruct, "
+                 "acceptance_rate: 0.65, draft_tp: 4}]\nks: [3]\ngpus: [{gpu: H100-SXM-80GB, counts: [1, 2, 4]}]\n"
+                 "tp: [1, 2, 4]\nkv_cache_dtypes: [auto]\nmax_num_seqs: [64]\n")
+    result = specsize.search(spec, simulate=False)
+    assert {c.tp for c in result.candidates} == {4}
+    assert result.cheapest is not None and result.cheapest.tp == 4

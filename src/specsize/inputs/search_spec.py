@@ -145,8 +145,16 @@ def _drafter(item: dict, default_ks: list[int], target: ModelSpec, engine: str, 
     label = str(item.get("label") or (method + (f" {draft.model_id}" if draft else "")))
     acceptance = None
     if spec.enabled:
-        acceptance = Acceptance(rate=rate, mean_accepted_length=mean,
-                                measured_at_k=_int(item, "measured_at_k") or ks[0], source="search spec")
+        # a mean accepted length without measured_at_k is taken at each configuration's own k, as a plan takes it
+        acceptance = Acceptance(rate=rate, mean_accepted_length=mean, measured_at_k=_int(item, "measured_at_k"),
+                                source="search spec")
+        for k in ks:  # reachable at every k of the drafter: refused here, as a plan of that k refuses it
+            try:
+                acceptance.per_token(k)
+            except SpecError as err:
+                raise SpecError("drafters", f"{label}: {err.problem}",
+                                "a mean accepted length reachable at each of its ks, or measured_at_k (the k it was "
+                                "measured at)") from None
     return DrafterOption(label=label, speculative=replace(spec, num_speculative_tokens=0), acceptance=acceptance,
                          ks=ks)
 
@@ -184,7 +192,8 @@ def _engine(data: dict) -> EngineSettings:
     quantization = data.get("quantization")
     if quantization is not None and str(quantization) not in QUANT_NAMES:
         raise SpecError("quantization", f"unknown value {quantization!r}", ", ".join(QUANT_NAMES))
-    return EngineSettings(gpu_memory_utilization=_float(data, "gpu_memory_utilization", 0.9, minimum=0,
+    # not given: the engine release's own default, as a plan takes it (SGLang sizes its mem_fraction_static itself)
+    return EngineSettings(gpu_memory_utilization=_float(data, "gpu_memory_utilization", None, minimum=0,
                                                         maximum=1, exclusive_minimum=True),
                           max_model_len=coerce("max_model_len", info("max_model_len"), data.get("max_model_len")),
                           max_num_batched_tokens=coerce("max_num_batched_tokens", info("max_num_batched_tokens"),

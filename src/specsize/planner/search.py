@@ -19,6 +19,7 @@ from ..core.specs import Deployment
 from ..core.speculation import Acceptance, Tree
 from ..core.traffic import decode_context, littles_law_rate, peak_concurrency, replica_share
 from .perf import costs_for, pass_tokens
+from .plan import validate
 
 STATUS_ORDER = ("ok", "thin", "misses_tpot", "misses_ttft", "misses_throughput", "does_not_fit")
 
@@ -81,6 +82,7 @@ def screen(space, profile: AccountingProfile, efficiency_for) -> tuple[list[Cand
     costs_cache: dict = {}
     # a GPU's memory account is that of one engine instance: the same whatever the GPU count (replicas)
     accounts: dict = {}
+    checks: dict = {}  # what a plan's checks refuse, by (TP, drafter, k, KV dtype, max_num_seqs): not the GPU's
     engines = [(kv, mns, replace(space.engine, kv_cache_dtype=kv, max_num_seqs=mns))
                for kv in space.kv_cache_dtypes for mns in space.max_num_seqs]
     peak_total = peak_concurrency(w.concurrency, w.burst_factor)
@@ -97,14 +99,13 @@ def screen(space, profile: AccountingProfile, efficiency_for) -> tuple[list[Cand
                 replicas = count // tp
                 per_replica = replace(w, concurrency=replica_share(w.concurrency, replicas))
                 for index, drafter in enumerate(space.drafters):
-                    acceptance = None
-                    if drafter.speculative.enabled:
-                        given = drafter.acceptance
-                        if given is None:
-                            raise SpecError("drafters", f"{drafter.label}: no acceptance given",
-                                            "acceptance_rate or mean_accepted_length (measured, never assumed)")
-                        acceptance = Acceptance(rate=given.per_token(drafter.ks[0]))  # convert once
+                    given = drafter.acceptance
+                    if drafter.speculative.enabled and given is None:
+                        raise SpecError("drafters", f"{drafter.label}: no acceptance given",
+                                        "acceptance_rate or mean_accepted_length (measured, never assumed)")
                     for k in drafter.ks:
+                        # a mean accepted length converts at the k it was measured at, else at this k (as plan)
+                        acceptance = Acceptance(rate=given.per_token(k)) if given is not None else None
                         spec = replace(drafter.speculative, num_speculative_tokens=k)
                         for kv, mns, engine in engines:
                             d = Deployment(target=space.target, gpu=gpu, speculative=spec, tp=tp, num_gpus=count,
@@ -112,10 +113,8 @@ def screen(space, profile: AccountingProfile, efficiency_for) -> tuple[list[Cand
                             instance = (id(option), tp, index, k, kv, mns)
                             mem = accounts.get(instance)
                             if mem is None:
-                                try:
-                                    mem = accounts[instance] = account(d, profile)
-                                except SpecError as err:
-                                    mem = accounts[instance] = err
+                                mem = accounts[instance] = _checked_account(d, per_replica, policy, profile, checks,
+                                                                            instance[1:])
                             if isinstance(mem, SpecError):
                                 skipped += 1
                                 refused = refused or mem
@@ -126,6 +125,26 @@ def screen(space, profile: AccountingProfile, efficiency_for) -> tuple[list[Cand
     if not out:
         _nothing_to_screen(space, refused)
     return out, skipped
+
+
+def _checked_account(d: Deployment, w, policy: float, profile: AccountingProfile, checks: dict, key: tuple):
+    """The engine's account of `d`, or the SpecError a plan of it gives: first what the plan's checks refuse (a
+    draft_tp beside this TP), which do not read the GPU (kept in `checks` by `key`: TP, drafter, k, KV dtype,
+    max_num_seqs), then what the engine refuses."""
+    refused = checks.get(key, False)
+    if refused is False:
+        try:
+            validate(d, w, policy)
+            refused = None
+        except SpecError as err:
+            refused = err
+        checks[key] = refused
+    if refused is not None:
+        return refused
+    try:
+        return account(d, profile)
+    except SpecError as err:
+        return err
 
 
 def _nothing_to_screen(space, refused: SpecError | None) -> None:
