@@ -441,8 +441,14 @@ def test_a_missed_slo_is_a_problem_and_turns_a_fitting_plan_thin():
     assert "0.0% of the requests finished within TTFT <= 0.0001 ms" in tight.problems[0]
     loose = api.simulate(ttft_slo_ms=1e7, **common).spec
     assert not loose.problems and loose.goodput_req_s == pytest.approx(loose.completed / loose.end_time_s)
-    assert api.plan(simulate=True, ttft_slo_ms=1e-4, **common).verdict.verdict == "thin"
+    thin = api.plan(simulate=True, ttft_slo_ms=1e-4, **common).verdict
+    assert thin.verdict == "thin" and thin.breaks_first.startswith("Under the simulated burst: ")  # what worsened it
     assert api.plan(simulate=True, ttft_slo_ms=1e7, **common).verdict.verdict == "fits"
+    # a plan the envelope already refuses keeps its own sentence (by how much the cache falls short), not the milder
+    # problem the burst run finds on top
+    short = api.plan(simulate=True, ttft_slo_ms=1e-4, **{**common, "concurrency": 120, "gpu": "L40S-48GB"}).verdict
+    assert short.verdict == "does_not_fit" and short.breaks_first.startswith("The KV cache: at ")
+    assert any(reason.startswith("simulated burst: ") for reason in short.reasons)
 
 
 def test_the_ngram_lookups_scan_of_each_history_by_hand():

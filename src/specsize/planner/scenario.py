@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..core.envelope import DOES_NOT_FIT, FITS, THIN
+from ..core.envelope import VERDICT_RANK as RANK
 from ..core.errors import SpecError
 from ..core.memory import AccountingProfile, account
 from ..core.perf import Efficiency, offline_efficiency
@@ -252,6 +253,9 @@ def fold_simulation(result: PlanResult, report: SimulationReport) -> PlanResult:
         elif verdict == FITS:
             verdict = THIN
         reasons += [f"simulated burst: {p}" for p in problems]
-    breaks = v.breaks_first if not problems or v.reasons else f"Under the simulated burst: {problems[0]}."
+    # the simulated problem is what breaks first where it is what worsened the verdict; a plan the envelope already
+    # refuses (or one refused at start-up) keeps its own sentence, which says by how much
+    worsened = RANK[verdict] < RANK[v.verdict]
+    breaks = f"Under the simulated burst: {problems[0]}." if problems and worsened and not v.reasons else v.breaks_first
     new_verdict = replace(v, verdict=verdict, reasons=tuple(reasons), breaks_first=breaks)
     return replace(result, verdict=new_verdict, simulation=report)
