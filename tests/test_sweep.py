@@ -277,6 +277,17 @@ def test_cost_and_attainment_by_hand():
     assert fleet.slo_attainment(None, 50.0, 120) is None
 
 
+def test_where_speculation_pays_reads_tpot_not_the_runs_throughput():
+    # both simulated runs serve the same arrivals, so their throughputs differ only by how long the last requests take
+    # to drain (1.02x here); the speed-up is the median TPOT without over with speculation: 24 / 12 ms = 2x. A cell
+    # without simulation gives the model's speed-up (a TPOT ratio too): 0.8x, which does not pay
+    simulated = dict(status="ok", speculative=True, rate=4, spec_throughput_tok_s=1020.0,
+                     nospec_throughput_tok_s=1000.0, spec_tpot_p50_s=0.012, nospec_tpot_p50_s=0.024, speedup=1.9)
+    modelled = dict(status="ok", speculative=True, rate=4, speedup=0.8)
+    (level,) = fleet.speculation_by_load([simulated, modelled, dict(status="ok", speculative=False, rate=4)], "rate")
+    assert level == {"load": 4, "cells": 2, "pays": 1, "median_speedup": pytest.approx((2.0 + 0.8) / 2)}
+
+
 points = st.lists(st.builds(fleet.Point, key=st.text(min_size=1, max_size=4),
                             cost=st.floats(0, 100, allow_nan=False), attainment=st.floats(0, 1, allow_nan=False)),
                   max_size=30)

@@ -60,14 +60,16 @@ def headroom_by(rows: Sequence[Mapping], column: str) -> dict[str, dict]:
 
 
 def speculation_by_load(rows: Sequence[Mapping], load_column: str) -> list[dict]:
-    """Per load level: speculative cells, how many of them speculation speeds up (simulated spec vs no-spec
-    throughput where both ran, else the model's speed-up at that batch), and the median speed-up."""
+    """Per load level: speculative cells, how many of them speculation speeds up, and the median speed-up: the
+    median TPOT without over with speculation where both runs were simulated, else the model's speed-up at the cell's
+    batch (a TPOT ratio too). Not the runs' throughputs: both serve the same arrivals, so their ratio measures only
+    how long the last requests take to drain."""
     levels: dict = {}
     for row in rows:
         if row.get("status") != "ok" or not row.get("speculative"):
             continue
-        spec, nospec = row.get("spec_throughput_tok_s"), row.get("nospec_throughput_tok_s")
-        ratio = spec / nospec if spec and nospec else row.get("speedup")
+        spec, nospec = row.get("spec_tpot_p50_s"), row.get("nospec_tpot_p50_s")
+        ratio = nospec / spec if spec and nospec else row.get("speedup")
         if ratio is None:
             continue
         levels.setdefault(row.get(load_column), []).append(float(ratio))

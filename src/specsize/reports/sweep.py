@@ -277,8 +277,8 @@ def render_html(study: Study, rows: Sequence[Mapping], tenant_columns: Sequence[
         levels = fleet.speculation_by_load(rows, load_column)
         out.append(_table([load_column, "speculative cells", "faster with speculation", "median speed-up"],
                           [[lv["load"], lv["cells"], lv["pays"], lv["median_speedup"]] for lv in levels]))
-        out.append("<p class='note'>Speed-up: simulated throughput with / without speculation where both ran, "
-                   "else the performance model's speed-up at the cell's batch.</p>")
+        out.append("<p class='note'>Speed-up: the simulated median TPOT without / with speculation where both ran, "
+                   "else the performance model's speed-up (TPOT) at the cell's batch.</p>")
     failed = [r for r in rows if r.get("status") != "ok"][:50]
     if failed:
         out.append("<h2>Cells that could not be planned</h2>")

@@ -43,7 +43,7 @@ class SweepRun:
     def summary_html(self) -> str:
         names = ["key", "status", "error", "verdict", "speculative", "headroom_worst_case", "simulated", "cost_per_mtok", "speedup",
                  "gpus_per_instance", "spec_slo_attainment", "nospec_slo_attainment", "spec_throughput_tok_s",
-                 "nospec_throughput_tok_s", "spec_sustains", "nospec_sustains"]
+                 "nospec_throughput_tok_s", "spec_sustains", "nospec_sustains", "spec_tpot_p50_s", "nospec_tpot_p50_s"]
         names += list(self.study.group_axes()) + list(self.study.input_fields())
         wanted = [n for n, _ in report.columns(self.study) if n in set(names)]
         rows = ResultsFile(self.output, report.columns(self.study)).read_rows(wanted)
