@@ -321,6 +321,12 @@ def test_closed_loop_takes_vllm_bench_serve_flag_names(capsys):
     code, out, _ = run(capsys, *common, "--concurrency", "4", "--duration", "20")
     detail = json.loads(out)["sim"]["scenario_detail"]
     assert code == 0 and detail["rate_source"] != "rate" and "--client-concurrency" in detail["summary"]
+    # on two replicas each is simulated with half the clients and requests (and a Poisson rate's half): the scenario
+    # line says the figures are one replica's
+    code, out, _ = run(capsys, *common, "--gpus", "2", "--client-concurrency", "10", "--num-requests", "100")
+    assert code == 0 and json.loads(out)["sim"]["scenario"] == "closed loop: 5 clients, 50 requests per replica (x 2 replicas)"
+    code, out, _ = run(capsys, *common, "--gpus", "2", "--rate", "12", "--duration", "5")
+    assert code == 0 and json.loads(out)["sim"]["scenario"].startswith("Poisson 6.00 req/s per replica (x 2 replicas)")
 
 
 def test_speedup_json_reports_the_engine_release_terms_it_priced(capsys):

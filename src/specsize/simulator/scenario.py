@@ -59,10 +59,12 @@ class Scenario:
             refused = (f"; {self.rejected} longer than max_model_len, which the engine refuses, left out"
                        if self.rejected else "")
             return f"trace {self.trace_path} ({self.requests} requests{share}{refused})"
+        # each replica is simulated with its share of the load: the figures are one replica's
+        per = f" per replica (x {self.replicas} replicas)" if self.replicas > 1 else ""
         if self.arrivals == "closed_loop":
-            return f"closed loop: {self.clients} clients, {self.requests:,} requests"
+            return f"closed loop: {self.clients} clients, {self.requests:,} requests{per}"
         assert self.rates is not None and self.rate_req_s is not None
-        shape = f"Poisson {self.rate_req_s:.2f} req/s for {self.duration_s:g} s"
+        shape = f"Poisson {self.rate_req_s:.2f} req/s{per} for {self.duration_s:g} s"
         for b in self.rates.bursts:
             shape += f", x{b.factor:g} from {b.start_s:g} s for {b.duration_s:g} s"
         if self.rates.on_off:
