@@ -528,6 +528,10 @@ def test_trace_errors_name_the_file_line_and_what_is_wrong(tmp_path, capsys):
     ("--trace", "t.csv", "arrival_time,prompt_tokens,prompt_tokens,output_tokens\n0,1,2,3\n", "names column "
      "'prompt_tokens' twice"),
     ("--lengths-file", "l.csv", "prompt_tokens,output_tokens\n100,1.9\n", "output tokens '1.9' is not a whole number"),
+    # an acceptance rate on some requests only had dropped the whole column without a word
+    ("--trace", "t.jsonl", '{"arrival_time": 0, "prompt_tokens": 9, "output_tokens": 5, "acceptance_rate": 0.7}\n'
+     '{"arrival_time": 1, "prompt_tokens": 9, "output_tokens": 5}\n', "line 2: no acceptance rate, where 1 of the 2 "
+     "requests give one"),
     ("--lengths-file", "l.json", '[{"prompt_tokens": 5, "output_tokens": 5}]\n', "is a JSON array"),
 ])
 def test_request_files_read_token_counts_as_whole_numbers(tmp_path, capsys, flag, name, text, needle):

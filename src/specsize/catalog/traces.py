@@ -134,6 +134,7 @@ def _parse(lines: list[str], p: Path, field: str = "trace") -> RequestTrace:
     if not rows:
         raise SpecError(field, f"{p} holds no requests (a header alone?)", "a CSV or JSONL file with one request per line")
     arrivals, prompts, outputs, acceptance = [], [], [], []
+    without = None  # the first line of a request without an acceptance rate
     for i, row in enumerate(rows, start=1 if jsonl else 2):  # a CSV's first request is on the line after its header
         arrival, prompt, output, rate = _row(row, p, i, field)
         arrivals.append(arrival)
@@ -141,6 +142,11 @@ def _parse(lines: list[str], p: Path, field: str = "trace") -> RequestTrace:
         outputs.append(output)
         if rate is not None:
             acceptance.append(rate)
+        elif without is None:
+            without = i
+    if field == "trace" and acceptance and without is not None:  # on some requests only: it would be dropped
+        raise SpecError(field, f"{p} line {without}: no acceptance rate, where {len(acceptance):,} of the "
+                        f"{len(arrivals):,} requests give one", "an acceptance rate on every request, or on none")
     order = sorted(range(len(arrivals)), key=arrivals.__getitem__)
     start = arrivals[order[0]]
     return RequestTrace(arrival_s=[arrivals[i] - start for i in order], prompt_tokens=[prompts[i] for i in order],
