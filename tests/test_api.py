@@ -527,3 +527,16 @@ def test_a_head_candidate_without_a_draft_gets_the_standard_head_as_the_request_
                        "--method", "ngram", "-k", "2", "--acceptance-rate", "0.6",
                        "--candidate", "method=draft_model,acceptance=0.6,k=2")
     assert code == 2 and err.startswith("specsize: error: candidate.draft: method draft_model needs a draft"), err
+
+
+def test_plan_and_report_refuse_a_scenario_of_simulate_their_burst_run_would_ignore():
+    # plan(simulate=True) and report run the envelope's own burst scenario; a rate, trace or closed loop given to them
+    # had been ignored without a word (the command line offers neither command those flags)
+    fields = dict(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", max_model_len=16384, duration=10)
+    for call in (lambda **f: specsize.plan(simulate=True, **f), specsize.report):
+        for name, value in (("rate", 5.0), ("client_concurrency", 4), ("prefix_hit_rate", 0.5)):
+            with pytest.raises(specsize.SpecError) as err:
+                call(**fields, **{name: value})
+            assert err.value.field == name and "envelope's own burst scenario" in str(err.value)
+    assert specsize.plan(simulate=True, seed=3, **fields).simulation is not None  # duration and seed are its own
+    assert specsize.plan(rate=5.0, **fields).simulation is None  # no run: nothing to ignore (a sweep's cells)

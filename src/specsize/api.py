@@ -22,7 +22,7 @@ from .core.errors import SpecError
 from .core.specs import ModelSpec
 from .inputs.load import EMBEDDED, load_request
 from .inputs.request import Request, info
-from .inputs.resolve import Resolved, check_scenario, resolve
+from .inputs.resolve import Resolved, check_envelope_scenario, check_scenario, resolve
 from .planner.result import PlanResult
 
 if TYPE_CHECKING:  # the other result types load with their commands (numpy, the simulator): `plan` stays light
@@ -181,6 +181,8 @@ def plan(request: Request | None = None, **overrides: Any) -> PlanResult:
     """The whole plan: memory, envelope, verdict, performance, ranked fixes, robustness, placement, engine
     commands, and (with `simulate=True`) the burst simulation folded into the verdict."""
     q = _request(request, overrides)
+    if q.simulate:
+        check_envelope_scenario(q, "plan")
     return _plan(resolve(q), q.duration if q.simulate else None)
 
 
@@ -356,6 +358,8 @@ def report(request: Request | None = None, **overrides: Any) -> ReportData:
     from .planner.report import build_report  # noqa: PLC0415
 
     q = _request(request, overrides)
+    if q.simulates(True):
+        check_envelope_scenario(q, "report")
     r = resolve(q)
     d = r.deployment
     wants = q.simulates(default=True)

@@ -25,7 +25,8 @@ from ..engines.methods import check_method, check_proposal_rate, check_tree
 from ..engines.sglang import auto_speculative_params
 from ..planner.perf import Tree
 from ..planner.plan import require_mtp_layers
-from .request import Request
+from .fields import SIMULATION
+from .request import FIELDS, Request
 
 
 @dataclass(frozen=True)
@@ -286,6 +287,18 @@ def check_scenario(q: Request) -> None:
                         f"a start before {q.duration:g} s")
     if q.lengths_file is not None and (q.prompt_tokens_median is not None or q.output_tokens_median is not None):
         raise SpecError("lengths_file", "the lengths file gives the lengths", "either --lengths-file or the medians")
+
+
+ENVELOPE_SCENARIO = ("duration", "seed")  # all a plan's or a report's burst run takes of the scenario's settings
+
+
+def check_envelope_scenario(q: Request, command: str) -> None:
+    """`plan --simulate` and `report` simulate the envelope's own burst: a scenario setting of `simulate` given to them
+    would be ignored, so it is refused (the command line offers them none)."""
+    for name, f in FIELDS.items():
+        if f.metadata["specsize"].group == SIMULATION and name not in ENVELOPE_SCENARIO and q.given(name):
+            raise SpecError(name, f"{command} simulates the envelope's own burst scenario, which takes no {name}",
+                            "specsize.simulate(...) for a scenario of your own; duration and seed here")
 
 
 def check_applies(r: Request, d: Deployment) -> None:
