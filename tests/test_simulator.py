@@ -473,3 +473,16 @@ def test_serial_output_processing_by_hand():
     assert slow.steps == base.steps == 4
     assert slow.e2e_s[0] - base.e2e_s[0] == pytest.approx(12 * 50e-6, rel=1e-9)
     assert slow.ttft_s[0] == pytest.approx(base.ttft_s[0], rel=1e-12)
+
+
+def test_a_batch_sent_at_once_is_not_scheduling_instability():
+    # 200 requests sent together (an offline batch, as `--client-concurrency 200 --num-requests 200`): their prompts
+    # are prefilled 16 at a time within the 8,192-token budget, so the last quarter's first tokens come ~4x later than
+    # the first quarter's. That is the order of one batch, not latency degrading under a sustained load
+    from specsize import api
+
+    common = dict(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", max_model_len=8192,
+                  prompt_tokens_median=500, output_tokens_median=200, offline=True, no_compare=True)
+    batch = api.simulate(client_concurrency=200, num_requests=200, **common).spec
+    assert batch.ttft_s.p99 > 1.5 * batch.ttft_s.p50 and batch.completed == 200  # the last wait behind the first
+    assert batch.sustains and not batch.problems

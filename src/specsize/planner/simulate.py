@@ -7,7 +7,8 @@ queue growth" when none of these trips (thresholds in `Thresholds`, documented i
 - queue growth: requests left unfinished when the run ends, or a drain after the last arrival longer than
   `drain_factor` x the p50 end-to-end latency (and `min_drain_s`);
 - scheduling instability: p90 TTFT of the last quarter of arrivals above `ttft_growth` x that of the first
-  quarter (and above `min_ttft_s`): latency that keeps degrading instead of settling.
+  quarter (and above `min_ttft_s`): latency that keeps degrading instead of settling; not for requests all sent at
+  once (a batch), where the last wait behind the first by construction.
 """
 
 from __future__ import annotations
@@ -165,7 +166,7 @@ def summarize(label: str, r: SimResult, req: Requests, slo: Slo, th: Thresholds)
     elif e2e.p50 is not None and drain > max(th.min_drain_s, th.drain_factor * e2e.p50):
         problems.append(Problem(QUEUE_GROWTH, f"queue growth: {drain:.0f} s to drain the backlog after the last "
                                               f"arrival (p50 end-to-end {e2e.p50:.1f} s)"))
-    if len(req) >= 40:
+    if len(req) >= 40 and window > 0:  # requests all sent at once (an offline batch) wait their turn: no instability
         quarter = len(req) // 4
         first = r.ttft_s[:quarter]
         last = r.ttft_s[-quarter:]
