@@ -486,3 +486,16 @@ def test_a_batch_sent_at_once_is_not_scheduling_instability():
     batch = api.simulate(client_concurrency=200, num_requests=200, **common).spec
     assert batch.ttft_s.p99 > 1.5 * batch.ttft_s.p50 and batch.completed == 200  # the last wait behind the first
     assert batch.sustains and not batch.problems
+
+
+def test_the_peaks_are_every_steps_not_only_the_sampled_ones():
+    # the time series is sampled (about 2,000 points a run); the KV and queue peaks a run is judged by are the most
+    # of every step: the same as a series sampled at every step, whatever the sampling
+    req = generate(RateProfile(30.0), 20.0, LengthSpec.lognormal(400, 1600, 4000), LengthSpec.lognormal(100, 400, 800),
+                   AcceptanceSpec(0.0), seed=2)
+    every = simulate(config(num_blocks=1_000, max_num_seqs=8), req, seed=2, sample_interval_s=1e-12)
+    sparse = simulate(config(num_blocks=1_000, max_num_seqs=8), req, seed=2, sample_interval_s=1e9)
+    assert len(every.series["t"]) == every.steps and len(sparse.series["t"]) == 1
+    for r in (every, sparse):
+        assert r.kv_peak_fraction == max(every.series["kv_used_fraction"]) > 0.3
+        assert r.max_waiting == max(every.series["waiting"]) > 0

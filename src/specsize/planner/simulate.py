@@ -176,7 +176,7 @@ def summarize(label: str, r: SimResult, req: Requests, slo: Slo, th: Thresholds)
             last_part = f"{l90:.2f} s" if math.isfinite(l90) else "no first token at all"
             problems.append(Problem(INSTABILITY, f"scheduling instability: p90 TTFT grows from {f90:.2f} s (first "
                                                  f"quarter) to {last_part} (last quarter)"))
-    kv_peak = float(r.series["kv_used_fraction"].max()) if len(r.series["kv_used_fraction"]) else 0.0
+    kv_peak = r.kv_peak_fraction
     if th.kv_headroom is not None and kv_peak > 1 - th.kv_headroom + 1e-9 and not problems:
         problems.append(Problem(THIN_HEADROOM, f"thin headroom: the KV cache peaked at {kv_peak:.1%} of its blocks, "
                                                f"leaving less than the {th.kv_headroom:.0%} headroom policy"))
@@ -192,7 +192,7 @@ def summarize(label: str, r: SimResult, req: Requests, slo: Slo, th: Thresholds)
         label=label, requests=len(req), completed=completed, unfinished=unfinished, ttft_s=_pct(r.ttft_s),
         tpot_s=_pct(r.tpot_s), e2e_s=e2e, throughput_tok_s=throughput, goodput_req_s=goodput,
         preemptions=r.preemptions, recomputed_tokens=r.recomputed_tokens,
-        max_queue=int(r.series["waiting"].max()) if len(r.series["waiting"]) else 0,
+        max_queue=r.max_waiting,
         kv_peak_fraction=kv_peak,
         steps=r.steps, end_time_s=r.end_time_s,
         littles_law={"mean_in_system": in_system, "arrival_rate_x_mean_e2e": rate * mean_e2e},

@@ -127,6 +127,8 @@ class SimResult:
     area_in_system: float  # integral of (running + waiting) dt, for Little's law
     prefill_tokens: int
     decode_tokens: int
+    kv_peak_fraction: float = 0.0  # the most of the pool's blocks held at the end of any step
+    max_waiting: int = 0  # the longest the waiting queue was at the end of any step
 
 
 def _blocks_for(cfg: EngineConfig, tokens):
@@ -530,6 +532,7 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
     area = 0.0
     series: dict[str, list] = {"t": [], "running": [], "waiting": [], "kv_used_fraction": [], "preemptions": []}
     next_sample = 0.0
+    least_free, most_waiting = cfg.num_blocks, 0
     group_left = 0  # decode steps left in the current multi-step group (cfg.scheduler_steps > 1)
 
     recv_weight = cfg.recv_interval  # the first loop takes requests in
@@ -590,6 +593,8 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
             free += freed
             if clients and done and released < n:  # the clients whose answers arrived send their next requests
                 released = _send_next(cfg, sent, arrival, released, min(done, n - released), now)
+        least_free = min(least_free, free)  # the peaks are every step's, not only the sampled ones
+        most_waiting = max(most_waiting, len(waiting))
         if now >= next_sample:
             _sample(series, now, len(run), len(waiting), 1 - free / cfg.num_blocks, preemptions)
             next_sample = now + sample_every
@@ -601,7 +606,8 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
         area += float((np.minimum(arrival[seen], now) - sent[seen]).sum())
     return _result(b, sent, series, now=now, steps=steps, preemptions=preemptions, recomputed=recomputed,
                    area=area, prefill_total=prefill_total, decode_total=decode_total,
-                   frontend_s=cfg.frontend_latency_s)
+                   frontend_s=cfg.frontend_latency_s,
+                   peaks=(1 - least_free / cfg.num_blocks if cfg.num_blocks else 0.0, most_waiting))
 
 
 def _first_sends(cfg: EngineConfig, arrival: np.ndarray,
@@ -737,7 +743,7 @@ def _sample(series: dict[str, list], now: float, running: int, waiting: int, kv_
 
 def _result(b: _Book, arrival: np.ndarray, series: dict[str, list], *, now: float, steps: int, preemptions: int,
             recomputed: int, area: float, prefill_total: int, decode_total: int,
-            frontend_s: float = 0.0) -> SimResult:
+            frontend_s: float = 0.0, peaks: tuple[float, int] = (0.0, 0)) -> SimResult:
     """Client-side latencies: the engine's plus the per-request front-end latency, stretched by the API server's
     streaming load when the request's first token came out (core.perf.frontend_stretched)."""
     output, first_token, finish = b.output, b.first_token, b.finish
@@ -750,4 +756,5 @@ def _result(b: _Book, arrival: np.ndarray, series: dict[str, list], *, now: floa
     return SimResult(ttft_s=ttft, tpot_s=tpot, e2e_s=e2e, finished=~np.isnan(finish), output_tokens=output,
                      arrival_s=arrival, end_time_s=now, steps=steps, preemptions=preemptions,
                      recomputed_tokens=recomputed, series={name: np.asarray(v) for name, v in series.items()},
-                     area_in_system=area, prefill_tokens=prefill_total, decode_tokens=decode_total)
+                     area_in_system=area, prefill_tokens=prefill_total, decode_tokens=decode_total,
+                     kv_peak_fraction=peaks[0], max_waiting=peaks[1])
