@@ -499,3 +499,20 @@ def test_the_peaks_are_every_steps_not_only_the_sampled_ones():
     for r in (every, sparse):
         assert r.kv_peak_fraction == max(every.series["kv_used_fraction"]) > 0.3
         assert r.max_waiting == max(every.series["waiting"]) > 0
+
+
+def test_a_burst_whose_backlog_outlasts_the_arrivals_is_queue_growth():
+    # 6 req/s with a x3 burst over the first 40 s, into 16 sequences at a time: the burst's backlog (852 requests at
+    # its peak) is still draining when the arrivals end at 200 s. Its drain had been held against 3 x the p50
+    # end-to-end latency, which that same backlog had stretched to 141 s, so the run "sustained" the load; it is held
+    # against 3 x a request's own time in the engine (first token to last), which no queue lengthens
+    from specsize import api
+
+    common = dict(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", max_model_len=16384,
+                  prompt_tokens="p50=1500,p99=8000", output_tokens="p50=300,p99=1200", max_num_seqs=16,
+                  no_compare=True, seed=0)
+    backlog = api.simulate(rate=6, burst_factor=3, burst_start=0, burst_duration=40, duration=200, **common).spec
+    assert backlog.max_queue > 800 and backlog.e2e_s.p50 > 100
+    assert [p.kind for p in backlog.problems] == ["queue_growth"] and not backlog.sustains
+    steady = api.simulate(rate=2, duration=60, **common).spec  # no backlog: nothing to drain
+    assert steady.sustains and steady.max_queue == 0
