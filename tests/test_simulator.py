@@ -486,6 +486,10 @@ def test_a_batch_sent_at_once_is_not_scheduling_instability():
     batch = api.simulate(client_concurrency=200, num_requests=200, **common).spec
     assert batch.ttft_s.p99 > 1.5 * batch.ttft_s.p50 and batch.completed == 200  # the last wait behind the first
     assert batch.sustains and not batch.problems
+    # nor is a long one queue growth: 1,000 requests through 32 sequences take about a minute, all of it "after the
+    # last arrival"
+    long = api.simulate(client_concurrency=1000, num_requests=1000, max_num_seqs=32, **common).spec
+    assert long.end_time_s > 30 and long.completed == 1000 and long.sustains and not long.problems
 
 
 def test_the_peaks_are_every_steps_not_only_the_sampled_ones():

@@ -170,9 +170,10 @@ def summarize(label: str, r: SimResult, req: Requests, slo: Slo, th: Thresholds)
     drain = r.end_time_s - window
     if unfinished:
         problems.append(Problem(UNFINISHED, f"queue growth: {unfinished} requests unfinished when the run stopped"))
-    elif completed and drain > max(th.min_drain_s, th.drain_factor * (served := _served_p50(r))):
+    elif completed and window > 0 and drain > max(th.min_drain_s, th.drain_factor * (served := _served_p50(r))):
         # against a request's own time in the engine (first token to last), not its end-to-end latency, which the
-        # backlog itself lengthens: a burst whose queue outlasts the arrivals is growth however long everyone waited
+        # backlog itself lengthens: a burst whose queue outlasts the arrivals is growth however long everyone waited;
+        # requests all sent at once (a batch) have no arrivals to outlast: their whole run is the "drain"
         problems.append(Problem(QUEUE_GROWTH, f"queue growth: {drain:.0f} s to drain the backlog after the last "
                                               f"arrival ({th.drain_factor:g} x a request's p50 {served:.1f} s from "
                                               f"first token to last allowed; p50 end-to-end {e2e.p50:.1f} s)"))
