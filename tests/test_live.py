@@ -317,3 +317,18 @@ def test_a_plan_whose_acceptance_floor_is_not_a_number(tmp_path, capsys):
     plan.write_text(json.dumps(data))
     code, _, err = run(capsys, "check-live", "--metrics", FIX / "ngram.metrics", "--plan", plan)
     assert code == 2 and "acceptance_floor" in err
+
+
+def test_a_plan_where_speculation_pays_at_no_acceptance_is_flagged_live(tmp_path, capsys):
+    # a plan whose speculation pays at no acceptance rate up to 1 has no floor (null) and speculation_pays false: a live
+    # server still running its drafter is told so (with no floor to compare, the check had stayed silent)
+    plan = plan_file(tmp_path, capsys, "ngram", "--dtype", "bfloat16", "--max-model-len", "1000",
+                     "--kv-cache-memory-bytes", 64 << 20, "--method", "ngram", "-k", "3",
+                     "--acceptance-rate", "0.95", "--concurrency", "2", "--prompt-tokens", "p50=40,p99=60",
+                     "--output-tokens", "p50=32,p99=32")
+    data = json.loads(plan.read_text())
+    data["robustness"] = {**data["robustness"], "acceptance_floor": None, "speculation_pays": False}
+    plan.write_text(json.dumps(data))
+    code, out, _ = run(capsys, "check-live", "--metrics", FIX / "ngram.metrics", "--plan", plan, "--format", "json")
+    assert any(v.startswith("speculation does not pay: the plan found no acceptance rate up to 1")
+               for v in json.loads(out)["violations"])

@@ -239,8 +239,12 @@ def _acceptance_checks(plan: dict, metrics: LiveMetrics | None, observed: Observ
                                  f"--proposal-rate {proposals:.2f}")
     robustness = plan.get("robustness") or {}
     floor = robustness.get("acceptance_floor")
-    speculation_stops = rate is not None and floor is not None and rate < floor
-    if speculation_stops:
+    never = robustness.get("speculation_pays") is False and floor is None  # no acceptance up to 1 made it pay
+    speculation_stops = rate is not None and (never or (floor is not None and rate < floor))
+    if speculation_stops and never:
+        result.violations.append(f"speculation does not pay: the plan found no acceptance rate up to 1 at which it "
+                                 f"does (observed a = {rate:.2f}): serve without it")
+    elif speculation_stops:
         # a plan whose speculation did not pay already gives as its floor the rate it needs
         how = "does not pay" if robustness.get("speculation_pays") is False else "no longer pays"
         result.violations.append(f"speculation {how}: acceptance {rate:.2f} is below the plan's floor {floor:.2f}")

@@ -65,8 +65,9 @@ def _verdict(d, mem: MemoryAccount, w: Workload, policy: float) -> str:
     return evaluate(mem, replica_workload(d, w), policy, detail=False).verdict
 
 
-def _bisect(holds, lo: float, hi: float) -> float:
-    """The largest x in [lo, hi] for which `holds(x)` (true at lo, false at hi), to 1e-4."""
+def _bisect(holds, lo: float, hi: float, upper: bool = False) -> float:
+    """The largest x in [lo, hi] for which `holds(x)` (true at lo, false at hi), to 1e-4; with `upper`, the smallest
+    x for which it no longer holds."""
     for _ in range(40):
         mid = (lo + hi) / 2
         if holds(mid):
@@ -75,7 +76,7 @@ def _bisect(holds, lo: float, hi: float) -> float:
             hi = mid
         if hi - lo < 1e-4:
             break
-    return lo
+    return hi if upper else lo
 
 
 def _flip_factor(d, mem: MemoryAccount, w: Workload, name: str, policy: float, base: str, ceiling: float) -> float | None:
@@ -167,7 +168,7 @@ def analyse(result: PlanResult, efficiency=None, acceptance: Acceptance | None =
         within = " within the TPOT SLO" if tpot_slo_s else ""
         pays_now = pays(current_rate)
         if not pays_now:  # the rate it must rise to, if any does (the speed-up grows with acceptance)
-            floor = _bisect(lambda a: not pays(a), current_rate, 1.0) if pays(1.0) else None
+            floor = _bisect(lambda a: not pays(a), current_rate, 1.0, upper=True) if pays(1.0) else None
             needs = f"it needs a >= {floor:.2f}" if floor is not None else "no acceptance rate up to 1 makes it pay"
             reasons.append(f"speculation does not pay{within} at the current acceptance a = {current_rate:.2f}: "
                            f"{needs}")
