@@ -274,6 +274,12 @@ def test_padded_layer_slots_count_in_each_requests_demand():
     from specsize.core.kvcache import pool_blocks
 
     assert pool_blocks(m.pool_layers, 496, 16) == 31  # what the simulator holds for one finished request
+    # a pool of one kind pads nothing, however often it is accounted (the slots are cached by the layers' value)
+    eagle = specsize.plan(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", method="eagle3",
+                          num_speculative_tokens=3)
+    for _ in range(2):
+        again = account(eagle.deployment, profile())
+        assert again.pool_slots == () and again.block_bytes == 0 and again.pool_layers == again.kv_layers
 
 
 def _multimodal_rows():
@@ -296,3 +302,22 @@ def test_multimodal_public_startups_kv_within_3_percent(row):
     assert abs(from_kv / tokens_printed - 1) <= 0.001
     # the batch of images the profiling pass encodes, as vLLM logs it ("profiled with N image items")
     assert r["images"][0] == row["encoder_profiled_images"]
+
+
+def test_vllm_refuses_to_start_where_one_request_of_max_model_len_does_not_fit_its_windowed_layers_too():
+    # vLLM V1's start-up check (check_enough_kv_cache_memory) charges each layer max_memory_usage_bytes: a full layer
+    # ceil(max_model_len / 16) blocks, a sliding one ceil(min(window - 1 + max_num_batched_tokens, max_model_len) / 16)
+    # + 1 (kv_cache_interface.py, SlidingWindowSpec): for Gemma-3-27B at 131,072 tokens 10 x 8,192 + 52 x that, pages of
+    # 16 x 8,192 B, over its real 62 layers (no padding slots). The check had charged a window its steady 65 blocks
+    import specsize
+
+    fields = dict(target="google/gemma-3-27b-it", gpu="H200-141GB", max_model_len=131072)
+    batched = specsize.plan(**fields).memory.settings.max_num_batched_tokens
+    sliding = -(-min(1024 - 1 + batched, 131072) // 16) + 1
+    needed = (10 * 8192 + 52 * sliding) * 16 * 8192
+    assert sliding > 65 and needed > 13 * 2**30
+
+    def starts(kv_bytes: int) -> bool:
+        return specsize.plan(**fields, kv_cache_memory_bytes=kv_bytes).memory.startup_problem is None
+
+    assert not starts(int(needed * 0.97)) and starts(int(needed * 1.03))

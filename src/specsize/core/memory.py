@@ -725,6 +725,18 @@ def kv_layers_for(d: Deployment, kv_dtype_bytes: int, s: ResolvedSettings | None
     return layers
 
 
+def max_usage_blocks(kind: str, window: int | None, tokens: int, block_size: int, batched_tokens: int) -> int:
+    """The blocks vLLM V1 charges one layer for a request of `tokens` tokens at most (vllm/v1/kv_cache_interface.py,
+    max_memory_usage_bytes over the page size): a full layer every token; a sliding-window layer its window plus one
+    chunk of prefill, plus a block (the window need not start at a block's start); a chunked-local layer one chunk
+    plus one chunk of prefill. What its start-up check and its printed maximum concurrency count."""
+    if kind == "sliding" and window:
+        return ceil_div(min(window - 1 + batched_tokens, tokens), block_size) + 1
+    if kind == "chunked" and window:
+        return ceil_div(min(window + batched_tokens, tokens), block_size)
+    return ceil_div(tokens, block_size)
+
+
 def max_concurrency_at(layers: tuple[KVLayer, ...], kv_blocks: int, block_size: int, tokens: int,
                        batched_tokens: int, whole_requests: bool = False) -> float:
     """Requests of `tokens` the pool holds at once, as vLLM V1 reports it at start-up.
@@ -736,11 +748,8 @@ def max_concurrency_at(layers: tuple[KVLayer, ...], kv_blocks: int, block_size: 
     per_request_layer_blocks = 0
     windowed = False
     for kind, window, count, _ in groups:
-        if kind in ("sliding", "chunked") and window:
-            windowed = True
-            per_request_layer_blocks += count * (ceil_div(min(window - 1 + batched_tokens, tokens), block_size) + 1)
-        else:
-            per_request_layer_blocks += count * ceil_div(tokens, block_size)
+        windowed = windowed or (kind in ("sliding", "chunked") and bool(window))
+        per_request_layer_blocks += count * max_usage_blocks(kind, window, tokens, block_size, batched_tokens)
     if per_request_layer_blocks == 0:
         return float("inf")
     if not windowed and not whole_requests:
@@ -834,7 +843,7 @@ def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
     # a pool of several attention kinds allocates padded layer slots: the pool's blocks and each request's demand count
     # them (pool_layer_slots: the layers where nothing is padded)
     slots = pool_layer_slots(layers) if pool is None and p.kv_groups_by_kind else layers
-    padded = slots is not layers
+    padded = len(slots) != len(layers)
     per_token = bytes_per_token(slots)
     per_block = pool.block_bytes if pool is not None else s.block_size * per_token
     blocks = max(0, kv_bytes // per_block) if per_block else 0
@@ -867,7 +876,11 @@ def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
     elif pool is not None:
         problem = _hybrid_problem(d, s, p, pool, kv_bytes, blocks)
     elif p.refuses_start_below_max_model_len:
-        one_request = sum(count * layer_blocks(KVLayer("x", kind, window, 0), s.max_model_len, s.block_size)
+        # V1 charges each layer its most (check_enough_kv_cache_memory); V0 as before: each layer's blocks at
+        # max_model_len, a window's capped
+        one_request = sum(count * (max_usage_blocks(kind, window, s.max_model_len, s.block_size,
+                                                    s.max_num_batched_tokens) if p.generation != "V0" else
+                                   layer_blocks(KVLayer("x", kind, window, 0), s.max_model_len, s.block_size))
                           for kind, window, count, _ in layer_groups(layers))
         # newer releases check against the usable blocks: the null block is held back first
         checked = kv_bytes - (per_block if p.null_block_in_startup_check else 0)
