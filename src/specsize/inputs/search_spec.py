@@ -50,7 +50,7 @@ SLO_KEYS = {"ttft_p99_ms", "tpot_p99_ms", "request_rate", "throughput_tok_s"}
 class DrafterOption:
     label: str
     speculative: SpeculativeConfig  # num_speculative_tokens filled per k by the search
-    acceptance: Acceptance | None  # measured at `measured_at_k` (default: the first of ks); None without a method
+    acceptance: Acceptance | None  # measured at `measured_at_k` (default: each configuration's k); None without a method
     ks: tuple[int, ...]
 
 

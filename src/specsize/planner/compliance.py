@@ -75,10 +75,10 @@ def _flag(engine: str, limit: str) -> str:
 
 def cis4(r: PlanResult, raw: dict) -> ControlResult:
     s = r.memory.settings
-    kv = r.deployment.engine.kv_cache_dtype  # as the command gives it: "auto" stores the model's dtype
+    kv = r.deployment.engine.kv_cache_dtype  # as the command gives it: "auto" stores the dtype the model is served in
     values = {"gpu_memory_utilization": s.gpu_memory_utilization, "max_model_len": s.max_model_len,
               "max_num_seqs": s.max_num_seqs, "max_num_batched_tokens": s.max_num_batched_tokens,
-              "block_size": s.block_size, "kv_cache_dtype": kv if kv == s.kv_cache_dtype else f"{kv}: the model's {s.kv_cache_dtype}",
+              "block_size": s.block_size, "kv_cache_dtype": kv if kv == s.kv_cache_dtype else f"{kv}: the served {s.kv_cache_dtype}",
               "tensor_parallel_size": r.deployment.tp}
     file_keys = {"tensor_parallel_size": "tp"}
     command = next((c for c in r.commands if c.engine == r.profile.engine), None)

@@ -71,7 +71,7 @@ class Scenario:
             period, on, factor = self.rates.on_off
             shape += f", x{factor:g} for {on:g} s every {period:g} s"
         if self.rates.ramp_to is not None:
-            shape += f", ramping to {self.rates.ramp_to:g} req/s"
+            shape += f", ramping to {self.rates.ramp_to:g} req/s" + (" per replica" if self.replicas > 1 else "")
         return shape
 
     @property
