@@ -292,3 +292,28 @@ def test_disk_plan_of_a_quantization_override_holds_the_checkpoint_the_engine_se
         else:  # the int4 checkpoint is read in its place: a quarter of the bf16 bytes plus scales and the bf16 rest
             assert names[0] == "target checkpoint (int4, pre-quantized)"
             assert storage.read_bytes_per_node < 0.4 * bf16
+
+
+def test_failover_re_plans_the_survivors_with_the_plans_own_tree():
+    # SGLang EAGLE-3 with a top-4 tree of 8 draft tokens: the survivors' TPOT is that of the same deployment planned on
+    # their GPUs, tree and all (it had been priced as a chain: 5.71 against 5.02 ms)
+    import specsize
+
+    fields = dict(engine="sglang", target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", concurrency=200,
+                  method="eagle3", draft="sgl-project/SpecForge-llama3-8B-eagle3", num_speculative_tokens=3,
+                  tree_topk=4, num_draft_tokens=8, acceptance_rate=0.7)
+    four = specsize.plan(**fields, gpus=4)
+    three = specsize.plan(**fields, gpus=3)
+    assert four.placement.failover.tpot_s == pytest.approx(three.perf.tpot_s, rel=1e-12)
+    assert four.placement.failover.verdict == three.verdict.verdict
+
+
+def test_loading_holds_a_ranks_share_of_tp_x_pp():
+    # a 70B checkpoint loads in shards of tp x pp: TP 2 x PP 2 and TP 4 hold the same host RAM per node (4 ranks, a
+    # quarter of the checkpoint each); it had divided by TP alone
+    import specsize
+
+    common = dict(target="meta-llama/Llama-3.3-70B-Instruct", gpu="H100-SXM-80GB", max_model_len=8192)
+    pp = specsize.plan(**common, tp=2, pp=2).placement.storage
+    tp = specsize.plan(**common, tp=4).placement.storage
+    assert pp.host_ram_bytes_per_node == tp.host_ram_bytes_per_node

@@ -10,7 +10,7 @@ from functools import lru_cache
 from typing import Literal
 
 from .errors import SpecError
-from .speculation import (SPEC_METHODS, DrafterKind, SpecMethod, drafter_kind,  # noqa: F401 - SPEC_METHODS re-exported
+from .speculation import (SPEC_METHODS, DrafterKind, SpecMethod, Tree, drafter_kind,  # noqa: F401 - SPEC_METHODS re-exported
                           verified_per_sequence)
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -285,6 +285,11 @@ class SpeculativeConfig:
     def drafter_tp(self) -> int | None:
         """The drafter's own TP size when it has one (a separate draft model); None: the target's."""
         return self.draft_tp if self.kind.own_tp else None
+
+    @property
+    def tree(self) -> Tree:
+        """The drafting tree the steps are priced with (a chain: top-k 1)."""
+        return Tree(topk=self.tree_topk, num_draft_tokens=self.num_draft_tokens)
 
 
 @dataclass(frozen=True)

@@ -325,7 +325,6 @@ def resolve(r: Request) -> Resolved:
                  "step_overhead_s": r.step_overhead_ms / 1e3 if r.step_overhead_ms is not None else None}
     efficiency = load_efficiency(d.gpu, overrides)
     return Resolved(request=r, deployment=d, workload=w, profile=profile, efficiency=efficiency,
-                    acceptance=acceptance_of(r, d), tree=Tree(topk=d.speculative.tree_topk,
-                                                              num_draft_tokens=d.speculative.num_draft_tokens),
+                    acceptance=acceptance_of(r, d), tree=d.speculative.tree,
                     tpot_slo_s=r.tpot_slo_ms / 1e3 if r.tpot_slo_ms else None,
                     ttft_slo_s=r.ttft_slo_ms / 1e3 if r.ttft_slo_ms else None, drafter_note=shape_note)

@@ -110,7 +110,7 @@ def storage(d: Deployment, result: PlanResult, bandwidth_bytes_s: float, costs: 
     disk = sum(a.bytes for a in arts)
     read = sum(a.bytes for a in arts if "checkpoint" in a.name)
     ranks = d.gpus_per_instance * replicas_on_node
-    largest_rank_share = max(a.bytes for a in arts if "checkpoint" in a.name) // max(1, d.tp)
+    largest_rank_share = max(a.bytes for a in arts if "checkpoint" in a.name) // d.gpus_per_instance  # tp x pp
     ram = ranks * costs.loader_ram_bytes_per_rank + largest_rank_share
     if bandwidth_bytes_s <= 0:
         raise SpecError("storage_bandwidth", f"must be positive, got {bandwidth_bytes_s}", "bytes/s > 0 (e.g. 2 GB/s)")
@@ -164,7 +164,8 @@ def _failover(result: PlanResult, profile: AccountingProfile, replicas: int, los
     per_survivor = math.ceil(w.concurrency / survivors)  # the workload's concurrency is the total
     survivors_only = replace(d, num_gpus=survivors * d.gpus_per_instance)
     after = plan(survivors_only, w, profile, result.verdict.headroom_policy, efficiency=efficiency,
-                 acceptance=acceptance if d.speculative.enabled else None)
+                 acceptance=acceptance if d.speculative.enabled else None, tree=d.speculative.tree,
+                 tpot_slo_s=result.perf.tpot_slo_s if result.perf is not None else None)
     tpot = None
     backlog = added_wait = 0.0
     if after.perf is not None:
