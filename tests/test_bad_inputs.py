@@ -57,6 +57,11 @@ def test_bad_values_are_one_line_errors(argv, field, capsys):
     (["--image-tokens", "500"], "image_tokens", "images_per_request"),
     (["--measured-at-k", "5"], "measured_at_k", "mean_accepted_length"),
     (["--acceptance-spread", "0.2", "--method", "none"], "acceptance_spread", "speculative method"),
+    # neither engine takes a float32 (or float16) KV cache flag: it had been sized at 4 bytes and emitted as given
+    (["--kv-cache-dtype", "float32", "--emit", "vllm"], "kv_cache_dtype", "auto (or the served dtype), fp8"),
+    # vLLM's --kv-cache-memory-bytes is 0.11's (engines/data/engine_flags.json): it had been planned and emitted
+    (["--kv-cache-memory-bytes", "20000000000", "--engine-version", "0.6", "--method", "none"],
+     "kv_cache_memory_bytes", "engine_version 0.11 or later"),
 ])
 def test_settings_the_engine_refuses_or_nothing_reads_are_refused(argv, field, needle, capsys):
     """Fuzz pass 3: vLLM takes no --block-size 5 (it had been planned and emitted), and these settings had been
@@ -77,6 +82,16 @@ def test_an_nvidia_smi_reading_beyond_the_card_and_ngram_calibration_with_a_draf
     code, _, err = run(capsys, "calibrations", "--store", tmp_path / "c.sqlite", "add", "--tag", "t", "--source", "s",
                        "--acceptance-rate", "0.5", "--method", "ngram", "--draft", "meta-llama/Llama-3.2-1B-Instruct")
     assert code == 2 and "draft: method ngram takes no draft model" in err, err
+
+
+def test_a_kv_cache_in_the_served_dtype_is_emitted_as_auto(capsys):
+    # float16 beside a float16 model is what auto stores; the engines take no "float16" there, so the command says auto
+    for engine in ("vllm", "sglang"):
+        code, out, err = run(capsys, "plan", *LLAMA8B, "--engine", engine, "--dtype", "float16", "--kv-cache-dtype",
+                             "float16", "--emit", engine)
+        assert code == 0, err
+        argv = out.split()
+        assert argv[argv.index("--kv-cache-dtype") + 1] == "auto"
 
 
 def test_a_kv_pool_larger_than_the_card_never_fits(capsys):

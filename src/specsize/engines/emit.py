@@ -37,8 +37,11 @@ class EngineCommand:
         return " ".join(shlex.quote(a) for a in self.argv)
 
 
-def _kv_dtype(value: str, engine: str) -> str | None:
-    if value in ("auto", None):
+def _kv_dtype(value: str, engine: str, served: str) -> str | None:
+    """The engine's --kv-cache-dtype for a KV dtype (None: auto). The served dtype itself is auto: neither engine
+    takes float16 or float32 there (vLLM's CacheDType, SGLang's choices; core.memory refuses another width), and
+    SGLang takes bfloat16 only in later releases."""
+    if value in ("auto", None) or value == served:
         return None
     if value == "fp8":
         return "fp8" if engine == "vllm" else "fp8_e4m3"
@@ -116,7 +119,7 @@ def vllm_command(d: Deployment, mem: MemoryAccount) -> EngineCommand:
         "block-size": s.block_size,
         "dtype": s.dtype,
     }
-    options["kv-cache-dtype"] = _kv_dtype(e.kv_cache_dtype, "vllm") or "auto"  # pinned: CIS-4
+    options["kv-cache-dtype"] = _kv_dtype(e.kv_cache_dtype, "vllm", s.dtype) or "auto"  # pinned: CIS-4
     if e.kv_cache_memory_bytes is not None:
         options["kv-cache-memory-bytes"] = e.kv_cache_memory_bytes
     if s.scheduler_steps > 1:  # V0 only (core.memory.scheduler_steps)
@@ -156,7 +159,7 @@ def sglang_command(d: Deployment, mem: MemoryAccount) -> EngineCommand:
     argv += ["--mem-fraction-static", str(s.gpu_memory_utilization), "--context-length", str(s.max_model_len),
              "--max-running-requests", str(s.max_num_seqs), "--chunked-prefill-size", str(s.max_num_batched_tokens),
              "--dtype", s.dtype, "--page-size", str(s.block_size)]
-    argv += ["--kv-cache-dtype", _kv_dtype(e.kv_cache_dtype, "sglang") or "auto"]
+    argv += ["--kv-cache-dtype", _kv_dtype(e.kv_cache_dtype, "sglang", s.dtype) or "auto"]
     quantization = quantization_flag(d, "sglang")
     if quantization:
         argv += ["--quantization", quantization]

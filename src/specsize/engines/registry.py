@@ -37,6 +37,15 @@ def release_key(version: str | None) -> tuple[int, int, int, int] | None:
     return (int(match.group(1)), int(match.group(2)), int(match.group(3) or 0), int(match.group(4) or 0))
 
 
+def released_by(version: str | None, first: str) -> bool:
+    """Whether the release `version` (None or "latest": the newest) is `first` or later; an unreadable version is
+    resolve_profile's to refuse."""
+    if version in (None, "", "latest"):
+        return True
+    wanted, start = release_key(version), release_key(first)
+    return wanted is None or start is None or wanted >= start
+
+
 def _label(start: tuple[int, ...]) -> str:
     head = ".".join(map(str, start[:3]))
     return head + (f".post{start[3]}" if len(start) > 3 and start[3] else "")

@@ -54,6 +54,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..core.memory import AccountingProfile
+
+KV_CACHE_MEMORY_BYTES_FROM = "0.11"  # --kv-cache-memory-bytes (vllm/engine/arg_utils.py; engines/data/engine_flags.json)
 from ..core.units import GiB
 
 _V1_SOURCES = (

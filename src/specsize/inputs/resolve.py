@@ -182,6 +182,7 @@ def deployment_of(r: Request) -> tuple[Deployment, str | None]:
     draft = _drafter_settings(r)
     profile = resolve_profile(r.engine, r.engine_version)  # an unknown engine or release: refused before its methods
     check_method(r.engine, r.engine_version, method_of(r.method, draft))  # a method this release cannot launch
+    _check_release_flags(r)
     target = load_target(r.target)
     k, topk, draft_tokens, shape_note = drafter_shape(r, draft, target)
     speculative = speculative_config(r.method, draft, k, r.draft_tp, target=target)
@@ -203,6 +204,18 @@ def deployment_of(r: Request) -> tuple[Deployment, str | None]:
     return Deployment(target=target, gpu=gpu, speculative=speculative, tp=r.tp, pp=r.pp, num_gpus=r.gpus,
                       engine=settings, shared_reserved_bytes=int(r.shared_reserved_gib * 2**30)
                       + _other_processes(r, gpu)), shape_note
+
+
+def _check_release_flags(r: Request) -> None:
+    """Settings whose flag the engine release lacks: refused rather than planned and emitted."""
+    from ..engines.registry import released_by  # noqa: PLC0415
+    from ..engines.vllm import KV_CACHE_MEMORY_BYTES_FROM  # noqa: PLC0415
+
+    if r.kv_cache_memory_bytes is not None and r.engine == "vllm" and \
+            not released_by(r.engine_version, KV_CACHE_MEMORY_BYTES_FROM):
+        raise SpecError("kv_cache_memory_bytes", f"vLLM {r.engine_version} has no --kv-cache-memory-bytes (vLLM "
+                        f"{KV_CACHE_MEMORY_BYTES_FROM} on)", "gpu_memory_utilization with this release, or "
+                        f"engine_version {KV_CACHE_MEMORY_BYTES_FROM} or later")
 
 
 def _other_processes(r: Request, gpu: GpuSpec) -> int:
