@@ -328,3 +328,17 @@ def test_published_vllm_0_24_prints_whole_requests():
     m = account(d, profile("0.24"))
     assert m.kv_blocks == 299 and round(m.max_concurrency, 2) == 4.33
     assert m.kv_cache_tokens == 567_978
+
+
+def test_a_hybrid_models_block_size_is_left_to_the_engine_in_its_command(capsys):
+    # Qwen3-Next at TP 4: the attention block is sized to the state pages (272 tokens); vLLM 0.17's --block-size takes
+    # at most 256 (and specsize refuses 272 given there), so the command leaves it to the engine, which sizes it alike
+    import specsize
+
+    fields = dict(target="Qwen/Qwen3-Next-80B-A3B-Instruct", gpu="H100-SXM-80GB", tp=4, engine_version="0.17")
+    result = specsize.plan(**fields)
+    assert result.memory.settings.block_size == 272
+    (command,) = [c for c in result.commands if c.engine == "vllm"]
+    assert "--block-size" not in command.argv
+    with pytest.raises(specsize.SpecError, match="block_size"):
+        specsize.plan(**fields, block_size=272)

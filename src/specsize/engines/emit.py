@@ -119,6 +119,10 @@ def vllm_command(d: Deployment, mem: MemoryAccount) -> EngineCommand:
         "block-size": s.block_size,
         "dtype": s.dtype,
     }
+    if mem.state_blocks_per_sequence and not e.block_size:
+        # a hybrid model's attention block size is the engine's own, sized to its state pages (272 for Qwen3-Next at
+        # TP 4): releases whose --block-size takes at most 256 refuse it given, and every release works it out alike
+        del options["block-size"]
     options["kv-cache-dtype"] = _kv_dtype(e.kv_cache_dtype, "vllm", s.dtype) or "auto"  # pinned: CIS-4
     if e.kv_cache_memory_bytes is not None:
         options["kv-cache-memory-bytes"] = e.kv_cache_memory_bytes

@@ -90,7 +90,9 @@ def cis4(r: PlanResult, raw: dict) -> ControlResult:
         source = "set in the deployment" if raw.get(key) is not None else "engine default, pinned by specsize"
         if raw.get(key) is None:
             defaulted.append(name)
-        evidence.append(f"{name} = {values[name]} ({source}){'' if pinned else ' — NOT in the emitted command'}")
+        engine_sized = name == "block_size" and not pinned and r.memory.state_blocks_per_sequence
+        missing = " (the engine sizes it to the model's state pages)" if engine_sized else " — NOT in the emitted command"
+        evidence.append(f"{name} = {values[name]} ({source}){'' if pinned else missing}")
     evidence.append(f"enforce_eager = {s.enforce_eager}; speculative_config pins method "
                     f"{r.deployment.speculative.method}, k = {r.deployment.speculative.num_speculative_tokens}")
     status = PASS if command is not None else FAIL
