@@ -294,6 +294,33 @@ def test_disk_plan_of_a_quantization_override_holds_the_checkpoint_the_engine_se
             assert storage.read_bytes_per_node < 0.4 * bf16
 
 
+def test_an_override_over_a_checkpoint_stored_quantized_serves_a_checkpoint_of_its_own():
+    # vLLM refuses a --quantization other than the one a quantized checkpoint's config declares, and loads a quantized
+    # checkpoint as stored whatever the plan assumes: fp8 over an AWQ checkpoint needs an fp8 checkpoint (it had been
+    # "quantized at load" from the AWQ one), and none over an FP8 checkpoint an unquantized one (the command had
+    # served the FP8 checkpoint while the plan priced bf16 weights). fp8 over an unquantized checkpoint is still made
+    # at load.
+    import specsize
+
+    from specsize.core.weights import weight_breakdown
+
+    awq = specsize.plan(target="Qwen/Qwen3-8B-AWQ", gpu="H100-SXM-80GB", quantization="fp8").to_dict()
+    (command,) = [c for c in awq["engine_commands"] if c["engine"] == "vllm"]
+    assert command["argv"][2] == "PATH_TO_YOUR_FP8_CHECKPOINT"
+    assert awq["placement"]["storage"]["artefacts"][0]["name"] == "target checkpoint (fp8, pre-quantized)"
+    assert any("stored as int4, which the engines load only as stored" in w for w in awq["warnings"])
+    fp8 = specsize.plan(target="nvidia/Llama-3.1-8B-Instruct-FP8", gpu="H100-SXM-80GB", quantization="none")
+    (command,) = [c for c in fp8.commands if c.engine == "vllm"]
+    assert command.argv[2] == "PATH_TO_YOUR_UNQUANTIZED_CHECKPOINT" and "--quantization" not in command.argv
+    first = fp8.placement.storage.artefacts[0]
+    bf16 = weight_breakdown(fp8.deployment.target.with_(quantization=None, weight_bytes_exact=None), 1, 1,
+                            "bfloat16", None, rotary_cache=False).total
+    assert first.name == "target checkpoint (unquantized)" and first.bytes == bf16
+    plain = specsize.plan(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", quantization="fp8")
+    (command,) = [c for c in plain.commands if c.engine == "vllm"]
+    assert command.argv[2] == "meta-llama/Llama-3.1-8B-Instruct"
+
+
 def test_failover_re_plans_the_survivors_with_the_plans_own_tree():
     # SGLang EAGLE-3 with a top-4 tree of 8 draft tokens: the survivors' TPOT is that of the same deployment planned on
     # their GPUs, tree and all (it had been priced as a chain: 5.71 against 5.02 ms)

@@ -436,12 +436,23 @@ def quantization_format(name: str) -> str:
     return QUANT_ALIASES.get(given, given)
 
 
-def checkpoint_format_needed(name: str | None) -> str | None:
-    """The format a quantization override needs the served checkpoint stored in (None: the checkpoint's own, or
-    one the engine makes while loading, QUANTIZED_AT_LOAD). The one owner of this rule: the launch command, the disk
-    plan and the plan's warning read it."""
-    given = str(name).lower() if name is not None else "none"
-    return None if given == "none" or given in QUANTIZED_AT_LOAD else quantization_format(given)
+UNQUANTIZED = "unquantized"  # checkpoint_format_needed: `none` over a checkpoint stored quantized
+
+
+def checkpoint_format_needed(target: ModelSpec, name: str | None) -> str | None:
+    """The format a quantization override (Deployment.quantization_override: None where there is none or it restates
+    the checkpoint's own) needs the served checkpoint stored in; None: the target's checkpoint serves, as stored or
+    quantized by the engine while loading (QUANTIZED_AT_LOAD, from unquantized weights only: vLLM refuses a
+    --quantization other than the one a quantized checkpoint's config declares), UNQUANTIZED for `none` over a
+    checkpoint stored quantized (the engines load it as stored). The one owner of this rule: the launch command, the
+    disk plan and the plan's warning read it."""
+    if name is None:
+        return None
+    given = str(name).lower()
+    stored = target.quantization is not None and target.quantization.source != "override"
+    if given == "none":
+        return UNQUANTIZED if stored else None
+    return None if given in QUANTIZED_AT_LOAD and not stored else quantization_format(given)
 
 
 def effective_target(d: Deployment) -> tuple[ModelSpec, Quantization | None]:

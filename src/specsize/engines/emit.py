@@ -84,7 +84,7 @@ def quantization_flag(d: Deployment, engine: str) -> str | None:
 def served_model(d: Deployment) -> str:
     """The checkpoint the command serves: the target's, or, when the override is a format the engines do not make at
     load (anything but fp8), the gap a checkpoint stored in that format fills (the plan's warning says so)."""
-    needed = checkpoint_format_needed(d.quantization_override)
+    needed = checkpoint_format_needed(d.target, d.quantization_override)
     return _gap(f"{needed}_CHECKPOINT") if needed else d.target.model_id
 
 

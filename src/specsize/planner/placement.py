@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 from ..core.errors import SpecError
 from ..core.memory import AccountingProfile
-from ..core.specs import DTYPE_BYTES, Deployment, ModelSpec, checkpoint_format_needed
+from ..core.specs import DTYPE_BYTES, UNQUANTIZED, Deployment, ModelSpec, checkpoint_format_needed, effective_target
 from ..core.units import GiB
 from ..core.weights import weight_breakdown
 from .plan import PlanResult, plan
@@ -91,12 +91,15 @@ def checkpoint_bytes(m: ModelSpec, include_mtp: bool = True) -> int:
 def storage(d: Deployment, result: PlanResult, bandwidth_bytes_s: float, costs: StartupCosts,
             replicas_on_node: int) -> Storage:
     quant = result.memory.settings.quantization
-    serving = (weight_breakdown(d.target, 1, 1, result.memory.settings.dtype, quant, rotary_cache=False).total
-               if quant is not None and quant.source == "override" else 0)
-    needed = checkpoint_format_needed(d.quantization_override)
+    needed = checkpoint_format_needed(d.target, d.quantization_override)
+    served, _ = effective_target(d)  # the weights as the engine holds them (an unquantized `none` included)
+    serving = (weight_breakdown(served, 1, 1, result.memory.settings.dtype, quant, rotary_cache=False).total
+               if (quant is not None and quant.source == "override") or needed else 0)
     if needed:  # the engine serves a checkpoint stored in the format, not the target's own
-        arts = [Artefact(f"target checkpoint ({needed}, pre-quantized)", serving,
-                         f"a {needed} checkpoint of {d.target.model_id} (the plan's note says why)")]
+        kind = needed if needed == UNQUANTIZED else f"{needed}, pre-quantized"
+        arts = [Artefact(f"target checkpoint ({kind})", serving,
+                         f"a{'n' if needed == UNQUANTIZED else ''} {needed} checkpoint of {d.target.model_id} (the "
+                         "plan's note says why)")]
     else:
         arts = [Artefact("target checkpoint", checkpoint_bytes(d.target), d.target.model_id)]
     if serving and quant is not None and not needed:

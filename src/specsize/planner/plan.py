@@ -11,7 +11,7 @@ from ..core.envelope import evaluate
 from ..core.errors import SpecError
 from ..core.memory import AccountingProfile, account
 from ..core.specs import (QUANTIZED_AT_LOAD, Deployment, ModelSpec, SpeculativeConfig, Workload, check_lengths,
-                          checkpoint_format_needed)
+                          UNQUANTIZED, checkpoint_format_needed)
 from ..core.speculation import Acceptance, Tree
 from ..core.traffic import decode_context, replica_share
 from ..core.units import GiB
@@ -168,10 +168,16 @@ def plan(d: Deployment, w: Workload, profile: AccountingProfile, headroom: float
     if not mem.cuda_graph_counted and mem.cuda_graph_bytes and mem.cuda_graph_bytes > reserve:
         warnings.append(f"CUDA graphs take about {mem.cuda_graph_bytes / GiB:.2f} GiB outside the budget, more than "
                         f"the {reserve / GiB:.2f} GiB gpu_memory_utilization leaves free")
-    needed = checkpoint_format_needed(d.quantization_override)
-    if needed:
-        warnings.append(f"quantization {d.quantization_override}: the engines quantize weights only to "
-                        f"{', '.join(QUANTIZED_AT_LOAD)} while loading; serve a checkpoint of {d.target.model_id} "
+    needed = checkpoint_format_needed(d.target, d.quantization_override)
+    stored = d.target.quantization.method if d.target.quantization is not None else None
+    if needed == UNQUANTIZED:
+        warnings.append(f"quantization none: {d.target.model_id} is stored quantized ({stored}) and the engines load "
+                        "it as stored; serve an unquantized checkpoint of it (the launch command leaves its path to "
+                        "fill in)")
+    elif needed:
+        made = (f"the engines quantize weights only to {', '.join(QUANTIZED_AT_LOAD)} while loading" if stored is None
+                else f"{d.target.model_id} is stored as {stored}, which the engines load only as stored")
+        warnings.append(f"quantization {d.quantization_override}: {made}; serve a checkpoint of {d.target.model_id} "
                         f"stored as {d.quantization_override} (the launch command leaves its path to fill in)")
     if d.gpu.vendor == "amd":
         warnings.append("AMD GPUs: vLLM's ROCm build follows the same accounting; the profile was fitted on NVIDIA "
