@@ -87,6 +87,11 @@ def _notes(r: Resolved) -> tuple[str, ...]:
     newer = beyond_known(r.request.engine, r.request.engine_version)
     if newer:
         notes.append(newer)
+    from .engines.emit import flags_note  # noqa: PLC0415
+
+    older = flags_note(r.request.engine, r.request.engine_version)
+    if older:
+        notes.append(older)
     gpu = r.deployment.gpu
     if gpu.segment != "datacenter" and not (r.request.given("other_processes_gib") or r.request.nvidia_smi
                                             or r.request.given("shared_reserved_gib")):

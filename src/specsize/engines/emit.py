@@ -25,6 +25,21 @@ def engine_flags() -> dict:
     return json.loads((Path(__file__).resolve().parent / "data" / "engine_flags.json").read_text(encoding="utf-8"))
 
 
+def flags_note(engine: str, version: str | None) -> str | None:
+    """A note where the release planned is older than the releases whose flags the emitted command was checked
+    against (engine_flags.json's `versions`): some flags are named otherwise there."""
+    from .registry import released_by  # noqa: PLC0415
+
+    checked = engine_flags()[engine]["versions"]
+    if released_by(version, checked.split()[0]):
+        return None
+    older = " (before 0.8 the drafter was --speculative-model and --num-speculative-tokens, not --speculative-config)" \
+        if engine == "vllm" else ""
+    name = "vLLM" if engine == "vllm" else "SGLang"
+    return (f"the {name} command uses the flags of {name} {checked.split(' (')[0]}; {name} {version} names some "
+            f"otherwise{older}: check it against that release's --help")
+
+
 @dataclass(frozen=True)
 class EngineCommand:
     engine: str
