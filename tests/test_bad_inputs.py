@@ -62,6 +62,8 @@ def test_bad_values_are_one_line_errors(argv, field, capsys):
     # vLLM's --kv-cache-memory-bytes is 0.11's (engines/data/engine_flags.json): it had been planned and emitted
     (["--kv-cache-memory-bytes", "20000000000", "--engine-version", "0.6", "--method", "none"],
      "kv_cache_memory_bytes", "engine_version 0.11 or later"),
+    # five spares of one replica had been dropped without a word (two replicas with five spares were refused)
+    (["--spare", "5", "--method", "none"], "spare", "at most 1"),
 ])
 def test_settings_the_engine_refuses_or_nothing_reads_are_refused(argv, field, needle, capsys):
     """Fuzz pass 3: vLLM takes no --block-size 5 (it had been planned and emitted), and these settings had been

@@ -41,7 +41,8 @@ def analyse_plan(result: PlanResult, profile: AccountingProfile, efficiency=None
     a fix needs them); `engine_version`: the release asked for (its speculative methods bound the fixes)."""
     recs = tuple(recommend(result, profile, efficiency, acceptance, catalog=catalog, engine_version=engine_version))
     robust = analyse(result, efficiency, acceptance, tpot_slo_s=tpot_slo_s, fragile_below=fragile_below)
-    spare = spare if result.deployment.replicas > 1 else 0
+    # one replica has no failover to plan at the default of one spare; more spares than units are refused (place)
+    spare = spare if result.deployment.replicas > 1 or spare > 1 else 0
     placement = place(result, profile, gpus_per_node=gpus_per_node, spare=spare, unit=failure_unit,
                       storage_bandwidth_bytes_s=storage_bandwidth_bytes_s, costs=startup, efficiency=efficiency,
                       acceptance=acceptance, ttft_slo_s=ttft_slo_s)
