@@ -356,3 +356,17 @@ def test_a_command_for_a_release_older_than_its_flag_table_says_so():
                for note in old.notes)
     assert not any("uses the flags of" in note for note in specsize.plan(engine_version="0.11", method="none").notes)
     assert not any("uses the flags of" in note for note in specsize.plan(method="none").notes)
+
+
+def test_a_failed_node_restarts_cold_a_failed_replica_warm():
+    # the compile cache is per node: a replica restarting on its node reuses it (8 s), a replacement node has none
+    # (40 s): the two restarts differ by exactly that
+    import specsize
+
+    common = dict(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", gpus=16, gpus_per_node=8,
+                  method="none")
+    replica = specsize.plan(**common, failure_unit="replica").placement
+    node = specsize.plan(**common, failure_unit="node").placement
+    assert replica.failover.cold_start_s == pytest.approx(replica.storage.cold_start_cached_s)
+    assert node.failover.cold_start_s == pytest.approx(node.storage.cold_start_s)
+    assert node.failover.cold_start_s - replica.failover.cold_start_s == pytest.approx(40 - 8)

@@ -149,8 +149,9 @@ def place(result: PlanResult, profile: AccountingProfile, gpus_per_node: int = 8
                         f"at most {units} (the deployment's {unit}s)")
     lost = spare if unit == "replica" else sum(sorted(layout, reverse=True)[:spare])
     failover = None
-    if spare > 0:
-        failover = _failover(result, profile, replicas, lost, st, efficiency, acceptance, ttft_slo_s, warm_cache)
+    if spare > 0:  # a replica restarts on its node, compile cache and all; a node is replaced by one without
+        failover = _failover(result, profile, replicas, lost, st, efficiency, acceptance, ttft_slo_s,
+                             warm_cache and unit == "replica")
     return Placement(gpus_per_node=gpus_per_node, nodes=len(layout), replicas_per_node=tuple(layout),
                      failover=failover, storage=st)
 
