@@ -342,3 +342,6 @@ def test_a_hybrid_models_block_size_is_left_to_the_engine_in_its_command(capsys)
     assert "--block-size" not in command.argv
     with pytest.raises(specsize.SpecError, match="block_size"):
         specsize.plan(**fields, block_size=272)
+    given = specsize.plan(**fields, block_size=16)  # a size the user gives is passed on as given: vLLM raises it
+    (command,) = [c for c in given.commands if c.engine == "vllm"]
+    assert command.argv[command.argv.index("--block-size") + 1] == "16" and given.memory.settings.block_size == 272

@@ -371,10 +371,10 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
     else:
         kv_dtype = canonical_dtype(e.kv_cache_dtype, "kv_cache_dtype")
         kv_bytes = DTYPE_BYTES[kv_dtype]
-        if kv_dtype != dtype and kv_dtype != "bfloat16":  # neither engine takes a float16 or float32 KV cache flag
+        if kv_dtype != dtype:  # attention reads the cache in the activations' dtype unless it is fp8
             raise SpecError("kv_cache_dtype", f"{kv_dtype} beside a {dtype} model: the engines keep the KV cache in "
                             "the dtype the model is served in (auto) or in fp8", "auto (or the served dtype), fp8, "
-                            "fp8_e4m3, fp8_e5m2, bfloat16")
+                            "fp8_e4m3, fp8_e5m2")
     max_model_len = e.max_model_len or target.max_position_embeddings
     gpu_name = f"{d.gpu.gpu_id} {d.gpu.name}".lower()
     large = d.gpu.memory_bytes >= p.large_gpu_bytes and not any(

@@ -54,8 +54,8 @@ class EngineCommand:
 
 def _kv_dtype(value: str, engine: str, served: str) -> str | None:
     """The engine's --kv-cache-dtype for a KV dtype (None: auto). The served dtype itself is auto: neither engine
-    takes float16 or float32 there (vLLM's CacheDType, SGLang's choices; core.memory refuses another width), and
-    SGLang takes bfloat16 only in later releases."""
+    takes float16 or float32 there (vLLM's CacheDType, SGLang's choices), SGLang takes bfloat16 only in later
+    releases, and core.memory refuses any other 16- or 32-bit dtype."""
     if value in ("auto", None) or value == served:
         return None
     if value == "fp8":
@@ -131,12 +131,13 @@ def vllm_command(d: Deployment, mem: MemoryAccount) -> EngineCommand:
         "max-model-len": s.max_model_len,
         "max-num-seqs": s.max_num_seqs,
         "max-num-batched-tokens": s.max_num_batched_tokens,
-        "block-size": s.block_size,
+        "block-size": e.block_size or s.block_size,
         "dtype": s.dtype,
     }
     if mem.state_blocks_per_sequence and not e.block_size:
         # a hybrid model's attention block size is the engine's own, sized to its state pages (272 for Qwen3-Next at
-        # TP 4): releases whose --block-size takes at most 256 refuse it given, and every release works it out alike
+        # TP 4) from whatever is given: releases whose --block-size takes at most 256 refuse it given, and every
+        # release works it out alike; a size the user gave is passed on as given
         del options["block-size"]
     options["kv-cache-dtype"] = _kv_dtype(e.kv_cache_dtype, "vllm", s.dtype) or "auto"  # pinned: CIS-4
     if e.kv_cache_memory_bytes is not None:
