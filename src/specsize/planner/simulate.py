@@ -168,16 +168,18 @@ def summarize(label: str, r: SimResult, req: Requests, slo: Slo, th: Thresholds)
                         f"({r.recomputed_tokens:,} tokens recomputed)"))
     unfinished = len(req) - completed
     drain = r.end_time_s - window
+    # requests all sent at once (a batch) have no arrivals to outlast and wait their turn by construction: neither a
+    # drain nor a growing TTFT is a problem there
+    spread = window > 0
     if unfinished:
         problems.append(Problem(UNFINISHED, f"queue growth: {unfinished} requests unfinished when the run stopped"))
-    elif completed and window > 0 and drain > max(th.min_drain_s, th.drain_factor * (served := _served_p50(r))):
+    elif completed and spread and drain > max(th.min_drain_s, th.drain_factor * (served := _served_p50(r))):
         # against a request's own time in the engine (first token to last), not its end-to-end latency, which the
-        # backlog itself lengthens: a burst whose queue outlasts the arrivals is growth however long everyone waited;
-        # requests all sent at once (a batch) have no arrivals to outlast: their whole run is the "drain"
+        # backlog itself lengthens: a burst whose queue outlasts the arrivals is growth however long everyone waited
         problems.append(Problem(QUEUE_GROWTH, f"queue growth: {drain:.0f} s to drain the backlog after the last "
                                               f"arrival ({th.drain_factor:g} x a request's p50 {served:.1f} s from "
                                               f"first token to last allowed; p50 end-to-end {e2e.p50:.1f} s)"))
-    if len(req) >= 40 and window > 0:  # requests all sent at once (an offline batch) wait their turn: no instability
+    if len(req) >= 40 and spread:
         quarter = len(req) // 4
         first = r.ttft_s[:quarter]
         last = r.ttft_s[-quarter:]
