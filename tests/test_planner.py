@@ -370,3 +370,27 @@ def test_a_failed_node_restarts_cold_a_failed_replica_warm():
     assert replica.failover.cold_start_s == pytest.approx(replica.storage.cold_start_cached_s)
     assert node.failover.cold_start_s == pytest.approx(node.storage.cold_start_s)
     assert node.failover.cold_start_s - replica.failover.cold_start_s == pytest.approx(40 - 8)
+
+
+def test_fixes_and_acceptance_floor_of_a_tree_are_priced_with_the_tree():
+    # SGLang EAGLE-3 with a top-4 tree of 8 draft tokens: the ranked fixes and the acceptance floor re-plan the
+    # deployment, and each must price the same tree the plan does. Priced as a chain, fp8 KV read as a 46% slower TPOT
+    # and the floor sat at 0.27 where the tree pays down to about 0.16. Both are checked against whole plans of the
+    # changed request through the public API.
+    import specsize
+
+    q = specsize.load_request(engine="sglang", target="meta-llama/Llama-3.1-8B-Instruct", method="eagle3",
+                              tree_topk=4, num_draft_tokens=8, num_speculative_tokens=3, acceptance_rate=0.3,
+                              gpu="H100-SXM-80GB", concurrency=64)
+    r = specsize.plan(q)
+    fix = next(f for f in r.recommendations if f.action == "kv_fp8")
+    after = specsize.plan(q.replace(kv_cache_dtype="fp8"))
+    assert fix.tpot_change == pytest.approx(after.perf.tpot_s / r.perf.tpot_s - 1, rel=1e-9)
+    assert fix.tpot_change < 0  # fp8 reads half the KV bytes: never slower
+    floor = r.robustness.acceptance_floor
+    assert 0 < floor < 0.3
+
+    def speedup(rate: float) -> float:
+        return specsize.plan(q.replace(acceptance_rate=rate)).perf.speedup
+
+    assert speedup(floor + 0.01) >= 1 > speedup(floor - 0.01)

@@ -145,7 +145,12 @@ def find_crossover(costs: SpecCosts, per_pass: float, context: int, upper: int) 
 
 def summarize(d: Deployment, mem: MemoryAccount, eff: Efficiency, acceptance: Acceptance | None,
               batch_size: int, context_len: int, prompt_len: int, tpot_slo_s: float | None = None,
-              tree: Tree = Tree(), k_range: range = range(1, 9)) -> PerfSummary:
+              tree: Tree | None = None, k_range: range = range(1, 9), detail: bool = True) -> PerfSummary:
+    """The performance at `batch_size`. With `detail=False` only the rates at this batch and k (TPOT, speed-up,
+    throughput, TTFT): no best k, crossover batch or SLO concurrency, each a search over many step costs, for the
+    callers that read the rates alone (the ranked fixes, the acceptance-floor bisection). The drafting tree is the
+    deployment's own (`SpeculativeConfig.tree`) unless `tree` is given."""
+    tree = d.speculative.tree if tree is None else tree
     s = mem.settings
     k = d.speculative.num_speculative_tokens
     spec_on = d.speculative.enabled
@@ -161,7 +166,7 @@ def summarize(d: Deployment, mem: MemoryAccount, eff: Efficiency, acceptance: Ac
         def tpot_plain(b: int) -> float:
             return decode_step(plain_costs, b, context_len).time_s
 
-        slo = concurrency_for_tpot(tpot_plain, tpot_slo_s, upper) if tpot_slo_s else None
+        slo = concurrency_for_tpot(tpot_plain, tpot_slo_s, upper) if tpot_slo_s and detail else None
         return PerfSummary(batch_size=batch_size, context_len=context_len, acceptance_rate=None,
                            tokens_per_pass=None, tpot_s=None, tpot_s_no_spec=plain.time_s, speedup=None,
                            throughput_tok_s=None, throughput_tok_s_no_spec=batch_size / plain.time_s,
@@ -174,16 +179,18 @@ def summarize(d: Deployment, mem: MemoryAccount, eff: Efficiency, acceptance: Ac
     rate = d.speculative.proposal_rate
     per_pass = pass_tokens(a, k, tree, measured, rate)
     point = speedup_point(costs, batch_size, context_len, per_pass, k)
-    best = max(k_range, key=lambda kk: speedup_point(costs_for(d, mem, eff, kk, tree), batch_size, context_len,
-                                                     pass_tokens(a, kk, tree, measured, rate), kk).speedup)
-    slo = None
-    if tpot_slo_s:
+    best = crossover = slo = None
+    if detail:
+        best = max(k_range, key=lambda kk: speedup_point(costs_for(d, mem, eff, kk, tree), batch_size, context_len,
+                                                         pass_tokens(a, kk, tree, measured, rate), kk).speedup)
+        crossover = find_crossover(costs, per_pass, context_len, upper)
+    if tpot_slo_s and detail:
         slo = concurrency_for_tpot(lambda b: speedup_point(costs, b, context_len, per_pass, k).tpot_s,
                                    tpot_slo_s, upper)
     return PerfSummary(batch_size=batch_size, context_len=context_len, acceptance_rate=a, tokens_per_pass=per_pass,
                        tpot_s=point.tpot_s, tpot_s_no_spec=point.tpot_s_no_spec, speedup=point.speedup,
                        throughput_tok_s=point.throughput_tok_s, throughput_tok_s_no_spec=point.throughput_tok_s_no_spec,
-                       crossover_batch=find_crossover(costs, per_pass, context_len, upper), best_k=best, ttft_s=ttft,
+                       crossover_batch=crossover, best_k=best, ttft_s=ttft,
                        ttft_s_no_spec=prefill_time(plain_costs, prompt_len, s.max_num_batched_tokens),
                        bound_no_spec=plain.bound, max_concurrency_for_tpot_slo=slo, tpot_slo_s=tpot_slo_s, note=note,
                        acceptance_source=acceptance.source)

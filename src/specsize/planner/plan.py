@@ -138,8 +138,10 @@ def replica_workload(d: Deployment, w: Workload) -> Workload:
 
 def plan(d: Deployment, w: Workload, profile: AccountingProfile, headroom: float = 0.20, *,
          efficiency=None, acceptance: Acceptance | None = None, tpot_slo_s: float | None = None,
-         tree: Tree = Tree()) -> PlanResult:
-    """The memory account, envelope and verdict; with `efficiency`, the performance section too."""
+         tree: Tree | None = None, perf_detail: bool = True) -> PlanResult:
+    """The memory account, envelope and verdict; with `efficiency`, the performance section too (with
+    `perf_detail=False` its rates alone: see planner.perf.summarize), priced with the deployment's own drafting tree
+    unless `tree` is given."""
     validate(d, w, headroom)
     mem = account(d, profile)
     s = mem.settings
@@ -189,7 +191,8 @@ def plan(d: Deployment, w: Workload, profile: AccountingProfile, headroom: float
     if efficiency is not None and d.gpu.memory_bandwidth_bytes_s > 0:
         batch = max(1, min(per_replica.concurrency, s.max_num_seqs))
         context = decode_context(w.prompt_tokens.p50, w.output_tokens.p50)
-        perf = summarize(d, mem, efficiency, acceptance, batch, context, w.prompt_tokens.p50, tpot_slo_s, tree)
+        perf = summarize(d, mem, efficiency, acceptance, batch, context, w.prompt_tokens.p50, tpot_slo_s, tree,
+                         detail=perf_detail)
         if perf.speedup is not None and perf.speedup < 1:
             below = f"; it pays below {perf.crossover_batch} sequences" if perf.crossover_batch else ""
             warnings.append(f"at {batch} concurrent requests speculation is a slowdown ({perf.speedup:.2f}x){below}")

@@ -181,8 +181,8 @@ def recommend(result: PlanResult, profile: AccountingProfile, efficiency=None, a
         try:
             if nd.speculative.enabled and nd.speculative.method != d.speculative.method:
                 check_method(profile.engine, engine_version, nd.speculative.method)
-            after = plan(nd, nw, profile, policy, efficiency=efficiency,
-                         acceptance=acceptance if nd.speculative.enabled else None)
+            after = plan(nd, nw, profile, policy, efficiency=efficiency,  # its TPOT alone is read here
+                         acceptance=acceptance if nd.speculative.enabled else None, perf_detail=False)
         except Exception:  # a change the engine cannot take (TP beyond the heads, a method of later releases): not a fix
             continue
         gained = after.verdict.worst_case.headroom_fraction - base_headroom

@@ -158,7 +158,7 @@ def analyse(result: PlanResult, efficiency=None, acceptance: Acceptance | None =
 
         def pays(a: float) -> bool:
             p = summarize(d, mem, efficiency, Acceptance(rate=a), batch, context, w.prompt_tokens.p50, None,
-                          k_range=range(k, k + 1))  # only the speed-up at this k is read here
+                          detail=False)  # only the speed-up at this k is read here
             # an acceptance rate with speculation on: summarize takes its speculative path
             assert p.tpot_s is not None and p.speedup is not None
             if tpot_slo_s is not None:
