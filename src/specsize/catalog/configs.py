@@ -451,6 +451,57 @@ def _rotary_caches(cfg: dict, max_positions: int) -> tuple[int, ...]:
     return (main, max_positions) if cfg.get("rope_local_base_freq") else (main,)
 
 
+# the config keys vLLM reads a model's length from, the smallest one present counting (model_max_length overrides)
+_LENGTH_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
+                "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")
+
+
+def derived_max_model_len(cfg: dict, model_id: str) -> int | None:
+    """The longest max_model_len vLLM accepts for this (text) config, and its default, where it is not
+    max_position_embeddings; None where it is. As vLLM's _get_and_verify_max_len (vllm/config/model.py): the
+    smallest of its length keys (model_max_length wins where set), times rope_scaling's factor for rope types
+    other than su / longrope / llama3 (a yarn rope from its original_max_position_embeddings; mrope keeps 1), not
+    for Gemma 3, whose max_position_embeddings is already scaled. A rope_scaling without a type is left unscaled."""
+    def length(key: str) -> int | None:
+        value = cfg.get(key)
+        if isinstance(value, (int, float)) and _real(value) and float(value).is_integer() and value >= 1:
+            return int(value)
+        return None
+
+    lengths = [n for n in map(length, _LENGTH_KEYS) if n is not None]
+    if not lengths:
+        return None
+    derived = length("model_max_length") or min(lengths)
+    rope = cfg.get("rope_scaling") or cfg.get("rope_parameters")
+    scalings = list(rope.values()) if isinstance(rope, dict) and rope and all(
+        isinstance(v, dict) for v in rope.values()) else [rope]  # transformers v5: one per layer type
+    factor = 1.0
+    if "gemma3" not in str(cfg.get("model_type") or ""):
+        for scaling in scalings:
+            if not isinstance(scaling, dict):
+                continue
+            kind = scaling.get("rope_type") or scaling.get("type")
+            if kind in (None, "su", "longrope", "llama3", "default") or "mrope_section" in scaling:
+                continue
+            value = scaling.get("factor", factor)
+            if not (_real(value) and value > 0):
+                raise SpecError("config.json:rope_scaling.factor", f"{model_id}: must be a positive number, got "
+                                f"{value!r}", "a number > 0")
+            factor = float(value)
+            if kind == "yarn" and "original_max_position_embeddings" in scaling:
+                original = scaling["original_max_position_embeddings"]
+                if not _whole(original) or original > MAX_ROTARY_POSITIONS:
+                    raise SpecError("config.json:rope_scaling.original_max_position_embeddings",
+                                    f"{model_id}: must be an integer from 1 to {MAX_ROTARY_POSITIONS:,}, got {original!r}",
+                                    "a Hugging Face config.json")
+                derived = original
+    if not 1 <= derived * factor <= MAX_ROTARY_POSITIONS:
+        raise SpecError("config.json:rope_scaling.factor", f"{model_id}: gives a context of {derived * factor:g} "
+                        "tokens", f"a factor giving 1 to {MAX_ROTARY_POSITIONS:,} tokens")
+    limit = int(derived * factor)
+    return None if limit == length("max_position_embeddings") else limit
+
+
 def _vision(raw: dict, model_id: str) -> VisionSpec | None:
     """The vision tower of a multimodal config (its vision_config section), or None for a text-only one.
 
@@ -625,6 +676,7 @@ def _build_spec(raw: dict[str, Any], model_id: str, source: str, *, params_publi
         num_attention_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim, vocab_size=int(cfg["vocab_size"]),
         intermediate_size=intermediate, layers=_layers(cfg, model_type, n_layers, kv_heads, head_dim, mla, mixers),
         max_position_embeddings=int(cfg.get("max_position_embeddings") or 4096), dtype=_dtype(cfg),
+        derived_max_model_len=derived_max_model_len(cfg, model_id),
         tie_word_embeddings=bool(tie),
         attention_bias=bool(cfg.get("attention_bias", model_type in ("qwen2", "qwen2_vl", "qwen2_5_vl"))),
         qk_norm=model_type in ("qwen3", "qwen3_moe", "qwen3_next") or model_type.startswith(("gemma3", "qwen3_5")),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, replace
 import json
+import math
 import os
 import struct
 from functools import lru_cache
@@ -115,6 +116,9 @@ def _read_json(path: Path, field: str) -> dict:
         raise SpecError(field, f"{path} is not valid JSON ({err.msg} at line {err.lineno})", "a JSON file") from None
     except RecursionError:
         raise SpecError(field, f"{path} nests too deeply to be a config", "a JSON object") from None
+    except ValueError:  # past Python's int-conversion limit: a number of over 4,300 digits
+        raise SpecError(field, f"{path} holds a number too long to read (over 4,300 digits)",
+                        "a JSON file of numbers a config can hold") from None
     if not isinstance(data, dict):
         raise SpecError(field, f"{path} holds a JSON {type(data).__name__}, not an object", "a JSON object")
     return data
@@ -186,10 +190,23 @@ def _index_shards(index: Path) -> tuple[int | None, set[str], dict]:
     return size, shards, weight_map
 
 
+# safetensors dtypes an engine casts to the served dtype when it loads an unquantized tensor
+FLOAT_DTYPES = frozenset({"F64", "F32", "F16", "BF16"})
+
+
+@dataclass(frozen=True)
+class WeightCount:
+    """A checkpoint's weight bytes as stored, and of them the floating-point tensors (FLOAT_DTYPES, quantization
+    scales aside) as bytes and as elements: vLLM loads those at the served dtype (ModelSpec.weight_bytes_served)."""
+    total: int
+    float_bytes: int = 0
+    float_elements: int | None = None  # None: not known (an index's total_size alone)
+
+
 @dataclass(frozen=True)
 class Checkpoint:
-    """What a model directory's safetensors files say: every tensor's header entry (shape, data_offsets) from its
-    shards, or, with no shard there, the names and total_size of its index (model.safetensors.index.json)."""
+    """What a model directory's safetensors files say: every tensor's header entry (dtype, shape, data_offsets) from
+    its shards, or, with no shard there, the names and total_size of its index (model.safetensors.index.json)."""
     tensors: dict[str, dict]
     index_names: frozenset[str] = frozenset()
     total_size: int | None = None
@@ -199,12 +216,17 @@ class Checkpoint:
         return set(self.tensors) or set(self.index_names)
 
     def weight_bytes(self, skip_layers_from: int | None = None) -> int | None:
+        """Exact weight bytes as stored (weight_count)."""
+        count = self.weight_count(skip_layers_from)
+        return None if count is None else count.total
+
+    def weight_count(self, skip_layers_from: int | None = None) -> WeightCount | None:
         """Exact weight bytes (the index's total_size without shards). Tensors of layers numbered
         `skip_layers_from` and up (DeepSeek's MTP layers, which vLLM loads only into the drafter) and `mtp.`
         tensors (Qwen3-Next / Qwen3.5) are left out when the shard headers are there to tell them apart."""
         if not self.tensors:
-            return self.total_size
-        total = 0
+            return None if self.total_size is None else WeightCount(self.total_size)
+        total = float_bytes = float_elements = 0
         for name, info in self.tensors.items():
             layer = _layer_number(name)
             if name.startswith("mtp.") or (skip_layers_from is not None and layer is not None
@@ -212,13 +234,18 @@ class Checkpoint:
                 continue
             begin, end = info["data_offsets"]
             total += end - begin
-        return total
+            if info.get("dtype") in FLOAT_DTYPES and "scale" not in name.rsplit(".", 1)[-1]:
+                float_bytes += end - begin
+                float_elements += math.prod(info.get("shape") or [])
+        return WeightCount(total, float_bytes, float_elements)
 
 
 def read_checkpoint(directory: Path) -> Checkpoint | None:
     """The directory's safetensors data, each shard header read once and checked (safetensors_header); None when
-    it holds neither shards nor an index. A directory whose index names shards it does not hold (an interrupted
-    download) is refused: its headers would undercount."""
+    it holds neither shards nor an index. With an index, only the shards its weight_map names are read, as vLLM
+    does (weight_utils.py filter_duplicate_safetensors_files: Mistral's repos also hold consolidated.safetensors,
+    the same weights again). A directory whose index names shards it does not hold (an interrupted download) is
+    refused: its headers would undercount."""
     shards = sorted(directory.glob("*.safetensors"))
     index = directory / "model.safetensors.index.json"
     if not shards and not index.exists():
@@ -229,6 +256,8 @@ def read_checkpoint(directory: Path) -> Checkpoint | None:
         raise SpecError("weights", f"{directory}: {len(missing)} of the {len(listed)} shards its index lists are "
                                    f"missing ({missing[0]}{', ...' if len(missing) > 1 else ''})",
                         "every shard model.safetensors.index.json names (an interrupted download?)")
+    if listed:
+        shards = [shard for shard in shards if shard.name in listed]
     tensors = {name: info for shard in shards for name, info in safetensors_header(shard).items()
                if name != "__metadata__"}
     return Checkpoint(tensors=tensors, index_names=frozenset(weight_map), total_size=size)
@@ -268,18 +297,20 @@ def _from_path(path: Path, model_id: str | None = None) -> ModelSpec:
     cfg = _read_json(config_path, "model")
     name = model_id or (path.name if path.is_dir() else path.parent.name or str(path))
     _require_model_type(cfg, name)
-    exact = None
     checkpoint = read_checkpoint(path) if path.is_dir() else None
+    spec = spec_from_config(cfg, name, f"local: {config_path}")  # the config checked before its sizes are read
+    count = None
     if checkpoint is not None:
         nested = cfg.get("text_config")
         text: dict = nested if isinstance(nested, dict) else cfg
-        skip = int(text["num_hidden_layers"]) if text.get("num_nextn_predict_layers") else None
-        exact = checkpoint.weight_bytes(skip)
-    spec = spec_from_config(cfg, name, f"local: {config_path}", weight_bytes_exact=exact)
+        count = checkpoint.weight_count(spec.num_layers if text.get("num_nextn_predict_layers") else None)
+    if count is not None:
+        spec = spec.with_(weight_bytes_exact=count.total, weight_float_bytes=count.float_bytes,
+                          weight_float_elements=count.float_elements)
     if checkpoint is not None and spec.eagle_fc_inputs:  # a head: sized from its own weights
         return _head_weights(checkpoint, path, spec)
-    if checkpoint is not None and exact is not None:
-        _check_plausible(spec, exact, checkpoint.names, path)
+    if checkpoint is not None and count is not None:
+        _check_plausible(spec, spec.weight_bytes_served(spec.dtype) or count.total, checkpoint.names, path)
     return spec
 
 
@@ -332,17 +363,22 @@ def _from_hub(model_id: str) -> ModelSpec:
         raise HubMiss("model", f"{model_id!r} is not in the catalog and the hub could not provide it "
                         f"({type(err).__name__}){_suggest(model_id)}",
                         "a catalog id (specsize models), a local config.json or model directory") from None
-    exact = None
+    exact, floats = None, {}
     try:
         meta = huggingface_hub.get_safetensors_metadata(model_id)
         sizes = {"F64": 8, "F32": 4, "BF16": 2, "F16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
                  "F8_E4M3": 1, "F8_E5M2": 1, "BOOL": 1}
         exact = sum(count * sizes.get(dtype, 2) for dtype, count in meta.parameter_count.items()) or None
+        floats = {dtype: count for dtype, count in meta.parameter_count.items() if dtype in FLOAT_DTYPES}
     except Exception:  # metadata is a refinement; the config alone still sizes the model
         exact = None
     cfg = _read_json(Path(config_file), "model")
     _require_model_type(cfg, model_id)
-    return spec_from_config(cfg, model_id, f"hub: {model_id}", weight_bytes_exact=exact)
+    spec = spec_from_config(cfg, model_id, f"hub: {model_id}", weight_bytes_exact=exact)
+    if exact is None:
+        return spec
+    return spec.with_(weight_float_bytes=sum(count * sizes[dtype] for dtype, count in floats.items()),
+                      weight_float_elements=sum(floats.values()))
 
 
 def _require_model_type(cfg: dict, model_id: str) -> None:
@@ -432,8 +468,8 @@ def variant_note(m: ModelSpec) -> str | None:
     weights = (f"{m.quantization.method} weights, as its name says" if v.quantization and m.quantization
                else "the same weights")
     via = f" (read as {' and '.join(v.readings)})" if v.readings else ""
-    limit = (f"; its context is planned up to {v.base}'s max_position_embeddings ({m.max_position_embeddings:,} "
-             "tokens), which a revision or sibling may exceed" if v.readings else "")
+    limit = (f"; its context is planned up to {v.base}'s longest ({m.max_model_len_limit:,} tokens), which a "
+             "revision or sibling may exceed" if v.readings else "")
     kv = ("; its KV cache is priced in the model dtype: add --kv-cache-dtype fp8 to serve it with the fp8 KV scales "
           "its name says it carries" if v.fp8_kv else "")
     return (f"{m.model_id} is not in the catalog and was not read from the hub: priced as {v.base}{via} with "

@@ -375,7 +375,7 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
             raise SpecError("kv_cache_dtype", f"{kv_dtype} beside a {dtype} model: the engines keep the KV cache in "
                             "the dtype the model is served in (auto) or in fp8", "auto (or the served dtype), fp8, "
                             "fp8_e4m3, fp8_e5m2")
-    max_model_len = e.max_model_len or target.max_position_embeddings
+    max_model_len = e.max_model_len or target.max_model_len_limit
     gpu_name = f"{d.gpu.gpu_id} {d.gpu.name}".lower()
     large = d.gpu.memory_bytes >= p.large_gpu_bytes and not any(
         part in gpu_name for part in p.large_gpu_excluded_names) and (
@@ -548,11 +548,16 @@ def target_weights(d: Deployment, dtype: str, quant: Quantization | None,
                    mxfp4_pad: tuple[int, int] = VLLM_MXFP4_PAD) -> WeightBreakdown:
     """The target's weights on rank 0, by component (exact checkpoint bytes, when known, scale the
     architecture's split; the rotary buffer is not in the checkpoint; `mxfp4_pad`: the engine's padding of mxfp4
-    experts, vLLM's by default)."""
-    w_target = weight_breakdown(d.target, d.tp, d.pp, dtype, quant, mxfp4_pad=mxfp4_pad)
-    if d.target.weight_bytes_exact:
-        arch = weight_breakdown(d.target, 1, 1, dtype, quant, rotary_cache=False, mxfp4_pad=mxfp4_pad).total
-        ratio = d.target.weight_bytes_exact / arch if arch else 1.0
+    experts, vLLM's by default). The checkpoint's floating-point tensors count at the served `dtype`
+    (ModelSpec.weight_bytes_served); where only its total is known (an index's total_size), it is taken as stored in
+    the config's dtype and scaled against that architecture."""
+    m = d.target
+    w_target = weight_breakdown(m, d.tp, d.pp, dtype, quant, mxfp4_pad=mxfp4_pad)
+    if m.weight_bytes_exact:
+        served = m.weight_bytes_served(dtype)
+        stored_dtype = dtype if served is not None or m.dtype not in DTYPE_BYTES else m.dtype
+        arch = weight_breakdown(m, 1, 1, stored_dtype, quant, rotary_cache=False, mxfp4_pad=mxfp4_pad).total
+        ratio = (served if served is not None else m.weight_bytes_exact) / arch if arch else 1.0
         w_target = WeightBreakdown(
             embedding=int(w_target.embedding * ratio), lm_head=int(w_target.lm_head * ratio),
             attention=int(w_target.attention * ratio), mlp=int(w_target.mlp * ratio),

@@ -168,6 +168,9 @@ class ModelSpec:
     layers: tuple[AttentionLayer, ...]
     max_position_embeddings: int
     dtype: str = "bfloat16"
+    # the longest max_model_len the engine accepts, and its default, where the config's rope_scaling or its other
+    # length keys make it differ from max_position_embeddings (catalog.configs.derived_max_model_len); None: the same
+    derived_max_model_len: int | None = None
     tie_word_embeddings: bool = False
     attention_bias: bool = False
     qk_norm: bool = False
@@ -183,7 +186,11 @@ class ModelSpec:
     draft_vocab_size: int | None = None  # EAGLE-3 reduced lm_head
     eagle_fc_inputs: int = 0  # EAGLE fuses 2 (EAGLE-1) or 3 (EAGLE-3) hidden states through an fc layer
     final_logit_softcapping: float | None = None
-    weight_bytes_exact: int | None = None  # whole checkpoint, from safetensors headers
+    weight_bytes_exact: int | None = None  # whole checkpoint as stored, from safetensors headers
+    # of those, the floating-point tensors (F64/F32/F16/BF16, quantization scales aside): bytes as stored and elements
+    # (None: not known, e.g. an index's total_size alone); the engine loads them at the served dtype
+    weight_float_bytes: int = 0
+    weight_float_elements: int | None = None
     params_published: str | None = None
     vision: VisionSpec | None = None  # a multimodal target's vision tower and projector
     own_embedding: bool = False  # a speculator head that ships its own input embedding (its weights say so)
@@ -216,6 +223,20 @@ class ModelSpec:
     @property
     def is_moe(self) -> bool:
         return self.moe is not None
+
+    @property
+    def max_model_len_limit(self) -> int:
+        """The longest context the engine serves this model at, and its default max_model_len."""
+        return self.derived_max_model_len or self.max_position_embeddings
+
+    def weight_bytes_served(self, dtype: str) -> int | None:
+        """The checkpoint's bytes once loaded in `dtype` (a DTYPE_BYTES key): vLLM casts unquantized floating-point
+        tensors to the served dtype (model_loader/weight_utils.py default_weight_loader copies into parameters made
+        in it); integer, fp8 and packed tensors and scales stay as stored. None without exact bytes, or where the
+        stored floating-point share is not known, or `dtype` is not one the engines serve in."""
+        if not self.weight_bytes_exact or self.weight_float_elements is None or dtype not in DTYPE_BYTES:
+            return None
+        return self.weight_bytes_exact - self.weight_float_bytes + self.weight_float_elements * DTYPE_BYTES[dtype]
 
     @property
     def is_hybrid(self) -> bool:

@@ -60,7 +60,8 @@ class Request:
                                "memory in use.", "path", DEPLOYMENT)
     max_model_len: int | None = F(None, "Longest request (prompt + output) the engine accepts.", "int", DEPLOYMENT,
                                   unit="tokens", minimum=1, maximum=1 << 30,
-                                  default_doc="the target's max_position_embeddings")
+                                  default_doc="the target's longest context: max_position_embeddings, or as its "
+                                  "config's rope_scaling and length keys extend it (as vLLM derives it)")
     max_num_seqs: int | None = F(None, "Sequences the engine runs at once.", "int", DEPLOYMENT, minimum=1,
                                  maximum=1 << 20, default_doc="the engine profile's default")
     max_num_batched_tokens: int | None = F(None, "Tokens one engine step schedules.", "int", DEPLOYMENT,

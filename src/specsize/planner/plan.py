@@ -145,11 +145,14 @@ def plan(d: Deployment, w: Workload, profile: AccountingProfile, headroom: float
     validate(d, w, headroom)
     mem = account(d, profile)
     s = mem.settings
-    if s.max_model_len > d.target.max_position_embeddings:
-        raise SpecError("max_model_len", f"{s.max_model_len} exceeds the target's max_position_embeddings "
-                        f"({d.target.max_position_embeddings}) as {d.target.model_id} is read here",
-                        f"at most {d.target.max_position_embeddings}, or the checkpoint's own config.json (a path) where "
-                        "it allows more, as a newer revision's may")
+    limit = d.target.max_model_len_limit
+    if s.max_model_len > limit:
+        what = ("max_position_embeddings" if d.target.derived_max_model_len is None
+                else "longest context (its config's rope_scaling and length keys, as vLLM derives it)")
+        raise SpecError("max_model_len", f"{s.max_model_len} exceeds the target's {what} ({limit}) as "
+                        f"{d.target.model_id} is read here",
+                        f"at most {limit}, or the checkpoint's own config.json (a path) where it allows more, as a "
+                        "newer revision's may")
     per_replica = replica_workload(d, w)
     verdict = evaluate(mem, per_replica, headroom)
     warnings = []
