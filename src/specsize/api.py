@@ -99,7 +99,17 @@ def _notes(r: Resolved) -> tuple[str, ...]:
                   "makes vLLM refuse a gpu_memory_utilization above the free share")
         notes.append(f"{gpu.name} is a {gpu.segment} card: a desktop, WSL or other processes often hold memory on "
                      f"it, which {effect}; give --other-processes-gib or --nvidia-smi FILE")
-    return _model_notes(r) + tuple(notes) + _drafter_notes(r)
+    return _model_notes(r) + tuple(notes) + _drafter_notes(r) + _unused_notes(r)
+
+
+def _unused_notes(r: Resolved) -> tuple[str, ...]:
+    """A drafter's settings beside no drafter: said, not refused (a sweep's `base:` or a what-if may hold them for
+    the cells that do speculate, beside a `method: none` one)."""
+    if r.deployment.speculative.enabled:
+        return ()
+    unused = [name for name in ("acceptance_rate", "mean_accepted_length", "tree_topk", "num_draft_tokens")
+              if r.request.given(name)]
+    return (f"{', '.join(unused)} not used: the deployment has no speculative method",) if unused else ()
 
 
 def _model_notes(r: Resolved) -> tuple[str, ...]:
@@ -242,7 +252,7 @@ def simulate(request: Request | None = None, progress: Callable[[int, int], None
         client_concurrency=q.client_concurrency, num_requests=q.num_requests, offline=q.offline)
     report_ = run_simulation(r.deployment, r.workload, r.profile, r.efficiency, r.acceptance, r.tpot_slo_s, r.tree,
                              settings, q.headroom, progress)
-    return replace(_with_accuracy(report_), notes=_model_notes(r))
+    return replace(_with_accuracy(report_), notes=_model_notes(r) + _unused_notes(r))
 
 
 def _with_accuracy(report_: SimulationReport) -> SimulationReport:

@@ -191,16 +191,23 @@ def _smi_figure(digits: str) -> float:
 def used_memory_from_nvidia_smi(text: str) -> int:
     """Bytes in use on the busiest GPU of an `nvidia-smi` printout taken before the engine starts: the table
     ("| 1234MiB / 24564MiB |") or `nvidia-smi --query-gpu=memory.used --format=csv[,noheader][,nounits]`
-    (the first column)."""
+    (its memory.used column, named by the header; without a header the query must ask for memory.used alone)."""
     used = [int(_smi_figure(m["used"])) for m in _SMI_TABLE.finditer(text)]
     if not used:
         lines = [line for line in text.splitlines() if line.strip()]
         unit = "MiB"
+        column = 0
         if lines and "memory.used" in lines[0]:
-            header = lines.pop(0).split(",")[0]
-            unit = "GiB" if "[GiB]" in header else "MiB"
+            names = [name.strip() for name in lines.pop(0).split(",")]
+            column = next(i for i, name in enumerate(names) if name.startswith("memory.used"))
+            unit = "GiB" if "[GiB]" in names[column] else "MiB"
+        elif any("," in line for line in lines):
+            raise SpecError("nvidia_smi", "a CSV of several columns without a header: which one is memory.used is "
+                            "not said", "nvidia-smi --query-gpu=memory.used --format=csv (a header, or memory.used "
+                            "alone with noheader)")
         for line in lines:
-            match = _SMI_CSV_VALUE.match(line.split(",")[0])
+            cells = line.split(",")
+            match = _SMI_CSV_VALUE.match(cells[column]) if column < len(cells) else None
             if not match:
                 used = []
                 break

@@ -1,7 +1,8 @@
 """Request traces for the simulator: CSV or JSONL with an arrival time, prompt tokens and output tokens.
 
 Accepted columns (first match wins):
-- arrival: `arrival_time` / `arrival_s` / `timestamp` (seconds, or an ISO date-time) / `TIMESTAMP` (Azure)
+- arrival: `arrival_time` / `arrival_s` / `timestamp` (seconds, or an ISO date-time: one form per file, UTC
+  where it names no zone) / `TIMESTAMP` (Azure)
 - prompt:  `prompt_tokens` / `input_tokens` / `ContextTokens` (Azure)
 - output:  `output_tokens` / `generated_tokens` / `GeneratedTokens` (Azure)
 - optional per-request acceptance: `acceptance_rate`
@@ -15,7 +16,7 @@ from __future__ import annotations
 import csv
 import math
 import json
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +33,16 @@ def _pick(row: dict, names: tuple[str, ...], what: str, path: Path, line: int, f
     for name in names:
         if name in row and row[name] not in (None, ""):
             return row[name]
-    raise SpecError(field, f"{path} line {line}: no {what} column", " / ".join(names))
+    present = any(name in row for name in names)  # a column the line leaves empty, or a CSV line short of cells
+    raise SpecError(field, f"{path} line {line}: no {what}{' (an empty cell)' if present else ' column'}",
+                    " / ".join(names))
 
 
-def _seconds(value) -> float:
+def _seconds(value) -> tuple[float, bool]:
+    """(seconds, whether the value is an ISO date-time). An ISO time without a zone is read as UTC: a trace's
+    arrivals never move with the reader's time zone or its daylight-saving changes."""
     try:
-        return float(value)
+        return float(value), False
     except (TypeError, ValueError):
         text = str(value).strip().replace("Z", "+00:00")
         if "." in text:  # Azure writes 7 fractional digits; datetime takes 6
@@ -45,7 +50,10 @@ def _seconds(value) -> float:
             digits = "".join(ch for ch in tail if ch.isdigit())
             rest = tail[len(digits):]
             text = f"{head}.{digits[:6]}{rest}"
-        return datetime.fromisoformat(text).timestamp()
+        moment = datetime.fromisoformat(text)
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=timezone.utc)
+        return moment.timestamp(), True
 
 
 def read_trace(path: str | Path) -> RequestTrace:
@@ -85,11 +93,12 @@ def _tokens(value, what: str, field: str, p: Path, line: int) -> int:
     return number
 
 
-def _row(row: object, p: Path, i: int, field: str) -> tuple[float, int, int, float | None]:
+def _row(row: object, p: Path, i: int, field: str) -> tuple[float, bool, int, int, float | None]:
+    """(arrival s, whether it is an ISO time, prompt tokens, output tokens, acceptance rate or None)."""
     if not isinstance(row, dict):
         raise SpecError(field, f"{p} line {i}: not an object", "JSONL, one object per line, or CSV with a header")
     try:
-        arrival = _seconds(_pick(row, ARRIVAL, "arrival time", p, i, field))
+        arrival, iso = _seconds(_pick(row, ARRIVAL, "arrival time", p, i, field))
         prompt = _tokens(_pick(row, PROMPT, "prompt tokens", p, i, field), "prompt tokens", field, p, i)
         output = _tokens(_pick(row, OUTPUT, "output tokens", p, i, field), "output tokens", field, p, i)
         rate = row.get("acceptance_rate")
@@ -103,7 +112,7 @@ def _row(row: object, p: Path, i: int, field: str) -> tuple[float, int, int, flo
         raise SpecError(field, f"{p} line {i}: the arrival time is not a finite time", "seconds or ISO times")
     if acceptance is not None and not (math.isfinite(acceptance) and 0 <= acceptance <= 1):
         raise SpecError(field, f"{p} line {i}: acceptance_rate must be in [0, 1]", "a per-token rate in [0, 1]")
-    return arrival, prompt, output, acceptance
+    return arrival, iso, prompt, output, acceptance
 
 
 def _json_lines(lines: list[str], p: Path | str, field: str) -> list:
@@ -114,9 +123,17 @@ def _json_lines(lines: list[str], p: Path | str, field: str) -> list:
         raise SpecError(field, f"{p}: invalid JSON line ({err.msg})", "JSONL, one object per line") from None
     except RecursionError:
         raise SpecError(field, f"{p}: a JSON line nests too deeply", "JSONL, one flat object per line") from None
+    except ValueError:  # Python's limit on the digits of an integer (JSONDecodeError, a ValueError, is above)
+        raise SpecError(field, f"{p}: a number in a JSON line is too long to read", "JSONL of token counts, "
+                        "seconds and rates") from None
 
 
 def _parse(lines: list[str], p: Path, field: str = "trace") -> RequestTrace:
+    return _from_rows(_rows(lines, p, field), p, field, 1 if lines[0].lstrip().startswith("{") else 2)
+
+
+def _rows(lines: list[str], p: Path, field: str) -> list:
+    """The requests of a file's lines: JSON values (JSONL) or the mappings of a CSV with a header."""
     if lines[0].lstrip().startswith("["):
         raise SpecError(field, f"{p} is a JSON array", "JSONL (one JSON object per line) or CSV with a header")
     jsonl = lines[0].lstrip().startswith("{")
@@ -133,10 +150,21 @@ def _parse(lines: list[str], p: Path, field: str = "trace") -> RequestTrace:
         raise SpecError(field, f"{p}: unreadable CSV ({err})", "CSV with one request per line") from None
     if not rows:
         raise SpecError(field, f"{p} holds no requests (a header alone?)", "a CSV or JSONL file with one request per line")
+    return rows
+
+
+def _from_rows(rows: list, p: Path, field: str, first_line: int) -> RequestTrace:
+    """`first_line`: the line of the first request (a CSV's is the one after its header)."""
     arrivals, prompts, outputs, acceptance = [], [], [], []
     without = None  # the first line of a request without an acceptance rate
-    for i, row in enumerate(rows, start=1 if jsonl else 2):  # a CSV's first request is on the line after its header
-        arrival, prompt, output, rate = _row(row, p, i, field)
+    kinds: dict[bool, int] = {}  # ISO or seconds: the first line of each
+    for i, row in enumerate(rows, start=first_line):
+        arrival, iso, prompt, output, rate = _row(row, p, i, field)
+        kinds.setdefault(iso, i)
+        if len(kinds) > 1:
+            raise SpecError(field, f"{p} line {i}: an arrival in {'ISO time' if iso else 'seconds'} where line "
+                            f"{kinds[not iso]} gives {'seconds' if iso else 'an ISO time'}",
+                            "one form of arrival time per file: seconds, or ISO date-times")
         arrivals.append(arrival)
         prompts.append(prompt)
         outputs.append(output)
@@ -158,13 +186,12 @@ def _parse(lines: list[str], p: Path, field: str = "trace") -> RequestTrace:
 def read_trace_lengths(path: str | Path) -> RequestTrace:
     """Prompt and output lengths of a file of requests (arrival times optional), to resample from."""
     lines = read_lines(path, "lengths_file")
-    if not any(name in lines[0] for name in ARRIVAL):
-        # no arrival column: number the requests so the trace parser can be reused
-        if lines[0].lstrip().startswith("{"):
-            rows = _json_lines(lines, path, "lengths_file")
-            if not all(isinstance(row, dict) for row in rows):
-                raise SpecError("lengths_file", f"{path}: a line is not an object", "JSONL, one object per line")
-            lines = [json.dumps({**row, "arrival_time": i}) for i, row in enumerate(rows)]
-        else:
-            lines = [lines[0] + ",arrival_time"] + [f"{line},{i}" for i, line in enumerate(lines[1:])]
-    return _parse(lines, Path(path), "lengths_file")
+    p = Path(path)
+    rows = _rows(lines, p, "lengths_file")
+    jsonl = lines[0].lstrip().startswith("{")
+    if not all(isinstance(row, dict) for row in rows):
+        raise SpecError("lengths_file", f"{path}: a line is not an object", "JSONL, one object per line")
+    if not any(name in row for row in rows[:1] for name in ARRIVAL):
+        # no arrival column (its exact name, in the header or the first request): number the requests
+        rows = [{**row, "arrival_time": i} for i, row in enumerate(rows)]
+    return _from_rows(rows, p, "lengths_file", 1 if jsonl else 2)

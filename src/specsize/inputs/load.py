@@ -189,11 +189,18 @@ def _samples_text(path: str | Path, field: str = "samples_file") -> str:
     return read_text(Path(path), field, "a readable file", size_limit("samples_file"))
 
 
-def parse_samples(text: str, path: str | Path, column: str | None = None, field: str = "samples_file") -> list[int]:
-    """read_samples on a file's text already read (a pipe reads once: both columns come from one read)."""
+def parse_samples(text: str, path: str | Path, column: str | None = None, field: str = "samples_file",
+                  records: bool = False) -> list[int]:
+    """read_samples on a file's text already read (a pipe reads once: both columns come from one read). With
+    `records` (samples_file: one file for both sides) only JSONL or CSV records naming `column` are read: bare
+    numbers say nothing of which side they are."""
     p = Path(path)
     values: list[int] = []
     stripped = text.strip()
+    if records and stripped and not stripped.startswith("{") and not _header(stripped.splitlines()[0]):
+        raise SpecError(field, f"{p}: holds bare token counts, not requests with prompt_tokens and output_tokens",
+                        "JSONL or CSV records with prompt_tokens and output_tokens; bare counts of one side go in "
+                        "prompt_tokens: @FILE or output_tokens: @FILE")
     try:
         if stripped.startswith("["):
             values = [whole_count(v) for v in json.loads(stripped)]
@@ -380,7 +387,8 @@ def _samples(values: dict, sources: dict) -> None:
         if values.get(side) is None:
             if text is None:
                 text = _samples_text(path)
-            values[side] = check_lengths(side, LengthDistribution.from_samples(parse_samples(text, path, side)))
+            values[side] = check_lengths(side, LengthDistribution.from_samples(parse_samples(text, path, side,
+                                                                                             records=True)))
             sources[side] = sources["samples_file"]
 
 

@@ -279,11 +279,14 @@ def acceptance_of(r: Request, d: Deployment) -> Acceptance | None:
                       measured_at_k=r.measured_at_k or k, source=source, spread=r.acceptance_spread)
 
 
+_GENERATED_LENGTHS = ("prompt_tokens_median", "prompt_tokens_p99", "output_tokens_median", "output_tokens_p99")
+
+
 def check_scenario(q: Request) -> None:
     """Scenario settings that cannot all apply: refused rather than one silently ignored."""
     if q.trace is not None:
-        clash = [name for name in ("rate", "lengths_file", "on_off", "burst_start", "ramp_to", "prompt_tokens_median",
-                                   "output_tokens_median") if getattr(q, name) is not None]
+        clash = [name for name in ("rate", "lengths_file", "on_off", "burst_start", "ramp_to", *_GENERATED_LENGTHS)
+                 if getattr(q, name) is not None]
         if clash:
             raise SpecError(clash[0], "a trace sets arrivals and lengths itself", "either --trace or the generators")
     if q.client_concurrency is not None:
@@ -298,8 +301,12 @@ def check_scenario(q: Request) -> None:
     if q.burst_start is not None and q.burst_start >= q.duration:
         raise SpecError("burst_start", f"{q.burst_start:g} s is after the {q.duration:g} s of arrivals",
                         f"a start before {q.duration:g} s")
-    if q.lengths_file is not None and (q.prompt_tokens_median is not None or q.output_tokens_median is not None):
-        raise SpecError("lengths_file", "the lengths file gives the lengths", "either --lengths-file or the medians")
+    if q.lengths_file is not None and any(getattr(q, name) is not None for name in _GENERATED_LENGTHS):
+        raise SpecError("lengths_file", "the lengths file gives the lengths",
+                        "either --lengths-file or the medians and p99s")
+    if q.given("num_requests") and q.client_concurrency is None:
+        raise SpecError("num_requests", "counts the requests of a closed loop, and none is asked for (open-loop "
+                        "arrivals run for --duration or the trace)", "--client-concurrency N with it")
 
 
 ENVELOPE_SCENARIO = ("duration", "seed")  # all a plan's or a report's burst run takes of the scenario's settings

@@ -84,8 +84,8 @@ def _require(plan: dict, metrics: LiveMetrics | None, log: StartupLog | None) ->
     for key in ("verdict", "kv_cache_tokens", "envelope", "headroom_policy"):
         if key not in plan:
             raise SpecError("plan", f"the plan JSON has no {key!r}", PLAN_JSON)
-    if plan["verdict"] not in RANK:
-        raise SpecError("plan", f"verdict {plan['verdict']!r} is not a verdict", PLAN_JSON)
+    if not isinstance(plan["verdict"], str) or plan["verdict"] not in RANK:
+        raise SpecError("plan", f"verdict {plan['verdict']!r:.80} is not a verdict", PLAN_JSON)
     checks = {"kv_cache_tokens": (plan["kv_cache_tokens"], False), "headroom_policy": (plan["headroom_policy"], False),
               "headroom_fraction": (plan.get("headroom_fraction"), True), "kv_blocks": (plan.get("kv_blocks"), True)}
     env = plan["envelope"]
