@@ -907,3 +907,16 @@ def test_a_lengths_file_is_told_apart_by_its_column_names(tmp_path):
     short.write_text("prompt_tokens,output_tokens\n100,10\n200\n")  # a line short of a cell
     with pytest.raises(SpecError, match="line 3: no output tokens \\(an empty cell\\)"):
         read_trace_lengths(short)
+
+
+@pytest.mark.parametrize("value", ["banana", "10,20", "0,0", "nan,1"])
+def test_on_off_is_read_when_given_even_where_nothing_simulates(value):
+    """The service's /plan answered 200 to on_off "banana" (only a simulation parsed it)."""
+    import specsize
+
+    with pytest.raises(SpecError) as err:
+        specsize.plan(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", on_off=value)
+    assert err.value.field == "on_off"
+    q = specsize.load_request(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB")
+    with pytest.raises(SpecError):
+        q.replace(on_off=value)

@@ -205,3 +205,40 @@ def test_more_proposals_never_make_a_step_cheaper(low, high, batch, k):
         d = replace(_deployment("ngram", None, k), speculative=SpeculativeConfig("ngram", None, k, proposal_rate=rate))
         steps.append(spec_step_time(build_costs(d, load_efficiency(d.gpu), "bfloat16", None, 2), batch, 2048))
     assert steps[0] <= steps[1] + 1e-12
+
+
+def test_a_prefill_of_thousands_of_chunks_is_priced_in_runs_close_to_chunk_by_chunk(monkeypatch):
+    # a prompt of 500,000 tokens in chunks of 256 is 1,954 engine steps; priced in runs of chunks at their middle
+    # chunk's context (64 priced steps here), the time stays within 0.5% of pricing every chunk: a step's time is
+    # close to linear in its context (attention reads it, the GEMMs do not depend on it)
+    import specsize.core.perf as perf_module
+    from specsize.planner.perf import costs_for
+
+    target = load_model("meta-llama/Llama-3.1-8B-Instruct")
+    d = Deployment(target=target, gpu=load_gpu("H100-SXM-80GB"), tp=1,
+                   speculative=SpeculativeConfig("draft_model", load_model("meta-llama/Llama-3.2-1B-Instruct"), 3),
+                   engine=EngineSettings(max_model_len=524288))
+    mem = account(d, resolve_profile())
+    costs = costs_for(d, mem, load_efficiency(d.gpu), 3, d.speculative.tree)
+    monkeypatch.setattr(perf_module, "PREFILL_STEPS_PRICED", 10**9)
+    every = perf_module.prefill_time(costs, 500_000, 256)
+    monkeypatch.setattr(perf_module, "PREFILL_STEPS_PRICED", 64)
+    runs = perf_module.prefill_time(costs, 500_000, 256)
+    assert runs == pytest.approx(every, rel=0.005)
+    assert perf_module.prefill_time(costs, 300, 256) == pytest.approx(
+        sum(perf_module.uniform_step(c, 1, size, start + size // 2).time_s
+            for c in (costs.target_co, costs.draft_co) for start, size in ((0, 256), (256, 44))), rel=1e-12)
+
+
+def test_a_plan_with_thousands_of_images_per_request_answers():
+    # 10,000 images of 1,048,576 tokens in every prompt (each field within its range): the TTFT of each ranked fix
+    # priced its prefill chunk by chunk, 1.2 million steps each, and the plan had not answered after 100 s
+    import subprocess
+    import sys
+
+    code = ("import specsize; r = specsize.plan(target='meta-llama/Llama-3.1-8B-Instruct', "
+            "draft='meta-llama/Llama-3.2-1B-Instruct', method='draft_model', num_speculative_tokens=3, "
+            "acceptance_rate=0.7, gpu='H100-SXM-80GB', concurrency=16, images_per_request=10000, "
+            "image_tokens=1048576); print(r.verdict.verdict)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "does_not_fit", done.stderr

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from .core.errors import SpecError
 from .core.specs import ModelSpec
-from .inputs.load import EMBEDDED, load_request
+from .inputs.load import EMBEDDED, load_request, parse_on_off
 from .inputs.request import Request, info
 from .inputs.resolve import Resolved, check_envelope_scenario, check_scenario, resolve
 from .planner.result import PlanResult
@@ -211,16 +211,6 @@ def _burst(q: Request, w) -> tuple[float | None, str | None]:
     return None, None
 
 
-def _on_off(text: str | None) -> tuple[float, float] | None:
-    if text is None:
-        return None
-    try:
-        period, on = (float(v) for v in text.split(","))
-    except ValueError:
-        raise SpecError("on_off", f"cannot read {text!r}", "PERIOD,ON in seconds, 0 < ON <= PERIOD") from None
-    return period, on
-
-
 def _trace(path: str | None, lengths_only: bool = False):
     if path is None:
         return None
@@ -246,7 +236,7 @@ def simulate(request: Request | None = None, progress: Callable[[int, int], None
         prompt_median=_plus(q.prompt_tokens_median, r.workload.image_tokens_per_request),
         prompt_p99=_plus(q.prompt_tokens_p99, r.workload.image_tokens_per_request), output_median=q.output_tokens_median,
         output_p99=q.output_tokens_p99, burst_factor=factor, burst_source=source, burst_start_s=q.burst_start,
-        burst_duration_s=q.burst_duration, on_off=_on_off(q.on_off), ramp_to_req_s=q.ramp_to,
+        burst_duration_s=q.burst_duration, on_off=parse_on_off(q.on_off), ramp_to_req_s=q.ramp_to,
         prefix_hit_rate=q.prefix_hit_rate, compare=not q.no_compare, ttft_slo_s=r.ttft_slo_s,
         lengths_source=_lengths_source(q), trace=_trace(q.trace), lengths=_trace(q.lengths_file, lengths_only=True),
         client_concurrency=q.client_concurrency, num_requests=q.num_requests, offline=q.offline)

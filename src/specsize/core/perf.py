@@ -715,19 +715,34 @@ def crossover_batch(points: list[SpeedupPoint]) -> int | None:
     return None
 
 
+PREFILL_STEPS_PRICED = 1024  # chunks priced one by one; a longer prefill prices runs of chunks at their middle one
+
+
 def prefill_time(c: SpecCosts, prompt_tokens: int, chunk: int) -> float:
     """Time to prefill one prompt in chunks of `chunk` tokens (each chunk one engine step). A drafter that keeps
     its own KV cache (a draft model, EAGLE heads, MTP layers) prefills the prompt in the same steps, so its
-    forward over the chunk delays the first token too."""
+    forward over the chunk delays the first token too. Beyond PREFILL_STEPS_PRICED chunks (millions of tokens in
+    small chunks: a plan of images by the thousand), runs of equal chunks are priced at their middle chunk's
+    context, exact where a step's time is linear in its context, so the time stays a bounded computation."""
+    drafter = c.draft_co if (c.draft_co is not None and c.draft_prefills) else None
+    run = -(-(prompt_tokens // chunk) // PREFILL_STEPS_PRICED)  # full chunks priced together
+
+    def steps(done: int, size: int, count: int) -> float:
+        middle = done + (count // 2) * size  # the run's middle chunk
+        mha = prompt_as_mha(c.mla_prompt_mha, middle)
+        time = uniform_step(_target_co(c), 1, size, middle + size // 2, prompt=mha).time_s
+        if drafter is not None:
+            time += uniform_step(drafter, 1, size, middle + size // 2, prompt=mha).time_s
+        return count * time
+
     total = 0.0
     done = 0
-    drafter = c.draft_co if (c.draft_co is not None and c.draft_prefills) else None
+    while run > 1 and prompt_tokens - done >= run * chunk:
+        total += steps(done, chunk, run)
+        done += run * chunk
     while done < prompt_tokens:
         size = min(chunk, prompt_tokens - done)
-        mha = prompt_as_mha(c.mla_prompt_mha, done)
-        total += uniform_step(_target_co(c), 1, size, done + size // 2, prompt=mha).time_s
-        if drafter is not None:
-            total += uniform_step(drafter, 1, size, done + size // 2, prompt=mha).time_s
+        total += steps(done, size, 1)
         done += size
     return total
 

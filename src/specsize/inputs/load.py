@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import csv
 import json
+import math
 import os
 import re
 from dataclasses import replace as dc_replace
@@ -419,7 +420,21 @@ def build_request(file_data: dict | None, overrides: dict, file_source: str = "f
         if values.get(side) is None:
             raise SpecError(side, "the workload gives the other length distribution but not this one",
                             info(side).accepted)
+    parse_on_off(values.get("on_off"))  # read when given, whether or not a simulation reads it
     return Request(**values, sources=sources)
+
+
+def parse_on_off(text: str | None) -> tuple[float, float] | None:
+    """(PERIOD, ON) seconds of `on_off`: repeating bursts, ON seconds of every PERIOD."""
+    if text is None:
+        return None
+    try:
+        period, on = (float(v) for v in text.split(","))
+    except ValueError:
+        raise SpecError("on_off", f"cannot read {text!r:.80}", "PERIOD,ON in seconds, 0 < ON <= PERIOD") from None
+    if not (math.isfinite(period) and 0 < on <= period):
+        raise SpecError("on_off", f"PERIOD {period:g}, ON {on:g}: ON must be in (0, PERIOD]", "PERIOD,ON seconds")
+    return period, on
 
 
 def load_request(path: str | Path | None = None, **overrides: Any) -> Request:
@@ -440,4 +455,5 @@ def apply_overrides(request: Request, changes: dict) -> Request:
     values: dict = {}
     sources = dict(request.sources)
     _layer(values, sources, changes, "override", Path.cwd())
+    parse_on_off(values.get("on_off"))
     return dc_replace(request, **values, sources=sources)
