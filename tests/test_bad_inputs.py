@@ -920,3 +920,11 @@ def test_on_off_is_read_when_given_even_where_nothing_simulates(value):
     q = specsize.load_request(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB")
     with pytest.raises(SpecError):
         q.replace(on_off=value)
+
+
+@pytest.mark.parametrize("lengths,says", [("p50=100,p99=200,max=0", "lengths must be positive"),
+                                          ("p50=100,median=100,p99=200", "two names for one percentile")])
+def test_a_length_percentile_of_zero_or_named_twice_is_refused(capsys, lengths, says):
+    """max=0 had been read as not given (and taken at p99); p50 beside median had dropped the median silently."""
+    code, out, err = run(capsys, "plan", *LLAMA8B, "--prompt-tokens", lengths, "--output-tokens", "p50=10,p99=20")
+    assert code == 2 and out == "" and "prompt_tokens" in err and says in err, err

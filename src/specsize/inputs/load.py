@@ -235,13 +235,16 @@ def _from_mapping(value: dict, field: str) -> LengthDistribution:
     if unknown:
         raise SpecError(field, f"unknown key(s) {', '.join(sorted(map(str, unknown)))}", "p50, p95, p99, max")
     as_int = FieldInfo(doc="", kind="int", group="workload", minimum=0, maximum=1 << 30)
+    if "p50" in value and "median" in value:
+        raise SpecError(field, "gives p50 and median, two names for one percentile", "one of p50 or median")
     pick = {k: coerce(f"{field}.{k}", as_int, v) for k, v in value.items()}
     p50 = pick.get("p50", pick.get("median"))
     if p50 is None or pick.get("p99") is None:
         raise SpecError(field, "needs at least p50 and p99", "p50, p95, p99, max")
     p99 = pick["p99"]
-    # a missing p95 or max is taken at p99: the conservative reading of what was not said
-    return LengthDistribution(p50=p50, p95=pick.get("p95") or p99, p99=p99, max=pick.get("max") or p99)
+    # a missing p95 or max is taken at p99: the conservative reading of what was not said (a 0 given is checked)
+    p95, longest = pick.get("p95"), pick.get("max")
+    return LengthDistribution(p50=p50, p95=p99 if p95 is None else p95, p99=p99, max=p99 if longest is None else longest)
 
 
 def length_distribution(value: Any, field: str, base: Path | None = None) -> LengthDistribution:
