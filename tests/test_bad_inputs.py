@@ -928,3 +928,17 @@ def test_a_length_percentile_of_zero_or_named_twice_is_refused(capsys, lengths, 
     """max=0 had been read as not given (and taken at p99); p50 beside median had dropped the median silently."""
     code, out, err = run(capsys, "plan", *LLAMA8B, "--prompt-tokens", lengths, "--output-tokens", "p50=10,p99=20")
     assert code == 2 and out == "" and "prompt_tokens" in err and says in err, err
+
+
+@pytest.mark.parametrize("samples", ["1_000,2_000,3_000", "\u0661\u0662\u0663,456"])
+def test_inline_samples_are_read_as_the_files_samples_are(capsys, samples):
+    """int() had read 1_000 as 1000 and Arabic-Indic digits as 123, where samples in a file and every field refuse
+    both (whole_count)."""
+    code, out, err = run(capsys, "plan", *LLAMA8B, "--prompt-tokens", samples, "--output-tokens", "p50=10,p99=20")
+    assert code == 2 and out == "" and "prompt_tokens: cannot read" in err, err
+
+
+def test_a_candidate_naming_its_acceptance_twice_is_refused(capsys):
+    code, out, err = run(capsys, "speedup", *LLAMA8B, "--method", "ngram", "-k", "3", "--acceptance-rate", "0.5",
+                         "--candidate", "method=ngram,acceptance=0.4,acceptance_rate=0.6,k=3")
+    assert code == 2 and out == "" and "two names for one rate" in err, err

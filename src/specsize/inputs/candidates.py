@@ -45,7 +45,10 @@ def parse_candidate(text: str, profile: AccountingProfile, target: ModelSpec | N
     method = fields.get("method")
     if method not in SPEC_METHODS or method == "none":
         raise SpecError("candidate", f"method {method!r} in {text!r}", ", ".join(m for m in SPEC_METHODS if m != "none"))
-    rate = fields.get("acceptance") or fields.get("acceptance_rate")
+    if "acceptance" in fields and "acceptance_rate" in fields:
+        raise SpecError("candidate", f"{text!r:.120} gives acceptance and acceptance_rate, two names for one rate",
+                        "one of acceptance=A or acceptance_rate=A")
+    rate = fields.get("acceptance", fields.get("acceptance_rate"))
     mean = fields.get("mean_accepted_length")
     if (rate is None) == (mean is None):
         raise SpecError("candidate", f"{text!r} needs exactly one of acceptance=A or mean_accepted_length=T",

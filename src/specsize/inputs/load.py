@@ -269,8 +269,8 @@ def length_distribution(value: Any, field: str, base: Path | None = None) -> Len
                 pairs[key.strip().lower()] = number.strip()
             return _from_mapping(pairs, field)
         try:
-            value = [int(v) for v in re.split(r"[\s,]+", text) if v]
-        except ValueError:
+            value = [whole_count(v, text=True) for v in re.split(r"[\s,]+", text) if v]  # as the files' samples
+        except (ValueError, TypeError, OverflowError):
             raise SpecError(field, f"cannot read {value!r}", "p50=N,p95=N,p99=N,max=N; N,N,N (samples); @FILE") from None
     if isinstance(value, int) and not isinstance(value, bool):
         value = [value]
