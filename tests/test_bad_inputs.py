@@ -249,7 +249,8 @@ def test_check_live_sees_a_refused_start_and_zero_capacity(tmp_path, capsys):
 @pytest.mark.parametrize("spec", [
     "ks: []", "slo: [1, 2]", "quantization: bogus", "tp: [1000000000]", "max_model_len: 1000000000000000",
     "max_num_seqs: [1000000000000]", "finalists: 0", "gpus_per_node: 1000000000000", "simulate_seconds: 1e12",
-    "finalists: 100\nsimulate_seconds: 3600",
+    "finalists: 100\nsimulate_seconds: 3600", "kv_cache_dtypes: [auto, fp8, auto]", "name: [a]", "engine_version: 0.10",
+    "gpus: [{gpu: H100-SXM-80GB, price_per_hour: 2.5}, {gpu: H100-SXM-80GB, price_per_hour: 1.0}]",
     "slo: {}", "ks: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27]\n"
     "max_num_seqs: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25]\n"
     "tp: [1, 2, 4, 8, 16, 32, 64]",

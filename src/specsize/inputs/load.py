@@ -310,7 +310,8 @@ def _security(value: Any) -> dict | None:
 
 # --- building the request -----------------------------------------------------------------------------------
 
-def _value(name: str, raw: Any, base: Path | None) -> Any:
+def field_value(name: str, raw: Any, base: Path | None) -> Any:
+    """A field's value as a deployment file or an override gives it, checked (relative paths resolved from `base`)."""
     field_info = info(name)
     if field_info.kind == "lengths":
         return None if raw is None else check_lengths(name, length_distribution(raw, name, base))
@@ -366,7 +367,7 @@ def model_near(value: str, base: Path | None, field: str) -> str:
 
 def validated(name: str, value: Any) -> Any:
     """`value` checked as field `name` (a Request built directly; relative paths are left as given)."""
-    return value if value is None or isinstance(value, LengthDistribution) else _value(name, value, None)
+    return value if value is None or isinstance(value, LengthDistribution) else field_value(name, value, None)
 
 
 def _layer(values: dict, sources: dict, raw: dict, source: str, base: Path | None) -> None:
@@ -375,7 +376,7 @@ def _layer(values: dict, sources: dict, raw: dict, source: str, base: Path | Non
             continue
         if name not in FIELDS:
             raise SpecError(name, "unknown setting", ", ".join(FIELDS))
-        values[name] = _value(name, item, base)
+        values[name] = field_value(name, item, base)
         if name in MODEL_FIELDS and source != "override":  # a flag's path is the current directory's, as given
             values[name] = model_near(values[name], base, name)
         sources[name] = source
@@ -417,7 +418,7 @@ def build_request(file_data: dict | None, overrides: dict, file_source: str = "f
         default = flatten({"workload": default_deployment()["workload"]}, "the embedded default")
         for name, item in default.items():
             if name not in values:
-                values[name] = _value(name, item, None)
+                values[name] = field_value(name, item, None)
                 sources[name] = EMBEDDED
     for side in ("prompt_tokens", "output_tokens"):
         if values.get(side) is None:

@@ -7,14 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from ..catalog import load_gpu, load_target
-from ..core.errors import SpecError
+from ..core.errors import SpecError, first_repeated
 from ..core.multimodal import with_images
 from ..core.specs import KV_CACHE_DTYPES, QUANT_NAMES, EngineSettings, ModelSpec, SpeculativeConfig, Workload
 from ..core.speculation import Acceptance
 from ..engines import DEFAULT_ENGINE, resolve_profile
 from ..engines.methods import check_method
 from .fields import FieldInfo, coerce
-from .load import build_request, model_near, read_yaml_file
+from .load import build_request, field_value, model_near, read_yaml_file
 from .request import info
 from ..planner.plan import validate_speculative
 from .resolve import proposal_rate_of, speculative_config, workload_of
@@ -212,7 +212,9 @@ def read_search_spec(path: str) -> SearchSpace:
     target = load_target(model_near(str(data["target"]), folder, "target"))
     ks = list(_ints(data, "ks", [1, 2, 3, 4, 5], 1, 64))
     engine_name = coerce("engine", info("engine"), data.get("engine", DEFAULT_ENGINE))
-    engine_version = None if data.get("engine_version") is None else str(data["engine_version"])
+    # read as a deployment file's is (an unquoted 0.10 is YAML's 0.1: refused with that said)
+    engine_version = None if data.get("engine_version") is None else field_value("engine_version",
+                                                                                 data["engine_version"], None)
     drafters = tuple(_drafter(item, ks, target, engine_name, engine_version, folder)
                      for item in _list(data, "drafters", [{"method": "none"}]))
     gpus = _gpus(data)
@@ -220,6 +222,12 @@ def read_search_spec(path: str) -> SearchSpace:
     for value in kv:
         if value not in KV_CACHE_DTYPES:
             raise SpecError("kv_cache_dtypes", f"unknown value {value!r}", ", ".join(KV_CACHE_DTYPES))
+    for key, values in (("kv_cache_dtypes", kv), ("gpus", [g.gpu.gpu_id for g in gpus])):
+        twice = first_repeated(values)
+        if twice is not None:  # the same configurations screened twice, or two prices for one GPU
+            raise SpecError(key, f"lists {twice!r} twice", "each value once")
+    if data.get("name") is not None and not isinstance(data["name"], str):
+        raise SpecError("name", f"must be a string, got {type(data['name']).__name__}", "a name for the search")
     if not data.get("workload"):
         raise SpecError("workload", "a search needs the workload envelope", "prompt_tokens, output_tokens, concurrency")
     tps = _ints(data, "tp", [1, 2, 4, 8], 1, 64)
