@@ -9,7 +9,7 @@ from typing import Any
 from ..catalog import load_gpu, load_target
 from ..core.errors import SpecError, first_repeated
 from ..core.multimodal import with_images
-from ..core.specs import KV_CACHE_DTYPES, QUANT_NAMES, EngineSettings, ModelSpec, SpeculativeConfig, Workload
+from ..core.specs import KV_CACHE_DTYPES, QUANT_NAMES, EngineSettings, GpuSpec, ModelSpec, SpeculativeConfig, Workload
 from ..core.speculation import Acceptance
 from ..engines import DEFAULT_ENGINE, resolve_profile
 from ..engines.methods import check_method
@@ -56,7 +56,7 @@ class DrafterOption:
 
 @dataclass(frozen=True)
 class GpuOption:
-    gpu: object  # GpuSpec
+    gpu: GpuSpec
     counts: tuple[int, ...]
     price_per_hour: float | None
 
@@ -222,7 +222,8 @@ def read_search_spec(path: str) -> SearchSpace:
     for value in kv:
         if value not in KV_CACHE_DTYPES:
             raise SpecError("kv_cache_dtypes", f"unknown value {value!r}", ", ".join(KV_CACHE_DTYPES))
-    for key, values in (("kv_cache_dtypes", kv), ("gpus", [g.gpu.gpu_id for g in gpus])):
+    listed: tuple[tuple[str, list[str]], ...] = (("kv_cache_dtypes", list(kv)), ("gpus", [g.gpu.gpu_id for g in gpus]))
+    for key, values in listed:
         twice = first_repeated(values)
         if twice is not None:  # the same configurations screened twice, or two prices for one GPU
             raise SpecError(key, f"lists {twice!r} twice", "each value once")
