@@ -218,10 +218,21 @@ class Store:
                     and (draft is None or o.draft in (None, draft)) and (method is None or o.method in (None, method))]
         if not matching:
             tags = sorted({o.tag for o in self.list() if o.kind in ("acceptance", "live")})
-            raise SpecError("acceptance_from_store", f"no acceptance recorded for tag {tag!r}"
+            raise SpecError("acceptance_from_store", f"no acceptance recorded for tag {_quoted(tag)}"
                             + (f" and {method} {draft or ''}".rstrip() if method else ""),
-                            ", ".join(tags) if tags else "record one with `specsize calibrations add` or measure")
+                            _some(tags) if tags else "record one with `specsize calibrations add` or measure")
         return matching[-1]
+
+
+def _quoted(tag: str, limit: int = 80) -> str:
+    """A tag as a message quotes it: cut at `limit` characters, so a 5,000-character tag is not echoed whole."""
+    return repr(tag) if len(tag) <= limit else f"{tag[:limit]!r}... ({len(tag):,} characters)"
+
+
+def _some(tags: list[str], shown: int = 20) -> str:
+    """The first `shown` tags, each cut short, and how many more there are: never a listing of every stored tag."""
+    listed = ", ".join(tag if len(tag) <= 60 else tag[:60] + "..." for tag in tags[:shown])
+    return listed + (f", and {len(tags) - shown:,} more (`specsize calibrations`)" if len(tags) > shown else "")
 
 
 class PostgresStore(Store):

@@ -104,9 +104,9 @@ def _require(plan: dict, metrics: LiveMetrics | None, log: StartupLog | None) ->
         raise SpecError("plan", "the plan names no target model (inputs.target)", PLAN_JSON)
     _require_sections(plan)
     engine = plan.get("engine")
-    name = engine.get("name") if isinstance(engine, dict) else None
-    if name not in (None, "vllm"):  # its metric names, log lines and accounting are vLLM's
-        raise SpecError("plan", f"the plan is for {str(name)[:40]!r}; check-live reads a vLLM server's metrics and "
+    engine_name = engine.get("name") if isinstance(engine, dict) else None
+    if engine_name not in (None, "vllm"):  # its metric names, log lines and accounting are vLLM's
+        raise SpecError("plan", f"the plan is for {str(engine_name)[:40]!r}; check-live reads a vLLM server's metrics and "
                         "start-up log", "a plan of engine vllm")
     if metrics is None and log is None:
         raise SpecError("metrics", "nothing to compare", "--metrics URL|FILE and/or --log FILE")

@@ -16,20 +16,21 @@ import logging
 import socket
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from fastapi import Body, Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__, api
 from ..core.errors import SpecError, first_repeated
 from . import auth, db, deployments
 from .jobs import JobRunner
-from .requests import EXTRA, build, request_model, search_spec_text
+from .requests import EXTRA, build, request_model, search_spec_text, text
 
 log = logging.getLogger("specsize.service")
 
@@ -54,8 +55,14 @@ class ApiError(Exception):
         self.status, self.field, self.problem, self.accepted, self.headers = status, field, problem, accepted, headers
 
 
+def _printable(text: str | None) -> str | None:
+    """`text` as a response can carry it: a lone surrogate an error quoted (which UTF-8 cannot encode, and had made
+    the answer a 500) escaped."""
+    return text if text is None else text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def error_body(field: str | None, problem: str, accepted: str | None) -> dict:
-    return {"error": {"field": field, "problem": problem, "accepted": accepted}}
+    return {"error": {"field": _printable(field), "problem": _printable(problem), "accepted": _printable(accepted)}}
 
 
 # --- limits, headers, metrics (plain ASGI middleware) ------------------------------------------------------
@@ -85,7 +92,8 @@ class Guard:
         if declared is not None and declared.isdigit() and int(declared) > self.max_body:
             return await self._too_large(scope, send, started)
         writes = scope.get("method") in ("POST", "PUT", "PATCH")
-        api_json = writes and scope["path"].startswith("/api/") and b"json" in headers.get(b"content-type", b"").lower()
+        api_json = writes and scope["path"].startswith(("/api/", "/ui/")) \
+            and b"json" in headers.get(b"content-type", b"").lower()
         if writes and (declared is None or api_json):
             # a chunked body, or an API call's JSON: read it up to the limit before the app sees any of it (a JSON
             # object naming a key twice is refused: the parser would keep the last silently), then replay it
@@ -101,7 +109,7 @@ class Guard:
                 more = message.get("more_body", False)
             problem = _body_problem(b"".join(chunks)) if api_json else None
             if problem is not None:
-                return await self._refuse(scope, send, started, 422, error_body("body", *problem))
+                return await self._refuse(scope, send, started, 422, error_body(*problem))
             replay = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
 
             async def replayed():
@@ -136,10 +144,15 @@ class Guard:
         self.metrics.observe(scope, status, time.perf_counter() - started)
 
 
-def _body_problem(body: bytes) -> tuple[str, str] | None:
-    """(problem, accepted) of a JSON body the app's own parser would misread: a key named twice in one object, or a
-    number Python's JSON reader refuses (past 4,300 digits, a ValueError that is no syntax error); None otherwise
-    (a syntax error the app's parser reports itself)."""
+JSON_OBJECT = "a JSON object of fields"
+
+
+def _body_problem(body: bytes) -> tuple[str, str, str] | None:
+    """(field, problem, accepted) of a JSON body the app's own parser would misread or the service cannot keep: bytes
+    that are not UTF-8, nesting too deep to read, a key named twice in one object, a number Python's JSON reader
+    refuses (past 4,300 digits, a ValueError that is no syntax error), or a string holding a NUL or a lone surrogate
+    (PostgreSQL refuses the one, no response can carry the other: both had been 500s, and a stored one had made every
+    later read of its deployment a 500); None otherwise (a syntax error the app's parser reports itself)."""
     twice: list = []
 
     def pairs(items: list) -> dict:
@@ -148,13 +161,24 @@ def _body_problem(body: bytes) -> tuple[str, str] | None:
             twice.append(repeated)
         return dict(items)
 
+    from .requests import BAD_TEXT, first_bad_text  # noqa: PLC0415
+
     try:
-        json.loads(body, object_pairs_hook=pairs)
-    except (json.JSONDecodeError, RecursionError):
+        parsed = json.loads(body, object_pairs_hook=pairs)
+        bad = None if twice else first_bad_text(parsed)
+    except json.JSONDecodeError:
         return None
+    except UnicodeDecodeError:
+        return "body", "is not valid UTF-8", f"{JSON_OBJECT}, in UTF-8"
+    except RecursionError:
+        return "body", "is nested too deeply to read", JSON_OBJECT
     except ValueError:
-        return "holds a number of more than 4,300 digits, which Python's JSON reader refuses", "a JSON object"
-    return (f"the key {twice[0]!r} appears twice in one object", "each key once") if twice else None
+        return "body", "holds a number of more than 4,300 digits, which Python's JSON reader refuses", "a JSON object"
+    if twice:
+        return "body", f"the key {str(twice[0])[:80]!r} appears twice in one object", "each key once"
+    if bad is not None:
+        return bad, BAD_TEXT, "text without NUL characters or lone surrogates (\\ud800-\\udfff)"
+    return None
 
 
 class Metrics:
@@ -250,9 +274,24 @@ def current_user(request: Request) -> auth.User:
     """The caller: a bearer token (API) or a session cookie (UI, with its CSRF token on every write)."""
     state: State = request.app.state.service
     header = request.headers.get("authorization", "")
-    user = None
+    client = request.client.host if request.client else "?"
+    user, charged = None, False
+
+    def limit(key: str) -> None:
+        wait = state.limiter.allow(key)
+        if wait is not None:
+            raise ApiError(429, "rate", "too many requests", f"at most {state.config.rate_per_minute} a minute",
+                           {"retry-after": str(max(1, int(wait + 0.999)))})
+
+    def before_verifying() -> None:
+        # a token not verified lately costs an argon2 check (~0.25 s of CPU): the caller's address pays for it
+        # first, so a flood of wrong secrets for a real token id is refused (429) before any hashing
+        nonlocal charged
+        charged = True
+        limit(f"addr:{client}")
+
     if header.lower().startswith("bearer "):
-        user = auth.user_for_token(state.engine, header[7:].strip())
+        user = auth.user_for_token(state.engine, header[7:].strip(), before_verifying)
     else:
         cookie = request.cookies.get("specsize_session")
         found = auth.session(state.engine, cookie) if cookie else None
@@ -263,11 +302,10 @@ def current_user(request: Request) -> auth.User:
                 if not auth.same(sent, csrf):
                     raise ApiError(403, "csrf", "missing or wrong CSRF token", "the page's csrf token")
             request.state.csrf = csrf
-    client = request.client.host if request.client else "?"
-    wait = state.limiter.allow(f"user:{user.name}" if user else f"addr:{client}")
-    if wait is not None:
-        raise ApiError(429, "rate", "too many requests", f"at most {state.config.rate_per_minute} a minute",
-                       {"retry-after": str(max(1, int(wait + 0.999)))})
+    if user is not None:
+        limit(f"user:{user.name}")
+    elif not charged:
+        limit(f"addr:{client}")
     if user is None:
         raise ApiError(401, "authorization", "authentication required",
                        "Authorization: Bearer TOKEN (specsize users add), or log in at /login",
@@ -292,10 +330,26 @@ def _validation_error(_request: Request, err: RequestValidationError) -> JSONRes
     from ..inputs.request import FIELDS, info  # noqa: PLC0415
 
     first = err.errors()[0] if err.errors() else {}
-    loc = [str(p) for p in first.get("loc", ()) if p not in ("body",)]
+    where = list(first.get("loc", ()))
+    if where and where[0] in ("body", "query", "path", "header", "cookie"):  # the parameter, not where it was sent
+        where = where[1:]
+    loc = [str(p) for p in where]
     field = loc[0] if loc and first.get("type") != "json_invalid" else "body"
-    accepted = info(field).accepted if field in FIELDS else None
+    accepted = info(loc[0]).accepted if loc and loc[0] in FIELDS and len(loc) == 1 else None
     problem = str(first.get("msg", "invalid value"))
+    context = first.get("ctx") or {}
+    if first.get("type") == "string_too_long":
+        accepted = f"at most {context.get('max_length')} characters"
+    elif first.get("type") == "string_too_short":
+        accepted = f"at least {context.get('min_length')} character(s)"
+    elif first.get("type") == "int_type":
+        accepted = "an integer (a JSON number, not a boolean or a string)"
+    if field == "body" and first.get("type") in ("model_attributes_type", "dict_type") \
+            and "json" not in _request.headers.get("content-type", "").lower():
+        problem = "must be JSON, sent with content-type: application/json"
+        accepted = f"{JSON_OBJECT}, with content-type: application/json"
+    elif field == "body" and first.get("type") in ("model_attributes_type", "dict_type"):
+        accepted = JSON_OBJECT
     if first.get("type") == "extra_forbidden":
         from .requests import SERVER_SIDE  # noqa: PLC0415
 
@@ -312,25 +366,29 @@ class Job(BaseModel):
     status: str
 
 
+NOTE_LIMIT = 4096  # characters of a version's note
+
+
 class LiveBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    endpoint: str = Field(description="The name of a registered /metrics endpoint (POST /api/v1/endpoints).")
-    deployment: str | None = Field(None, description="A saved deployment whose plan to hold the server against.")
-    version: int | None = Field(None, description="Its version (default: the newest).")
+    endpoint: text() = Field(description="The name of a registered /metrics endpoint (POST /api/v1/endpoints).")  # type: ignore[valid-type]
+    deployment: text() | None = Field(None, description="A saved deployment whose plan to hold the server against.")  # type: ignore[valid-type]
+    version: StrictInt | None = Field(None, description="Its version (default: the newest).")
     plan: dict | None = Field(None, description="Or a plan JSON (specsize plan --format json).")
-    record: str | None = Field(None, description="Also record the observation in the calibration store under this tag.")
+    record: text() | None = Field(None, min_length=1, description="Also record the observation in the "  # type: ignore[valid-type]
+                                  "calibration store under this tag (1-200 characters).")
 
 
 class EndpointBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    name: str
-    url: str = Field(description="http(s)://HOST:PORT/metrics of a vLLM server")
+    name: text()  # type: ignore[valid-type]
+    url: StrictStr = Field(description="http(s)://HOST:PORT/metrics of a vLLM server")
 
 
 class SearchBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    spec: str = Field(description="The search spec (YAML text), as `specsize search SPEC_FILE` reads it.")
-    simulate: bool = True
+    spec: StrictStr = Field(description="The search spec (YAML text), as `specsize search SPEC_FILE` reads it.")
+    simulate: StrictBool = True
 
 
 def _check_endpoint_url(url: str) -> str:
@@ -364,8 +422,21 @@ def _check_endpoint_url(url: str) -> str:
     return url
 
 
+@contextmanager
+def candidates_named() -> Iterator[None]:
+    """A speedup candidate's error named as the body names them: `candidates` (the library says `candidate`, the
+    command line's flag)."""
+    try:
+        yield
+    except SpecError as err:
+        if err.field != "candidate":
+            raise
+        raise SpecError("candidates", err.problem, err.accepted) from None
+
+
 def request_of(state: State, body: Any) -> Any:
-    return build(body.model_dump(exclude_none=True), state.catalog, state.store)
+    with candidates_named():
+        return build(body.model_dump(exclude_none=True), state.catalog, state.store)
 
 
 # The simulated time a route that answers in the request (plan and check with `simulate`, report, saving a
@@ -408,10 +479,12 @@ def _plan_for_live(state: State, body: LiveBody) -> dict:
 def _endpoint_url(state: State, name: str) -> str:
     from sqlalchemy import select  # noqa: PLC0415
 
-    with state.engine.connect() as con:
-        row = con.execute(select(db.endpoints.c.url).where(db.endpoints.c.name == name)).first()
+    row = None
+    if deployments.NAME.fullmatch(name):  # a name no endpoint can have (a NUL, which PostgreSQL refuses) reads nothing
+        with state.engine.connect() as con:
+            row = con.execute(select(db.endpoints.c.url).where(db.endpoints.c.name == name)).first()
     if row is None:
-        raise ApiError(403, "endpoint", f"{name!r} is not a registered /metrics endpoint; the service fetches "
+        raise ApiError(403, "endpoint", f"{deployments.shown(name)} is not a registered /metrics endpoint; the service fetches "
                        "only registered ones", "a name from GET /api/v1/endpoints (an admin registers them)")
     return row[0]
 
@@ -473,7 +546,9 @@ def _library_routes(app: FastAPI, state: State, PlanRequest: Any) -> None:  # no
     def speedup(body: PlanRequest = Body(...), _u: auth.User = Depends(role("planner"))) -> dict:  # type: ignore[valid-type]
         from ..reports.speedup import to_dict  # noqa: PLC0415
 
-        return to_dict(api.speedup(request_of(state, body)))
+        request = request_of(state, body)
+        with candidates_named():
+            return to_dict(api.speedup(request))
 
     @app.post("/api/v1/report", tags=["plan"], summary="specsize report --format html (or markdown with "
               "?format=markdown)", response_class=Response)
@@ -520,7 +595,8 @@ def _library_routes(app: FastAPI, state: State, PlanRequest: Any) -> None:  # no
     def job(job_id: str, user: auth.User = Depends(role("viewer"))) -> dict:
         found = state.jobs.get(job_id)
         if found is None or (found.owner != user.name and not user.can("admin")):
-            raise ApiError(404, "job", f"no job {job_id}", "an id from POST simulate, stops-paying or search")
+            raise ApiError(404, "job", f"no job {deployments.shown(job_id, 40)}",
+                           "an id from POST simulate, stops-paying or search")
         return found.to_dict()
 
 
@@ -529,6 +605,8 @@ def _live_and_catalog_routes(app: FastAPI, state: State, PlanRequest: Any) -> No
     @app.post("/api/v1/check-live", tags=["live"], summary="specsize check-live --format json, against a "
               "registered /metrics endpoint")
     def check_live(body: LiveBody, user: auth.User = Depends(role("planner"))) -> dict:
+        if body.record is not None and not body.record.strip():
+            raise SpecError("record", "an empty tag records nothing", "a tag of 1-200 characters, such as 'chat-v2'")
         url = _endpoint_url(state, body.endpoint)
         result = state.check_live(_plan_for_live(state, body), url)
         if body.record:
@@ -578,13 +656,13 @@ def _endpoint_routes(app: FastAPI, state: State, PlanRequest: Any) -> None:  # n
 def _deployment_routes(app: FastAPI, state: State, PlanRequest: Any) -> None:  # noqa: N803
     """Saved deployments."""
     class NewDeployment(PlanRequest):  # type: ignore[valid-type, misc]
-        deployment_name: str = Field(description="The deployment's name (letters, digits, . _ -).")
-        note: str | None = Field(None, description="Why this version.")
+        deployment_name: StrictStr = Field(description="The deployment's name (letters, digits, . _ -).")
+        note: text(NOTE_LIMIT) | None = Field(None, description="Why this version.")  # type: ignore[valid-type]
 
     class NewVersion(PlanRequest):  # type: ignore[valid-type, misc]
-        note: str | None = Field(None, description="Why this version.")
-        base_version: int | None = Field(None, description="Apply the fields over this version (default: the "
-                                         "newest); without any field, the version is re-planned as it is.")
+        note: text(NOTE_LIMIT) | None = Field(None, description="Why this version.")  # type: ignore[valid-type]
+        base_version: StrictInt | None = Field(None, description="Apply the fields over this version (default: the "
+                                               "newest); without any field, the version is re-planned as it is.")
 
     @app.get("/api/v1/deployments", tags=["deployments"])
     def list_deployments(_u: auth.User = Depends(role("viewer"))) -> list[dict]:
@@ -628,7 +706,8 @@ def _deployment_routes(app: FastAPI, state: State, PlanRequest: Any) -> None:  #
     def export_yaml(name: str, number: int, _u: auth.User = Depends(role("viewer"))) -> PlainTextResponse:
         v = deployments.version(state.engine, name, number)
         return PlainTextResponse(f"# {name} v{number} by {v['author']} at {v['created_at']}\n"
-                                 + deployments.to_yaml(v["request"]), media_type="application/yaml")
+                                 + deployments.to_yaml(v["request"], v["plan"], state.store),
+                                 media_type="application/yaml")
 
     @app.get("/api/v1/deployments/{name}/versions/{number}/command", tags=["deployments"])
     def export_command(name: str, number: int, _u: auth.User = Depends(role("viewer"))) -> list[dict]:

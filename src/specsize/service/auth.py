@@ -17,6 +17,7 @@ import hmac
 import secrets
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
@@ -30,6 +31,7 @@ ROLES = ("viewer", "planner", "admin")
 SESSION_SECONDS = 8 * 3600
 _hasher = PasswordHasher()
 _VERIFIED: dict[str, tuple[float, "User"]] = {}
+_FAILED: dict[str, float] = {}  # (id, sha256(token)) of a wrong token -> until when it is answered without hashing
 VERIFIED_SECONDS = 60.0
 
 
@@ -43,8 +45,12 @@ class User:
         return ROLES.index(self.role) >= ROLES.index(role)
 
 
+def _valid_name(name: str) -> bool:
+    return bool(name) and len(name) <= 64 and all(c.isalnum() or c in "._-@" for c in name)
+
+
 def _check_name(name: str) -> str:
-    if not name or len(name) > 64 or not all(c.isalnum() or c in "._-@" for c in name):
+    if not _valid_name(name):
         raise SpecError("name", f"invalid user name {name!r}", "1-64 letters, digits, '.', '_', '-', '@'")
     return name
 
@@ -69,8 +75,13 @@ def add_user(engine: Engine, name: str, role: str, password: str | None = None, 
     if password is not None and len(password) < 12:
         raise SpecError("password", "too short", "at least 12 characters")
     with engine.begin() as con:
-        if con.execute(select(db.users.c.id).where(db.users.c.name == name)).first():
-            raise SpecError("name", f"user {name!r} exists", "a new user name (or `users revoke` first)")
+        existing = con.execute(select(db.users.c.revoked_at).where(db.users.c.name == name)).first()
+        if existing:
+            # a name is never given to a second person: the audit log names its actors by name, and a revoked user's
+            # row stays for it (docs/service.md)
+            state = f"was revoked at {existing[0][:19]}" if existing[0] else "exists"
+            raise SpecError("name", f"user {name!r} {state}; a name is never given to another user (the audit log "
+                            "names people by it)", "a new user name (`specsize users list` shows the names taken)")
         inserted = con.execute(db.users.insert().values(
             name=name, role=role, password_hash=_hasher.hash(password) if password else None, created_at=db.now()))
         user_id = inserted.inserted_primary_key[0]  # type: ignore[index]
@@ -106,7 +117,10 @@ def any_user(engine: Engine) -> bool:
         return con.execute(select(db.users.c.id).where(db.users.c.revoked_at.is_(None)).limit(1)).first() is not None
 
 
-def user_for_token(engine: Engine, token: str) -> User | None:
+def user_for_token(engine: Engine, token: str, before_verifying: Callable[[], None] | None = None) -> User | None:
+    """The user a bearer token is, None when it is none. `before_verifying` runs before an argon2 check (a token not
+    verified in the last minute), and may raise to refuse the caller first (the service's per-address rate limit),
+    so that a flood of wrong secrets costs no hashing once refused. A wrong token is remembered for a minute too."""
     parts = token.split("_", 2)
     if len(parts) != 3 or parts[0] != "sst":
         return None
@@ -122,9 +136,16 @@ def user_for_token(engine: Engine, token: str) -> User | None:
     cached = _VERIFIED.get(key)
     if cached and cached[0] > time.monotonic() and cached[1] == user:
         return user
+    if _FAILED.get(key, 0.0) > time.monotonic():  # this very token failed lately: it fails again, unhashed
+        return None
+    if before_verifying is not None:
+        before_verifying()
     try:
         _hasher.verify(row[0], parts[2])
     except (VerificationError, InvalidHashError):
+        if len(_FAILED) > 10_000:
+            _FAILED.clear()
+        _FAILED[key] = time.monotonic() + VERIFIED_SECONDS
         return None
     if len(_VERIFIED) > 10_000:
         _VERIFIED.clear()
@@ -133,11 +154,16 @@ def user_for_token(engine: Engine, token: str) -> User | None:
 
 
 def user_for_password(engine: Engine, name: str, password: str) -> User | None:
-    with engine.connect() as con:
-        row = con.execute(select(db.users.c.id, db.users.c.role, db.users.c.password_hash)
-                          .where(db.users.c.name == name, db.users.c.revoked_at.is_(None))).first()
+    from .requests import bad_text  # noqa: PLC0415
+
+    row = None
+    # a name no user can have (a NUL, which PostgreSQL refuses) or a password UTF-8 cannot encode is a wrong one
+    if _valid_name(name) and not bad_text(password):
+        with engine.connect() as con:
+            row = con.execute(select(db.users.c.id, db.users.c.role, db.users.c.password_hash)
+                              .where(db.users.c.name == name, db.users.c.revoked_at.is_(None))).first()
     if row is None or row[2] is None:
-        _hasher.hash(password)  # the same work either way: no user enumeration by timing
+        _hasher.hash(password.encode("utf-8", "replace"))  # the same work either way: no user enumeration by timing
         return None
     try:
         _hasher.verify(row[2], password)

@@ -7,7 +7,9 @@ so a stored version reads exactly like `specsize plan --format json` did at the 
 from __future__ import annotations
 
 import json
+import random
 import re
+import time
 
 from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
@@ -15,15 +17,39 @@ from sqlalchemy.engine import Engine
 from ..core.errors import SpecError
 from . import db
 
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+# matched whole (fullmatch): with `$`, a name ending in a newline had passed
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+SAVE_TRIES = 40  # a version number taken by a concurrent save is re-read and tried again, up to this many times
+
+
+class NotFound(SpecError):
+    """No such deployment or version: 404, as an unknown job (docs/service.md)."""
+
+    http_status = 404
+
+
+def shown(value: object, limit: int = 80) -> str:
+    """`value` as an error message quotes it: repr, cut at `limit` characters (a 5,000-character name stays short)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(str(value)):,} characters)"
 
 
 def check_name(name: str, field: str = "deployment_name", what: str = "deployment") -> str:
     """A deployment's name (`deployment_name` when it is created; the NAME of its URLs after), or with `field` and
     `what` another named thing of the service (a /metrics endpoint's `name`)."""
-    if not NAME.match(name or ""):
-        raise SpecError(field, f"invalid {what} name {name!r}", "1-128 letters, digits, '.', '_', '-'")
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise SpecError(field, f"invalid {what} name {shown(name)}", "1-128 letters, digits, '.', '_', '-'")
     return name
+
+
+class ConflictError(SpecError):
+    """A save that kept losing the race for a version number: 409, the request may be sent again as it is."""
+
+    http_status = 409
+
+
+def _no_deployment(name: str) -> NotFound:
+    return NotFound("name", f"no deployment {shown(name)}", "a name from GET /api/v1/deployments")
 
 
 def _headroom(plan: dict) -> float | None:
@@ -32,15 +58,35 @@ def _headroom(plan: dict) -> float | None:
 
 def save_version(engine: Engine, name: str, request: dict, plan: dict, author: str, note: str | None = None,
                  create: bool = False) -> int:
-    """Store a new version of `name` (creating the deployment when `create`); returns its number."""
+    """Store a new version of `name` (creating the deployment when `create`); returns its number. Concurrent saves
+    each land as their own version: the next number is the newest + 1, and when another save took it first (the
+    unique (deployment, version) key refuses the insert) the number is read again and the insert retried; a create
+    that loses the race for the name is told the deployment exists."""
+    from sqlalchemy.exc import IntegrityError  # noqa: PLC0415
+
     check_name(name)
+    for attempt in range(SAVE_TRIES):
+        try:
+            return _insert_version(engine, name, request, plan, author, note, create)
+        except IntegrityError:
+            if create:  # another request created the name first
+                raise SpecError("deployment_name", f"deployment {name!r} exists",
+                                "a new name, or POST .../versions to change it") from None
+            time.sleep(random.uniform(0, 0.01 * (attempt + 1)))  # let the save that took the number finish
+    raise ConflictError("version", f"{SAVE_TRIES} concurrent saves of {name!r} took each version number this one "
+                        "tried", "the same request again")
+
+
+def _insert_version(engine: Engine, name: str, request: dict, plan: dict, author: str, note: str | None,
+                    create: bool) -> int:
     with engine.begin() as con:
-        if con.dialect.name == "sqlite":
-            con.exec_driver_sql("SELECT 1")
-        row = con.execute(select(db.deployments.c.id).where(db.deployments.c.name == name)).first()
+        # PostgreSQL: the deployment's row locked (FOR UPDATE) until this version is in, so concurrent saves of one
+        # deployment queue there and each reads the newest number after the one before; SQLite ignores it (its
+        # writes are serial, and save_version retries a number another save took between the read and the insert)
+        row = con.execute(select(db.deployments.c.id).where(db.deployments.c.name == name).with_for_update()).first()
         if row is None:
             if not create:
-                raise SpecError("name", f"no deployment {name!r}", "a name from GET /api/v1/deployments")
+                raise _no_deployment(name)
             inserted = con.execute(db.deployments.insert().values(name=name, created_at=db.now(), created_by=author))
             deployment_id = inserted.inserted_primary_key[0]  # type: ignore[index]
         elif create:
@@ -74,14 +120,21 @@ def list_deployments(engine: Engine) -> list[dict]:
                  "updated_at": r[5]} for r in con.execute(query)]
 
 
+def _exists(engine: Engine, name: str) -> bool:
+    with engine.connect() as con:
+        return con.execute(select(db.deployments.c.id).where(db.deployments.c.name == name)).first() is not None
+
+
 def versions(engine: Engine, name: str) -> list[dict]:
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise _no_deployment(name)
     with engine.connect() as con:
         rows = con.execute(select(db.versions.c.version, db.versions.c.verdict, db.versions.c.headroom_fraction,
                                   db.versions.c.author, db.versions.c.created_at, db.versions.c.note)
                            .join(db.deployments, db.deployments.c.id == db.versions.c.deployment_id)
                            .where(db.deployments.c.name == name).order_by(db.versions.c.version)).all()
     if not rows:
-        raise SpecError("name", f"no deployment {name!r}", "a name from GET /api/v1/deployments")
+        raise _no_deployment(name)
     return [{"version": r[0], "verdict": r[1], "headroom_fraction": r[2], "author": r[3], "created_at": r[4],
              "note": r[5]} for r in rows]
 
@@ -91,9 +144,11 @@ MAX_VERSION = 2**31 - 1  # a version number is a 32-bit integer column on SQLite
 
 def version(engine: Engine, name: str, number: int | None = None) -> dict:
     """One version (the newest when `number` is None): request, plan, author, time."""
+    if not isinstance(name, str) or not NAME.fullmatch(name):  # no deployment has it (nor may a NUL reach SQL)
+        raise _no_deployment(name)
     if number is not None and not 1 <= number <= MAX_VERSION:  # beyond the database's integers: no such version
-        raise SpecError("version", f"no version {str(number)[:24]} of {name!r}",
-                        "a version from GET /api/v1/deployments/NAME/versions")
+        raise NotFound("version", f"no version {str(number)[:24]} of {name!r}",
+                       "a version from GET /api/v1/deployments/NAME/versions")
     query = (select(db.versions.c.version, db.versions.c.request, db.versions.c.plan, db.versions.c.author,
                     db.versions.c.created_at, db.versions.c.note)
              .join(db.deployments, db.deployments.c.id == db.versions.c.deployment_id)
@@ -103,10 +158,12 @@ def version(engine: Engine, name: str, number: int | None = None) -> dict:
     with engine.connect() as con:
         row = con.execute(query).first()
     if row is None and number is None:
-        raise SpecError("name", f"no deployment {name!r}", "a name from GET /api/v1/deployments")
+        raise _no_deployment(name)
     if row is None:
-        raise SpecError("version", f"no version {number} of {name!r}",
-                        "a version from GET /api/v1/deployments/NAME/versions")
+        if not _exists(engine, name):
+            raise _no_deployment(name)
+        raise NotFound("version", f"no version {number} of {name!r}",
+                       "a version from GET /api/v1/deployments/NAME/versions")
     return {"name": name, "version": row[0], "request": json.loads(row[1]), "plan": json.loads(row[2]),
             "author": row[3], "created_at": row[4], "note": row[5]}
 
@@ -131,14 +188,60 @@ def diff(a: dict, b: dict) -> dict:
             "inputs": inputs, "outcome": outcome}
 
 
-def to_yaml(request: dict) -> str:
-    """The version's request as a deployment file `specsize plan FILE` reads back (workload nested)."""
+ACCEPTANCE_KEYS = ("acceptance_rate", "mean_accepted_length", "measured_at_k", "acceptance_source")
+
+
+def stored_acceptance(request: dict, plan: dict, store: str | None) -> dict:
+    """The acceptance a version's plan used when its request took it from the calibration store
+    (`acceptance_from_store`): the observation the plan names (`store #ID 'tag'`, rows are never changed), in the form
+    the plan read it (a rate, or a mean accepted length with the k it was measured at), with that provenance as its
+    `acceptance_source`; else the plan's per-token rate. Empty when the request names no store tag."""
+    tag = request.get("acceptance_from_store")
+    inputs = plan.get("inputs") or {}
+    source = inputs.get("acceptance_source")
+    if not tag:
+        return {}
+    found = re.match(r"store #(\d+) ", source or "")
+    if found and store:
+        from ..adapters.store import Store  # noqa: PLC0415
+
+        try:
+            with Store(store) as opened:
+                rows = [o for o in opened.list(tag=tag) if o.id == int(found.group(1))]
+        except SpecError:
+            rows = []
+        if rows and rows[0].acceptance_rate is not None:
+            return {"acceptance_rate": rows[0].acceptance_rate, "acceptance_source": source}
+        if rows and rows[0].mean_accepted_length is not None:
+            at_k = {"measured_at_k": rows[0].k} if rows[0].k else {}
+            return {"mean_accepted_length": rows[0].mean_accepted_length, **at_k, "acceptance_source": source}
+    if inputs.get("acceptance_rate") is not None:
+        return {"acceptance_rate": inputs["acceptance_rate"], "acceptance_source": source or f"store tag {tag!r}"}
+    return {}
+
+
+def to_yaml(request: dict, plan: dict | None = None, store: str | None = None) -> str:
+    """The version's request as a deployment file `specsize plan FILE` reads back (workload nested). An acceptance
+    the version took from the calibration store (`acceptance_from_store`, which a deployment file does not carry) is
+    written as the figure its plan used, with a comment naming the tag, so the file plans to the same numbers."""
     import yaml  # noqa: PLC0415
 
     from ..inputs.request import YAML_TOP_KEYS, YAML_WORKLOAD_KEYS  # noqa: PLC0415
 
     top = {k: v for k, v in request.items() if k in YAML_TOP_KEYS}
+    resolved = stored_acceptance(request, plan or {}, store)
+    if resolved:
+        top = {k: v for k, v in top.items() if k not in ACCEPTANCE_KEYS} | resolved
     workload = {k: v for k, v in request.items() if k in YAML_WORKLOAD_KEYS}
     if workload:
         top["workload"] = workload
-    return yaml.safe_dump(top, sort_keys=False)
+    text = yaml.safe_dump(top, sort_keys=False)
+    if not resolved:
+        return text
+    tag = " ".join(shown(request["acceptance_from_store"]).split())  # one comment line, whatever the tag holds
+    comment = (f"# acceptance: from the calibration store, tag {tag} (acceptance_from_store), as this version's "
+               "plan read it\n")
+    first = next(k for k in ACCEPTANCE_KEYS if k in resolved)
+    lines = text.splitlines(keepends=True)
+    at = next((i for i, line in enumerate(lines) if line.startswith(f"{first}:")), 0)
+    return "".join(lines[:at] + [comment] + lines[at:])

@@ -11,9 +11,10 @@ and target/draft must be catalog ids (`GET /api/v1/models`) or published variant
 
 from __future__ import annotations
 
-from typing import Any, Callable, Literal, Optional, Union
+from typing import Annotated, Any, Callable, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, create_model
+from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, StringConstraints,
+                      create_model)
 
 from ..core.errors import SpecError
 from ..inputs.candidates import candidate_fields
@@ -35,6 +36,17 @@ _JSON_TYPES: dict[str, Any] = {
 }
 
 
+# the longest text a request field takes over HTTP: free text a few KB, ids, names and tags 200 characters (a
+# 900 KB note or tag had been stored, and echoed back in full by every error that quoted it)
+TEXT_LIMIT, LONG_TEXT_LIMIT = 200, 4096
+LONG_TEXT = ("description", "acceptance_source")
+
+
+def text(limit: int = TEXT_LIMIT) -> Any:
+    """A JSON string of at most `limit` characters."""
+    return Annotated[StrictStr, StringConstraints(max_length=limit)]
+
+
 def _annotation(name: str) -> Any:
     fi = info(name)
     if fi.kind == "choice":
@@ -42,6 +54,8 @@ def _annotation(name: str) -> Any:
         return Literal[fi.choices]  # type: ignore[valid-type]
     if name == "num_speculative_tokens":
         return _NUMBER
+    if fi.kind == "str":
+        return text(LONG_TEXT_LIMIT if name in LONG_TEXT else TEXT_LIMIT)
     return _JSON_TYPES[fi.kind]
 
 
@@ -115,6 +129,9 @@ def build(body: dict, catalog: frozenset[str] | None, store: str | None = None) 
         data = parse_yaml_mapping(text, "the deployment", "deployment_yaml")
         refuse_server_files(data)
         request = build_request(data, values, "file", None, "the deployment")
+    bad = first_bad_text(request.settings())  # a deployment file's "\x00" escape: the body's own strings are checked
+    if bad is not None:
+        raise SpecError(bad, BAD_TEXT, "text without NUL characters or lone surrogates")
     models = [(name, getattr(request, name)) for name in CATALOG_ONLY]
     # a speedup candidate's draft is a model too (it would load a folder or a file on the server, or go to the hub)
     models += [("candidates", candidate_fields(text).get("draft")) for text in request.candidates]
@@ -128,3 +145,39 @@ def build(body: dict, catalog: frozenset[str] | None, store: str | None = None) 
     if store is not None and request.acceptance_from_store:
         request = request.replace(store=store)
     return request
+
+
+BAD_TEXT = "must be valid UTF-8 text without NUL characters"
+
+
+def bad_text(value: str) -> bool:
+    """A string no column stores and no response can carry: a lone surrogate ("\\ud800", which UTF-8 cannot encode) or a
+    NUL (which PostgreSQL's text refuses)."""
+    if "\x00" in value:
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def first_bad_text(node: object, path: tuple[str, ...] = ()) -> str | None:
+    """The dotted path (keys and list indexes) of the first string in a parsed JSON value, key or value, that
+    `bad_text` refuses; "body" for the value itself; None when there is none."""
+    if isinstance(node, str):
+        return ".".join(path) or "body" if bad_text(node) else None
+    if isinstance(node, list):
+        for index, item in enumerate(node):
+            found = first_bad_text(item, (*path, str(index)))
+            if found:
+                return found
+    if isinstance(node, dict):
+        for key, item in node.items():
+            here = (*path, key if not bad_text(str(key)) else "(a key)")
+            if bad_text(str(key)):
+                return ".".join(here)
+            found = first_bad_text(item, here)
+            if found:
+                return found
+    return None

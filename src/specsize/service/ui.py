@@ -4,6 +4,7 @@ the app: no CDN, no external font, no inline script (the CSP forbids it). Figure
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 import time
@@ -15,12 +16,13 @@ from typing import Any, Callable
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
+from starlette.concurrency import run_in_threadpool
 from starlette.staticfiles import StaticFiles
 
 from .. import api
 from ..core.errors import SpecError
 from . import auth, deployments
-from .requests import build
+from .requests import BAD_TEXT, build, bad_text
 
 COOKIE = "specsize_session"
 LOGIN_COOKIE = "specsize_login"
@@ -88,6 +90,20 @@ async def json_body(request: Request) -> object:
         raise BodyShapeError("body", "is not JSON", WHATIF_BODY) from None
 
 
+NOTE_LIMIT = 4096  # characters, as the API's `note`
+
+
+def form_text(form, name: str, limit: int | None = None) -> str:
+    """A form field's text, refused (naming the field) where no column could store it or past `limit` characters."""
+    value = form.get(name)
+    value = "" if value is None or not isinstance(value, str) else value
+    if bad_text(value):
+        raise SpecError(name, BAD_TEXT, "text without NUL characters or lone surrogates")
+    if limit is not None and len(value) > limit:
+        raise SpecError(name, f"is {len(value):,} characters long", f"at most {limit:,} characters")
+    return value
+
+
 def whatif_changes(base: dict, moved: dict) -> dict:
     """The what-if controls' values as request changes. The prompt control moves the p99; the median and p95 stay
     where they were unless that would put them above it, and the max is at least the new p99."""
@@ -109,6 +125,9 @@ def whatif_changes(base: dict, moved: dict) -> dict:
 
 def mount_ui(app: FastAPI, state, current_user: Callable, role: Callable, merged: Callable, save: Callable,
              endpoint_url: Callable) -> None:
+    """The UI's routes. An async handler awaits its form or body and runs the rest (argon2, planning, the database)
+    in the thread pool, never on the event loop: a login's hash and pause, or a what-if's plan, had frozen every other
+    request, /healthz included."""
     folder = resources.files("specsize.service")
     templates = Jinja2Templates(directory=str(folder / "templates"))
     app.mount("/static", StaticFiles(directory=str(folder / "static")), name="static")
@@ -183,11 +202,12 @@ def _login_routes(app: FastAPI, ui: SimpleNamespace) -> None:
             return HTMLResponse("too many requests", status_code=429)
         if not auth.same(str(form.get("csrf", "")), request.cookies.get(LOGIN_COOKIE, "") or "-"):
             return RedirectResponse("/login?error=expired", status_code=303)
-        user = auth.user_for_password(state.engine, str(form.get("username", "")), str(form.get("password", "")))
+        user = await run_in_threadpool(auth.user_for_password, state.engine, str(form.get("username", "")),
+                                       str(form.get("password", "")))
         if user is None:
-            time.sleep(0.2)
+            await asyncio.sleep(0.2)  # slows a guesser down without holding the event loop
             return RedirectResponse("/login?error=denied", status_code=303)
-        cookie, _csrf = auth.new_session(state.engine, user)
+        cookie, _csrf = await run_in_threadpool(auth.new_session, state.engine, user)
         response = RedirectResponse("/", status_code=303)
         set_cookie(response, COOKIE, cookie, auth.SESSION_SECONDS)
         response.delete_cookie(LOGIN_COOKIE, path="/")
@@ -196,9 +216,9 @@ def _login_routes(app: FastAPI, ui: SimpleNamespace) -> None:
     @app.post("/logout", include_in_schema=False)
     async def logout(request: Request) -> Response:
         form = await request.form()
-        found = session_user(request)
+        found = await run_in_threadpool(session_user, request)
         if found and auth.same(str(form.get("csrf", "")), found[1]):
-            auth.end_session(state.engine, request.cookies[COOKIE])
+            await run_in_threadpool(auth.end_session, state.engine, request.cookies[COOKIE])
         response = RedirectResponse("/login", status_code=303)
         response.delete_cookie(COOKIE, path="/")
         return response
@@ -218,18 +238,21 @@ def _page_routes(app: FastAPI, ui: SimpleNamespace) -> None:
     @app.post("/new", include_in_schema=False)
     async def new(request: Request) -> Response:
         form = await request.form()
-        name = str(form.get("name", "")).strip()
-        text = str(form.get("yaml", ""))
         upload = form.get("file")
-        if upload is not None and hasattr(upload, "read"):
-            data = await upload.read()
-            if data:
-                text = data.decode("utf-8", errors="replace")
+        data = await upload.read() if upload is not None and hasattr(upload, "read") else b""
+        return await run_in_threadpool(_new, request, form, data)
+
+    def _new(request: Request, form, data: bytes) -> Response:
+        name = text = ""
         try:
+            name = form_text(form, "name").strip()
+            text = data.decode("utf-8", errors="replace") if data else form_text(form, "yaml")
+            if "\x00" in text:
+                raise SpecError("yaml", BAD_TEXT, "a deployment file (YAML text)")
             user = form_user(request, form, "planner")
             deployments.check_name(name)
             request_obj = build({"deployment_yaml": text}, state.catalog, state.store)
-            save(name, request_obj, user, str(form.get("note") or "") or None, True)
+            save(name, request_obj, user, form_text(form, "note", NOTE_LIMIT) or None, True)
         except SpecError as err:
             return page(request, "new.html", error=str(err), name=name, text=text)
         return RedirectResponse(f"/d/{name}", status_code=303)
@@ -256,8 +279,12 @@ def _action_routes(app: FastAPI, ui: SimpleNamespace) -> None:
         ui.state, ui.page, ui.form_user, ui.version_of, ui.whatif_request, ui.current_user, ui.merged, ui.save)
     @app.post("/ui/whatif/{name}", include_in_schema=False)
     async def whatif(request: Request, name: str) -> Response:
-        current_user(request)  # session + CSRF header (or a token), rate limit; a viewer explores, saving is a planner's
+        # session + CSRF header (or a token), rate limit; a viewer explores, saving is a planner's
+        await run_in_threadpool(current_user, request)
         body = await json_body(request)
+        return await run_in_threadpool(_whatif, name, body)
+
+    def _whatif(name: str, body: object) -> Response:
         started = time.perf_counter()
         request_obj, _ = whatif_request(name, body)
         result, figs = figures(request_obj)
@@ -267,19 +294,23 @@ def _action_routes(app: FastAPI, ui: SimpleNamespace) -> None:
 
     @app.post("/d/{name}/save", include_in_schema=False)
     async def save_whatif(request: Request, name: str) -> Response:
-        form = await request.form()
+        return await run_in_threadpool(_save_whatif, request, name, await request.form())
+
+    def _save_whatif(request: Request, name: str, form) -> Response:
         try:
             user = form_user(request, form, "planner")
-            body = {"version": int(str(form.get("version"))), "changes": json.loads(str(form.get("changes") or "{}"))}
+            body = {"version": int(str(form.get("version"))), "changes": json.loads(form_text(form, "changes") or "{}")}
             request_obj, _ = whatif_request(name, body)  # whatif_body checks the changes' shape
-            out = save(name, request_obj, user, str(form.get("note") or "what-if") or None, False)
+            out = save(name, request_obj, user, form_text(form, "note", NOTE_LIMIT) or "what-if", False)
         except (SpecError, ValueError) as err:
             return page(request, "error.html", error=str(err))
         return RedirectResponse(f"/d/{name}?v={out['version']}", status_code=303)
 
     @app.post("/d/{name}/apply", include_in_schema=False)
     async def apply_fix(request: Request, name: str) -> Response:
-        form = await request.form()
+        return await run_in_threadpool(_apply_fix, request, name, await request.form())
+
+    def _apply_fix(request: Request, name: str, form) -> Response:
         try:
             user = form_user(request, form, "planner")
             current = version_of(name, int(str(form.get("version"))))
@@ -328,10 +359,13 @@ def _live_routes(app: FastAPI, ui: SimpleNamespace) -> None:
 
     @app.post("/ui/simulate/{name}", include_in_schema=False)
     async def simulate_whatif(request: Request, name: str) -> Response:
-        user = current_user(request)
+        user = await run_in_threadpool(current_user, request)
         if not user.can("planner"):
             raise SpecError("role", f"{user.role} may not run simulations", "a planner or higher")
-        _, body = whatif_request(name, await json_body(request))
+        return await run_in_threadpool(_simulate_whatif, name, user, await json_body(request))
+
+    def _simulate_whatif(name: str, user, raw: object) -> Response:
+        _, body = whatif_request(name, raw)
         job = state.jobs.submit("simulate", {"body": body, "store": state.store}, user.name)
         if isinstance(job, str):
             return JSONResponse({"error": state.jobs.refusal(job)}, status_code=429, headers={"retry-after": "5"})
