@@ -408,7 +408,7 @@ def _metrics_text(source: str) -> str:
 
 
 def check_live(plan: dict | str | Path, metrics: str | None = None, log: str | Path | None = None) -> LiveCheck:
-    """Hold a running vLLM server (its /metrics URL or a saved copy, and/or its start-up log) against a plan
+    """Hold a running vLLM or SGLang server (its /metrics URL or a saved copy, and/or its start-up log) against a plan
     (the dict of `PlanResult.to_dict()` or a file holding that JSON)."""
     import json  # noqa: PLC0415
 

@@ -283,7 +283,7 @@ def measure(measure_batch: int, prompt_len: int | None, weights: str, prompts: s
 
 
 @cli.command("check-live")
-@click.option("--metrics", "metrics_source", help="A vLLM server's /metrics URL, or a file holding its text.")
+@click.option("--metrics", "metrics_source", help="A vLLM or SGLang server's /metrics URL, or a file holding its text.")
 @click.option("--log", "log_file", type=click.Path(dir_okay=False), help="The server's start-up log.")
 @click.option("--plan", "plan_file", required=True, type=click.Path(dir_okay=False),
               help="The plan to hold reality against (specsize plan --format json -o plan.json).")
@@ -292,7 +292,7 @@ def measure(measure_batch: int, prompt_len: int | None, weights: str, prompts: s
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def check_live(metrics_source: str | None, log_file: str | None, plan_file: str, record: str | None,
                store: str | None, fmt: str) -> None:
-    """Hold a running vLLM server against a saved plan: KV capacity and usage, preemptions, acceptance.
+    """Hold a running vLLM (or SGLang) server against a saved plan: KV capacity and usage, preemptions, acceptance.
 
     Exit 0 when reality keeps the plan's verdict, 1 when it changes it, 2 on bad input.
     """

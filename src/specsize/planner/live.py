@@ -103,11 +103,6 @@ def _require(plan: dict, metrics: LiveMetrics | None, log: StartupLog | None) ->
     if not isinstance(plan.get("inputs"), dict) or not isinstance(plan["inputs"].get("target"), str):
         raise SpecError("plan", "the plan names no target model (inputs.target)", PLAN_JSON)
     _require_sections(plan)
-    engine = plan.get("engine")
-    engine_name = engine.get("name") if isinstance(engine, dict) else None
-    if engine_name not in (None, "vllm"):  # its metric names, log lines and accounting are vLLM's
-        raise SpecError("plan", f"the plan is for {str(engine_name)[:40]!r}; check-live reads a vLLM server's metrics and "
-                        "start-up log", "a plan of engine vllm")
     if metrics is None and log is None:
         raise SpecError("metrics", "nothing to compare", "--metrics URL|FILE and/or --log FILE")
     _same_model(plan, metrics, log)
@@ -266,6 +261,18 @@ def _verdict_now(plan: dict, headroom_now: float, changed: bool) -> str:
     return now
 
 
+def _engine_note(plan: dict, metrics: LiveMetrics | None, log: StartupLog | None, result: LiveCheck) -> None:
+    """A plan of one engine held against a server of the other is said: its KV cache and memory follow the engine
+    it was planned for (SGLang sizes its pool by mem_fraction_static, vLLM by gpu_memory_utilization)."""
+    engine = plan.get("engine")
+    planned = engine.get("name") if isinstance(engine, dict) else None
+    serving = "sglang" if ((metrics is not None and metrics.generation == "SGLang")
+                           or (log is not None and log.engine == "sglang")) else ("vllm" if metrics or log else None)
+    if isinstance(planned, str) and serving and planned != serving:
+        result.notes.append(f"the plan is for {planned[:40]}, the server runs {serving}: its KV cache and memory "
+                            f"figures follow {serving}'s accounting, not the plan's (plan it with --engine {serving})")
+
+
 def check(plan: dict, metrics: LiveMetrics | None, log: StartupLog | None) -> LiveCheck:
     _require(plan, metrics, log)
     planned_k = (plan.get("inputs") or {}).get("num_speculative_tokens")
@@ -286,6 +293,7 @@ def check(plan: dict, metrics: LiveMetrics | None, log: StartupLog | None) -> Li
             abs(metrics.kv_cache_tokens / log.kv_cache_tokens - 1) > 0.01:
         result.notes.append(f"the log ({log.kv_cache_tokens:,} tokens) and the metrics ({metrics.kv_cache_tokens:,}) "
                             "disagree: are they of the same server and start?")
+    _engine_note(plan, metrics, log, result)
     speculation_stops = _acceptance_checks(plan, metrics, observed, result)
     if metrics is not None and metrics.waiting and metrics.waiting > 0:
         result.notes.append(f"{metrics.waiting:.0f} requests waiting now")
