@@ -242,3 +242,24 @@ def test_a_plan_with_thousands_of_images_per_request_answers():
             "image_tokens=1048576); print(r.verdict.verdict)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "does_not_fit", done.stderr
+
+
+def test_an_sglang_tree_verifies_its_num_draft_tokens_root_included():
+    # SGLang's --speculative-num-draft-tokens N counts the tree's nodes with the last verified token as its root
+    # (steps 3 at top-k 1 is N = 4), so a pass gains at most N tokens and verification scores N positions; the plan
+    # had priced N + 1 of each (3 tokens a pass beside the emitted N = 2, which verifies the root and one draft)
+    import specsize
+
+    def planned(n: int):
+        return specsize.plan(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", engine="sglang",
+                             method="eagle3", num_speculative_tokens=3, acceptance_rate=0.7, tree_topk=4,
+                             num_draft_tokens=n)
+
+    # each depth accepts with 1 - 0.3^4 = 0.9919; three depths: 1 + 0.9919 + 0.9919^2 + 0.9919^3 = 3.9517
+    assert planned(2).perf.tokens_per_pass == pytest.approx(2.0)
+    assert planned(8).perf.tokens_per_pass == pytest.approx(3.9517, abs=1e-4)
+    from specsize.planner.perf import costs_for
+
+    r = planned(2)
+    costs = costs_for(r.deployment, r.memory, load_efficiency(r.deployment.gpu), 3, r.deployment.speculative.tree)
+    assert costs.verify_width == 2

@@ -186,9 +186,11 @@ class StepTime:
 
 def tree_tokens_per_pass(acceptance: float, depth: int, topk: int, num_draft_tokens: int) -> float:
     """Tree drafting (SGLang EAGLE): top-`topk` candidates per depth make each depth's acceptance
-    1 - (1 - a)^topk; the chain of `depth` such levels is capped by the `num_draft_tokens` verified."""
+    1 - (1 - a)^topk; the chain of `depth` such levels is capped by the `num_draft_tokens` verified, SGLang's
+    --speculative-num-draft-tokens, whose tree holds the last verified token as its root (steps 3, top-k 1: 4), so a
+    pass gains at most that many tokens (the root's successor drafts plus the bonus token)."""
     a_level = 1 - (1 - acceptance) ** max(1, topk)
-    return min(tokens_per_pass(a_level, depth), float(num_draft_tokens + 1))
+    return min(tokens_per_pass(a_level, depth), float(num_draft_tokens))
 
 
 @lru_cache(maxsize=512)  # a pure function of frozen inputs, asked again for every candidate a plan weighs
@@ -585,7 +587,7 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
         if not kind.keeps_kv:  # Medusa heads keep no KV cache
             draft = ModelCost(**{**draft.__dict__, "kv_layers": ()})
     if tree_topk > 1 and num_draft_tokens:
-        verified = float(num_draft_tokens + 1)
+        verified = float(num_draft_tokens)  # the tree's nodes, its root included (SGLang's convention)
     else:
         verified = verified_per_sequence(k, sp.proposal_rate)
     steps = kind.steps(k)

@@ -157,7 +157,8 @@ class Request:
     # --- performance model -----------------------------------------------------------------------------------
     tree_topk: int = F(1, "Tree drafting (SGLang's EAGLE, EAGLE-3, MTP and draft model; vLLM drafts a chain): "
                           "top-k branches.", "int", PERF, minimum=1, maximum=64)
-    num_draft_tokens: int | None = F(None, "Tree drafting (SGLang only): tokens verified per sequence (N).",
+    num_draft_tokens: int | None = F(None, "Tree drafting (SGLang only): tokens verified per sequence (N), the last verified token "
+                                     "included as the tree's root (steps 3 at top-k 1: 4).",
                                      "int", PERF, minimum=1, maximum=4096)
     tpot_slo_ms: float | None = F(None, "TPOT target: report the concurrency that still meets it; a simulation "
                                   "with fewer than 99% of requests within it is thin (slo_missed).", "float", PERF,

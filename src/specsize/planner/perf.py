@@ -26,9 +26,9 @@ def pass_tokens(a: float, k: int, tree: Tree, measured_length: bool = False, pro
     the rate solved from it is each depth's acceptance, not a per-branch one to widen again by top-k. A drafter that
     proposes in only `proposal_rate` of the steps (n-gram) gains tokens in those alone."""
     if tree.topk > 1:
-        cap = tree.num_draft_tokens or k * tree.topk
+        cap = tree.num_draft_tokens or k * tree.topk + 1  # the tree's nodes, its root included
         if measured_length:
-            return min(tokens_per_pass(a, k), float(cap + 1))
+            return min(tokens_per_pass(a, k), float(cap))
         return tree_tokens_per_pass(a, k, tree.topk, cap)
     return proposed_tokens_per_pass(tokens_per_pass(a, k), proposal_rate)
 
