@@ -263,3 +263,19 @@ def test_an_sglang_tree_verifies_its_num_draft_tokens_root_included():
     r = planned(2)
     costs = costs_for(r.deployment, r.memory, load_efficiency(r.deployment.gpu), 3, r.deployment.speculative.tree)
     assert costs.verify_width == 2
+
+
+def test_the_crossover_is_the_smallest_batch_that_does_not_pay_where_the_speed_up_dips_and_recovers():
+    # n-gram with k = 7 at a = 0.5 on an L4 (AWQ gpt-oss-20b, no step floor): the speed-up is below 1 at a few
+    # sequences, above it around 32 and below again later; the bisection over [1, max_num_seqs] had reported 79 beside
+    # a speed-up of 0.9996 at 8. The crossover is the smallest batch below 1, the speed-up table's rows' own reading.
+    import specsize
+
+    common = dict(target="openai/gpt-oss-20b", method="ngram", num_speculative_tokens=7, acceptance_rate=0.5,
+                  gpu="L4-24GB", quantization="awq", step_overhead_ms=0)
+    perf = specsize.plan(concurrency=8, **common).perf
+    table = specsize.speedup(batch_sizes=tuple(range(1, 81)), **common)
+    rows = table.drafters[0].table.rows
+    first = next(r.batch_size for r in rows if r.speedup < 1)
+    assert perf.speedup < 1 and perf.crossover_batch == first
+    assert all(r.speedup >= 1 for r in rows if r.batch_size < first)

@@ -30,7 +30,7 @@ def test_html_report_in_headless_chromium(tmp_path, capsys):
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is part of specsize[test]")
     page_file = tmp_path / "report.html"
     code, _, _ = run(capsys, "report", "-o", str(page_file))
-    _, out, _ = run(capsys, "plan", "--format", "json")
+    _, out, _ = run(capsys, "plan", "--simulate", "--format", "json")  # the report folds in its burst simulation
     expected_verdict = json.loads(out)["verdict"]
     assert code in (0, 1, 3)
     errors = []
@@ -108,3 +108,14 @@ def test_report_renders_fast():
     subprocess.run([sys.executable, "-m", "specsize.cli.main", "report", "--format", "markdown", "--no-simulate"],
                    check=False, capture_output=True)
     assert time.perf_counter() - start < 30  # a smoke bound; the 2 s target is measured in bench/report_speed.py
+
+
+def test_the_report_shows_the_verdict_of_plan_simulate(capsys):
+    # a TPOT SLO of 5 ms no request meets: the plan fits, its burst simulation misses the SLO, and the report (which
+    # simulates) says thin, as `plan --simulate` does (docs/report.md had said plain `plan`'s)
+    args = ("--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB", "--tpot-slo-ms", "5")
+    _, plain, _ = run(capsys, "plan", *args, "--format", "json")
+    _, simulated, _ = run(capsys, "plan", *args, "--simulate", "--format", "json")
+    code, report, _ = run(capsys, "report", *args, "--format", "markdown")
+    assert json.loads(plain)["verdict"] == "fits" and json.loads(simulated)["verdict"] == "thin"
+    assert code == 0 and "**THIN: worst-case headroom" in report

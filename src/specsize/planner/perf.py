@@ -127,20 +127,29 @@ class PerfSummary:
 
 
 def find_crossover(costs: SpecCosts, per_pass: float, context: int, upper: int) -> int | None:
-    """Smallest batch in [1, upper] with speed-up < 1 (speed-up falls with batch once compute-bound)."""
+    """Smallest batch in [1, upper] with speed-up < 1. The speed-up falls with the batch once verification is
+    compute-bound, but not always before it (a CPU proposer's or the host's per-sequence work can make it dip below 1
+    at a few sequences and rise above it again), so batches are tried on a grid 25% apart from 1 and the crossing
+    is bisected between the last grid batch that pays and the first that does not; None where every grid batch
+    pays."""
     def slower(b: int) -> bool:
         return speedup_point(costs, b, context, per_pass, 0).speedup < 1
 
-    if not slower(upper):
-        return None
-    lo, hi = 1, upper
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if slower(mid):
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
+    below = 0  # the last batch tried that pays
+    b = 1
+    while True:
+        if slower(b):
+            lo, hi = below + 1, b
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if slower(mid):
+                    hi = mid
+                else:
+                    lo = mid + 1
+            return lo
+        if b >= upper:
+            return None
+        below, b = b, min(upper, max(b + 1, b * 5 // 4))
 
 
 def summarize(d: Deployment, mem: MemoryAccount, eff: Efficiency, acceptance: Acceptance | None,
