@@ -520,3 +520,17 @@ def test_a_burst_whose_backlog_outlasts_the_arrivals_is_queue_growth():
     assert [p.kind for p in backlog.problems] == ["queue_growth"] and not backlog.sustains
     steady = api.simulate(rate=2, duration=60, **common).spec  # no backlog: nothing to drain
     assert steady.sustains and steady.max_queue == 0
+
+
+def test_the_text_shows_no_end_to_end_latency_where_no_request_finished(capsys):
+    # prompts of 100,000 tokens arriving once a second into a 1 GB cache: none finishes in 5 s. The JSON says null;
+    # the text had printed "0.00 / 0.00" s beside TTFT and TPOT's "-"
+    from specsize.cli.main import main
+
+    with pytest.raises(SystemExit):
+        main(["simulate", "--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB", "--rate", "1",
+              "--duration", "5", "--kv-cache-memory-bytes", "1000000000", "--prompt-tokens-median", "100000",
+              "--output-tokens-median", "10", "--max-model-len", "100010"])
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("E2E p50 / p99 s"))
+    assert row.split()[-3:] == ["-", "/", "-"], row

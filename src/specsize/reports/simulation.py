@@ -11,6 +11,10 @@ def _ms(x):
     return "-" if x is None else f"{x * 1e3:,.1f}"
 
 
+def _s(x):
+    return "-" if x is None else f"{x:,.2f}"
+
+
 def render(rep: SimulationReport, fmt: str) -> str:
     if fmt == "json":
         return dumps({"schema_version": "1.0", "sim": rep.to_dict()})
@@ -20,7 +24,7 @@ def render(rep: SimulationReport, fmt: str) -> str:
         ["requests completed", *(f"{r.completed:,} / {r.requests:,}" for r in runs)],
         ["TTFT p50 / p99 ms", *(f"{_ms(r.ttft_s.p50)} / {_ms(r.ttft_s.p99)}" for r in runs)],
         ["TPOT p50 / p99 ms", *(f"{_ms(r.tpot_s.p50)} / {_ms(r.tpot_s.p99)}" for r in runs)],
-        ["E2E p50 / p99 s", *(f"{r.e2e_s.p50 or 0:,.2f} / {r.e2e_s.p99 or 0:,.2f}" for r in runs)],
+        ["E2E p50 / p99 s", *(f"{_s(r.e2e_s.p50)} / {_s(r.e2e_s.p99)}" for r in runs)],  # "-": none finished
         ["throughput tok/s", *(f"{r.throughput_tok_s:,.0f}" for r in runs)],
         ["goodput req/s", *("-" if r.goodput_req_s is None else f"{r.goodput_req_s:,.2f}" for r in runs)],
         ["preemptions (recomputed tokens)", *(f"{r.preemptions:,} ({r.recomputed_tokens:,})" for r in runs)],
