@@ -130,3 +130,14 @@ def test_force_never_replaces_a_file_the_command_reads(tmp_path, capsys, monkeyp
         err = capsys.readouterr().err
         assert exit_info.value.code == 2 and f"is this command's {field}, which it reads" in err, err
         assert path.read_text() == before
+
+
+def test_series_to_dash_is_refused_not_a_file_named_dash(tmp_path, capsys, monkeypatch):
+    # `--series -` had written a file named "-" in the working folder (-o - is stdout; stdout holds the JSON here)
+    from specsize.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["simulate", "--duration", "5", "--series", "-", "--format", "json"])
+    assert exit_info.value.code == 2 and "series: '-' would be stdout" in capsys.readouterr().err
+    assert not (tmp_path / "-").exists()

@@ -66,6 +66,8 @@ def check_targets(force: bool, **paths: str | None) -> None:
     """`check_target` for each named output given, and no two of them the same file."""
     seen: dict[Path, str] = {}
     for field, path in paths.items():
+        if path == "-" and field != "output":  # -o - is stdout; stdout holds the command's own output
+            raise SpecError(field, "'-' would be stdout, which holds the command's own output", "a file path")
         if path is None or path == "-":
             continue
         target = check_target(path, force, field).resolve()
