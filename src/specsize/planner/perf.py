@@ -129,7 +129,7 @@ class PerfSummary:
 def find_crossover(costs: SpecCosts, per_pass: float, context: int, upper: int) -> int | None:
     """Smallest batch in [1, upper] with speed-up < 1. The speed-up falls with the batch once verification is
     compute-bound, but not always before it (a CPU proposer's or the host's per-sequence work can make it dip below 1
-    at a few sequences and rise above it again), so batches are tried on a grid 25% apart from 1 and the crossing
+    at a few sequences and rise above it again), so batches are tried on a grid 50% apart from 1 and the crossing
     is bisected between the last grid batch that pays and the first that does not; None where every grid batch
     pays."""
     def slower(b: int) -> bool:
@@ -149,7 +149,7 @@ def find_crossover(costs: SpecCosts, per_pass: float, context: int, upper: int) 
             return lo
         if b >= upper:
             return None
-        below, b = b, min(upper, max(b + 1, b * 5 // 4))
+        below, b = b, min(upper, max(b + 1, b * 3 // 2))
 
 
 def summarize(d: Deployment, mem: MemoryAccount, eff: Efficiency, acceptance: Acceptance | None,
