@@ -394,3 +394,22 @@ def test_fixes_and_acceptance_floor_of_a_tree_are_priced_with_the_tree():
         return specsize.plan(q.replace(acceptance_rate=rate)).perf.speedup
 
     assert speedup(floor + 0.01) >= 1 > speedup(floor - 0.01)
+
+
+def test_a_context_too_short_for_the_requests_is_fixed_by_raising_it_and_said_where_the_model_cannot():
+    # max_model_len 4096 rejects the default envelope's p99 request (8,000 + 1,200 tokens): the ranked fixes had
+    # offered only memory changes, each leaving the plan does_not_fit; raising the context to 9,200 (575 blocks of
+    # 16) makes it fit, and applying the fix's changes gives that verdict
+    import specsize
+    from specsize.inputs.load import apply_overrides
+
+    q = specsize.load_request(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", max_model_len=4096)
+    r = specsize.plan(q)
+    assert r.verdict.verdict == "does_not_fit"
+    top = r.recommendations[0]
+    assert top.action == "raise_max_model_len" and top.changes == {"max_model_len": 9200}
+    assert top.verdict_after == "fits" == specsize.plan(apply_overrides(q, top.changes)).verdict.verdict
+    # Phi-3-mini-4k's context is 4,096 tokens: no setting serves a 9,200-token request, and the plan says so
+    phi = specsize.plan(target="microsoft/Phi-3-mini-4k-instruct", gpu="L4-24GB")
+    assert all(f.action != "raise_max_model_len" for f in phi.recommendations)
+    assert any("longest context (4096 tokens): no engine setting serves them" in w for w in phi.warnings)

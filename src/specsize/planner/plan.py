@@ -173,6 +173,11 @@ def plan(d: Deployment, w: Workload, profile: AccountingProfile, headroom: float
     if not mem.cuda_graph_counted and mem.cuda_graph_bytes and mem.cuda_graph_bytes > reserve:
         warnings.append(f"CUDA graphs take about {mem.cuda_graph_bytes / GiB:.2f} GiB outside the budget, more than "
                         f"the {reserve / GiB:.2f} GiB gpu_memory_utilization leaves free")
+    shape = w.prompt_tokens.at(w.percentile) + w.output_tokens.at(w.percentile)
+    if shape > d.target.max_model_len_limit:
+        warnings.append(f"{w.percentile} requests of {shape} tokens are longer than {d.target.model_id}'s longest "
+                        f"context ({d.target.max_model_len_limit} tokens): no engine setting serves them; shorten them "
+                        "or choose a model with a longer context")
     needed = checkpoint_format_needed(d.target, d.quantization_override)
     stored = d.target.quantization.method if d.target.quantization is not None else None
     if needed == UNQUANTIZED:

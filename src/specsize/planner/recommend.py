@@ -109,6 +109,12 @@ def _engine_changes(d: Deployment, w: Workload, result: PlanResult) -> list[_Can
                     replace(d, engine=replace(e, max_num_seqs=peak)), w, 0, ""))
     longest = w.prompt_tokens.max + w.output_tokens.max + s.num_speculative_tokens
     fitted_len = -(-longest // s.block_size) * s.block_size
+    shape = w.prompt_tokens.at(w.percentile) + w.output_tokens.at(w.percentile)  # the envelope's request
+    if s.max_model_len < shape <= d.target.max_model_len_limit:  # the engine rejects it: a context that takes it
+        raised = min(d.target.max_model_len_limit, -(-shape // s.block_size) * s.block_size)
+        out.append(("raise_max_model_len", f"raise max_model_len from {s.max_model_len} to {raised} (the "
+                    f"{w.percentile} request, {shape} tokens)", replace(d, engine=replace(e, max_model_len=raised)),
+                    w, 0, ""))
     if s.max_model_len > fitted_len and result.memory.startup_problem:
         out.append(("max_model_len", f"lower max_model_len from {s.max_model_len} to {fitted_len} (the longest request)",
                     replace(d, engine=replace(e, max_model_len=fitted_len)), w, 0, ""))
@@ -197,8 +203,8 @@ def recommend(result: PlanResult, profile: AccountingProfile, efficiency=None, a
         if action == "lower_utilization":
             gained = max(gained, 0.0)
             price += 0.02
-        if gained <= 0 and action != "lower_utilization":
-            continue
+        if gained <= 0 and action != "lower_utilization" and RANK[after.verdict.verdict] <= RANK[result.verdict.verdict]:
+            continue  # neither more headroom nor a better verdict (a context that takes the requests may be both)
         score = gained / (0.01 + price)
         headroom_after = after.verdict.worst_case.headroom_fraction
         speed = "" if tpot_change is None else f", TPOT {tpot_change:+.0%}"
