@@ -943,3 +943,11 @@ def test_a_candidate_naming_its_acceptance_twice_is_refused(capsys):
     code, out, err = run(capsys, "speedup", *LLAMA8B, "--method", "ngram", "-k", "3", "--acceptance-rate", "0.5",
                          "--candidate", "method=ngram,acceptance=0.4,acceptance_rate=0.6,k=3")
     assert code == 2 and out == "" and "two names for one rate" in err, err
+
+
+@pytest.mark.parametrize("rate", ["0", "1"])
+def test_a_spread_about_an_acceptance_of_0_or_1_is_refused_as_one_too_wide_is(capsys, rate):
+    """A spread at 0.99 was refused (no Beta distribution has it) and at exactly 1 silently dropped."""
+    code, out, err = run(capsys, "simulate", *LLAMA8B, "--method", "ngram", "-k", "3", "--acceptance-rate", rate,
+                         "--acceptance-spread", "0.1", "--duration", "5", "--format", "json")
+    assert code == 2 and out == "" and "acceptance_spread" in err and "needs a mean inside (0, 1)" in err, err

@@ -159,12 +159,15 @@ def proposed_tokens_per_pass(per_proposal: float, proposal_rate: float) -> float
 
 def beta_concentration(mean: float, spread: float) -> float | None:
     """The concentration (alpha + beta) of the Beta distribution with this per-token `mean` and standard deviation
-    `spread`; None where there is none to sample (a spread below a millionth, a mean of 0 or 1). A spread no Beta
-    distribution has (variance >= mean x (1 - mean)) is refused."""
+    `spread`; None where there is none to sample (a spread below a millionth). A spread no Beta distribution has
+    (variance >= mean x (1 - mean), so any spread about a mean of 0 or 1) is refused."""
     var = spread ** 2
-    if var < 1e-12 or mean in (0.0, 1.0):
+    if var < 1e-12:
         return None
     limit = mean * (1 - mean)
+    if limit <= 0:
+        raise SpecError("acceptance_spread", f"{spread} about a mean acceptance of {mean:g}, which every request then "
+                        "has", "0 with an acceptance of 0 or 1 (a spread needs a mean inside (0, 1))")
     if var >= limit:
         raise SpecError("acceptance_spread", f"{spread} is too wide for a mean acceptance of {mean:.4g}",
                         f"a standard deviation below {math.sqrt(limit):.3f}")
