@@ -12,6 +12,7 @@ import struct
 import pytest
 
 from helpers import SHARED, deployment, profile
+from specsize.engines import resolve_profile
 from specsize.catalog import load_model
 from specsize.cli.main import main
 from specsize.core.memory import account
@@ -208,6 +209,17 @@ def test_a_yarn_config_serves_and_defaults_to_its_scaled_context(tmp_path, capsy
                          "--format", "json")
     assert code in (0, 1, 3) and json.loads(out)["max_concurrency_tokens"] == 131072, err  # was refused, exit 2
     code, _, err = run(capsys, "plan", "--target", folder, "--gpu", "H100-SXM-80GB", "--max-model-len", "131073")
+    _one_line_error(code, err, "max_model_len")
+
+
+def test_sglang_keeps_its_own_context_for_a_yarn_config(tmp_path, capsys, shared):
+    # SGLang applies no rope factor beside original_max_position_embeddings (get_context_length) and refuses a longer
+    # --context-length: its plan keeps 32,768 and refuses 131,072, where a vLLM plan takes it
+    folder = _qwen_yarn(tmp_path)
+    settings = account(deployment(target=str(folder)), resolve_profile("sglang")).settings
+    assert settings.max_model_len == 32768
+    code, _, err = run(capsys, "plan", "--target", folder, "--gpu", "H100-SXM-80GB", "--engine", "sglang",
+                       "--max-model-len", "131072")
     _one_line_error(code, err, "max_model_len")
 
 

@@ -375,7 +375,7 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
             raise SpecError("kv_cache_dtype", f"{kv_dtype} beside a {dtype} model: the engines keep the KV cache in "
                             "the dtype the model is served in (auto) or in fp8", "auto (or the served dtype), fp8, "
                             "fp8_e4m3, fp8_e5m2")
-    max_model_len = e.max_model_len or target.max_model_len_limit
+    max_model_len = e.max_model_len or target.context_limit(p.engine)
     gpu_name = f"{d.gpu.gpu_id} {d.gpu.name}".lower()
     large = d.gpu.memory_bytes >= p.large_gpu_bytes and not any(
         part in gpu_name for part in p.large_gpu_excluded_names) and (

@@ -226,8 +226,15 @@ class ModelSpec:
 
     @property
     def max_model_len_limit(self) -> int:
-        """The longest context the engine serves this model at, and its default max_model_len."""
+        """The longest context vLLM serves this model at, and its default max_model_len."""
         return self.derived_max_model_len or self.max_position_embeddings
+
+    def context_limit(self, engine: str) -> int:
+        """The longest context `engine` serves this model at, and its default. SGLang's own reading of the config
+        (hf_transformers_utils.get_context_length) applies no rope factor beside original_max_position_embeddings
+        and starts no longer context unless told to (SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN): its plans keep
+        max_position_embeddings, vLLM's the length vLLM derives."""
+        return self.max_position_embeddings if engine == "sglang" else self.max_model_len_limit
 
     def weight_bytes_served(self, dtype: str) -> int | None:
         """The checkpoint's bytes once loaded in `dtype` (a DTYPE_BYTES key): vLLM casts unquantized floating-point

@@ -145,9 +145,9 @@ def plan(d: Deployment, w: Workload, profile: AccountingProfile, headroom: float
     validate(d, w, headroom)
     mem = account(d, profile)
     s = mem.settings
-    limit = d.target.max_model_len_limit
+    limit = d.target.context_limit(profile.engine)
     if s.max_model_len > limit:
-        what = ("max_position_embeddings" if d.target.derived_max_model_len is None
+        what = ("max_position_embeddings" if limit == d.target.max_position_embeddings
                 else "longest context (its config's rope_scaling and length keys, as vLLM derives it)")
         raise SpecError("max_model_len", f"{s.max_model_len} exceeds the target's {what} ({limit}) as "
                         f"{d.target.model_id} is read here",
@@ -174,10 +174,10 @@ def plan(d: Deployment, w: Workload, profile: AccountingProfile, headroom: float
         warnings.append(f"CUDA graphs take about {mem.cuda_graph_bytes / GiB:.2f} GiB outside the budget, more than "
                         f"the {reserve / GiB:.2f} GiB gpu_memory_utilization leaves free")
     shape = w.prompt_tokens.at(w.percentile) + w.output_tokens.at(w.percentile)
-    if shape > d.target.max_model_len_limit:
+    if shape > limit:
         warnings.append(f"{w.percentile} requests of {shape} tokens are longer than {d.target.model_id}'s longest "
-                        f"context ({d.target.max_model_len_limit} tokens): no engine setting serves them; shorten them "
-                        "or choose a model with a longer context")
+                        f"context ({limit} tokens): no engine setting serves them; shorten them or choose a model "
+                        "with a longer context")
     needed = checkpoint_format_needed(d.target, d.quantization_override)
     stored = d.target.quantization.method if d.target.quantization is not None else None
     if needed == UNQUANTIZED:

@@ -110,8 +110,9 @@ def _engine_changes(d: Deployment, w: Workload, result: PlanResult) -> list[_Can
     longest = w.prompt_tokens.max + w.output_tokens.max + s.num_speculative_tokens
     fitted_len = -(-longest // s.block_size) * s.block_size
     shape = w.prompt_tokens.at(w.percentile) + w.output_tokens.at(w.percentile)  # the envelope's request
-    if s.max_model_len < shape <= d.target.max_model_len_limit:  # the engine rejects it: a context that takes it
-        raised = min(d.target.max_model_len_limit, -(-shape // s.block_size) * s.block_size)
+    limit = d.target.context_limit(result.profile.engine)
+    if s.max_model_len < shape <= limit:  # the engine rejects it: a context that takes it
+        raised = min(limit, -(-shape // s.block_size) * s.block_size)
         out.append(("raise_max_model_len", f"raise max_model_len from {s.max_model_len} to {raised} (the "
                     f"{w.percentile} request, {shape} tokens)", replace(d, engine=replace(e, max_model_len=raised)),
                     w, 0, ""))
