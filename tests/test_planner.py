@@ -413,3 +413,17 @@ def test_a_context_too_short_for_the_requests_is_fixed_by_raising_it_and_said_wh
     phi = specsize.plan(target="microsoft/Phi-3-mini-4k-instruct", gpu="L4-24GB")
     assert all(f.action != "raise_max_model_len" for f in phi.recommendations)
     assert any("longest context (4096 tokens): no engine setting serves them" in w for w in phi.warnings)
+
+
+def test_lowering_k_of_an_sglang_tree_lowers_its_draft_tokens_to_what_the_tree_holds():
+    # k = 3 at top-k 2 with 7 draft tokens: k = 1 holds at most 1 x 2 + 1 = 3 nodes, and the fix says so (it had kept
+    # 7, verified 7 positions a sequence in its pricing and left the engine a tree it cannot build)
+    import specsize
+
+    r = specsize.plan(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", engine="sglang", method="eagle3",
+                      num_speculative_tokens=3, tree_topk=2, num_draft_tokens=7, acceptance_rate=0.7,
+                      concurrency=400, max_model_len=16384)
+    lowered = {f.changes["num_speculative_tokens"]: f.changes for f in r.recommendations if f.action == "lower_k"}
+    assert lowered, [f.action for f in r.recommendations]
+    for k, changes in lowered.items():
+        assert changes["num_draft_tokens"] == min(7, k * 2 + 1)

@@ -185,11 +185,13 @@ class StepTime:
 
 
 def tree_tokens_per_pass(acceptance: float, depth: int, topk: int, num_draft_tokens: int) -> float:
-    """Tree drafting (SGLang EAGLE): top-`topk` candidates per depth make each depth's acceptance
-    1 - (1 - a)^topk; the chain of `depth` such levels is capped by the `num_draft_tokens` verified, SGLang's
-    --speculative-num-draft-tokens, whose tree holds the last verified token as its root (steps 3, top-k 1: 4), so a
-    pass gains at most that many tokens (the root's successor drafts plus the bonus token)."""
-    a_level = 1 - (1 - acceptance) ** max(1, topk)
+    """Tree drafting (SGLang EAGLE): w candidates per depth make each depth's acceptance 1 - (1 - a)^w, and the
+    chain of `depth` such levels is capped by the `num_draft_tokens` verified, SGLang's
+    --speculative-num-draft-tokens, whose tree holds the last verified token as its root (steps 3, top-k 1: 4): a pass
+    gains at most that many tokens. The N - 1 draft nodes spread over the depths give w = min(top-k, (N - 1) / depth)
+    candidates a depth (N = 8 over 3 depths: 2.33, not the 4 of a full top-4 tree; N = depth + 1: a chain)."""
+    width = min(max(1, topk), max(1.0, (num_draft_tokens - 1) / max(1, depth)))
+    a_level = 1 - (1 - acceptance) ** width
     return min(tokens_per_pass(a_level, depth), float(num_draft_tokens))
 
 
@@ -717,24 +719,24 @@ def crossover_batch(points: list[SpeedupPoint]) -> int | None:
     return None
 
 
-PREFILL_STEPS_PRICED = 1024  # chunks priced one by one; a longer prefill prices runs of chunks at their middle one
+PREFILL_STEPS_PRICED = 1024  # chunks priced one by one; a longer prefill prices runs of chunks at their mean context
 
 
 def prefill_time(c: SpecCosts, prompt_tokens: int, chunk: int) -> float:
     """Time to prefill one prompt in chunks of `chunk` tokens (each chunk one engine step). A drafter that keeps
     its own KV cache (a draft model, EAGLE heads, MTP layers) prefills the prompt in the same steps, so its
     forward over the chunk delays the first token too. Beyond PREFILL_STEPS_PRICED chunks (millions of tokens in
-    small chunks: a plan of images by the thousand), runs of equal chunks are priced at their middle chunk's
+    small chunks: a plan of images by the thousand), runs of equal chunks are priced at their chunks' mean
     context, exact where a step's time is linear in its context, so the time stays a bounded computation."""
     drafter = c.draft_co if (c.draft_co is not None and c.draft_prefills) else None
     run = -(-(prompt_tokens // chunk) // PREFILL_STEPS_PRICED)  # full chunks priced together
 
     def steps(done: int, size: int, count: int) -> float:
-        middle = done + (count // 2) * size  # the run's middle chunk
-        mha = prompt_as_mha(c.mla_prompt_mha, middle)
-        time = uniform_step(_target_co(c), 1, size, middle + size // 2, prompt=mha).time_s
+        start = done + (count - 1) * size // 2  # the mean start of the run's chunks (exact for one chunk)
+        mha = prompt_as_mha(c.mla_prompt_mha, start)
+        time = uniform_step(_target_co(c), 1, size, start + size // 2, prompt=mha).time_s
         if drafter is not None:
-            time += uniform_step(drafter, 1, size, middle + size // 2, prompt=mha).time_s
+            time += uniform_step(drafter, 1, size, start + size // 2, prompt=mha).time_s
         return count * time
 
     total = 0.0

@@ -223,8 +223,15 @@ class Acceptance:
 
 @dataclass(frozen=True)
 class Tree:
-    """Tree drafting (SGLang EAGLE): `topk` branches per depth, `num_draft_tokens` verified per sequence
-    (None: a chain of k)."""
+    """Tree drafting (SGLang EAGLE): `topk` branches per depth, `num_draft_tokens` verified per sequence, the tree's
+    root (the last verified token) included (None: a chain of k)."""
 
     topk: int = 1
     num_draft_tokens: int | None = None
+
+    def at_k(self, k: int) -> Tree:
+        """The tree SGLang verifies at depth k: N nodes, at most the k x top-k + 1 a tree of k depths holds; without
+        N, k + 1 (what the emitted --speculative-num-draft-tokens says)."""
+        if self.topk <= 1:
+            return self
+        return Tree(self.topk, min(self.num_draft_tokens or k + 1, k * self.topk + 1))

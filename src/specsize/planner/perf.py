@@ -26,7 +26,7 @@ def pass_tokens(a: float, k: int, tree: Tree, measured_length: bool = False, pro
     the rate solved from it is each depth's acceptance, not a per-branch one to widen again by top-k. A drafter that
     proposes in only `proposal_rate` of the steps (n-gram) gains tokens in those alone."""
     if tree.topk > 1:
-        cap = tree.num_draft_tokens or k * tree.topk + 1  # the tree's nodes, its root included
+        cap = tree.at_k(k).num_draft_tokens or k + 1  # the tree's nodes, its root included
         if measured_length:
             return min(tokens_per_pass(a, k), float(cap))
         return tree_tokens_per_pass(a, k, tree.topk, cap)
@@ -57,6 +57,7 @@ def costs_for(d: Deployment, mem: MemoryAccount, eff: Efficiency, k: int, tree: 
 @lru_cache(maxsize=512)
 def _costs(d: Deployment, s: ResolvedSettings, eff: Efficiency, k: int, tree: Tree) -> SpecCosts:
     eff = _release_terms(eff, s)
+    tree = tree.at_k(k)  # the nodes a tree of depth k verifies
     if d.speculative.enabled and k != d.speculative.num_speculative_tokens:
         d = replace(d, speculative=replace(d.speculative, num_speculative_tokens=k))
     return build_costs(d, eff, s.dtype, s.quantization, s.kv_dtype_bytes, k=k, tree_topk=tree.topk,

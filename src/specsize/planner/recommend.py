@@ -76,8 +76,11 @@ def _speculation_changes(d: Deployment, w: Workload, catalog: Callable[[], tuple
     sp = d.speculative
     if sp.enabled and sp.num_speculative_tokens > 1:
         for k in range(sp.num_speculative_tokens - 1, 0, -1):
+            # a tree of fewer depths holds fewer nodes: its draft tokens as many as it can verify (Tree.at_k)
+            lowered = replace(sp, num_speculative_tokens=k, num_draft_tokens=(
+                sp.tree.at_k(k).num_draft_tokens if sp.num_draft_tokens is not None else None))
             out.append(("lower_k", f"lower num_speculative_tokens from {sp.num_speculative_tokens} to {k}",
-                        replace(d, speculative=replace(sp, num_speculative_tokens=k)), w, 0, ""))
+                        replace(d, speculative=lowered), w, 0, ""))
     if sp.kind.own_tp:
         drafts, heads = _catalog_alternatives(d, catalog())
         for head in heads:
@@ -231,6 +234,8 @@ def _changes(d: Deployment, nd: Deployment, w: Workload, nw: Workload) -> dict:
         elif d.speculative.draft is not None:
             out["draft"] = None  # applied as settings, the old draft must go too (None: remove the setting)
         out["draft_tp"] = nd.speculative.draft_tp
+        if nd.speculative.num_draft_tokens != d.speculative.num_draft_tokens:
+            out["num_draft_tokens"] = nd.speculative.num_draft_tokens
     for name in ("kv_cache_dtype", "max_num_seqs", "max_model_len", "quantization", "gpu_memory_utilization"):
         if getattr(nd.engine, name) != getattr(d.engine, name):
             out[name] = getattr(nd.engine, name)
