@@ -250,7 +250,7 @@ def test_check_live_sees_a_refused_start_and_zero_capacity(tmp_path, capsys):
     "ks: []", "slo: [1, 2]", "quantization: bogus", "tp: [1000000000]", "max_model_len: 1000000000000000",
     "max_num_seqs: [1000000000000]", "finalists: 0", "gpus_per_node: 1000000000000", "simulate_seconds: 1e12",
     "finalists: 100\nsimulate_seconds: 3600", "kv_cache_dtypes: [auto, fp8, auto]", "name: [a]", "engine_version: 0.10",
-    "gpus: [{gpu: H100-SXM-80GB, price_per_hour: 2.5}, {gpu: H100-SXM-80GB, price_per_hour: 1.0}]",
+    "gpus: [{gpu: H100-SXM-80GB, price_per_hour: 2.5}, {gpu: H100-SXM-80GB, price_per_hour: 2.5}]",
     "slo: {}", "ks: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27]\n"
     "max_num_seqs: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25]\n"
     "tp: [1, 2, 4, 8, 16, 32, 64]",
@@ -837,6 +837,8 @@ def test_nvidia_smi_csv_reads_the_memory_used_column():
     assert used_memory_from_nvidia_smi("1234\n") == 1234 * MiB  # noheader,nounits: memory.used alone
     with pytest.raises(SpecError, match="several columns without a header"):
         used_memory_from_nvidia_smi("0, 30000\n1, 31000\n")
+    with pytest.raises(SpecError, match="names no memory.used column"):  # had been a StopIteration (exit 4)
+        used_memory_from_nvidia_smi("index, used memory.used\n0, 1234\n")
 
 
 @pytest.mark.parametrize("extra,field", [
@@ -857,6 +859,8 @@ def test_drafter_settings_beside_no_drafter_are_said(capsys):
     code, out, err = run(capsys, "plan", *LLAMA8B, "--acceptance-rate", "0.7", "--format", "json")
     assert code in (0, 1) and "acceptance_rate not used: the deployment has no speculative method" in err
     assert "acceptance_rate not used" in " ".join(json.loads(out)["notes"])
+    code, out, err = run(capsys, "plan", *LLAMA8B, "--acceptance-rate", "0.7", "--tree-topk", "1", "--format", "json")
+    assert "acceptance_rate not used:" in err and "tree_topk" not in err  # top-k 1 is the chain every plan has
 
 
 def test_a_trace_mixing_seconds_and_iso_times_is_refused(tmp_path):
@@ -904,6 +908,10 @@ def test_a_lengths_file_is_told_apart_by_its_column_names(tmp_path):
     path.write_text("timestamp_ms,prompt_tokens,output_tokens\n5,100,10\n7,200,20\n")
     lengths = read_trace_lengths(path)
     assert lengths.prompt_tokens == [100, 200] and lengths.output_tokens == [10, 20]
+    mixed = tmp_path / "mixed.jsonl"  # arrivals on some lines only: a lengths file's arrivals are never read
+    mixed.write_text('{"prompt_tokens": 100, "output_tokens": 10}\n'
+                     '{"arrival_time": 5, "prompt_tokens": 200, "output_tokens": 20}\n')
+    assert read_trace_lengths(mixed).prompt_tokens == [100, 200]
     short = tmp_path / "short.csv"
     short.write_text("prompt_tokens,output_tokens\n100,10\n200\n")  # a line short of a cell
     with pytest.raises(SpecError, match="line 3: no output tokens \\(an empty cell\\)"):

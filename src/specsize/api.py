@@ -108,7 +108,7 @@ def _unused_notes(r: Resolved) -> tuple[str, ...]:
     if r.deployment.speculative.enabled:
         return ()
     unused = [name for name in ("acceptance_rate", "mean_accepted_length", "tree_topk", "num_draft_tokens")
-              if r.request.given(name)]
+              if r.request.given(name) and not (name == "tree_topk" and r.request.tree_topk == 1)]  # 1: the chain
     return (f"{', '.join(unused)} not used: the deployment has no speculative method",) if unused else ()
 
 

@@ -199,7 +199,11 @@ def used_memory_from_nvidia_smi(text: str) -> int:
         column = 0
         if lines and "memory.used" in lines[0]:
             names = [name.strip() for name in lines.pop(0).split(",")]
-            column = next(i for i, name in enumerate(names) if name.startswith("memory.used"))
+            found = next((i for i, name in enumerate(names) if name.startswith("memory.used")), None)
+            if found is None:
+                raise SpecError("nvidia_smi", "its header names no memory.used column", "nvidia-smi "
+                                "--query-gpu=memory.used --format=csv (its header as nvidia-smi writes it)")
+            column = found
             unit = "GiB" if "[GiB]" in names[column] else "MiB"
         elif any("," in line for line in lines):
             raise SpecError("nvidia_smi", "a CSV of several columns without a header: which one is memory.used is "

@@ -191,7 +191,7 @@ def read_trace_lengths(path: str | Path) -> RequestTrace:
     jsonl = lines[0].lstrip().startswith("{")
     if not all(isinstance(row, dict) for row in rows):
         raise SpecError("lengths_file", f"{path}: a line is not an object", "JSONL, one object per line")
-    if not any(name in row for row in rows[:1] for name in ARRIVAL):
-        # no arrival column (its exact name, in the header or the first request): number the requests
-        rows = [{**row, "arrival_time": i} for i, row in enumerate(rows)]
+    # a lengths file's arrivals are never read (the scenario's rate sets them): the requests are numbered, whatever
+    # arrival column some or all of them carry
+    rows = [{**row, "arrival_time": i} for i, row in enumerate(rows)]
     return _from_rows(rows, p, "lengths_file", 1 if jsonl else 2)

@@ -222,11 +222,13 @@ def read_search_spec(path: str) -> SearchSpace:
     for value in kv:
         if value not in KV_CACHE_DTYPES:
             raise SpecError("kv_cache_dtypes", f"unknown value {value!r}", ", ".join(KV_CACHE_DTYPES))
-    listed: tuple[tuple[str, list[str]], ...] = (("kv_cache_dtypes", list(kv)), ("gpus", [g.gpu.gpu_id for g in gpus]))
+    # the same configurations screened twice (one GPU at two prices, spot and on-demand, is two options)
+    listed: tuple[tuple[str, list], ...] = (("kv_cache_dtypes", list(kv)),
+                                            ("gpus", [(g.gpu.gpu_id, g.price_per_hour) for g in gpus]))
     for key, values in listed:
         twice = first_repeated(values)
-        if twice is not None:  # the same configurations screened twice, or two prices for one GPU
-            raise SpecError(key, f"lists {twice!r} twice", "each value once")
+        if twice is not None:
+            raise SpecError(key, f"lists {twice!r} twice", "each value once (a GPU twice at two prices)")
     if data.get("name") is not None and not isinstance(data["name"], str):
         raise SpecError("name", f"must be a string, got {type(data['name']).__name__}", "a name for the search")
     if not data.get("workload"):
