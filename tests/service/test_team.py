@@ -159,7 +159,7 @@ def test_text_no_column_can_keep_is_refused_and_poisons_nothing(team):
         # nor through a deployment file's escape: YAML's "\x00" is a NUL too
         in_yaml = EXAMPLE.read_text() + 'description: "a\\x00b"\n'
         error = _error(c.post("/api/v1/deployments", json={"deployment_name": "poison", "deployment_yaml": in_yaml,
-                                                           "acceptance_rate": 0.7}), 400)
+                                                           "acceptance_rate": 0.7}), 422)  # as docs/service.md
         assert error["field"] == "description" and "NUL" in error["problem"]
         assert c.get("/api/v1/deployments").status_code == 200
         got = c.get("/api/v1/deployments/texts")

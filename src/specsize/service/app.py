@@ -275,20 +275,21 @@ def current_user(request: Request) -> auth.User:
     state: State = request.app.state.service
     header = request.headers.get("authorization", "")
     client = request.client.host if request.client else "?"
-    user, charged = None, False
+    user = None
 
-    def limit(key: str) -> None:
-        wait = state.limiter.allow(key)
+    def refuse(wait: float | None) -> None:
         if wait is not None:
             raise ApiError(429, "rate", "too many requests", f"at most {state.config.rate_per_minute} a minute",
                            {"retry-after": str(max(1, int(wait + 0.999)))})
 
-    def before_verifying() -> None:
-        # a token not verified lately costs an argon2 check (~0.25 s of CPU): the caller's address pays for it
-        # first, so a flood of wrong secrets for a real token id is refused (429) before any hashing
-        nonlocal charged
-        charged = True
-        limit(f"addr:{client}")
+    def limit(key: str) -> None:
+        refuse(state.limiter.allow(key))
+
+    def before_verifying(token_id: str) -> None:
+        # a token not verified lately costs an argon2 check (~0.25 s of CPU): its token id pays first, so a flood of
+        # wrong secrets for one id is refused (429) unhashed, and the other users behind a shared address (a proxy)
+        # are not charged for it (an unknown id is never hashed)
+        limit(f"token:{token_id}")
 
     if header.lower().startswith("bearer "):
         user = auth.user_for_token(state.engine, header[7:].strip(), before_verifying)
@@ -304,7 +305,7 @@ def current_user(request: Request) -> auth.User:
             request.state.csrf = csrf
     if user is not None:
         limit(f"user:{user.name}")
-    elif not charged:
+    else:  # every failed authentication costs its address
         limit(f"addr:{client}")
     if user is None:
         raise ApiError(401, "authorization", "authentication required",

@@ -117,10 +117,10 @@ def any_user(engine: Engine) -> bool:
         return con.execute(select(db.users.c.id).where(db.users.c.revoked_at.is_(None)).limit(1)).first() is not None
 
 
-def user_for_token(engine: Engine, token: str, before_verifying: Callable[[], None] | None = None) -> User | None:
-    """The user a bearer token is, None when it is none. `before_verifying` runs before an argon2 check (a token not
-    verified in the last minute), and may raise to refuse the caller first (the service's per-address rate limit),
-    so that a flood of wrong secrets costs no hashing once refused. A wrong token is remembered for a minute too."""
+def user_for_token(engine: Engine, token: str, before_verifying: Callable[[str], None] | None = None) -> User | None:
+    """The user a bearer token is, None when it is none. `before_verifying(token id)` runs before an argon2 check (a
+    token not verified in the last minute), and may raise to refuse the caller first (the service's rate limits), so
+    that a flood of wrong secrets costs no hashing once refused. A wrong token is remembered for a minute too."""
     parts = token.split("_", 2)
     if len(parts) != 3 or parts[0] != "sst":
         return None
@@ -139,7 +139,7 @@ def user_for_token(engine: Engine, token: str, before_verifying: Callable[[], No
     if _FAILED.get(key, 0.0) > time.monotonic():  # this very token failed lately: it fails again, unhashed
         return None
     if before_verifying is not None:
-        before_verifying()
+        before_verifying(parts[1])
     try:
         _hasher.verify(row[0], parts[2])
     except (VerificationError, InvalidHashError):

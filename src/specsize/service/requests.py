@@ -131,7 +131,7 @@ def build(body: dict, catalog: frozenset[str] | None, store: str | None = None) 
         request = build_request(data, values, "file", None, "the deployment")
     bad = first_bad_text(request.settings())  # a deployment file's "\x00" escape: the body's own strings are checked
     if bad is not None:
-        raise SpecError(bad, BAD_TEXT, "text without NUL characters or lone surrogates")
+        raise BadText(bad, BAD_TEXT, "text without NUL characters or lone surrogates")
     models = [(name, getattr(request, name)) for name in CATALOG_ONLY]
     # a speedup candidate's draft is a model too (it would load a folder or a file on the server, or go to the hub)
     models += [("candidates", candidate_fields(text).get("draft")) for text in request.candidates]
@@ -160,6 +160,12 @@ def bad_text(value: str) -> bool:
     except UnicodeEncodeError:
         return True
     return False
+
+
+class BadText(SpecError):
+    """Text no column can keep (a NUL, a lone surrogate): 422 naming the field, as the body guard answers."""
+
+    http_status = 422
 
 
 def first_bad_text(node: object, path: tuple[str, ...] = ()) -> str | None:
