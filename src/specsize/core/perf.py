@@ -189,10 +189,18 @@ def tree_tokens_per_pass(acceptance: float, depth: int, topk: int, num_draft_tok
     chain of `depth` such levels is capped by the `num_draft_tokens` verified, SGLang's
     --speculative-num-draft-tokens, whose tree holds the last verified token as its root (steps 3, top-k 1: 4): a pass
     gains at most that many tokens. The N - 1 draft nodes spread over the depths give w = min(top-k, (N - 1) / depth)
-    candidates a depth (N = 8 over 3 depths: 2.33, not the 4 of a full top-4 tree; N = depth + 1: a chain)."""
+    candidates a depth (N = 8 over 3 depths: 2.33, not the 4 of a full top-4 tree; N = depth + 1: a chain; fewer
+    nodes than depths: a chain of N - 1)."""
+    a_level = tree_level_acceptance(acceptance, depth, topk, num_draft_tokens)
+    # fewer draft nodes than depths (N - 1 < depth) verify a chain of N - 1 drafts
+    return min(tokens_per_pass(a_level, max(1, min(depth, num_draft_tokens - 1))), float(num_draft_tokens))
+
+
+def tree_level_acceptance(acceptance: float, depth: int, topk: int, num_draft_tokens: int) -> float:
+    """A tree depth's acceptance: 1 - (1 - a)^w with w = min(top-k, (N - 1) / depth) candidates a depth
+    (tree_tokens_per_pass; the simulator draws each depth at it)."""
     width = min(max(1, topk), max(1.0, (num_draft_tokens - 1) / max(1, depth)))
-    a_level = 1 - (1 - acceptance) ** width
-    return min(tokens_per_pass(a_level, depth), float(num_draft_tokens))
+    return 1 - (1 - acceptance) ** width
 
 
 @lru_cache(maxsize=512)  # a pure function of frozen inputs, asked again for every candidate a plan weighs

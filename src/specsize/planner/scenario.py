@@ -173,7 +173,7 @@ def run_simulation(d: Deployment, w_total: Workload, profile: AccountingProfile,
                         "a deployment that starts")
     plain = account(replace(d, speculative=SpeculativeConfig()), profile) if sim.compare else None
     k = d.speculative.num_speculative_tokens or 1
-    acc = acceptance_spec(acceptance, k, acceptance.spread if acceptance else 0.0)
+    acc = acceptance_spec(acceptance, k, acceptance.spread if acceptance else 0.0, tree)
     limit = mem.settings.max_model_len
     if sim.trace is not None:
         t = sim.trace

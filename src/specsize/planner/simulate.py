@@ -20,7 +20,7 @@ import numpy as np
 
 from ..core.accuracy import TimingAccuracy
 from ..core.memory import MemoryAccount
-from ..core.perf import Efficiency, draft_forward_overhead, handover_time
+from ..core.perf import Efficiency, draft_forward_overhead, handover_time, tree_level_acceptance
 from ..core.specs import Deployment, SpeculativeConfig, Workload
 from ..core.speculation import Acceptance, Tree, keeps_overlap
 from ..core.traffic import decode_context, littles_law_rate
@@ -88,6 +88,8 @@ def engine_config(d: Deployment, mem: MemoryAccount, eff: Efficiency, tree: Tree
     eff = costs.eff  # with the engine release's own host and API-server costs
     cpu_drafted = d.speculative.kind.cpu_drafted  # the n-gram lookup on the host: its time per sequence and per token
     assert costs.target_co is not None
+    if k and tree.topk > 1:  # a tree of fewer draft nodes than depths verifies a chain of them: N - 1 drafts at most
+        k = min(k, (tree.at_k(k).num_draft_tokens or k + 1) - 1)
     return EngineConfig(
         num_blocks=mem.usable_blocks, block_size=s.block_size, max_num_seqs=s.max_num_seqs,
         max_num_batched_tokens=s.max_num_batched_tokens, k=k, target=costs.target_co,
@@ -243,10 +245,16 @@ def run(d: Deployment, mem_spec: MemoryAccount, mem_plain: MemoryAccount | None,
     return SimulationReport(spec=spec, no_spec=plain, description=req.description, seed=seed)
 
 
-def acceptance_spec(acceptance: Acceptance | None, k: int, spread: float = 0.0) -> AcceptanceSpec:
+def acceptance_spec(acceptance: Acceptance | None, k: int, spread: float = 0.0, tree: Tree = Tree()) -> AcceptanceSpec:
+    """The per-token acceptance the simulator draws each position at: on an SGLang tree, each depth's (its candidates
+    widen a per-token rate given; a mean accepted length measured on the tree already holds that gain), as the
+    performance model's pass_tokens reads it."""
     if acceptance is None:
         return AcceptanceSpec(0.0)
-    return AcceptanceSpec(acceptance.per_token(k), spread)
+    rate = acceptance.per_token(k)
+    if tree.topk > 1 and acceptance.mean_accepted_length is None:
+        rate = tree_level_acceptance(rate, k, tree.topk, tree.at_k(k).num_draft_tokens or k + 1)
+    return AcceptanceSpec(rate, spread)
 
 
 def simulated_outputs(w: Workload) -> tuple[int, int]:
