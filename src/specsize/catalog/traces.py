@@ -129,11 +129,12 @@ def _json_lines(lines: list[str], p: Path | str, field: str) -> list:
 
 
 def _parse(lines: list[str], p: Path, field: str = "trace") -> RequestTrace:
-    return _from_rows(_rows(lines, p, field), p, field, 1 if lines[0].lstrip().startswith("{") else 2)
+    return _from_rows(*_rows(lines, p, field), p, field)
 
 
-def _rows(lines: list[str], p: Path, field: str) -> list:
-    """The requests of a file's lines: JSON values (JSONL) or the mappings of a CSV with a header."""
+def _rows(lines: list[str], p: Path, field: str) -> tuple[list, int]:
+    """The requests of a file's lines, JSON values (JSONL) or the mappings of a CSV with a header, and the line of the
+    first (a CSV's is the one after its header)."""
     if lines[0].lstrip().startswith("["):
         raise SpecError(field, f"{p} is a JSON array", "JSONL (one JSON object per line) or CSV with a header")
     jsonl = lines[0].lstrip().startswith("{")
@@ -150,11 +151,11 @@ def _rows(lines: list[str], p: Path, field: str) -> list:
         raise SpecError(field, f"{p}: unreadable CSV ({err})", "CSV with one request per line") from None
     if not rows:
         raise SpecError(field, f"{p} holds no requests (a header alone?)", "a CSV or JSONL file with one request per line")
-    return rows
+    return rows, 1 if jsonl else 2
 
 
-def _from_rows(rows: list, p: Path, field: str, first_line: int) -> RequestTrace:
-    """`first_line`: the line of the first request (a CSV's is the one after its header)."""
+def _from_rows(rows: list, first_line: int, p: Path, field: str) -> RequestTrace:
+    """`first_line`: the line of the first request."""
     arrivals, prompts, outputs, acceptance = [], [], [], []
     without = None  # the first line of a request without an acceptance rate
     kinds: dict[bool, int] = {}  # ISO or seconds: the first line of each
@@ -187,11 +188,10 @@ def read_trace_lengths(path: str | Path) -> RequestTrace:
     """Prompt and output lengths of a file of requests (arrival times optional), to resample from."""
     lines = read_lines(path, "lengths_file")
     p = Path(path)
-    rows = _rows(lines, p, "lengths_file")
-    jsonl = lines[0].lstrip().startswith("{")
+    rows, first_line = _rows(lines, p, "lengths_file")
     if not all(isinstance(row, dict) for row in rows):
         raise SpecError("lengths_file", f"{path}: a line is not an object", "JSONL, one object per line")
     # a lengths file's arrivals are never read (the scenario's rate sets them): the requests are numbered, whatever
     # arrival column some or all of them carry
     rows = [{**row, "arrival_time": i} for i, row in enumerate(rows)]
-    return _from_rows(rows, p, "lengths_file", 1 if jsonl else 2)
+    return _from_rows(rows, first_line, p, "lengths_file")

@@ -52,6 +52,11 @@ class EnvelopeCase:
     capacity_bytes: int
     headroom_fraction: float
 
+    @property
+    def request_len(self) -> int:
+        """Prompt + output tokens of the case's request: what max_model_len must take."""
+        return self.prompt_tokens + self.output_tokens
+
 
 @dataclass(frozen=True)
 class Verdict:

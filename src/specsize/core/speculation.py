@@ -235,3 +235,7 @@ class Tree:
         if self.topk <= 1:
             return self
         return Tree(self.topk, min(self.num_draft_tokens or k + 1, k * self.topk + 1))
+
+    def nodes(self, k: int) -> int:
+        """The nodes a tree of depth k verifies per sequence, its root included (at_k): k + 1 for a chain."""
+        return self.at_k(k).num_draft_tokens or k + 1

@@ -54,9 +54,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..core.memory import AccountingProfile
+from ..core.units import GiB
 
 KV_CACHE_MEMORY_BYTES_FROM = "0.11"  # --kv-cache-memory-bytes (vllm/engine/arg_utils.py; engines/data/engine_flags.json)
-from ..core.units import GiB
 
 _V1_SOURCES = (
     "activation coefficients: least squares over r2-llmdplanner-llama31-8b-tp1, -qwen25-7b-tp1, "

@@ -26,7 +26,7 @@ def pass_tokens(a: float, k: int, tree: Tree, measured_length: bool = False, pro
     the rate solved from it is each depth's acceptance, not a per-branch one to widen again by top-k. A drafter that
     proposes in only `proposal_rate` of the steps (n-gram) gains tokens in those alone."""
     if tree.topk > 1:
-        cap = tree.at_k(k).num_draft_tokens or k + 1  # the tree's nodes, its root included
+        cap = tree.nodes(k)  # the tree's nodes, its root included
         if measured_length:
             return min(tokens_per_pass(a, k), float(cap))
         return tree_tokens_per_pass(a, k, tree.topk, cap)

@@ -168,7 +168,7 @@ def _failover(result: PlanResult, profile: AccountingProfile, replicas: int, los
     per_survivor = math.ceil(w.concurrency / survivors)  # the workload's concurrency is the total
     survivors_only = replace(d, num_gpus=survivors * d.gpus_per_instance)
     after = plan(survivors_only, w, profile, result.verdict.headroom_policy, efficiency=efficiency,
-                 acceptance=acceptance if d.speculative.enabled else None, tree=d.speculative.tree,
+                 acceptance=acceptance if d.speculative.enabled else None,
                  tpot_slo_s=result.perf.tpot_slo_s if result.perf is not None else None)
     tpot = None
     backlog = added_wait = 0.0

@@ -173,7 +173,7 @@ def plan(d: Deployment, w: Workload, profile: AccountingProfile, headroom: float
     if not mem.cuda_graph_counted and mem.cuda_graph_bytes and mem.cuda_graph_bytes > reserve:
         warnings.append(f"CUDA graphs take about {mem.cuda_graph_bytes / GiB:.2f} GiB outside the budget, more than "
                         f"the {reserve / GiB:.2f} GiB gpu_memory_utilization leaves free")
-    shape = w.prompt_tokens.at(w.percentile) + w.output_tokens.at(w.percentile)
+    shape = verdict.worst_case.request_len
     if shape > limit:
         warnings.append(f"{w.percentile} requests of {shape} tokens are longer than {d.target.model_id}'s longest "
                         f"context ({limit} tokens): no engine setting serves them; shorten them or choose a model "

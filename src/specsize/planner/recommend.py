@@ -112,7 +112,7 @@ def _engine_changes(d: Deployment, w: Workload, result: PlanResult) -> list[_Can
                     replace(d, engine=replace(e, max_num_seqs=peak)), w, 0, ""))
     longest = w.prompt_tokens.max + w.output_tokens.max + s.num_speculative_tokens
     fitted_len = -(-longest // s.block_size) * s.block_size
-    shape = w.prompt_tokens.at(w.percentile) + w.output_tokens.at(w.percentile)  # the envelope's request
+    shape = result.verdict.worst_case.request_len  # the envelope's request
     limit = d.target.context_limit(result.profile.engine)
     if s.max_model_len < shape <= limit:  # the engine rejects it: a context that takes it
         raised = min(limit, -(-shape // s.block_size) * s.block_size)

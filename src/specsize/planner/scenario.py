@@ -72,9 +72,7 @@ def build_scenario(d: Deployment, w: Workload, rate_per_replica: float | None, s
     bursts: tuple[Burst, ...] = ()
     on_off = None
     if sim.on_off is not None:
-        period, on = sim.on_off
-        if not (period > 0 and 0 < on <= period):
-            raise SpecError("on_off", f"PERIOD {period:g}, ON {on:g}: ON must be in (0, PERIOD]", "PERIOD,ON seconds")
+        period, on = sim.on_off  # checked where it is read (inputs.load.parse_on_off)
         on_off = (period, on, factor or 1.0)
     elif factor and (factor > 1 or sim.burst_start_s is not None):
         start = sim.burst_start_s if sim.burst_start_s is not None else sim.duration_s / 3

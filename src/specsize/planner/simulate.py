@@ -89,7 +89,7 @@ def engine_config(d: Deployment, mem: MemoryAccount, eff: Efficiency, tree: Tree
     cpu_drafted = d.speculative.kind.cpu_drafted  # the n-gram lookup on the host: its time per sequence and per token
     assert costs.target_co is not None
     if k and tree.topk > 1:  # a tree of fewer draft nodes than depths verifies a chain of them: N - 1 drafts at most
-        k = min(k, (tree.at_k(k).num_draft_tokens or k + 1) - 1)
+        k = min(k, tree.nodes(k) - 1)
     return EngineConfig(
         num_blocks=mem.usable_blocks, block_size=s.block_size, max_num_seqs=s.max_num_seqs,
         max_num_batched_tokens=s.max_num_batched_tokens, k=k, target=costs.target_co,
@@ -253,7 +253,7 @@ def acceptance_spec(acceptance: Acceptance | None, k: int, spread: float = 0.0, 
         return AcceptanceSpec(0.0)
     rate = acceptance.per_token(k)
     if tree.topk > 1 and acceptance.mean_accepted_length is None:
-        rate = tree_level_acceptance(rate, k, tree.topk, tree.at_k(k).num_draft_tokens or k + 1)
+        rate = tree_level_acceptance(rate, k, tree.topk, tree.nodes(k))
     return AcceptanceSpec(rate, spread)
 
 
