@@ -427,10 +427,11 @@ def step_time(co: StepCoefficients, tokens: float, context_tokens: float, window
     # siblings of a draft tree are alternatives at one position and route as one token
     spread = tokens if positions is None else min(tokens, positions)
     routed = seqs + (spread - seqs) * (1 - co.expert_seq_reuse) if spread > seqs else spread
-    touched = distinct_experts(co.num_experts, co.top_k, routed, co.expert_skew)
+    touched = distinct_experts(co.num_experts, co.top_k, routed, co.expert_skew) if co.num_experts else 0.0
     kv = co.kv_full_bytes_per_token * context_tokens
-    for (_, per_token), span in zip(co.kv_windows, window_tokens):
-        kv += per_token * span
+    if co.kv_windows:  # (the simulator calls this every step: no loop set up for a model without windows)
+        for (_, per_token), span in zip(co.kv_windows, window_tokens):
+            kv += per_token * span
     expert_bytes = touched * co.expert_bytes_per_layer
     act = co.act_bytes_per_token * tokens
     moved = co.dense_bytes + expert_bytes + kv + act

@@ -41,6 +41,12 @@ RECV_WEIGHT_PROMPT = 1000  # SGLang's SchedulerRecvSkipper: the weight of a step
 _sum = np.add.reduce  # ndarray.sum without its Python wrapper (integer sums: exact in any order)
 
 
+def _isum(values: np.ndarray) -> int:
+    """The exact sum of an integer array as a Python int: through a list for a batch-sized array (faster than a
+    reduction below about 64 elements), else by numpy's reduction."""
+    return sum(values.tolist()) if len(values) <= 64 else int(_sum(values))
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     num_blocks: int
@@ -232,7 +238,7 @@ def _schedule_running(cfg: EngineConfig, b: _Book, run: np.ndarray, waiting: deq
         lookahead = np.where(decoding | (c + sched >= target_len), ahead, 0)
         need = _blocks_for(cfg, c + sched + lookahead) - held
     np.maximum(need, 0, out=need)
-    total_need = int(_sum(need))
+    total_need = _isum(need)
     preemptions = recomputed = 0
     while total_need > free and len(run):
         victim = int(run[-1])
@@ -247,7 +253,7 @@ def _schedule_running(cfg: EngineConfig, b: _Book, run: np.ndarray, waiting: deq
         run, c, sched, need, held, decoding = run[:-1], c[:-1], sched[:-1], need[:-1], held[:-1], decoding[:-1]
     free -= total_need
     b.held[run] = held + need
-    budget = cfg.max_num_batched_tokens - ((1 + k) * len(run) if uniform else int(_sum(sched)))
+    budget = cfg.max_num_batched_tokens - ((1 + k) * len(run) if uniform else _isum(sched))
     return run, c, sched, decoding, free, budget, preemptions, recomputed
 
 
@@ -356,7 +362,13 @@ def _pair_sums(sched: np.ndarray, context: np.ndarray) -> tuple[int, int]:
     """The attention pairs of sequences taking `sched` new tokens over `context` tokens each, as two exact integers
     (sum of s x context, sum of s (s + 1)): each new token attends to the context before the step and, causally, to
     the new tokens before it (a prompt chunk's own triangle: s (s + 1) / 2); pairs = first + second / 2."""
-    return int(_sum(sched * context)), int(_sum(sched * (sched + 1)))
+    return _isum(sched * context), _isum(sched * (sched + 1))
+
+
+def _spans(context: np.ndarray, windows: tuple) -> tuple:
+    """Per sliding window, the sum of min(context, window) over the sequences (core.perf.step_time's
+    `window_tokens`)."""
+    return tuple(float(_sum(np.minimum(context, w))) for w in windows) if windows else ()
 
 
 def _step_seconds(cfg: EngineConfig, windows: tuple, draft_windows: tuple, c: np.ndarray, sched: np.ndarray,
@@ -364,12 +376,12 @@ def _step_seconds(cfg: EngineConfig, windows: tuple, draft_windows: tuple, c: np
     """Step 5: the performance model's time for this exact composition (`active`: the scheduled requests, `n_active`
     of them). Returns (seconds, decoding mask of the scheduled requests, how many)."""
     k = cfg.k
-    tokens = int(_sum(sched))
+    tokens = _isum(sched)
     every = n_active == len(c)  # every running request is scheduled
     ctx = c if every else c[active]
-    ctx_sum = int(_sum(ctx))
+    ctx_sum = _isum(ctx)
     ctx_total = float(ctx_sum)
-    span = tuple(float(_sum(np.minimum(ctx, w))) for w in windows)
+    span = _spans(ctx, windows)
     dec = decoding if every else decoding & active
     n_dec = int(np.count_nonzero(dec))
     prompt = n_active > n_dec  # prompt tokens in the step
@@ -380,7 +392,7 @@ def _step_seconds(cfg: EngineConfig, windows: tuple, draft_windows: tuple, c: np
     if prompt:
         pre = active & ~decoding
         pre_c = c[pre]
-        pre_sum = int(_sum(pre_c))
+        pre_sum = _isum(pre_c)
         pre_over, pre_own = _pair_sums(sched[pre], pre_c)
     dec_sum = ctx_sum - pre_sum  # the decoding requests' contexts
     pairs = float(pre_over + (1 + k) * dec_sum) + float(pre_own + n_dec * (1 + k) * (2 + k)) / 2
@@ -402,13 +414,13 @@ def _step_seconds(cfg: EngineConfig, windows: tuple, draft_windows: tuple, c: np
     if cfg.draft is not None and cfg.draft_prefills and k:
         prefill_tokens = tokens - n_dec * (1 + k)
         if prefill_tokens > 0 and pre_c is not None:  # the drafter builds its own KV cache over the prompt chunks
-            pspan = tuple(float(_sum(np.minimum(pre_c, w))) for w in draft_windows)
+            pspan = _spans(pre_c, draft_windows)
             seconds += step_time(cfg.draft, prefill_tokens, float(pre_sum), pspan,
                                  prompt_pairs, seqs=0, logits=0, prompt_pairs=prompt_pairs if mha else 0.0)[0]
     if k and n_dec:
         if cfg.draft is not None and cfg.draft_steps:
             dctx = c if n_dec == len(c) else c[dec]
-            dspan = tuple(float(_sum(np.minimum(dctx, w))) for w in draft_windows)
+            dspan = _spans(dctx, draft_windows)
             width = cfg.draft_width
             dsum = dec_ctx * width
             one = step_time(cfg.draft, n_dec * width, dsum, dspan, dsum, seqs=n_dec, logits=n_dec * width)[0]
@@ -430,7 +442,7 @@ def _advance(b: _Book, rng: _Uniforms, k: int, run: np.ndarray, c: np.ndarray, s
     if pre is not None and np.count_nonzero(pre):
         ids = run[pre]
         b.computed[ids] += sched[pre]
-        prefill_tokens = int(_sum(sched[pre]))
+        prefill_tokens = _isum(sched[pre])
         done = b.computed[ids] >= b.prefill_target[ids]
         fresh = ids[done & (b.generated[ids] == 0)]
         b.generated[fresh] = 1
@@ -441,10 +453,8 @@ def _advance(b: _Book, rng: _Uniforms, k: int, run: np.ndarray, c: np.ndarray, s
         every = n_dec == len(run)
         ids = run if every else run[dec]
         if k:  # P(n >= j) = a^j: n = floor(log u / log a), at most k (log_acc < 0: _book)
-            u = np.maximum(rng.take(n_dec), 1e-300)
-            np.log(u, out=u)
-            u /= b.log_acc[ids]
-            accepted = np.minimum(np.floor(u, out=u), k).astype(np.int64)
+            u = rng.take_log(n_dec) / b.log_acc[ids]  # >= 0: truncation is the floor
+            accepted = np.minimum(u, k, out=u).astype(np.int64)
             if proposal_rate < 1.0:  # a step without a proposal accepts nothing (drawn only then: same stream at 1)
                 accepted = np.where(rng.take(n_dec) < proposal_rate, accepted, 0)
             accepted += 1
@@ -455,7 +465,7 @@ def _advance(b: _Book, rng: _Uniforms, k: int, run: np.ndarray, c: np.ndarray, s
         gained = np.minimum(accepted, left)
         b.generated[ids] = generated + gained
         b.computed[ids] = (c if every else c[dec]) + gained  # a decoding request's computed is c since the schedule
-        decode_tokens = int(_sum(gained))
+        decode_tokens = _isum(gained)
         if every:  # every running request decoded: those with nothing left are done (_retire's test)
             finished = left <= gained
     return prefill_tokens, decode_tokens, finished
@@ -463,25 +473,36 @@ def _advance(b: _Book, rng: _Uniforms, k: int, run: np.ndarray, c: np.ndarray, s
 
 class _Uniforms:
     """Uniform draws on [0, 1) from one seeded generator, drawn in blocks: `take(n)` returns the next n values of the
-    stream, the same values as drawing them n at a time (PCG64 gives one double per 64-bit output, in order)."""
+    stream, the same values as drawing them n at a time (PCG64 gives one double per 64-bit output, in order);
+    `take_log(n)` the logs of those n values (floored at 1e-300), worked out once per block."""
 
-    __slots__ = ("rng", "block", "at")
+    __slots__ = ("rng", "block", "logs", "at")
     SIZE = 1 << 16
 
     def __init__(self, seed: int):
         self.rng = np.random.default_rng(seed)
-        self.block = self.rng.random(self.SIZE)
+        self._fill(self.SIZE)
         self.at = 0
 
-    def take(self, n: int) -> np.ndarray:
+    def _fill(self, size: int) -> None:
+        self.block = self.rng.random(size)
+        self.logs = np.log(np.maximum(self.block, 1e-300))
+
+    def _next(self, n: int, logs: bool) -> np.ndarray:
         at = self.at
         if at + n <= len(self.block):
             self.at = at + n
-            return self.block[at:at + n]
-        rest = self.block[at:]
-        self.block = self.rng.random(max(self.SIZE, n - len(rest)))
+            return (self.logs if logs else self.block)[at:at + n]
+        rest = (self.logs if logs else self.block)[at:]
+        self._fill(max(self.SIZE, n - len(rest)))
         self.at = n - len(rest)
-        return np.concatenate([rest, self.block[:self.at]])
+        return np.concatenate([rest, (self.logs if logs else self.block)[:self.at]])
+
+    def take(self, n: int) -> np.ndarray:
+        return self._next(n, False)
+
+    def take_log(self, n: int) -> np.ndarray:
+        return self._next(n, True)
 
 
 def _retire(b: _Book, run: np.ndarray, now: float,
@@ -494,7 +515,7 @@ def _retire(b: _Book, run: np.ndarray, now: float,
         return run, 0, 0
     done_ids = run[finished_mask]
     b.finish[done_ids] = now
-    freed = int(_sum(b.held[done_ids]))
+    freed = _isum(b.held[done_ids])
     b.held[done_ids] = 0
     return run[~finished_mask], freed, len(done_ids)
 
