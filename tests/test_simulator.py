@@ -68,6 +68,19 @@ def test_speculation_accepts_all_with_acceptance_one():
     assert r0.steps == 13  # a=0: one token per step
 
 
+def test_a_draft_trees_siblings_are_verified_beside_its_chain():
+    # SGLang's tree of N = 8 nodes at k = 3 verifies 8 tokens a sequence (the chain of 4 and 4 siblings at its
+    # positions), accepting at most 4: one request of 1,000 + 5 tokens at a = 1 prefills, then verifies once over
+    # its 1,000 tokens, memory-bound: the weights, 8 tokens' activations and the context's KV (the chain: 4 tokens')
+    import dataclasses
+
+    for extra, tokens in ((0, 4), (4, 8)):
+        cfg = dataclasses.replace(config(k=3), tree_extra=extra)
+        r = simulate(cfg, closed_batch(1, 1000, 5, acceptance=1.0), seed=0)
+        assert r.steps == 2
+        assert r.e2e_s[0] - r.ttft_s[0] == pytest.approx((W + ACT * tokens + KV * 1000) / 1e12, rel=1e-12)
+
+
 def test_littles_law_on_a_long_poisson_run():
     req = generate(RateProfile(2.0), 3000.0, LengthSpec.lognormal(400, 1600, 4000), LengthSpec.lognormal(100, 400, 800),
                    AcceptanceSpec(0.0), seed=7)

@@ -94,6 +94,7 @@ def engine_config(d: Deployment, mem: MemoryAccount, eff: Efficiency, tree: Tree
         num_blocks=mem.usable_blocks, block_size=s.block_size, max_num_seqs=s.max_num_seqs,
         max_num_batched_tokens=s.max_num_batched_tokens, k=k, target=costs.target_co,
         draft=costs.draft_co, draft_steps=costs.draft_steps, draft_width=costs.draft_width,
+        tree_extra=tree.nodes(k) - 1 - k if k and tree.topk > 1 else 0,
         draft_prefills=costs.draft_prefills, expansion_query_s=costs.expansion_query_s,
         serial_output_s=costs.serial_output_s,
         spec_step_overhead_s=eff.spec_step_overhead_s + handover_time(costs) if k else 0.0,

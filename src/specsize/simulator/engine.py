@@ -58,6 +58,9 @@ class EngineConfig:
     draft: StepCoefficients | None = None
     draft_steps: int = 0  # drafter forwards per speculative step
     draft_width: int = 1
+    # a draft tree's nodes beyond the chain of 1 + k a decoding sequence verifies (SGLang's num_draft_tokens N:
+    # N - 1 - k siblings sharing the chain's positions): scored, sampled and priced, never accepted beyond k
+    tree_extra: int = 0
     spec_step_overhead_s: float = 0.0
     draft_setup_overhead_s: float = 0.0
     draft_step_overhead_s: float = 0.0
@@ -396,19 +399,22 @@ def _step_seconds(cfg: EngineConfig, windows: tuple, draft_windows: tuple, c: np
         pre_over, pre_own = _pair_sums(sched[pre], pre_c)
     dec_sum = ctx_sum - pre_sum  # the decoding requests' contexts
     pairs = float(pre_over + (1 + k) * dec_sum) + float(pre_own + n_dec * (1 + k) * (2 + k)) / 2
+    extra = cfg.tree_extra * n_dec  # a tree's siblings: each over its sequence's context and half the tree's depth
+    if extra:
+        pairs += float(cfg.tree_extra * dec_sum) + extra * (2 + k) / 2
     prompt_pairs = float(pre_over) + float(pre_own) / 2 if prompt else 0.0
-    # sampled positions: one per prefilling sequence, k + 1 per decoding one (verification)
+    # sampled positions: one per prefilling sequence, k + 1 per decoding one (verification), a tree's siblings too
     logits = (n_active - n_dec) + n_dec * (1 + k)
     expanded = k * n_dec if cfg.expansion_query_s else 0  # batch expansion's extra queries
-    graphed = tokens <= (cfg.graph_prompt_tokens if prompt else cfg.graph_max_tokens)
+    graphed = tokens + extra <= (cfg.graph_prompt_tokens if prompt else cfg.graph_max_tokens)
     mha = prompt and prompt_as_mha(cfg.mla_prompt_mha, float(pre_sum))
     unproposed = 0.0  # positions the decode steps without a proposal do not verify (one token each instead)
     dec_ctx = float(dec_sum)
     if cfg.proposal_rate < 1.0 and k and n_dec:  # scheduled at 1 + k each, priced at the mean width
         unproposed = n_dec * (1 + k - verified_per_sequence(k, cfg.proposal_rate))
         pairs -= unproposed * dec_ctx / n_dec
-    seconds = step_time(cfg.target, tokens - unproposed, ctx_total, span, pairs, seqs=n_active,
-                        logits=logits - unproposed,
+    seconds = step_time(cfg.target, tokens - unproposed + extra, ctx_total, span, pairs, seqs=n_active,
+                        logits=logits - unproposed + extra, positions=tokens if extra else None,
                         prepared=n_active + expanded, graphed=graphed,
                         prompt_pairs=prompt_pairs if mha else 0.0)[0] + cfg.expansion_query_s * expanded
     if cfg.draft is not None and cfg.draft_prefills and k:
