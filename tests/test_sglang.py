@@ -411,6 +411,24 @@ def test_a_pool_left_empty_by_other_processes_recommends_raising_the_fraction():
     assert fix.changes["gpu_memory_utilization"] == pytest.approx(math.ceil(least * 100 + 1) / 100)
 
 
+def test_a_negative_default_fraction_recommends_the_largest_fraction_that_starts():
+    # SGLang's default reserves 1.5 MiB per token of --chunked-prefill-size outside the pool: at 65,536 on an
+    # 80 GB card the default fraction is below 0, and SGLang refuses to start. The fix had been one point above
+    # the weights' share (0.23): a pool of 0.6 GiB, still does_not_fit; it is the largest fraction whose outside
+    # share holds the run-time buffers (one point more runs out of memory), and it fits
+    from specsize.api import plan
+
+    d = dict(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", method="eagle3", num_speculative_tokens=3,
+             acceptance_rate=0.7, max_num_batched_tokens=65536, **WORKLOAD)
+    result = plan(**d)
+    assert result.memory.engine_terms["mem_fraction_static"] < 0 and "refuses to start" in result.memory.startup_problem
+    fix = result.recommendations[0]
+    fit = fix.changes["gpu_memory_utilization"]
+    assert fix.action == "raise_fraction" and fix.verdict_after == "fits" and "headroom none ->" in fix.description
+    assert plan(gpu_memory_utilization=fit, **d).memory.startup_problem is None
+    assert "runs out of memory" in plan(gpu_memory_utilization=round(fit + 0.01, 2), **d).memory.startup_problem
+
+
 def test_check_live_reads_an_sglang_server_at_the_plans_k():
     from specsize.api import plan
     from specsize.planner.live import check

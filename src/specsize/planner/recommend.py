@@ -214,7 +214,7 @@ def recommend(result: PlanResult, profile: AccountingProfile, efficiency=None, a
         speed = "" if tpot_change is None else f", TPOT {tpot_change:+.0%}"
         if tpot_change is not None and action in ("eagle_head", "smaller_draft"):
             speed += " at the current acceptance (measure this drafter's)"
-        description = (f"{text}: headroom {base_headroom:.0%} -> {headroom_after:.0%} ({after.verdict.verdict})"
+        description = (f"{text}: headroom {_share(base_headroom)} -> {_share(headroom_after)} ({after.verdict.verdict})"
                        f"{speed}" + (f", +{extra} GPUs" if extra else ""))
         recs.append(Recommendation(action=action, description=description, verdict_after=after.verdict.verdict,
                                    headroom_after=headroom_after, headroom_gained=gained, extra_gpus=extra,
@@ -222,6 +222,11 @@ def recommend(result: PlanResult, profile: AccountingProfile, efficiency=None, a
                                    changes=_changes(d, nd, w, nw)))
     recs.sort(key=lambda r: (RANK[r.verdict_after] >= RANK[FITS], r.score), reverse=True)
     return recs[:limit]
+
+
+def _share(headroom: float) -> str:
+    """A headroom as a percentage; "none" where the engine does not start (-inf)."""
+    return f"{headroom:.0%}" if math.isfinite(headroom) else "none"
 
 
 def _changes(d: Deployment, nd: Deployment, w: Workload, nw: Workload) -> dict:

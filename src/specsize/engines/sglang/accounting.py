@@ -301,11 +301,17 @@ def account(d: Deployment, p: AccountingProfile, rules: Rules) -> MemoryAccount:
     fraction_to_fit = None
     if rest <= 0 or tokens <= 0:
         least = loaded / free_before if free_before > 0 else float("inf")
+        most = 0.0
         if least < 0.98:
-            fraction_to_fit = math.ceil(least * 100 + 1) / 100  # one point above the least, for a pool worth having
+            # the largest fraction whose outside share still holds the run-time buffers (the most pool), else one point
+            # above the least (a pool, though the run time may not fit beside it)
+            most = _fitting_fraction(1.0, free_before, loaded, sizing_cell, cell_draft, page,
+                                     act + graphs + request_table, 0 if rules.draft_in_sizing else w_draft + duplicate)
+            fraction_to_fit = most if most > least + 0.01 else math.ceil(least * 100 + 1) / 100
         problem = (f"SGLang refuses to start (no memory left for the KV cache): mem_fraction_static={fraction:g} of "
                    f"the {free_before / GiB:.2f} GiB free before loading is {fraction * free_before / GiB:.2f} GiB, and "
-                   f"the weights take {loaded / GiB:.2f} GiB: increase --mem-fraction-static above {least:.4f}")
+                   f"the weights take {loaded / GiB:.2f} GiB: increase --mem-fraction-static above {least:.4f}"
+                   + (f" (up to {most:.2f} leaves the run-time buffers room)" if most > least + 0.01 else ""))
         if d.shared_reserved_bytes:
             problem += (f"; other processes hold {d.shared_reserved_bytes / GiB:.2f} GiB, which shrinks the pool: "
                         "raise mem_fraction_static")
