@@ -81,6 +81,29 @@ def test_a_draft_trees_siblings_are_verified_beside_its_chain():
         assert r.e2e_s[0] - r.ttft_s[0] == pytest.approx((W + ACT * tokens + KV * 1000) / 1e12, rel=1e-12)
 
 
+def test_a_request_longer_than_the_pool_is_said_to_be_one_the_engine_never_runs():
+    # a pool of 64 blocks of 16 holds 1,024 tokens: a 2,000-token prompt can never be admitted. It had been reported as
+    # "queue growth" (with a queue that never held a request); the run says what it is, and the rest still run
+    r = simulate(config(num_blocks=64), _mixed_lengths(), seed=0)
+    assert r.too_long == 1 and int(r.finished.sum()) == 2
+    from specsize import api
+
+    common = dict(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", rate=1, duration=20,
+                  kv_cache_memory_bytes=2_000_000_000, prompt_tokens_median=5000, prompt_tokens_p99=40000,
+                  output_tokens_median=50, max_model_len=60000, no_compare=True)
+    s = api.simulate(**common).spec
+    assert s.too_long > 0 and s.unfinished == s.too_long  # 2 GB hold 15,258 tokens of Llama-3.1-8B
+    assert [p.kind for p in s.problems] == ["unfinished"] and "can never run" in s.problems[0]
+    assert not any("queue growth" in p for p in s.problems)
+
+
+def _mixed_lengths():
+    from specsize.simulator.workload import Requests
+
+    return Requests(arrival_s=np.array([0.0, 0.1, 0.2]), prompt_tokens=np.array([500, 2000, 500]),
+                    output_tokens=np.array([10, 10, 10]), acceptance=np.zeros(3), duration_s=1.0)
+
+
 def test_littles_law_on_a_long_poisson_run():
     req = generate(RateProfile(2.0), 3000.0, LengthSpec.lognormal(400, 1600, 4000), LengthSpec.lognormal(100, 400, 800),
                    AcceptanceSpec(0.0), seed=7)

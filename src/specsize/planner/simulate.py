@@ -124,7 +124,7 @@ class SimSummary:
     label: str
     requests: int
     completed: int
-    unfinished: int
+    unfinished: int  # too_long included
     ttft_s: Percentiles
     tpot_s: Percentiles
     e2e_s: Percentiles
@@ -140,6 +140,7 @@ class SimSummary:
     sustains: bool
     problems: list[Problem]
     series: dict = field(repr=False)
+    too_long: int = 0  # requests longer than the whole KV pool: never run (SimResult.too_long)
 
 
 def _served_p50(r: SimResult) -> float:
@@ -174,8 +175,14 @@ def summarize(label: str, r: SimResult, req: Requests, slo: Slo, th: Thresholds)
     # requests all sent at once (a batch) have no arrivals to outlast and wait their turn by construction: neither a
     # drain nor a growing TTFT is a problem there
     spread = window > 0
-    if unfinished:
-        problems.append(Problem(UNFINISHED, f"queue growth: {unfinished} requests unfinished when the run stopped"))
+    if r.too_long:  # the engine refuses these (vLLM does not start with a max_model_len the pool cannot hold)
+        many = r.too_long > 1
+        problems.append(Problem(UNFINISHED, f"{r.too_long} request{'s' if many else ''} need{'' if many else 's'} more "
+                                            "KV blocks than the whole pool holds: the engine can never run "
+                                            f"{'them' if many else 'it'}"))
+    if unfinished > r.too_long:
+        problems.append(Problem(UNFINISHED, f"queue growth: {unfinished - r.too_long} requests unfinished when the "
+                                            "run stopped"))
     elif completed and spread and drain > max(th.min_drain_s, th.drain_factor * (served := _served_p50(r))):
         # against a request's own time in the engine (first token to last), not its end-to-end latency, which the
         # backlog itself lengthens: a burst whose queue outlasts the arrivals is growth however long everyone waited
@@ -212,7 +219,7 @@ def summarize(label: str, r: SimResult, req: Requests, slo: Slo, th: Thresholds)
         kv_peak_fraction=kv_peak,
         steps=r.steps, end_time_s=r.end_time_s,
         littles_law={"mean_in_system": in_system, "arrival_rate_x_mean_e2e": rate * mean_e2e},
-        sustains=not problems, problems=problems, series=r.series)
+        sustains=not problems, problems=problems, series=r.series, too_long=r.too_long)
 
 
 @dataclass(frozen=True)
@@ -297,7 +304,7 @@ def report_to_dict(rep: SimulationReport) -> dict:
                 "goodput_req_s": s.goodput_req_s, "preemptions": s.preemptions,
                 "recomputed_tokens": s.recomputed_tokens, "max_queue": s.max_queue,
                 "kv_peak_fraction": s.kv_peak_fraction, "requests": s.requests, "completed": s.completed,
-                "unfinished": s.unfinished, "steps": s.steps, "end_time_s": s.end_time_s,
+                "unfinished": s.unfinished, "too_long": s.too_long, "steps": s.steps, "end_time_s": s.end_time_s,
                 "littles_law": s.littles_law, "sustains": s.sustains, "problems": [str(p) for p in s.problems],
                 "problem_kinds": [p.kind for p in s.problems]}
 

@@ -138,6 +138,7 @@ class SimResult:
     decode_tokens: int
     kv_peak_fraction: float = 0.0  # the most of the pool's blocks held at the end of any step
     max_waiting: int = 0  # the longest the waiting queue was at the end of any step
+    too_long: int = 0  # requests needing more blocks than the whole pool holds: never admitted, left unfinished
 
 
 def _blocks_for(cfg: EngineConfig, tokens):
@@ -160,6 +161,7 @@ class _Book:
     first_seen: np.ndarray  # prefix-cache credit only on the first admission
     prefill_target: np.ndarray
     front_busy: np.ndarray  # the API server's busy share streaming tokens when the request's first token came out
+    too_long: np.ndarray  # bool: needs more blocks than the whole pool holds (never admitted)
     ratio: np.ndarray  # SGLang's new_token_ratio (one element; EngineConfig.admission "sglang")
 
 
@@ -175,7 +177,8 @@ def _book(req: Requests) -> _Book:
                  log_acc=_log_acceptance(req.acceptance), computed=np.zeros(n, dtype=np.int64),
                  generated=np.zeros(n, dtype=np.int64), held=np.zeros(n, dtype=np.int64),
                  first_token=np.full(n, np.nan), finish=np.full(n, np.nan), first_seen=np.zeros(n, dtype=bool),
-                 prefill_target=prompt.copy(), front_busy=np.zeros(n), ratio=np.full(1, SGLANG_RATIO_INIT))
+                 prefill_target=prompt.copy(), front_busy=np.zeros(n), too_long=np.zeros(n, dtype=bool),
+                 ratio=np.full(1, SGLANG_RATIO_INIT))
 
 
 def _held_back(cfg: EngineConfig, b: _Book, run: np.ndarray) -> int:
@@ -307,6 +310,7 @@ def _admit(cfg: EngineConfig, b: _Book, waiting: deque[int], run: np.ndarray, c:
         head = waiting[0]
         if int(_blocks_for(cfg, int(b.prefill_target[head]) + k + 1)) > cfg.num_blocks:
             waiting.popleft()  # longer than the whole pool: the engine can never run it (left unfinished)
+            b.too_long[head] = True
             continue
         start = int(b.computed[head])
         if not b.first_seen[head]:
@@ -784,4 +788,4 @@ def _result(b: _Book, arrival: np.ndarray, series: dict[str, list], *, now: floa
                      arrival_s=arrival, end_time_s=now, steps=steps, preemptions=preemptions,
                      recomputed_tokens=recomputed, series={name: np.asarray(v) for name, v in series.items()},
                      area_in_system=area, prefill_tokens=prefill_total, decode_tokens=decode_total,
-                     kv_peak_fraction=peaks[0], max_waiting=peaks[1])
+                     kv_peak_fraction=peaks[0], max_waiting=peaks[1], too_long=int(np.count_nonzero(b.too_long)))
