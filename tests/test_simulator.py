@@ -97,6 +97,26 @@ def test_a_request_longer_than_the_pool_is_said_to_be_one_the_engine_never_runs(
     assert not any("queue growth" in p for p in s.problems)
 
 
+def test_drawn_requests_longer_than_max_model_len_are_refused_as_a_traces_are():
+    # prompts drawn lognormal with p50 3,000 and p99 30,000 (sigma = ln 10 / 2.326 = 0.99) against max_model_len
+    # 8,192 with 200-token outputs: P(prompt > 7,992) = P(z > ln(7992 / 3000) / 0.99 = 0.99) = 16%. The engine answers
+    # those 400 (as a trace's): they had been cut to 8,191 tokens and run, 8,391 tokens each
+    from specsize import api
+
+    common = dict(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", rate=4, duration=50,
+                  prompt_tokens_median=3000, prompt_tokens_p99=30000, output_tokens_median=200, max_model_len=8192,
+                  no_compare=True)
+    r = api.simulate(**common)
+    drawn = r.scenario.rejected + r.spec.requests
+    assert 0.08 < r.scenario.rejected / drawn < 0.26, (r.scenario.rejected, drawn)
+    assert "which the engine refuses, left out" in r.scenario.description and r.spec.unfinished == 0
+    # a workload's lengths are drawn up to its own max (a longer request is never sent), not to max_model_len
+    env = api.simulate(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", rate=1, duration=10,
+                       prompt_tokens="p50=1000,p99=4000,max=5000", output_tokens="p50=100,p99=400,max=500",
+                       max_model_len=16384, no_compare=True)
+    assert (env.scenario.prompt.maximum, env.scenario.output.maximum) == (5000, 500)
+
+
 def _mixed_lengths():
     from specsize.simulator.workload import Requests
 

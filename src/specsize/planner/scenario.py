@@ -54,15 +54,16 @@ class SimSettings:
     num_requests: int = 1000  # requests a closed loop sends
 
 
-def _lengths(median: float | None, p99: float | None, fallback_median: float, fallback_p99: float,
-             maximum: int, field: str) -> tuple[LengthSpec, bool]:
+def _lengths(median: float | None, p99: float | None, fallback: tuple[int, int, int], maximum: int,
+             field: str) -> tuple[LengthSpec, bool]:
     """(lengths, given by flags): a median alone is a fixed length; with a p99, lognormal; neither: the
-    workload's p50 and p99."""
+    workload's (p50, p99, max), its lognormal tail cut at the workload's max (no longer request is sent)."""
     if median is None and p99 is not None:
         raise SpecError(f"{field}_p99", "a p99 needs the median too", f"--{field.replace('_', '-')}-median N")
     if median is not None:
         return LengthSpec.lognormal(median, p99 if p99 is not None else median, maximum=maximum), True
-    return LengthSpec.lognormal(fallback_median, fallback_p99, maximum=maximum), False
+    p50, p99_, most = fallback
+    return LengthSpec.lognormal(p50, p99_, maximum=min(maximum, most)), False
 
 
 def build_scenario(d: Deployment, w: Workload, rate_per_replica: float | None, sim: SimSettings,
@@ -83,10 +84,11 @@ def build_scenario(d: Deployment, w: Workload, rate_per_replica: float | None, s
         output = LengthSpec("empirical", values=tuple(sim.lengths.output_tokens), maximum=limit // 2)
         source = f"lengths file {sim.lengths.path}"
     else:
-        prompt, p_given = _lengths(sim.prompt_median, sim.prompt_p99, w.prompt_tokens.p50, w.prompt_tokens.p99,
-                                   limit - 1, "prompt_tokens")
-        output, o_given = _lengths(sim.output_median, sim.output_p99, *simulated_outputs(w), limit // 2,
-                                   "output_tokens")
+        prompt, p_given = _lengths(sim.prompt_median, sim.prompt_p99,
+                                   (w.prompt_tokens.p50, w.prompt_tokens.p99, max(1, w.prompt_tokens.max)), limit - 1,
+                                   "prompt_tokens")
+        output, o_given = _lengths(sim.output_median, sim.output_p99,
+                                   (*simulated_outputs(w), max(1, w.output_tokens.max)), limit // 2, "output_tokens")
         source = ("flags" if p_given and o_given else
                   f"flags (prompts) and {sim.lengths_source} (outputs)" if p_given else
                   f"{sim.lengths_source} (prompts) and flags (outputs)" if o_given else sim.lengths_source)
@@ -143,6 +145,25 @@ def _closed_loop(scenario: Scenario, sim: SimSettings, acc, limit: int, count: i
                     clients=clients)
 
 
+def _refuse_longer(req: Requests, scenario: Scenario, limit: int) -> tuple[Requests, Scenario]:
+    """The requests whose prompt + output exceed max_model_len (`limit`) left out: the engine refuses them (vLLM's
+    OpenAI server answers 400) and they never run; counted in the scenario (`rejected`)."""
+    served = req.prompt_tokens + req.output_tokens <= limit
+    if served.all():
+        return replace(req, description=scenario.description), scenario
+    if not served.any():
+        raise SpecError("trace" if scenario.arrivals == "trace" else "prompt_tokens",
+                        f"every request's prompt + output exceeds max_model_len = {limit:,}: the engine refuses them "
+                        "all", "requests within max_model_len, or a larger --max-model-len")
+    keep = np.flatnonzero(served)
+    scenario = replace(scenario, rejected=int(len(req) - len(keep)))
+    arrivals = req.arrival_s[keep]
+    return replace(req, arrival_s=arrivals, prompt_tokens=req.prompt_tokens[keep],
+                   output_tokens=req.output_tokens[keep], acceptance=req.acceptance[keep],
+                   duration_s=float(arrivals[-1]) if scenario.arrivals == "trace" else req.duration_s,
+                   description=scenario.description), scenario
+
+
 def replica_envelope_rate(d: Deployment, w_total: Workload, profile: AccountingProfile, eff: Efficiency,
                           acceptance: Acceptance | None, tree: Tree, offline: bool = False) -> float:
     """Requests/s per replica that `simulate` runs without a rate: Little's law at the replica's share of the
@@ -177,18 +198,12 @@ def run_simulation(d: Deployment, w_total: Workload, profile: AccountingProfile,
         t = sim.trace
         per_request = t.acceptance or tuple(acc.sample(np.random.default_rng(sim.seed), len(t.arrival_s)))
         share = slice(0, None, d.replicas)  # requests spread round-robin over the replicas
-        prompts, outputs = np.asarray(t.prompt_tokens[share], dtype=float), np.asarray(t.output_tokens[share], float)
-        served = prompts + outputs <= limit  # the engine refuses a longer request (vLLM: HTTP 400), it never runs
-        if not served.any():
-            raise SpecError("trace", f"every request's prompt + output exceeds max_model_len = {limit:,}: the engine "
-                            "refuses them all", "requests within max_model_len, or a larger --max-model-len")
         scenario = Scenario(arrivals="trace", duration_s=float(t.arrival_s[-1]) if t.arrival_s else 0.0,
                             rate_req_s=None, rate_source="trace", rates=None, prompt=None, output=None,
                             lengths_source="trace", burst_source=None, replicas=d.replicas, trace_path=t.path,
-                            requests=len(t.arrival_s), rejected=int((~served).sum()))
-        keep = np.flatnonzero(served)
-        req = from_arrays(np.asarray(t.arrival_s[share])[keep], prompts[keep], outputs[keep],
-                          np.asarray(list(per_request)[share])[keep], description=scenario.description)
+                            requests=len(t.arrival_s))
+        req = from_arrays(np.asarray(t.arrival_s[share], dtype=float), np.asarray(t.prompt_tokens[share], float),
+                          np.asarray(t.output_tokens[share], float), np.asarray(list(per_request)[share]))
     elif sim.client_concurrency is not None:
         clients = max(1, -(-sim.client_concurrency // d.replicas))  # each replica gets its share of the clients
         count = max(1, -(-sim.num_requests // d.replicas))
@@ -205,6 +220,7 @@ def run_simulation(d: Deployment, w_total: Workload, profile: AccountingProfile,
         req = _requests(scenario, sim, acc, limit)
     if not len(req):
         raise _no_requests(sim, scenario)
+    req, scenario = _refuse_longer(req, scenario, limit)
     if len(req) > MAX_REQUESTS:
         raise SpecError("trace", f"the trace has {len(req):,} requests; at most {MAX_REQUESTS:,} are simulated",
                         "a shorter trace")

@@ -48,21 +48,19 @@ class Scenario:
     trace_path: str | None = None
     requests: int = 0
     clients: int = 0  # closed loop: requests in flight
-    # trace requests longer than max_model_len (prompt + output): the engine refuses them (vLLM's OpenAI server
-    # answers 400), so they are left out of the run, counted here
+    # requests longer than max_model_len (prompt + output), a trace's or drawn ones: the engine refuses them (vLLM's
+    # OpenAI server answers 400), so they are left out of the run, counted here
     rejected: int = 0
 
     @property
     def description(self) -> str:
         if self.arrivals == "trace":
             share = f", 1/{self.replicas} per replica" if self.replicas > 1 else ""
-            refused = (f"; {self.rejected} longer than max_model_len, which the engine refuses, left out"
-                       if self.rejected else "")
-            return f"trace {self.trace_path} ({self.requests} requests{share}{refused})"
+            return f"trace {self.trace_path} ({self.requests} requests{share}{self.refused})"
         # each replica is simulated with its share of the load: the figures are one replica's
         per = f" per replica (x {self.replicas} replicas)" if self.replicas > 1 else ""
         if self.arrivals == "closed_loop":
-            return f"closed loop: {self.clients} clients, {self.requests:,} requests{per}"
+            return f"closed loop: {self.clients} clients, {self.requests:,} requests{per}{self.refused}"
         assert self.rates is not None and self.rate_req_s is not None
         shape = f"Poisson {self.rate_req_s:.2f} req/s{per} for {self.duration_s:g} s"
         for b in self.rates.bursts:
@@ -72,7 +70,13 @@ class Scenario:
             shape += f", x{factor:g} for {on:g} s every {period:g} s"
         if self.rates.ramp_to is not None:
             shape += f", ramping to {self.rates.ramp_to:g} req/s" + (" per replica" if self.replicas > 1 else "")
-        return shape
+        return shape + self.refused
+
+    @property
+    def refused(self) -> str:
+        """The requests left out as longer than max_model_len, as a clause ("" when none)."""
+        return f"; {self.rejected:,} longer than max_model_len, which the engine refuses, left out" if self.rejected \
+            else ""
 
     @property
     def summary(self) -> str:
