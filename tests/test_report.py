@@ -5,11 +5,18 @@ import re
 import subprocess
 import sys
 import time
+from dataclasses import replace
+from html import escape
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
+import specsize
 from specsize.cli.main import main
+from specsize.reports import html as html_report
+from specsize.reports import markdown, plots, report_markdown, rows, svg
+from specsize.reports import text as text_report
 
 from helpers import chromium
 
@@ -119,3 +126,129 @@ def test_the_report_shows_the_verdict_of_plan_simulate(capsys):
     code, report, _ = run(capsys, "report", *args, "--format", "markdown")
     assert json.loads(plain)["verdict"] == "fits" and json.loads(simulated)["verdict"] == "thin"
     assert code == 0 and "**THIN: worst-case headroom" in report
+
+
+# --- renderers on odd but valid plans (bug hunt of the reports) ---
+
+NO_KV = {"target": "meta-llama/Llama-3.1-70B-Instruct", "gpu": "H100-SXM-80GB", "tp": 1}  # 70B on one H100
+
+
+class _Tags(HTMLParser):
+    """Open tags left unclosed or closed out of order (void elements aside)."""
+    VOID = {"meta", "br", "img", "input", "link", "hr"}
+
+    def __init__(self):
+        super().__init__()
+        self.stack, self.errors = [], []
+
+    def handle_starttag(self, tag, attrs):
+        if tag not in self.VOID:
+            self.stack.append(tag)
+
+    def handle_endtag(self, tag):
+        if not self.stack or self.stack.pop() != tag:
+            self.errors.append(tag)
+
+
+def test_a_plan_with_no_kv_cache_reads_without_inf_or_none_needed():
+    """Bug hunt: a plan with no memory for the KV cache printed "worst-case headroom -inf" in its headline and
+    tables, and the HTML report said "None needed: the plan fits with the policy's headroom" under a DOES NOT FIT
+    verdict when no change helped."""
+    data = specsize.report(specsize.load_request(**NO_KV, simulate=False))
+    assert data.result.verdict.verdict == "does_not_fit" and not data.result.recommendations
+    page = html_report.render(data)
+    text = report_markdown.render(data)
+    for rendered in (page, text, text_report.render(data.result)):  # the standards section is planner/compliance's
+        assert "-inf" not in rendered.split("Standards &")[0] and "None needed" not in rendered
+    assert "DOES NOT FIT: no KV cache, no headroom (policy 20%)" in text and "None found" in page
+    worst = next(line for line in text.splitlines() if line.startswith("| worst case"))
+    assert worst.endswith("| - |")
+    tags = _Tags()
+    tags.feed(page)
+    assert tags.errors == [] and tags.stack == []
+
+
+@pytest.mark.parametrize("headroom, shown", [(0.19979418574736296, "19.98%"), (0.19999999999999996, "20.0%"),
+                                              (-0.0002572678157961583, "-0.03%"), (0.124916, "12.5%"),
+                                              (-145.717, "-14571.7%"), (float("-inf"), "-")])
+def test_a_headroom_never_rounds_across_its_verdict(headroom, shown):
+    """Bug hunt: 0.1998 against a 20% policy printed "THIN: worst-case headroom 20.0% (policy 20%)", and a plan that
+    does not fit by 0.03% printed "-0.0%"."""
+    assert rows.headroom_pct(headroom, 0.2) == shown
+
+
+def test_ttft_with_speculation_is_a_dash_when_speculation_is_not_priced():
+    """Bug hunt: without a drafter's acceptance (or without speculation) the perf table put the target's own TTFT
+    in the "with speculation" column too, where TPOT and throughput said "-"."""
+    for fields in ({"method": "none"}, {"target": "meta-llama/Llama-3.1-8B-Instruct", "gpu": "H100-SXM-80GB",
+                                         "draft": "meta-llama/Llama-3.2-1B-Instruct", "num_speculative_tokens": 3}):
+        result = specsize.plan(specsize.load_request(**fields))
+        ttft = next(row for row in rows.perf_rows(result) if row[0].startswith("TTFT"))
+        assert ttft[1] == f"{result.perf.ttft_s * 1e3:.2f} ms" and ttft[2] == "-"
+    priced = specsize.plan(specsize.load_request(acceptance_rate=0.7))
+    ttft = next(row for row in rows.perf_rows(priced) if row[0].startswith("TTFT"))
+    assert ttft[1:] == (f"{priced.perf.ttft_s_no_spec * 1e3:.2f} ms", f"{priced.perf.ttft_s * 1e3:.2f} ms")
+
+
+def test_text_output_prints_user_text_as_written(tmp_path, capsys):
+    """Bug hunt: `specsize plan` rendered user text as rich markup: an acceptance_source with "[/]" was an internal
+    error (exit 4), and "[red]" or ":100:" in a model path or note vanished or became an emoji."""
+    deployment = tmp_path / "d.yaml"
+    source = "bench [/] run [bold]3[/bold] :100:"
+    deployment.write_text("target: meta-llama/Llama-3.1-8B-Instruct\ngpu: H100-SXM-80GB\nmethod: ngram\n"
+                          f"num_speculative_tokens: 3\nacceptance_rate: 0.5\nacceptance_source: {json.dumps(source)}\n")
+    code, out, _ = run(capsys, "plan", str(deployment))
+    assert code == 0 and source in out
+
+
+def test_speedup_markdown_notes_are_not_table_rows(capsys):
+    """Bug hunt: `speedup --format markdown` put its "! ..." notes on the lines right under the last table, which
+    GitHub renders as more rows of that table."""
+    code, out, _ = run(capsys, "speedup", "--acceptance-rate", "0.7", "--batch-size", "1,512", "--format", "markdown")
+    lines = out.splitlines()
+    last_row = max(i for i, line in enumerate(lines) if line.startswith("|"))
+    assert code == 0 and lines[last_row + 1] == "" and lines[last_row + 2].startswith("- batch sizes 512")
+    assert not any(line.startswith("!") for line in lines)
+
+
+@pytest.mark.parametrize("top, axis", [(4e-6, 5e-6), (1e-4, 1e-4), (0.00099, 0.001), (0.123, 0.2), (0.05, 0.05),
+                                       (7.5, 10), (79.19, 100), (12345.6, 20000), (0.0, 1.0)])
+def test_web_figures_scale_their_axis_to_the_data(top, axis):
+    """Bug hunt: the web UI's axis top was 1000 x a value of 1e-4 GiB, and an IndexError below 1e-4 (str() of such a
+    float is "1e-05")."""
+    assert svg._nice(top) == pytest.approx(axis)
+
+
+def test_burst_timeline_of_a_plan_without_speculation_and_of_a_run_that_never_steps():
+    """Bug hunt: the burst figure labelled the one run of a plan without speculation "none (speculation)"; a run in
+    which no request was admitted drew empty axes over -0.04 to 0.04 s, and the queue and preemption axes reached
+    below zero."""
+    plain = specsize.simulate(specsize.load_request(method="none", duration=5))
+    assert "none (speculation)" not in plots.timeline(plain) and "none (no speculation)" in plots.timeline(plain)
+    assert ">no speculation: " in svg.timeline(plain)
+    # what a run whose requests all outsize the KV pool reports (prompts of 40,000 tokens on an L4): no step, no series
+    empty = replace(plain.spec, steps=0, series={name: [] for name in plain.spec.series})
+    figure = plots.timeline(replace(plain, spec=empty))
+    assert "no engine step ran" in figure and not re.search(r">−[0-9.]+<", figure)  # no tick below zero (U+2212)
+
+
+def test_markdown_lists_and_entities():
+    """Bug hunt: a placement line starting with a digit ("2 node(s) of 8 GPUs") lost its bullet (only "1. ..." lines
+    are numbered items), an entity a user wrote (&lt;) rendered as the character it names, and a GPU's source note
+    was cut mid-word."""
+    assert markdown._items(["1. first fix", "2 node(s) of 8 GPUs"]) == ["1. first fix", "- 2 node(s) of 8 GPUs"]
+    assert markdown.inline("a &lt;b&gt; & c") == "a \\&lt;b\\&gt; & c"
+    assert rows.clip("derived: 46068 MiB in nvidia-smi minus the driver reservation (a 48 GB", 60) \
+        == "derived: 46068 MiB in nvidia-smi minus the driver…"
+    assert rows.clip("--gpu-memory-gib", 60) == "--gpu-memory-gib"
+
+
+def test_the_report_carries_the_plans_notes():
+    """Bug hunt: `report` dropped the plan's notes (`plan` prints them on stderr; the report printed them nowhere),
+    among them that an n-gram plan assumes a lookup match in 38% of steps and that the workload is the default's."""
+    data = specsize.report(specsize.load_request(method="ngram", num_speculative_tokens=3, acceptance_rate=0.5,
+                                                 simulate=False))
+    assert any(note.startswith("n-gram priced with a lookup match") for note in data.result.notes)
+    text, page = report_markdown.render(data), html_report.render(data)
+    for note in data.result.notes:
+        assert f"- {markdown.inline(note)}" in text.split("## Notes")[1] and f"<li>{escape(note)}</li>" in page

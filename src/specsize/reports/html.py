@@ -82,7 +82,7 @@ def render(data: ReportData) -> str:
     parts.append("<h2>Recommendations</h2>")
     recs = rows.recommendation_lines(r)
     parts.append("<ol>" + "".join(f"<li>{e(line.split('. ', 1)[1])}</li>" for line in recs) + "</ol>" if recs else
-                 "<p>None needed: the plan fits with the policy's headroom.</p>")
+                 f"<p>{e(rows.no_recommendation(r))}</p>")
     parts.append("<h2>How far the inputs may move</h2><ul>"
                  + "".join(f"<li>{e(line)}</li>" for line in rows.robustness_lines(r)) + "</ul>")
     parts.append("<h2>Placement, storage and failover</h2><ul>"
@@ -96,8 +96,8 @@ def render(data: ReportData) -> str:
         parts.append(f"<h3>{e(c.framework)} {e(c.control)}: {e(c.title)}</h3>"
                      f"<p><span class='{c.status}' data-control='{e(c.control)}'>{c.status.upper()}</span> — "
                      f"{e(c.summary)}</p><ul>" + "".join(f"<li>{e(x)}</li>" for x in c.evidence) + "</ul>")
-    if r.warnings:
-        parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{e(w)}</li>" for w in r.warnings) + "</ul>")
+    if r.warnings or r.notes:  # the plan's notes too, which `plan` prints on stderr
+        parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{e(w)}</li>" for w in (*r.warnings, *r.notes)) + "</ul>")
     parts.append(f"<p class='note'>specsize {__version__}; accounting profile {e(r.profile.label)}.</p>")
     parts.append("</body></html>\n")
     return "".join(parts)

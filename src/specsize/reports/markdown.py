@@ -8,10 +8,11 @@ from collections.abc import Sequence
 from ..planner.plan import PlanResult
 from . import rows
 
-
+_NUMBERED = re.compile(r"\d+\. ")  # a recommendation line, already numbered
 # escaped: what could start a structure (a heading, a table cell, an HTML tag, a link or image, a code span,
-# emphasis); an underscore inside a word (max_num_seqs) is no emphasis in CommonMark and stays as it is
-_SPECIAL = re.compile(r"([\\`*\[\]|#]|<(?=[A-Za-z/!?])|(?<!\w)_|_(?!\w))")
+# emphasis) or stand for another character (an entity such as &lt;); an underscore inside a word (max_num_seqs) is
+# no emphasis in CommonMark and stays as it is
+_SPECIAL = re.compile(r"([\\`*\[\]|#]|<(?=[A-Za-z/!?])|&(?=#?\w+;)|(?<!\w)_|_(?!\w))")
 
 
 def inline(text: object) -> str:
@@ -35,10 +36,12 @@ def table(header: tuple[str, ...], body: Sequence[Sequence[str]]) -> list[str]:
 
 
 def _items(section: Sequence[str]) -> list[str]:
-    return [inline(line) if line[:1].isdigit() else f"- {inline(line)}" for line in section]
+    """List items: a numbered line ("1. ...") as it is, any other line as a bullet."""
+    return [inline(line) if _NUMBERED.match(line) else f"- {inline(line)}" for line in section]
 
 
-def render(r: PlanResult) -> str:
+def render(r: PlanResult, notes: Sequence[str] = ()) -> str:
+    """The plan as Markdown; `notes`: more lines for its Notes section (the report's own, which has no stderr)."""
     lines = [f"# specsize plan: {inline(rows.title(r))}", "", f"**{inline(rows.headline(r))}**", "",
              f"What breaks first: {inline(r.verdict.breaks_first)}", "", "## Per-GPU memory (rank 0)", ""]
     lines += table(rows.BREAKDOWN_HEADER, rows.breakdown(r))
@@ -53,14 +56,15 @@ def render(r: PlanResult) -> str:
         from . import simulation  # noqa: PLC0415
 
         lines += ["", "## Simulated burst scenario", ""] + fence(simulation.render(r.simulation, "text").rstrip())
-    for title, section in (("Recommendations (ranked)", rows.recommendation_lines(r)),
+    recs = rows.recommendation_lines(r) or ([] if r.verdict.verdict == "fits" else [rows.no_recommendation(r)])
+    for title, section in (("Recommendations (ranked)", recs),
                            ("How far the inputs may move", rows.robustness_lines(r)),
                            ("Placement, storage and failover", rows.placement_lines(r))):
         if section:
             lines += ["", f"## {title}", ""] + _items(section)
     for command in r.commands:
         lines += ["", f"## {command.engine} command ({command.versions})", ""] + fence(command.shell)
-    notes = [f"- **{inline(reason)}**" for reason in r.verdict.reasons] + [f"- {inline(w)}" for w in r.warnings]
-    if notes:
-        lines += ["", "## Notes", ""] + notes
+    items = [f"- **{inline(reason)}**" for reason in r.verdict.reasons] + [f"- {inline(w)}" for w in (*r.warnings, *notes)]
+    if items:
+        lines += ["", "## Notes", ""] + items
     return "\n".join(lines) + "\n"

@@ -94,17 +94,21 @@ def speedup(table) -> str:
     ax.set_xscale("log", base=2)
     ax.set_xlabel("batch size (concurrent sequences)")
     ax.set_ylabel("speed-up (TPOT without / with speculation)")
-    ax.set_title(f"Speed-up vs batch size (a = {table.acceptance_rate:.2f}; X = crossover)")
+    ax.set_title(f"Speed-up vs batch size (a = {table.acceptance_rate:.2f}; X = first batch below 1)")
     ax.legend(frameon=False, fontsize=8, ncol=2)
     return _svg(fig)
 
 
 def timeline(report) -> str:
+    from matplotlib.ticker import MaxNLocator  # noqa: PLC0415
+
+    from .simulation import run_label  # noqa: PLC0415
+
     plt = _pyplot()
     fig, axes = plt.subplots(3, 1, figsize=(6.4, 6.2), sharex=True)
-    runs = [(report.spec, "#0072B2", f"{report.spec.label} (speculation)")]
+    runs = [(report.spec, "#0072B2", run_label(report.spec))]
     if report.no_spec is not None:
-        runs.append((report.no_spec, "#E69F00", "no speculation"))
+        runs.append((report.no_spec, "#E69F00", run_label(report.no_spec)))
     for run, colour, label in runs:
         s = run.series
         axes[0].plot(s["t"], [100 * v for v in s["kv_used_fraction"]], color=colour, label=label, linewidth=1.2)
@@ -114,6 +118,14 @@ def timeline(report) -> str:
     axes[0].set_ylim(0, 105)
     axes[1].set_ylabel("waiting (requests)")
     axes[2].set_ylabel("preemptions (total)")
+    for counts in axes[1:]:  # whole requests and preemptions: from zero, integer ticks, at least up to one
+        counts.set_ylim(0, max(1.0, counts.get_ylim()[1]))
+        counts.yaxis.set_major_locator(MaxNLocator(integer=True))
+    if not any(len(run.series["t"]) for run, _, _ in runs):
+        axes[0].text(0.5, 0.5, "no engine step ran: no request was admitted", transform=axes[0].transAxes,
+                     ha="center", va="center")
+        axes[2].set_xlim(0, 1)
+    axes[2].set_xlim(left=0)
     axes[2].set_xlabel("time (s)")
     axes[0].set_title("Burst scenario: KV occupancy, queue and preemptions")
     axes[0].legend(frameon=False, fontsize=8)

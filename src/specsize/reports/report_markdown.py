@@ -8,7 +8,7 @@ from . import markdown
 
 def render(data: ReportData) -> str:
     r = data.result
-    lines = [markdown.render(r).rstrip(), ""]
+    lines = [markdown.render(r, r.notes).rstrip(), ""]  # the plan's notes, which `plan` prints on stderr
     if data.speedup is not None:
         t = data.speedup
         ks = sorted({row.k for row in t.rows})
@@ -21,7 +21,7 @@ def render(data: ReportData) -> str:
             lines.append(f"| {b} | " + " | ".join(f"{lookup[(b, k)].speedup:.2f}x" for k in ks)
                          + f" | {t.best_k[b]} |")
         cross = ", ".join(f"k={k}: {'none' if b is None else b}" for k, b in t.crossover_batch.items())
-        lines += ["", f"Crossover batch (speed-up < 1): {cross}", ""]
+        lines += ["", f"First batch in this table with speed-up < 1 (the crossover lies at or below it): {cross}", ""]
     elif data.speedup_note:
         lines += ["## Speed-up vs batch size", "", markdown.inline(data.speedup_note), ""]
     lines += ["## Standards & framework alignment", ""]

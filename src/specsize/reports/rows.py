@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from ..core.envelope import verdict_for
 from ..core.kvcache import windowed_layers
 from ..core.units import GiB
 from ..planner.plan import PlanResult
@@ -15,8 +16,25 @@ def gib(n: int) -> str:
     return f"{n / GiB:,.2f}"
 
 
-def pct(x: float) -> str:
-    return f"{x:.1%}" if math.isfinite(x) else "-inf"
+def headroom_pct(x: float, policy: float) -> str:
+    """A headroom as a percentage that reads as its verdict: 0.19979 against a 20% policy is thin, so "19.98%", not
+    the "20.0%" one decimal rounds it to (nor "-0.0%" for a plan that does not fit); "-" when there is no KV cache
+    to have headroom in."""
+    if not math.isfinite(x):
+        return "-"
+    verdict = verdict_for(x, policy)
+    for digits in range(1, 6):
+        text = f"{x:.{digits}%}"
+        if verdict_for(float(text[:-1]) / 100, policy) == verdict:
+            return text
+    return text
+
+
+def clip(text: str, width: int) -> str:
+    """`text` cut to at most `width` characters at a word boundary, with an ellipsis when cut."""
+    if len(text) <= width:
+        return text
+    return text[:width - 1].rsplit(" ", 1)[0].rstrip(" ,;:(") + "…"
 
 
 def title(r: PlanResult) -> str:
@@ -30,8 +48,10 @@ def title(r: PlanResult) -> str:
 
 def headline(r: PlanResult) -> str:
     v = r.verdict
-    return (f"{VERDICT_WORDS[v.verdict]}: worst-case headroom {pct(v.worst_case.headroom_fraction)} "
-            f"(policy {v.headroom_policy:.0%})")
+    headroom = v.worst_case.headroom_fraction
+    shown = (f"worst-case headroom {headroom_pct(headroom, v.headroom_policy)}" if math.isfinite(headroom)
+             else "no KV cache, no headroom")
+    return f"{VERDICT_WORDS[v.verdict]}: {shown} (policy {v.headroom_policy:.0%})"
 
 
 def breakdown(r: PlanResult) -> list[tuple[str, str, str]]:
@@ -45,7 +65,7 @@ def breakdown(r: PlanResult) -> list[tuple[str, str, str]]:
     draft_note = d.speculative.draft.model_id if d.speculative.draft else (
         d.speculative.kind.label if d.speculative.kind.derives_from_target else "none")
     return [
-        ("GPU memory (driver)", gib(m.total_bytes), d.gpu.sources.get("memory", "")[:60]),
+        ("GPU memory (driver)", gib(m.total_bytes), clip(d.gpu.sources.get("memory", ""), 60)),
         (f"budget (x {s.gpu_memory_utilization:g})", gib(m.budget_bytes), "gpu_memory_utilization"),
         ("target weights", gib(m.weights_target_bytes),
          f"{s.dtype}" + (f", {s.quantization.method}" if s.quantization else "") + f", TP={d.tp}"
@@ -69,7 +89,8 @@ def envelope_rows(r: PlanResult) -> list[tuple[str, ...]]:
             "worst case" if case.label == "worst_case" else "expected mix",
             f"{case.percentile}: {case.prompt_tokens:,} + {case.output_tokens:,}",
             f"{case.concurrency}" + (f" (+{case.queued} queued)" if case.queued else ""),
-            gib(case.demand_bytes), gib(case.capacity_bytes), pct(case.headroom_fraction),
+            gib(case.demand_bytes), gib(case.capacity_bytes),
+            headroom_pct(case.headroom_fraction, r.verdict.headroom_policy),
         ))
     return out
 
@@ -125,10 +146,10 @@ def perf_rows(r: PlanResult) -> list[tuple[str, str, str]]:
     def tps(x):
         return "-" if x is None else f"{x:,.0f} tok/s"
 
+    priced = p.speedup is not None  # else ttft_s is the target's alone: speculation's own TTFT is not priced
     rows = [("TPOT at batch {} (context {:,})".format(p.batch_size, p.context_len), ms(p.tpot_s_no_spec), ms(p.tpot_s)),
             ("throughput per engine", tps(p.throughput_tok_s_no_spec), tps(p.throughput_tok_s)),
-            ("TTFT (p50 prompt, no queue)", ms(p.ttft_s if p.ttft_s_no_spec is None else p.ttft_s_no_spec),
-             ms(p.ttft_s))]
+            ("TTFT (p50 prompt, no queue)", ms(p.ttft_s_no_spec if priced else p.ttft_s), ms(p.ttft_s if priced else None))]
     if p.speedup is not None:
         rows.append(("speed-up (TPOT)", "1.00x", f"{p.speedup:.2f}x"))
         proposals = r.deployment.speculative.proposal_rate
@@ -146,6 +167,13 @@ def perf_rows(r: PlanResult) -> list[tuple[str, str, str]]:
 
 def recommendation_lines(r: PlanResult) -> list[str]:
     return [f"{i}. {x.description}" for i, x in enumerate(r.recommendations, start=1)]
+
+
+def no_recommendation(r: PlanResult) -> str:
+    """What an empty list of recommendations means for this verdict."""
+    if r.verdict.verdict == "fits":
+        return "None needed: the plan fits with the policy's headroom."
+    return "None found: no single change specsize tries improves the headroom or the verdict; see what breaks first."
 
 
 def robustness_lines(r: PlanResult) -> list[str]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 
-from ..planner.simulate import SimulationReport
+from ..planner.simulate import SimSummary, SimulationReport
 from .jsonsafe import dumps
 
 
@@ -15,11 +15,20 @@ def _s(x):
     return "-" if x is None else f"{x:,.2f}"
 
 
+def speculates(run: SimSummary) -> bool:
+    """Whether the run drafted: a deployment without speculation simulates its one run under the label none."""
+    return run.label != "none"
+
+
+def run_label(run: SimSummary) -> str:
+    return f"{run.label} ({'speculation' if speculates(run) else 'no speculation'})"
+
+
 def render(rep: SimulationReport, fmt: str) -> str:
     if fmt == "json":
         return dumps({"schema_version": "1.0", "sim": rep.to_dict()})
     runs = [rep.spec] + ([rep.no_spec] if rep.no_spec else [])
-    header = ["", *(f"{r.label}" + (" (speculation)" if r.label != "none" else " (no speculation)") for r in runs)]
+    header = ["", *(run_label(r) for r in runs)]
     rows = [
         ["requests completed", *(f"{r.completed:,} / {r.requests:,}" for r in runs)],
         ["TTFT p50 / p99 ms", *(f"{_ms(r.ttft_s.p50)} / {_ms(r.ttft_s.p99)}" for r in runs)],

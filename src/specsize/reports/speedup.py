@@ -77,5 +77,8 @@ def render(report: SpeedupReport, fmt: str) -> str:
         else:
             widths = [max(len(row[i]) for row in grid) for i in range(len(grid[0]))]
             lines += ["  ".join(cell.rjust(w) for cell, w in zip(row, widths)) for row in grid]
-    lines += [f"! {text(note)}" for note in report.notes]
+    if md and report.notes:  # a line right under a table would be read as one more of its rows
+        lines += [""] + [f"- {text(note)}" for note in report.notes]
+    else:
+        lines += [f"! {note}" for note in report.notes]
     return "\n".join(lines) + "\n"

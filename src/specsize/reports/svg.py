@@ -4,22 +4,22 @@ the HTML report), drawn as plain SVG in about a millisecond so that a what-if re
 
 from __future__ import annotations
 
+import math
 from html import escape
 
 from .plots import OKABE_ITO, TERM_COLOURS
+from .simulation import speculates
 
 W, H = 520, 300
 LEFT, RIGHT, TOP, BOTTOM = 64, 16, 28, 44
 
 
 def _nice(top: float) -> float:
-    if top <= 0:
+    """The axis' top: the smallest 1, 2, 2.5 or 5 x a power of ten at or above `top` (1 when there is nothing)."""
+    if not top > 0 or not math.isfinite(top):
         return 1.0
-    for step in (1, 2, 2.5, 5, 10):
-        magnitude = 10 ** (len(str(int(top))) - 1) if top >= 1 else 10 ** -len(str(top).split(".")[1].lstrip("0"))
-        if step * magnitude >= top:
-            return step * magnitude
-    return top
+    magnitude = 10.0 ** math.floor(math.log10(top))
+    return next(step * magnitude for step in (1, 2, 2.5, 5, 10) if step * magnitude >= top * (1 - 1e-12))
 
 
 def _frame(title: str, xlabel: str, ylabel: str, ymax: float, body: list[str], name: str,
@@ -91,8 +91,6 @@ def gpu_memory(bars) -> str:
 
 
 def _xscale(values: list[float], log: bool = False):
-    import math  # noqa: PLC0415
-
     lo, hi = min(values), max(values)
     f = (lambda v: math.log2(v)) if log else (lambda v: v)
     span = (f(hi) - f(lo)) or 1.0
@@ -147,7 +145,7 @@ def speedup(table) -> str:
 
 def timeline(report) -> str:
     """The burst simulation: KV occupancy (%) over time, with and without speculation."""
-    runs = [(report.spec, OKABE_ITO[0], "speculation")]
+    runs = [(report.spec, OKABE_ITO[0], "speculation" if speculates(report.spec) else "no speculation")]
     if report.no_spec is not None:
         runs.append((report.no_spec, OKABE_ITO[1], "no speculation"))
     end = max([float(r.series["t"][-1]) for r, _, _ in runs if len(r.series["t"])] + [1.0])

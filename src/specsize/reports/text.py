@@ -14,7 +14,9 @@ def render(r: PlanResult, width: int = 110) -> str:
     from rich.table import Table  # noqa: PLC0415
 
     buffer = io.StringIO()
-    console = Console(file=buffer, width=width, force_terminal=False, no_color=True, highlight=False)
+    # no markup or emoji codes: a model path, an acceptance source or a note is what the user wrote ("[/]" is text)
+    console = Console(file=buffer, width=width, force_terminal=False, no_color=True, highlight=False, markup=False,
+                      emoji=False)
     console.print(rows.title(r))
     console.print(rows.headline(r))
     console.print(f"What breaks first: {r.verdict.breaks_first}")
