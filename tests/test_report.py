@@ -252,3 +252,41 @@ def test_the_report_carries_the_plans_notes():
     text, page = report_markdown.render(data), html_report.render(data)
     for note in data.result.notes:
         assert f"- {markdown.inline(note)}" in text.split("## Notes")[1] and f"<li>{escape(note)}</li>" in page
+
+
+def test_sc5_counts_failover_and_its_headroom_reads_as_its_verdict(capsys):
+    # 8 GPUs of the embedded 4-GPU deployment: 2 replicas; with one down, the survivor takes all 30 requests and
+    # does not fit. SC-5 had said PASS with that failover in its own evidence (docs/report.md: failover counts)
+    code, out, _ = run(capsys, "report", "--gpus", "8", "--concurrency", "30", "--no-simulate", "--format", "markdown")
+    sc5 = out.split("SC-5")[1].split("###")[0]
+    assert "failover:" in sc5 and "does_not_fit" in sc5
+    assert "**ATTENTION**: capacity holds the burst, but not with a replica down (failover: does_not_fit)" in sc5
+    assert re.search(r"\(\d{1,3},\d{3} tokens each\)", out)  # what breaks first: thousands separated
+
+
+def test_a_headroom_is_printed_as_the_verdict_it_gives():
+    from specsize.core.envelope import headroom_text
+
+    assert headroom_text(0.19979, 0.2) == "19.98%"  # thin: not the "20%" that reads as fitting
+    assert headroom_text(0.2, 0.2) == "20%" and headroom_text(0.6, 0.2) == "60%"
+    assert headroom_text(-0.0003, 0.2) == "-0.03%"  # does not fit: not "-0%"
+    assert headroom_text(0.00004, 0.0) == "0%" and headroom_text(float("-inf"), 0.2) == "none"
+    assert headroom_text(0.19979, 0.2, 1) == "19.98%" and headroom_text(0.6, 0.2, 1) == "60.0%"
+
+
+def test_an_output_file_is_checked_before_the_work(capsys, tmp_path):
+    # a search (minutes), a report with its simulation: a taken -o had been found only after them. Checked first,
+    # the error names the output even though the spec file does not exist
+    taken = tmp_path / "taken.json"
+    taken.write_text("mine")
+    code, _, err = run(capsys, "search", str(tmp_path / "missing.yaml"), "-o", str(taken))
+    assert code == 2 and "output" in err and "exists" in err and taken.read_text() == "mine"
+    code, out, err = run(capsys, "report", "--format", "html", "-o", "-")
+    assert code == 2 and "an HTML report needs a file" in err and not out
+
+
+def test_check_says_no_headroom_without_a_kv_cache(capsys, tmp_path):
+    deployment = tmp_path / "d.yaml"
+    deployment.write_text("target: meta-llama/Llama-3.1-70B-Instruct\ngpu: H100-SXM-80GB\ntp: 1\n")
+    code, out, _ = run(capsys, "check", str(deployment))
+    assert code == 3 and out.startswith("does_not_fit: worst-case headroom none (policy 20%)") and "inf" not in out

@@ -9,6 +9,7 @@ none; 2 bad input, 4 internal error everywhere.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import sys
 from types import ModuleType
@@ -60,7 +61,12 @@ def _fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
 
 def output_options(formats: tuple[str, ...], default: str | None = None, output_help: str = "Write to FILE "
                    "instead of stdout."):
-    def decorate(func):
+    def decorate(command):
+        @functools.wraps(command)
+        def func(*args, **kw):
+            check_targets(kw.get("force", False), output=kw.get("output"))  # before the work: none of it lost to a path
+            return command(*args, **kw)
+
         func = click.option("--force", is_flag=True, help="Replace an existing output file.")(func)
         func = click.option("-o", "--output", "output", type=click.Path(dir_okay=False), help=output_help)(func)
         return click.option("--format", "fmt", type=click.Choice(list(formats)), default=default or formats[0],
@@ -234,7 +240,7 @@ def report(fmt: str, output: str | None, force: bool, fail_on: str, **kw) -> Non
     """
     from .. import api  # noqa: PLC0415
 
-    if fmt == "html" and not output:
+    if fmt == "html" and (not output or output == "-"):
         from ..core.errors import SpecError  # noqa: PLC0415
 
         raise SpecError("output", "an HTML report needs a file", "-o report.html")
@@ -347,8 +353,10 @@ def check(fmt: str, output: str | None, force: bool, **kw) -> None:
     if fmt == "json":
         sys.stdout.write(document)
     else:
+        from ..core.envelope import headroom_text  # noqa: PLC0415
+
         v = result.verdict
-        click.echo(f"{v.verdict}: worst-case headroom {v.worst_case.headroom_fraction:.1%} "
+        click.echo(f"{v.verdict}: worst-case headroom {headroom_text(v.worst_case.headroom_fraction, v.headroom_policy, 1)} "
                    f"(policy {v.headroom_policy:.0%}); {v.breaks_first}")
     sys.exit(EXIT_FOR_VERDICT[result.verdict.verdict])
 

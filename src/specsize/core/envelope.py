@@ -28,6 +28,20 @@ def verdict_for(headroom: float, policy: float) -> str:
     return THIN if headroom < policy - 1e-9 else FITS  # the tolerance absorbs float ratios
 
 
+def headroom_text(headroom: float, policy: float, digits: int = 0) -> str:
+    """A headroom as a percentage that reads as its verdict (verdict_for): with more decimals than `digits` where
+    rounding would cross the policy or 0 (0.19979 against 20% is "19.98%" under THIN, not "20%"; a plan short by
+    0.03% is "-0.03%", not "-0%"); "none" without a KV cache to have headroom in (-inf)."""
+    if not math.isfinite(headroom):
+        return "none"
+    verdict = verdict_for(headroom, policy)
+    for shown in range(digits, digits + 5):
+        text = f"{headroom:.{shown}%}"
+        if verdict_for(float(text[:-1]) / 100, policy) == verdict:
+            break
+    return text
+
+
 @dataclass(frozen=True)
 class ShapeCapacity:
     label: str  # p50 / p95 / p99 / max
@@ -129,14 +143,14 @@ def _breaks_first(mem: MemoryAccount, worst: EnvelopeCase, shape: ShapeCapacity,
     holds = shape.max_concurrency
     if verdict == DOES_NOT_FIT:
         return (f"The KV cache: at {worst.concurrency} concurrent {worst.percentile} requests "
-                f"({shape.request_tokens} tokens each) the cache needs {worst.demand_bytes / GiB:.1f} GiB per GPU but "
+                f"({shape.request_tokens:,} tokens each) the cache needs {worst.demand_bytes / GiB:.1f} GiB per GPU but "
                 f"holds {worst.capacity_bytes / GiB:.1f} GiB, so the engine preempts and recomputes beyond "
                 f"{holds} such requests.")
     if worst.queued and holds >= s.max_num_seqs:
         return (f"The scheduler: max_num_seqs={s.max_num_seqs} caps the {worst.requested_concurrency} requests of the "
                 f"burst, so {worst.queued} wait in the queue while the KV cache still has "
-                f"{worst.headroom_fraction:.0%} headroom.")
+                f"{headroom_text(worst.headroom_fraction, policy)} headroom.")
     tail = "thinner than the policy" if verdict == THIN else "within the policy"
-    return (f"The KV cache: it holds {holds} concurrent {worst.percentile} requests ({shape.request_tokens} tokens "
-            f"each) against {worst.concurrency} at peak, {worst.headroom_fraction:.0%} headroom ({tail} of "
-            f"{policy:.0%}); past {holds} the engine preempts.")
+    return (f"The KV cache: it holds {holds:,} concurrent {worst.percentile} requests ({shape.request_tokens:,} "
+            f"tokens each) against {worst.concurrency:,} at peak, {headroom_text(worst.headroom_fraction, policy)} "
+            f"headroom ({tail} of {policy:.0%}); past {holds:,} the engine preempts.")

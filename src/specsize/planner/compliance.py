@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..core.envelope import headroom_text
 from ..core.units import GiB
 from .plan import PlanResult
 
@@ -44,24 +45,30 @@ def sc5(r: PlanResult) -> ControlResult:
     status = {"fits": PASS, "thin": ATTENTION, "does_not_fit": FAIL}[v.verdict]
     evidence = [
         f"expected demand: {expected.concurrency} concurrent p50 requests need {expected.demand_bytes / GiB:.1f} GiB "
-        f"of {expected.capacity_bytes / GiB:.1f} GiB KV cache per GPU ({expected.headroom_fraction:.0%} headroom)",
+        f"of {expected.capacity_bytes / GiB:.1f} GiB KV cache per GPU "
+        f"({headroom_text(expected.headroom_fraction, v.headroom_policy)} headroom)",
         f"burst demand: {worst.requested_concurrency} concurrent {worst.percentile} requests "
         f"({worst.concurrency} running, {worst.queued} queued at max_num_seqs) need {worst.demand_bytes / GiB:.1f} GiB "
-        f"({worst.headroom_fraction:.0%} headroom; policy {v.headroom_policy:.0%})",
+        f"({headroom_text(worst.headroom_fraction, v.headroom_policy)} headroom; policy {v.headroom_policy:.0%})",
         f"first limit hit: {v.breaks_first}",
     ]
-    if r.simulation is not None:
-        s = r.simulation.spec
-        evidence.append(f"simulated burst ({r.simulation.description}): "
-                        + ("sustained" if s.sustains else "NOT sustained: " + "; ".join(s.problems))
-                        + f"; p99 TTFT {s.ttft_s.p99 or 0:.2f} s, {s.preemptions} preemptions")
-        if not s.sustains and status == PASS:
-            status = ATTENTION
-    if r.placement is not None and r.placement.failover is not None:
-        evidence.append(f"failover: {r.placement.failover.sentence}")
     summary = {PASS: "capacity holds the burst with the policy's headroom",
                ATTENTION: "capacity holds the burst, but with less headroom than the policy requires",
                FAIL: "capacity does not hold the burst"}[status]
+    if r.simulation is not None:
+        s = r.simulation.spec
+        ttft = f"p99 TTFT {s.ttft_s.p99:.2f} s" if s.ttft_s.p99 is not None else "no request finished"
+        evidence.append(f"simulated burst ({r.simulation.description}): "
+                        + ("sustained" if s.sustains else "NOT sustained: " + "; ".join(s.problems))
+                        + f"; {ttft}, {s.preemptions} preemptions")
+        if not s.sustains and status == PASS:
+            status, summary = ATTENTION, "the envelope holds the burst, but the simulated burst is not sustained"
+    failover = r.placement.failover if r.placement is not None else None
+    if failover is not None:
+        evidence.append(f"failover: {failover.sentence}")
+        if failover.verdict != "fits" and status == PASS:  # docs/report.md: failover counts where there are replicas
+            status, summary = ATTENTION, (f"capacity holds the burst, but not with a replica down (failover: "
+                                          f"{failover.verdict})")
     return ControlResult("NIST SP 800-53 Rev. 5", "SC-5", "Denial-of-Service Protection", status, summary,
                          tuple(evidence))
 
@@ -83,24 +90,33 @@ def cis4(r: PlanResult, raw: dict) -> ControlResult:
     file_keys = {"tensor_parallel_size": "tp"}
     command = next((c for c in r.commands if c.engine == r.profile.engine), None)
     evidence = []
-    defaulted = []
+    defaulted, unpinned = [], []
     for name in ENGINE_LIMITS:
         key = file_keys.get(name, name)
         pinned = command is not None and _flag(command.engine, name) in command.argv
-        source = "set in the deployment" if raw.get(key) is not None else "engine default, pinned by specsize"
-        if raw.get(key) is None:
+        engine_sized = name == "block_size" and not pinned and bool(r.memory.state_blocks_per_sequence)
+        if raw.get(key) is not None:
+            source = "set in the deployment"
+        else:
             defaulted.append(name)
-        engine_sized = name == "block_size" and not pinned and r.memory.state_blocks_per_sequence
-        missing = " (the engine sizes it to the model's state pages)" if engine_sized else " — NOT in the emitted command"
-        evidence.append(f"{name} = {values[name]} ({source}){'' if pinned else missing}")
-    evidence.append(f"enforce_eager = {s.enforce_eager}; speculative_config pins method "
-                    f"{r.deployment.speculative.method}, k = {r.deployment.speculative.num_speculative_tokens}")
-    status = PASS if command is not None else FAIL
-    summary = ("every resource limit is explicit in the emitted engine configuration"
-               + (f"; {len(defaulted)} came from engine defaults that change between releases — keep the emitted "
-                  "values" if defaulted else ""))
+            source = ("engine default, pinned by specsize" if pinned else
+                      "sized by the engine to the model's state pages" if engine_sized else "engine default")
+        if not (pinned or engine_sized):
+            unpinned.append(name)
+        evidence.append(f"{name} = {values[name]} ({source}){'' if pinned or engine_sized else ' — NOT in the emitted command'}")
+    sp = r.deployment.speculative
+    evidence.append(f"enforce_eager = {s.enforce_eager}; " + (
+        f"speculative_config pins method {sp.method}, k = {sp.num_speculative_tokens}" if sp.enabled
+        else "no speculation (no speculative_config)"))
+    status = PASS if command is not None and not unpinned else ATTENTION if command is not None else FAIL
     if command is None:
         summary = "no engine command could be emitted for this plan"
+    elif unpinned:
+        summary = f"{', '.join(unpinned)} left to the engine's defaults, NOT in the emitted command"
+    else:
+        summary = ("every resource limit is explicit in the emitted engine configuration"
+                   + (f"; {len(defaulted)} came from engine defaults that change between releases — keep the "
+                      "emitted values" if defaulted else ""))
     return ControlResult("CIS Controls v8", "CIS-4", "Secure Configuration of Enterprise Assets and Software", status,
                          summary, tuple(evidence))
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from ..core.envelope import headroom_text
 from ..core.errors import SpecError
 from ..core.memory import AccountingProfile
 from ..core.specs import DTYPE_BYTES, UNQUANTIZED, Deployment, ModelSpec, checkpoint_format_needed, effective_target
@@ -187,7 +188,8 @@ def _failover(result: PlanResult, profile: AccountingProfile, replicas: int, los
     within = None if ttft_slo_s is None else added_wait <= ttft_slo_s
     headroom = after.verdict.worst_case.headroom_fraction
     sentence = (f"with {lost} of {replicas} replicas down, each of {survivors} survivors takes {per_survivor} "
-                f"concurrent requests: {after.verdict.verdict}, headroom {headroom:.0%}"
+                f"concurrent requests: {after.verdict.verdict}, headroom "
+                f"{headroom_text(headroom, after.verdict.headroom_policy)}"
                 + (f", TPOT {tpot * 1e3:.1f} ms" if tpot else "")
                 + f"; the lost capacity is back after {restart:.0f} s"
                 + (f", by then {backlog:.0f} requests queue ({added_wait:.1f} s extra wait)" if backlog else ""))

@@ -16,7 +16,7 @@ def render(result: LiveCheck, fmt: str) -> str:
         change = (" (the verdict changes)" if result.verdict_now != result.planned_verdict
                   else " (the verdict changes: speculation no longer pays)")
     lines = [f"plan: {result.planned_verdict}; reality: {result.verdict_now}{change}"]
-    lines.append(f"observed: KV cache {o.kv_cache_tokens or '?'} tokens, usage "
+    lines.append(f"observed: KV cache {'?' if o.kv_cache_tokens is None else format(o.kv_cache_tokens, ',')} tokens, usage "
                  f"{'?' if o.kv_usage_fraction is None else format(o.kv_usage_fraction, '.0%')}, "
                  f"preemptions {o.preemptions if o.preemptions is not None else '?'}"
                  + (f", acceptance {o.acceptance_rate:.2f}" if o.acceptance_rate is not None else ""))

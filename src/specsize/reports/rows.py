@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ..core.envelope import verdict_for
+from ..core.envelope import headroom_text
 from ..core.kvcache import windowed_layers
 from ..core.units import GiB
 from ..planner.plan import PlanResult
@@ -17,17 +17,9 @@ def gib(n: int) -> str:
 
 
 def headroom_pct(x: float, policy: float) -> str:
-    """A headroom as a percentage that reads as its verdict: 0.19979 against a 20% policy is thin, so "19.98%", not
-    the "20.0%" one decimal rounds it to (nor "-0.0%" for a plan that does not fit); "-" when there is no KV cache
-    to have headroom in."""
-    if not math.isfinite(x):
-        return "-"
-    verdict = verdict_for(x, policy)
-    for digits in range(1, 6):
-        text = f"{x:.{digits}%}"
-        if verdict_for(float(text[:-1]) / 100, policy) == verdict:
-            return text
-    return text
+    """A table's headroom: one decimal, more where rounding would cross the verdict (core.envelope.headroom_text);
+    "-" when there is no KV cache to have headroom in."""
+    return headroom_text(x, policy, 1) if math.isfinite(x) else "-"
 
 
 def clip(text: str, width: int) -> str:
