@@ -608,3 +608,18 @@ def test_the_simulator_draws_an_sglang_tree_as_the_performance_model_prices_it()
     small, large = tpot(2), tpot(8)
     # a step's time barely changes at 4 sequences; the tokens a pass set TPOT: 3.65 / 1.7 = 2.15x
     assert 1.6 < small / large < 2.6, (small, large)
+
+
+def test_a_replicas_figures_are_said_to_be_one_replicas(capsys):
+    # 4 replicas at 20 req/s: each is simulated at 5 req/s, and the table had shown one replica's throughput as if it
+    # were the fleet's; the header says so and a row gives all four
+    from specsize.cli.main import main
+
+    with pytest.raises(SystemExit):
+        main(["simulate", "--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB", "--gpus", "4",
+              "--rate", "20", "--duration", "10", "--no-compare"])
+    out = capsys.readouterr().out
+    assert "one replica of 4" in out
+    one = int(next(line for line in out.splitlines() if line.startswith("throughput tok/s")).split()[-1].replace(",", ""))
+    fleet = next(line for line in out.splitlines() if line.startswith("all 4 replicas, tok/s")).split()[-1]
+    assert abs(int(fleet.replace(",", "")) - 4 * one) <= 2

@@ -28,13 +28,16 @@ def render(rep: SimulationReport, fmt: str) -> str:
     if fmt == "json":
         return dumps({"schema_version": "1.0", "sim": rep.to_dict()})
     runs = [rep.spec] + ([rep.no_spec] if rep.no_spec else [])
-    header = ["", *(run_label(r) for r in runs)]
+    replicas = rep.scenario.replicas if rep.scenario is not None else 1
+    header = [f"one replica of {replicas}" if replicas > 1 else "", *(run_label(r) for r in runs)]
     rows = [
         ["requests completed", *(f"{r.completed:,} / {r.requests:,}" for r in runs)],
         ["TTFT p50 / p99 ms", *(f"{_ms(r.ttft_s.p50)} / {_ms(r.ttft_s.p99)}" for r in runs)],
         ["TPOT p50 / p99 ms", *(f"{_ms(r.tpot_s.p50)} / {_ms(r.tpot_s.p99)}" for r in runs)],
         ["E2E p50 / p99 s", *(f"{_s(r.e2e_s.p50)} / {_s(r.e2e_s.p99)}" for r in runs)],  # "-": none finished
         ["throughput tok/s", *(f"{r.throughput_tok_s:,.0f}" for r in runs)],
+        *([[f"all {replicas} replicas, tok/s", *(f"{r.throughput_tok_s * replicas:,.0f}" for r in runs)]]
+          if replicas > 1 else []),
         ["goodput req/s", *("-" if r.goodput_req_s is None else f"{r.goodput_req_s:,.2f}" for r in runs)],
         ["preemptions (recomputed tokens)", *(f"{r.preemptions:,} ({r.recomputed_tokens:,})" for r in runs)],
         ["max queue", *(f"{r.max_queue:,}" for r in runs)],
