@@ -416,17 +416,31 @@ def test_a_negative_default_fraction_recommends_the_largest_fraction_that_starts
     # 80 GB card the default fraction is below 0, and SGLang refuses to start. The fix had been one point above
     # the weights' share (0.23): a pool of 0.6 GiB, still does_not_fit; it is the largest fraction whose outside
     # share holds the run-time buffers (one point more runs out of memory), and it fits
+    # (without speculation the requests it runs, and so its CUDA graphs, grow with the pool: the run-time buffers
+    # are sized at each fraction tried, not at the refused one's single request)
     from specsize.api import plan
 
-    d = dict(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", method="eagle3", num_speculative_tokens=3,
-             acceptance_rate=0.7, max_num_batched_tokens=65536, **WORKLOAD)
-    result = plan(**d)
-    assert result.memory.engine_terms["mem_fraction_static"] < 0 and "refuses to start" in result.memory.startup_problem
-    fix = result.recommendations[0]
-    fit = fix.changes["gpu_memory_utilization"]
-    assert fix.action == "raise_fraction" and fix.verdict_after == "fits" and "headroom none ->" in fix.description
-    assert plan(gpu_memory_utilization=fit, **d).memory.startup_problem is None
-    assert "runs out of memory" in plan(gpu_memory_utilization=round(fit + 0.01, 2), **d).memory.startup_problem
+    for drafter in (dict(method="eagle3", num_speculative_tokens=3, acceptance_rate=0.7), dict(method="none")):
+        d = dict(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", max_num_batched_tokens=65536,
+                 **drafter, **WORKLOAD)
+        result = plan(**d)
+        assert result.memory.engine_terms["mem_fraction_static"] < 0
+        assert "refuses to start" in result.memory.startup_problem
+        fix = result.recommendations[0]
+        fit = fix.changes["gpu_memory_utilization"]
+        assert fix.action == "raise_fraction" and fix.verdict_after == "fits" and "headroom none ->" in fix.description
+        assert plan(gpu_memory_utilization=fit, **d).memory.startup_problem is None
+        assert "runs out of memory" in plan(gpu_memory_utilization=round(fit + 0.01, 2), **d).memory.startup_problem
+
+
+def test_a_tree_of_one_node_is_refused():
+    # N counts the root: --speculative-num-draft-tokens 1 drafts nothing (it had been priced and simulated as the
+    # run without speculation, labelled eagle3)
+    from specsize.api import plan
+
+    with pytest.raises(SpecError, match="num_draft_tokens"):
+        plan(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", engine="sglang", method="eagle3",
+             num_speculative_tokens=3, tree_topk=4, num_draft_tokens=1, acceptance_rate=0.7)
 
 
 def test_check_live_reads_an_sglang_server_at_the_plans_k():

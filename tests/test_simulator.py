@@ -1,10 +1,13 @@
 """Simulator against cases worked out by hand (a GPU of round numbers: 1e12 B/s, 1e15 FLOP/s, ideal
 efficiency, no overheads) and Little's law on a long Poisson run."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from specsize.catalog import load_model
+from specsize.core.errors import SpecError
 from specsize.core.perf import Efficiency, coefficients, model_cost
 from specsize.core.specs import GpuSpec
 from specsize.simulator.engine import EngineConfig, simulate
@@ -86,6 +89,9 @@ def test_a_request_longer_than_the_pool_is_said_to_be_one_the_engine_never_runs(
     # "queue growth" (with a queue that never held a request); the run says what it is, and the rest still run
     r = simulate(config(num_blocks=64), _mixed_lengths(), seed=0)
     assert r.too_long == 1 and int(r.finished.sum()) == 2
+    # in a closed loop of one client the refusal answers it: it sends its third request (it had waited for ever)
+    closed = simulate(config(num_blocks=64), dataclasses.replace(_mixed_lengths(), clients=1), seed=0)
+    assert closed.too_long == 1 and int(closed.finished.sum()) == 2
     from specsize import api
 
     common = dict(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", rate=1, duration=20,
@@ -110,11 +116,32 @@ def test_drawn_requests_longer_than_max_model_len_are_refused_as_a_traces_are():
     drawn = r.scenario.rejected + r.spec.requests
     assert 0.08 < r.scenario.rejected / drawn < 0.26, (r.scenario.rejected, drawn)
     assert "which the engine refuses, left out" in r.scenario.description and r.spec.unfinished == 0
+    # outputs alike: p50 3,000 and p99 30,000 with 100-token prompts, P(output > 8,092) = P(z > 1.00) = 16% (they had
+    # been cut to 4,096 tokens and run)
+    outputs = api.simulate(**{**common, "prompt_tokens_median": 100, "prompt_tokens_p99": None,
+                              "output_tokens_median": 3000, "output_tokens_p99": 30000})
+    drawn = outputs.scenario.rejected + outputs.spec.requests
+    assert 0.08 < outputs.scenario.rejected / drawn < 0.26, (outputs.scenario.rejected, drawn)
     # a workload's lengths are drawn up to its own max (a longer request is never sent), not to max_model_len
     env = api.simulate(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", rate=1, duration=10,
                        prompt_tokens="p50=1000,p99=4000,max=5000", output_tokens="p50=100,p99=400,max=500",
                        max_model_len=16384, no_compare=True)
     assert (env.scenario.prompt.maximum, env.scenario.output.maximum) == (5000, 500)
+
+
+def test_a_lengths_files_request_longer_than_max_model_len_is_refused_as_a_traces_is(tmp_path):
+    from specsize import api
+
+    lengths = tmp_path / "lengths.csv"
+    lengths.write_text("prompt_tokens,output_tokens\n100,200\n300,100\n100,10000\n")
+    r = api.simulate(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", rate=2, duration=30,
+                     lengths_file=str(lengths), max_model_len=8192, no_compare=True, seed=1)
+    drawn = r.scenario.rejected + r.spec.requests  # a third of the draws are the 10,100-token pair
+    assert 0.15 < r.scenario.rejected / drawn < 0.55 and r.spec.unfinished == 0, (r.scenario.rejected, drawn)
+    lengths.write_text("prompt_tokens,output_tokens\n100,10000\n")
+    with pytest.raises(SpecError, match="lengths_file"):
+        api.simulate(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", rate=2, duration=30,
+                     lengths_file=str(lengths), max_model_len=8192, no_compare=True)
 
 
 def _mixed_lengths():

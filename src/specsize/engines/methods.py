@@ -118,6 +118,9 @@ def check_tree(engine: str, method: SpecMethod, topk: int, draft_tokens: int | N
         raise SpecError(field, "vLLM drafts a chain of num_speculative_tokens per sequence: no top-k tree, no "
                         "separate number of draft tokens (its experimental speculative_token_tree is not modelled)",
                         "tree_topk 1 and no num_draft_tokens with engine vllm; or engine sglang")
+    if draft_tokens is not None and draft_tokens < 2:  # N counts the root: 1 drafts nothing (it had priced no-spec)
+        raise SpecError("num_draft_tokens", f"{draft_tokens} verifies the tree's root alone: no draft token",
+                        "2 or more (the root and at least one draft token)")
     if method not in TREE_METHODS and topk != 1:
         raise SpecError("tree_topk", f"SGLang drafts no top-k tree with method {method.value} (its n-gram candidates "
                         "come from a trie, set by --speculative-ngram-max-bfs-breadth, not modelled)",

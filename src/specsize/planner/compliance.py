@@ -46,10 +46,10 @@ def sc5(r: PlanResult) -> ControlResult:
     evidence = [
         f"expected demand: {expected.concurrency} concurrent p50 requests need {expected.demand_bytes / GiB:.1f} GiB "
         f"of {expected.capacity_bytes / GiB:.1f} GiB KV cache per GPU "
-        f"({headroom_text(expected.headroom_fraction, v.headroom_policy)} headroom)",
+        f"(headroom {headroom_text(expected.headroom_fraction, v.headroom_policy)})",
         f"burst demand: {worst.requested_concurrency} concurrent {worst.percentile} requests "
         f"({worst.concurrency} running, {worst.queued} queued at max_num_seqs) need {worst.demand_bytes / GiB:.1f} GiB "
-        f"({headroom_text(worst.headroom_fraction, v.headroom_policy)} headroom; policy {v.headroom_policy:.0%})",
+        f"(headroom {headroom_text(worst.headroom_fraction, v.headroom_policy)}; policy {v.headroom_policy:.0%})",
         f"first limit hit: {v.breaks_first}",
     ]
     summary = {PASS: "capacity holds the burst with the policy's headroom",

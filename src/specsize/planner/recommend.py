@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from ..core.envelope import FITS
+from ..core.envelope import FITS, headroom_text
 from ..core.envelope import VERDICT_RANK as RANK
 from ..core.memory import AccountingProfile
 from ..core.specs import Deployment, ModelSpec, SpeculativeConfig, Workload
@@ -214,7 +214,8 @@ def recommend(result: PlanResult, profile: AccountingProfile, efficiency=None, a
         speed = "" if tpot_change is None else f", TPOT {tpot_change:+.0%}"
         if tpot_change is not None and action in ("eagle_head", "smaller_draft"):
             speed += " at the current acceptance (measure this drafter's)"
-        description = (f"{text}: headroom {_share(base_headroom)} -> {_share(headroom_after)} ({after.verdict.verdict})"
+        description = (f"{text}: headroom {headroom_text(base_headroom, policy)} -> "
+                       f"{headroom_text(headroom_after, policy)} ({after.verdict.verdict})"
                        f"{speed}" + (f", +{extra} GPUs" if extra else ""))
         recs.append(Recommendation(action=action, description=description, verdict_after=after.verdict.verdict,
                                    headroom_after=headroom_after, headroom_gained=gained, extra_gpus=extra,
@@ -222,11 +223,6 @@ def recommend(result: PlanResult, profile: AccountingProfile, efficiency=None, a
                                    changes=_changes(d, nd, w, nw)))
     recs.sort(key=lambda r: (RANK[r.verdict_after] >= RANK[FITS], r.score), reverse=True)
     return recs[:limit]
-
-
-def _share(headroom: float) -> str:
-    """A headroom as a percentage; "none" where the engine does not start (-inf)."""
-    return f"{headroom:.0%}" if math.isfinite(headroom) else "none"
 
 
 def _changes(d: Deployment, nd: Deployment, w: Workload, nw: Workload) -> dict:

@@ -57,7 +57,8 @@ class SimSettings:
 def _lengths(median: float | None, p99: float | None, fallback: tuple[int, int, int], maximum: int,
              field: str) -> tuple[LengthSpec, bool]:
     """(lengths, given by flags): a median alone is a fixed length; with a p99, lognormal; neither: the
-    workload's (p50, p99, max), its lognormal tail cut at the workload's max (no longer request is sent)."""
+    workload's (p50, p99, max), its lognormal tail cut at the workload's max (no longer request is sent). Lengths
+    stop at `maximum`, max_model_len: a request reaching it is refused whatever its exact length (_refuse_longer)."""
     if median is None and p99 is not None:
         raise SpecError(f"{field}_p99", "a p99 needs the median too", f"--{field.replace('_', '-')}-median N")
     if median is not None:
@@ -80,15 +81,16 @@ def build_scenario(d: Deployment, w: Workload, rate_per_replica: float | None, s
         length = sim.burst_duration_s if sim.burst_duration_s is not None else sim.duration_s / 6
         bursts = (Burst(start, length, factor),)
     if sim.lengths is not None:
-        prompt = LengthSpec("empirical", values=tuple(sim.lengths.prompt_tokens), maximum=limit - 1)
-        output = LengthSpec("empirical", values=tuple(sim.lengths.output_tokens), maximum=limit // 2)
+        # lengths at most max_model_len (`limit`): a longer one, like any request over it, is refused (_refuse_longer)
+        prompt = LengthSpec("empirical", values=tuple(sim.lengths.prompt_tokens), maximum=limit)
+        output = LengthSpec("empirical", values=tuple(sim.lengths.output_tokens), maximum=limit)
         source = f"lengths file {sim.lengths.path}"
     else:
         prompt, p_given = _lengths(sim.prompt_median, sim.prompt_p99,
-                                   (w.prompt_tokens.p50, w.prompt_tokens.p99, max(1, w.prompt_tokens.max)), limit - 1,
+                                   (w.prompt_tokens.p50, w.prompt_tokens.p99, max(1, w.prompt_tokens.max)), limit,
                                    "prompt_tokens")
         output, o_given = _lengths(sim.output_median, sim.output_p99,
-                                   (*simulated_outputs(w), max(1, w.output_tokens.max)), limit // 2, "output_tokens")
+                                   (*simulated_outputs(w), max(1, w.output_tokens.max)), limit, "output_tokens")
         source = ("flags" if p_given and o_given else
                   f"flags (prompts) and {sim.lengths_source} (outputs)" if p_given else
                   f"{sim.lengths_source} (prompts) and flags (outputs)" if o_given else sim.lengths_source)
@@ -126,8 +128,8 @@ def _requests(scenario: Scenario, sim: SimSettings, acc, limit: int) -> Requests
     req = generate(scenario.rates, sim.duration_s, scenario.prompt, scenario.output, acc, sim.seed)
     if sim.lengths is not None:  # keep each request's (prompt, output) pair together
         pick = np.random.default_rng(sim.seed + 1).integers(0, len(sim.lengths.prompt_tokens), len(req))
-        req = replace(req, prompt_tokens=np.minimum(np.asarray(sim.lengths.prompt_tokens)[pick], limit - 1),
-                      output_tokens=np.minimum(np.asarray(sim.lengths.output_tokens)[pick], limit // 2))
+        req = replace(req, prompt_tokens=np.asarray(sim.lengths.prompt_tokens)[pick],
+                      output_tokens=np.asarray(sim.lengths.output_tokens)[pick])
     return replace(req, description=scenario.description)
 
 
@@ -138,8 +140,8 @@ def _closed_loop(scenario: Scenario, sim: SimSettings, acc, limit: int, count: i
     prompts, outputs = scenario.prompt.sample(rng, count), scenario.output.sample(rng, count)
     if sim.lengths is not None:  # keep each request's (prompt, output) pair together
         pick = np.random.default_rng(sim.seed + 1).integers(0, len(sim.lengths.prompt_tokens), count)
-        prompts = np.minimum(np.asarray(sim.lengths.prompt_tokens)[pick], limit - 1)
-        outputs = np.minimum(np.asarray(sim.lengths.output_tokens)[pick], limit // 2)
+        prompts = np.asarray(sim.lengths.prompt_tokens)[pick]
+        outputs = np.asarray(sim.lengths.output_tokens)[pick]
     return Requests(arrival_s=np.zeros(count), prompt_tokens=prompts, output_tokens=outputs,
                     acceptance=acc.sample(rng, count), duration_s=0.0, description=scenario.description,
                     clients=clients)
@@ -152,9 +154,11 @@ def _refuse_longer(req: Requests, scenario: Scenario, limit: int) -> tuple[Reque
     if served.all():
         return replace(req, description=scenario.description), scenario
     if not served.any():
-        raise SpecError("trace" if scenario.arrivals == "trace" else "prompt_tokens",
-                        f"every request's prompt + output exceeds max_model_len = {limit:,}: the engine refuses them "
-                        "all", "requests within max_model_len, or a larger --max-model-len")
+        share = f" of the simulated replica's share (1 in {scenario.replicas})" if scenario.replicas > 1 else ""
+        raise SpecError("trace" if scenario.arrivals == "trace" else
+                        "lengths_file" if scenario.lengths_source.startswith("lengths file") else "prompt_tokens",
+                        f"every request{share} has a prompt + output over max_model_len = {limit:,}: the engine refuses "
+                        "them all", "requests within max_model_len, or a larger --max-model-len")
     keep = np.flatnonzero(served)
     scenario = replace(scenario, rejected=int(len(req) - len(keep)))
     arrivals = req.arrival_s[keep]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 
-from ..core.envelope import DOES_NOT_FIT, FITS, evaluate
+from ..core.envelope import DOES_NOT_FIT, FITS, evaluate, headroom_text
 from ..core.errors import SpecError
 from ..core.memory import AccountingProfile, account
 from ..core.perf import decode_step, prefill_share, prefill_time, spec_tpot
@@ -191,7 +191,8 @@ def _judge(d, mem, w, policy, slo, eff, acceptance, k, replicas, ctx, peak_total
                 headroom=headroom, cost=cost, cost_unit=unit, kv_cache_tokens=mem.kv_cache_tokens)
     if verdict.verdict == DOES_NOT_FIT:
         reason = verdict.reasons[0] if verdict.reasons else (
-            f"KV demand at {verdict.worst_case.concurrency} p99 requests exceeds the pool ({headroom:.0%} headroom)")
+            f"KV demand at {verdict.worst_case.concurrency} p99 requests exceeds the pool "
+            f"({headroom_text(headroom, policy)} headroom)")
         return Candidate(status="does_not_fit", reason=reason, tpot_s=None, ttft_s=None, throughput_tok_s=None, **base)
     batch = max(1, min(verdict.worst_case.concurrency, s.max_num_seqs))
     costs, tpot, ttft = _step_times(d, mem, eff, acceptance, k, drafter, batch, ctx, w.prompt_tokens.p99, cache)
@@ -224,7 +225,7 @@ def _judge(d, mem, w, policy, slo, eff, acceptance, k, replicas, ctx, peak_total
     elif verdict.verdict == FITS:
         status, reason = "ok", f"meets the SLO with {headroom:.0%} headroom"
     else:
-        status, reason = "thin", f"meets the SLO but headroom {headroom:.0%} < policy {policy:.0%}"
+        status, reason = "thin", f"meets the SLO but headroom {headroom_text(headroom, policy)} < policy {policy:.0%}"
     return Candidate(status=status, reason=reason, tpot_s=tpot, ttft_s=ttft, throughput_tok_s=throughput, **base)
 
 

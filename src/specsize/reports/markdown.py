@@ -56,8 +56,7 @@ def render(r: PlanResult, notes: Sequence[str] = ()) -> str:
         from . import simulation  # noqa: PLC0415
 
         lines += ["", "## Simulated burst scenario", ""] + fence(simulation.render(r.simulation, "text").rstrip())
-    recs = rows.recommendation_lines(r) or ([] if r.verdict.verdict == "fits" else [rows.no_recommendation(r)])
-    for title, section in (("Recommendations (ranked)", recs),
+    for title, section in (("Recommendations (ranked)", rows.recommendation_section(r)),
                            ("How far the inputs may move", rows.robustness_lines(r)),
                            ("Placement, storage and failover", rows.placement_lines(r))):
         if section:

@@ -168,6 +168,12 @@ def no_recommendation(r: PlanResult) -> str:
     return "None found: no single change specsize tries improves the headroom or the verdict; see what breaks first."
 
 
+def recommendation_section(r: PlanResult) -> list[str]:
+    """The recommendations section's lines: the ranked fixes, or, for a plan that does not fit with headroom and
+    has none, that none was found (a fitting plan's section is left out)."""
+    return recommendation_lines(r) or ([] if r.verdict.verdict == "fits" else [no_recommendation(r)])
+
+
 def robustness_lines(r: PlanResult) -> list[str]:
     rob = r.robustness
     if rob is None:

@@ -44,7 +44,7 @@ def render(r: PlanResult, width: int = 110) -> str:
 
         console.print("Simulated burst scenario")
         console.print(simulation.render(r.simulation, "text"), end="")
-    for title, lines in (("Recommendations (ranked)", rows.recommendation_lines(r)),
+    for title, lines in (("Recommendations (ranked)", rows.recommendation_section(r)),
                          ("How far the inputs may move", rows.robustness_lines(r)),
                          ("Placement, storage and failover", rows.placement_lines(r))):
         if lines:

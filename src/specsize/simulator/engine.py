@@ -162,6 +162,7 @@ class _Book:
     prefill_target: np.ndarray
     front_busy: np.ndarray  # the API server's busy share streaming tokens when the request's first token came out
     too_long: np.ndarray  # bool: needs more blocks than the whole pool holds (never admitted)
+    dropped: np.ndarray  # how many too_long so far (one element): a closed loop's client takes its refusal as an answer
     ratio: np.ndarray  # SGLang's new_token_ratio (one element; EngineConfig.admission "sglang")
 
 
@@ -178,7 +179,7 @@ def _book(req: Requests) -> _Book:
                  generated=np.zeros(n, dtype=np.int64), held=np.zeros(n, dtype=np.int64),
                  first_token=np.full(n, np.nan), finish=np.full(n, np.nan), first_seen=np.zeros(n, dtype=bool),
                  prefill_target=prompt.copy(), front_busy=np.zeros(n), too_long=np.zeros(n, dtype=bool),
-                 ratio=np.full(1, SGLANG_RATIO_INIT))
+                 dropped=np.zeros(1, dtype=np.int64), ratio=np.full(1, SGLANG_RATIO_INIT))
 
 
 def _held_back(cfg: EngineConfig, b: _Book, run: np.ndarray) -> int:
@@ -311,6 +312,7 @@ def _admit(cfg: EngineConfig, b: _Book, waiting: deque[int], run: np.ndarray, c:
         if int(_blocks_for(cfg, int(b.prefill_target[head]) + k + 1)) > cfg.num_blocks:
             waiting.popleft()  # longer than the whole pool: the engine can never run it (left unfinished)
             b.too_long[head] = True
+            b.dropped[0] += 1
             continue
         start = int(b.computed[head])
         if not b.first_seen[head]:
@@ -565,6 +567,7 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
     next_sample = 0.0
     least_free, most_waiting = cfg.num_blocks, 0
     group_left = 0  # decode steps left in the current multi-step group (cfg.scheduler_steps > 1)
+    answered_drops = 0  # requests refused as longer than the pool whose clients have sent their next (closed loop)
 
     recv_weight = cfg.recv_interval  # the first loop takes requests in
     formed = 0.0  # when the coming step was formed: its start, or with cfg.scheduled_ahead the last step's start
@@ -580,6 +583,8 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
             continue
 
         run, c, sched, decoding, free, preempted, lost = _schedule(cfg, b, run, waiting, free, group_left > 0)
+        # closed loop: a request refused as longer than the pool answers its client at once (open: all are sent)
+        released, answered_drops = _answered(cfg, b, sent, arrival, released, answered_drops, 0, now)
         preemptions += preempted
         recomputed += lost
         active = sched > 0
@@ -622,8 +627,8 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
         if not group_left:  # requests leave (and their last tokens reach the client) when a group ends
             run, freed, done = _retire(b, run, now, finished)
             free += freed
-            if clients and done and released < n:  # the clients whose answers arrived send their next requests
-                released = _send_next(cfg, sent, arrival, released, min(done, n - released), now)
+            if clients:  # the clients whose answers arrived send their next requests
+                released, answered_drops = _answered(cfg, b, sent, arrival, released, answered_drops, done, now)
         least_free = min(least_free, free)  # the peaks are every step's, not only the sampled ones
         most_waiting = max(most_waiting, len(waiting))
         if now >= next_sample:
@@ -656,6 +661,17 @@ def _first_sends(cfg: EngineConfig, arrival: np.ndarray,
         return sent, sent.copy(), released, None
     received = np.full(n, np.inf)
     return sent, received, released, _Front(cfg.frontend_serial_s, sent, received)
+
+
+def _answered(cfg: EngineConfig, b: _Book, sent: np.ndarray, arrival: np.ndarray, released: int, refusals: int,
+              done: int, now: float) -> tuple[int, int]:
+    """Closed loop: the clients answered at `now`, by `done` finished requests and by the refusals (requests longer
+    than the pool, _Book.dropped) beyond the `refusals` already answered, send their next requests. Returns (how many
+    are sent so far, refusals answered)."""
+    more = done + int(b.dropped[0]) - refusals
+    if more and released < len(sent):
+        released = _send_next(cfg, sent, arrival, released, min(more, len(sent) - released), now)
+    return released, int(b.dropped[0])
 
 
 def _send_next(cfg: EngineConfig, sent: np.ndarray, arrival: np.ndarray, released: int, more: int, now: float) -> int:

@@ -222,7 +222,9 @@ def _sglang_rotary_caches(d: Deployment, w: WeightBreakdown) -> WeightBreakdown:
     return replace(w, buffers=len(m.rotary_cache_positions) * m.max_position_embeddings * per_position)
 
 
-def account(d: Deployment, p: AccountingProfile, rules: Rules) -> MemoryAccount:
+def account(d: Deployment, p: AccountingProfile, rules: Rules, search_fit: bool = True) -> MemoryAccount:
+    """SGLang's memory account; where it cannot start, `fraction_to_fit` is the fraction that starts it (the search
+    for it, `search_fit`, accounts the deployment again at each candidate)."""
     e = d.engine
     if e.kv_cache_memory_bytes is not None:
         raise SpecError("kv_cache_memory_bytes", "is vLLM's flag; SGLang sizes its pool from --mem-fraction-static",
@@ -302,11 +304,10 @@ def account(d: Deployment, p: AccountingProfile, rules: Rules) -> MemoryAccount:
     if rest <= 0 or tokens <= 0:
         least = loaded / free_before if free_before > 0 else float("inf")
         most = 0.0
-        if least < 0.98:
-            # the largest fraction whose outside share still holds the run-time buffers (the most pool), else one point
-            # above the least (a pool, though the run time may not fit beside it)
-            most = _fitting_fraction(1.0, free_before, loaded, sizing_cell, cell_draft, page,
-                                     act + graphs + request_table, 0 if rules.draft_in_sizing else w_draft + duplicate)
+        if least < 0.98 and search_fit:
+            # the largest fraction that starts (the most pool, its run-time buffers sized for the requests it then
+            # runs), else one point above the least (a pool, though the run time may not fit beside it)
+            most = _largest_starting_fraction(d, p, rules, least)
             fraction_to_fit = most if most > least + 0.01 else math.ceil(least * 100 + 1) / 100
         problem = (f"SGLang refuses to start (no memory left for the KV cache): mem_fraction_static={fraction:g} of "
                    f"the {free_before / GiB:.2f} GiB free before loading is {fraction * free_before / GiB:.2f} GiB, and "
@@ -341,6 +342,19 @@ def account(d: Deployment, p: AccountingProfile, rules: Rules) -> MemoryAccount:
         kv_layers=target_layers + draft_layers, kv_blocks=tokens // page, kv_cache_tokens=tokens,
         max_concurrency=tokens / s.max_model_len, unprofiled_runtime_bytes=0,  # nothing is profiled: see problem
         startup_problem=problem, null_blocks=0, engine_terms=terms)
+
+
+def _largest_starting_fraction(d: Deployment, p: AccountingProfile, rules: Rules, least: float) -> float:
+    """The largest fraction, in steps of 0.01 from 0.99 down to one point above the weights' share `least`, that
+    SGLang starts with: its pool holds tokens and its outside share the run-time buffers for the requests that pool
+    then runs (0.0: none does)."""
+    f = 0.99
+    while f > least + 0.01:
+        at = account(replace(d, engine=replace(d.engine, gpu_memory_utilization=f)), p, rules, search_fit=False)
+        if at.startup_problem is None:
+            return f
+        f = round(f - 0.01, 2)
+    return 0.0
 
 
 def _fitting_fraction(fraction: float, free_before: float, loaded: int, sizing_cell: int, cell_draft: int, page: int,
