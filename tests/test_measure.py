@@ -73,3 +73,80 @@ def test_measure_cli_json_and_store(tmp_path, capsys):
 
     with Store(store) as s:
         assert [o.kind for o in s.list(tag="tiny")] == ["footprint"]
+
+
+def _local_pair(tmp_path):
+    """A target and a drafter as local model directories (config.json only: enough to be refused before loading)."""
+    for name, config in (("target", GQA), ("draft", DRAFT)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(json.dumps(config))
+    return ["--target", str(tmp_path / "target"), "--draft", str(tmp_path / "draft"), "--method", "draft_model",
+            "-k", "3", "--device", "cpu", "--gpu-memory-gib", "10", "--max-model-len", "1024",
+            "--prompt-tokens", "p50=32,p99=64", "--output-tokens", "p50=8,p99=16", "--weights", "local"]
+
+
+@pytest.mark.parametrize("lines, problem", [
+    ([], "holds no prompts"),
+    (['{"prompt_ids": []}'], "prompt_ids must be a non-empty list of integer token ids"),
+    (['{"prompt_ids": [1, 2.7]}'], "prompt_ids must be a non-empty list of integer token ids"),
+    (['{"prompt_ids": [true, 2]}'], "prompt_ids must be a non-empty list of integer token ids"),
+    (['{"prompt_ids": ["a"]}'], "prompt_ids must be a non-empty list of integer token ids"),
+    (['{"prompt_ids": 5}'], "prompt_ids must be a non-empty list of integer token ids"),
+    (['{"prompt_ids": [1, 2]}', '{"prompt_ids": [1, 1024]}'], "line 2: token id 1024 is outside the vocabulary"),
+    (['{"prompt_ids": [-1]}'], "token id -1 is outside the vocabulary"),
+    (["[1, 2, 3]"], "has neither prompt_ids nor a prompt text"),
+    (['{"text": "hello"}'], "has neither prompt_ids nor a prompt text"),
+    (['{"prompt": "hello"}'], "is text, and the tokenizer of"),  # no tokenizer files in the folder
+    (["not json"], "is not JSON"),
+])
+def test_a_bad_prompts_file_is_one_line_before_any_model_is_built(tmp_path, capsys, monkeypatch, lines, problem):
+    """Fuzz pass 7: these were internal errors (exit 4) after the memory run (an empty list, ids outside the
+    vocabulary, a non-object line, text without a tokenizer), or silently wrong (an empty file measured acceptance 0
+    over 0 steps; 2.7 and true were read as ids 2 and 1)."""
+    import specsize.measure.run as run
+
+    monkeypatch.setattr(run, "measure_shapes", lambda *a, **k: pytest.fail("a model was built"))
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("".join(line + "\n" for line in lines))
+    with pytest.raises(SystemExit) as exc:
+        main(["measure", *_local_pair(tmp_path), "--prompts", str(prompts)])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith("specsize: error: prompts: ") and problem in err, err
+
+
+@pytest.mark.parametrize("argv, field", [
+    (["--weights", "random", "--prompts", "{prompts}"], "prompts: measuring acceptance needs real weights"),
+    (["--record", " "], "record: the tag is empty"),
+])
+def test_flags_that_cannot_work_are_refused_before_any_model_is_built(tmp_path, capsys, monkeypatch, argv, field):
+    """Fuzz pass 7: --prompts with random weights was refused only after the whole memory run (minutes on a CPU);
+    an empty --record tag recorded nothing, silently."""
+    import specsize.measure.run as run
+
+    monkeypatch.setattr(run, "measure_shapes", lambda *a, **k: pytest.fail("a model was built"))
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"prompt_ids": [1, 2, 3]}\n')
+    with pytest.raises(SystemExit) as exc:
+        main(["measure", *_local_pair(tmp_path), *[a.format(prompts=prompts) for a in argv]])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.startswith(f"specsize: error: {field}"), err
+
+
+def test_sampled_verification_at_temperature_zero_is_greedy():
+    """Fuzz pass 7: --temperature 0 (the flag's lower bound) divided the logits by zero: an internal error."""
+    target, draft = build_model(GQA, None, "float32", "cpu"), build_model(DRAFT, None, "float32", "cpu")
+    result = measure_acceptance(target, draft, [[1, 2, 3, 4, 5], [7, 8, 9]], k=3, max_new_tokens=12, temperature=0)
+    assert result["sampled"] == result["greedy"]
+
+
+def test_a_rejected_draft_is_followed_by_a_draw_from_the_residual():
+    """Sampled verification (Leviathan et al. 2023): after a rejection the target's token is drawn from
+    max(0, p - q), never one the drafter over-proposed; it had been the target's argmax."""
+    from specsize.measure.run import _next_token
+
+    logits = torch.tensor([2.0, 1.0, -30.0, -30.0])  # p ~ [0.73, 0.27, 0, 0]: argmax 0
+    q = torch.tensor([1.0, 0.0, 0.0, 0.0])  # the drafter proposed token 0 with certainty, more than p: rejected
+    generator = torch.Generator().manual_seed(0)
+    assert {_next_token("sampled", logits, q, 1.0, generator) for _ in range(50)} == {1}
+    assert _next_token("greedy", logits, q, 1.0, generator) == 0

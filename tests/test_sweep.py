@@ -423,3 +423,74 @@ def test_force_never_lets_the_summary_replace_a_trace_the_study_reads(tmp_path):
     done = _sweep(str(study), "-o", str(tmp_path / "r.parquet"), "--html", str(trace), "--force")
     assert done.returncode == 2 and done.stderr.startswith(f"specsize: error: html: {trace} is a file the study reads")
     assert trace.read_text() == before
+
+
+SMALL = ("name: small\nseed: 1\nbase: {target: meta-llama/Llama-3.1-8B-Instruct, max_model_len: 8192}\naxes:\n"
+         "  gpu: [H100-SXM-80GB, L40S-48GB]\n  drafter:\n    - {label: none, method: none}\n"
+         "    - {label: ngram, method: ngram, acceptance_rate: 0.3, num_speculative_tokens: 2}\n"
+         "compute: {speedup: false}\n")
+
+
+def test_a_rerun_after_reordering_axes_and_renaming_labels_restates_index_and_labels(tmp_path):
+    """Fuzz pass 7: a cell's key covers its inputs, not its place in the study nor its group labels, so a rerun after
+    renaming a label or putting a value first resumed rows with the old label and the old index (two rows of index 0).
+    Both are worked out again whenever the table is written: the resumed table equals a fresh run's."""
+    study = tmp_path / "s.yaml"
+    study.write_text(SMALL)
+    out = tmp_path / "r.parquet"
+    assert _sweep(str(study), "-o", str(out), "--workers", "1").returncode == 0
+    study.write_text(SMALL.replace("label: none", "label: plain").replace("[H100-SXM-80GB", "[A100-80GB, H100-SXM-80GB"))
+    again = _sweep(str(study), "-o", str(out), "--workers", "1")
+    assert again.returncode == 0 and "4 of 6 cells already done" in again.stderr, again.stderr
+    rows = pq.read_table(out).to_pylist()
+    assert sorted(r["index"] for r in rows) == list(range(6))
+    assert {r["drafter"] for r in rows} == {"plain", "ngram"}
+    assert all((r["index"] % 2 == 0) == (r["drafter"] == "plain") for r in rows)  # drafter varies fastest
+    fresh = tmp_path / "fresh.parquet"
+    assert _sweep(str(study), "-o", str(fresh), "--workers", "1").returncode == 0
+    assert pq.read_table(out).equals(pq.read_table(fresh))
+
+
+def test_another_studys_table_is_not_replaced_without_force(tmp_path):
+    """Fuzz pass 7: -o naming the table of another study resumed it, which dropped every row of that study."""
+    first, second = tmp_path / "first.yaml", tmp_path / "second.yaml"
+    first.write_text(SMALL)
+    second.write_text(SMALL.replace("name: small", "name: other").replace("L40S-48GB", "A100-80GB"))
+    out = tmp_path / "r.parquet"
+    assert _sweep(str(first), "-o", str(out), "--workers", "1").returncode == 0
+    before = pq.read_table(out)
+    done = _sweep(str(second), "-o", str(out), "--workers", "1")
+    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
+    assert done.stderr.startswith(f"specsize: error: output: {out} is the results table of study 'small'")
+    assert pq.read_table(out).equals(before)
+    forced = _sweep(str(second), "-o", str(out), "--workers", "1", "--force")
+    assert forced.returncode == 0 and {r["gpu"] for r in pq.read_table(out).to_pylist()} == {"H100-SXM-80GB",
+                                                                                              "A100-80GB"}
+
+
+@pytest.mark.parametrize("place, args, field", [
+    ("missing-folder", ["--html", "{tmp}/nowhere/s.html"], "html: folder"),
+    ("fifo-html", ["--html", "{tmp}/pipe.html"], "html: {tmp}/pipe.html is not a regular file"),
+    ("fifo-output", [], "output: {tmp}/r.parquet is not a regular file"),
+    ("empty-output", ["-o", ""], "output: an empty path is not a .parquet file"),
+    ("parts-in-the-way", [], "output: {tmp}/r.parquet.parts is in the way"),
+    ("lock-is-a-folder", [], "output: cannot write {tmp}/r.parquet.lock"),
+])
+def test_outputs_that_cannot_be_written_are_refused_before_the_run(tmp_path, place, args, field):
+    """Fuzz pass 7: an --html in a missing folder was refused only after every cell had run (naming `output`); a pipe
+    at --html or -o hung (read to see whether it was a sweep's); `-o ''`, a file where the parts folder goes and an
+    unwritable lock were internal errors (exit 4)."""
+    study = tmp_path / "s.yaml"
+    study.write_text(SMALL)
+    if place.startswith("fifo"):
+        os.mkfifo(tmp_path / ("pipe.html" if place == "fifo-html" else "r.parquet"))
+    if place == "parts-in-the-way":
+        (tmp_path / "r.parquet.parts").write_text("mine\n")
+    if place == "lock-is-a-folder":
+        (tmp_path / "r.parquet.lock").mkdir()
+    argv = ["-o", str(tmp_path / "r.parquet"), *[a.format(tmp=tmp_path) for a in args]]
+    done = _sweep(str(study), *argv, "--workers", "1", timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("specsize: error: " + field.format(tmp=tmp_path)), done.stderr
+    assert len(done.stderr.splitlines()) == 1  # refused before the run: no progress bar, no cell computed
+    assert not [p for p in tmp_path.glob("*.html") if p.is_file()] and not (tmp_path / "r.parquet.parts").is_dir()

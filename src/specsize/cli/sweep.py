@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from .output import write_output
+from .output import write_file
 
 
 def _progress():
@@ -23,12 +23,47 @@ def _progress():
                     console=Console(stderr=True), transient=False)
 
 
-def _check_targets(study: Path, output: Path, html: Path, force: bool) -> None:
-    """Nothing the user wrote is replaced without --force: -o must be new or this sweep's own table (a rerun
-    resumes it), --html new or a summary a sweep wrote; neither may be the study file or the other output."""
+def _check_places(output: Path, html: Path) -> None:
+    """Refused before the run, not after it: a folder, pipe or socket at -o or --html (reading a pipe to see
+    whether it is a sweep's would block; --html may be a character device such as /dev/null, with --force), a
+    file where the table's parts folder goes, an HTML summary in a folder that does not exist (the table's own
+    folder is made by the run), or a folder this user cannot write."""
+    import os  # noqa: PLC0415
+
     from ..adapters.results import ResultsFile  # noqa: PLC0415
     from ..core.errors import SpecError  # noqa: PLC0415
-    from ..reports.sweep import TITLE_MARK  # noqa: PLC0415 - the mark of a summary a sweep wrote
+
+    for name, path, device_ok in (("output", output, False), ("html", html, True)):
+        if path.exists() and not (path.is_file() or (device_ok and path.is_char_device())):
+            raise SpecError(name, f"{path} is not a regular file (a folder, pipe, socket or device)",
+                            "a path to a regular file or a new one")
+        if path.parent.is_dir() and not os.access(path.parent, os.W_OK | os.X_OK):
+            raise SpecError(name, f"cannot write in folder {path.parent}", "a path in a folder you can write")
+    parts = ResultsFile(output, ()).parts
+    if parts.exists() and not parts.is_dir():
+        raise SpecError("output", f"{parts} is in the way: the run keeps the table's parts in a folder of that name",
+                        "another -o, or move that file")
+    if not html.parent.is_dir() and html.parent.resolve() != output.parent.resolve():
+        raise SpecError("html", f"folder {html.parent} does not exist", "a path in an existing folder")
+
+
+def _table_study(output: Path) -> str | None:
+    """The name of the study whose results table `output` is (None: no table, or one that does not say)."""
+    import pyarrow.parquet as pq  # noqa: PLC0415 - ResultsFile.foreign has found a sweep's table there
+
+    try:
+        metadata = pq.read_schema(output).metadata or {}
+    except Exception:  # noqa: BLE001 - unreadable: foreign() has refused it already
+        return None
+    name = metadata.get(b"specsize.study")
+    return name.decode(errors="replace") if name is not None else None
+
+
+def _check_targets(study: Path, output: Path, html: Path, force: bool) -> None:
+    """Nothing the user wrote is replaced without --force: -o must be new or this study's own table (a rerun
+    resumes it), --html new or a summary a sweep wrote; neither may be the study file, a file it reads or the
+    other output."""
+    from ..core.errors import SpecError  # noqa: PLC0415
 
     def same(a: Path, b: Path) -> bool:
         return a.resolve() == b.resolve()
@@ -36,21 +71,37 @@ def _check_targets(study: Path, output: Path, html: Path, force: bool) -> None:
     for name, path in (("output", output), ("html", html)):
         if same(path, study):
             raise SpecError(name, f"{path} is the study file", "a path other than the study's")
-    if output.exists() or html.exists():  # neither may be a file the study reads (a trace), --force or not
-        from ..inputs.study import read_study  # noqa: PLC0415
-
-        reads = {Path(p).resolve() for p in read_study(study).digests}
-        reads |= {p / "config.json" for p in reads if p.is_dir()}  # a model folder: its config
-        for name, path in (("output", output), ("html", html)):
-            if path.exists() and path.resolve() in reads:
-                raise SpecError(name, f"{path} is a file the study reads", "a path of its own for the output")
+    _check_places(output, html)
     if same(output, html):
         raise SpecError("html", f"{html} is also the results table (-o)", "another path for the HTML summary")
-    if force:
+    if not (output.exists() or html.exists()):
         return
+    from ..inputs.study import read_study  # noqa: PLC0415
+
+    read = read_study(study)
+    reads = {Path(p).resolve() for p in read.digests}
+    reads |= {p / "config.json" for p in reads if p.is_dir()}  # a model folder: its config
+    for name, path in (("output", output), ("html", html)):  # never a file the study reads (a trace), --force or not
+        if path.exists() and path.resolve() in reads:
+            raise SpecError(name, f"{path} is a file the study reads", "a path of its own for the output")
+    if not force:
+        _check_ours(read.name, output, html)
+
+
+def _check_ours(study_name: str, output: Path, html: Path) -> None:
+    """An existing -o must be the table of an earlier run of this study (resuming another study's table would drop
+    all its rows), an existing --html a summary a sweep wrote."""
+    from ..adapters.results import ResultsFile  # noqa: PLC0415
+    from ..core.errors import SpecError  # noqa: PLC0415
+    from ..reports.sweep import TITLE_MARK  # noqa: PLC0415 - the mark of a summary a sweep wrote
+
     if ResultsFile(output, ()).foreign():
         raise SpecError("output", f"{output} exists and is not a sweep's results table",
                         "a new path, the table of an earlier run of this sweep (it resumes), or --force")
+    theirs = _table_study(output) if output.exists() else None
+    if theirs is not None and theirs != study_name:
+        raise SpecError("output", f"{output} is the results table of study {theirs!r}, not of {study_name!r}",
+                        "a new path, the table of an earlier run of this study (it resumes), or --force")
     if html.exists():
         try:
             with open(html, "rb") as handle:
@@ -59,6 +110,15 @@ def _check_targets(study: Path, output: Path, html: Path, force: bool) -> None:
             ours = False
         if not ours:
             raise SpecError("html", f"{html} exists and is not a sweep's HTML summary", "a new path, or --force")
+
+
+def _unwritable(err: OSError, output: str, html: str) -> Exception:
+    """An OS error on the way to -o or --html as bad input naming the flag (a full disk, a read-only folder)."""
+    from ..core.errors import SpecError  # noqa: PLC0415
+
+    where = str(err.filename or output)
+    name = "html" if where == html else "output"
+    return SpecError(name, f"cannot write {where}: {err.strerror or err}", "a writable folder with room for the results")
 
 
 @click.command()
@@ -92,8 +152,12 @@ def sweep(study_file: str, output: str, workers: int | None, ray_address: str | 
 
     if workers is not None and ray_address is not None:
         raise SpecError("workers", "--workers and --ray both given", "one executor: --workers N or --ray ADDRESS")
+    driver.check_output(output)
     html_target = html_path or str(Path(output).with_suffix(".html"))
-    _check_targets(Path(study_file), Path(output), Path(html_target), force)
+    try:
+        _check_targets(Path(study_file), Path(output), Path(html_target), force)
+    except OSError as err:  # a path that cannot be looked at (a folder this user may not enter)
+        raise _unwritable(err, output, html_target) from None
     bar = _progress()
     state: dict = {}
 
@@ -118,6 +182,8 @@ def sweep(study_file: str, output: str, workers: int | None, ray_address: str | 
     try:
         run = driver.run(study_file, output, workers=workers, ray_address=ray_address, chunk=chunk_size,
                          on_start=start, on_chunk=chunk)
+    except OSError as err:  # the table's folder, lock or parts cannot be written (read-only, full, in the way)
+        raise _unwritable(err, output, html_target) from None
     except KeyboardInterrupt:
         stop()
         done = state["run"].computed if "run" in state else 0
@@ -126,7 +192,8 @@ def sweep(study_file: str, output: str, workers: int | None, ray_address: str | 
         sys.exit(130)
     finally:
         stop()
-    write_output(run.summary_html(), html_target, True)
+    written = write_file(html_target, lambda temporary: temporary.write_text(run.summary_html()), True, "html")
+    click.echo(f"specsize: wrote {written}", err=True)
     rate = run.computed / run.elapsed_s if run.elapsed_s else 0.0
     click.echo(f"specsize: wrote {output}: {run.rows:,} cells ({run.computed:,} computed in {run.elapsed_s:.1f} s, "
                f"{rate:,.1f} cells/s on {run.workers} {run.executor} worker(s); {run.skipped:,} resumed; "

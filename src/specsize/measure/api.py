@@ -10,25 +10,67 @@ from ..inputs.request import Request
 from ..inputs.resolve import resolve
 
 
-def _prompt_ids(prompts: str, target_dir) -> list[list[int]]:
+PROMPTS_ACCEPTED = "one JSON object per line: {'prompt_ids': [token ids]} or {'prompt': 'text'}"
+
+
+def _prompt_ids(prompts: str, target_dir: str | None, vocab: int) -> list[list[int]]:
+    """The prompts of a JSONL file as token ids, each checked before any model is built: an object per line with
+    a non-empty `prompt_ids` list of ids below `vocab`, or a `prompt` text (the target's tokenizer encodes it)."""
     from ..catalog.files import read_text  # noqa: PLC0415
 
-    ids = []
+    ids: list[list[int]] = []
+    tokenizer = None
     for number, line in enumerate(read_text(prompts, "prompts", "a JSONL file of prompts").splitlines(), start=1):
         if not line.strip():
             continue
+        where = f"{prompts} line {number}"
         try:
             item = json.loads(line)
         except json.JSONDecodeError as err:
-            raise SpecError("prompts", f"{prompts} line {number} is not JSON ({err.msg})",
-                            "{'prompt_ids': [...]} or {'prompt': '...'} per line") from None
-        if "prompt_ids" in item:
-            ids.append([int(t) for t in item["prompt_ids"]])
+            raise SpecError("prompts", f"{where} is not JSON ({err.msg})", PROMPTS_ACCEPTED) from None
+        if isinstance(item, dict) and "prompt_ids" in item:
+            ids.append(_token_ids(item["prompt_ids"], where, vocab))
+        elif isinstance(item, dict) and isinstance(item.get("prompt"), str) and item["prompt"]:
+            tokenizer = tokenizer or _tokenizer(target_dir, where)
+            ids.append(_token_ids(tokenizer.encode(item["prompt"]), where, vocab))
         else:
-            from transformers import AutoTokenizer  # noqa: PLC0415
-
-            ids.append(AutoTokenizer.from_pretrained(target_dir).encode(item["prompt"]))
+            raise SpecError("prompts", f"{where} has neither prompt_ids nor a prompt text", PROMPTS_ACCEPTED)
+    if not ids:
+        raise SpecError("prompts", f"{prompts} holds no prompts", PROMPTS_ACCEPTED)
     return ids
+
+
+def _token_ids(raw, where: str, vocab: int) -> list[int]:
+    """`raw` as a prompt's token ids: a non-empty list of integers in [0, vocab)."""
+    if not isinstance(raw, list) or not raw or any(isinstance(t, bool) or not isinstance(t, int) for t in raw):
+        raise SpecError("prompts", f"{where}: prompt_ids must be a non-empty list of integer token ids",
+                        PROMPTS_ACCEPTED)
+    wrong = next((t for t in raw if not 0 <= t < vocab), None)
+    if wrong is not None:
+        raise SpecError("prompts", f"{where}: token id {wrong} is outside the vocabulary of {vocab:,}",
+                        f"token ids >= 0 and < {vocab:,}")
+    return list(raw)
+
+
+def _tokenizer(target_dir: str | None, where: str):
+    """The target's tokenizer (a prompt given as text), or one line saying why it cannot be loaded."""
+    from transformers import AutoTokenizer  # noqa: PLC0415
+
+    try:
+        return AutoTokenizer.from_pretrained(target_dir)
+    except (OSError, ValueError, ImportError, TypeError) as err:
+        first = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
+        raise SpecError("prompts", f"{where} is text, and the tokenizer of {target_dir} cannot be loaded ({first})",
+                        "prompt_ids per line, or a model directory with its tokenizer files") from None
+
+
+def _check_acceptance_inputs(prompts: str | None, weights: str, d, record: str | None) -> None:
+    """Refused before any model is built: --prompts without real weights of a target and a drafter, an empty tag."""
+    if record is not None and not record.strip():
+        raise SpecError("record", "the tag is empty", "a non-empty TAG")
+    if prompts and (weights != "local" or d.speculative.draft is None):
+        raise SpecError("prompts", "measuring acceptance needs real weights of a target and a draft model",
+                        "--weights local --target DIR --draft DIR --method draft_model")
 
 
 def _fits_here(r, batch_size: int, prompt: int, k: int) -> None:
@@ -62,6 +104,7 @@ def measure(request: Request, *, batch_size: int = 2, prompt_len: int | None = N
     prompt = prompt_len or min(512, r.workload.prompt_tokens.p50)
     if batch_size < 1 or prompt < 1:
         raise SpecError("batch_size", "batch size and prompt length must be positive", "integers >= 1")
+    _check_acceptance_inputs(prompts, weights, d, record)
     target_cfg, target_dir = load_config_dict(str(request.target))
     draft_cfg = draft_dir = None
     if d.speculative.draft is not None:
@@ -69,6 +112,8 @@ def measure(request: Request, *, batch_size: int = 2, prompt_len: int | None = N
     if weights == "local" and (target_dir is None or (d.speculative.draft is not None and draft_dir is None)):
         raise SpecError("weights", "local weights need local model directories for the target and the drafter",
                         "--target DIR [--draft DIR] with their safetensors")
+    vocab = min(spec.vocab_size for spec in (d.target, d.speculative.draft) if spec is not None)
+    ids = _prompt_ids(prompts, target_dir, vocab) if prompts else None  # read before hours of work, not after
     dtype = d.engine.dtype if d.engine.dtype != "auto" else d.target.dtype
     device = "cpu" if request.device == "cpu" else None  # None: CUDA when present, else the CPU
     _fits_here(r, batch_size, prompt, k)
@@ -76,18 +121,14 @@ def measure(request: Request, *, batch_size: int = 2, prompt_len: int | None = N
         result = run_measure(d.target, target_cfg, target_dir if weights == "local" else None, d.speculative.draft,
                              draft_cfg, draft_dir if weights == "local" else None, batch_size=batch_size,
                              prompt_tokens=prompt, k=k, dtype=dtype, device=device)
+        if ids is not None:
+            target_model = build_model(None, target_dir, dtype, result.device)
+            draft_model = build_model(None, draft_dir, dtype, result.device)
+            result.acceptance = measure_acceptance(target_model, draft_model, ids, k, max_new_tokens, temperature)
     except (OSError, MemoryError, RuntimeError) as err:  # missing weights, or the run outgrew the machine
         first = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
         raise SpecError("measure", f"the PyTorch run failed: {first}",
                         "local model directories with their safetensors, and shapes this machine holds") from None
-    if prompts:
-        if weights != "local" or d.speculative.draft is None:
-            raise SpecError("prompts", "measuring acceptance needs real weights of a target and a draft model",
-                            "--weights local --target DIR --draft DIR --method draft_model")
-        ids = _prompt_ids(prompts, target_dir)
-        target_model = build_model(None, target_dir, dtype, result.device)
-        draft_model = build_model(None, draft_dir, dtype, result.device)
-        result.acceptance = measure_acceptance(target_model, draft_model, ids, k, max_new_tokens, temperature)
     if record:
         _record(record, store, result, d, batch_size, prompt, k)
     return result, prompt, k

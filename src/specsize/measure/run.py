@@ -216,6 +216,28 @@ def measure_shapes(target_spec: ModelSpec, target_config: dict | None, target_pa
     return results
 
 
+def _distribution(logits, temperature: float):
+    """The sampling distribution of `logits` at `temperature`; at 0, all its mass on the argmax (the limit of the
+    softmax as the temperature falls, so sampled verification at 0 is greedy verification)."""
+    torch = _torch()
+    if temperature > 0:
+        return torch.softmax(logits / temperature, -1)
+    return torch.nn.functional.one_hot(logits.argmax(), logits.shape[-1]).to(logits.dtype)
+
+
+def _next_token(mode: str, target_logits, q, temperature: float, generator) -> int:
+    """The token the target adds after the accepted drafts: its argmax (greedy); sampled, a draw from max(0, p - q)
+    after a rejected draft (`q` its drafter's distribution), or from p after k accepted ones."""
+    if mode == "greedy":
+        return int(target_logits.argmax())
+    torch = _torch()
+    p = _distribution(target_logits, temperature)
+    if q is not None:
+        residual = (p - q.to(p.device)).clamp(min=0)
+        p = residual if float(residual.sum()) > 0 else p
+    return int(torch.multinomial(p.cpu(), 1, generator=generator))
+
+
 def measure_acceptance(target, draft, prompts: list[list[int]], k: int, max_new_tokens: int = 64,
                        temperature: float = 1.0, seed: int = 0) -> dict:
     """Acceptance of `draft` against `target` (loaded models) on token-id prompts, greedy and sampled."""
@@ -240,7 +262,7 @@ def measure_acceptance(target, draft, prompts: list[list[int]], k: int, max_new_
                             token = int(logits.argmax())
                             q = None
                         else:
-                            q = torch.softmax(logits / temperature, -1)
+                            q = _distribution(logits, temperature)
                             token = int(torch.multinomial(q.cpu(), 1, generator=generator))
                         drafted.append(token)
                         q_probs.append(q)
@@ -251,7 +273,7 @@ def measure_acceptance(target, draft, prompts: list[list[int]], k: int, max_new_
                     if mode == "greedy":
                         ok = int(target_logits[i].argmax()) == token
                     else:
-                        p = torch.softmax(target_logits[i] / temperature, -1)
+                        p = _distribution(target_logits[i], temperature)
                         ratio = float(p[token] / max(float(q_probs[i][token]), 1e-12))
                         ok = float(torch.rand(1, generator=generator)) < min(1.0, ratio)
                     if not ok:
@@ -260,7 +282,9 @@ def measure_acceptance(target, draft, prompts: list[list[int]], k: int, max_new_
                     per_position[i] += 1
                 accepted_total += accepted
                 steps += 1
-                tokens += drafted[:accepted] + [int(target_logits[accepted].argmax())]
+                rejected = q_probs[accepted] if accepted < k else None
+                tokens += drafted[:accepted] + [_next_token(mode, target_logits[accepted], rejected, temperature,
+                                                            generator)]
                 produced += accepted + 1
         mean_length = 1 + accepted_total / max(1, steps)
         from ..core.perf import acceptance_from_mean_length  # noqa: PLC0415

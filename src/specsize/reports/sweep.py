@@ -150,6 +150,34 @@ def repriced(columns: dict[str, list], price_of: Callable[[Any], float | None]) 
     return out
 
 
+RESTATE_INPUTS = ("key", *COST_INPUTS)
+
+
+def _picks(index: int, sizes: Sequence[int]) -> list[int]:
+    """The value each axis takes in the cell at `index` of the cross product (the last axis varies fastest)."""
+    picks = []
+    for size in reversed(sizes):
+        index, pick = divmod(index, size)
+        picks.append(pick)
+    return picks[::-1]
+
+
+def restated(columns: dict[str, list], study: Study, index_of: Mapping[str, int]) -> dict[str, list]:
+    """The columns of rows of a results table (`columns`: those of RESTATE_INPUTS it has) that depend on the study as
+    it is now rather than on the cell key: the costs at today's prices (`repriced`), and each cell's position in the
+    cross product and its group axes' labels (`index_of`: key -> index now). A rerun after reordering an axis or
+    renaming a label resumes every cell, and its rows say where each cell lies in the study now."""
+    out = repriced(columns, study.price_of)
+    indexes = [index_of[key] for key in columns["key"]]
+    out["index"] = indexes
+    sizes = [len(axis.values) for axis in study.axes]
+    picks = [_picks(index, sizes) for index in indexes]
+    for position, axis in enumerate(study.axes):
+        if axis.group:
+            out[axis.name] = [axis.labels[pick[position]] for pick in picks]
+    return out
+
+
 # --- the HTML summary ------------------------------------------------------------------------------------------
 
 CSS = """

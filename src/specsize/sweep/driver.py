@@ -64,6 +64,13 @@ def chunk_size(total: int, workers: int) -> int:
     return max(1, min(MAX_CHUNK, math.ceil(total / (8 * workers)))) if total else 1
 
 
+def check_output(output: str | Path) -> Path:
+    """The results table's path: a .parquet file."""
+    if Path(output).suffix != ".parquet":
+        raise SpecError("output", f"{output or 'an empty path'} is not a .parquet file", "-o RESULTS.parquet")
+    return Path(output)
+
+
 def open_study(study_path: str | Path, output: str | Path) -> tuple[Study, ResultsFile]:
     study = read_study(study_path)
     cols = report.columns(study)
@@ -71,8 +78,7 @@ def open_study(study_path: str | Path, output: str | Path) -> tuple[Study, Resul
     clash = sorted({n for n in names if names.count(n) > 1})
     if clash:
         raise SpecError(f"axes.{clash[0]}", "an axis name is also a results column", "another axis name")
-    if Path(output).suffix != ".parquet":
-        raise SpecError("output", f"{output} is not a .parquet file", "-o RESULTS.parquet")
+    check_output(output)
     meta = {"specsize.results_version": report.RESULTS_VERSION, "specsize.study": study.name,
             "specsize.model_version": study.model_version, "specsize.seed": study.seed}
     return study, ResultsFile(output, cols, meta)
@@ -115,7 +121,8 @@ def _run(study: Study, results: ResultsFile, started: float, workers: int | None
     finally:
         sweep.retried = executor.retried
         executor.close()
-    sweep.rows = results.finish((cell.key for cell in study.cells()),  # the cells now, at today's prices
-                                partial(report.repriced, price_of=study.price_of), report.COST_INPUTS)
+    index_of = {cell.key: cell.index for cell in study.cells()}  # the cells now, where they lie in the study now
+    sweep.rows = results.finish(index_of, partial(report.restated, study=study, index_of=index_of),
+                                report.RESTATE_INPUTS)
     sweep.elapsed_s = time.perf_counter() - started
     return sweep
