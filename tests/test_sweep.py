@@ -233,6 +233,19 @@ def test_the_summary_is_self_contained(study, reference):
     # fuzz pass 6: a misspelt field as an axis had said "must be a mapping of fields, got str"
     (("kv_cache_dtype: [auto, fp8]", "kv_cache_dytpe: [auto, fp8]"),
      "axes.kv_cache_dytpe: 'kv_cache_dytpe' is no field; did you mean kv_cache_dtype?"),
+    # values wrong on their own stop the study, as `plan` refuses them (they had become "invalid" cells, exit 0)
+    (("gpu: [H100-SXM-80GB, L40S-48GB]", "gpu: [H100-SXM-80GB, NOPE]"), "axes.gpu[1]: unknown GPU"),
+    (("gpu: [H100-SXM-80GB, L40S-48GB]", "gpu: [H100-SXM-80GB, h100-sxm-80gb]"), "axes.gpu: repeats"),
+    (("kv_cache_dtype: [auto, fp8]", "kv_cache_dtype: [auto, fp8]\n  engine_version: [abc]"),
+     "axes.engine_version[0]: cannot read version"),
+    (("concurrency: [2, 512]", "concurrency: [2, 512]\n  on_off: [bad]"), "axes.on_off[0]"),
+    # one setting under two labels: computed once, one label lost; labels and names as written, not str() of a list
+    (("{label: none, method: none}", "{label: none, method: none}\n    - {label: nothing, method: none}"),
+     "axes.drafter: values ['none', 'nothing'] set the same fields"),
+    (("{label: none, method: none}", "{label: [none], method: none}"), "axes.drafter[0].label: must be"),
+    (("{label: none, method: none}", "{label: null, method: none}"), "axes.drafter[0].label: must be"),
+    (("name: test-study", "name: [a, b]"), "name: must be a non-empty string"),
+    (("prices:", "tenants: [gpu, gpu]\nprices:"), "tenants: must list distinct"),
     (("concurrency: [2, 512]", "concurrency: [" + ", ".join(map(str, range(1, 5001))) + "]\n  seed: ["
       + ", ".join(map(str, range(5000))) + "]"), "axes"),  # 25 million cells: hours, with nothing printed
 ])

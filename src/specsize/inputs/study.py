@@ -37,7 +37,8 @@ from ..catalog.gpus import load_gpu
 from ..core.errors import SpecError
 from ..core.specs import LengthDistribution
 from .fields import SIMULATION, WORKLOAD, coerce
-from .load import MODEL_FIELDS, PATH_FIELDS, model_near, read_yaml_file, validated
+from ..engines.registry import release_key
+from .load import MODEL_FIELDS, PATH_FIELDS, model_near, parse_on_off, read_yaml_file, validated
 from .request import FIELDS, YAML_WORKLOAD_KEYS, info
 
 STUDY_KEYS = ("name", "description", "seed", "base", "axes", "compute", "prices", "slo_attainment", "tenants")
@@ -198,7 +199,7 @@ def _field_value(name: str, raw: Any, where: str, base: Path, digests: dict) -> 
     if raw is None:
         return None
     try:
-        value = validated(name, raw)
+        value = _alone(name, validated(name, raw))
     except SpecError as err:
         raise SpecError(f"{where}", err.problem, err.accepted) from None
     if isinstance(value, LengthDistribution):
@@ -221,6 +222,28 @@ def _field_value(name: str, raw: Any, where: str, base: Path, digests: dict) -> 
     return value
 
 
+def _alone(name: str, value: Any) -> Any:
+    """A value wrong whatever the rest of its cell stops the study before it starts, as `plan` refuses it (docs/sweep.md):
+    a GPU the catalog lacks (a GPU is kept as the catalog spells it, so that two spellings are one value), an engine
+    release no one can read, an on_off that does not parse; values the engine cannot take together are their cell's
+    own (status invalid)."""
+    if name == "gpu":
+        return load_gpu(value).gpu_id
+    if name == "engine_version" and value not in ("", "latest") and release_key(value) is None:
+        raise SpecError(name, f"cannot read version {value!r}", "X.Y, X.Y.Z or X.Y.Z.postN, or latest")
+    if name == "on_off":
+        parse_on_off(value)
+    return value
+
+
+def _text(value: Any, where: str, what: str) -> str:
+    """A name or a label as written: a string (a number reads as its digits); a list or null is refused, not shown as
+    its Python form."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)) or not str(value).strip():
+        raise SpecError(where, f"must be a non-empty string, got {value!r}", what)
+    return str(value)
+
+
 def _fields(mapping: Any, where: str, base: Path, digests: dict, allow_label: bool = False) -> tuple[dict, str | None]:
     if not isinstance(mapping, dict):
         raise SpecError(where, f"must be a mapping of fields, got {type(mapping).__name__}", "field: value")
@@ -229,7 +252,7 @@ def _fields(mapping: Any, where: str, base: Path, digests: dict, allow_label: bo
     for key, raw in mapping.items():
         key = str(key)
         if allow_label and key == LABEL:
-            label = str(raw)
+            label = _text(raw, f"{where}.{LABEL}", "a label for this value")
         elif key == "workload" and isinstance(raw, dict):
             for inner, inner_raw in raw.items():
                 if inner not in YAML_WORKLOAD_KEYS:
@@ -264,6 +287,10 @@ def _axis(name: str, raw: Any, base: Path, digests: dict) -> Axis:
     labels = tuple(label or _label(v) for v, label in parsed)
     if len(set(labels)) != len(labels):
         raise SpecError(where, "two values have the same label", f"distinct `{LABEL}:` per value")
+    settings = [_canonical_json(v) for v in values]
+    if len(set(settings)) != len(settings):  # one cell computed twice, then merged: a label would vanish
+        twice = [labels[i] for i, v in enumerate(settings) if settings.count(v) > 1]
+        raise SpecError(where, f"values {twice} set the same fields to the same values", "distinct settings per value")
     return Axis(name=name, group=True, values=values, labels=labels)
 
 
@@ -355,10 +382,11 @@ def read_study(path: str | Path) -> Study:
     tenants = data.get("tenants")
     if tenants is not None:
         names = [axis.name for axis in axes]
-        if not isinstance(tenants, list) or any(t not in names for t in tenants):
-            raise SpecError("tenants", f"must list axis names, got {tenants!r}", ", ".join(names))
+        if not isinstance(tenants, list) or any(t not in names for t in tenants) or len(set(tenants)) != len(tenants):
+            raise SpecError("tenants", f"must list distinct axis names, got {tenants!r}", ", ".join(names))
         tenants = tuple(tenants)
-    study = Study(name=str(data.get("name") or p.stem), path=str(p), seed=seed, base=base, axes=axes,
+    name = p.stem if data.get("name") is None else _text(data["name"], "name", "a name for the study")
+    study = Study(name=name, path=str(p), seed=seed, base=base, axes=axes,
                   compute=_compute(data.get("compute")), prices=_prices(data.get("prices")),
                   slo_attainment=float(attainment), model_version=model_version(), digests=digests, tenants=tenants)
     if study.size > 100_000_000:
