@@ -127,6 +127,15 @@ class Study:
                     return axis.name
         return None
 
+    def labels_at(self, index: int) -> dict[str, str]:
+        """The group axes' labels of the cell at `index` of the cross product, in cells()' order (the last axis
+        varies fastest), without walking the cells before it."""
+        picks = []
+        for axis in reversed(self.axes):
+            index, pick = divmod(index, len(axis.values))
+            picks.append(pick)
+        return {axis.name: axis.labels[pick] for axis, pick in zip(self.axes, reversed(picks)) if axis.group}
+
     def cells(self) -> Iterator[Cell]:
         """The cross product, lazily (a million-cell study never sits in memory)."""
         settings = _canonical_json({"compute": self.compute.__dict__, "seed": self.seed, "model": self.model_version})

@@ -123,7 +123,7 @@ def _no_requests(sim: SimSettings, scenario: Scenario) -> SpecError:
                      "a longer duration" if field == "duration" else "a higher rate, or a deployment that serves one")
 
 
-def _requests(scenario: Scenario, sim: SimSettings, acc, limit: int) -> Requests:
+def _requests(scenario: Scenario, sim: SimSettings, acc) -> Requests:
     assert scenario.rates is not None and scenario.prompt is not None and scenario.output is not None
     req = generate(scenario.rates, sim.duration_s, scenario.prompt, scenario.output, acc, sim.seed)
     if sim.lengths is not None:  # keep each request's (prompt, output) pair together
@@ -133,7 +133,7 @@ def _requests(scenario: Scenario, sim: SimSettings, acc, limit: int) -> Requests
     return replace(req, description=scenario.description)
 
 
-def _closed_loop(scenario: Scenario, sim: SimSettings, acc, limit: int, count: int, clients: int) -> Requests:
+def _closed_loop(scenario: Scenario, sim: SimSettings, acc, count: int, clients: int) -> Requests:
     """`count` requests for `clients` closed-loop clients: lengths as the scenario says, arrivals set by the run."""
     assert scenario.prompt is not None and scenario.output is not None
     rng = np.random.default_rng(sim.seed)
@@ -147,18 +147,17 @@ def _closed_loop(scenario: Scenario, sim: SimSettings, acc, limit: int, count: i
                     clients=clients)
 
 
-def _refuse_longer(req: Requests, scenario: Scenario, limit: int) -> tuple[Requests, Scenario]:
+def _refuse_longer(req: Requests, scenario: Scenario, limit: int, field: str) -> tuple[Requests, Scenario]:
     """The requests whose prompt + output exceed max_model_len (`limit`) left out: the engine refuses them (vLLM's
-    OpenAI server answers 400) and they never run; counted in the scenario (`rejected`)."""
+    OpenAI server answers 400) and they never run; counted in the scenario (`rejected`). All of them refused is an
+    error naming `field`, where the lengths came from."""
     served = req.prompt_tokens + req.output_tokens <= limit
     if served.all():
         return replace(req, description=scenario.description), scenario
     if not served.any():
         share = f" of the simulated replica's share (1 in {scenario.replicas})" if scenario.replicas > 1 else ""
-        raise SpecError("trace" if scenario.arrivals == "trace" else
-                        "lengths_file" if scenario.lengths_source.startswith("lengths file") else "prompt_tokens",
-                        f"every request{share} has a prompt + output over max_model_len = {limit:,}: the engine refuses "
-                        "them all", "requests within max_model_len, or a larger --max-model-len")
+        raise SpecError(field, f"every request{share} has a prompt + output over max_model_len = {limit:,}: the "
+                        "engine refuses them all", "requests within max_model_len, or a larger --max-model-len")
     keep = np.flatnonzero(served)
     scenario = replace(scenario, rejected=int(len(req) - len(keep)))
     arrivals = req.arrival_s[keep]
@@ -214,17 +213,18 @@ def run_simulation(d: Deployment, w_total: Workload, profile: AccountingProfile,
         scenario = build_scenario(d, w, 1.0, replace(sim, burst_factor=None, on_off=None), limit)
         scenario = replace(scenario, arrivals="closed_loop", rate_req_s=None, rate_source="closed_loop", rates=None,
                            burst_source=None, clients=clients, requests=count)
-        req = _closed_loop(scenario, sim, acc, limit, count, clients)
+        req = _closed_loop(scenario, sim, acc, count, clients)
     else:
         rate = (sim.rate_req_s / d.replicas if sim.rate_req_s is not None
                 else replica_envelope_rate(d, w_total, profile, given_eff, acceptance, tree, sim.offline))
         if not rate > 0:
             raise SpecError("rate", f"must be positive, got {rate}", "requests/s > 0")
         scenario = build_scenario(d, w, rate, sim, limit)
-        req = _requests(scenario, sim, acc, limit)
+        req = _requests(scenario, sim, acc)
     if not len(req):
         raise _no_requests(sim, scenario)
-    req, scenario = _refuse_longer(req, scenario, limit)
+    source = "trace" if sim.trace is not None else "lengths_file" if sim.lengths is not None else "prompt_tokens"
+    req, scenario = _refuse_longer(req, scenario, limit, source)
     if len(req) > MAX_REQUESTS:
         raise SpecError("trace", f"the trace has {len(req):,} requests; at most {MAX_REQUESTS:,} are simulated",
                         "a shorter trace")

@@ -153,15 +153,6 @@ def repriced(columns: dict[str, list], price_of: Callable[[Any], float | None]) 
 RESTATE_INPUTS = ("key", *COST_INPUTS)
 
 
-def _picks(index: int, sizes: Sequence[int]) -> list[int]:
-    """The value each axis takes in the cell at `index` of the cross product (the last axis varies fastest)."""
-    picks = []
-    for size in reversed(sizes):
-        index, pick = divmod(index, size)
-        picks.append(pick)
-    return picks[::-1]
-
-
 def restated(columns: dict[str, list], study: Study, index_of: Mapping[str, int]) -> dict[str, list]:
     """The columns of rows of a results table (`columns`: those of RESTATE_INPUTS it has) that depend on the study as
     it is now rather than on the cell key: the costs at today's prices (`repriced`), and each cell's position in the
@@ -170,11 +161,9 @@ def restated(columns: dict[str, list], study: Study, index_of: Mapping[str, int]
     out = repriced(columns, study.price_of)
     indexes = [index_of[key] for key in columns["key"]]
     out["index"] = indexes
-    sizes = [len(axis.values) for axis in study.axes]
-    picks = [_picks(index, sizes) for index in indexes]
-    for position, axis in enumerate(study.axes):
-        if axis.group:
-            out[axis.name] = [axis.labels[pick[position]] for pick in picks]
+    labels = [study.labels_at(index) for index in indexes]
+    for name in study.group_axes():
+        out[name] = [cell[name] for cell in labels]
     return out
 
 

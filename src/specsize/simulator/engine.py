@@ -161,8 +161,9 @@ class _Book:
     first_seen: np.ndarray  # prefix-cache credit only on the first admission
     prefill_target: np.ndarray
     front_busy: np.ndarray  # the API server's busy share streaming tokens when the request's first token came out
-    too_long: np.ndarray  # bool: needs more blocks than the whole pool holds (never admitted)
-    dropped: np.ndarray  # how many too_long so far (one element): a closed loop's client takes its refusal as an answer
+    # requests needing more blocks than the whole pool holds, never admitted (one element): SimResult.too_long, and
+    # in a closed loop each such refusal answers its client
+    dropped: np.ndarray
     ratio: np.ndarray  # SGLang's new_token_ratio (one element; EngineConfig.admission "sglang")
 
 
@@ -178,8 +179,8 @@ def _book(req: Requests) -> _Book:
                  log_acc=_log_acceptance(req.acceptance), computed=np.zeros(n, dtype=np.int64),
                  generated=np.zeros(n, dtype=np.int64), held=np.zeros(n, dtype=np.int64),
                  first_token=np.full(n, np.nan), finish=np.full(n, np.nan), first_seen=np.zeros(n, dtype=bool),
-                 prefill_target=prompt.copy(), front_busy=np.zeros(n), too_long=np.zeros(n, dtype=bool),
-                 dropped=np.zeros(1, dtype=np.int64), ratio=np.full(1, SGLANG_RATIO_INIT))
+                 prefill_target=prompt.copy(), front_busy=np.zeros(n), dropped=np.zeros(1, dtype=np.int64),
+                 ratio=np.full(1, SGLANG_RATIO_INIT))
 
 
 def _held_back(cfg: EngineConfig, b: _Book, run: np.ndarray) -> int:
@@ -311,7 +312,6 @@ def _admit(cfg: EngineConfig, b: _Book, waiting: deque[int], run: np.ndarray, c:
         head = waiting[0]
         if int(_blocks_for(cfg, int(b.prefill_target[head]) + k + 1)) > cfg.num_blocks:
             waiting.popleft()  # longer than the whole pool: the engine can never run it (left unfinished)
-            b.too_long[head] = True
             b.dropped[0] += 1
             continue
         start = int(b.computed[head])
@@ -627,8 +627,8 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
         if not group_left:  # requests leave (and their last tokens reach the client) when a group ends
             run, freed, done = _retire(b, run, now, finished)
             free += freed
-            if clients:  # the clients whose answers arrived send their next requests
-                released, answered_drops = _answered(cfg, b, sent, arrival, released, answered_drops, done, now)
+            # the clients whose answers arrived send their next requests
+            released, answered_drops = _answered(cfg, b, sent, arrival, released, answered_drops, done, now)
         least_free = min(least_free, free)  # the peaks are every step's, not only the sampled ones
         most_waiting = max(most_waiting, len(waiting))
         if now >= next_sample:
@@ -666,8 +666,8 @@ def _first_sends(cfg: EngineConfig, arrival: np.ndarray,
 def _answered(cfg: EngineConfig, b: _Book, sent: np.ndarray, arrival: np.ndarray, released: int, refusals: int,
               done: int, now: float) -> tuple[int, int]:
     """Closed loop: the clients answered at `now`, by `done` finished requests and by the refusals (requests longer
-    than the pool, _Book.dropped) beyond the `refusals` already answered, send their next requests. Returns (how many
-    are sent so far, refusals answered)."""
+    than the pool, _Book.dropped) beyond the `refusals` already answered, send their next requests (an open loop has
+    sent every request: nothing). Returns (how many are sent so far, refusals answered)."""
     more = done + int(b.dropped[0]) - refusals
     if more and released < len(sent):
         released = _send_next(cfg, sent, arrival, released, min(more, len(sent) - released), now)
@@ -804,4 +804,4 @@ def _result(b: _Book, arrival: np.ndarray, series: dict[str, list], *, now: floa
                      arrival_s=arrival, end_time_s=now, steps=steps, preemptions=preemptions,
                      recomputed_tokens=recomputed, series={name: np.asarray(v) for name, v in series.items()},
                      area_in_system=area, prefill_tokens=prefill_total, decode_tokens=decode_total,
-                     kv_peak_fraction=peaks[0], max_waiting=peaks[1], too_long=int(np.count_nonzero(b.too_long)))
+                     kv_peak_fraction=peaks[0], max_waiting=peaks[1], too_long=int(b.dropped[0]))

@@ -317,9 +317,8 @@ def account(d: Deployment, p: AccountingProfile, rules: Rules, search_fit: bool 
             problem += (f"; other processes hold {d.shared_reserved_bytes / GiB:.2f} GiB, which shrinks the pool: "
                         "raise mem_fraction_static")
     elif needs > outside:
-        fraction_to_fit = _fitting_fraction(fraction, free_before, loaded, sizing_cell, cell_draft, page,
-                                            act + graphs + request_table,
-                                            0 if rules.draft_in_sizing else w_draft + duplicate) or None
+        fraction_to_fit = (_largest_starting_fraction(d, p, rules, loaded / free_before, round(fraction - 0.01, 2))
+                           or None) if search_fit else None
         problem = (f"SGLang runs out of memory at start-up: mem_fraction_static={fraction:g} leaves "
                    f"{outside / GiB:.2f} GiB outside the pool for "
                    + (f"the draft's weights ({(w_draft + duplicate) / GiB:.2f} GiB while loading) and its KV pool "
@@ -344,26 +343,16 @@ def account(d: Deployment, p: AccountingProfile, rules: Rules, search_fit: bool 
         startup_problem=problem, null_blocks=0, engine_terms=terms)
 
 
-def _largest_starting_fraction(d: Deployment, p: AccountingProfile, rules: Rules, least: float) -> float:
-    """The largest fraction, in steps of 0.01 from 0.99 down to one point above the weights' share `least`, that
+def _largest_starting_fraction(d: Deployment, p: AccountingProfile, rules: Rules, least: float,
+                               below: float = 0.99) -> float:
+    """The largest fraction, in steps of 0.01 from `below` down to one point above the weights' share `least`, that
     SGLang starts with: its pool holds tokens and its outside share the run-time buffers for the requests that pool
-    then runs (0.0: none does)."""
-    f = 0.99
+    then runs (0.0: none does). Each candidate is accounted whole: what it runs, and so its CUDA graphs and request
+    table, changes with the pool."""
+    f = below
     while f > least + 0.01:
         at = account(replace(d, engine=replace(d.engine, gpu_memory_utilization=f)), p, rules, search_fit=False)
         if at.startup_problem is None:
             return f
         f = round(f - 0.01, 2)
-    return 0.0
-
-
-def _fitting_fraction(fraction: float, free_before: float, loaded: int, sizing_cell: int, cell_draft: int, page: int,
-                      runtime: int, draft_weights: int) -> float:
-    """The largest fraction (in steps of 0.01 below `fraction`) whose outside share holds what it must."""
-    f = fraction
-    while f > 0.05:
-        f = round(f - 0.01, 2)
-        tokens = _tokens(f * free_before - loaded, sizing_cell, page)
-        if (1 - f) * free_before >= runtime + draft_weights + (tokens * cell_draft if draft_weights else 0):
-            return f
     return 0.0
