@@ -147,6 +147,47 @@ def test_a_killed_run_resumes_to_the_same_table(study, reference):
     assert pq.read_table(out).equals(reference)
 
 
+def _group(pgid: int) -> list[int]:
+    """The live processes of process group `pgid` (zombies are not counted: they hold nothing but a pid)."""
+    alive = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            alive.append(int(entry.name))
+    return alive
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process groups from /proc (Linux)")
+def test_workers_end_with_a_driver_killed_by_sigkill(study):
+    """A driver killed with SIGKILL runs no clean-up: its pool's workers (and the forkserver) had lived on, idle,
+    holding their memory until someone killed them by hand."""
+    out = study.parent / "orphans.parquet"
+    process = subprocess.Popen([sys.executable, "-m", "specsize.cli.main", "sweep", str(study), "-o", str(out),
+                                "--workers", "2", "--chunk-size", "1"], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not list((study.parent / "orphans.parquet.parts").glob("part-*")):
+            time.sleep(0.05)
+        assert len(_group(process.pid)) >= 3, "the driver and its workers were not all running"
+        os.kill(process.pid, signal.SIGKILL)  # the driver alone
+        process.wait()
+        deadline = time.monotonic() + 20
+        while _group(process.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _group(process.pid) == [], "processes of the killed driver's pool are still running"
+    finally:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -211,6 +252,33 @@ def test_a_ray_address_where_nothing_listens_is_refused_at_once(study):
         assert refused.returncode == 2, refused.stderr
         assert refused.stderr.startswith(f"specsize: error: ray: cannot connect to the Ray cluster at {address}")
         assert len(refused.stderr.strip().splitlines()) == 1
+
+
+def test_a_ray_address_where_something_else_listens_is_refused_at_once(study):
+    """ray.init retried for more than 5 minutes an address where a web server listened (Ray's logs on stderr):
+    the address must answer as a gRPC server (HTTP/2 SETTINGS) before Ray is asked to connect."""
+    pytest.importorskip("ray", reason="ray is not installed (pip install 'specsize[sweep]')")
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+
+    def answer_http1() -> None:
+        with listener:
+            conn, _ = listener.accept()
+            with conn:
+                conn.recv(64)
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+
+    threading.Thread(target=answer_http1, daemon=True).start()
+    address = f"127.0.0.1:{listener.getsockname()[1]}"
+    refused = _sweep(str(study), "-o", str(study.parent / "web.parquet"), "--ray", address, timeout=60)
+    assert refused.returncode == 2, refused.stderr
+    assert refused.stderr.startswith(f"specsize: error: ray: cannot connect to the Ray cluster at {address}: "
+                                     "something listens there but it is not a Ray head (not a gRPC server: it "
+                                     "answered b'HTTP/1.1 ')")
+    assert len(refused.stderr.strip().splitlines()) == 1
 
 
 def test_the_summary_is_self_contained(study, reference):

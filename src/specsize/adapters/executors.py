@@ -24,15 +24,44 @@ from typing import Any
 from ..core.errors import SpecError
 
 DEFAULT_RETRIES = 3
+RAY_ADDRESSES = "the address of a running cluster: HOST:PORT of `ray start --head`, ray://HOST:10001, or auto"
 
 
-def _ignore_sigint(preload: tuple[str, ...]) -> None:
-    """Worker initializer: Ctrl-C is the driver's to handle (it stops the pool); workers never print it."""
+def _worker_init(preload: tuple[str, ...], driver: int) -> None:
+    """Worker initializer: Ctrl-C is the driver's to handle (it stops the pool); workers never print it. A worker
+    ends when the driver process `driver` does: a driver killed with SIGKILL runs no clean-up, and the pool's
+    queues never report it (each worker holds both ends of their pipes), so its workers had waited forever."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     import importlib  # noqa: PLC0415
+    import threading  # noqa: PLC0415
 
     for module in preload:
         importlib.import_module(module)
+    threading.Thread(target=_end_with, args=(driver,), name="specsize-driver-watch", daemon=True).start()
+
+
+def _end_with(driver: int) -> None:
+    """Exit this process as soon as process `driver` has ended (a pidfd where Linux has one, else a poll a second)."""
+    import os  # noqa: PLC0415
+    import select  # noqa: PLC0415
+    import time  # noqa: PLC0415
+
+    try:
+        handle = os.pidfd_open(driver)
+    except (AttributeError, OSError):  # not Linux 5.3+, or the driver is already gone
+        handle = None
+    if handle is not None:
+        select.select([handle], [], [])  # readable once the driver has exited
+    else:
+        while True:
+            try:
+                os.kill(driver, 0)
+            except ProcessLookupError:
+                break
+            except PermissionError:  # alive, another user's: cannot be ours, but do not guess
+                pass
+            time.sleep(1.0)
+    os._exit(1)  # the chunk in hand has no one to answer to
 
 
 def _top_up(source: Iterator[Any], room: int, submit: Callable[[Any], None]) -> bool:
@@ -62,10 +91,11 @@ class LocalPool:
         self._pool = self._new_pool()
 
     def _new_pool(self):
+        import os  # noqa: PLC0415
         from concurrent.futures import ProcessPoolExecutor  # noqa: PLC0415
 
-        return ProcessPoolExecutor(max_workers=self.workers, mp_context=self._context, initializer=_ignore_sigint,
-                                   initargs=(self._preload,))
+        return ProcessPoolExecutor(max_workers=self.workers, mp_context=self._context, initializer=_worker_init,
+                                   initargs=(self._preload, os.getpid()))
 
     def map_unordered(self, fn: Callable[[Any], Any], chunks: Iterable[Any], in_flight: int | None = None
                       ) -> Iterator[Any]:
@@ -141,8 +171,7 @@ class RayPool:
             # logs stay on the workers (the driver's stderr is the progress bar's); nothing is started here
             ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
         except (ConnectionError, RuntimeError, ValueError) as err:
-            raise SpecError("ray", f"cannot connect to the Ray cluster at {address} ({err})",
-                            "the address of a running cluster: HOST:PORT of `ray start --head`, or auto") from None
+            raise SpecError("ray", f"cannot connect to the Ray cluster at {address} ({err})", RAY_ADDRESSES) from None
         self.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
 
     def map_unordered(self, fn: Callable[[Any], Any], chunks: Iterable[Any], in_flight: int | None = None
@@ -166,22 +195,43 @@ class RayPool:
 
 
 RAY_CONNECT_TIMEOUT_S = 5.0
+# HTTP/2's client preface and an empty SETTINGS frame (RFC 9113 sections 3.4 and 6.5): a gRPC server (Ray's GCS,
+# Ray Client's server) answers with a SETTINGS frame of its own, frame type 4 in the 4th byte of the 9-byte header
+_HTTP2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes((0, 0, 0, 4, 0, 0, 0, 0, 0))
+_HTTP2_SETTINGS = 4
 
 
 def _reachable(address: str) -> None:
-    """A HOST:PORT (or ray://HOST:PORT) address accepts a TCP connection within RAY_CONNECT_TIMEOUT_S; `auto` and
-    addresses of other shapes are left to ray.init, which says what is wrong with them."""
+    """A HOST:PORT (or ray://HOST:PORT) address accepts a TCP connection and answers as a gRPC server (HTTP/2)
+    within RAY_CONNECT_TIMEOUT_S; `auto` and addresses of other shapes are left to ray.init, which says what is
+    wrong with them. ray.init retries for minutes an address where nothing listens, and as long where something
+    else does (a web server, ssh), its logs on stderr. With RAY_USE_TLS set the cluster speaks TLS first: only
+    the connection is checked."""
+    import os  # noqa: PLC0415
     import socket  # noqa: PLC0415
 
     host, _, port = address.removeprefix("ray://").rpartition(":")
     if not host or not port.isdigit():
         return
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=RAY_CONNECT_TIMEOUT_S).close()
+        conn = socket.create_connection((host.strip("[]"), int(port)), timeout=RAY_CONNECT_TIMEOUT_S)
     except OSError as err:
         raise SpecError("ray", f"cannot connect to the Ray cluster at {address}: nothing answers there within "
-                        f"{RAY_CONNECT_TIMEOUT_S:.0f} s ({err.strerror or err})",
-                        "the address of a running cluster: HOST:PORT of `ray start --head`, or auto") from None
+                        f"{RAY_CONNECT_TIMEOUT_S:.0f} s ({err.strerror or err})", RAY_ADDRESSES) from None
+    with conn:
+        if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+            return
+        answer = b""
+        try:
+            conn.sendall(_HTTP2_HELLO)
+            while len(answer) < 9 and (more := conn.recv(9 - len(answer))):
+                answer += more
+        except OSError:  # a timeout, or the other end closed on the preface
+            pass
+    if len(answer) < 9 or answer[3] != _HTTP2_SETTINGS:
+        heard = f"it answered {answer!r}" if answer else f"no answer within {RAY_CONNECT_TIMEOUT_S:.0f} s"
+        raise SpecError("ray", f"cannot connect to the Ray cluster at {address}: something listens there but it is "
+                        f"not a Ray head (not a gRPC server: {heard})", RAY_ADDRESSES)
 
 
 def make_executor(workers: int | None = None, ray_address: str | None = None,
