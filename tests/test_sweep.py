@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
+from specsize.core.errors import SpecError  # noqa: E402
 from specsize.inputs.study import read_study  # noqa: E402
 from specsize.planner import fleet  # noqa: E402
 
@@ -314,6 +315,8 @@ def test_the_summary_is_self_contained(study, reference):
     (("{label: none, method: none}", "{label: null, method: none}"), "axes.drafter[0].label: must be"),
     (("name: test-study", "name: [a, b]"), "name: must be a non-empty string"),
     (("prices:", "tenants: [gpu, gpu]\nprices:"), "tenants: must list distinct"),
+    # no target: every cell had planned the embedded default (a 70B and its 1B draft), named in no column
+    (("  target: [meta-llama/Llama-3.1-8B-Instruct, Qwen/Qwen3-8B]\n", ""), "target: the study does not name"),
     (("concurrency: [2, 512]", "concurrency: [" + ", ".join(map(str, range(1, 5001))) + "]\n  seed: ["
       + ", ".join(map(str, range(5000))) + "]"), "axes"),  # 25 million cells: hours, with nothing printed
 ])
@@ -326,6 +329,18 @@ def test_a_bad_study_is_one_line_naming_the_field(tmp_path, edit, field):
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and done.stderr.startswith(f"specsize: error: {field}"), done.stderr
     assert not (tmp_path / "out.parquet").exists()
+
+
+def test_a_group_axis_naming_some_cells_targets_is_refused(tmp_path):
+    """A target on one value of a group axis and nowhere else: the other values' cells had planned the default."""
+    path = tmp_path / "some.yaml"
+    path.write_text(STUDY.replace("  target: [meta-llama/Llama-3.1-8B-Instruct, Qwen/Qwen3-8B]\n", "").replace(
+        "{label: none, method: none}", "{label: none, method: none, target: Qwen/Qwen3-8B}"))
+    with pytest.raises(SpecError) as err:
+        read_study(path)
+    assert err.value.field == "target" and "does not name every cell's target" in err.value.problem
+    path.write_text(path.read_text().replace("max_model_len: 8192", "max_model_len: 8192\n  target: Qwen/Qwen3-8B"))
+    assert read_study(path).base["target"] == "Qwen/Qwen3-8B"  # base names the rest
 
 
 def test_cell_keys_hash_inputs_not_places(tmp_path):

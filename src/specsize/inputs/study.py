@@ -384,6 +384,11 @@ def read_study(path: str | Path) -> Study:
                 raise SpecError(f"axes.{axis.name}", f"sets {name!r}, which axis {seen[name]!r} also sets",
                                 "each field on one axis")
             seen[name] = axis.name
+    if "target" not in base and not any(all("target" in v for v in axis.values) for axis in axes):
+        # plan's embedded default (its 70B and 1B draft) would be those cells' model, in no column of the table
+        raise SpecError("target", "the study does not name every cell's target model (in base:, or on an axis "
+                        "whose every value sets it)", "target: a model id (specsize models), a config.json or a "
+                        "model folder")
     seed = coerce("seed", info("seed"), data.get("seed", 0))  # the command line's seed, with its bounds
     attainment = data.get("slo_attainment", 0.99)
     if isinstance(attainment, bool) or not isinstance(attainment, (int, float)) or not 0 < attainment <= 1:
