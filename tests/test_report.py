@@ -267,11 +267,15 @@ def test_sc5_counts_failover_and_its_headroom_reads_as_its_verdict(capsys):
 def test_a_headroom_is_printed_as_the_verdict_it_gives():
     from specsize.core.envelope import headroom_text
 
-    assert headroom_text(0.19979, 0.2) == "19.98%"  # thin: not the "20%" that reads as fitting
-    assert headroom_text(0.2, 0.2) == "20%" and headroom_text(0.6, 0.2) == "60%"
-    assert headroom_text(-0.0003, 0.2) == "-0.03%"  # does not fit: not "-0%"
-    assert headroom_text(0.00004, 0.0) == "0%" and headroom_text(float("-inf"), 0.2) == "none"
-    assert headroom_text(0.19979, 0.2, 1) == "19.98%" and headroom_text(0.6, 0.2, 1) == "60.0%"
+    assert headroom_text(0.19979, 0.2) == "19.98%"  # thin: not the "20.0%" that reads as fitting
+    assert headroom_text(0.2, 0.2) == "20.0%" and headroom_text(0.6, 0.2) == "60.0%"
+    assert headroom_text(-0.0003, 0.2) == "-0.03%"  # does not fit: not "-0.0%"
+    assert headroom_text(0.00004, 0.0) == "0.0%" and headroom_text(float("-inf"), 0.2) == "none"
+    assert headroom_text(0.19979, 0.2, 0) == "19.98%" and headroom_text(0.6, 0.2, 0) == "60%"
+    # a few bytes short of a line: no decimals read as the verdict (had printed "-0.00000%", i.e. fits)
+    assert headroom_text(-3e-11, 0.2) == "just under 0%" and headroom_text(0.2 - 2e-9, 0.2) == "just under 20%"
+    # one precision everywhere: the headline said 12.5% where what breaks first and the fixes said 12%
+    assert headroom_text(0.1249, 0.2) == "12.5%"
 
 
 def test_an_output_file_is_checked_before_the_work(capsys, tmp_path):

@@ -356,7 +356,7 @@ def check(fmt: str, output: str | None, force: bool, **kw) -> None:
         from ..core.envelope import headroom_text  # noqa: PLC0415
 
         v = result.verdict
-        click.echo(f"{v.verdict}: worst-case headroom {headroom_text(v.worst_case.headroom_fraction, v.headroom_policy, 1)} "
+        click.echo(f"{v.verdict}: worst-case headroom {headroom_text(v.worst_case.headroom_fraction, v.headroom_policy)} "
                    f"(policy {v.headroom_policy:.0%}); {v.breaks_first}")
     sys.exit(EXIT_FOR_VERDICT[result.verdict.verdict])
 

@@ -28,18 +28,18 @@ def verdict_for(headroom: float, policy: float) -> str:
     return THIN if headroom < policy - 1e-9 else FITS  # the tolerance absorbs float ratios
 
 
-def headroom_text(headroom: float, policy: float, digits: int = 0) -> str:
+def headroom_text(headroom: float, policy: float, digits: int = 1) -> str:
     """A headroom as a percentage that reads as its verdict (verdict_for): with more decimals than `digits` where
     rounding would cross the policy or 0 (0.19979 against 20% is "19.98%" under THIN, not "20%"; a plan short by
-    0.03% is "-0.03%", not "-0%"); "none" without a KV cache to have headroom in (-inf)."""
+    0.03% is "-0.03%", not "-0%"; a few bytes short of a line is "just under 0%"); "none" without a KV cache to have headroom in (-inf)."""
     if not math.isfinite(headroom):
         return "none"
     verdict = verdict_for(headroom, policy)
     for shown in range(digits, digits + 5):
         text = f"{headroom:.{shown}%}"
         if verdict_for(float(text[:-1]) / 100, policy) == verdict:
-            break
-    return text
+            return text
+    return f"just under {0 if verdict == DOES_NOT_FIT else policy:.0%}"  # bytes short of the line: no rounding reads so
 
 
 @dataclass(frozen=True)

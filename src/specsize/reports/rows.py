@@ -19,7 +19,7 @@ def gib(n: int) -> str:
 def headroom_pct(x: float, policy: float) -> str:
     """A table's headroom: one decimal, more where rounding would cross the verdict (core.envelope.headroom_text);
     "-" when there is no KV cache to have headroom in."""
-    return headroom_text(x, policy, 1) if math.isfinite(x) else "-"
+    return headroom_text(x, policy) if math.isfinite(x) else "-"
 
 
 def clip(text: str, width: int) -> str:
