@@ -62,6 +62,13 @@ def _sweep(*args: str, timeout: float = 240, env: dict | None = None) -> subproc
                           text=True, timeout=timeout, env={**os.environ, **(env or {})})
 
 
+def _start_sweep(study: Path, out: Path, workers: int, chunk_size: int) -> subprocess.Popen:
+    """A sweep running in the background, in a session (process group) of its own, to be killed mid-run."""
+    return subprocess.Popen([sys.executable, "-m", "specsize.cli.main", "sweep", str(study), "-o", str(out),
+                             "--workers", str(workers), "--chunk-size", str(chunk_size)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+
+
 @pytest.fixture(scope="module")
 def study(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("study") / "study.yaml"
@@ -123,9 +130,7 @@ def test_two_workers_write_the_same_table(study, reference):
 def test_a_killed_run_resumes_to_the_same_table(study, reference):
     out = study.parent / "killed.parquet"
     parts = study.parent / "killed.parquet.parts"
-    process = subprocess.Popen([sys.executable, "-m", "specsize.cli.main", "sweep", str(study), "-o", str(out),
-                                "--workers", "1", "--chunk-size", "2"], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, start_new_session=True)
+    process = _start_sweep(study, out, workers=1, chunk_size=2)
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and len(list(parts.glob("part-*.parquet"))) < CELLS // 2 // 2:
@@ -168,9 +173,7 @@ def test_workers_end_with_a_driver_killed_by_sigkill(study):
     """A driver killed with SIGKILL runs no clean-up: its pool's workers (and the forkserver) had lived on, idle,
     holding their memory until someone killed them by hand."""
     out = study.parent / "orphans.parquet"
-    process = subprocess.Popen([sys.executable, "-m", "specsize.cli.main", "sweep", str(study), "-o", str(out),
-                                "--workers", "2", "--chunk-size", "1"], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, start_new_session=True)
+    process = _start_sweep(study, out, workers=2, chunk_size=1)
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not list((study.parent / "orphans.parquet.parts").glob("part-*")):
