@@ -29,39 +29,16 @@ RAY_ADDRESSES = "the address of a running cluster: HOST:PORT of `ray start --hea
 
 def _worker_init(preload: tuple[str, ...], driver: int) -> None:
     """Worker initializer: Ctrl-C is the driver's to handle (it stops the pool); workers never print it. A worker
-    ends when the driver process `driver` does: a driver killed with SIGKILL runs no clean-up, and the pool's
-    queues never report it (each worker holds both ends of their pipes), so its workers had waited forever."""
+    ends when the driver process `driver` does (a driver killed with SIGKILL runs no clean-up, and the pool's queues
+    never report it: its workers had waited forever)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     import importlib  # noqa: PLC0415
-    import threading  # noqa: PLC0415
+
+    from .lifetime import exit_with  # noqa: PLC0415
 
     for module in preload:
         importlib.import_module(module)
-    threading.Thread(target=_end_with, args=(driver,), name="specsize-driver-watch", daemon=True).start()
-
-
-def _end_with(driver: int) -> None:
-    """Exit this process as soon as process `driver` has ended (a pidfd where Linux has one, else a poll a second)."""
-    import os  # noqa: PLC0415
-    import select  # noqa: PLC0415
-    import time  # noqa: PLC0415
-
-    try:
-        handle = os.pidfd_open(driver)
-    except (AttributeError, OSError):  # not Linux 5.3+, or the driver is already gone
-        handle = None
-    if handle is not None:
-        select.select([handle], [], [])  # readable once the driver has exited
-    else:
-        while True:
-            try:
-                os.kill(driver, 0)
-            except ProcessLookupError:
-                break
-            except PermissionError:  # alive, another user's: cannot be ours, but do not guess
-                pass
-            time.sleep(1.0)
-    os._exit(1)  # the chunk in hand has no one to answer to
+    exit_with(driver)
 
 
 def _top_up(source: Iterator[Any], room: int, submit: Callable[[Any], None]) -> bool:

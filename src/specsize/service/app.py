@@ -16,11 +16,11 @@ import logging
 import socket
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, AsyncIterator, Callable, Iterator
 
-from fastapi import Body, Depends, FastAPI, Request
+from fastapi import Body, Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
@@ -323,8 +323,27 @@ def role(needed: str) -> Callable:
     return check
 
 
+def _http_error(request: Request, err: StarletteHTTPException) -> JSONResponse:
+    """Starlette's own refusals (no such route, a method the route does not take) in the service's error shape, with
+    their headers: a 405 carries `Allow` (RFC 9110), and names the methods it takes (it had had no `Allow` and
+    `accepted: null`)."""
+    headers = dict(err.headers or {})
+    field, accepted = None, None
+    if err.status_code == 405:
+        field, accepted = "method", headers.get("allow") or headers.get("Allow")
+        problem = f"{request.method} is not a method of {request.url.path[:80]}"
+    elif err.status_code == 404:
+        field, problem, accepted = "path", f"no route {request.url.path[:80]}", "a path of GET /api/v1/openapi.json"
+    else:
+        problem = str(err.detail)
+    return JSONResponse(error_body(field, problem, accepted), status_code=err.status_code, headers=headers or None)
+
+
 def _spec_error(err: SpecError) -> JSONResponse:
     return JSONResponse(error_body(err.field, err.problem, err.accepted), status_code=getattr(err, "http_status", 400))
+
+
+PARAMETERS = ("query", "path")
 
 
 def _validation_error(_request: Request, err: RequestValidationError) -> JSONResponse:
@@ -332,6 +351,7 @@ def _validation_error(_request: Request, err: RequestValidationError) -> JSONRes
 
     first = err.errors()[0] if err.errors() else {}
     where = list(first.get("loc", ()))
+    where_in = where[0] if where else None
     if where and where[0] in ("body", "query", "path", "header", "cookie"):  # the parameter, not where it was sent
         where = where[1:]
     loc = [str(p) for p in where]
@@ -345,6 +365,12 @@ def _validation_error(_request: Request, err: RequestValidationError) -> JSONRes
         accepted = f"at least {context.get('min_length')} character(s)"
     elif first.get("type") == "int_type":
         accepted = "an integer (a JSON number, not a boolean or a string)"
+    elif first.get("type") in ("int_parsing", "int_parsing_size", "int_from_float") and where_in in PARAMETERS:
+        accepted = "an integer"  # a path or query parameter: its text ("1.5", "x") is no integer
+    if first.get("type") == "missing" and where_in in PARAMETERS:
+        problem, accepted = f"the {where_in} parameter {field} is missing", f"{field}=VALUE in the {where_in}"
+    elif where_in in PARAMETERS:  # which parameter, in the problem pydantic words
+        problem = f"{problem} (the {where_in} parameter {field})"
     if field == "body" and first.get("type") in ("model_attributes_type", "dict_type") \
             and "json" not in _request.headers.get("content-type", "").lower():
         problem = "must be JSON, sent with content-type: application/json"
@@ -368,6 +394,7 @@ class Job(BaseModel):
 
 
 NOTE_LIMIT = 4096  # characters of a version's note
+AUDIT_LIMIT = 1000  # entries one GET /api/v1/audit returns at most
 
 
 class LiveBody(BaseModel):
@@ -465,11 +492,18 @@ def _job(state: State, kind: str, payload: dict, user: auth.User) -> JSONRespons
     job = state.jobs.submit(kind, payload, user.name)
     if isinstance(job, str):
         error = state.jobs.refusal(job)
-        raise ApiError(429, error["field"], error["problem"], error["accepted"], {"retry-after": "5"})
+        raise ApiError(503 if job == "stopping" else 429, error["field"], error["problem"], error["accepted"],
+                       {"retry-after": "5"})
     return JSONResponse(job.to_dict(with_result=False) | {"href": f"/api/v1/jobs/{job.id}"}, status_code=202)
 
 
 def _plan_for_live(state: State, body: LiveBody) -> dict:
+    """The plan check-live holds the server against: a saved deployment's (at `version`), or `plan`; one of them (a
+    `version` beside a `plan`, or a `plan` beside a `deployment`, had been dropped without a word)."""
+    if body.deployment is not None and body.plan is not None:
+        raise SpecError("plan", "both a deployment and a plan given", "deployment (a saved one) or plan, not both")
+    if body.version is not None and body.deployment is None:
+        raise SpecError("version", "a version without a deployment", "deployment with its version, or a plan alone")
     if body.deployment:
         return deployments.version(state.engine, body.deployment, body.version)["plan"]
     if body.plan is None:
@@ -597,7 +631,7 @@ def _library_routes(app: FastAPI, state: State, PlanRequest: Any) -> None:  # no
         found = state.jobs.get(job_id)
         if found is None or (found.owner != user.name and not user.can("admin")):
             raise ApiError(404, "job", f"no job {deployments.shown(job_id, 40)}",
-                           "an id from POST simulate, stops-paying or search")
+                           "an id from POST simulate, stops-paying or search (a restart of the service forgets its jobs)")
         return found.to_dict()
 
 
@@ -654,6 +688,22 @@ def _endpoint_routes(app: FastAPI, state: State, PlanRequest: Any) -> None:  # n
 
 
 
+def _version_named(state: State, name: str, number: int | None, field: str) -> dict:
+    """deployments.version, an unknown version refused under `field`, the name the caller gave it (base_version,
+    a diff's a or b), not `version`."""
+    try:
+        return deployments.version(state.engine, name, number)
+    except deployments.NotFound as err:
+        if err.field != "version":
+            raise
+        raise deployments.NotFound(field, err.problem, err.accepted) from None
+
+
+def _base_request(state: State, name: str, base: int | None) -> dict:
+    """The stored request a new version starts from: `base` (base_version), or the newest."""
+    return _version_named(state, name, base, "base_version")["request"]
+
+
 def _deployment_routes(app: FastAPI, state: State, PlanRequest: Any) -> None:  # noqa: N803
     """Saved deployments."""
     class NewDeployment(PlanRequest):  # type: ignore[valid-type, misc]
@@ -676,15 +726,21 @@ def _deployment_routes(app: FastAPI, state: State, PlanRequest: Any) -> None:  #
         deployments.check_name(name)
         return _save(state, name, build(fields, state.catalog, state.store), user, note, create=True)
 
-    @app.post("/api/v1/deployments/{name}/versions", tags=["deployments"], status_code=201)
+    @app.post("/api/v1/deployments/{name}/versions", tags=["deployments"], status_code=201,
+              description="The fields given over the stored version's; a field sent as null removes the setting "
+                          "(its default applies), and one acceptance (acceptance_rate, mean_accepted_length, "
+                          "acceptance_from_store) replaces the other.")
     def new_version(name: str, body: NewVersion, user: auth.User = Depends(role("planner"))) -> dict:
-        fields = body.model_dump(exclude_none=True)
+        # the fields sent, a null among them (it removes the setting: dropped with the unsent ones, `"quantization":
+        # null` had stored a version unchanged)
+        fields = body.model_dump(exclude_unset=True)
         note, base = fields.pop("note", None), fields.pop("base_version", None)
-        if EXTRA in fields:  # under the stored fields it would change nothing (they override a file's settings)
+        if "target" in fields and fields["target"] is None:  # without one the library plans its embedded default
+            raise SpecError("target", "a version cannot remove its target model", "a model id from GET /api/v1/models")
+        if fields.pop(EXTRA, None) is not None:  # under the stored fields it would change nothing (they override a file's settings)
             raise SpecError(EXTRA, "a new version is field changes over a stored version, not a deployment file",
                             "the fields to change; a deployment file starts a deployment (POST /api/v1/deployments)")
-        current = deployments.version(state.engine, name, base)["request"]
-        request = build(merged(current, fields), state.catalog, state.store)
+        request = build(merged(_base_request(state, name, base), fields), state.catalog, state.store)
         return _save(state, name, request, user, note, create=False)
 
     @app.get("/api/v1/deployments/{name}", tags=["deployments"])
@@ -701,7 +757,7 @@ def _deployment_routes(app: FastAPI, state: State, PlanRequest: Any) -> None:  #
 
     @app.get("/api/v1/deployments/{name}/diff", tags=["deployments"])
     def diff(name: str, a: int, b: int, _u: auth.User = Depends(role("viewer"))) -> dict:
-        return deployments.diff(deployments.version(state.engine, name, a), deployments.version(state.engine, name, b))
+        return deployments.diff(_version_named(state, name, a, "a"), _version_named(state, name, b, "b"))
 
     @app.get("/api/v1/deployments/{name}/versions/{number}/yaml", tags=["deployments"], response_class=PlainTextResponse)
     def export_yaml(name: str, number: int, _u: auth.User = Depends(role("viewer"))) -> PlainTextResponse:
@@ -714,12 +770,15 @@ def _deployment_routes(app: FastAPI, state: State, PlanRequest: Any) -> None:  #
     def export_command(name: str, number: int, _u: auth.User = Depends(role("viewer"))) -> list[dict]:
         return deployments.version(state.engine, name, number)["plan"].get("engine_commands", [])
 
-    @app.get("/api/v1/audit", tags=["service"])
-    def audit_log(limit: int = 100, _u: auth.User = Depends(role("admin"))) -> list[dict]:
+    @app.get("/api/v1/audit", tags=["service"], summary="The newest `limit` entries of the audit log, newest first")
+    def audit_log(limit: int = Query(100, description=f"Entries to return, 1 to {AUDIT_LIMIT:,}."),
+                  _u: auth.User = Depends(role("admin"))) -> list[dict]:
         from sqlalchemy import select  # noqa: PLC0415
 
+        if not 1 <= limit <= AUDIT_LIMIT:  # clamped, limit=0 had answered one entry and limit=5000 a thousand
+            raise SpecError("limit", f"{str(limit)[:24]} entries", f"an integer from 1 to {AUDIT_LIMIT:,}")
         with state.engine.connect() as con:
-            rows = con.execute(select(db.audit).order_by(db.audit.c.id.desc()).limit(max(1, min(limit, 1000)))).all()
+            rows = con.execute(select(db.audit).order_by(db.audit.c.id.desc()).limit(limit)).all()
         return [dict(r._mapping) for r in rows]
 
 
@@ -730,7 +789,18 @@ def create_app(config: Config | None = None) -> FastAPI:
     api.read_models_by_name_only()
     state = State(config)
     PlanRequest = request_model()
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        # the service stops: its jobs' processes with it (uvicorn re-raises SIGTERM after its shutdown, so no atexit
+        # handler runs; a job left running had gone on past its deadline, for no one)
+        from starlette.concurrency import run_in_threadpool  # noqa: PLC0415
+
+        await run_in_threadpool(state.jobs.shutdown)
+
     app = FastAPI(title="specsize", version=__version__, docs_url=None, redoc_url=None,  # their pages load scripts from a CDN
+                  lifespan=lifespan,
                   openapi_url="/api/v1/openapi.json",
                   description="Will a speculative-decoding deployment fit, with headroom, at the load you expect? "
                               "Every request needs `Authorization: Bearer TOKEN` (`specsize users add`).")
@@ -748,14 +818,23 @@ def create_app(config: Config | None = None) -> FastAPI:
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_request: Request, err: StarletteHTTPException):
-        return JSONResponse(error_body(None, str(err.detail), None), status_code=err.status_code)
+    async def _http(request: Request, err: StarletteHTTPException):
+        return _http_error(request, err)
 
     @app.exception_handler(Exception)
     async def _internal(_request: Request, err: Exception):
         log.error("internal error: %s", type(err).__name__)
         return JSONResponse(error_body(None, f"internal error ({type(err).__name__})", None), status_code=500)
 
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            from fastapi.openapi.utils import get_openapi  # noqa: PLC0415
+
+            app.openapi_schema = described(get_openapi(title=app.title, version=app.version,
+                                                       description=app.description, routes=app.routes))
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     _service_routes(app, state, PlanRequest)
     _library_routes(app, state, PlanRequest)
     _live_and_catalog_routes(app, state, PlanRequest)
@@ -768,6 +847,63 @@ def create_app(config: Config | None = None) -> FastAPI:
     return Guard(app, config.max_body_bytes, state.metrics)  # type: ignore[return-value]
 
 
+ERROR_SCHEMA = {
+    "type": "object", "title": "Error", "required": ["error"],
+    "description": "Every refusal: the field it names, the problem, and the values accepted (docs/service.md).",
+    "properties": {"error": {"type": "object", "required": ["field", "problem", "accepted"], "properties": {
+        "field": {"anyOf": [{"type": "string"}, {"type": "null"}]}, "problem": {"type": "string"},
+        "accepted": {"anyOf": [{"type": "string"}, {"type": "null"}]}}}}}
+ERRORS = {"400": "a value the library refuses", "401": "no valid bearer token or session",
+          "403": "the caller's role may not do this (or a session write without its CSRF token)",
+          "404": "no such deployment, version or job", "409": "a save that kept losing the race for a version number",
+          "413": "a request body past --max-body", "422": "a body or parameter of the wrong shape",
+          "429": "past the rate limit, or too many jobs or /metrics fetches at once (Retry-After)",
+          "503": "the service is stopping"}
+PUBLIC_PATHS = ("/healthz", "/readyz")
+# what a route answers other than JSON, as its handler sends it
+MEDIA_TYPES = {"/metrics": {"text/plain": {"schema": {"type": "string"}}},
+               "/api/v1/report": {"text/html": {"schema": {"type": "string"}},
+                                  "text/markdown": {"schema": {"type": "string"}}},
+               "/api/v1/deployments/{name}/versions/{number}/yaml": {"application/yaml": {"schema": {"type": "string"}}}}
+
+
+def described(schema: dict) -> dict:
+    """FastAPI's OpenAPI document, made to say what the service does: errors are `Error` bodies (FastAPI documents
+    its own `{"detail": [...]}`, which the service never sends) with the statuses each route can answer, every route
+    but the health checks needs a bearer token, and the routes that answer text say which text."""
+    components = schema.setdefault("components", {})
+    schemas = components.setdefault("schemas", {})
+    for unused in ("HTTPValidationError", "ValidationError"):
+        schemas.pop(unused, None)
+    schemas["Error"] = ERROR_SCHEMA
+    components["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer", "description":
+                                                "An API token, sst_<id>_<secret> (`specsize users add`)."}}
+    for path, operations in schema.get("paths", {}).items():
+        for method, operation in operations.items():
+            codes = set()
+            if path not in PUBLIC_PATHS:
+                operation["security"] = [{"bearer": []}]
+                codes |= {"401", "403", "429"}
+            if operation.get("parameters") or operation.get("requestBody"):
+                codes |= {"400", "422"}
+            if operation.get("requestBody"):
+                codes.add("413")
+            if "{" in path or path == "/api/v1/check-live":
+                codes.add("404")
+            if path == "/api/v1/deployments/{name}/versions" and method == "post":
+                codes.add("409")
+            if path in ("/api/v1/simulate", "/api/v1/stops-paying", "/api/v1/search"):
+                codes.add("503")
+            responses = operation.setdefault("responses", {})
+            for code in sorted(codes):
+                responses[code] = {"description": ERRORS[code], "content": {
+                    "application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+            if path in MEDIA_TYPES:
+                ok = next(code for code in responses if code.startswith("2"))
+                responses[ok]["content"] = MEDIA_TYPES[path]
+    return schema
+
+
 def merged(current: dict, changes: dict) -> dict:
     """A stored request with `changes` over it; a change to None removes the setting."""
     out = dict(current)
@@ -776,11 +912,16 @@ def merged(current: dict, changes: dict) -> dict:
             out.pop(key, None)
         else:
             out[key] = value
-    if "acceptance_rate" in changes and changes["acceptance_rate"] is not None:
-        out.pop("mean_accepted_length", None)  # one acceptance at a time: the new one replaces the other form
-        out.pop("measured_at_k", None)
-    if "mean_accepted_length" in changes and changes["mean_accepted_length"] is not None:
-        out.pop("acceptance_rate", None)
+    # one acceptance at a time: a new one replaces the other forms (a store tag over a stored rate had been refused as
+    # two acceptances, with no way to remove the rate)
+    forms = {"acceptance_rate": ("mean_accepted_length", "measured_at_k", "acceptance_from_store"),
+             "mean_accepted_length": ("acceptance_rate", "acceptance_from_store"),
+             "acceptance_from_store": ("acceptance_rate", "mean_accepted_length", "measured_at_k")}
+    for given, others in forms.items():
+        if changes.get(given) is not None:
+            for other in others:
+                if other not in changes:
+                    out.pop(other, None)
     return out
 
 

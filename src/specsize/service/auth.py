@@ -21,7 +21,7 @@ from typing import Callable
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
 from ..core.errors import SpecError
@@ -49,9 +49,16 @@ def _valid_name(name: str) -> bool:
     return bool(name) and len(name) <= 64 and all(c.isalnum() or c in "._-@" for c in name)
 
 
+NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-@")
+
+
 def _check_name(name: str) -> str:
-    if not _valid_name(name):
-        raise SpecError("name", f"invalid user name {name!r}", "1-64 letters, digits, '.', '_', '-', '@'")
+    """A new user's name: ASCII letters, digits, '.', '_', '-', '@'. The audit log and the UI name people by it, so a
+    name must not pass for another: Unicode letters had let 'аdmin' (a Cyrillic а) and 'ａｄｍｉｎ' (fullwidth) be
+    added beside 'admin', and the same name in other case is refused where it is checked (add_user)."""
+    if not _valid_name(name) or not set(name) <= NAME_CHARS:
+        raise SpecError("name", f"invalid user name {name[:80]!r}",
+                        "1-64 ASCII letters, digits, '.', '_', '-', '@'")
     return name
 
 
@@ -75,12 +82,14 @@ def add_user(engine: Engine, name: str, role: str, password: str | None = None, 
     if password is not None and len(password) < 12:
         raise SpecError("password", "too short", "at least 12 characters")
     with engine.begin() as con:
-        existing = con.execute(select(db.users.c.revoked_at).where(db.users.c.name == name)).first()
+        existing = con.execute(select(db.users.c.name, db.users.c.revoked_at)
+                               .where(func.lower(db.users.c.name) == name.lower())).first()
         if existing:
-            # a name is never given to a second person: the audit log names its actors by name, and a revoked user's
-            # row stays for it (docs/service.md)
-            state = f"was revoked at {existing[0][:19]}" if existing[0] else "exists"
-            raise SpecError("name", f"user {name!r} {state}; a name is never given to another user (the audit log "
+            # a name is never given to a second person, nor the same name in other case ('Alice' beside 'alice'): the
+            # audit log names its actors by name, and a revoked user's row stays for it (docs/service.md)
+            state = f"was revoked at {existing[1][:19]}" if existing[1] else "exists"
+            taken = f"user {existing[0]!r}" + (f" (the name {name!r} in other case)" if existing[0] != name else "")
+            raise SpecError("name", f"{taken} {state}; a name is never given to another user (the audit log "
                             "names people by it)", "a new user name (`specsize users list` shows the names taken)")
         inserted = con.execute(db.users.insert().values(
             name=name, role=role, password_hash=_hasher.hash(password) if password else None, created_at=db.now()))

@@ -17,7 +17,14 @@ KEEP_FINISHED_S = 3600.0
 
 
 def _run(kind: str, payload: dict, conn) -> None:
-    """The job's body, in the child process: call the library, send back the JSON contract."""
+    """The job's body, in the child process: call the library, send back the JSON contract. It ends itself once the
+    service that started it is gone (killed, or stopped without its shutdown): the deadline is the service's to
+    enforce, so an orphaned job had run on unbounded, a CPU held for nothing."""
+    import os  # noqa: PLC0415
+
+    from ..adapters.lifetime import exit_with  # noqa: PLC0415
+
+    exit_with(os.getppid())
     try:
         from .. import api  # noqa: PLC0415
 
@@ -96,6 +103,8 @@ class JobRunner:
         self.workers, self.timeout_s = workers, timeout_s
         self.per_owner = max(1, workers - 1)
         self.jobs: dict[str, Job] = {}
+        self._processes: dict[str, Any] = {}  # job id -> its running process
+        self._stopping = False
         self._lock = threading.Lock()
         self._context = multiprocessing.get_context("spawn")  # no fork of a threaded server
 
@@ -107,6 +116,8 @@ class JobRunner:
         `per_owner` of them."""
         with self._lock:
             self._forget_old()
+            if self._stopping:
+                return "stopping"
             if self.running() >= self.workers:
                 return "full"
             if self.running(owner) >= self.per_owner:
@@ -121,15 +132,31 @@ class JobRunner:
         if why == "owner":
             n = self.per_owner
             problem = f"you already run {n} job{'s' if n > 1 else ''}, the most one user may run at once"
+        elif why == "stopping":
+            problem = "the service is stopping"
         else:
             problem = f"{self.workers} jobs are already running"
         return {"field": "jobs", "problem": problem, "accepted": "wait for one to finish (GET /api/v1/jobs/ID)"}
 
     def _watch(self, job: Job, payload: dict) -> None:
+        try:
+            self._supervise(job, payload)
+        except Exception as err:  # noqa: BLE001 - a process that cannot start: the job fails, never stays "running"
+            job.outcome = {"error": {"field": None, "problem": f"the job could not run ({type(err).__name__})",
+                                     "accepted": None}}
+            job.finished, job.status = time.time(), "failed"
+        finally:
+            self._processes.pop(job.id, None)
+
+    def _supervise(self, job: Job, payload: dict) -> None:
         parent, child = self._context.Pipe(duplex=False)
         process = self._context.Process(target=_run, args=(job.kind, payload, child), daemon=True)
         job.status = "running"
-        process.start()
+        with self._lock:
+            if self._stopping:
+                raise RuntimeError("the service is stopping")
+            self._processes[job.id] = process
+        process.start()  # one that starts after shutdown() ends itself once the service is gone (_orphan_watch)
         child.close()
         if parent.poll(job.timeout_s):
             try:
@@ -146,6 +173,23 @@ class JobRunner:
         process.join(5)
         parent.close()
         job.outcome, job.finished, job.status = outcome, time.time(), status
+
+    def shutdown(self) -> None:
+        """Stop every running job's process (the service is stopping): a job the service no longer watches would run
+        on past its deadline (uvicorn ends the process by re-raising SIGTERM, so no atexit handler kills them)."""
+        with self._lock:
+            self._stopping = True
+            processes = list(self._processes.items())
+        for job_id, process in processes:
+            if process.is_alive():
+                process.kill()
+            job = self.jobs.get(job_id)
+            if job is not None and job.status in ("queued", "running"):
+                job.outcome = {"error": {"field": None, "problem": "the service stopped while the job ran",
+                                         "accepted": "the same request again"}}
+                job.finished, job.status = time.time(), "failed"
+        for _, process in processes:
+            process.join(5)
 
     def _forget_old(self) -> None:
         cutoff = time.time() - KEEP_FINISHED_S

@@ -65,6 +65,12 @@ class BodyShapeError(SpecError):
     http_status = 422
 
 
+class Forbidden(SpecError):
+    """A role that may not do this: 403, as the API answers it (a 400 had told a viewer their input was wrong)."""
+
+    http_status = 403
+
+
 def whatif_body(raw: object) -> dict:
     """A what-if request's JSON body, checked: an object with an optional integer version and a mapping of the
     what-if controls (WHATIF) to values; anything else is a 4xx naming what is wrong, never an internal error."""
@@ -83,11 +89,30 @@ def whatif_body(raw: object) -> dict:
 
 
 async def json_body(request: Request) -> object:
-    """The request's body as JSON; a body that is not JSON is a body of the wrong shape (422), not an internal error."""
+    """The request's body as JSON; a body that is not JSON is a body of the wrong shape (422), not an internal error.
+    It must be sent as JSON (content-type: application/json, as every API body): the body guard checks only such
+    bodies (a key named twice, nesting too deep, a NUL), and a text/plain body had slipped past it (a key named twice
+    read as its last value, nesting too deep a 500)."""
+    if "json" not in request.headers.get("content-type", "").lower():
+        raise BodyShapeError("body", "must be JSON, sent with content-type: application/json",
+                             f"{WHATIF_BODY}, with content-type: application/json")
+    return parse_json(await request.body(), "body")
+
+
+def parse_json(raw: bytes | str, field: str) -> object:
+    """`raw` parsed as JSON, refused (422 naming `field`) where the body guard refuses a body: not JSON, a key named
+    twice, nesting too deep to read, a number past 4,300 digits, a NUL or a lone surrogate."""
+    from .app import _body_problem  # noqa: PLC0415 - the guard's own checks
+
+    data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+    problem = _body_problem(data)
+    if problem is not None:
+        where, what, accepted = problem
+        raise BodyShapeError(field if where == "body" else f"{field}.{where}", what, accepted)
     try:
-        return await request.json()
-    except ValueError:
-        raise BodyShapeError("body", "is not JSON", WHATIF_BODY) from None
+        return json.loads(data)
+    except ValueError:  # JSONDecodeError, and bytes that are not UTF-8
+        raise BodyShapeError(field, "is not JSON", WHATIF_BODY) from None
 
 
 NOTE_LIMIT = 4096  # characters, as the API's `note`
@@ -102,6 +127,16 @@ def form_text(form, name: str, limit: int | None = None) -> str:
     if limit is not None and len(value) > limit:
         raise SpecError(name, f"is {len(value):,} characters long", f"at most {limit:,} characters")
     return value
+
+
+def upload_text(data: bytes) -> str:
+    """An uploaded deployment file's text: UTF-8, refused (naming the field) otherwise; replacing the bytes it cannot
+    read had planned a file other than the one uploaded (a Latin-1 'é' in a description became U+FFFD)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise SpecError("file", f"is not UTF-8 text (byte {err.start:,})", "a deployment file (YAML text) in UTF-8") \
+            from None
 
 
 def whatif_changes(base: dict, moved: dict) -> dict:
@@ -123,6 +158,29 @@ def whatif_changes(base: dict, moved: dict) -> dict:
     return changes
 
 
+def _page_renderer(state, templates: Jinja2Templates, session_user: Callable) -> Callable[..., Response]:
+    """The function that renders a UI page for the signed-in caller (`page`)."""
+    def page(request: Request, template: str, build: Callable[[], dict] | None = None, **context) -> Response:
+        """`template` for the signed-in caller, with `context` and what `build()` returns; `build` runs only once the
+        caller is signed in and within the rate limit (computing the page first had let anyone, signed in or not,
+        make the server plan a deployment and read the database, unmetered, and tell by the time taken whether a
+        deployment exists). A SpecError from `build` is the error page."""
+        found = session_user(request)
+        if found is None:
+            return RedirectResponse("/login", status_code=303)
+        wait = state.limiter.allow(f"user:{found[0].name}")
+        if wait is not None:
+            return HTMLResponse("too many requests", status_code=429, headers={"retry-after": str(int(wait) + 1)})
+        if build is not None:
+            try:
+                context |= build()
+            except SpecError as err:
+                template, context = "error.html", {"error": str(err)}
+        return templates.TemplateResponse(request, template, {"user": found[0], "csrf": found[1], **context})
+
+    return page
+
+
 def mount_ui(app: FastAPI, state, current_user: Callable, role: Callable, merged: Callable, save: Callable,
              endpoint_url: Callable) -> None:
     """The UI's routes. An async handler awaits its form or body and runs the rest (argon2, planning, the database)
@@ -136,14 +194,7 @@ def mount_ui(app: FastAPI, state, current_user: Callable, role: Callable, merged
         cookie = request.cookies.get(COOKIE)
         return auth.session(state.engine, cookie) if cookie else None
 
-    def page(request: Request, template: str, **context) -> Response:
-        found = session_user(request)
-        if found is None:
-            return RedirectResponse("/login", status_code=303)
-        wait = state.limiter.allow(f"user:{found[0].name}")
-        if wait is not None:
-            return HTMLResponse("too many requests", status_code=429, headers={"retry-after": str(int(wait) + 1)})
-        return templates.TemplateResponse(request, template, {"user": found[0], "csrf": found[1], **context})
+    page = _page_renderer(state, templates, session_user)
 
     def form_user(request: Request, form, needed: str) -> auth.User:
         found = session_user(request)
@@ -229,7 +280,7 @@ def _page_routes(app: FastAPI, ui: SimpleNamespace) -> None:
         ui.state, ui.page, ui.form_user, ui.version_of, ui.endpoints_of, ui.save)
     @app.get("/", include_in_schema=False)
     def home(request: Request) -> Response:
-        return page(request, "list.html", rows=deployments.list_deployments(state.engine))
+        return page(request, "list.html", lambda: {"rows": deployments.list_deployments(state.engine)})
 
     @app.get("/new", include_in_schema=False)
     def new_form(request: Request) -> Response:
@@ -246,7 +297,7 @@ def _page_routes(app: FastAPI, ui: SimpleNamespace) -> None:
         name = text = ""
         try:
             name = form_text(form, "name").strip()
-            text = data.decode("utf-8", errors="replace") if data else form_text(form, "yaml")
+            text = upload_text(data) if data else form_text(form, "yaml")
             if "\x00" in text:
                 raise SpecError("yaml", BAD_TEXT, "a deployment file (YAML text)")
             user = form_user(request, form, "planner")
@@ -259,20 +310,20 @@ def _page_routes(app: FastAPI, ui: SimpleNamespace) -> None:
 
     @app.get("/d/{name}", include_in_schema=False)
     def deployment(request: Request, name: str, v: int | None = None) -> Response:
-        try:
+        def context() -> dict:
             current = version_of(name, v)
-        except SpecError as err:
-            return page(request, "error.html", error=str(err))
-        result, figs = figures(build(current["request"], state.catalog, state.store))
-        from ..core.specs import QUANT_METHODS  # noqa: PLC0415
+            result, figs = figures(build(current["request"], state.catalog, state.store))
+            from ..core.specs import QUANT_METHODS  # noqa: PLC0415
 
-        controls = {key: current["request"].get(key) for key in WHATIF}
-        prompt = current["request"].get("prompt_tokens")
-        controls["prompt_tokens"] = prompt.get("p99") if isinstance(prompt, dict) else None
-        return page(request, "deployment.html", name=name, current=current, head=_headline(current["plan"]),
-                    figs=figs, versions=deployments.versions(state.engine, name), controls=controls,
-                    gpus=[g.gpu_id for g in api.gpus()], quantizations=QUANT_METHODS,
-                    endpoints=endpoints_of())
+            controls = {key: current["request"].get(key) for key in WHATIF}
+            prompt = current["request"].get("prompt_tokens")
+            controls["prompt_tokens"] = prompt.get("p99") if isinstance(prompt, dict) else None
+            return {"name": name, "current": current, "head": _headline(current["plan"]), "figs": figs,
+                    "versions": deployments.versions(state.engine, name), "controls": controls,
+                    "gpus": [g.gpu_id for g in api.gpus()], "quantizations": QUANT_METHODS,
+                    "endpoints": endpoints_of()}
+
+        return page(request, "deployment.html", context)
 
 def _action_routes(app: FastAPI, ui: SimpleNamespace) -> None:
     (state, page, form_user, version_of, whatif_request, current_user, merged, save) = (
@@ -299,7 +350,8 @@ def _action_routes(app: FastAPI, ui: SimpleNamespace) -> None:
     def _save_whatif(request: Request, name: str, form) -> Response:
         try:
             user = form_user(request, form, "planner")
-            body = {"version": int(str(form.get("version"))), "changes": json.loads(form_text(form, "changes") or "{}")}
+            body = {"version": int(str(form.get("version"))),
+                    "changes": parse_json(form_text(form, "changes") or "{}", "changes")}
             request_obj, _ = whatif_request(name, body)  # whatif_body checks the changes' shape
             out = save(name, request_obj, user, form_text(form, "note", NOTE_LIMIT) or "what-if", False)
         except (SpecError, ValueError) as err:
@@ -331,11 +383,8 @@ def _live_routes(app: FastAPI, ui: SimpleNamespace) -> None:
         ui.state, ui.page, ui.version_of, ui.whatif_request, ui.current_user, ui.endpoint_url)
     @app.get("/d/{name}/compare", include_in_schema=False)
     def compare(request: Request, name: str, a: int, b: int) -> Response:
-        try:
-            d = deployments.diff(version_of(name, a), version_of(name, b))
-        except SpecError as err:
-            return page(request, "error.html", error=str(err))
-        return page(request, "compare.html", name=name, diff=d)
+        return page(request, "compare.html", lambda: {"diff": deployments.diff(version_of(name, a), version_of(name, b))},
+                    name=name)
 
     @app.get("/d/{name}/live", include_in_schema=False)
     def live_page(request: Request, name: str, endpoint: str) -> Response:
@@ -361,7 +410,7 @@ def _live_routes(app: FastAPI, ui: SimpleNamespace) -> None:
     async def simulate_whatif(request: Request, name: str) -> Response:
         user = await run_in_threadpool(current_user, request)
         if not user.can("planner"):
-            raise SpecError("role", f"{user.role} may not run simulations", "a planner or higher")
+            raise Forbidden("role", f"{user.role} may not run simulations", "a planner or higher")
         return await run_in_threadpool(_simulate_whatif, name, user, await json_body(request))
 
     def _simulate_whatif(name: str, user, raw: object) -> Response:
