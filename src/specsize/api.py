@@ -489,7 +489,9 @@ def record_live(result: LiveCheck, tag: str, store: str | None, source: str) -> 
 
     inputs = result.plan_inputs
     with Store(store) as s:
-        return s.add("live", tag, result.observed.to_dict() | {"violations": result.violations}, source,
+        # the plan's tree with the row: a tree server's accepted length holds the tree's gain (inputs.resolve reads it)
+        tree = {"tree_topk": inputs.get("tree_topk") or 1, "num_draft_tokens": inputs.get("num_draft_tokens")}
+        return s.add("live", tag, result.observed.to_dict() | tree | {"violations": result.violations}, source,
                      target=inputs.get("target"), draft=inputs.get("draft"), method=inputs.get("method"),
                      k=inputs.get("num_speculative_tokens"), acceptance_rate=result.observed.acceptance_rate,
                      mean_accepted_length=result.observed.mean_accepted_length)

@@ -14,6 +14,7 @@ Default location: $SPECSIZE_STORE, else $XDG_DATA_HOME/specsize/calibration.sqli
 from __future__ import annotations
 
 import json
+import math
 import os
 import sqlite3
 from dataclasses import dataclass
@@ -105,7 +106,16 @@ def _inspect(path: Path) -> int:
     except sqlite3.DatabaseError as err:
         raise SpecError("store", f"{path} is corrupt ({err}); it was left untouched",
                         "a specsize calibration store, or a new path") from None
-    version = int(row[0]) if row else 0
+    # every store this code writes has its version row and its observations table (one transaction made both)
+    try:
+        version = int(row[0]) if row else 0
+    except (TypeError, ValueError):
+        version = 0
+    if version < 1 or "observations" not in tables:
+        why = (f"schema_version {row[0]!r:.40}" if row else "no schema_version") + (
+            "" if "observations" in tables else ", no observations table")
+        raise SpecError("store", f"{path} has a meta table but not a specsize store's schema ({why}); it was left "
+                        "untouched", "a specsize calibration store, or a new path")
     if version > SCHEMA_VERSION:
         raise SpecError("store", f"{path} has schema version {version}, newer than this specsize understands "
                         f"({SCHEMA_VERSION}); it was left untouched", "upgrade specsize, or use another --store")
@@ -124,15 +134,22 @@ def _check_observation(kind: str, tag: str) -> None:
         raise SpecError("tag", "an observation needs a tag", "a workload tag such as 'chat-v2'")
 
 class Store:
-    def __new__(cls, path: str | Path | None = None):
+    def __new__(cls, path: str | Path | None = None, create: bool = True):
         if cls is Store and isinstance(path, str) and path.startswith(POSTGRESQL):
             return super().__new__(PostgresStore)  # the same store in the service's PostgreSQL database
         return super().__new__(cls)
 
-    def __init__(self, path: str | Path | None = None):
+    def __init__(self, path: str | Path | None = None, create: bool = True):
+        """The SQLite store at `path` (default_path() when none). `create=False` for a reader: a path that does not
+        exist is refused, not made (with its folders) only to hold nothing."""
         self.path = Path(path) if path else default_path()
         if self.path.is_dir():
             raise SpecError("store", f"{self.path} is a folder", "a file path for the calibration store")
+        if not create and not self.path.exists():
+            named = "" if path else " (SPECSIZE_STORE)" if os.environ.get("SPECSIZE_STORE") else " (the default store)"
+            raise SpecError("store", f"{self.path} does not exist{named}",
+                            "an existing calibration store (--store or $SPECSIZE_STORE); `specsize calibrations add` "
+                            "or `specsize check-live --record` makes one")
         version = _inspect(self.path) if self.path.exists() else 0
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -206,8 +223,12 @@ class Store:
         if clauses:
             query += " WHERE " + " AND ".join(clauses)
         query += " ORDER BY id"
-        # one tuple of all 13 columns, the JSON payload (column 9) decoded
-        return [Observation(*(*row[:9], json.loads(row[9]), *row[10:])) for row in self._con.execute(query, args)]
+        try:
+            rows = self._con.execute(query, args).fetchall()
+        except sqlite3.DatabaseError as err:  # a page of the table damaged past the header _inspect read
+            raise SpecError("store", f"{self.path} cannot be read ({err})",
+                            "an intact specsize calibration store") from None
+        return [_observation(row, str(self.path)) for row in rows]
 
     def latest_acceptance(self, tag: str, target: str | None = None, draft: str | None = None,
                           method: str | None = None) -> Observation:
@@ -222,6 +243,40 @@ class Store:
                             + (f" and {method} {draft or ''}".rstrip() if method else ""),
                             _some(tags) if tags else "record one with `specsize calibrations add` or measure")
         return matching[-1]
+
+
+# the type each column of a row must hold (SQLite keeps whatever a writer put in a column, whatever its declared type)
+_ROW_TYPES = (("id", int, False), ("kind", str, False), ("tag", str, False), ("target", str, True),
+              ("draft", str, True), ("method", str, True), ("k", int, True), ("acceptance_rate", float, True),
+              ("mean_accepted_length", float, True), ("payload", str, False), ("source", str, False),
+              ("created_at", str, False), ("environment", str, True))
+
+
+def _observation(row: tuple, where: str) -> Observation:
+    """One row of all 13 columns as an Observation, the JSON payload (column 9) decoded; a row another program wrote
+    with a value of the wrong type, or a payload that is not a JSON object, is named rather than crashing a reader."""
+    values = list(row)
+    for i, (name, kind, nullable) in enumerate(_ROW_TYPES):
+        value = values[i]
+        if value is None and nullable:
+            continue
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            values[i] = value = float(value)
+        elif kind is int and isinstance(value, float) and value.is_integer():  # a REAL column another writer chose
+            values[i] = value = int(value)
+        if not isinstance(value, kind) or isinstance(value, bool) or (isinstance(value, float)
+                                                                      and not math.isfinite(value)):
+            raise SpecError("store", f"{where}: row #{values[0]!r:.20} has {name} = {value!r:.40}, not a "
+                            f"{'number' if kind is not str else 'text'}", "rows written by specsize")
+    try:
+        payload = json.loads(values[9])
+    except ValueError:
+        payload = None
+    if not isinstance(payload, dict):
+        raise SpecError("store", f"{where}: row #{values[0]} has a payload that is not a JSON object",
+                        "rows written by specsize")
+    values[9] = payload
+    return Observation(*values)
 
 
 def _quoted(tag: str, limit: int = 80) -> str:
@@ -240,7 +295,7 @@ class PostgresStore(Store):
     when it runs on PostgreSQL): the same `observations` table and rows, through SQLAlchemy (specsize[service]).
     Every write is one transaction; rows are never updated."""
 
-    def __init__(self, path: str | Path | None = None):
+    def __init__(self, path: str | Path | None = None, create: bool = True):  # its table is made on connect
         from sqlalchemy import create_engine  # noqa: PLC0415 - only for a PostgreSQL store
 
         url = str(path)
@@ -282,7 +337,7 @@ class PostgresStore(Store):
             query = query.where(table.c.tag == tag)
         with self._engine.connect() as con:
             rows = con.execute(query.order_by(table.c.id)).all()
-        return [Observation(*(*row[:9], json.loads(row[9]), *row[10:])) for row in rows]
+        return [_observation(tuple(row), "the PostgreSQL store") for row in rows]
 
 
 COLUMNS = ("id", "kind", "tag", "target", "draft", "method", "k", "acceptance_rate", "mean_accepted_length",

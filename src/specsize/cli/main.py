@@ -379,15 +379,10 @@ def calibrations(ctx, store: str | None, kind: str | None, tag: str | None, fmt:
 
     postgres = (store or "").startswith(POSTGRESQL)  # the service's database (docs/service.md)
     path = Path(store) if store and not postgres else default_path()
-    if not postgres and not path.exists():  # listing reads: a mistyped path must not create a store (nor its folders)
-        from ..core.errors import SpecError  # noqa: PLC0415
-
-        if store or os.environ.get("SPECSIZE_STORE"):  # a store someone named (a flag or the variable) must be there
-            raise SpecError("store", f"{path} does not exist" + ("" if store else " (SPECSIZE_STORE)"),
-                            "an existing calibration store")
+    if not (postgres or path.exists() or store or os.environ.get("SPECSIZE_STORE")):
         click.echo(listings.calibrations([], path, fmt), nl=False)  # the default one: none kept yet
         return
-    with Store(store) as s:
+    with Store(store, create=False) as s:  # listing reads: a mistyped path must not create a store (nor its folders)
         rows = s.list(kind=kind, tag=tag)
     click.echo(listings.calibrations(rows, "the PostgreSQL store" if postgres else path, fmt), nl=False)
 

@@ -259,9 +259,14 @@ def _read_sample(out: LiveMetrics, metric: str, labels: dict, value: float, per_
         for key, attr, cast in _CACHE_CONFIG_LABELS:
             raw = labels.get(key)
             if raw not in (None, "None", ""):
-                setattr(out, attr, _label_count(key, raw, cast))
+                count, before = _label_count(key, raw, cast), getattr(out, attr)
+                if before is not None and before != count:  # data-parallel engines of one deployment size alike
+                    raise SpecError("metrics", f"cache_config_info {key} is {before} for one engine and {count} for "
+                                    "another", "the /metrics of one deployment (its engines sized alike)")
+                setattr(out, attr, count)
     elif metric in ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"):
-        out.kv_usage_fraction = value
+        # the busiest engine's (data parallel: one pool each); the last engine's had hidden one at 95% behind one at 10%
+        out.kv_usage_fraction = max(value, out.kv_usage_fraction or 0.0)
         out.generation = "V1" if "kv_cache" in metric else "V0"
     elif metric in SUMMED:  # summed over engines (data parallel) and label sets
         attribute = SUMMED[metric]

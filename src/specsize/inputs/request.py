@@ -153,7 +153,7 @@ class Request:
     acceptance_from_store: str | None = F(None, "Use the newest acceptance recorded under this tag in the "
                                           "calibration store.", "str", ACCEPTANCE, yaml=None)
     store: str | None = F(None, "Calibration store (SQLite) path.", "path", ACCEPTANCE, yaml=None,
-                          default_doc="~/.specsize/calibration.sqlite or $SPECSIZE_STORE")
+                          default_doc="$SPECSIZE_STORE, else $XDG_DATA_HOME/specsize/calibration.sqlite (~/.local/share/...)")
     # --- performance model -----------------------------------------------------------------------------------
     tree_topk: int = F(1, "Tree drafting (SGLang's EAGLE, EAGLE-3, MTP and draft model; vLLM drafts a chain): "
                           "top-k branches.", "int", PERF, minimum=1, maximum=64)

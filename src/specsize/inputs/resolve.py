@@ -255,12 +255,17 @@ def acceptance_of(r: Request, d: Deployment) -> Acceptance | None:
                             "one of --acceptance-rate, --mean-accepted-length, --acceptance-from-store")
         from ..adapters.store import Store  # noqa: PLC0415
 
-        with Store(r.store) as store:
+        with Store(r.store, create=False) as store:  # a mistyped --store is refused, not created empty
             spec = d.speculative
             found = store.latest_acceptance(r.acceptance_from_store, target=d.target.model_id,
                                             draft=spec.draft.model_id if spec.draft else None, method=spec.method)
-        return Acceptance(rate=found.acceptance_rate,
-                          mean_accepted_length=None if found.acceptance_rate is not None else found.mean_accepted_length,
+        # a length a tree server measured (check-live --record of an SGLang tree plan) holds the tree's gain: read as
+        # a measured length at its k, not as the per-depth rate solved from it, which a tree would widen again
+        treed = found.payload.get("tree_topk")
+        measured = found.mean_accepted_length is not None and (found.acceptance_rate is None or (
+            bool(found.k) and isinstance(treed, int) and not isinstance(treed, bool) and treed > 1))
+        return Acceptance(rate=None if measured else found.acceptance_rate,
+                          mean_accepted_length=found.mean_accepted_length if measured else None,
                           measured_at_k=found.k or k, source=found.provenance, spread=r.acceptance_spread)
     if not sources:
         return None

@@ -14,7 +14,9 @@ from ..core.envelope import VERDICT_RANK as RANK
 from ..core.envelope import verdict_for
 from ..core.errors import SpecError
 from ..core.perf import acceptance_from_mean_length
+from ..core.speculation import Tree
 from ..engines.readers import LiveMetrics, StartupLog
+from .perf import pass_tokens
 
 @dataclass(frozen=True)
 class Observed:
@@ -76,6 +78,13 @@ def _require_sections(plan: dict) -> None:
         value = (plan.get(section) or {}).get(key)
         if not _number(value, True) or (value is not None and value < 0):
             raise SpecError("plan", f"{section}.{key} is {value!r}, not a number >= 0", PLAN_JSON)
+    inputs = plan.get("inputs") or {}
+    k = inputs.get("num_speculative_tokens")
+    if k is not None and not isinstance(k, int):  # a whole number of tokens (--record keeps it as the row's k)
+        raise SpecError("plan", f"inputs.num_speculative_tokens is {k!r}, not a whole number", PLAN_JSON)
+    for key in ("draft", "method"):  # --record keeps them as the row's text columns
+        if inputs.get(key) is not None and not isinstance(inputs[key], str):
+            raise SpecError("plan", f"inputs.{key} is {inputs[key]!r:.40}, not a string", PLAN_JSON)
 
 
 def _require(plan: dict, metrics: LiveMetrics | None, log: StartupLog | None) -> None:
@@ -124,6 +133,20 @@ def _same_model(plan: dict, metrics: LiveMetrics | None, log: StartupLog | None)
                         "the metrics and log of a server running the plan's target")
 
 
+def _server_k(metrics: LiveMetrics | None) -> float | None:
+    """The k the server drafts up to: vLLM keeps one accepted-token counter per draft position, k of them; its drafted
+    tokens per draft (LiveMetrics.k) fall below k where an n-gram match runs short of k tokens (the fixture
+    ngram.metrics: 88 tokens in 40 drafts at k = 3), and a mean accepted length read at that smaller k overstates the
+    per-token rate the plan prices at k."""
+    if metrics is None:
+        return None
+    drafted = metrics.k
+    positions = len(metrics.accepted_per_position)
+    if drafted is not None and positions > drafted:
+        return float(positions)
+    return drafted
+
+
 def _observed(metrics: LiveMetrics | None, log: StartupLog | None, planned_k: int | None = None) -> Observed:
     """What the server reports, from its metrics and/or its start-up log (the `observed` section). A server that
     reports its accepted length but not its drafts (SGLang) is read at the plan's k."""
@@ -134,7 +157,7 @@ def _observed(metrics: LiveMetrics | None, log: StartupLog | None, planned_k: in
     block_size = metrics.block_size if metrics else None
     if observed_tokens is None and blocks is not None and block_size:
         observed_tokens = blocks * block_size
-    k = metrics.k if metrics else None
+    k = _server_k(metrics)
     mean_length = metrics.mean_accepted_length if metrics else None
     if k is None and mean_length is not None and planned_k:
         k = planned_k
@@ -217,18 +240,56 @@ def _capacity_checks(plan: dict, metrics: LiveMetrics | None, observed: Observed
     return headroom_now, changed
 
 
+def _plan_tree(plan: dict) -> Tree:
+    """The drafting tree the plan priced (its inputs' tree_topk and num_draft_tokens; a chain where they are absent or
+    not whole numbers, as in plans written before they were recorded)."""
+    inputs = plan.get("inputs") or {}
+    topk, nodes = inputs.get("tree_topk"), inputs.get("num_draft_tokens")
+    if not isinstance(topk, int) or isinstance(topk, bool) or topk <= 1:
+        return Tree()
+    return Tree(topk, nodes if isinstance(nodes, int) and not isinstance(nodes, bool) and nodes > 1 else None)
+
+
+def _as_chain(rate: float | None, k: int | None, tree: Tree) -> float | None:
+    """A per-branch rate of the plan's tree as the per-token rate of a chain of k with the same tokens per pass: what
+    SGLang's mean accepted length (its tree's gain included) reads as at k (_observed). A chain's rate is itself."""
+    if rate is None or tree.topk <= 1 or not k:
+        return rate
+    return acceptance_from_mean_length(min(max(pass_tokens(rate, k, tree), 1.0), k + 1), k)
+
+
 def _acceptance_checks(plan: dict, metrics: LiveMetrics | None, observed: Observed, result: LiveCheck) -> bool:
     """Record the acceptance findings; True when speculation no longer pays."""
     rate = observed.acceptance_rate
     mean_length = observed.mean_accepted_length
-    k = (metrics.k if metrics else None) or (plan.get("inputs") or {}).get("num_speculative_tokens") or 0
+    planned_k = (plan.get("inputs") or {}).get("num_speculative_tokens")
+    k = _server_k(metrics) or planned_k or 0
     perf = plan.get("perf") or {}
     planned_rate = perf.get("acceptance_rate")
     if planned_rate is None:
         planned_rate = (plan.get("inputs") or {}).get("acceptance_rate")
+    # a tree's rate is per branch; the server's mean accepted length holds the tree's gain, read at the plan's k as a
+    # chain's: the plan's figures are compared in the same terms (the tokens a pass gains)
+    tree = _plan_tree(plan) if isinstance(planned_k, int) and planned_k > 0 else Tree()
+    tree_terms = ""
+    if tree.topk > 1 and isinstance(planned_k, int):
+        planned_tokens = perf.get("tokens_per_pass")
+        proposals = (plan.get("inputs") or {}).get("proposal_rate") or 1.0
+        as_chain: float | None
+        if isinstance(planned_tokens, (int, float)) and _number(planned_tokens) and planned_tokens >= 1:
+            # the plan's own pass (a measured length is not widened again)
+            as_chain = acceptance_from_mean_length(min(1 + (planned_tokens - 1) / proposals, planned_k + 1),
+                                                   planned_k)
+        else:
+            as_chain = _as_chain(planned_rate, planned_k, tree)
+        if planned_rate is not None and as_chain is not None and abs(as_chain - planned_rate) > 5e-3:
+            tree_terms = (f" per branch of its top-{tree.topk} tree ({as_chain:.2f} as a chain of {planned_k}, "
+                          "the terms the server's accepted length reads in)")
+        planned_rate = as_chain
     if rate is not None and planned_rate is not None and rate < planned_rate - 0.02:
+        assumed = (f"{(perf.get('acceptance_rate') or 0):.2f}{tree_terms}" if tree_terms else f"{planned_rate:.2f}")
         result.violations.append(f"acceptance: observed a = {rate:.2f} (mean accepted length {mean_length:.2f} at "
-                                 f"k = {k:.0f}), the plan assumed {planned_rate:.2f}")
+                                 f"k = {k:.0f}), the plan assumed {assumed}")
     inputs = plan.get("inputs") or {}
     planned_proposals = inputs.get("proposal_rate") or 1.0
     proposals = observed.proposal_rate
@@ -239,15 +300,21 @@ def _acceptance_checks(plan: dict, metrics: LiveMetrics | None, observed: Observ
                                  f"--proposal-rate {proposals:.2f}")
     robustness = plan.get("robustness") or {}
     floor = robustness.get("acceptance_floor")
+    # the floor is in the terms of the plan's rate (planner.robustness): per branch of the tree where the plan's rate is
+    # (tree_terms), else already a chain's (a measured length's rate); in the server's terms here
+    floor_now = _as_chain(floor, planned_k if isinstance(planned_k, int) else None, tree) if tree_terms else floor
     never = robustness.get("speculation_pays") is False and floor is None  # no acceptance up to 1 made it pay
-    speculation_stops = rate is not None and (never or (floor is not None and rate < floor))
+    speculation_stops = rate is not None and (never or (floor_now is not None and rate < floor_now))
     if speculation_stops and never:
         result.violations.append(f"speculation does not pay: the plan found no acceptance rate up to 1 at which it "
                                  f"does (observed a = {rate:.2f}): serve without it")
     elif speculation_stops:
         # a plan whose speculation did not pay already gives as its floor the rate it needs
         how = "does not pay" if robustness.get("speculation_pays") is False else "no longer pays"
-        result.violations.append(f"speculation {how}: acceptance {rate:.2f} is below the plan's floor {floor:.2f}")
+        terms = f" as a chain of {planned_k} ({floor:.2f} per branch of its top-{tree.topk} tree)" \
+            if floor_now != floor else ""
+        result.violations.append(f"speculation {how}: acceptance {rate:.2f} is below the plan's floor "
+                                 f"{floor_now:.2f}{terms}")
     return speculation_stops
 
 

@@ -18,6 +18,7 @@ from ..core.envelope import VERDICT_RANK as RANK
 from ..core.envelope import evaluate
 from ..core.memory import MemoryAccount
 from ..core.specs import LengthDistribution, Workload
+from ..core.speculation import tokens_per_pass
 from .perf import Acceptance, summarize
 from .plan import PlanResult, replica_workload
 
@@ -156,8 +157,14 @@ def analyse(result: PlanResult, efficiency=None, acceptance: Acceptance | None =
         batch = result.perf.batch_size
         context = result.perf.context_len
 
+        measured = acceptance.mean_accepted_length is not None and d.speculative.tree.topk > 1
+
         def pays(a: float) -> bool:
-            p = summarize(d, mem, efficiency, Acceptance(rate=a), batch, context, w.prompt_tokens.p50, None,
+            # `a` in the terms of the current rate: a tree's measured length holds the tree's gain, its rate is each
+            # depth's (planner.perf.pass_tokens), so a candidate rate is priced as a length measured at k too; as a
+            # per-branch rate the tree had widened it again (a floor of 0.26 where 1.85 tokens a pass already lose)
+            at = Acceptance(mean_accepted_length=tokens_per_pass(a, k), measured_at_k=k) if measured else Acceptance(rate=a)
+            p = summarize(d, mem, efficiency, at, batch, context, w.prompt_tokens.p50, None,
                           detail=False)  # only the speed-up at this k is read here
             # an acceptance rate with speculation on: summarize takes its speculative path
             assert p.tpot_s is not None and p.speedup is not None

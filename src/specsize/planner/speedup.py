@@ -9,6 +9,7 @@ from ..core.memory import AccountingProfile, MemoryAccount, account
 from ..core.perf import Efficiency
 from ..core.specs import Deployment, SpeculativeConfig
 from ..core.speculation import Acceptance, Tree
+from ..engines.methods import TREE_METHODS
 from .perf import SpeedupTable, engine_efficiency, speedup_table, thin_gain, thin_gain_text
 
 
@@ -90,6 +91,16 @@ def _one(label: str, d: Deployment, mem: MemoryAccount, eff: Efficiency, accepta
                          proposal_rate=sp.proposal_rate)
 
 
+def _candidate_drafter(spec: SpeculativeConfig, tree: Tree) -> SpeculativeConfig:
+    """A candidate drafts the deployment's tree where SGLang drafts one with its method (engines.methods.TREE_METHODS),
+    in memory as in time; any other (n-gram: SGLang matches its candidates in a trie, check_tree refuses a top-k for
+    it) drafts its own chain: priced with the deployment's top-4 tree, an n-gram candidate had gained a tree's tokens
+    a pass."""
+    if tree.topk > 1 and spec.method in TREE_METHODS and spec.tree_topk == 1 and spec.num_draft_tokens is None:
+        return replace(spec, tree_topk=tree.topk, num_draft_tokens=tree.num_draft_tokens)
+    return spec
+
+
 def compare_drafters(d: Deployment, profile: AccountingProfile, eff: Efficiency, acceptance: Acceptance,
                      batches: list[int], ks: list[int], context: int, tree: Tree = Tree(),
                      candidates: tuple[Candidate, ...] = ()) -> SpeedupReport:
@@ -97,11 +108,11 @@ def compare_drafters(d: Deployment, profile: AccountingProfile, eff: Efficiency,
     mem = account(d, profile)
     results = [_one(own, d, mem, eff, acceptance, batches, ks, context, tree)]
     for c in candidates:
-        variant = replace(d, speculative=c.speculative)
+        variant = replace(d, speculative=_candidate_drafter(c.speculative, tree))
         cand_ks = list(c.ks) if c.ks else ks
         acceptance_c = c.acceptance if c.acceptance.measured_at_k else replace(c.acceptance, measured_at_k=cand_ks[0])
         results.append(_one(c.label, variant, account(variant, profile), eff, acceptance_c, batches, cand_ks, context,
-                            tree))
+                            variant.speculative.tree))
     notes = shape_notes(mem, batches, ks, context) + thin_gain_notes(results)
     return SpeedupReport(deployment=d, efficiency=engine_efficiency(eff, mem), batch_sizes=tuple(batches), ks=tuple(ks),
                          context_len=context, drafters=tuple(results), notes=notes)

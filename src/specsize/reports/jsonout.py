@@ -142,6 +142,7 @@ def plan_to_dict(r: PlanResult) -> dict:
             "target": d.target.model_id, "target_source": d.target.source,
             "draft": sp.draft.model_id if sp.draft else None, "method": sp.method,
             "num_speculative_tokens": sp.num_speculative_tokens, "proposal_rate": sp.proposal_rate,
+            "tree_topk": sp.tree_topk, "num_draft_tokens": sp.num_draft_tokens,
             "draft_tp": sp.draft_tp,
             "gpu": d.gpu.gpu_id, "gpu_memory_bytes": d.gpu.memory_bytes, "gpu_memory_source": d.gpu.sources.get("memory"),
             "tp": d.tp, "pp": d.pp, "gpus": d.num_gpus,
