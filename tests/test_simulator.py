@@ -650,3 +650,29 @@ def test_a_replicas_figures_are_said_to_be_one_replicas(capsys):
     one = int(next(line for line in out.splitlines() if line.startswith("throughput tok/s")).split()[-1].replace(",", ""))
     fleet = next(line for line in out.splitlines() if line.startswith("all 4 replicas, tok/s")).split()[-1]
     assert abs(int(fleet.replace(",", "")) - 4 * one) <= 2
+
+
+def test_vllm_v1_admits_nothing_in_a_step_that_preempted_by_hand():
+    """vLLM V1 schedules WAITING requests only when no running request was preempted in the step
+    (vllm/v1/core/sched/scheduler.py schedule(): "if not preempted_reqs:"). Two running requests of 32 computed
+    tokens (2 blocks each) both need a third block to decode with 1 block free: the newest is preempted (3 free
+    after), the oldest takes its block (2 left). The victim, now the head of the queue, would fit again (its 32
+    tokens: 2 blocks) but is not re-admitted in that step."""
+    from collections import deque
+
+    from specsize.simulator.engine import _book, _schedule
+    from specsize.simulator.workload import from_arrays
+
+    def step(cfg):
+        b = _book(from_arrays([0.0, 0.0], [32, 32], [10, 10], [0.0, 0.0]))
+        b.computed[:], b.generated[:], b.held[:], b.first_seen[:] = 32, 1, 2, True
+        waiting: deque[int] = deque()
+        return _schedule(cfg, b, np.array([0, 1]), waiting, 1, False), waiting
+
+    (run, _, sched, _, free, preempted, lost), waiting = step(config(num_blocks=5))
+    assert preempted == 1 and lost == 32
+    assert run.tolist() == [0] and sched.tolist() == [1] and free == 2
+    assert list(waiting) == [1]  # not re-admitted in the step that preempted it
+    # V0's whole-prompt admission keeps its own rule: the victim is admitted again at once
+    (run, *_), waiting = step(dataclasses.replace(config(num_blocks=5), admission="prompt"))
+    assert run.tolist() == [0, 1] and not waiting

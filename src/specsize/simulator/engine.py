@@ -10,7 +10,7 @@ Each iteration is one engine step:
    short the newest running request is preempted (its blocks freed, its KV recomputed on re-admission) until
    the rest fit;
 4. waiting requests are admitted from the head of the queue while max_num_seqs, the token budget and free
-   blocks allow (the head blocks the queue: no overtaking);
+   blocks allow (the head blocks the queue: no overtaking); vLLM V1 admits none in a step that preempted;
 5. the step takes the performance model's time for its exact composition (tokens, contexts, drafts);
 6. each decoding request accepts n of its k drafts, n drawn from its own acceptance rate (P(n >= j) = a^j),
    and gains n + 1 tokens.
@@ -362,8 +362,10 @@ def _schedule(cfg: EngineConfig, b: _Book, run: np.ndarray, waiting: deque[int],
         c = sched = np.zeros(0, dtype=np.int64)
         decoding = np.zeros(0, dtype=bool)
         budget = cfg.max_num_batched_tokens
-    # 4. admit from the head of the queue
-    run, c, sched, decoding, free = _admit(cfg, b, waiting, run, c, sched, decoding, free, budget)
+    # 4. admit from the head of the queue; vLLM V1 admits nothing in a step that preempted (vllm/v1/core/sched/
+    # scheduler.py schedule(): "if not preempted_reqs:" before the WAITING loop), unless nothing else runs
+    if not (preempted and cfg.admission == "chunk" and _isum(sched)):
+        run, c, sched, decoding, free = _admit(cfg, b, waiting, run, c, sched, decoding, free, budget)
     return run, c, sched, decoding, free, preempted, lost
 
 
