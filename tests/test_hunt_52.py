@@ -101,6 +101,21 @@ def test_a_tree_plans_acceptance_is_compared_in_tokens_a_pass(tree_plan, tmp_pat
     assert code == 0 and json.loads(out)["violations"] == []
 
 
+def test_a_tree_plan_without_a_perf_section_names_the_rate_it_was_given(tree_plan, tmp_path, capsys):
+    """Without perf (a plan with no performance figures) the rate compared is the inputs' 0.6 per branch: the message
+    had said 'the plan assumed 0.00 per branch' (it read perf's rate alone)."""
+    data = json.loads(tree_plan.read_text())
+    data["perf"] = None
+    plan = tmp_path / "p.json"
+    plan.write_text(json.dumps(data))
+    metrics = _sglang_metrics(tmp_path / "m.metrics", 2.5, data["kv_cache_tokens"])
+    code, out, _ = run(capsys, "check-live", "--plan", plan, "--metrics", metrics, "--format", "json")
+    planned_chain = _chain_rate(_tree_tokens(0.6), 3)
+    violations = json.loads(out)["violations"]
+    assert any(f"the plan assumed 0.60 per branch of its top-4 tree ({planned_chain:.2f} as a chain of 3" in v
+               for v in violations), violations
+
+
 def test_a_plan_with_a_fractional_k_is_bad_input(tree_plan, tmp_path, capsys):
     """--record keeps inputs.num_speculative_tokens as the row's k: 3.5 had been written into the store."""
     data = json.loads(tree_plan.read_text())
@@ -320,5 +335,10 @@ def test_the_busiest_engines_kv_usage_is_read():
     assert read_metrics(_two_engines((0.95, 0.10), (1000, 1000))).kv_usage_fraction == 0.95
     assert read_metrics(_two_engines((0.10, 0.95), (1000, 1000))).kv_usage_fraction == 0.95
     assert read_metrics(_two_engines((0.10, 0.95), (1000, 1000))).num_gpu_blocks == 1000
-    with pytest.raises(SpecError, match="num_gpu_blocks is 1000 for one engine and 900 for another"):
-        read_metrics(_two_engines((0.1, 0.2), (1000, 900)))
+    # data-parallel engines profile their own GPUs and size their pools apart (vLLM syncs TP ranks, not DP ranks):
+    # the smallest pool, which fills first, is the capacity; refusing the metrics had failed every such deployment
+    assert read_metrics(_two_engines((0.1, 0.2), (1000, 900))).num_gpu_blocks == 900
+    assert read_metrics(_two_engines((0.1, 0.2), (900, 1000))).num_gpu_blocks == 900
+    with pytest.raises(SpecError, match="block_size is 16 for one engine and 32 for another"):
+        read_metrics(_two_engines((0.1, 0.2), (1000, 1000)).replace('block_size="16",engine="1"',
+                                                                     'block_size="32",engine="1"'))

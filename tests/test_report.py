@@ -274,6 +274,8 @@ def test_a_headroom_is_printed_as_the_verdict_it_gives():
     assert headroom_text(0.19979, 0.2, 0) == "19.98%" and headroom_text(0.6, 0.2, 0) == "60%"
     # a few bytes short of a line: no decimals read as the verdict (had printed "-0.00000%", i.e. fits)
     assert headroom_text(-3e-11, 0.2) == "just under 0%" and headroom_text(0.2 - 2e-9, 0.2) == "just under 20%"
+    # the line a policy of 12.5% draws is 12.5%, not the "12%" a whole percent rounds it to
+    assert headroom_text(0.125 - 2e-9, 0.125) == "just under 12.5%"
     # one precision everywhere: the headline said 12.5% where what breaks first and the fixes said 12%
     assert headroom_text(0.1249, 0.2) == "12.5%"
 

@@ -315,3 +315,15 @@ def test_a_new_version_can_remove_a_setting_and_switch_its_acceptance(team):
     assert _error(client.post("/api/v1/deployments/q/versions", headers=planner, json={"target": None}),
                   400)["field"] == "target"
     assert [v["version"] for v in client.get("/api/v1/deployments/q/versions", headers=planner).json()] == [1, 2, 3, 4]
+
+
+def test_a_simulation_while_the_service_stops_is_503_from_the_ui_as_from_the_api(team):
+    """A job refused because the service is stopping is 503 from the API; the UI's simulate had answered 429 (too many
+    jobs, retry) for the same refusal, with 'wait for one to finish' as what to do."""
+    client, tokens, _ = team
+    client.app.app.state.service.jobs.shutdown()  # the lifespan's shutdown: no job runs, none starts
+    for route, body in (("/ui/simulate/d1", {"changes": {}}), ("/api/v1/simulate", LONG_JOB["body"] | {
+            "deployment_yaml": EXAMPLE.read_text()})):
+        error = _error(client.post(route, headers=_as(tokens, "planner"), json=body), 503)
+        assert error == {"field": "jobs", "problem": "the service is stopping",
+                         "accepted": "the same request once the service is back"}, route

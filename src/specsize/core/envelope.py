@@ -39,7 +39,8 @@ def headroom_text(headroom: float, policy: float, digits: int = 1) -> str:
         text = f"{headroom:.{shown}%}"
         if verdict_for(float(text[:-1]) / 100, policy) == verdict:
             return text
-    return f"just under {0 if verdict == DOES_NOT_FIT else policy:.0%}"  # bytes short of the line: no rounding reads so
+    line = 0.0 if verdict == DOES_NOT_FIT else policy  # bytes short of the line: no rounding reads so
+    return f"just under {round(100 * line, 9):g}%"  # the line as it is ("12.5%"; at 0 digits 12.5% had read "12%")
 
 
 @dataclass(frozen=True)

@@ -260,10 +260,13 @@ def _read_sample(out: LiveMetrics, metric: str, labels: dict, value: float, per_
             raw = labels.get(key)
             if raw not in (None, "None", ""):
                 count, before = _label_count(key, raw, cast), getattr(out, attr)
-                if before is not None and before != count:  # data-parallel engines of one deployment size alike
-                    raise SpecError("metrics", f"cache_config_info {key} is {before} for one engine and {count} for "
-                                    "another", "the /metrics of one deployment (its engines sized alike)")
-                setattr(out, attr, count)
+                if key == "block_size" and before is not None and before != count:  # one deployment's engines share it
+                    raise SpecError("metrics", f"cache_config_info block_size is {before} for one engine and {count} "
+                                    "for another", "the /metrics of one deployment (its engines share a block size)")
+                # data-parallel engines each profile their own GPU, and their pools drift apart (vLLM has no all-reduce
+                # across DP ranks, only across TP: vllm-project/vllm PR 46106 measured thousands of blocks on DP8):
+                # the smallest pool is the one that fills first, and the one the plan's capacity is held to
+                setattr(out, attr, count if before is None else min(before, count))
     elif metric in ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"):
         # the busiest engine's (data parallel: one pool each); the last engine's had hidden one at 95% behind one at 10%
         out.kv_usage_fraction = max(value, out.kv_usage_fraction or 0.0)

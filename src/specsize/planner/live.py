@@ -283,11 +283,12 @@ def _acceptance_checks(plan: dict, metrics: LiveMetrics | None, observed: Observ
         else:
             as_chain = _as_chain(planned_rate, planned_k, tree)
         if planned_rate is not None and as_chain is not None and abs(as_chain - planned_rate) > 5e-3:
-            tree_terms = (f" per branch of its top-{tree.topk} tree ({as_chain:.2f} as a chain of {planned_k}, "
-                          "the terms the server's accepted length reads in)")
+            # the rate the plan was given, per branch (perf's, else the inputs' where the plan has no perf section)
+            tree_terms = (f"{planned_rate:.2f} per branch of its top-{tree.topk} tree ({as_chain:.2f} as a chain of "
+                          f"{planned_k}, the terms the server's accepted length reads in)")
         planned_rate = as_chain
     if rate is not None and planned_rate is not None and rate < planned_rate - 0.02:
-        assumed = (f"{(perf.get('acceptance_rate') or 0):.2f}{tree_terms}" if tree_terms else f"{planned_rate:.2f}")
+        assumed = tree_terms or f"{planned_rate:.2f}"
         result.violations.append(f"acceptance: observed a = {rate:.2f} (mean accepted length {mean_length:.2f} at "
                                  f"k = {k:.0f}), the plan assumed {assumed}")
     inputs = plan.get("inputs") or {}

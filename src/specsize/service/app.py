@@ -492,7 +492,7 @@ def _job(state: State, kind: str, payload: dict, user: auth.User) -> JSONRespons
     job = state.jobs.submit(kind, payload, user.name)
     if isinstance(job, str):
         error = state.jobs.refusal(job)
-        raise ApiError(503 if job == "stopping" else 429, error["field"], error["problem"], error["accepted"],
+        raise ApiError(state.jobs.refusal_status(job), error["field"], error["problem"], error["accepted"],
                        {"retry-after": "5"})
     return JSONResponse(job.to_dict(with_result=False) | {"href": f"/api/v1/jobs/{job.id}"}, status_code=202)
 

@@ -128,15 +128,23 @@ class JobRunner:
         return job
 
     def refusal(self, why: str) -> dict:
-        """The error of a refused submission (`submit`'s "full" or "owner"), answered with 429."""
+        """The error of a refused submission (`submit`'s "full", "owner" or "stopping"), answered with
+        refusal_status(why)."""
+        if why == "stopping":
+            return {"field": "jobs", "problem": "the service is stopping",
+                    "accepted": "the same request once the service is back"}
         if why == "owner":
             n = self.per_owner
             problem = f"you already run {n} job{'s' if n > 1 else ''}, the most one user may run at once"
-        elif why == "stopping":
-            problem = "the service is stopping"
         else:
             problem = f"{self.workers} jobs are already running"
         return {"field": "jobs", "problem": problem, "accepted": "wait for one to finish (GET /api/v1/jobs/ID)"}
+
+    @staticmethod
+    def refusal_status(why: str) -> int:
+        """The HTTP status of a refused submission, for the API and the UI alike: 503 while the service stops, else
+        429 (too many jobs at once)."""
+        return 503 if why == "stopping" else 429
 
     def _watch(self, job: Job, payload: dict) -> None:
         try:
@@ -156,7 +164,7 @@ class JobRunner:
             if self._stopping:
                 raise RuntimeError("the service is stopping")
             self._processes[job.id] = process
-        process.start()  # one that starts after shutdown() ends itself once the service is gone (_orphan_watch)
+        process.start()  # one that starts after shutdown() ends itself once the service is gone (_run: exit_with)
         child.close()
         if parent.poll(job.timeout_s):
             try:

@@ -417,5 +417,6 @@ def _live_routes(app: FastAPI, ui: SimpleNamespace) -> None:
         _, body = whatif_request(name, raw)
         job = state.jobs.submit("simulate", {"body": body, "store": state.store}, user.name)
         if isinstance(job, str):
-            return JSONResponse({"error": state.jobs.refusal(job)}, status_code=429, headers={"retry-after": "5"})
+            return JSONResponse({"error": state.jobs.refusal(job)}, status_code=state.jobs.refusal_status(job),
+                                headers={"retry-after": "5"})
         return JSONResponse(job.to_dict(with_result=False) | {"href": f"/api/v1/jobs/{job.id}"}, status_code=202)
