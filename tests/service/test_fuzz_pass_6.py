@@ -249,6 +249,11 @@ def test_stopping_the_service_stops_its_jobs(team):
     process.join(10)
     assert not process.is_alive()
     assert job.status == "failed" and job.finished is not None
+    deadline = time.monotonic() + 10
+    while job.id in runner._processes and time.monotonic() < deadline:  # its watcher thread has woken and finished
+        time.sleep(0.05)
+    # the watcher, woken by the closed pipe, had overwritten why with "the job's process ended"
+    assert job.outcome["error"]["problem"] == "the service stopped while the job ran"
     assert runner.submit("simulate", LONG_JOB, "other") == "stopping"
 
 

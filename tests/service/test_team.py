@@ -37,8 +37,16 @@ def _error(response, status: int) -> dict:
     return response.json()["error"]
 
 
+TREE = {"engine": "sglang", "tree_topk": 4, "num_draft_tokens": 8}
+
+
 @pytest.mark.parametrize("observed", [{"acceptance_rate": 0.54},
-                                      {"mean_accepted_length": 2.6, "k": 4}], ids=["rate", "mean_length"])
+                                      {"mean_accepted_length": 2.6, "k": 4},
+                                      # an SGLang tree server's row (check-live --record): its length holds the tree's
+                                      # gain; exported as the rate solved from it, the tree had widened it again
+                                      {"acceptance_rate": 0.6913, "mean_accepted_length": 2.5, "k": 3,
+                                       "payload": {"tree_topk": 4, "num_draft_tokens": 8}}],
+                         ids=["rate", "mean_length", "tree_row"])
 def test_an_export_replans_to_the_stored_acceptance(team, observed, tmp_path):
     """A version planned with `acceptance_from_store` had been exported without any acceptance (a deployment file
     has no store tag): `specsize plan` of the export planned without speculation's numbers. The export now carries the
@@ -46,13 +54,15 @@ def test_an_export_replans_to_the_stored_acceptance(team, observed, tmp_path):
     import specsize
 
     server, tokens, db_url, _ = team
-    tag = "export-" + "-".join(observed)
+    observed = dict(observed)
+    payload = observed.pop("payload", {})
+    tag = "export-" + "-".join(observed) + ("-tree" if payload else "")
     with _store(db_url) as store:
-        store.add("acceptance", tag, {}, "test", target=TARGET, draft=DRAFT, method="eagle3", **observed)
+        store.add("acceptance", tag, payload, "test", target=TARGET, draft=DRAFT, method="eagle3", **observed)
     name = tag.replace("_", "-")
     with server.client(tokens["planner"]) as c:
         made = c.post("/api/v1/deployments", json={"deployment_name": name, "deployment_yaml": EXAMPLE.read_text(),
-                                                   "acceptance_from_store": tag})
+                                                   "acceptance_from_store": tag, **(TREE if payload else {})})
         assert made.status_code == 201, made.text
         stored = c.get(f"/api/v1/deployments/{name}/versions/1").json()["plan"]
         exported = c.get(f"/api/v1/deployments/{name}/versions/1/yaml")
@@ -65,6 +75,8 @@ def test_an_export_replans_to_the_stored_acceptance(team, observed, tmp_path):
     assert again["inputs"]["acceptance_source"] == stored["inputs"]["acceptance_source"]
     assert (again["verdict"], again["headroom_fraction"]) == (stored["verdict"], stored["headroom_fraction"])
     assert again["perf"] == stored["perf"]  # a mean length is read as measured, as the stored plan did
+    if payload:  # the tree's row is priced at its measured 2.5 tokens a pass, in the service and from its export
+        assert stored["perf"]["tokens_per_pass"] == pytest.approx(2.5)
     assert f"# acceptance: from the calibration store, tag '{tag}'" in exported.text
 
 

@@ -78,6 +78,19 @@ class Observation:
     def provenance(self) -> str:
         return f"store #{self.id} '{self.tag}' ({self.source}, {self.created_at})"
 
+    def acceptance_fields(self) -> dict:
+        """The acceptance this row holds, as the request fields a plan reads it from: its rate, or its mean accepted
+        length (with `measured_at_k`, the row's k, where it has one). A length a tree server measured (check-live
+        --record of an SGLang tree plan keeps `tree_topk` in the payload) holds the tree's gain: it is read as the
+        length, not as the per-depth rate solved from it, which the tree would widen again (2.5 tokens a pass had
+        been priced 3.6). Empty when the row holds neither."""
+        treed = self.payload.get("tree_topk")
+        measured = self.mean_accepted_length is not None and (self.acceptance_rate is None or (
+            bool(self.k) and isinstance(treed, int) and not isinstance(treed, bool) and treed > 1))
+        if measured:
+            return {"mean_accepted_length": self.mean_accepted_length, **({"measured_at_k": self.k} if self.k else {})}
+        return {"acceptance_rate": self.acceptance_rate} if self.acceptance_rate is not None else {}
+
 
 def _inspect(path: Path) -> int:
     """The schema version of an existing store, read without modifying it."""

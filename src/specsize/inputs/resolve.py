@@ -259,14 +259,10 @@ def acceptance_of(r: Request, d: Deployment) -> Acceptance | None:
             spec = d.speculative
             found = store.latest_acceptance(r.acceptance_from_store, target=d.target.model_id,
                                             draft=spec.draft.model_id if spec.draft else None, method=spec.method)
-        # a length a tree server measured (check-live --record of an SGLang tree plan) holds the tree's gain: read as
-        # a measured length at its k, not as the per-depth rate solved from it, which a tree would widen again
-        treed = found.payload.get("tree_topk")
-        measured = found.mean_accepted_length is not None and (found.acceptance_rate is None or (
-            bool(found.k) and isinstance(treed, int) and not isinstance(treed, bool) and treed > 1))
-        return Acceptance(rate=None if measured else found.acceptance_rate,
-                          mean_accepted_length=found.mean_accepted_length if measured else None,
-                          measured_at_k=found.k or k, source=found.provenance, spread=r.acceptance_spread)
+        form = found.acceptance_fields()  # a tree server's length read as measured, not widened again
+        return Acceptance(rate=form.get("acceptance_rate"), mean_accepted_length=form.get("mean_accepted_length"),
+                          measured_at_k=form.get("measured_at_k") or k, source=found.provenance,
+                          spread=r.acceptance_spread)
     if not sources:
         return None
     rate, length = r.acceptance_rate, r.mean_accepted_length

@@ -206,15 +206,13 @@ def stored_acceptance(request: dict, plan: dict, store: str | None) -> dict:
         from ..adapters.store import Store  # noqa: PLC0415
 
         try:
-            with Store(store) as opened:
+            with Store(store, create=False) as opened:  # an export reads: a store that is gone is not made again
                 rows = [o for o in opened.list(tag=tag) if o.id == int(found.group(1))]
         except SpecError:
             rows = []
-        if rows and rows[0].acceptance_rate is not None:
-            return {"acceptance_rate": rows[0].acceptance_rate, "acceptance_source": source}
-        if rows and rows[0].mean_accepted_length is not None:
-            at_k = {"measured_at_k": rows[0].k} if rows[0].k else {}
-            return {"mean_accepted_length": rows[0].mean_accepted_length, **at_k, "acceptance_source": source}
+        form = rows[0].acceptance_fields() if rows else {}  # as the plan read it (inputs.resolve.acceptance_of)
+        if form:
+            return form | {"acceptance_source": source}
     if inputs.get("acceptance_rate") is not None:
         return {"acceptance_rate": inputs["acceptance_rate"], "acceptance_source": source or f"store tag {tag!r}"}
     return {}

@@ -180,7 +180,9 @@ class JobRunner:
             process.kill()
         process.join(5)
         parent.close()
-        job.outcome, job.finished, job.status = outcome, time.time(), status
+        with self._lock:
+            if job.finished is None:  # shutdown() has said why a job it stopped ended: kept, not "the process ended"
+                job.outcome, job.finished, job.status = outcome, time.time(), status
 
     def shutdown(self) -> None:
         """Stop every running job's process (the service is stopping): a job the service no longer watches would run
@@ -192,10 +194,11 @@ class JobRunner:
             if process.is_alive():
                 process.kill()
             job = self.jobs.get(job_id)
-            if job is not None and job.status in ("queued", "running"):
-                job.outcome = {"error": {"field": None, "problem": "the service stopped while the job ran",
-                                         "accepted": "the same request again"}}
-                job.finished, job.status = time.time(), "failed"
+            with self._lock:
+                if job is not None and job.finished is None:
+                    job.outcome = {"error": {"field": None, "problem": "the service stopped while the job ran",
+                                             "accepted": "the same request again"}}
+                    job.finished, job.status = time.time(), "failed"
         for _, process in processes:
             process.join(5)
 
