@@ -81,6 +81,11 @@ def test_ui_json_bodies_get_the_guards_checks_whatever_their_content_type(team):
     assert error["field"] == "body" and "nested too deeply" in error["problem"]
     moved = client.post("/ui/whatif/d1", headers=viewer, json={"changes": {"concurrency": 8}})
     assert moved.status_code == 200 and moved.json()["verdict"] in ("fits", "thin", "does_not_fit")
+    # the page's headroom is the CLI's text, read as its verdict (the page's %.1f had shown 0.19979 under THIN as 20.0%)
+    head = moved.json()
+    shown = float(head["headroom_text"].rstrip("%")) / 100
+    assert abs(shown - head["headroom_fraction"]) < 0.0005
+    assert (shown < head["headroom_policy"]) == (head["verdict"] == "thin") or head["verdict"] == "does_not_fit"
     # a viewer who may not simulate is refused as the API refuses a role (403), not told the input was wrong (400)
     error = _error(client.post("/ui/simulate/d1", headers=viewer, json={"changes": {}}), 403)
     assert error["field"] == "role" and "planner" in error["accepted"]

@@ -43,7 +43,7 @@ function whatIf(app) {
       if (mine !== sequence) return;  // a newer move already asked
       error.hidden = true;
       setVerdict(document.getElementById("verdict"), data.verdict);
-      document.getElementById("headroom").textContent = "worst-case headroom " + percent(data.headroom_fraction);
+      document.getElementById("headroom").textContent = "worst-case headroom " + data.headroom_text;
       document.getElementById("breaks-first").textContent = data.breaks_first;
       document.getElementById("elapsed").textContent = "re-planned in " + data.elapsed_ms + " ms";
       const reasons = document.getElementById("reasons");
