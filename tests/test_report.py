@@ -265,7 +265,7 @@ def test_sc5_counts_failover_and_its_headroom_reads_as_its_verdict(capsys):
 
 
 def test_a_headroom_is_printed_as_the_verdict_it_gives():
-    from specsize.core.envelope import headroom_text
+    from specsize.core.envelope import headroom_text, policy_text
 
     assert headroom_text(0.19979, 0.2) == "19.98%"  # thin: not the "20.0%" that reads as fitting
     assert headroom_text(0.2, 0.2) == "20.0%" and headroom_text(0.6, 0.2) == "60.0%"
@@ -278,6 +278,19 @@ def test_a_headroom_is_printed_as_the_verdict_it_gives():
     assert headroom_text(0.125 - 2e-9, 0.125) == "just under 12.5%"
     # one precision everywhere: the headline said 12.5% where what breaks first and the fixes said 12%
     assert headroom_text(0.1249, 0.2) == "12.5%"
+    # a policy as it was set: 12.5% had read "12%" beside a headroom of 12.49% under it
+    assert policy_text(0.125) == "12.5%" and policy_text(0.2) == "20%" and policy_text(0.0) == "0%"
+
+
+def test_a_policy_between_whole_percents_is_printed_as_set(capsys):
+    from specsize.cli.main import main
+
+    with pytest.raises(SystemExit):
+        main(["plan", "--headroom", "0.125"])
+    out = capsys.readouterr().out
+    # the default plan's worst case holds 30 requests of 9,204 tokens against 27 at peak: 12.49% (by the envelope)
+    assert "THIN: worst-case headroom 12.49% (policy 12.5%)" in out
+    assert "12.49% headroom (thinner than the policy of 12.5%)" in " ".join(out.split())
 
 
 def test_an_output_file_is_checked_before_the_work(capsys, tmp_path):

@@ -353,11 +353,11 @@ def check(fmt: str, output: str | None, force: bool, **kw) -> None:
     if fmt == "json":
         sys.stdout.write(document)
     else:
-        from ..core.envelope import headroom_text  # noqa: PLC0415
+        from ..core.envelope import headroom_text, policy_text  # noqa: PLC0415
 
         v = result.verdict
         click.echo(f"{v.verdict}: worst-case headroom {headroom_text(v.worst_case.headroom_fraction, v.headroom_policy)} "
-                   f"(policy {v.headroom_policy:.0%}); {v.breaks_first}")
+                   f"(policy {policy_text(v.headroom_policy)}); {v.breaks_first}")
     sys.exit(EXIT_FOR_VERDICT[result.verdict.verdict])
 
 

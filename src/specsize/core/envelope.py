@@ -39,8 +39,13 @@ def headroom_text(headroom: float, policy: float, digits: int = 1) -> str:
         text = f"{headroom:.{shown}%}"
         if verdict_for(float(text[:-1]) / 100, policy) == verdict:
             return text
-    line = 0.0 if verdict == DOES_NOT_FIT else policy  # bytes short of the line: no rounding reads so
-    return f"just under {round(100 * line, 9):g}%"  # the line as it is ("12.5%"; at 0 digits 12.5% had read "12%")
+    # bytes short of the line: no rounding reads so
+    return f"just under {policy_text(0.0 if verdict == DOES_NOT_FIT else policy)}"
+
+
+def policy_text(policy: float) -> str:
+    """A headroom policy as it was set: "20%", "12.5%" (at no decimals 12.5% had read "12%")."""
+    return f"{round(100 * policy, 9):g}%"
 
 
 @dataclass(frozen=True)
@@ -154,4 +159,4 @@ def _breaks_first(mem: MemoryAccount, worst: EnvelopeCase, shape: ShapeCapacity,
     tail = "thinner than the policy" if verdict == THIN else "within the policy"
     return (f"The KV cache: it holds {holds:,} concurrent {worst.percentile} requests ({shape.request_tokens:,} "
             f"tokens each) against {worst.concurrency:,} at peak, {headroom_text(worst.headroom_fraction, policy)} "
-            f"headroom ({tail} of {policy:.0%}); past {holds:,} the engine preempts.")
+            f"headroom ({tail} of {policy_text(policy)}); past {holds:,} the engine preempts.")

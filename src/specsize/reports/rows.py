@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ..core.envelope import headroom_text
+from ..core.envelope import headroom_text, policy_text
 from ..core.kvcache import windowed_layers
 from ..core.units import GiB
 from ..planner.plan import PlanResult
@@ -43,7 +43,7 @@ def headline(r: PlanResult) -> str:
     headroom = v.worst_case.headroom_fraction
     shown = (f"worst-case headroom {headroom_pct(headroom, v.headroom_policy)}" if math.isfinite(headroom)
              else "no KV cache, no headroom")
-    return f"{VERDICT_WORDS[v.verdict]}: {shown} (policy {v.headroom_policy:.0%})"
+    return f"{VERDICT_WORDS[v.verdict]}: {shown} (policy {policy_text(v.headroom_policy)})"
 
 
 def breakdown(r: PlanResult) -> list[tuple[str, str, str]]:
