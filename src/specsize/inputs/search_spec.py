@@ -170,6 +170,11 @@ def _gpus(data: dict) -> tuple[GpuOption, ...]:
         counts = _ints({"gpus.counts": item.get("counts", [1, 2, 4, 8])}, "gpus.counts", [1], 1, 100_000)
         price = _float(item, "price_per_hour", minimum=0, maximum=1e6)
         gpus.append(GpuOption(load_gpu(str(item["gpu"])), counts, price))
+    priced = [g.price_per_hour is not None for g in gpus]
+    if any(priced) and not all(priced):  # $/h and GPU counts are not one scale: 2 unpriced GPUs are not cheaper than $2.5/h
+        unpriced = next(g.gpu.gpu_id for g in gpus if g.price_per_hour is None)
+        raise SpecError("gpus.price_per_hour", f"{unpriced} has no price while another GPU has one: costs in $/h and in "
+                        "GPUs cannot be ranked together", "a price_per_hour for every GPU, or for none (cost = GPUs)")
     return tuple(gpus)
 
 
@@ -217,6 +222,12 @@ def read_search_spec(path: str) -> SearchSpace:
                                                                                  data["engine_version"], None)
     drafters = tuple(_drafter(item, ks, target, engine_name, engine_version, folder)
                      for item in _list(data, "drafters", [{"method": "none"}]))
+    # the results, the confirming simulation and the rejected families name a drafter by its label: two alike would be
+    # screened apart but simulated and reported as one (the last one's acceptance for both)
+    twice = first_repeated([d.label for d in drafters])
+    if twice is not None:
+        raise SpecError("drafters", f"two drafters are labelled {twice!r}",
+                        "a distinct label for each drafter (label: NAME), e.g. two acceptance rates of one method")
     gpus = _gpus(data)
     kv = tuple(str(v) for v in _list(data, "kv_cache_dtypes", ["auto"]))
     for value in kv:

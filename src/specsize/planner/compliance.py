@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core.envelope import headroom_text
+from ..core.envelope import headroom_text, policy_text
 from ..core.units import GiB
 from .plan import PlanResult
 
@@ -49,7 +49,7 @@ def sc5(r: PlanResult) -> ControlResult:
         f"(headroom {headroom_text(expected.headroom_fraction, v.headroom_policy)})",
         f"burst demand: {worst.requested_concurrency} concurrent {worst.percentile} requests "
         f"({worst.concurrency} running, {worst.queued} queued at max_num_seqs) need {worst.demand_bytes / GiB:.1f} GiB "
-        f"(headroom {headroom_text(worst.headroom_fraction, v.headroom_policy)}; policy {v.headroom_policy:.0%})",
+        f"(headroom {headroom_text(worst.headroom_fraction, v.headroom_policy)}; policy {policy_text(v.headroom_policy)})",
         f"first limit hit: {v.breaks_first}",
     ]
     summary = {PASS: "capacity holds the burst with the policy's headroom",

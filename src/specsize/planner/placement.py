@@ -66,7 +66,7 @@ class Failover:
     headroom: float
     tpot_s: float | None
     cold_start_s: float
-    backlog_requests: float  # queued while the lost capacity restarts
+    backlog_requests: float  # queued at each survivor while the lost capacity restarts
     added_wait_s: float
     within_ttft_slo: bool | None
     sentence: str
@@ -192,7 +192,8 @@ def _failover(result: PlanResult, profile: AccountingProfile, replicas: int, los
                 f"{headroom_text(headroom, after.verdict.headroom_policy)}"
                 + (f", TPOT {tpot * 1e3:.1f} ms" if tpot else "")
                 + f"; the lost capacity is back after {restart:.0f} s"
-                + (f", by then {backlog:.0f} requests queue ({added_wait:.1f} s extra wait)" if backlog else ""))
+                + (f", by then {backlog:.0f} requests queue at each survivor ({added_wait:.1f} s extra wait)"
+                   if backlog else ""))
     return Failover(replicas=replicas, lost=lost, survivors=survivors, load_per_survivor=per_survivor,
                     verdict=after.verdict.verdict, headroom=headroom, tpot_s=tpot, cold_start_s=restart,
                     backlog_requests=backlog, added_wait_s=added_wait, within_ttft_slo=within, sentence=sentence)

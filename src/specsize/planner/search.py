@@ -9,9 +9,10 @@ finalists to confirm them.
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
 from dataclasses import dataclass, replace
 
-from ..core.envelope import DOES_NOT_FIT, FITS, evaluate, headroom_text
+from ..core.envelope import DOES_NOT_FIT, FITS, evaluate, headroom_text, policy_text
 from ..core.errors import SpecError
 from ..core.memory import AccountingProfile, account
 from ..core.perf import decode_step, prefill_share, prefill_time, spec_tpot
@@ -61,6 +62,7 @@ class SearchResult:
     finalists: tuple[Candidate, ...]  # confirmed by simulation (at most the spec's `finalists`), in rank order
     simulated_rejected: tuple[Candidate, ...] = ()  # simulated on the way and rejected, each with its reason
     baseline: Candidate | None = None  # the cheapest's configuration without speculation, simulated alike
+    headroom_policy: float = 0.2  # the spec's headroom policy (a configuration's headroom reads as its verdict by it)
 
 
 def _valid_tp(target, tp: int, gpus: int) -> bool:
@@ -196,11 +198,19 @@ def _judge(d, mem, w, policy, slo, eff, acceptance, k, replicas, ctx, peak_total
         return Candidate(status="does_not_fit", reason=reason, tpot_s=None, ttft_s=None, throughput_tok_s=None, **base)
     batch = max(1, min(verdict.worst_case.concurrency, s.max_num_seqs))
     costs, tpot, ttft = _step_times(d, mem, eff, acceptance, k, drafter, batch, ctx, w.prompt_tokens.p99, cache)
-    # decode shares the GPU with prefilling the arrivals (rate from Little's law at this concurrency)
-    rate = littles_law_rate(w.concurrency, ttft + max(1, w.output_tokens.p50) * tpot)
-    u = prefill_share(costs, rate, w.prompt_tokens.p50, s.max_num_batched_tokens)
+    # decode shares the GPU with prefilling the arrivals. Their rate is the one that keeps the workload's concurrency
+    # in flight once that sharing stretches every request (the fixed point planner.simulate's rate_for_concurrency
+    # iterates to, the confirming simulation's rate): with a latency E unshared and P seconds of prefill per arrival,
+    # C = r E / (1 - r P), so r = C / (E + C P); at the peak, as the simulated burst, burst_factor times that. The
+    # rate of the unstretched latency (C / E) counts arrivals the stretched requests never make room for, most of
+    # all for a fast decode ("prefilling alone needs 342% of the GPU" where the burst needs 116%).
+    per_prompt = prefill_share(costs, 1.0, w.prompt_tokens.p50, s.max_num_batched_tokens)  # seconds per arrival
+    unshared = ttft + max(1, w.output_tokens.p50) * tpot
+    rate = littles_law_rate(w.concurrency, unshared + w.concurrency * per_prompt)
+    u = w.burst_factor * rate * per_prompt
     if u >= 0.95:
-        return Candidate(status="misses_throughput", reason=f"prefilling the prompts alone needs {u:.0%} of the GPU",
+        return Candidate(status="misses_throughput", reason=f"prefilling the prompts alone needs {u:.0%} of the GPU"
+                         + (" at the burst" if w.burst_factor > 1 else ""),
                          tpot_s=None, ttft_s=ttft, throughput_tok_s=None, **base)
     tpot /= 1 - u
     ttft /= 1 - u
@@ -214,6 +224,12 @@ def _judge(d, mem, w, policy, slo, eff, acceptance, k, replicas, ctx, peak_total
         elif verdict.worst_case.queued:
             checks.append(("misses_ttft", f"max_num_seqs={s.max_num_seqs} queues {verdict.worst_case.queued} "
                                           "requests at peak"))
+    if w.concurrency >= s.max_num_seqs and verdict.worst_case.queued:
+        # with or without a TTFT target: the expected load's arrivals (Little's law at its concurrency) already need
+        # every sequence slot, so the queue the burst builds never drains (the confirming simulation's queue growth)
+        checks.append(("misses_throughput", f"max_num_seqs={s.max_num_seqs} runs no more than the {w.concurrency} "
+                                            f"requests the expected load keeps in flight: the queue of the burst "
+                                            f"({verdict.worst_case.queued} at its peak) never drains"))
     if slo.throughput_tok_s and throughput < slo.throughput_tok_s:
         checks.append(("misses_throughput", f"{throughput:,.0f} tok/s < {slo.throughput_tok_s:,.0f} tok/s"))
     if slo.request_rate:
@@ -223,9 +239,10 @@ def _judge(d, mem, w, policy, slo, eff, acceptance, k, replicas, ctx, peak_total
     if checks:
         status, reason = checks[0]
     elif verdict.verdict == FITS:
-        status, reason = "ok", f"meets the SLO with {headroom:.0%} headroom"
+        status, reason = "ok", f"meets the SLO with {headroom_text(headroom, policy)} headroom"
     else:
-        status, reason = "thin", f"meets the SLO but headroom {headroom_text(headroom, policy)} < policy {policy:.0%}"
+        status, reason = "thin", (f"meets the SLO but headroom {headroom_text(headroom, policy)} < policy "
+                                  f"{policy_text(policy)}")
     return Candidate(status=status, reason=reason, tpot_s=tpot, ttft_s=ttft, throughput_tok_s=throughput, **base)
 
 
@@ -233,16 +250,41 @@ def pareto_front(cands: list[Candidate]) -> list[Candidate]:
     """Configurations meeting the SLO that no other beats on cost, headroom and throughput at once."""
     pool = sorted((c for c in cands if c.status in ("ok", "thin")),
                   key=lambda c: (c.cost, -c.headroom, -(c.throughput_tok_s or 0)))
+    # every configuration kept so far costs no more than the next one, so it is dominated when one kept has at least
+    # its headroom and throughput: a query against the staircase of the kept (headroom, throughput) pairs that no
+    # other kept pair beats on both (headroom ascending, throughput descending), O(log n) a configuration, not a
+    # scan of the front (which makes a large space's front quadratic: minutes for 500,000 configurations)
     front: list[Candidate] = []
+    stair_h: list[float] = []
+    stair_t: list[float] = []
     for c in pool:
-        dominated = any(f.cost <= c.cost and f.headroom >= c.headroom and (f.throughput_tok_s or 0)
-                        >= (c.throughput_tok_s or 0) for f in front)
-        if not dominated:
-            front.append(c)
+        t = c.throughput_tok_s or 0
+        i = bisect_left(stair_h, c.headroom)  # the first kept with at least this headroom has the most throughput
+        if i < len(stair_h) and stair_t[i] >= t:
+            continue
+        front.append(c)
+        j = i
+        while j > 0 and stair_t[j - 1] <= t:  # the kept pairs it now beats on both leave the staircase
+            j -= 1
+        if i < len(stair_h) and stair_h[i] == c.headroom:  # the same headroom with less throughput: replaced
+            i += 1
+        stair_h[j:i] = [c.headroom]
+        stair_t[j:i] = [t]
     return front
 
 
-def rejected_families(cands: list[Candidate]) -> list[dict]:
+def _overshoot(c: Candidate, slo) -> float:
+    """How far past the SLO's latency targets a configuration lands (its worst ratio to them; 0 without one)."""
+    if slo is None:
+        return 0.0
+    ratios = [value / target for value, target in ((c.tpot_s, slo.tpot_p99_s), (c.ttft_s, slo.ttft_p99_s))
+              if value is not None and target]
+    return max(ratios, default=0.0)
+
+
+def rejected_families(cands: list[Candidate], slo=None) -> list[dict]:
+    """Each family (GPU x drafter) with no `ok` configuration, with its closest: the best status, then (missing a
+    latency target) the nearest to the SLO, then the most headroom."""
     families: dict[tuple[str, str], list[Candidate]] = {}
     for c in cands:
         families.setdefault((c.gpu, c.drafter), []).append(c)
@@ -250,7 +292,8 @@ def rejected_families(cands: list[Candidate]) -> list[dict]:
     for (gpu, drafter), members in families.items():
         if any(c.status == "ok" for c in members):
             continue
-        best = min(members, key=lambda c: (STATUS_ORDER.index(c.status), -c.headroom))
+        best = min(members, key=lambda c: (STATUS_ORDER.index(c.status), _overshoot(c, slo) if c.status in
+                                           ("misses_tpot", "misses_ttft") else 0.0, -c.headroom))
         out.append({"gpu": gpu, "drafter": drafter, "status": best.status, "configurations": len(members),
                     "why": f"closest: {best.gpus} GPUs, TP={best.tp}, k={best.k}, kv={best.kv_cache_dtype}, "
                            f"max_num_seqs={best.max_num_seqs}: {best.reason}"})
@@ -284,8 +327,9 @@ def run_search(space, profile: AccountingProfile, efficiency_for, confirm=None) 
             baseline = _baseline(cands, finalists[0], confirm)
     return SearchResult(name=space.name, screened=len(cands), skipped=skipped, screen_seconds=elapsed,
                         candidates=tuple(cands), cheapest=finalists[0] if finalists else None,
-                        pareto=tuple(pareto_front(cands)), rejected_families=tuple(rejected_families(cands)),
-                        finalists=tuple(finalists), simulated_rejected=tuple(simulated_rejected), baseline=baseline)
+                        pareto=tuple(pareto_front(cands)), rejected_families=tuple(rejected_families(cands, space.slo)),
+                        finalists=tuple(finalists), simulated_rejected=tuple(simulated_rejected), baseline=baseline,
+                        headroom_policy=space.headroom)
 
 
 def _confirm_in_order(ok: list[Candidate], confirm, wanted: int) -> tuple[list[Candidate], list[Candidate]]:

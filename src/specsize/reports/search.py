@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict
 
+from ..core.envelope import headroom_text
 from ..planner.search import Candidate, SearchResult
 from .jsonsafe import dumps
 
@@ -27,12 +28,13 @@ def to_dict(r: SearchResult) -> dict:
                               for s in sorted({c.status for c in r.candidates})}}
 
 
-def _line(c: Candidate) -> str:
+def _line(c: Candidate, policy: float) -> str:
     tpot = "-" if c.tpot_s is None else f"{c.tpot_s * 1e3:.1f} ms"
     thr = "-" if c.throughput_tok_s is None else f"{c.throughput_tok_s:,.0f} tok/s"
     confirmed = "" if c.confirmed is None else ("; simulation confirms" if c.confirmed else "; simulation REJECTS")
     return (f"{c.gpus} x {c.gpu} TP={c.tp} x{c.replicas}, {c.drafter} k={c.k}, kv={c.kv_cache_dtype}, "
-            f"max_num_seqs={c.max_num_seqs}: {c.cost:g} {c.cost_unit}, headroom {c.headroom:.0%}, TPOT {tpot}, "
+            f"max_num_seqs={c.max_num_seqs}: {c.cost:g} {c.cost_unit}, headroom {headroom_text(c.headroom, policy)}, "
+            f"TPOT {tpot}, "
             f"{thr}{confirmed}")
 
 
@@ -53,22 +55,22 @@ def render(r: SearchResult, fmt: str) -> str:
     lines = [f"search {r.name}: {r.screened:,} configurations screened in {r.screen_seconds:.2f} s "
              f"({r.skipped} invalid skipped)", ""]
     lines.append("Cheapest that meets the SLO with headroom:")
-    lines.append("  " + (_line(r.cheapest) if r.cheapest else
-                         "none" + (" confirmed by simulation" if r.finalists else "")))
+    lines.append("  " + (_line(r.cheapest, r.headroom_policy) if r.cheapest else
+                         "none" + (" confirmed by simulation" if r.simulated_rejected else "")))
     if r.finalists:
         lines += ["", f"Finalists ({len(r.finalists)}), by cost, then headroom:"]
-        lines += [f"  {_line(c)}" for c in r.finalists]
+        lines += [f"  {_line(c, r.headroom_policy)}" for c in r.finalists]
     if r.baseline is not None:
-        lines += ["", "The cheapest's hardware without speculation:", f"  {_line(r.baseline)}"]
+        lines += ["", "The cheapest's hardware without speculation:", f"  {_line(r.baseline, r.headroom_policy)}"]
         lines += _why(r.baseline)
     if r.simulated_rejected:
         lines += ["", f"Simulated and rejected on the way ({len(r.simulated_rejected)}; configurations differing "
                   "only in max_num_seqs share the verdict):"]
         for c in r.simulated_rejected:
-            lines.append(f"  {_line(c)}")
+            lines.append(f"  {_line(c, r.headroom_policy)}")
             lines += _why(c)
     lines += ["", f"Pareto front (cost vs headroom vs throughput), {len(r.pareto)} configurations:"]
-    lines += [f"  {_line(c)}" for c in r.pareto[:15]]
+    lines += [f"  {_line(c, r.headroom_policy)}" for c in r.pareto[:15]]
     if len(r.pareto) > 15:
         lines.append(f"  ... {len(r.pareto) - 15} more in --format json")
     if r.rejected_families:
