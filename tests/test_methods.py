@@ -129,3 +129,21 @@ def test_sglangs_eagle_tree_is_planned(capsys):
               "--acceptance-rate", "0.6", "--batch-size", "1", "--method", "eagle3", "--num-speculative-tokens", "5",
               "--tree-topk", "4", "--num-draft-tokens", "8"])
     assert exit_info.value.code == 0, capsys.readouterr().err
+
+
+def test_an_emitted_commands_header_names_the_releases_that_launch_its_method(capsys):
+    """The header had been the flags' checked range whatever the method: '# vllm 0.11 - 0.32' over a draft-model
+    command, which vLLM 0.10 to 0.14 refuse (draft models return in 0.15.0; METHOD_RELEASES)."""
+    from specsize.cli.main import main
+    from specsize.core.speculation import SpecMethod
+    from specsize.engines.methods import launch_versions
+
+    vllm, sglang = "0.11 - 0.32 (vllm serve)", "0.4 - 0.5.x (python -m sglang.launch_server)"
+    assert launch_versions("vllm", SpecMethod.DRAFT_MODEL, vllm) == "0.15 - 0.32 (vllm serve)"
+    assert launch_versions("vllm", SpecMethod.EAGLE3, vllm) == vllm  # from 0.8.5: the whole range
+    assert launch_versions("vllm", SpecMethod.MEDUSA, "0.11 - 0.34 (x)") == "0.11 - 0.33 (not included) (x)"
+    assert launch_versions("sglang", SpecMethod.NGRAM, sglang) == "0.5.3 - 0.5.x (python -m sglang.launch_server)"
+    assert launch_versions("sglang", SpecMethod.NONE, sglang) == sglang
+    with pytest.raises(SystemExit):
+        main(["plan", "--emit", "vllm"])  # the embedded default: a 1B draft model
+    assert capsys.readouterr().out.startswith("# vllm 0.15 - 0.32 ")

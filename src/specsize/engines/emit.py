@@ -40,6 +40,13 @@ def flags_note(engine: str, version: str | None) -> str | None:
             f"otherwise{older}: check it against that release's --help")
 
 
+def _versions(engine: str, d) -> str:
+    """The releases the command is for: the flags' checked range, narrowed to those that launch d's method."""
+    from .methods import launch_versions  # noqa: PLC0415
+
+    return launch_versions(engine, d.speculative.method, engine_flags()[engine]["versions"])
+
+
 @dataclass(frozen=True)
 class EngineCommand:
     engine: str
@@ -166,7 +173,7 @@ def vllm_command(d: Deployment, mem: MemoryAccount) -> EngineCommand:
         lines.append(f"{key}: {rendered}")
     if s.enforce_eager:
         lines.append("enforce-eager: true")
-    return EngineCommand("vllm", engine_flags()["vllm"]["versions"], tuple(argv), "\n".join(lines) + "\n")
+    return EngineCommand("vllm", _versions("vllm", d), tuple(argv), "\n".join(lines) + "\n")
 
 
 def sglang_command(d: Deployment, mem: MemoryAccount) -> EngineCommand:
@@ -205,7 +212,7 @@ def sglang_command(d: Deployment, mem: MemoryAccount) -> EngineCommand:
         argv += ["--scheduler-recv-interval", str(s.recv_interval)]
     if s.stream_interval > 1:
         argv += ["--stream-interval", str(s.stream_interval)]
-    return EngineCommand("sglang", engine_flags()["sglang"]["versions"], tuple(argv), None)
+    return EngineCommand("sglang", _versions("sglang", d), tuple(argv), None)
 
 
 def supported(engine: str) -> str:

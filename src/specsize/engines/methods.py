@@ -100,6 +100,32 @@ def check_method(engine: str, version: str | None, method: SpecMethod) -> None:
                     f"{here} with {name} {version}; or --engine-version a release that has {method.value}")
 
 
+def _series(r: Release) -> str:
+    """A release as written: X.Y for X.Y.0, else X.Y.Z."""
+    return _label(r).removesuffix(".0") if r[2] == 0 else _label(r)
+
+
+def launch_versions(engine: str, method: SpecMethod, checked: str) -> str:
+    """The releases an emitted command runs on: the flags' checked range (engine_flags.json's `versions`, "0.11 -
+    0.32 (...)", series inclusive; an "X.Y.x" end is the X.Y series) narrowed to those that can launch `method`
+    ("# vllm 0.11 - 0.32" had headed a draft-model command, which vLLM 0.10-0.14 refuse)."""
+    entry = METHOD_RELEASES.get((engine, method))
+    head, sep, tail = checked.partition(" (")
+    first, _, last = head.partition(" - ")
+    lo, hi_series = release_with_patch(first), release_with_patch(last.removesuffix(".x"))
+    if entry is None or lo is None or hi_series is None:
+        return checked
+    hi = (hi_series[0], hi_series[1] + 1, 0)  # past the last series
+    pieces = []
+    for start, end in entry[0]:
+        a, b = max(start, lo), min(end, hi)
+        if a < b:
+            shown_a = first if a == lo else _series(a)
+            shown_b = last if b == hi else f"{_series(b)} (not included)"
+            pieces.append(f"{shown_a} - {shown_b}")
+    return (", ".join(pieces) or head) + (sep + tail if sep else "")
+
+
 # top-k tree drafting: SGLang's EAGLE worker (--speculative-eagle-topk, --speculative-num-draft-tokens), which runs
 # each model drafter SGLang has (EAGLE, EAGLE-3, NEXTN - its MTP - and STANDALONE, a draft model); what the speed-up
 # model prices as each depth's acceptance widened by top-k independent candidates (core.perf.tree_tokens_per_pass)
