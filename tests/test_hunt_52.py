@@ -9,17 +9,13 @@ import pytest
 from specsize.adapters.store import Store
 from specsize.cli.main import main
 from specsize.core.errors import SpecError
+from helpers import run_cli as run
 
 ROOT = Path(__file__).resolve().parent.parent
 EAGLE3 = ROOT / "examples" / "llama8b-eagle3-h100.yaml"
 TARGET = "meta-llama/Llama-3.1-8B-Instruct"
 
 
-def run(capsys, *args):
-    with pytest.raises(SystemExit) as exc:
-        main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return exc.value.code, out, err
 
 
 def _chain_rate(length: float, k: int) -> float:

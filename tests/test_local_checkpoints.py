@@ -11,10 +11,9 @@ import struct
 
 import pytest
 
-from helpers import SHARED, deployment, profile
+from helpers import SHARED, deployment, profile, run_cli as run
 from specsize.engines import resolve_profile
 from specsize.catalog import load_model
-from specsize.cli.main import main
 from specsize.core.memory import account
 
 # A tiny Llama: hidden 64, 2 layers, 4 heads of 16, 2 KV heads, MLP 128, vocabulary 256, untied, 128 positions.
@@ -63,11 +62,6 @@ def _folder(tmp_path, config: dict | str = TINY, dtype: str = "BF16", width: int
     return tmp_path
 
 
-def run(capsys, *argv):
-    with pytest.raises(SystemExit) as exit_info:
-        main([str(a) for a in argv])
-    captured = capsys.readouterr()
-    return exit_info.value.code, captured.out, captured.err
 
 
 def _one_line_error(code: int, err: str, needle: str) -> None:

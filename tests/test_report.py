@@ -18,18 +18,13 @@ from specsize.reports import html as html_report
 from specsize.reports import markdown, plots, report_markdown, rows, svg
 from specsize.reports import text as text_report
 
-from helpers import chromium
+from helpers import chromium, run_cli as run
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden"
 PLOTS = ("gpu-memory", "kv-demand", "speedup", "timeline")
 
 
-def run(capsys, *args):
-    with pytest.raises(SystemExit) as exc:
-        main(list(args))
-    out, err = capsys.readouterr()
-    return exc.value.code, out, err
 
 
 def test_html_report_in_headless_chromium(tmp_path, capsys):
@@ -283,7 +278,6 @@ def test_a_headroom_is_printed_as_the_verdict_it_gives():
 
 
 def test_a_policy_between_whole_percents_is_printed_as_set(capsys):
-    from specsize.cli.main import main
 
     with pytest.raises(SystemExit):
         main(["plan", "--headroom", "0.125"])
