@@ -92,6 +92,9 @@ def test_cli_json_is_the_whole_stdout(capsys):
     rates = [p["rate_req_s"] for p in sweep["points"]]
     assert rates == sorted(rates) and rates[0] == 0.25 and len(rates) >= 7
     assert sweep["verdict"].startswith("speculation")
+    # the rungs' rates are the sweep's own: the scenario had said "rate: given" of the lowest rung's 1/8 x centre
+    assert "(rate: the load sweep's, from 1/8 to 8 times its centre;" in sweep["scenario"]
+    assert sweep["scenario"].startswith("Poisson 0.25 req/s")
 
 
 @pytest.mark.parametrize("argv, field", [

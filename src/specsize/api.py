@@ -341,8 +341,8 @@ def stops_paying(request: Request | None = None, progress: Callable[[int, int], 
         rep = simulate(q.replace(rate=rate))
         spec, plain = rep.spec, rep.no_spec
         assert plain is not None  # compare is on
-        if not shape and rep.scenario is not None:
-            shape.append(rep.scenario.summary)
+        if not shape and rep.scenario is not None:  # its rate is the sweep's, not one the user gave
+            shape.append(replace(rep.scenario, rate_source="swept").summary)
         return load_point(rate, spec, plain)
 
     top = info("rate").maximum  # the highest rate a simulation takes (the request field's bound)

@@ -38,7 +38,7 @@ class Scenario:
     arrivals: str  # "poisson", "closed_loop" or "trace"
     duration_s: float
     rate_req_s: float | None  # per replica, before bursts
-    rate_source: str  # "rate" (given), "littles_law" (what keeps `concurrency` in flight), "trace"
+    rate_source: str  # "rate" (given), "littles_law" (what keeps `concurrency` in flight), "trace", "swept" (a load sweep's rung)
     rates: RateProfile | None
     prompt: LengthSpec | None
     output: LengthSpec | None
@@ -86,8 +86,8 @@ class Scenario:
         if self.arrivals == "closed_loop":
             return (f"{self.description}; prompts {describe_lengths(self.prompt)}, outputs "
                     f"{describe_lengths(self.output)} (lengths from {self.lengths_source})")
-        rate = ("given" if self.rate_source == "rate" else
-                "Little's law at the workload's concurrency, an open loop: --client-concurrency runs a closed one")
+        rate = {"rate": "given", "swept": "the load sweep's, from 1/8 to 8 times its centre"}.get(
+            self.rate_source, "Little's law at the workload's concurrency, an open loop: --client-concurrency runs a closed one")
         burst = f"; burst from {self.burst_source}" if self.burst_source else "; no burst"
         return (f"{self.description} (rate: {rate}{burst}); prompts {describe_lengths(self.prompt)}, outputs "
                 f"{describe_lengths(self.output)} (lengths from {self.lengths_source})")
