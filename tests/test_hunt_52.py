@@ -338,3 +338,12 @@ def test_the_busiest_engines_kv_usage_is_read():
     with pytest.raises(SpecError, match="block_size is 16 for one engine and 32 for another"):
         read_metrics(_two_engines((0.1, 0.2), (1000, 1000)).replace('block_size="16",engine="1"',
                                                                      'block_size="32",engine="1"'))
+
+
+def test_speedups_kv_cache_says_which_k_it_is(capsys):
+    """`speedup -k 1,3,5` showed one KV pool for the whole table without saying it is the pool at k = 1 (the first:
+    the deployment's own k), where the pool moves a little with k."""
+    code, out, _ = run(capsys, "speedup", "-k", "1,3,5", "--acceptance-rate", "0.7", "--format", "json")
+    assert code == 0 and json.loads(out)["kv_cache_at_k"] == 1
+    code, out, _ = run(capsys, "speedup", "-k", "1,3,5", "--acceptance-rate", "0.7")
+    assert code == 0 and " tokens at k=1; speed-up < 1 from" in out

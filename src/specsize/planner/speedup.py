@@ -32,6 +32,7 @@ class DrafterResult:
     weights_draft_bytes: int
     table: SpeedupTable
     proposal_rate: float = 1.0  # the share of decode steps that carry a proposal (SpeculativeConfig.proposal_rate)
+    kv_cache_at_k: int = 0  # the k whose memory account kv_cache_tokens is (the drafter's own; the table spans its ks)
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ def _one(label: str, d: Deployment, mem: MemoryAccount, eff: Efficiency, accepta
     sp = d.speculative
     return DrafterResult(label=label, method=sp.method, draft=sp.draft.model_id if sp.draft else None,
                          kv_cache_tokens=mem.kv_cache_tokens, weights_draft_bytes=mem.weights_draft_bytes, table=table,
-                         proposal_rate=sp.proposal_rate)
+                         proposal_rate=sp.proposal_rate, kv_cache_at_k=sp.num_speculative_tokens)
 
 
 def _candidate_drafter(spec: SpeculativeConfig, tree: Tree) -> SpeculativeConfig:

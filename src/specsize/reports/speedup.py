@@ -20,6 +20,7 @@ def _table_dict(r: DrafterResult) -> dict:
         "best_k": {str(b): k for b, k in t.best_k.items()},
         "acceptance_rate": t.acceptance_rate,
         "proposal_rate": r.proposal_rate,
+        "kv_cache_at_k": r.kv_cache_at_k or None,
     }
 
 
@@ -55,7 +56,8 @@ def _summary(r: DrafterResult) -> str:
     cross = ", ".join(f"k={k}: {'none' if b is None else f'B={b}'}" for k, b in r.table.crossover_batch.items())
     proposals = (f"; a per proposal, proposals in {r.proposal_rate:.0%} of decode steps"
                  if r.proposal_rate < 1 else "")
-    return (f"{r.label}: acceptance a={r.table.acceptance_rate:.3f}; KV cache {r.kv_cache_tokens:,} tokens; "
+    return (f"{r.label}: acceptance a={r.table.acceptance_rate:.3f}; KV cache {r.kv_cache_tokens:,} tokens"
+            f"{f' at k={r.kv_cache_at_k}' if r.kv_cache_at_k else ''}; "
             f"speed-up < 1 from {cross}{proposals}")
 
 
