@@ -47,6 +47,7 @@ class Candidate:
     kv_cache_tokens: int
     confirmed: bool | None = None
     simulation: dict | None = None
+    kv_cache_bytes: int = 0  # what the engine hands the KV pool per GPU (<= 0: short of starting, by that much)
 
 
 @dataclass(frozen=True)
@@ -190,7 +191,8 @@ def _judge(d, mem, w, policy, slo, eff, acceptance, k, replicas, ctx, peak_total
     headroom = verdict.worst_case.headroom_fraction
     base = dict(gpu=d.gpu.gpu_id, gpus=d.num_gpus, tp=d.tp, replicas=replicas, drafter=drafter[1],
                 method=d.speculative.method, k=k, kv_cache_dtype=d.engine.kv_cache_dtype, max_num_seqs=s.max_num_seqs,
-                headroom=headroom, cost=cost, cost_unit=unit, kv_cache_tokens=mem.kv_cache_tokens)
+                headroom=headroom, cost=cost, cost_unit=unit, kv_cache_tokens=mem.kv_cache_tokens,
+                kv_cache_bytes=mem.kv_cache_bytes)
     if verdict.verdict == DOES_NOT_FIT:
         reason = verdict.reasons[0] if verdict.reasons else (
             f"KV demand at {verdict.worst_case.concurrency} p99 requests exceeds the pool "
@@ -284,7 +286,7 @@ def _overshoot(c: Candidate, slo) -> float:
 
 def rejected_families(cands: list[Candidate], slo=None) -> list[dict]:
     """Each family (GPU x drafter) with no `ok` configuration, with its closest: the best status, then (missing a
-    latency target) the nearest to the SLO, then the most headroom."""
+    latency target) the nearest to the SLO, then the most headroom, then the largest KV pool."""
     families: dict[tuple[str, str], list[Candidate]] = {}
     for c in cands:
         families.setdefault((c.gpu, c.drafter), []).append(c)
@@ -292,8 +294,10 @@ def rejected_families(cands: list[Candidate], slo=None) -> list[dict]:
     for (gpu, drafter), members in families.items():
         if any(c.status == "ok" for c in members):
             continue
+        # ... and, where no configuration has a KV cache to have headroom in (every headroom -inf), the one least
+        # short of one (the first listed had been named)
         best = min(members, key=lambda c: (STATUS_ORDER.index(c.status), _overshoot(c, slo) if c.status in
-                                           ("misses_tpot", "misses_ttft") else 0.0, -c.headroom))
+                                           ("misses_tpot", "misses_ttft") else 0.0, -c.headroom, -c.kv_cache_bytes))
         out.append({"gpu": gpu, "drafter": drafter, "status": best.status, "configurations": len(members),
                     "why": f"closest: {best.gpus} GPUs, TP={best.tp}, k={best.k}, kv={best.kv_cache_dtype}, "
                            f"max_num_seqs={best.max_num_seqs}: {best.reason}"})
