@@ -70,17 +70,28 @@ class ResultsFile:
 
         return held()
 
+    def _metadata(self) -> dict | None:
+        """The Parquet metadata of `output` ({} with none; None where it is no Parquet file, or absent)."""
+        if not self.output.exists():
+            return None
+        _, pq = _pa()
+        try:
+            return pq.read_schema(self.output).metadata or {}
+        except Exception:  # noqa: BLE001 - not Parquet at all
+            return None
+
     def foreign(self) -> bool:
         """Whether `output` is a file that is not a sweep's results table (which a rerun resumes): one the user wrote
         for something else, not to be replaced without being asked."""
         if not self.output.exists():
             return False
-        _, pq = _pa()
-        try:
-            metadata = pq.read_schema(self.output).metadata or {}
-        except Exception:  # noqa: BLE001 - not Parquet at all
-            return True
-        return b"specsize.results_version" not in metadata
+        metadata = self._metadata()
+        return metadata is None or b"specsize.results_version" not in metadata
+
+    def study_name(self) -> str | None:
+        """The name of the study whose results table `output` is (None: no table, or one that does not say)."""
+        name = (self._metadata() or {}).get(b"specsize.study")
+        return name.decode(errors="replace") if name is not None else None
 
     def _sources(self) -> list[Path]:
         found = sorted(self.parts.glob("part-*.parquet")) if self.parts.is_dir() else []

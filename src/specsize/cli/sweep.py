@@ -47,18 +47,6 @@ def _check_places(output: Path, html: Path) -> None:
         raise SpecError("html", f"folder {html.parent} does not exist", "a path in an existing folder")
 
 
-def _table_study(output: Path) -> str | None:
-    """The name of the study whose results table `output` is (None: no table, or one that does not say)."""
-    import pyarrow.parquet as pq  # noqa: PLC0415 - ResultsFile.foreign has found a sweep's table there
-
-    try:
-        metadata = pq.read_schema(output).metadata or {}
-    except Exception:  # noqa: BLE001 - unreadable: foreign() has refused it already
-        return None
-    name = metadata.get(b"specsize.study")
-    return name.decode(errors="replace") if name is not None else None
-
-
 def _check_targets(study: Path, output: Path, html: Path, force: bool) -> None:
     """Nothing the user wrote is replaced without --force: -o must be new or this study's own table (a rerun
     resumes it), --html new or a summary a sweep wrote; neither may be the study file, a file it reads or the
@@ -95,10 +83,11 @@ def _check_ours(study_name: str, output: Path, html: Path) -> None:
     from ..core.errors import SpecError  # noqa: PLC0415
     from ..reports.sweep import TITLE_MARK  # noqa: PLC0415 - the mark of a summary a sweep wrote
 
-    if ResultsFile(output, ()).foreign():
+    table = ResultsFile(output, ())
+    if table.foreign():
         raise SpecError("output", f"{output} exists and is not a sweep's results table",
                         "a new path, the table of an earlier run of this sweep (it resumes), or --force")
-    theirs = _table_study(output) if output.exists() else None
+    theirs = table.study_name()
     if theirs is not None and theirs != study_name:
         raise SpecError("output", f"{output} is the results table of study {theirs!r}, not of {study_name!r}",
                         "a new path, the table of an earlier run of this study (it resumes), or --force")

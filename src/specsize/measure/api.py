@@ -52,6 +52,12 @@ def _token_ids(raw, where: str, vocab: int) -> list[int]:
     return list(raw)
 
 
+def _first_line(err: BaseException) -> str:
+    """An exception as one line of a message: its first line, at most 200 characters, or its type's name."""
+    text = str(err).strip()
+    return text.splitlines()[0][:200] if text else type(err).__name__
+
+
 def _tokenizer(target_dir: str | None, where: str):
     """The target's tokenizer (a prompt given as text), or one line saying why it cannot be loaded."""
     from transformers import AutoTokenizer  # noqa: PLC0415
@@ -59,8 +65,8 @@ def _tokenizer(target_dir: str | None, where: str):
     try:
         return AutoTokenizer.from_pretrained(target_dir)
     except (OSError, ValueError, ImportError, TypeError) as err:
-        first = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
-        raise SpecError("prompts", f"{where} is text, and the tokenizer of {target_dir} cannot be loaded ({first})",
+        raise SpecError("prompts", f"{where} is text, and the tokenizer of {target_dir} cannot be loaded "
+                        f"({_first_line(err)})",
                         "prompt_ids per line, or a model directory with its tokenizer files") from None
 
 
@@ -126,8 +132,7 @@ def measure(request: Request, *, batch_size: int = 2, prompt_len: int | None = N
             draft_model = build_model(None, draft_dir, dtype, result.device)
             result.acceptance = measure_acceptance(target_model, draft_model, ids, k, max_new_tokens, temperature)
     except (OSError, MemoryError, RuntimeError) as err:  # missing weights, or the run outgrew the machine
-        first = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
-        raise SpecError("measure", f"the PyTorch run failed: {first}",
+        raise SpecError("measure", f"the PyTorch run failed: {_first_line(err)}",
                         "local model directories with their safetensors, and shapes this machine holds") from None
     if record:
         _record(record, store, result, d, batch_size, prompt, k)

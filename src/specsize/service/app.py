@@ -107,7 +107,7 @@ class Guard:
                 if received > self.max_body:
                     return await self._too_large(scope, send, started)
                 more = message.get("more_body", False)
-            problem = _body_problem(b"".join(chunks)) if api_json else None
+            problem = body_problem(b"".join(chunks)) if api_json else None
             if problem is not None:
                 return await self._refuse(scope, send, started, 422, error_body(*problem))
             replay = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
@@ -147,7 +147,7 @@ class Guard:
 JSON_OBJECT = "a JSON object of fields"
 
 
-def _body_problem(body: bytes) -> tuple[str, str, str] | None:
+def body_problem(body: bytes) -> tuple[str, str, str] | None:
     """(field, problem, accepted) of a JSON body the app's own parser would misread or the service cannot keep: bytes
     that are not UTF-8, nesting too deep to read, a key named twice in one object, a number Python's JSON reader
     refuses (past 4,300 digits, a ValueError that is no syntax error), or a string holding a NUL or a lone surrogate

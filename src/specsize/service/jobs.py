@@ -150,9 +150,8 @@ class JobRunner:
         try:
             self._supervise(job, payload)
         except Exception as err:  # noqa: BLE001 - a process that cannot start: the job fails, never stays "running"
-            job.outcome = {"error": {"field": None, "problem": f"the job could not run ({type(err).__name__})",
-                                     "accepted": None}}
-            job.finished, job.status = time.time(), "failed"
+            self._finish(job, "failed", {"error": {"field": None, "accepted": None,
+                                                   "problem": f"the job could not run ({type(err).__name__})"}})
         finally:
             self._processes.pop(job.id, None)
 
@@ -180,8 +179,13 @@ class JobRunner:
             process.kill()
         process.join(5)
         parent.close()
+        self._finish(job, status, outcome)
+
+    def _finish(self, job: Job, status: str, outcome: dict) -> None:
+        """Record how `job` ended, once: the first to say wins (shutdown() says why a job it stopped ended; its
+        watcher, woken by the closed pipe, had overwritten that with "the job's process ended")."""
         with self._lock:
-            if job.finished is None:  # shutdown() has said why a job it stopped ended: kept, not "the process ended"
+            if job.finished is None:
                 job.outcome, job.finished, job.status = outcome, time.time(), status
 
     def shutdown(self) -> None:
@@ -194,11 +198,9 @@ class JobRunner:
             if process.is_alive():
                 process.kill()
             job = self.jobs.get(job_id)
-            with self._lock:
-                if job is not None and job.finished is None:
-                    job.outcome = {"error": {"field": None, "problem": "the service stopped while the job ran",
-                                             "accepted": "the same request again"}}
-                    job.finished, job.status = time.time(), "failed"
+            if job is not None:
+                self._finish(job, "failed", {"error": {"field": None, "problem": "the service stopped while the job ran",
+                                                       "accepted": "the same request again"}})
         for _, process in processes:
             process.join(5)
 

@@ -107,10 +107,10 @@ async def json_body(request: Request) -> object:
 def parse_json(raw: bytes | str, field: str) -> object:
     """`raw` parsed as JSON, refused (422 naming `field`) where the body guard refuses a body: not JSON, a key named
     twice, nesting too deep to read, a number past 4,300 digits, a NUL or a lone surrogate."""
-    from .app import _body_problem  # noqa: PLC0415 - the guard's own checks
+    from .app import body_problem  # noqa: PLC0415 - the guard's own checks
 
     data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
-    problem = _body_problem(data)
+    problem = body_problem(data)
     if problem is not None:
         where, what, accepted = problem
         raise BodyShapeError(field if where == "body" else f"{field}.{where}", what, accepted)
