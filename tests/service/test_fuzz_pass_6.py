@@ -337,3 +337,34 @@ def test_a_simulation_while_the_service_stops_is_503_from_the_ui_as_from_the_api
         error = _error(client.post(route, headers=_as(tokens, "planner"), json=body), 503)
         assert error == {"field": "jobs", "problem": "the service is stopping",
                          "accepted": "the same request once the service is back"}, route
+
+
+def test_lists_and_compare_print_a_headroom_as_its_verdict(team):
+    """The deployment list, its version history and the compare page printed a headroom with %.1f: with a policy
+    between the headroom and its one-decimal rounding, the list read (say) "26.2%" beside THIN under a 26.15%
+    policy. They print the CLI's headroom text now, with the decimals that read as the verdict."""
+    client, tokens, _ = team
+    planner = _as(tokens, "planner")
+    h = client.get("/api/v1/deployments/d1/versions/1", headers=planner).json()["plan"]["headroom_fraction"]
+    one_decimal = round(100 * h, 1) / 100
+    assert one_decimal != h
+    policy = (h + one_decimal) / 2  # %.1f reads the headroom on the wrong side of this policy
+    verdict = "thin" if h < policy else "fits"
+    made = client.post("/api/v1/deployments/d1/versions", headers=planner, json={"concurrency": 44, "headroom": policy})
+    assert made.status_code == 201 and made.json()["verdict"] == verdict, made.text
+
+    def reads_as_verdict(text: str) -> bool:
+        return (float(text.rstrip("%")) / 100 >= policy) == (verdict == "fits")
+
+    assert not reads_as_verdict(f"{100 * h:.1f}%")  # what the pages had printed
+    listed = client.get("/api/v1/deployments", headers=planner).json()
+    assert reads_as_verdict(next(r for r in listed if r["name"] == "d1")["headroom_text"])
+    history = client.get("/api/v1/deployments/d1/versions", headers=planner).json()
+    assert reads_as_verdict(history[-1]["headroom_text"]) and history[0]["headroom_text"].endswith("%")
+    diff = client.get("/api/v1/deployments/d1/diff", headers=planner, params={"a": 1, "b": 3}).json()
+    outcome = {row["field"]: (row["a"], row["b"]) for row in diff["outcome"]}
+    assert outcome["verdict"] == ("fits", verdict) and reads_as_verdict(outcome["headroom_text"][1])
+    _signed_in(client)
+    for page in ("/", "/d/d1", "/d/d1/compare?a=1&b=3"):
+        assert outcome["headroom_text"][1] in client.get(page).text, page
+    assert f"{100 * h:.1f}%" not in client.get("/").text  # the list shows v3 alone

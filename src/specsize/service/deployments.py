@@ -56,6 +56,15 @@ def _headroom(plan: dict) -> float | None:
     return plan.get("headroom_fraction")
 
 
+def _headroom_text(plan: dict) -> str:
+    """A stored plan's headroom as the CLI prints it, reading as its verdict (a list's "%.1f" had shown 0.19979 under
+    a 20% policy as "20.0%" beside THIN); "-" where the plan has none."""
+    from ..core.envelope import headroom_text  # noqa: PLC0415
+
+    headroom, policy = plan.get("headroom_fraction"), plan.get("headroom_policy")
+    return headroom_text(headroom, policy) if headroom is not None and policy is not None else "-"
+
+
 def save_version(engine: Engine, name: str, request: dict, plan: dict, author: str, note: str | None = None,
                  create: bool = False) -> int:
     """Store a new version of `name` (creating the deployment when `create`); returns its number. Concurrent saves
@@ -110,14 +119,15 @@ def list_deployments(engine: Engine) -> list[dict]:
     latest = (select(db.versions.c.deployment_id, func.max(db.versions.c.version).label("v"))
               .group_by(db.versions.c.deployment_id).subquery())
     query = (select(db.deployments.c.name, db.versions.c.version, db.versions.c.verdict,
-                    db.versions.c.headroom_fraction, db.versions.c.author, db.versions.c.created_at)
+                    db.versions.c.headroom_fraction, db.versions.c.author, db.versions.c.created_at,
+                    db.versions.c.plan)
              .join(latest, latest.c.deployment_id == db.deployments.c.id)
              .join(db.versions, (db.versions.c.deployment_id == latest.c.deployment_id)
                    & (db.versions.c.version == latest.c.v))
              .order_by(db.deployments.c.name))
     with engine.connect() as con:
-        return [{"name": r[0], "version": r[1], "verdict": r[2], "headroom_fraction": r[3], "author": r[4],
-                 "updated_at": r[5]} for r in con.execute(query)]
+        return [{"name": r[0], "version": r[1], "verdict": r[2], "headroom_fraction": r[3],
+                 "headroom_text": _headroom_text(json.loads(r[6])), "author": r[4], "updated_at": r[5]} for r in con.execute(query)]
 
 
 def _exists(engine: Engine, name: str) -> bool:
@@ -130,13 +140,14 @@ def versions(engine: Engine, name: str) -> list[dict]:
         raise _no_deployment(name)
     with engine.connect() as con:
         rows = con.execute(select(db.versions.c.version, db.versions.c.verdict, db.versions.c.headroom_fraction,
-                                  db.versions.c.author, db.versions.c.created_at, db.versions.c.note)
+                                  db.versions.c.author, db.versions.c.created_at, db.versions.c.note,
+                                  db.versions.c.plan)
                            .join(db.deployments, db.deployments.c.id == db.versions.c.deployment_id)
                            .where(db.deployments.c.name == name).order_by(db.versions.c.version)).all()
     if not rows:
         raise _no_deployment(name)
-    return [{"version": r[0], "verdict": r[1], "headroom_fraction": r[2], "author": r[3], "created_at": r[4],
-             "note": r[5]} for r in rows]
+    return [{"version": r[0], "verdict": r[1], "headroom_fraction": r[2], "headroom_text": _headroom_text(json.loads(r[6])),
+             "author": r[3], "created_at": r[4], "note": r[5]} for r in rows]
 
 
 MAX_VERSION = 2**31 - 1  # a version number is a 32-bit integer column on SQLite and PostgreSQL alike
@@ -171,6 +182,7 @@ def version(engine: Engine, name: str, number: int | None = None) -> dict:
 def _headline(plan: dict) -> dict:
     v = plan.get("envelope") or {}
     return {"verdict": plan["verdict"], "headroom_fraction": plan.get("headroom_fraction"),
+            "headroom_text": _headroom_text(plan),
             "breaks_first": plan.get("breaks_first"), "max_concurrency": plan.get("max_concurrency"),
             "kv_cache_tokens": plan.get("kv_cache_tokens"), "worst_case": v.get("worst_case", v) if v else None}
 
@@ -181,7 +193,8 @@ def diff(a: dict, b: dict) -> dict:
     inputs = [{"field": k, "a": a["request"].get(k), "b": b["request"].get(k)} for k in keys
               if a["request"].get(k) != b["request"].get(k)]
     ha, hb = _headline(a["plan"]), _headline(b["plan"])
-    outcome = [{"field": k, "a": ha.get(k), "b": hb.get(k)} for k in ("verdict", "headroom_fraction", "breaks_first",
+    outcome = [{"field": k, "a": ha.get(k), "b": hb.get(k)} for k in ("verdict", "headroom_fraction", "headroom_text",
+                                                                       "breaks_first",
                                                                        "max_concurrency", "kv_cache_tokens")]
     return {"name": a["name"], "a": {"version": a["version"], "author": a["author"], "created_at": a["created_at"]},
             "b": {"version": b["version"], "author": b["author"], "created_at": b["created_at"]},
