@@ -368,3 +368,18 @@ def test_lists_and_compare_print_a_headroom_as_its_verdict(team):
     for page in ("/", "/d/d1", "/d/d1/compare?a=1&b=3"):
         assert outcome["headroom_text"][1] in client.get(page).text, page
     assert f"{100 * h:.1f}%" not in client.get("/").text  # the list shows v3 alone
+
+
+def test_a_trailing_slash_redirect_names_no_host_the_caller_sent(team):
+    """The router's trailing-slash redirect built its Location from the request's Host header: `GET /login/` with
+    `Host: evil.example` was answered `Location: http://evil.example/login`, which a cache in front of the service
+    would hand to everyone. The Location is a path on this service now."""
+    client, tokens, _ = team
+    for path, where in (("/login/", "/login"), ("/api/v1/deployments/?x=1", "/api/v1/deployments?x=1"),
+                        ("/d/d1/", "/d/d1")):
+        moved = client.get(path, headers={"host": "evil.example"}, follow_redirects=False)
+        assert moved.status_code == 307 and moved.headers["location"] == where, (path, moved.headers)
+    assert client.get("//evil.example/", follow_redirects=False).headers.get("location", "/").startswith("/")
+    assert not client.get("//evil.example/", follow_redirects=False).headers.get("location", "/").startswith("//")
+    followed = client.get("/api/v1/deployments/", headers=_as(tokens, "viewer"))
+    assert followed.status_code == 200 and [d["name"] for d in followed.json()] == ["d1"]

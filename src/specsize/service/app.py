@@ -120,6 +120,8 @@ class Guard:
         async def send_with_headers(message):
             if message["type"] == "http.response.start":
                 status_seen["code"] = message["status"]
+                if 300 <= message["status"] < 400:
+                    message = {**message, "headers": _relative_location(message.get("headers", []), headers)}
                 extra = list(SECURITY_HEADERS)
                 if scope["path"].startswith("/api/") or scope["path"] == "/metrics":
                     extra.append((b"cache-control", b"no-store"))
@@ -142,6 +144,26 @@ class Guard:
                                 (b"connection", b"close"), *SECURITY_HEADERS]})
         await send({"type": "http.response.body", "body": body})
         self.metrics.observe(scope, status, time.perf_counter() - started)
+
+
+def _relative_location(response_headers, request_headers: dict) -> list:
+    """A redirect's Location on this service without its scheme and host: the router's trailing-slash redirect
+    builds an absolute URL from the request's Host header, so a forged Host (`GET /login/` with `Host: evil.example`)
+    had been sent back as `Location: http://evil.example/login`, a redirect a shared cache in front of the service
+    would serve to everyone. A path on the same host reads the same to a browser (RFC 9110 allows a relative
+    Location)."""
+    from urllib.parse import urlsplit  # noqa: PLC0415
+
+    host = request_headers.get(b"host", b"").decode("latin-1").lower()
+    out = []
+    for name, value in response_headers:
+        if name.lower() == b"location":
+            url = urlsplit(value.decode("latin-1"))
+            if url.netloc and url.netloc.lower() == host and url.path.startswith("/") \
+                    and not url.path.startswith("//"):
+                value = (url.path + (f"?{url.query}" if url.query else "")).encode("latin-1")
+        out.append((name, value))
+    return out
 
 
 JSON_OBJECT = "a JSON object of fields"
