@@ -36,7 +36,9 @@ def logs() -> list[dict]:
 
 def test_release_ranges_follow_the_patch_number():
     # the defaults changed within 0.4.5 and 0.4.6 (read in the PyPI wheels): a profile may start at a post release
-    assert sglang("0.4.4.post3").version == "0.4"
+    assert sglang("0.4.3.post2").version == "0.4"
+    assert sglang("0.4.3.post3").version == "0.4.3.post3"  # both pools take the draft's extra slots
+    assert sglang("0.4.4.post3").version == "0.4.4"  # --page-size
     assert sglang("0.4.4.post4").version == "0.4.4.post4"  # 48 running requests with an EAGLE-family draft
     assert sglang("0.4.5").version == "0.4.4.post4"
     assert sglang("0.4.5.post2").version == "0.4.5.post1"  # fa3 for MLA on Hopper (test_mla_prompt_attention_...)
@@ -47,11 +49,13 @@ def test_release_ranges_follow_the_patch_number():
     assert sglang("0.4.6.post5").version == "0.4.6.post2"
     assert sglang("0.4.7").version == "0.4.7"
     assert sglang("0.4.7.post1").version == "0.4.7.post1"
-    assert sglang("0.5.2").version == "0.4.7.post1"
+    assert sglang("0.4.10").version == "0.4.7.post1"
+    assert sglang("0.5.2").version == "0.5.1"  # --scheduler-recv-interval
     assert sglang("0.5.3").version == "0.5.3"  # _handle_gpu_memory_settings is in the 0.5.3 wheel already
     assert sglang("0.5.3.post3").version == "0.5.3"
     assert sglang("0.5.4").version == "0.5.4"  # trtllm_mla for DeepSeek-V3 on compute capability 10
-    assert sglang("0.5.9").version == "0.5.4"
+    assert sglang("0.5.6").version == "0.5.4"
+    assert sglang("0.5.9").version == "0.5.7"  # no extra pool slots for a draft; trtllm_mha on compute capability 10
     assert sglang("0.5.10").version == "0.5.10"  # piecewise CUDA graphs for prompt steps
     assert sglang("0.5.11").version == "0.5.11"  # piecewise graphs with speculation too
     assert sglang("0.5.12").version == "0.5.11"
@@ -73,8 +77,9 @@ def test_release_ranges_follow_the_patch_number():
     ("RTX-4090-24GB", 1, "none", None, "0.5.6", 0.844),
     # H200 TP 8 (143,165.44 MiB): 512 + 12,288 + 2 x 512 + 1024 = 14,848, + 2048 for a draft = 16,896 -> 0.882
     ("H200-141GB", 8, "eagle3", "sgl-project/SpecForge-llama3-70B-eagle3", "0.5.6", 0.882),
-    # ... and without the flat draft reserve after #23862: 14,848 -> 0.896
-    ("H200-141GB", 8, "eagle3", "sgl-project/SpecForge-llama3-70B-eagle3", "0.5.14", 0.896),
+    # ... and without the flat draft reserve after #23862, with 8 MiB for each of the 58 piecewise prompt graphs
+    # (server_args.py, 0.5.10 on: reserved_mem += len(piecewise_cuda_graph_tokens) * 8): 14,848 + 464 -> 0.893
+    ("H200-141GB", 8, "eagle3", "sgl-project/SpecForge-llama3-70B-eagle3", "0.5.14", 0.893),
     # 0.4-0.4.5.post2: by TP size
     ("H100-SXM-80GB", 4, "none", None, "0.4.5", 0.85),
     ("H200-141GB", 8, "none", None, "0.4.5.post2", 0.81),
@@ -156,8 +161,10 @@ EAGLE3_CELL = 1 * 2 * 8 * 128 * 2  # one layer of the head: 4,096 B per token
 
 
 def test_before_0_5_14_the_draft_pool_takes_the_targets_token_count_after_it():
-    plain = account(deployment(gpu_memory_utilization=0.85), sglang("0.5.6"))
-    spec = account(deployment(**EAGLE3), sglang("0.5.6"))
+    # 0.5.7 - 0.5.13 (0.4.3.post3 - 0.5.6 add R x (steps x topk + draft tokens) + 100 slots to both pools:
+    # test_hunt_53_sglang.test_an_eagle_draft_adds_slots_to_both_pools_before_0_5_7)
+    plain = account(deployment(gpu_memory_utilization=0.85), sglang("0.5.7"))
+    spec = account(deployment(**EAGLE3), sglang("0.5.7"))
     assert spec.kv_cache_tokens == plain.kv_cache_tokens  # the target's pool is sized as if there were no draft
     assert spec.kv_bytes_per_token_draft == EAGLE3_CELL
     assert spec.kv_cache_bytes == spec.kv_cache_tokens * (LLAMA8B_CELL + EAGLE3_CELL)
@@ -304,7 +311,12 @@ sglang:spec_accept_length{model_name="meta-llama/Llama-3.1-8B-Instruct"} 3.2
 
 def test_sglang_metrics():
     m = read_metrics(METRICS)
-    assert m.kv_cache_tokens == 409600  # 102,400 tokens in use are 25% of the pool
+    # SGLang rounds token_usage to two decimals: 0.25 says the pool is 102,400 / 0.245..0.255 = 401,569..417,959
+    # tokens, not which; the pool is the served max_total_num_tokens gauge (0.5.9 on), else unknown
+    assert m.kv_cache_tokens is None
+    m = read_metrics(METRICS + "# TYPE sglang:max_total_num_tokens gauge\n"
+                     'sglang:max_total_num_tokens{model_name="meta-llama/Llama-3.1-8B-Instruct"} 409600.0\n')
+    assert m.kv_cache_tokens == 409600
     assert (m.kv_usage_fraction, m.running, m.waiting, m.preemptions) == (0.25, 40, 3, 2)
     assert m.mean_accepted_length == 3.2
     assert m.model == "meta-llama/Llama-3.1-8B-Instruct"
@@ -334,7 +346,8 @@ def test_a_vllm_plan_emits_sglang_with_sglangs_default_fraction():
     result = plan(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB")
     commands = {c.engine: c for c in result.commands}
     assert "--gpu-memory-utilization 0.9" in commands["vllm"].shell
-    assert "--mem-fraction-static 0.834" in commands["sglang"].shell  # not vLLM's 0.9
+    # (81,090.56 - 13,440 - 58 x 8 MiB of piecewise prompt graphs) / 81,090.56 = 0.82854 (test_default_fraction)
+    assert "--mem-fraction-static 0.829" in commands["sglang"].shell  # not vLLM's 0.9
 
 
 def test_plan_with_engine_sglang():
@@ -342,7 +355,7 @@ def test_plan_with_engine_sglang():
 
     result = plan(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", engine="sglang")
     assert result.profile.engine == "sglang" and result.to_dict()["engine"]["name"] == "sglang"
-    assert result.to_dict()["per_gpu"]["engine_terms"]["mem_fraction_static"] == 0.834
+    assert result.to_dict()["per_gpu"]["engine_terms"]["mem_fraction_static"] == 0.829
 
 
 # --- other processes ---------------------------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 - 0.4 - 0.5.3: default mem_fraction_static by TP size (0.88 at TP 1 ... 0.79 at TP 16); the draft's weights
   and KV pool are allocated after the target's pool, out of the (1 - f) share.
 - 0.5.4 - 0.5.13: the default fraction from GPU memory, chunked prefill and CUDA graph size (PR #10975),
-  with 2 GiB (6 GiB STANDALONE) reserved for a draft; the draft still comes after the target's pool. From 0.5.10
+  with 2 GiB (6 GiB STANDALONE) reserved for a draft, 4 GiB from 0.5.10 (and room for the piecewise graphs once they
+  are on: 8 MiB a captured prompt size, 1.5 GiB for MLA); the draft still comes after the target's pool. From 0.5.10
   prompt steps run in piecewise CUDA graphs (PR #16331; the 0.5.9 wheel still has enable_piecewise_cuda_graph
   False, the 0.5.10 wheel disable_piecewise_cuda_graph False); before, only decode batches are graphed. In
   0.5.10 - 0.5.12 not where the flashinfer_trtllm MoE runner runs, the default for DeepSeek-V3 and Qwen3 MoE
@@ -190,52 +191,75 @@ _FLASHINFER_TRTLLM_SM100 = (
 # also keeps them off with any speculative algorithm (its rule 2; gone in 0.5.11, PR 22128). Read in the 0.5.10 -
 # 0.5.13 wheels.
 _TEXT_ONLY_MULTIMODAL = ("gemma3", "gemma3_text", "llama4", "llama4_text")
-_HEURISTIC = Rules(defaults="heuristic", spec_reserve=True, draft_in_sizing=False, spec_max_running_requests=48)
+_HEURISTIC = Rules(defaults="heuristic", spec_reserve_mib=2048, draft_in_sizing=False, spec_max_running_requests=48,
+                   trtllm_mla_sm100=True)
+_HEURISTIC_0503 = replace(_HEURISTIC, draft_headroom="shared")  # 0.5.3-0.5.6: the draft's pool headroom (Rules)
+# 0.5.10: 4 GiB for an EAGLE-family draft, and room for the piecewise graphs now on by default (Rules)
+# 0.5.7: trtllm_mha, pages of 64, for an MHA model on compute capability 10 (accounting.sm100_attention)
+_HEURISTIC_0507 = replace(_HEURISTIC, trtllm_mha_sm100=True)
+_HEURISTIC_0510 = replace(_HEURISTIC_0507, spec_reserve_mib=4096, piecewise_reserve=True)
+_HEURISTIC_0513 = replace(_HEURISTIC_0510, piecewise_clamped_to_context=True)
 
 # before 0.5.3 the default fraction, chunked-prefill size and decode-graph limit changed five times (accounting.py's
 # docstring, Rules.defaults); from 0.4.4.post4 an EAGLE / EAGLE3 / NEXTN draft sets max_running_requests to 48 when it
 # is not given (server_args.py "if self.max_running_requests is None: self.max_running_requests = 48", read in the
 # 0.4.4.post4 wheel and every later one; not in 0.4.4.post3)
 def _legacy(version: str, label: str, defaults: str, spec_running: int | None = 48,
-            mla: tuple[tuple[str, tuple[bool, int]], ...] = MLA_046) -> AccountingProfile:
-    return _profile(version, label, Rules(defaults=defaults, spec_reserve=False, draft_in_sizing=False,
-                                          spec_max_running_requests=spec_running), mla=mla)
+            mla: tuple[tuple[str, tuple[bool, int]], ...] = MLA_046, headroom: str = "shared",
+            recv_flag: bool = False, pp: bool = True) -> AccountingProfile:
+    # --scheduler-recv-interval from 0.5.1 (server_args.py: no scheduler_recv_interval in the 0.4.10.post2 wheel, in
+    # 0.5.1's; no 0.5.0 was released): a run planned with it on an older release is refused, not emitted
+    return replace(_profile(version, label, Rules(defaults=defaults, spec_reserve_mib=0, draft_in_sizing=False,
+                                                  spec_max_running_requests=spec_running, draft_headroom=headroom,
+                                                  pipeline_parallel=pp),
+                            mla=mla), recv_interval_flag=recv_flag)
 
 
-V04 = _legacy("0.4", "SGLang 0.4-0.4.4.post3 (default fraction by TP size; draft pool after the target's)", "tp_table",
-              spec_running=None, mla=())
+# no --page-size before 0.4.4 (server_args.py: no page_size in the 0.4.3.post4 wheel, "--page-size" in 0.4.4's): a
+# token pool of pages of one, and the planner refuses another block size there (AccountingProfile.block_sizes)
+_NO_PAGE_SIZE = (1,)
+V04 = replace(_legacy("0.4", "SGLang 0.4-0.4.3.post2 (default fraction by TP size; draft pool after the target's)",
+                      "tp_table", spec_running=None, mla=(), headroom="draft_only", pp=False), block_sizes=_NO_PAGE_SIZE)
+V043P3 = replace(_legacy("0.4.3.post3", "SGLang 0.4.3.post3-0.4.3.post4 (as 0.4; target and draft pools share the "
+                         "draft's extra slots)", "tp_table", spec_running=None, mla=(), pp=False),
+                 block_sizes=_NO_PAGE_SIZE)
+V044 = _legacy("0.4.4", "SGLang 0.4.4-0.4.4.post3 (as 0.4.3.post3; --page-size)", "tp_table", spec_running=None, mla=(),
+               pp=False)
 V044P4 = _legacy("0.4.4.post4", "SGLang 0.4.4.post4-0.4.5 (as 0.4; 48 running requests with an EAGLE-family draft)",
-                 "tp_table", mla=())
+                 "tp_table", mla=(), pp=False)
 V045P1 = _legacy("0.4.5.post1", "SGLang 0.4.5.post1-0.4.5.post2 (as 0.4.4.post4; fa3 on Hopper, MLA prompts absorbed "
-                 "under 8,192 tokens of prefix)", "tp_table", mla=MLA_0451)
+                 "under 8,192 tokens of prefix)", "tp_table", mla=MLA_0451, pp=False)
 V045P3 = _legacy("0.4.5.post3", "SGLang 0.4.5.post3 (above 80 GiB: 13 GiB left outside the fraction, decode graphs to "
-                 "256)", "big13", mla=MLA_0451)
+                 "256)", "big13", mla=MLA_0451, pp=False)
 V046 = _legacy("0.4.6", "SGLang 0.4.6-0.4.6.post1 (as 0.4.5.post3; MLA prompts without a prefix as multi-head "
-               "attention on Hopper too)", "big13")
+               "attention on Hopper too)", "big13", pp=False)
 V046P2 = _legacy("0.4.6.post2", "SGLang 0.4.6.post2-0.4.6.post5 (above 96 GiB: 48 GiB of headroom shared, at least "
                  "18 GiB outside the fraction, decode graphs to 256)", "big48")
 V047 = _legacy("0.4.7", "SGLang 0.4.7 (as 0.4.6.post2; 0.79 and decode graphs to 512 on CUDA cards above 180,000 "
                "MiB)", "big48_b200")
-V047P1 = _legacy("0.4.7.post1", "SGLang 0.4.7.post1-0.5.2 (default fraction from a reserve by GPU memory and TP x PP)",
+V047P1 = _legacy("0.4.7.post1", "SGLang 0.4.7.post1-0.4.10 (default fraction from a reserve by GPU memory and TP x PP)",
                  "reserved")
+V051 = _legacy("0.5.1", "SGLang 0.5.1-0.5.2 (as 0.4.7.post1; --scheduler-recv-interval)", "reserved", recv_flag=True)
 V053 = _profile("0.5.3", "SGLang 0.5.3 (default fraction from GPU memory; draft pool after the target's)",
-                _HEURISTIC, mla=MLA_053)
-V054 = _profile("0.5.4", "SGLang 0.5.4-0.5.9 (as 0.5.3; trtllm_mla for DeepSeek-V3 on compute capability 10)",
-                _HEURISTIC)
+                replace(_HEURISTIC_0503, trtllm_mla_sm100=False), mla=MLA_053)
+V054 = _profile("0.5.4", "SGLang 0.5.4-0.5.6 (as 0.5.3; trtllm_mla for DeepSeek-V3 on compute capability 10)",
+                _HEURISTIC_0503)
+V057 = _profile("0.5.7", "SGLang 0.5.7-0.5.9 (as 0.5.4; no extra pool slots for a draft; trtllm_mha on compute "
+                "capability 10)", _HEURISTIC_0507)
 V0510 = _profile("0.5.10", "SGLang 0.5.10 (as 0.5.4; prompt steps in piecewise CUDA graphs, not with the "
-                 "flashinfer_trtllm MoE runner nor with speculation)", _HEURISTIC, _PIECEWISE, _FLASHINFER_TRTLLM_SM100,
+                 "flashinfer_trtllm MoE runner nor with speculation)", _HEURISTIC_0510, _PIECEWISE, _FLASHINFER_TRTLLM_SM100,
                  piecewise_off_speculative=True)
-V0511 = _profile("0.5.11", "SGLang 0.5.11-0.5.12 (as 0.5.10; piecewise CUDA graphs with speculation too)", _HEURISTIC,
+V0511 = _profile("0.5.11", "SGLang 0.5.11-0.5.12 (as 0.5.10; piecewise CUDA graphs with speculation too)", _HEURISTIC_0510,
                  _PIECEWISE, _FLASHINFER_TRTLLM_SM100, spec_v2=True)
-V0513 = _profile("0.5.13", "SGLang 0.5.13 (as 0.5.11; piecewise CUDA graphs with every MoE runner)", _HEURISTIC,
+V0513 = _profile("0.5.13", "SGLang 0.5.13 (as 0.5.11; piecewise CUDA graphs with every MoE runner)", _HEURISTIC_0513,
                  _PIECEWISE, spec_v2=True)
 V0514 = _profile("0.5.14", "SGLang 0.5.14 and later (draft weights and KV inside mem_fraction_static)",
-                 Rules(defaults="heuristic", spec_reserve=False, draft_in_sizing=True, spec_max_running_requests=48),
+                 replace(_HEURISTIC_0513, spec_reserve_mib=0, draft_in_sizing=True, piecewise_off_when_eager=True),
                  _PIECEWISE, spec_v2=True)
 
 # (first release covered, profile), oldest first
-PROFILES = (((0, 4), V04), ((0, 4, 4, 4), V044P4), ((0, 4, 5, 1), V045P1), ((0, 4, 5, 3), V045P3), ((0, 4, 6), V046),
-            ((0, 4, 6, 2), V046P2), ((0, 4, 7), V047), ((0, 4, 7, 1), V047P1), ((0, 5, 3), V053), ((0, 5, 4), V054), ((0, 5, 10), V0510), ((0, 5, 11), V0511), ((0, 5, 13), V0513),
+PROFILES = (((0, 4), V04), ((0, 4, 3, 3), V043P3), ((0, 4, 4), V044), ((0, 4, 4, 4), V044P4), ((0, 4, 5, 1), V045P1), ((0, 4, 5, 3), V045P3), ((0, 4, 6), V046),
+            ((0, 4, 6, 2), V046P2), ((0, 4, 7), V047), ((0, 4, 7, 1), V047P1), ((0, 5, 1), V051), ((0, 5, 3), V053), ((0, 5, 4), V054), ((0, 5, 7), V057), ((0, 5, 10), V0510), ((0, 5, 11), V0511), ((0, 5, 13), V0513),
             ((0, 5, 14), V0514))
 
 # The drafter shape SGLang runs when no --speculative-num-steps is given (EAGLE, EAGLE3 and NEXTN, its MTP; from

@@ -23,7 +23,8 @@ Read from sgl-project/sglang (paths under python/sglang/srt/):
 - server_args.py, `_handle_gpu_memory_settings` (PR #10975, releases 0.5.3 and later): chunked_prefill_size
   and cuda_graph_max_bs by GPU memory bucket, then mem_fraction_static = round((gpu_mem - reserved) / gpu_mem,
   3) with reserved = 512 + 1.5 x max(chunked_prefill_size, 2048) + 2 x cuda_graph_max_bs + tp x pp / 8 x 1024
-  MiB, at least 10 GiB above 60 GiB cards, + 2 GiB for EAGLE-family drafts (6 GiB STANDALONE) until #23862.
+  MiB (+ 8 MiB a captured prompt size of the piecewise CUDA graphs, 1.5 GiB for MLA, from 0.5.10), at least 10 GiB
+  above 60 GiB cards, + 2 GiB for EAGLE-family drafts (4 GiB in 0.5.10-0.5.13; 6 GiB STANDALONE) until #23862.
   Before 0.5.3 the defaults changed five times (`Rules.defaults`; read in every release's PyPI wheel,
   server_args.py `__post_init__` and model_executor/cuda_graph_runner.py `get_batch_sizes_to_capture`; gpu_mem
   is the card's MiB):
@@ -40,8 +41,8 @@ Read from sgl-project/sglang (paths under python/sglang/srt/):
     GiB below 35 GiB, 9.5 + TP x PP / 2 below 90 GiB, 12 + TP x PP / 2 below 160 GiB, else 32 GiB, + 2 GiB with a
     speculative algorithm (6 GiB STANDALONE); chunked prefill 2048 below 35 GiB, 8192 below 160 GiB, else 16,384;
     graphs up to 8 (TP < 4) or 80 below 35 GiB, 256 above 90 GiB, 512 above 160,000 MiB, else 160.
-- Speculative EAGLE/EAGLE3/STANDALONE (and NEXTN, an alias of EAGLE) set max_running_requests to 48 when it
-  is not given (server_args.py, from 0.4.4.post4; 0.5.x logs "Max running requests is reset to 48 for speculative
+- Speculative EAGLE/EAGLE3/STANDALONE (and NEXTN, an alias of EAGLE) and NGRAM set max_running_requests to 48 when
+  it is not given (server_args.py, from 0.4.4.post4; 0.5.x logs "Max running requests is reset to 48 for speculative
   decoding").
   Otherwise the request pool holds min(max(tokens / context_len x 512, 2048), 4096) requests and the
   scheduler runs at most min(tokens // 2, that) (mixin `init_memory`; managers/tp_worker.py).
@@ -61,8 +62,8 @@ from dataclasses import dataclass, replace
 
 from ...core.errors import SpecError
 from ...core.kvcache import KVLayer, bytes_per_token, model_kv_layers
-from ...core.memory import (AccountingProfile, MemoryAccount, activation_peak, draft_weight_bytes,
-                            resolve_settings, target_weights)
+from ...core.memory import (AccountingProfile, MemoryAccount, ResolvedSettings, activation_peak, draft_weight_bytes,
+                            graph_limits, resolve_settings, target_weights)
 from ...core.specs import Deployment, effective_target
 from ...core.units import GiB
 from ...core.weights import WeightBreakdown
@@ -70,6 +71,10 @@ from ...core.weights import WeightBreakdown
 MiB = 1 << 20
 MODELLED_LAYER_KINDS = ("full", "sliding", "chunked", "mla")
 EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
+# the algorithms that set max_running_requests to 48 when it is not given: the EAGLE family and NGRAM, from its first
+# release (server_args.py "if self.speculative_algorithm == 'NGRAM': ... self.max_running_requests = 48", read in the
+# 0.5.3 and 0.5.9 wheels; 0.5.14's arg_groups/speculative_hook.py _handle_ngram)
+SPEC_RUNNING_CAPPED = EAGLE_FAMILY + ("NGRAM",)
 
 
 @dataclass(frozen=True)
@@ -78,9 +83,27 @@ class Rules:
 
     defaults: str  # "tp_table", "big13", "big48", "big48_b200", "reserved" (before 0.5.3; module docstring) or
     # "heuristic" (0.5.3 and later)
-    spec_reserve: bool  # the default fraction reserves 2 GiB (6 GiB STANDALONE) for a draft
+    spec_reserve_mib: int  # what the default fraction reserves for an EAGLE-family draft (0: nothing; 6 GiB STANDALONE
+    # whenever it reserves): 2 GiB in 0.5.3-0.5.9, 4 GiB in 0.5.10-0.5.13 (server_args.py _handle_gpu_memory_settings,
+    # "eagle draft models and cuda graphs", read in the 0.5.3, 0.5.9, 0.5.10, 0.5.11 and 0.5.13 wheels), none from
+    # 0.5.14 (#23862: the draft is sized inside the fraction)
     draft_in_sizing: bool  # draft weights loaded and draft KV budgeted before the pool is sized
-    spec_max_running_requests: int | None  # default running-request limit with EAGLE-family speculation
+    spec_max_running_requests: int | None  # default running-request limit with speculation (EAGLE family, NGRAM)
+    # the default fraction reserves room for the piecewise CUDA graphs of prompt steps when they are on (0.5.10 and
+    # later): 8 MiB a captured size, 1.5 GiB flat for an MLA model (server_args.py _handle_gpu_memory_settings, "For
+    # piecewise cuda graphs"); from 0.5.13 the largest captured size is clamped to --context-length (#21112), and from
+    # 0.5.14 --disable-cuda-graph turns the prefill graphs (and so the reserve) off too (_parse_cuda_graph_config)
+    # an EAGLE-family draft's extra pool slots (_draft_headroom): "draft_only" (0.4.1.post4-0.4.3.post2: the draft's
+    # pool alone, R x steps + 100), "shared" (0.4.3.post3-0.5.6: both pools), "" (none: 0.5.7 on)
+    draft_headroom: str = ""
+    pipeline_parallel: bool = True  # --pp-size (server_args.py: from the 0.4.6.post2 wheel; not in 0.4.6.post1's)
+    # on compute capability 10 (sm100_attention): DeepseekV3ForCausalLM runs trtllm_mla (0.5.4 on), any MHA model
+    # trtllm_mha (0.5.7 on)
+    trtllm_mla_sm100: bool = False
+    trtllm_mha_sm100: bool = False
+    piecewise_reserve: bool = False
+    piecewise_clamped_to_context: bool = False
+    piecewise_off_when_eager: bool = False
     tp_extra_nvlink_bytes: int = int(1.59 * GiB)  # torch.distributed init beyond TP 1 (NCCL, custom all-reduce)
     tp_extra_pcie_bytes: int = int(0.36 * GiB)
 
@@ -120,8 +143,9 @@ def _by_tp_size(size: int) -> float:
 
 
 def default_fraction(rules: Rules, gpu_mib: float, tp: int, pp: int, chunked: int, graph_bs: int,
-                     algorithm: str | None, cuda: bool = True) -> float:
-    """SGLang's default mem_fraction_static (`cuda`: an NVIDIA card, for 0.4.7's rule for the largest ones)."""
+                     algorithm: str | None, cuda: bool = True, piecewise_mib: float = 0.0) -> float:
+    """SGLang's default mem_fraction_static (`cuda`: an NVIDIA card, for 0.4.7's rule for the largest ones;
+    `piecewise_mib`: what it reserves for the piecewise CUDA graphs of prompt steps, `piecewise_reserve_mib`)."""
     if rules.defaults == "tp_table":
         return _by_tp_size(tp * pp)
     if rules.defaults == "big13":
@@ -140,12 +164,41 @@ def default_fraction(rules: Rules, gpu_mib: float, tp: int, pp: int, chunked: in
                else 12 + size / 2 if gpu_mib < 160 * 1024 else 32)
         reserved = gib * 1024 + (0 if algorithm is None else 6 * 1024 if algorithm == "STANDALONE" else 2 * 1024)
         return round((gpu_mib - reserved) / gpu_mib, 3)
-    reserved = 512 + max(chunked, 2048) * 1.5 + graph_bs * 2 + tp * pp / 8 * 1024
+    reserved = 512 + max(chunked, 2048) * 1.5 + graph_bs * 2 + tp * pp / 8 * 1024 + piecewise_mib
     if gpu_mib > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
-    if rules.spec_reserve and algorithm is not None and algorithm != "NGRAM":
-        reserved += 6 * 1024 if algorithm == "STANDALONE" else 2 * 1024
+    if rules.spec_reserve_mib and algorithm is not None and algorithm != "NGRAM":
+        reserved += 6 * 1024 if algorithm == "STANDALONE" else rules.spec_reserve_mib
     return round((gpu_mib - reserved) / gpu_mib, 3)
+
+
+def piecewise_capture_tokens(max_tokens: int) -> list[int]:
+    """The prompt-step sizes SGLang's piecewise CUDA graphs capture up to `max_tokens` (server_args.py
+    _generate_piecewise_cuda_graph_tokens; 0.5.14: _generate_prefill_cuda_graph_batch_sizes, the same list)."""
+    sizes = (list(range(4, 33, 4)) + list(range(48, 257, 16)) + list(range(288, 513, 32)) + list(range(576, 1025, 64))
+             + list(range(1280, 4097, 256)) + list(range(4608, max_tokens + 1, 512)))
+    return [size for size in sizes if size <= max_tokens]
+
+
+def piecewise_reserve_mib(d: Deployment, p: AccountingProfile, rules: Rules, s: ResolvedSettings, chunked: int) -> float:
+    """What SGLang's default fraction reserves for the piecewise CUDA graphs of prompt steps (Rules.piecewise_reserve).
+    Whether they are on is settled before the fraction by the release's own rules (vendor, model type, a multimodal
+    target, speculation in 0.5.10; core.memory.graph_limits) and pipeline parallelism (every release with them: "pp_size
+    > 1"); the flashinfer_trtllm MoE runner that turns them off on datacenter Blackwell is picked after the fraction
+    (_handle_moe_kernel_config), so it keeps the reserve (no quantization passed for that rule here)."""
+    if not rules.piecewise_reserve or d.pp > 1 or (s.enforce_eager and rules.piecewise_off_when_eager):
+        return 0.0
+    k = d.speculative.num_speculative_tokens if d.speculative.enabled else 0
+    if graph_limits(p, d.target, s.max_num_seqs, chunked, k, gpu=d.gpu, quant_method="")[1] <= 0:
+        return 0.0
+    if d.target.mla is not None:  # "For MLA backend the memory overhead is much higher than expected with fa3"
+        return 1.5 * 1024
+    largest = chunked
+    if "llama-2" in d.target.model_id.lower():  # "For Llama2 series models, the max tokens is limited to 4096"
+        largest = min(largest, 4096)
+    if rules.piecewise_clamped_to_context:
+        largest = min(largest, s.max_model_len)
+    return len(piecewise_capture_tokens(largest)) * 8
 
 
 def capture_sizes(max_bs: int, speculative: bool) -> list[int]:
@@ -178,6 +231,24 @@ def _draft_layers(d: Deployment, kv_bytes: int) -> tuple[KVLayer, ...]:
     return model_kv_layers(sp.draft, sp.drafter_tp or d.tp, kv_bytes, "draft")
 
 
+def _draft_headroom(d: Deployment, rules: Rules, algorithm: str | None, requests: int) -> int:
+    """The token slots an EAGLE-family draft adds to the profiled pool in the releases that had them
+    (Rules.draft_headroom; model_runner.py init_memory_pool): 0.4.3.post3-0.5.6 size both pools, which share indices,
+    at draft_runner_cache_size = max_total_num_tokens + max_num_reqs x speculative_num_steps x speculative_eagle_topk
+    + max_num_reqs x speculative_num_draft_tokens + 100 ("both verify and draft tokens can be concurrently allocated,
+    so we should give a headroom for it"), then align it to the page; 0.4.1.post4-0.4.3.post2 give the draft's pool
+    alone max_total_num_tokens + max_num_reqs x speculative_num_steps + 100. max_num_reqs is --max-running-requests
+    (48 by default from 0.4.4.post4), else the request pool; 0.5.7's model_runner_kv_cache_mixin.py has none. The
+    slots beyond the profiled pool come out of the (1 - f) share."""
+    sp = d.speculative
+    if not rules.draft_headroom or algorithm not in EAGLE_FAMILY:
+        return 0
+    k = sp.num_speculative_tokens
+    if rules.draft_headroom == "draft_only":
+        return requests * k + 100
+    return requests * (k * sp.tree_topk + (sp.num_draft_tokens or k + 1)) + 100
+
+
 def _duplicate_head_bytes(d: Deployment, embedding: int, lm_head: int) -> int:
     """The embedding (and lm_head) an EAGLE-family or NEXTN draft builds before taking the target's."""
     sp = d.speculative
@@ -194,6 +265,58 @@ def context_bytes(d: Deployment, p: AccountingProfile, rules: Rules) -> int:
         return p.non_torch_bytes
     nvlink = d.gpu.interconnect_bytes_s >= 100e9
     return p.non_torch_bytes + (rules.tp_extra_nvlink_bytes if nvlink else rules.tp_extra_pcie_bytes)
+
+
+# the model types of DeepseekV3ForCausalLM checkpoints (DeepSeek-V3 / R1, Kimi K2), as engines/sglang's piecewise table
+DEEPSEEK_V3_TYPES = ("deepseek_v3", "kimi_k2")
+# the page sizes SGLang's TensorRT-LLM attention backends take; any other becomes 64
+# (_handle_attention_backend_compatibility: "TensorRT-LLM MLA only supports page_size of 32 or 64", "TensorRT-LLM MHA
+# only supports page_size of 16, 32 or 64, changing page_size from N to 64")
+TRTLLM_PAGES = {"trtllm_mla": (32, 64), "trtllm_mha": (16, 32, 64)}
+
+
+def sm100_attention(d: Deployment, s: ResolvedSettings, rules: Rules) -> str | None:
+    """The TensorRT-LLM attention backend SGLang picks on compute capability 10 when none is given, or None (another
+    backend, whose pages are the page size asked for). Read in the 0.5.3, 0.5.4, 0.5.7, 0.5.9 and 0.5.14 wheels
+    (server_args.py): trtllm_mla for DeepseekV3ForCausalLM from 0.5.4 (_handle_model_specific_adjustments, "Use
+    trtllm_mla as attention backend on sm100 for DeepseekV3ForCausalLM"); trtllm_mha for gpt-oss from 0.5.3 (the same
+    function: "if is_cuda() and is_sm100_supported(): self.attention_backend = 'trtllm_mha'"), and from 0.5.7 for any
+    other MHA model (the default backend: "Use trtllm_mha for SM100/SM103 ... excluding spec with topk > 1", taken when
+    is_no_spec_infer_or_topk_one - no top-k, or a top-k of 1 beside pages of one token - and the speculative algorithm,
+    if any, was given a top-k, as the emitted EAGLE-family command does and an n-gram one does not)."""
+    if not (d.gpu.compute_capability_10 and d.engine.device != "cpu"):
+        return None
+    target, sp = d.target, d.speculative
+    if target.mla is not None:
+        return "trtllm_mla" if rules.trtllm_mla_sm100 and target.model_type in DEEPSEEK_V3_TYPES else None
+    if target.model_type == "gpt_oss" and rules.defaults not in LEGACY:
+        return "trtllm_mha"
+    if not rules.trtllm_mha_sm100:
+        return None
+    if not sp.enabled:
+        return "trtllm_mha"
+    topk_given = not sp.kind.cpu_drafted  # the emitted command gives --speculative-eagle-topk to the EAGLE family
+    return "trtllm_mha" if topk_given and sp.tree_topk == 1 and s.block_size == 1 else None
+
+
+def _sm100_pages(d: Deployment, s: ResolvedSettings, rules: Rules) -> ResolvedSettings:
+    """Pages of the TensorRT-LLM backend SGLang runs (sm100_attention); a top-k tree there is refused at start-up:
+    beside pages of more than one token on trtllm_mla ('speculative_eagle_topk > 1 with page_size > 1' is supported
+    on flashinfer - 0.5.4 -, fa3 and triton - 0.5.14's arg_groups/speculative_hook.py - only), on trtllm_mha always
+    ("trtllm_mha backend only supports topk = 1 for speculative decoding")."""
+    backend = sm100_attention(d, s, rules)
+    if backend is None:
+        return s
+    sp = d.speculative
+    if sp.enabled and sp.tree_topk > 1:
+        raise SpecError("tree_topk", f"{sp.tree_topk}: SGLang serves {d.target.model_id} on {d.gpu.gpu_id} with its "
+                        f"{backend} attention backend, which refuses a top-k tree at start-up (server_args.py: "
+                        + ("'speculative_eagle_topk > 1 with page_size > 1' only on flashinfer, fa3 and triton, and "
+                           "trtllm_mla takes pages of 32 or 64)" if backend == "trtllm_mla" else
+                           "'trtllm_mha backend only supports topk = 1 for speculative decoding')"),
+                        "tree_topk 1 (a chain) for this model on this GPU with --engine sglang")
+    pages = TRTLLM_PAGES[backend]
+    return s if s.block_size in pages else replace(s, block_size=64)
 
 
 def _tokens(rest_bytes: float, cell: int, page: int) -> int:
@@ -233,6 +356,9 @@ def account(d: Deployment, p: AccountingProfile, rules: Rules, search_fit: bool 
     if target is not d.target:
         d = replace(d, target=target)
     _refuse_hybrid(d)
+    if d.pp > 1 and not rules.pipeline_parallel:
+        raise SpecError("pp", f"{d.pp}: {p.label} has no --pp-size (pipeline parallelism came with SGLang 0.4.6.post2)",
+                        "1, or engine_version 0.4.6.post2 or later")
     sp = d.speculative
     if sp.kind.own_tp and sp.draft_tp != d.tp:  # SGLang runs a STANDALONE draft at the target's TP
         sp = replace(sp, draft_tp=d.tp)
@@ -241,7 +367,7 @@ def account(d: Deployment, p: AccountingProfile, rules: Rules, search_fit: bool 
     if sp.enabled and algorithm is None:
         raise SpecError("method", f"SGLang has no {sp.method} speculative algorithm",
                         "draft_model, eagle, eagle3, mtp, ngram or none with --engine sglang")
-    s = resolve_settings(d, p, quant)
+    s = _sm100_pages(d, resolve_settings(d, p, quant), rules)
     total = d.gpu.memory_bytes
     gpu_mib = total / MiB
     chunk_default, graph_default = default_chunk_and_graph(rules, gpu_mib, d.tp)
@@ -251,7 +377,8 @@ def account(d: Deployment, p: AccountingProfile, rules: Rules, search_fit: bool 
     # sequence scoring its last token and k drafts
     s = replace(s, graph_max_tokens=min(s.graph_max_tokens, graph_bs * (1 + s.num_speculative_tokens)))
     fraction = e.gpu_memory_utilization if e.gpu_memory_utilization is not None else default_fraction(
-        rules, gpu_mib, d.tp, d.pp, chunked, graph_bs, algorithm, cuda=d.gpu.vendor == "nvidia")
+        rules, gpu_mib, d.tp, d.pp, chunked, graph_bs, algorithm, cuda=d.gpu.vendor == "nvidia",
+        piecewise_mib=piecewise_reserve_mib(d, p, rules, s, chunked))
     page = s.block_size
 
     context = context_bytes(d, p, rules)
@@ -268,18 +395,20 @@ def account(d: Deployment, p: AccountingProfile, rules: Rules, search_fit: bool 
     sizing_cell = cell_target
     if rules.draft_in_sizing and draft_layers and target_layers:
         sizing_cell = int(cell_target * (1 + len(draft_layers) / len(target_layers)))
-    tokens = _tokens(rest, sizing_cell, page)
-    request_pool = min(max(int(tokens / s.max_model_len * 512), 2048), 4096)
+    profiled = _tokens(rest, sizing_cell, 1)
+    request_pool = min(max(int(profiled / s.max_model_len * 512), 2048), 4096)
     capped = None
     if e.max_num_seqs:
-        running = request_pool = e.max_num_seqs
-    elif algorithm in EAGLE_FAMILY and rules.spec_max_running_requests:
-        running = request_pool = rules.spec_max_running_requests
-        capped = (f"SGLang runs at most {running} requests at once with {algorithm} drafting when "
+        request_pool = e.max_num_seqs
+    elif algorithm in SPEC_RUNNING_CAPPED and rules.spec_max_running_requests:
+        request_pool = rules.spec_max_running_requests
+        capped = (f"SGLang runs at most {request_pool} requests at once with {algorithm} drafting when "
                   "--max-running-requests is not given (server_args.py): more concurrent requests wait in its queue; "
                   "give max_num_seqs to run more")
-    else:
-        running = max(1, min(tokens // 2, request_pool))
+    headroom = _draft_headroom(d, rules, algorithm, request_pool) if profiled else 0
+    draft_extra = headroom if rules.draft_headroom == "draft_only" else 0  # the draft's pool alone is larger
+    tokens = (profiled + headroom - draft_extra) // page * page
+    running = request_pool if (e.max_num_seqs or capped) else max(1, min(tokens // 2, request_pool))
     # ReqToTokenPool: an int32 slot per (request, position), context_len + 4 (+ draft tokens) positions
     draft_positions = (sp.num_draft_tokens or sp.num_speculative_tokens + 1) if sp.enabled else 0
     request_table = request_pool * (s.max_model_len + 4 + draft_positions) * 4
@@ -293,11 +422,11 @@ def account(d: Deployment, p: AccountingProfile, rules: Rules, search_fit: bool 
                      / p.cuda_graph_reference_sizes)
     # run-time activations: one chunked-prefill forward and the logits of the largest graph-captured decode batch
     act, act_terms, _ = activation_peak(d, replace(s, max_num_seqs=min(running, graph_bs)), p)
-    kv_bytes = tokens * (cell_target + cell_draft)
+    kv_bytes = tokens * (cell_target + cell_draft) + draft_extra * cell_draft
     outside = (1 - fraction) * free_before
     # what the (1 - f) share must hold at run time; before #23862 also the draft's weights and pool
-    draft_after = 0 if rules.draft_in_sizing else w_draft + duplicate + tokens * cell_draft
-    needs = act + graphs + draft_after + request_table
+    draft_after = 0 if rules.draft_in_sizing else w_draft + duplicate + (tokens + draft_extra) * cell_draft
+    needs = act + graphs + draft_after + request_table + (headroom - draft_extra) * cell_target
 
     problem = None
     fraction_to_fit = None
@@ -322,16 +451,15 @@ def account(d: Deployment, p: AccountingProfile, rules: Rules, search_fit: bool 
         problem = (f"SGLang runs out of memory at start-up: mem_fraction_static={fraction:g} leaves "
                    f"{outside / GiB:.2f} GiB outside the pool for "
                    + (f"the draft's weights ({(w_draft + duplicate) / GiB:.2f} GiB while loading) and its KV pool "
-                      f"({tokens * cell_draft / GiB:.2f} GiB), " if draft_after else "")
+                      f"({(tokens + draft_extra) * cell_draft / GiB:.2f} GiB), " if draft_after else "")
                    + f"the request table ({request_table / GiB:.2f} GiB), CUDA graphs ({graphs / GiB:.2f} GiB) and "
                    f"activations ({act / GiB:.2f} GiB): lower mem_fraction_static to at most {fraction_to_fit or 0:.2f}")
-    notes = [capped] if capped else []
-    if any(layer.kind in ("sliding", "chunked") for layer in target.layers):
-        notes.append("windowed layers charged every token: SGLang's hybrid SWA pool split is not modelled")
+    notes = _notes(d, s, capped)
     terms = {"mem_fraction_static": fraction, "free_before_loading_bytes": int(free_before),
              "other_processes_bytes": d.shared_reserved_bytes, "context_bytes": context,
              "outside_fraction_bytes": int(outside), "outside_fraction_needs_bytes": int(needs),
              "duplicate_embedding_bytes": duplicate, "request_table_bytes": request_table, "sizing_bytes_per_token": sizing_cell,
+             "draft_headroom_tokens": headroom,
              "cuda_graph_max_bs": graph_bs, "cuda_graph_batch_sizes": len(captured),
              "draft_sized_with_target": rules.draft_in_sizing, "fraction_to_fit": fraction_to_fit, "notes": notes}
     return MemoryAccount(
@@ -341,6 +469,16 @@ def account(d: Deployment, p: AccountingProfile, rules: Rules, search_fit: bool 
         kv_layers=target_layers + draft_layers, kv_blocks=tokens // page, kv_cache_tokens=tokens,
         max_concurrency=tokens / s.max_model_len, unprofiled_runtime_bytes=0,  # nothing is profiled: see problem
         startup_problem=problem, null_blocks=0, engine_terms=terms)
+
+
+def _notes(d: Deployment, s: ResolvedSettings, capped: str | None) -> list[str]:
+    notes = [capped] if capped else []
+    if d.engine.block_size and s.block_size != d.engine.block_size:
+        notes.append(f"page size {s.block_size}, not {d.engine.block_size}: SGLang's TensorRT-LLM attention backend "
+                     f"(its default for this model on {d.gpu.gpu_id}) changes a page size it does not take to 64")
+    if any(layer.kind in ("sliding", "chunked") for layer in d.target.layers):
+        notes.append("windowed layers charged every token: SGLang's hybrid SWA pool split is not modelled")
+    return notes
 
 
 def _largest_starting_fraction(d: Deployment, p: AccountingProfile, rules: Rules, least: float,

@@ -9,8 +9,8 @@ mem_cache/memory_pool.py; "GB" in them is GiB, the figures are divided by 2^30):
   --mem-fraction-static" and (newer) "Loaded weights leave no GPU memory for the KV cache under
   --mem-fraction-static=F". With speculation the draft worker prints its own "KV Cache is allocated" line with the
   same #tokens; the first one (the target's) is read, the sizes of all are summed per rank 0.
-Metrics (python/sglang/srt/metrics/collector.py @ 93d04878): sglang:token_usage (fraction of the pool in use),
-sglang:num_used_tokens, sglang:num_running_reqs, sglang:num_queue_reqs, sglang:num_retracted_reqs (requests
+Metrics (python/sglang/srt/metrics/collector.py @ 93d04878): sglang:token_usage (fraction of the pool in use,
+rounded to two decimals by most releases), sglang:num_used_tokens, sglang:max_total_num_tokens (the pool, from 0.5.9), sglang:num_running_reqs, sglang:num_queue_reqs, sglang:num_retracted_reqs (requests
 retracted when the pool ran out, SGLang's preemption), sglang:spec_accept_length, sglang:spec_accept_rate,
 and the latency histograms sglang:time_to_first_token_seconds and sglang:inter_token_latency_seconds
 (sglang:time_per_output_token_seconds in older releases).
@@ -40,9 +40,18 @@ LOG_PATTERNS = {
     "refusal": re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static|Loaded weights leave "
                           r"no GPU memory for the KV cache under --mem-fraction-static"),
     "version": re.compile(r"sglang(?:==| version:? |: )v?(?P<v>\d+\.\d+\.\d+)"),
+    # a hybrid sliding-window model (gpt-oss, Llama 4) has two pools, each with its own "KV Cache is allocated" line
+    # (the SWA pool's first up to 0.5.14, the full pool's first, labelled "Full" / "SWA", later); its token count is
+    # the full pool's: model_runner.py "Use Sliding window memory pool. full_layer_tokens=F, swa_layer_tokens=S"
+    # (0.5.3; "Use sliding window memory pool." from pool_configurator.py, 0.5.14) and mem_cache/swa_memory_pool.py
+    # "SWAKVPool mem usage: X GB, swa size: S, full size: F" (0.5.14 on)
+    "swa_pool": re.compile(r"Use [Ss]liding window memory pool\. full_layer_tokens=(?P<full>\d+), "
+                           r"swa_layer_tokens=(?P<swa>\d+)"),
+    "swa_summary": re.compile(r"SWAKVPool mem usage: (?P<gib>[\d.]+) GB, swa size: (?P<swa>\d+), "
+                              r"full size: (?P<full>\d+)"),
 }
 MODEL_IN_LOG = re.compile(r"model_path='(?P<m>[^']+)'")
-SIGNATURE = re.compile(r"KV Cache is allocated\.|max_total_num_tokens=|Load weight (?:begin|end)\.|"
+SIGNATURE = re.compile(r"KV Cache is allocated\.|max_total_num_tokens=|Load weight (?:begin|end)\.|SWAKVPool mem usage|"
                        r"Not enough memory\. Please try to increase --mem-fraction-static|"
                        r"Loaded weights leave no GPU memory for the KV cache")
 
@@ -51,9 +60,22 @@ def looks_like_sglang(text: str) -> bool:
     return SIGNATURE.search(text) is not None
 
 
+# a scheduler's line prefix: "[time DPd PPp ATTN_CPc MOE_DPm TPt EPe]" with each rank SGLang runs more than one of
+# (managers/scheduler.py run_scheduler_process: " DP{dp_rank}", " TP{tp_rank}", " EP{moe_ep_rank}", " PP{pp_rank}" in
+# 0.5.3's order; DP, PP, ATTN_CP, MOE_DP, TP, EP in 0.5.14's), none at TP 1
+_RANKED_PREFIX = re.compile(r"\[[^\]]*\b(?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+\]")
+_RANK = re.compile(r"\b(?:DP|PP|ATTN_CP|MOE_DP|TP|EP)(\d+)\b")
+
+
+def _rank0(line: str) -> bool:
+    prefix = _RANKED_PREFIX.search(line)
+    return prefix is None or all(rank == "0" for rank in _RANK.findall(prefix.group(0)))
+
+
 def _tp0_lines(text: str) -> str:
-    """The lines of rank 0 (SGLang prefixes each with "[time TPn]") and the unranked ones."""
-    return "\n".join(line for line in text.splitlines() if not re.search(r"\bTP\d+\]", line) or " TP0]" in line)
+    """The lines of the first rank of every kind (TP0 with its EP0, PP0 - the first stage - and DP0: one engine) and
+    the unranked ones."""
+    return "\n".join(line for line in text.splitlines() if _rank0(line))
 
 
 class _Finder:
@@ -85,13 +107,18 @@ def read_startup_log(text: str) -> StartupLog:
     out = StartupLog(generation="SGLang", engine="sglang")
     find = _Finder(text)
     allocated = find.all("kv_allocated")
+    hybrid = find.search("swa_summary") or find.search("swa_pool")
     if allocated:
         out.matched.append("kv_allocated")
         out.kv_cache_tokens = int(allocated[0]["tokens"].replace(",", ""))
         sizes = [float(m["kv"]) if m["kv"] else float(m["k"]) + float(m["v"]) for m in allocated]
-        out.available_kv_gib = sizes[0]
-        if len(sizes) > 1:
-            out.draft_kv_gib = sum(sizes[1:])
+        target_pools = 2 if hybrid else 1  # a hybrid target's SWA and full pools, then a draft's
+        out.available_kv_gib = sum(sizes[:target_pools])
+        if len(sizes) > target_pools:
+            out.draft_kv_gib = sum(sizes[target_pools:])
+    if hybrid:
+        out.matched.append("swa_pool")
+        out.kv_cache_tokens = int(hybrid["full"])  # what max_total_num_tokens is: the full-attention layers' pool
     total = find.search("max_total_num_tokens")
     if total:
         out.matched.append("max_total_num_tokens")
@@ -121,7 +148,7 @@ def read_startup_log(text: str) -> StartupLog:
                         "an SGLang start-up log")
     if out.kv_cache_tokens and out.max_concurrency_tokens:
         out.max_concurrency = out.kv_cache_tokens / out.max_concurrency_tokens
-    if not {"kv_allocated", "max_total_num_tokens", "load_weight_end", "refusal"} & set(out.matched):
+    if not {"kv_allocated", "swa_pool", "max_total_num_tokens", "load_weight_end", "refusal"} & set(out.matched):
         raise SpecError("log", "none of the SGLang start-up lines specsize knows were found",
                         "an SGLang start-up log (\"KV Cache is allocated. #tokens: N ...\")")
     return out
@@ -140,6 +167,28 @@ def _check(name: str, labels: dict, value: float) -> None:
         raise SpecError("metrics", f"{name} = {value} cannot come from an SGLang server", "non-negative finite samples")
     if name == "sglang:token_usage" and value > 1.0001:
         raise SpecError("metrics", f"{name} = {value} is above 1 (it is a fraction)", "a fraction in [0, 1]")
+
+
+# the live check holds an observed pool to the plan's within 1% (planner.live): a pool read from a rounded usage is
+# given only where the rounding moves it less than that
+POOL_TOLERANCE = 0.01
+
+
+def _pool_tokens(printed: float | None, used: float | None, usage: float | None) -> int | None:
+    """The pool's size in tokens: the constant sglang:max_total_num_tokens where the server serves it (0.5.9 on:
+    metrics/collector.py, emitted at start-up), else tokens in use / the fraction in use. SGLang rounds that fraction
+    to two decimals (managers/scheduler_metrics_mixin.py "self.stats.token_usage = round(token_usage, 2)" in 0.4.10;
+    scheduler_components/pool_stats_observer.py in 0.5.14 and later): a figure of two decimals sizes the pool only to
+    within used / (usage +- 0.005), and none is given where that is wider than POOL_TOLERANCE (below a usage of about
+    0.5). A hybrid sliding-window pool's usage and tokens in use are each the larger of its two pools', so they size
+    neither."""
+    if printed:
+        return round(printed)
+    if not used or not usage:
+        return None
+    if abs(usage * 100 - round(usage * 100)) < 1e-6 and usage > 0.005 and 0.005 / (usage - 0.005) > POOL_TOLERANCE:
+        return None
+    return round(used / usage)
 
 
 def read_metrics(families: list) -> LiveMetrics:
@@ -165,8 +214,8 @@ def read_metrics(families: list) -> LiveMetrics:
                 gauges[name] = value
     usage, used = gauges.get("sglang:token_usage"), gauges.get("sglang:num_used_tokens")
     out.kv_usage_fraction = usage
-    if used and usage:
-        out.kv_cache_tokens = round(used / usage)  # the pool's size: tokens in use / the fraction in use
+    hybrid = bool(gauges.get("sglang:swa_token_usage"))
+    out.kv_cache_tokens = _pool_tokens(gauges.get("sglang:max_total_num_tokens"), None if hybrid else used, usage)
     # SGLang's mean accepted length per verify step (the bonus token included) and accepted / drafted tokens
     out.sglang_accept_length = gauges.get("sglang:spec_accept_length") or None
     if out.sglang_accept_length is not None and not 1 <= out.sglang_accept_length <= 65:
