@@ -336,3 +336,21 @@ def test_a_gpt_oss_tree_on_a_b200_is_refused(capsys):
                        "--method", "eagle3", "--draft", "sgl-project/SpecForge-gpt-oss-120B-eagle3",
                        "--num-speculative-tokens", "3", "--tree-topk", "4", "--num-draft-tokens", "8", *WORKLOAD)
     assert code == 2 and "error: tree_topk:" in err and "trtllm_mha" in err
+
+
+def test_check_live_takes_the_logs_pool_over_a_metrics_estimate_within_tolerance(capsys, tmp_path):
+    """At a usage of 0.60 the rounding leaves used / usage within 1% of the pool, so the metrics give an estimate;
+    the start-up log's exact #tokens is what the server has, and it is the figure check-live shows."""
+    code, out, _ = run(capsys, "plan", "--target", LLAMA8B, "--gpu", "H100-SXM-80GB", "--engine", "sglang",
+                       *WORKLOAD, "--format", "json")
+    pool = json.loads(out)["kv_cache_tokens"]
+    (tmp_path / "plan.json").write_text(out)
+    used = round(pool * 0.6031)  # reported as 0.60: used / 0.60 is 0.5% above the pool
+    assert round(used / 0.60) != pool
+    (tmp_path / "m.metrics").write_text(_metrics("0.60", used))
+    (tmp_path / "start.log").write_text(
+        f"[2026-01-10 10:00:40] KV Cache is allocated. dtype: torch.bfloat16, #tokens: {pool}, K size: 20.00 GB, "
+        f"V size: 20.00 GB\n")
+    code, out, _ = run(capsys, "check-live", "--plan", tmp_path / "plan.json", "--metrics", tmp_path / "m.metrics",
+                       "--log", tmp_path / "start.log", "--format", "json")
+    assert json.loads(out)["observed"]["kv_cache_tokens"] == pool

@@ -150,7 +150,12 @@ def _server_k(metrics: LiveMetrics | None) -> float | None:
 def _observed(metrics: LiveMetrics | None, log: StartupLog | None, planned_k: int | None = None) -> Observed:
     """What the server reports, from its metrics and/or its start-up log (the `observed` section). A server that
     reports its accepted length but not its drafts (SGLang) is read at the plan's k."""
-    observed_tokens = (metrics.kv_cache_tokens if metrics else None) or (log.kv_cache_tokens if log else None)
+    from_metrics = metrics.kv_cache_tokens if metrics else None
+    from_log = log.kv_cache_tokens if log else None
+    # SGLang's metrics size the pool from a usage rounded to two decimals (to within 1%) where the server serves no
+    # max_total_num_tokens: its start-up log's exact count wins over that estimate (vLLM's metrics count blocks)
+    sglang_estimate = metrics is not None and metrics.generation == "SGLang"
+    observed_tokens = (from_log or from_metrics) if sglang_estimate else (from_metrics or from_log)
     blocks = metrics.num_gpu_blocks if metrics else None
     if blocks is None and log is not None:
         blocks = log.num_blocks
