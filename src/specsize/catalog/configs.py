@@ -15,13 +15,18 @@ REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_si
 
 
 def _text_config(cfg: dict) -> dict:
-    """Multimodal checkpoints (Gemma 3, Llama 4, Mistral 3) keep the language model under text_config."""
+    """Multimodal checkpoints (Gemma 3, Llama 4, Mistral 3) keep the language model under text_config. The
+    quantization is read where vLLM reads it (vllm/config/model.py _parse_quant_hf_config, model_executor/
+    model_loader/weight_utils.py get_quant_config): quantization_config, the text config's, else the
+    compression_config key of older compressed-tensors (llm-compressor) checkpoints."""
     text = cfg.get("text_config")
     if isinstance(text, dict) and "hidden_size" in text:
         merged = {k: v for k, v in cfg.items() if k != "text_config"}
         merged.update(text)
         merged["quantization_config"] = cfg.get("quantization_config") or text.get("quantization_config")
-        return merged
+        cfg = merged
+    if cfg.get("quantization_config") is None and cfg.get("compression_config") is not None:
+        cfg = {**cfg, "quantization_config": cfg["compression_config"]}
     return cfg
 
 
@@ -185,11 +190,25 @@ def _compressed_tensors(qc: dict, model: str, unquantized: tuple[str, ...]) -> Q
                         "4 or 8 bits")
     if bits == 4 and kind == "float":
         return Quantization("nvfp4", unquantized=unquantized)
+    # the scales' layout (compressed_tensors QuantizationStrategy): "channel" one scale per output row, "group"
+    # one per group_size inputs of a row, "block" one per block_structure tile (vLLM's block fp8, 128 x 128)
+    strategy = str(weights.get("strategy") or "").lower()
     if bits == 4:
-        group = _quant_int(weights, model, ("group_size",), 128, "config_groups.weights.group_size", GROUP_ACCEPTED)
+        group = -1 if strategy == "channel" else _quant_int(weights, model, ("group_size",), 128,
+                                                             "config_groups.weights.group_size", GROUP_ACCEPTED)
         return Quantization("int4", group_size=group if group > 0 else None,
                             has_zeros=not weights.get("symmetric", True), unquantized=unquantized)
-    return Quantization("fp8" if kind == "float" else "int8", unquantized=unquantized)
+    if kind != "float" and strategy == "group":  # W8A16 with groups: fp16 scales per group, as GPTQ's
+        group = _quant_int(weights, model, ("group_size",), 128, "config_groups.weights.group_size", GROUP_ACCEPTED)
+        return Quantization("int8", group_size=group if group > 0 else None,
+                            has_zeros=not weights.get("symmetric", True), unquantized=unquantized)
+    block = weights.get("block_structure") if strategy == "block" else None
+    if block is not None and not (isinstance(block, list) and len(block) == 2 and all(
+            _whole(b) and b <= 1 << 16 for b in block)):
+        raise SpecError("quantization_config.config_groups.weights.block_structure",
+                        f"{model}: must be two positive integers, got {block!r}", "e.g. [128, 128]")
+    return Quantization("fp8" if kind == "float" else "int8", block=tuple(block) if block else None,
+                        unquantized=unquantized)
 
 
 def parse_quantization(qc: dict | None, is_moe: bool, model: str) -> Quantization | None:
@@ -199,6 +218,12 @@ def parse_quantization(qc: dict | None, is_moe: bool, model: str) -> Quantizatio
     method = str(qc.get("quant_method") or qc.get("quant_algo") or "").lower()
     inner = qc.get("quantization")
     nested: dict = inner if isinstance(inner, dict) else {}
+    producer = qc.get("producer")
+    if not method and isinstance(producer, dict) and producer.get("name") == "modelopt":
+        # ModelOpt's own layout (hf_quant_config.json, or copied into config.json): no quant_method, the algorithm
+        # under "quantization" (vllm/transformers_utils/model_arch_config_convertor.py _normalize_quantization_config
+        # names it modelopt / modelopt_fp4)
+        method = "modelopt"
     unquantized = _kept_modules(qc, nested, model)
     if method == "fp8":
         block = qc.get("weight_block_size")
@@ -210,7 +235,8 @@ def parse_quantization(qc: dict | None, is_moe: bool, model: str) -> Quantizatio
         group = _quant_int(qc, model, ("group_size", "q_group_size"), 128, "group_size", GROUP_ACCEPTED)
         zeros = bool(qc.get("zero_point", True)) if method.startswith("awq") else not bool(qc.get("sym", True))
         if bits == 8:
-            return Quantization("int8", unquantized=unquantized)
+            return Quantization("int8", group_size=group if group > 0 else None, has_zeros=zeros,
+                                unquantized=unquantized)
         if bits != 4:
             raise SpecError("quantization_config.bits", f"{model}: {bits}-bit {method} is not supported", "4 or 8")
         return Quantization("int4", group_size=group if group > 0 else None, has_zeros=zeros, unquantized=unquantized)
@@ -237,6 +263,9 @@ TRANSFORMER_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3
 HYBRID_TYPES = ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "nemotron_h",
                 "granitemoehybrid", "jamba", "falcon_h1")
 MODELLED_TYPES = TRANSFORMER_TYPES + HYBRID_TYPES
+# hybrids whose attention layers have no rotary embedding, so no cos/sin cache (vLLM's nemotron_h.py
+# NemotronHAttention and jamba.py JambaAttentionDecoderLayer build qkv_proj, o_proj and attn only)
+NOPE_TYPES = ("nemotron_h", "jamba")
 # layer_types entries: attention kinds, and the state kinds of the hybrids above
 ATTENTION_LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention", "attention")
 STATE_LAYER_TYPES = ("linear_attention", "mamba")
@@ -376,9 +405,15 @@ def _layers(cfg: dict, model_type: str, n_layers: int, kv_heads: int, head_dim: 
         pattern = int(cfg.get("sliding_window_pattern") or 6)
         kinds = [("full", None) if (i + 1) % pattern == 0 else ("sliding", window) for i in range(n_layers)]
     elif model_type.startswith("llama4") and cfg.get("attention_chunk_size"):
-        # every 4th layer is a global (NoPE) layer; the rest attend within a chunk
-        kinds = [("full", None) if (i + 1) % 4 == 0 else ("chunked", cfg["attention_chunk_size"])
-                 for i in range(n_layers)]
+        # the NoPE layers attend globally, the rope layers within a chunk (vLLM llama4.py Llama4Attention:
+        # nope = no_rope_layers[layer] == 0; use_chunked_local_attn = not nope and attention_chunk_size); without the
+        # list, transformers' Llama4TextConfig makes every no_rope_layer_interval-th (4th) layer a NoPE one
+        flags = cfg.get("no_rope_layers")
+        given = cfg.get("no_rope_layer_interval")
+        interval = given if isinstance(given, int) and _whole(given) else 4
+        nope = [flag == 0 for flag in flags] if isinstance(flags, list) and len(flags) == n_layers else \
+            [(i + 1) % interval == 0 for i in range(n_layers)]
+        kinds = [("full", None) if nope[i] else ("chunked", cfg["attention_chunk_size"]) for i in range(n_layers)]
     elif window and model_type in ("mistral", "mixtral", "phi3") and cfg.get("use_sliding_window", True):
         kinds = [("sliding", window)] * n_layers
     else:
@@ -438,17 +473,37 @@ def _vision_int(vc: dict, key: str, model_id: str, default: int | None = None) -
 
 
 def _rotary_caches(cfg: dict, max_positions: int) -> tuple[int, ...]:
-    """Positions of each distinct cos/sin cache vLLM builds (one buffer per distinct get_rope key). A linear-scaled
-    rope caches max_position_embeddings x factor positions (vllm/model_executor/layers/rotary_embedding/
-    linear_scaling_rope.py, _compute_cos_sin_cache: "max_len = self.max_position_embeddings * scaling_factor");
-    Gemma-3's sliding layers get their own unscaled rope at rope_local_base_freq (models/gemma3.py: one get_rope per
-    layer type). Other scalings keep the single max_position_embeddings cache (empty tuple)."""
-    scaling = cfg.get("rope_scaling") or {}
-    kind = scaling.get("rope_type") or scaling.get("type")
-    if kind != "linear" and not cfg.get("rope_local_base_freq"):
-        return ()
-    main = int(max_positions * float(scaling.get("factor") or 1.0)) if kind == "linear" else max_positions
-    return (main, max_positions) if cfg.get("rope_local_base_freq") else (main,)
+    """Positions of each distinct cos/sin cache vLLM builds (one buffer per distinct get_rope key; empty: the one
+    max_position_embeddings cache). vllm/model_executor/layers/rotary_embedding/__init__.py get_rope builds a linear
+    or a dynamic-NTK rope over max_position_embeddings x factor positions (linear_scaling_rope.py,
+    dynamic_ntk_scaling_rope.py: "max_len = self.max_position_embeddings * self.scaling_factor") and a YaRN rope over
+    original_max_position_embeddings x factor (yarn_scaling_rope.py, deepseek_scaling_rope.py; Qwen3 with YaRN 4x:
+    32,768 x 4 = 131,072 positions, not the config's 40,960); the other kinds (llama3, longrope, mrope, default) the
+    max_position_embeddings. Gemma-3's sliding layers get their own unscaled rope at rope_local_base_freq
+    (models/gemma3.py: one get_rope per layer type), as do transformers v5 configs' per-layer-type rope_parameters."""
+    def positions(scaling: object) -> int:
+        if not isinstance(scaling, dict):
+            return max_positions
+        kind = scaling.get("rope_type") or scaling.get("type")
+        raw = scaling.get("factor")
+        if not (isinstance(raw, (int, float)) and _real(raw) and raw > 0) or "mrope_section" in scaling:
+            return max_positions
+        factor = float(raw)
+        if kind == "linear" or (kind == "dynamic" and "alpha" not in scaling):
+            return math.ceil(max_positions * factor)
+        if kind == "yarn":
+            original = scaling.get("original_max_position_embeddings")
+            return math.ceil((original if isinstance(original, int) and _whole(original) else max_positions) * factor)
+        return max_positions
+
+    rope = cfg.get("rope_scaling") or cfg.get("rope_parameters")
+    if isinstance(rope, dict) and rope and all(isinstance(v, dict) for v in rope.values()):
+        caches = tuple(positions(v) for v in rope.values())  # transformers v5: one rope per layer type
+    else:
+        caches = (positions(rope),)
+        if cfg.get("rope_local_base_freq"):
+            caches = (caches[0], max_positions)
+    return () if caches == (max_positions,) else caches
 
 
 # the config keys vLLM reads a model's length from, the smallest one present counting (model_max_length overrides)
@@ -543,6 +598,8 @@ def _vision(raw: dict, model_id: str) -> VisionSpec | None:
                           source=f"{side} rows x ({side} + 1) tokens")
     if model_type in ("qwen2_5_vl", "qwen2_vl"):
         p = _vision_int(vc, "patch_size", model_id, 14)
+        if model_type == "qwen2_vl":  # a ViT of embed_dim x mlp_ratio: its hidden_size is the projector's output
+            return _qwen2_vl_tower(vc, p, model_id)
         merge = _vision_int(vc, "spatial_merge_size", model_id, 2)
         tokens = QWEN2_VL_MAX_PIXELS // (p * merge) ** 2
         side = math.isqrt(tokens * merge * merge)
@@ -552,7 +609,28 @@ def _vision(raw: dict, model_id: str) -> VisionSpec | None:
                           temporal_patch_size=_vision_int(vc, "temporal_patch_size", model_id, 2),
                           source=f"max_pixels {QWEN2_VL_MAX_PIXELS} / ({p} x {merge})^2")
     raise SpecError("config.json:vision_config", f"{model_id}: vision tower {vtype or model_type!r} is not modelled",
-                    "the vision towers of gemma3, llama4, mistral3 (pixtral), qwen2_5_vl")
+                    "the vision towers of gemma3, llama4, mistral3 (pixtral), qwen2_vl, qwen2_5_vl")
+
+
+def _qwen2_vl_tower(vc: dict, p: int, model_id: str) -> VisionSpec:
+    """Qwen2-VL's vision tower (vllm/model_executor/models/qwen2_vl.py, Qwen2VisionTransformer): blocks of width
+    vision_config.embed_dim whose fc1 -> QuickGELU -> fc2 MLP is int(embed_dim x mlp_ratio) wide (the config has no
+    intermediate_size; its hidden_size is the language model's, what the patch merger projects to). Images as
+    Qwen2.5-VL's: max_pixels / (patch x merge)^2 tokens."""
+    merge = _vision_int(vc, "spatial_merge_size", model_id, 2)
+    embed = _vision_int(vc, "embed_dim", model_id, 1280)
+    ratio = vc.get("mlp_ratio", 4)
+    if not (_real(ratio) and 0 < ratio <= 1 << 10 and int(embed * ratio) >= 1):
+        raise SpecError("config.json:vision_config.mlp_ratio", f"{model_id}: must be a positive number, got {ratio!r}",
+                        "a number > 0 (4 in the published Qwen2-VL configs)")
+    tokens = QWEN2_VL_MAX_PIXELS // (p * merge) ** 2
+    side = math.isqrt(tokens * merge * merge)
+    return VisionSpec("qwen2_vl", embed, int(embed * ratio), _vision_int(vc, "depth", model_id),
+                      _vision_int(vc, "num_heads", model_id), p, side * p, tokens_per_image=tokens,
+                      patches_per_image=tokens * merge * merge,
+                      num_channels=_vision_int(vc, "in_chans", model_id, 3),
+                      temporal_patch_size=_vision_int(vc, "temporal_patch_size", model_id, 2),
+                      source=f"max_pixels {QWEN2_VL_MAX_PIXELS} / ({p} x {merge})^2")
 
 
 def spec_from_config(raw: dict[str, Any], model_id: str, source: str, *, params_published: str | None = None,
@@ -663,7 +741,7 @@ def _build_spec(raw: dict[str, Any], model_id: str, source: str, *, params_publi
                       v_head_dim=int(cfg["v_head_dim"]))
     moe = _moe(cfg, model_type, n_layers, model_id)
     rotary = mla.qk_rope_head_dim if mla else int(head_dim * float(cfg.get("partial_rotary_factor") or 1.0))
-    if cfg.get("position_embedding_type") == "nope":
+    if cfg.get("position_embedding_type") == "nope" or model_type in NOPE_TYPES:
         rotary = 0
     rotary_caches = _rotary_caches(cfg, int(cfg.get("max_position_embeddings") or 4096)) if rotary else ()
     tie = cfg.get("tie_word_embeddings")
@@ -678,7 +756,7 @@ def _build_spec(raw: dict[str, Any], model_id: str, source: str, *, params_publi
         max_position_embeddings=int(cfg.get("max_position_embeddings") or 4096), dtype=_dtype(cfg),
         derived_max_model_len=derived_max_model_len(cfg, model_id),
         tie_word_embeddings=bool(tie),
-        attention_bias=bool(cfg.get("attention_bias", model_type in ("qwen2", "qwen2_vl", "qwen2_5_vl"))),
+        attention_bias=bool(cfg.get("attention_bias", model_type in ("qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl"))),
         qk_norm=model_type in ("qwen3", "qwen3_moe", "qwen3_next") or model_type.startswith(("gemma3", "qwen3_5")),
         norms_per_layer=4 if model_type.startswith("gemma") else (3 if is_eagle3 else 2), rotary_dim=rotary, moe=moe, mla=mla,
         rotary_cache_positions=rotary_caches,

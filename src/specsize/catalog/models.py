@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 import json
 import math
 import os
+import re
 import struct
 from functools import lru_cache
 from pathlib import Path
@@ -134,6 +135,9 @@ def _no_duplicates(pairs: list) -> dict:
     return dict(pairs)
 
 
+LFS_POINTER = b"version https://git-lfs.github.com/spec/"  # what a file of a repository cloned without git-lfs holds
+
+
 def safetensors_header(path: Path) -> dict:
     """The JSON header of one .safetensors file (8-byte little-endian length, then JSON), checked: a JSON object
     of tensors, each with a dtype, a shape of whole numbers and data_offsets [begin, end] inside the file's data."""
@@ -147,6 +151,8 @@ def safetensors_header(path: Path) -> dict:
             raw = handle.read(8)
             if len(raw) != 8:
                 raise bad("too short to be a safetensors file")
+            if raw == LFS_POINTER[:8]:
+                raise bad("is a Git LFS pointer, not the weights (a clone without git-lfs: run `git lfs pull`)")
             (length,) = struct.unpack("<Q", raw)
             size = path.stat().st_size
             if length > 100_000_000 or length > size - 8:
@@ -258,9 +264,33 @@ def read_checkpoint(directory: Path) -> Checkpoint | None:
                         "every shard model.safetensors.index.json names (an interrupted download?)")
     if listed:
         shards = [shard for shard in shards if shard.name in listed]
+    else:
+        _check_numbered_shards(directory, shards)
     tensors = {name: info for shard in shards for name, info in safetensors_header(shard).items()
                if name != "__metadata__"}
     return Checkpoint(tensors=tensors, index_names=frozenset(weight_map), total_size=size)
+
+
+_NUMBERED_SHARD = re.compile(r"^(?P<stem>.+)-(?P<part>\d+)-of-(?P<total>\d+)\.safetensors$")
+
+
+def _check_numbered_shards(directory: Path, shards: list[Path]) -> None:
+    """Without an index, shards named as transformers' save_pretrained numbers them (model-00001-of-00004.safetensors)
+    must all be there: a folder holding some of them (a download of "*.safetensors" cut short, the index not yet
+    fetched) would otherwise pass as a smaller checkpoint, and vLLM, loading what is there, fails on the weights the
+    missing shards hold."""
+    series: dict[tuple[str, str], set[int]] = {}
+    for shard in shards:
+        found = _NUMBERED_SHARD.match(shard.name)
+        if found:
+            series.setdefault((found["stem"], found["total"]), set()).add(int(found["part"]))
+    for (stem, total), parts in sorted(series.items()):
+        missing = [n for n in range(1, int(total) + 1) if n not in parts]
+        if missing:
+            first = f"{stem}-{missing[0]:0{len(total)}d}-of-{total}.safetensors"
+            raise SpecError("weights", f"{directory}: {len(missing)} of the {int(total)} shards {stem}-*-of-{total}"
+                                       f".safetensors are missing ({first}{', ...' if len(missing) > 1 else ''})",
+                            "every shard of the checkpoint (an interrupted download?)")
 
 
 def _head_weights(checkpoint: Checkpoint, directory: Path, spec: ModelSpec) -> ModelSpec:
@@ -294,7 +324,7 @@ def _from_path(path: Path, model_id: str | None = None) -> ModelSpec:
     config_path = path / "config.json" if path.is_dir() else path
     if not config_path.exists():
         raise SpecError("model", f"{path} has no config.json", "a config.json file or a model directory holding one")
-    cfg = _read_json(config_path, "model")
+    cfg = _with_hf_quant_config(_read_json(config_path, "model"), config_path.parent)
     name = model_id or (path.name if path.is_dir() else path.parent.name or str(path))
     _require_model_type(cfg, name)
     checkpoint = read_checkpoint(path) if path.is_dir() else None
@@ -312,6 +342,25 @@ def _from_path(path: Path, model_id: str | None = None) -> ModelSpec:
     if checkpoint is not None and count is not None:
         _check_plausible(spec, spec.weight_bytes_served(spec.dtype) or count.total, checkpoint.names, path)
     return spec
+
+
+HF_QUANT_CONFIG = "hf_quant_config.json"  # ModelOpt (<= 0.29) keeps a checkpoint's quantization here, not in config.json
+
+
+def _declares_quantization(cfg: dict) -> bool:
+    text = cfg.get("text_config")
+    return any(isinstance(c, dict) and (c.get("quantization_config") or c.get("compression_config"))
+               for c in (cfg, text))
+
+
+def _with_hf_quant_config(cfg: dict, directory: Path) -> dict:
+    """The config with the quantization of the model folder's hf_quant_config.json where config.json declares none,
+    as vLLM reads a model (vllm/transformers_utils/config.py get_config: "ModelOpt 0.29.0 and before saves the
+    quantization config in a separate hf_quant_config.json"; nvidia/Llama-3.1-8B-Instruct-FP8 and the like)."""
+    extra = directory / HF_QUANT_CONFIG
+    if _declares_quantization(cfg) or not extra.is_file():
+        return cfg
+    return {**cfg, "quantization_config": _read_json(extra, "model")}
 
 
 # the checkpoint's bytes against its config's: a checkpoint stored wider than its config's dtype (fp32 copies) or

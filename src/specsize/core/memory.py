@@ -556,7 +556,9 @@ def target_weights(d: Deployment, dtype: str, quant: Quantization | None,
     if m.weight_bytes_exact:
         served = m.weight_bytes_served(dtype)
         stored_dtype = dtype if served is not None or m.dtype not in DTYPE_BYTES else m.dtype
-        arch = weight_breakdown(m, 1, 1, stored_dtype, quant, rotary_cache=False, mxfp4_pad=mxfp4_pad).total
+        # the checkpoint against its architecture as stored: mxfp4 experts unpadded (the engine pads them when it
+        # allocates them, mxfp4_expert_dims), so the padded split below keeps the padding
+        arch = weight_breakdown(m, 1, 1, stored_dtype, quant, rotary_cache=False, mxfp4_pad=(1, 1)).total
         ratio = (served if served is not None else m.weight_bytes_exact) / arch if arch else 1.0
         w_target = WeightBreakdown(
             embedding=int(w_target.embedding * ratio), lm_head=int(w_target.lm_head * ratio),

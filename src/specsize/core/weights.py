@@ -53,6 +53,12 @@ def linear_bytes(out_features: int, in_features: int, dtype_bytes: int, quant: Q
     if quant is None:
         return n * dtype_bytes + bias_bytes
     m = quant.method
+    if m == "int8" and quant.group_size:
+        # GPTQ / compressed-tensors 8-bit with groups (Qwen's -GPTQ-Int8, group_size 128): fp16 scales per group of
+        # a row (gptq_marlin.py create_weights: scales (in / group, out) in the model dtype), 8-bit zero points
+        # where asymmetric
+        groups = ceil_div(in_features, quant.group_size) * out_features
+        return n + groups * 2 + (groups if quant.has_zeros else 0) + bias_bytes
     if m in ("fp8", "int8"):
         if quant.block:
             bo, bi = quant.block
@@ -61,8 +67,9 @@ def linear_bytes(out_features: int, in_features: int, dtype_bytes: int, quant: Q
             scales = out_features * 4  # per-output-channel fp32 scale
         return n + scales + bias_bytes
     if m == "int4":
-        group = quant.group_size or 128
-        groups = ceil_div(in_features, group) * out_features
+        # group_size None: one scale per output channel (GPTQ's group_size -1, compressed-tensors' "channel"
+        # strategy: vLLM's scales are (1, out) for them, gptq_marlin.py / compressed_tensors_wNa16.py)
+        groups = (ceil_div(in_features, quant.group_size) if quant.group_size else 1) * out_features
         zeros = ceil_div(groups, 2) if quant.has_zeros else 0  # 4-bit zero points, packed
         return ceil_div(n, 2) + groups * 2 + zeros + bias_bytes  # fp16 scales
     if m == "mxfp4":
@@ -116,6 +123,17 @@ def unquantized_layers(entries: tuple[str, ...], n_layers: int) -> tuple[frozens
             if any(listed(f"model.layers.{i}.{name}") for name in modules):
                 into.add(i)
     return frozenset(attention), frozenset(mlp)
+
+
+def pp_stages(n_layers: int, pp: int) -> tuple[range, ...]:
+    """The layers of each pipeline stage, as vLLM splits them (vllm/distributed/utils.py get_pp_indices, without
+    VLLM_PP_LAYER_PARTITION): n // pp each, the remainder one apiece to the stages before the last, from the
+    second-to-last backwards (61 layers on 4 stages: 15, 15, 16, 15)."""
+    sizes = [n_layers // pp] * pp
+    for i in range(2, n_layers % pp + 2):
+        sizes[-i] += 1
+    starts = [sum(sizes[:i]) for i in range(pp)]
+    return tuple(range(start, start + size) for start, size in zip(starts, sizes))
 
 
 def padded_vocab(vocab_size: int) -> int:
@@ -260,24 +278,33 @@ def weight_breakdown(m: ModelSpec, tp: int = 1, pp: int = 1, dtype: str | None =
     # model.layers.*.self_attn, the router, embed_tokens and lm_head) leaves attention in the model dtype
     dense_q = None if (q and q.experts_only) else q
     n_layers = m.num_layers + (m.num_mtp_layers if include_mtp else 0)
-    layers_per_stage = ceil_div(n_layers, pp)
     attention = mlp = norms = kept = 0
-    # The busiest stage: with PP, the first holds the embedding, the last the lm_head; take the layer
-    # share of one stage plus the larger of the two (whole layers of the stage with the most).
-    layer_ids = range(layers_per_stage) if pp > 1 else range(n_layers)
-    state_index = 0
     keep_attention, keep_mlp = unquantized_layers(q.unquantized, m.num_layers) if q else (frozenset(), frozenset())
-    for layer in layer_ids:
+
+    def layer_parts(layer: int, state_index: int) -> tuple[int, int, int, int, int, int]:
+        """(attention bytes, attention params, MLP bytes, MLP params, router bytes, params kept unquantized)."""
         lid = layer if layer < m.num_layers else m.num_layers - 1  # MTP layers are shaped like the last
         mixer = m.mixer(layer)  # MTP layers (beyond the model) attend
         attn_q = None if lid in keep_attention else dense_q
         ab, ap = _attention_bytes(m, tp, wb, attn_q) if mixer in ("attention", "both") else (0, 0)
         if mixer in ("state", "both"):
             sb = _state_mixer_bytes(m, m.state_layers[min(state_index, len(m.state_layers) - 1)], tp, wb, q)
-            state_index += 1
             ab, ap = ab + sb, ap + sb // wb
         mb, mp, rb = _mlp_bytes(m, lid, tp, wb, None if lid in keep_mlp else q, mxfp4_pad)
-        kept += (ap if lid in keep_attention else 0) + (mp if lid in keep_mlp else 0)
+        return ab, ap, mb, mp, rb, (ap if lid in keep_attention else 0) + (mp if lid in keep_mlp else 0)
+
+    per_layer, states = [], 0
+    for layer in range(n_layers):
+        per_layer.append(layer_parts(layer, states))
+        states += m.mixer(layer) in ("state", "both")
+    # The busiest stage: with PP, vLLM's stages hold consecutive layers (pp_stages); take the stage whose layers
+    # weigh the most (DeepSeek-V3's first_k_dense_replace dense layers make the first stage the lightest), plus the
+    # larger of the embedding (first stage) and the lm_head (last stage)
+    layer_ids = max(pp_stages(n_layers, pp), key=lambda ids: sum(per_layer[i][0] + per_layer[i][2] + per_layer[i][4]
+                                                                  for i in ids)) if pp > 1 else range(n_layers)
+    for layer in layer_ids:
+        ab, ap, mb, mp, rb, kept_params = per_layer[layer]
+        kept += kept_params
         attention += ab
         mlp += mb
         norms += m.norms_per_layer * h * wb + rb
@@ -315,7 +342,8 @@ def vision_params(v: VisionSpec, text_hidden: int) -> tuple[int, int]:
     vllm/model_executor/models/siglip.py + gemma3_mm.py (Gemma3MultiModalProjector: one plain weight,
     hidden x text_hidden, and an RMSNorm), mllama4.py (Llama4VisionModel, pixel-shuffle adapter MLP, a
     bias-free projector), pixtral.py + mistral3.py (PixtralHF tower: RMSNorm, no biases, SwiGLU; projector:
-    RMSNorm, 2x2 patch merger, two linears), qwen2_5_vl.py (Conv3d patch embed, SwiGLU blocks with biases,
+    RMSNorm, 2x2 patch merger, two linears), qwen2_vl.py (Conv3d patch embed, LayerNorm + QuickGELU blocks with
+    biases, merger over 2x2 patches), qwen2_5_vl.py (Conv3d patch embed, SwiGLU blocks with biases,
     merger over 2x2 patches).
     """
     h, i, n, p, c = v.hidden_size, v.intermediate_size, v.num_layers, v.patch_size, v.num_channels
@@ -334,6 +362,13 @@ def vision_params(v: VisionSpec, text_hidden: int) -> tuple[int, int]:
     if v.kind == "pixtral":
         replicated = c * p * p * h + h + n * 2 * h + h
         sharded = n * (4 * h * h + 3 * h * i) + 4 * h * h + h * text_hidden + text_hidden * text_hidden
+        return replicated, sharded
+    if v.kind == "qwen2_vl":
+        # qwen2_vl.py: Conv3d patch embed as a bias-free ReplicatedLinear; LayerNorms (weight and bias) before the
+        # attention, the MLP and the merger; qkv / fc1 / merger mlp.0 column-parallel with their biases split,
+        # proj / fc2 / merger mlp.2 row-parallel with their biases whole on every rank
+        replicated = c * v.temporal_patch_size * p * p * h + n * (4 * h + h + h) + 2 * h + text_hidden
+        sharded = n * (3 * h * h + 3 * h + h * h + 2 * h * i + i) + 16 * h * h + 4 * h + 4 * h * text_hidden
         return replicated, sharded
     if v.kind == "qwen2_5_vl":
         replicated = c * v.temporal_patch_size * p * p * h + n * (2 * h + 3 * h + h + 2 * i + h) + h
