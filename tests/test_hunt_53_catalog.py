@@ -184,3 +184,24 @@ def test_the_eagle3_head_a_fix_offers_for_qwen3_8b_is_the_qwen3_8b_head(capsys):
     offered = {r["changes"]["draft"] for r in json.loads(out)["recommendations"] if r["action"] == "eagle_head"}
     # the head whose attention is the target's own (32 Q / 8 KV heads of 128): SpecForge's qwen3-8b config
     assert offered <= {"sgl-project/SpecForge-qwen3-8b-eagle3"}
+
+
+# --- Kimi K2: model_type kimi_k2 on DeepseekV3ForCausalLM (vLLM's ModelConfig.is_deepseek_mla lists it) ----------
+
+def test_kimi_k2_is_planned_as_the_deepseek_v3_architecture_it_is():
+    """It had been refused as an unknown model_type. By hand from its config.json: 61 layers of MLA (q_a 7168x1536,
+    q_b 1536 x 64 x 192, kv_a 7168 x 576, kv_b 512 x 64 x 256, o 8192 x 7168, the two latent norms), one dense
+    layer of 18,432, 60 MoE layers of 384 + 1 shared experts of 2,048 with a 384-wide router and its 384 score-
+    correction biases, 163,840-token untied embeddings: 1,026,408,232,448 parameters (the published 1.03T)."""
+    from specsize.core.weights import total_params
+
+    h, layers, vocab, heads = 7168, 61, 163840, 64
+    attention = h * 1536 + 1536 + 1536 * heads * 192 + h * 576 + 512 + 512 * heads * 256 + heads * 128 * h
+    moe_layer = 384 * 3 * h * 2048 + 3 * h * 2048 + 384 * h + 384
+    by_hand = layers * (attention + 2 * h) + 3 * h * 18432 + 60 * moe_layer + 2 * vocab * h + h
+    assert by_hand == 1_026_408_232_448
+    m = load_model("moonshotai/Kimi-K2-Instruct")
+    assert m.mla is not None and m.moe.num_experts == 384 and len(m.moe.moe_layers) == 60
+    assert total_params(m) == by_hand
+    acc = account(deployment("moonshotai/Kimi-K2-Instruct", gpu="H200-141GB", tp=8, max_model_len=32768), profile())
+    assert acc.kv_bytes_per_token == 61 * 576 * 2  # the MLA latent, every rank whole

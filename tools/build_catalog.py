@@ -25,10 +25,6 @@ ALIASES = {
         "mistralai/Mixtral-8x7B-v0.1",
         "Instruct fine-tune of the base model; architecture fields identical (Mistral AI model card).",
     ),
-    "mistralai/Mixtral-8x22B-Instruct-v0.1": (
-        "mistralai/Mixtral-8x22B-v0.1",
-        "Instruct fine-tune of the base model; architecture fields identical (Mistral AI model card).",
-    ),
     "meta-llama/Meta-Llama-3.1-8B-Instruct": (
         "meta-llama/Llama-3.1-8B-Instruct",
         "Former repository name of the same checkpoint.",
@@ -43,10 +39,11 @@ ALIASES = {
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shared", default=str(ROOT.parent / "shared" / "model-configs"))
+    ap.add_argument("--out", default=str(OUT), help="the folder to write (tests rebuild into a scratch folder)")
     args = ap.parse_args()
-    src = Path(args.shared)
-    OUT.mkdir(parents=True, exist_ok=True)
-    for old in OUT.glob("*.json"):
+    src, out = Path(args.shared), Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("*.json"):
         old.unlink()
     entries = {}
     for cfg in sorted(src.glob("*/*/config.json")):
@@ -60,12 +57,14 @@ def main() -> None:
             "params_published": meta.get("params_published"),
             "notes": meta.get("notes"),
         }
+    kept: set[str] = set()  # entries this repository keeps whole: an alias below does not replace them
     for cfg in sorted(EXTRA.glob("*/*/config.json")):
         model_id = f"{cfg.parent.parent.name}/{cfg.parent.name}"
         meta = json.loads((cfg.parent / "source.json").read_text())
-        entries[model_id] = {"id": model_id, "config": json.loads(cfg.read_text()), "source": meta.get("source"),
-                             "copy_kind": meta.get("copy_kind"), "params_published": meta.get("params_published"),
-                             "notes": meta.get("notes")}
+        # the entry's own fields as its source.json writes them (source, copy_kind, params_published, notes, and
+        # alias_of where it is a published alias whose config the repository corrects)
+        entries[model_id] = {"id": model_id, "config": json.loads(cfg.read_text()), **meta}
+        kept.add(model_id)
     for path in sorted(EXTRA.glob("*/*/overlay.json")):
         model_id = f"{path.parent.parent.name}/{path.parent.name}"
         extra = json.loads(path.read_text())
@@ -74,12 +73,14 @@ def main() -> None:
         entry["source"] = f"{entry['source']}; {', '.join(extra['overlay'])} from {extra['source']}"
         entry["notes"] = f"{entry.get('notes') or ''} {extra['notes']}".strip()
     for alias, (base, why) in ALIASES.items():
+        if alias in kept:
+            continue
         entry = dict(entries[base])
         entry.update(id=alias, alias_of=base, notes=f"{why} {entry.get('notes') or ''}".strip())
         entries[alias] = entry
     for model_id, entry in sorted(entries.items()):
-        (OUT / (model_id.replace("/", "__") + ".json")).write_text(json.dumps(entry, indent=1) + "\n")
-    print(f"wrote {len(entries)} catalog entries to {OUT}")
+        (out / (model_id.replace("/", "__") + ".json")).write_text(json.dumps(entry, indent=1) + "\n")
+    print(f"wrote {len(entries)} catalog entries to {out}")
 
 
 if __name__ == "__main__":

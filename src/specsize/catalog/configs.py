@@ -256,13 +256,22 @@ def parse_quantization(qc: dict | None, is_moe: bool, model: str) -> Quantizatio
 # may keep state or KV in ways the accounting does not know.
 TRANSFORMER_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phi3", "gemma",
                      "gemma2", "gemma3", "gemma3_text", "llama4", "llama4_text", "mistral3", "deepseek_v2",
-                     "deepseek_v3", "gpt_oss", "granite", "granitemoe",
+                     "deepseek_v3", "kimi_k2", "gpt_oss", "granite", "granitemoe",
                      # vision-language checkpoints whose language model is one of the above (the vision tower is
                      # the multimodal accounting's)
                      "qwen2_vl", "qwen2_5_vl")
 HYBRID_TYPES = ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "nemotron_h",
                 "granitemoehybrid", "jamba", "falcon_h1")
 MODELLED_TYPES = TRANSFORMER_TYPES + HYBRID_TYPES
+# DeepseekV3ForCausalLM under another model_type: Kimi K2 (vLLM's ModelConfig.is_deepseek_mla lists kimi_k2 beside
+# deepseek_v2 / v3; its config.json names architectures ["DeepseekV3ForCausalLM"])
+DEEPSEEK_ALIKE = ("kimi_k2",)
+
+
+def deepseek_like(model_type: str) -> bool:
+    """A DeepSeek-V2/V3 architecture: MLA when kv_lora_rank is set, first_k_dense_replace dense layers, shared experts,
+    the noaux_tc router's score-correction bias."""
+    return model_type.startswith("deepseek") or model_type in DEEPSEEK_ALIKE
 # hybrids whose attention layers have no rotary embedding, so no cos/sin cache (vLLM's nemotron_h.py
 # NemotronHAttention and jamba.py JambaAttentionDecoderLayer build qkv_proj, o_proj and attn only)
 NOPE_TYPES = ("nemotron_h", "jamba")
@@ -441,7 +450,7 @@ def _moe(cfg: dict, model_type: str, n_layers: int, model_id: str) -> MoESpec | 
         shared, shared_inter = 1, inter
         step = _int(cfg, model_id, "interleave_moe_layer_step", default=1)
         layers = tuple(i for i in range(n_layers) if (i + 1) % step == 0)
-    elif model_type.startswith("deepseek"):
+    elif deepseek_like(model_type):
         first_dense = int(cfg.get("first_k_dense_replace") or 0)
         freq = _int(cfg, model_id, "moe_layer_freq", default=1)
         layers = tuple(i for i in range(first_dense, n_layers) if i % freq == 0)
@@ -735,7 +744,7 @@ def _build_spec(raw: dict[str, Any], model_id: str, source: str, *, params_publi
     if model_type == "granitemoehybrid" and not (cfg.get("num_local_experts") or 0) > 1:
         intermediate = int(cfg.get("shared_intermediate_size") or intermediate)  # dense Granite-4.0-H: the shared MLP
     mla = None
-    if cfg.get("kv_lora_rank") and model_type.startswith("deepseek"):  # MLA: vLLM's other types ignore the fields
+    if cfg.get("kv_lora_rank") and deepseek_like(model_type):  # MLA: vLLM's other types ignore the fields
         mla = MLASpec(q_lora_rank=cfg.get("q_lora_rank"), kv_lora_rank=int(cfg["kv_lora_rank"]),
                       qk_nope_head_dim=int(cfg["qk_nope_head_dim"]), qk_rope_head_dim=int(cfg["qk_rope_head_dim"]),
                       v_head_dim=int(cfg["v_head_dim"]))

@@ -225,17 +225,17 @@ def mxfp4_expert_dims(hidden: int, inter_per_rank: int, pad: tuple[int, int] = V
 
 
 def _mlp_bytes(m: ModelSpec, layer: int, tp: int, wb: int, q: Quantization | None,
-               mxfp4_pad: tuple[int, int] = VLLM_MXFP4_PAD) -> tuple[int, int, int]:
-    """(bytes, params, router bytes) of one layer's MLP or MoE block on one rank."""
+               mxfp4_pad: tuple[int, int] = VLLM_MXFP4_PAD) -> tuple[int, int, int, int]:
+    """(bytes, params, router bytes, router params) of one layer's MLP or MoE block on one rank."""
     h = m.hidden_size
     moe = m.moe
     if m.mlp_layers is not None and layer < m.num_layers and layer not in m.mlp_layers:
-        return 0, 0, 0  # a Nemotron-H mamba or attention layer: no MLP
+        return 0, 0, 0, 0  # a Nemotron-H mamba or attention layer: no MLP
     if moe is None or layer not in moe.moe_layers:
         inter = m.intermediate_size // tp
         dense_q = None if (q and q.experts_only) else q
         up = 2 * inter if m.gated_mlp else inter
-        return (linear_bytes(up, h, wb, dense_q) + linear_bytes(h, inter, wb, dense_q), (up + inter) * h, 0)
+        return (linear_bytes(up, h, wb, dense_q) + linear_bytes(h, inter, wb, dense_q), (up + inter) * h, 0, 0)
     inter = moe.expert_intermediate_size // tp
     one = _expert_bytes(m, tp, wb, q, mxfp4_pad)
     b = moe.num_experts * one
@@ -245,8 +245,10 @@ def _mlp_bytes(m: ModelSpec, layer: int, tp: int, wb: int, q: Quantization | Non
         shared_q = None if (q and q.experts_only) else q
         b += linear_bytes(2 * s_inter, h, wb, shared_q) + linear_bytes(h, s_inter, wb, shared_q)
         p += 3 * h * s_inter
-    router = moe.num_experts * h * wb + (moe.num_experts * 4 if m.model_type in ("deepseek_v3", "gpt_oss") else 0)
-    return b, p, router
+    # the routers with a float32 score-correction bias per expert (DeepSeek-V3's noaux_tc, Kimi K2's, gpt-oss's)
+    bias = moe.num_experts if m.model_type in ("deepseek_v3", "kimi_k2", "gpt_oss") else 0
+    # (its bias is one parameter an expert: counted as 4 / wb parameters it had added 23,040 to Kimi K2's count)
+    return b, p, moe.num_experts * h * wb + 4 * bias, moe.num_experts * h + bias
 
 
 @lru_cache(maxsize=4096)
@@ -281,8 +283,9 @@ def weight_breakdown(m: ModelSpec, tp: int = 1, pp: int = 1, dtype: str | None =
     attention = mlp = norms = kept = 0
     keep_attention, keep_mlp = unquantized_layers(q.unquantized, m.num_layers) if q else (frozenset(), frozenset())
 
-    def layer_parts(layer: int, state_index: int) -> tuple[int, int, int, int, int, int]:
-        """(attention bytes, attention params, MLP bytes, MLP params, router bytes, params kept unquantized)."""
+    def layer_parts(layer: int, state_index: int) -> tuple[int, int, int, int, int, int, int]:
+        """(attention bytes, attention params, MLP bytes, MLP params, router bytes, router params, params kept
+        unquantized)."""
         lid = layer if layer < m.num_layers else m.num_layers - 1  # MTP layers are shaped like the last
         mixer = m.mixer(layer)  # MTP layers (beyond the model) attend
         attn_q = None if lid in keep_attention else dense_q
@@ -290,8 +293,8 @@ def weight_breakdown(m: ModelSpec, tp: int = 1, pp: int = 1, dtype: str | None =
         if mixer in ("state", "both"):
             sb = _state_mixer_bytes(m, m.state_layers[min(state_index, len(m.state_layers) - 1)], tp, wb, q)
             ab, ap = ab + sb, ap + sb // wb
-        mb, mp, rb = _mlp_bytes(m, lid, tp, wb, None if lid in keep_mlp else q, mxfp4_pad)
-        return ab, ap, mb, mp, rb, (ap if lid in keep_attention else 0) + (mp if lid in keep_mlp else 0)
+        mb, mp, rb, rp = _mlp_bytes(m, lid, tp, wb, None if lid in keep_mlp else q, mxfp4_pad)
+        return ab, ap, mb, mp, rb, rp, (ap if lid in keep_attention else 0) + (mp if lid in keep_mlp else 0)
 
     per_layer, states = [], 0
     for layer in range(n_layers):
@@ -303,12 +306,12 @@ def weight_breakdown(m: ModelSpec, tp: int = 1, pp: int = 1, dtype: str | None =
     layer_ids = max(pp_stages(n_layers, pp), key=lambda ids: sum(per_layer[i][0] + per_layer[i][2] + per_layer[i][4]
                                                                   for i in ids)) if pp > 1 else range(n_layers)
     for layer in layer_ids:
-        ab, ap, mb, mp, rb, kept_params = per_layer[layer]
+        ab, ap, mb, mp, rb, rp, kept_params = per_layer[layer]
         kept += kept_params
         attention += ab
         mlp += mb
         norms += m.norms_per_layer * h * wb + rb
-        params += ap + mp + m.norms_per_layer * h + rb // wb
+        params += ap + mp + m.norms_per_layer * h + rp
     if pp > 1:
         embedding, lm_head = max(embedding, lm_head), 0
     norms += h * wb  # final norm
