@@ -173,11 +173,9 @@ def test_a_plan_on_the_h100_nvl_budgets_its_93_gib(capsys):
 
 # --- a head offered as a fix must be one trained for the target ----------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="planner/recommend.py _catalog_alternatives matches a catalog head to the target "
-                   "by vocabulary and hidden size only and takes the first in file order: for Qwen3-8B (hidden 4096) it "
-                   "offers the Qwen3-235B-A22B head (64 Q / 4 KV heads, intermediate 24576), not the Qwen3-8B one "
-                   "(32 / 8, 12288); the change is outside this helper's files")
 def test_the_eagle3_head_a_fix_offers_for_qwen3_8b_is_the_qwen3_8b_head(capsys):
+    """A head had been matched to the target by vocabulary and hidden size alone, the first in file order: Qwen3-8B
+    (hidden 4096) was offered the Qwen3-235B-A22B head (64 Q / 4 KV heads), not its own (32 / 8)."""
     code, out, _ = run(capsys, "plan", "--target", "Qwen/Qwen3-8B", "--draft", "Qwen/Qwen3-0.6B", "-k", "3",
                        "--gpu", "L4-24GB", "--max-model-len", "32768", "--format", "json")
     assert code == 0

@@ -792,11 +792,6 @@ def _mtp_layers(cfg: dict, model_type: str) -> int:
     return 1 if model_type == "qwen3_next" else 0
 
 
-def as_eagle_head(m: ModelSpec) -> ModelSpec:
-    """An EAGLE-1 head built from a one-layer Llama-style config: it fuses 2 hidden states (fc 2H -> H)."""
-    return m if m.eagle_fc_inputs else m.with_(eagle_fc_inputs=2)
-
-
 # EAGLE-3 heads predict over a reduced draft vocabulary: 32,000 tokens in the published heads
 # (sgl-project/SpecForge configs/llama3-8B-eagle3.json and configs/llama3-70B-eagle3.json, vendored in the
 # catalog as sgl-project/SpecForge-llama3-*-eagle3; yuhuili/EAGLE3-LLaMA3.1-Instruct-8B config.json).
@@ -833,7 +828,7 @@ def standard_head(target: ModelSpec, method: str, k: int, named: str | None = No
         return spec_from_config(cfg, named or derived_label(target.model_id, "EAGLE-3 head"), label)
     if method == "eagle":
         cfg = {**base, "architectures": ["EagleLlamaForCausalLM"], "num_hidden_layers": 1}
-        return as_eagle_head(spec_from_config(cfg, named or derived_label(target.model_id, "EAGLE head"), label))
+        return spec_from_config(cfg, named or derived_label(target.model_id, "EAGLE head"), label).as_eagle_head()
     if method == "medusa":
         heads_k = max(1, k)
         return medusa_heads(h, target.vocab_size, heads_k,

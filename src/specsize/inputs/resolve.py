@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..catalog import load_gpu, load_target
-from ..catalog.configs import as_eagle_head, standard_head
+from ..catalog.configs import standard_head
 from ..catalog.gpus import load_efficiency
 from ..catalog.models import exists, load_model_as
 from ..core.errors import SpecError
@@ -105,7 +105,7 @@ def speculative_config(method_name: str | None, draft_id: str | None, k: int | N
             assert target is not None
             draft = standard_head(target, str(method), k or 1, named=str(draft_id) if draft_id else None)
         elif method == SpecMethod.EAGLE:
-            draft = as_eagle_head(draft)
+            draft = draft.as_eagle_head()
     if method != SpecMethod.NONE and (k is None or k < 1):
         raise SpecError("num_speculative_tokens", f"must be given (>= 1) with method {method}" if k is None else
                         f"must be >= 1 with method {method}, got {k}",

@@ -11,6 +11,7 @@ from ..core.memory import AccountingProfile, MemoryAccount, account
 from ..core.specs import ModelSpec
 from ..core.speculation import Acceptance
 from ..engines.emit import EMITTERS, can_serve
+from ..engines.methods import draft_tp_problem
 from ..engines.registry import resolve_profile
 from .placement import StartupCosts, place
 from .plan import PlanResult
@@ -39,7 +40,8 @@ def analyse_plan(result: PlanResult, profile: AccountingProfile, efficiency=None
                  engine_version: str | None = None) -> PlanResult:
     """`catalog`: gives the catalog's models, where the fixes look for smaller drafts and EAGLE heads (read only when
     a fix needs them); `engine_version`: the release asked for (its speculative methods bound the fixes)."""
-    recs = tuple(recommend(result, profile, efficiency, acceptance, catalog=catalog, engine_version=engine_version))
+    recs = tuple(recommend(result, profile, efficiency, acceptance, catalog=catalog, engine_version=engine_version,
+                           gpus_per_node=gpus_per_node))
     robust = analyse(result, efficiency, acceptance, tpot_slo_s=tpot_slo_s, fragile_below=fragile_below)
     # one replica has no failover to plan at the default of one spare; more spares than units are refused (place)
     spare = spare if result.deployment.replicas > 1 or spare > 1 else 0
@@ -50,4 +52,17 @@ def analyse_plan(result: PlanResult, profile: AccountingProfile, efficiency=None
     accounts = {engine: _account_for(engine, result, profile) for engine in ordered
                 if can_serve(engine, result.deployment)}  # an engine without the method gets no command
     commands = tuple(EMITTERS[engine](result.deployment, mem) for engine, mem in accounts.items() if mem is not None)
-    return replace(result, recommendations=recs, robustness=robust, placement=placement, commands=commands)
+    return replace(result, recommendations=recs, robustness=robust, placement=placement, commands=commands,
+                   warnings=result.warnings + _launch_warnings(result, profile, engine_version))
+
+
+def _launch_warnings(result: PlanResult, profile: AccountingProfile, engine_version: str | None) -> tuple[str, ...]:
+    """What keeps the plan's own engine release from starting the command it is given (engines.methods): vLLM 0.15 and
+    later run a draft model only at the target's TP, so a plan at draft_tp 1 beside TP 4 sized a server that refuses
+    to start."""
+    d = result.deployment
+    sp = d.speculative
+    if not sp.kind.own_tp:
+        return ()
+    problem = draft_tp_problem(profile.engine, engine_version, sp.method, d.tp, sp.draft_tp)
+    return (f"{problem}: the emitted command cannot start; plan with draft_tp {d.tp}",) if problem else ()

@@ -69,6 +69,9 @@ def sc5(r: PlanResult) -> ControlResult:
         if failover.verdict != "fits" and status == PASS:  # docs/report.md: failover counts where there are replicas
             status, summary = ATTENTION, (f"capacity holds the burst, but not with a replica down (failover: "
                                           f"{failover.verdict})")
+        elif failover.within_ttft_slo is False and status == PASS:  # the survivors fit, but fall short of the SLO
+            status, summary = ATTENTION, (f"capacity holds the burst, but while a replica restarts the survivors' "
+                                          f"queue adds {failover.added_wait_s:.1f} s of wait, past the TTFT SLO")
     return ControlResult("NIST SP 800-53 Rev. 5", "SC-5", "Denial-of-Service Protection", status, summary,
                          tuple(evidence))
 
@@ -135,8 +138,12 @@ def pr_ps01(r: PlanResult, security: dict | None) -> ControlResult:
             evidence.append(f"{name}: UNPROTECTED (auth: none){' — ' + spec['note'] if spec['note'] else ''}")
         else:
             evidence.append(f"{name}: {spec['auth']}{' — ' + spec['note'] if spec['note'] else ''}")
-    evidence.append("note: vLLM's --api-key guards the /v1 routes only; /metrics on the same port stays open "
-                    "unless the network or a proxy restricts it")
+    if r.profile.engine == "sglang":  # sglang/srt/utils/auth.py: "Health/metrics endpoints are always allowed"
+        evidence.append("note: SGLang's --api-key leaves /health and /metrics open on the same port unless the "
+                        "network or a proxy restricts them")
+    else:
+        evidence.append("note: vLLM's --api-key guards the /v1 routes only; /metrics on the same port stays open "
+                        "unless the network or a proxy restricts it")
     if open_:
         status, summary = FAIL, "unprotected: " + ", ".join(open_)
     elif missing:

@@ -61,7 +61,7 @@ class Failover:
     replicas: int
     lost: int
     survivors: int
-    load_per_survivor: int  # concurrent requests at peak
+    load_per_survivor: int  # each survivor's share of the workload's concurrency (its burst on top)
     verdict: str
     headroom: float
     tpot_s: float | None
@@ -82,11 +82,16 @@ class Placement:
 
 
 def checkpoint_bytes(m: ModelSpec, include_mtp: bool = True) -> int:
-    """Bytes of the checkpoint as stored (exact when safetensors headers were read)."""
+    """Bytes of the checkpoint as stored (exact when safetensors headers were read). Stored mxfp4 experts are not
+    padded: the engines pad them to their kernels' tiles only when they allocate them (core.weights.mxfp4_expert_dims;
+    gpt-oss-120b's files hold 60.8 GiB, the padded experts 65.9 GiB on the GPU). An EAGLE-3 head stores no embedding:
+    it reads the target's, which its trainers leave out of the files (SpecForge's checkpoint filter: "EAGLE3 owns a
+    frozen embedding loaded from the target; do not persist it"); its own lm_head over the draft vocabulary is stored."""
     if m.weight_bytes_exact:
         return m.weight_bytes_exact
     dtype = m.dtype if m.dtype in DTYPE_BYTES else "bfloat16"
-    return weight_breakdown(m, 1, 1, dtype, None, include_mtp=include_mtp, rotary_cache=False).total
+    stored = weight_breakdown(m, 1, 1, dtype, None, include_mtp=include_mtp, rotary_cache=False, mxfp4_pad=(1, 1))
+    return stored.total - (stored.embedding if m.is_head and m.eagle_fc_inputs == 3 else 0)
 
 
 def storage(d: Deployment, result: PlanResult, bandwidth_bytes_s: float, costs: StartupCosts,
@@ -94,7 +99,8 @@ def storage(d: Deployment, result: PlanResult, bandwidth_bytes_s: float, costs: 
     quant = result.memory.settings.quantization
     needed = checkpoint_format_needed(d.target, d.quantization_override)
     served, _ = effective_target(d)  # the weights as the engine holds them (an unquantized `none` included)
-    serving = (weight_breakdown(served, 1, 1, result.memory.settings.dtype, quant, rotary_cache=False).total
+    serving = (weight_breakdown(served, 1, 1, result.memory.settings.dtype, quant, rotary_cache=False,
+                                mxfp4_pad=(1, 1)).total  # as stored: unpadded (checkpoint_bytes)
                if (quant is not None and quant.source == "override") or needed else 0)
     if needed:  # the engine serves a checkpoint stored in the format, not the target's own
         kind = needed if needed == UNQUANTIZED else f"{needed}, pre-quantized"
@@ -172,7 +178,9 @@ def _failover(result: PlanResult, profile: AccountingProfile, replicas: int, los
                  acceptance=acceptance if d.speculative.enabled else None,
                  tpot_slo_s=result.perf.tpot_slo_s if result.perf is not None else None)
     tpot = None
-    backlog = added_wait = 0.0
+    # without a performance model (no efficiencies for the device) the queue is not known: NaN (null in JSON), and no
+    # verdict on the TTFT SLO (it had read 0 requests queued, within the SLO)
+    backlog = added_wait = math.nan
     if after.perf is not None:
         tpot = after.perf.tpot_s or after.perf.tpot_s_no_spec
         # per replica: requests/s it can serve at its max useful batch vs what arrives for it
@@ -185,7 +193,7 @@ def _failover(result: PlanResult, profile: AccountingProfile, replicas: int, los
         excess = max(0.0, arriving - served)
         backlog = excess * restart
         added_wait = backlog / served if served > 0 else math.inf
-    within = None if ttft_slo_s is None else added_wait <= ttft_slo_s
+    within = None if ttft_slo_s is None or math.isnan(added_wait) else added_wait <= ttft_slo_s
     headroom = after.verdict.worst_case.headroom_fraction
     sentence = (f"with {lost} of {replicas} replicas down, each of {survivors} survivors takes {per_survivor} "
                 f"concurrent requests: {after.verdict.verdict}, headroom "
@@ -193,7 +201,9 @@ def _failover(result: PlanResult, profile: AccountingProfile, replicas: int, los
                 + (f", TPOT {tpot * 1e3:.1f} ms" if tpot else "")
                 + f"; the lost capacity is back after {restart:.0f} s"
                 + (f", by then {backlog:.0f} requests queue at each survivor ({added_wait:.1f} s extra wait)"
-                   if backlog else ""))
+                   if backlog and not math.isnan(backlog) else
+                   "; the queue meanwhile is not estimated (no performance model for this device)"
+                   if math.isnan(backlog) else ""))
     return Failover(replicas=replicas, lost=lost, survivors=survivors, load_per_survivor=per_survivor,
                     verdict=after.verdict.verdict, headroom=headroom, tpot_s=tpot, cold_start_s=restart,
                     backlog_requests=backlog, added_wait_s=added_wait, within_ttft_slo=within, sentence=sentence)

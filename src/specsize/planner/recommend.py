@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from ..core.envelope import FITS, headroom_text
+from ..core.envelope import FITS, evaluate, headroom_text
 from ..core.envelope import VERDICT_RANK as RANK
 from ..core.memory import AccountingProfile
 from ..core.specs import Deployment, ModelSpec, SpeculativeConfig, Workload
@@ -20,7 +20,7 @@ from ..core.speculation import Acceptance, SpecMethod
 from ..core.traffic import peak_concurrency
 from ..core.units import GiB
 from ..engines.methods import check_method
-from .plan import PlanResult, plan
+from .plan import PlanResult, plan, replica_workload
 
 QUALITY_PRICE = {"kv_fp8": 0.05, "weights_fp8": 0.10, "weights_int4": 0.20}
 
@@ -52,7 +52,12 @@ def _catalog_alternatives(d: Deployment, models: tuple[ModelSpec, ...]):
         if m.vocab_size != target.vocab_size or m.model_id == target.model_id:
             continue
         if m.num_layers == 1 and m.hidden_size == target.hidden_size:
-            heads.append(m)
+            # a head is trained on one target's hidden states, its decoder layer at that target's attention shape
+            # (catalog.configs.standard_head): Vicuna-7B's MHA head (32 KV heads) had been offered to Mixtral (8), on
+            # whose features it drafts nothing, and priced at the draft model's acceptance
+            if (m.num_attention_heads, m.num_kv_heads, m.head_dim) == (
+                    target.num_attention_heads, target.num_kv_heads, target.head_dim) and target.mla is None:
+                heads.append(m)
         elif m.num_layers > 1 and total_params(m) < current_params and total_params(m) < total_params(target) / 4:
             drafts.append(m)
     drafts.sort(key=total_params, reverse=True)
@@ -63,11 +68,12 @@ def _catalog_alternatives(d: Deployment, models: tuple[ModelSpec, ...]):
 _Candidate = tuple[str, str, Deployment, Workload, int, str]
 
 
-def candidates(d: Deployment, w: Workload, result: PlanResult, catalog: Callable[[], tuple[ModelSpec, ...]] = tuple
-               ) -> list[tuple[str, str, Deployment, Workload, int, str]]:
+def candidates(d: Deployment, w: Workload, result: PlanResult, catalog: Callable[[], tuple[ModelSpec, ...]] = tuple,
+               gpus_per_node: int = 8) -> list[tuple[str, str, Deployment, Workload, int, str]]:
     """(action, description, deployment, workload, extra GPUs, price key) for every change worth trying; `catalog`
-    gives the models to look for other drafters among, read only where the drafter is a model of its own."""
-    return (_speculation_changes(d, w, catalog) + _engine_changes(d, w, result) + _capacity_changes(d, w)
+    gives the models to look for other drafters among, read only where the drafter is a model of its own;
+    `gpus_per_node`: a replica's TP x PP group stays inside a node (planner.placement)."""
+    return (_speculation_changes(d, w, catalog) + _engine_changes(d, w, result) + _capacity_changes(d, w, gpus_per_node)
             + _utilization_changes(d, w, result))
 
 
@@ -85,8 +91,15 @@ def _speculation_changes(d: Deployment, w: Workload, catalog: Callable[[], tuple
         drafts, heads = _catalog_alternatives(d, catalog())
         for head in heads:
             method = SpecMethod.EAGLE3 if head.eagle_fc_inputs == 3 else SpecMethod.EAGLE
+            if method == SpecMethod.EAGLE:
+                # served as method eagle, a one-layer config is an EAGLE-1 head with its fc 2H -> H, as a request naming
+                # it is planned: priced without the fc, the fix had claimed more headroom than applying it gives
+                head = head.as_eagle_head()
+            # the head drafts the tree the deployment drafts (SGLang's --speculative-eagle-topk and draft tokens): a
+            # fresh chain had priced another tree than the one applying the fix's settings keeps
+            swapped = replace(sp, method=method, draft=head, draft_tp=1, proposal_rate=1.0)
             out.append(("eagle_head", f"replace the draft model by the {method.upper()} head {head.model_id}",
-                        replace(d, speculative=SpeculativeConfig(method, head, sp.num_speculative_tokens)), w, 0, ""))
+                        replace(d, speculative=swapped), w, 0, ""))
         for draft in drafts:
             out.append(("smaller_draft", f"use the smaller draft {draft.model_id}",
                         replace(d, speculative=replace(sp, draft=draft)), w, 0, ""))
@@ -106,9 +119,12 @@ def _engine_changes(d: Deployment, w: Workload, result: PlanResult) -> list[_Can
     if e.kv_cache_dtype == "auto" and s.kv_dtype_bytes > 1:
         out.append(("kv_fp8", "store the KV cache in fp8 (kv_cache_dtype=fp8)",
                     replace(d, engine=replace(e, kv_cache_dtype="fp8")), w, 0, "kv_fp8"))
-    peak = peak_concurrency(w.concurrency, w.burst_factor)
+    # one engine's peak: the replicas share the workload's concurrency (planner.plan.replica_workload), as the
+    # envelope counts it; the total had left each of 4 replicas 4 x the sequences its peak needs
+    peak = peak_concurrency(replica_workload(d, w).concurrency, w.burst_factor)
     if s.max_num_seqs > peak:
-        out.append(("max_num_seqs", f"lower max_num_seqs from {s.max_num_seqs} to the peak concurrency {peak}",
+        out.append(("max_num_seqs", f"lower max_num_seqs from {s.max_num_seqs} to the peak concurrency {peak}"
+                    + (" of each replica" if d.replicas > 1 else ""),
                     replace(d, engine=replace(e, max_num_seqs=peak)), w, 0, ""))
     longest = w.prompt_tokens.max + w.output_tokens.max + s.num_speculative_tokens
     fitted_len = -(-longest // s.block_size) * s.block_size
@@ -131,10 +147,12 @@ def _engine_changes(d: Deployment, w: Workload, result: PlanResult) -> list[_Can
     return out
 
 
-def _capacity_changes(d: Deployment, w: Workload) -> list[_Candidate]:
+def _capacity_changes(d: Deployment, w: Workload, gpus_per_node: int = 8) -> list[_Candidate]:
     out: list[_Candidate] = []
     heads = d.target.num_attention_heads
-    if heads % (d.tp * 2) == 0 and d.tp * 2 <= 8:
+    # the doubled TP x PP group must still fit a node, as placement.place requires (TP 8 x PP 2 on nodes of 8 had
+    # been offered, and applying it was refused)
+    if heads % (d.tp * 2) == 0 and d.tp * 2 * d.pp <= gpus_per_node:
         extra = d.tp * d.pp * d.replicas
         out.append(("higher_tp", f"double tensor parallelism to TP={d.tp * 2} ({extra} more GPUs)",
                     replace(d, tp=d.tp * 2, num_gpus=(d.num_gpus or d.gpus_per_instance) * 2), w, extra, ""))
@@ -174,8 +192,8 @@ def _utilization_changes(d: Deployment, w: Workload, result: PlanResult) -> list
 
 
 def recommend(result: PlanResult, profile: AccountingProfile, efficiency=None, acceptance: Acceptance | None = None,
-              limit: int = 8, catalog: Callable[[], tuple[ModelSpec, ...]] = tuple, engine_version: str | None = None
-              ) -> list[Recommendation]:
+              limit: int = 8, catalog: Callable[[], tuple[ModelSpec, ...]] = tuple, engine_version: str | None = None,
+              gpus_per_node: int = 8) -> list[Recommendation]:
     """Ranked changes for `result` (empty when it already fits); a drafter the engine release `engine_version`
     cannot launch (engines.methods.check_method) is no fix."""
     d, w = result.deployment, result.workload
@@ -184,10 +202,14 @@ def recommend(result: PlanResult, profile: AccountingProfile, efficiency=None, a
     if result.verdict.verdict == FITS and outside <= m.outside_budget_bytes:
         return []
     base_headroom = result.verdict.worst_case.headroom_fraction
-    base_tpot = result.perf.tpot_s or result.perf.tpot_s_no_spec if result.perf else None
     policy = result.verdict.headroom_policy
-    recs = []
-    for action, text, nd, nw, extra, price_key in candidates(d, w, result, catalog):
+    # with `plan --simulate` the burst simulation may have worsened the envelope's verdict (queue growth, thrashing);
+    # a change is re-planned without simulating, so it cannot show it mends that: its verdict is held at the simulated
+    # one (fp8 KV had read "fits" on a plan thin from a queue that max_num_seqs, not memory, makes)
+    simulated = (result.simulation is not None and RANK[result.verdict.verdict]
+                 < RANK[evaluate(m, replica_workload(d, w), policy, detail=False).verdict])
+    recs: list[tuple[Recommendation, bool]] = []  # with whether the engine starts after the change
+    for action, text, nd, nw, extra, price_key in candidates(d, w, result, catalog, gpus_per_node):
         try:
             if nd.speculative.enabled and nd.speculative.method != d.speculative.method:
                 check_method(profile.engine, engine_version, nd.speculative.method)
@@ -195,19 +217,20 @@ def recommend(result: PlanResult, profile: AccountingProfile, efficiency=None, a
                          acceptance=acceptance if nd.speculative.enabled else None, perf_detail=False)
         except Exception:  # a change the engine cannot take (TP beyond the heads, a method of later releases): not a fix
             continue
+        verdict_after = after.verdict.verdict
+        held = simulated and RANK[verdict_after] > RANK[result.verdict.verdict]
+        if held:
+            verdict_after = result.verdict.verdict
         gained = after.verdict.worst_case.headroom_fraction - base_headroom
         if not math.isfinite(gained):
             gained = 1.0 if math.isfinite(after.verdict.worst_case.headroom_fraction) else 0.0
-        tpot_change = None
-        if base_tpot and after.perf is not None:
-            new_tpot = after.perf.tpot_s or after.perf.tpot_s_no_spec
-            tpot_change = new_tpot / base_tpot - 1
+        tpot_change = _tpot_change(result, after)
         price = extra / d.gpus_total + QUALITY_PRICE.get(price_key, 0.0)
         price += max(0.0, tpot_change or 0.0)
         if action == "lower_utilization":
             gained = max(gained, 0.0)
             price += 0.02
-        if gained <= 0 and action != "lower_utilization" and RANK[after.verdict.verdict] <= RANK[result.verdict.verdict]:
+        if gained <= 0 and action != "lower_utilization" and RANK[verdict_after] <= RANK[result.verdict.verdict]:
             continue  # neither more headroom nor a better verdict (a context that takes the requests may be both)
         score = gained / (0.01 + price)
         headroom_after = after.verdict.worst_case.headroom_fraction
@@ -215,14 +238,40 @@ def recommend(result: PlanResult, profile: AccountingProfile, efficiency=None, a
         if tpot_change is not None and action in ("eagle_head", "smaller_draft"):
             speed += " at the current acceptance (measure this drafter's)"
         description = (f"{text}: headroom {headroom_text(base_headroom, policy)} -> "
-                       f"{headroom_text(headroom_after, policy)} ({after.verdict.verdict})"
-                       f"{speed}" + (f", +{extra} GPUs" if extra else ""))
-        recs.append(Recommendation(action=action, description=description, verdict_after=after.verdict.verdict,
-                                   headroom_after=headroom_after, headroom_gained=gained, extra_gpus=extra,
-                                   tpot_change=tpot_change, price=price, score=score,
-                                   changes=_changes(d, nd, w, nw)))
-    recs.sort(key=lambda r: (RANK[r.verdict_after] >= RANK[FITS], r.score), reverse=True)
-    return recs[:limit]
+                       f"{headroom_text(headroom_after, policy)} ({verdict_after}"
+                       + ("; the simulated burst was not re-run for this change)" if held else ")")
+                       + speed + (f", +{extra} GPUs" if extra else ""))
+        recs.append((Recommendation(action=action, description=description, verdict_after=verdict_after,
+                                    headroom_after=headroom_after, headroom_gained=gained, extra_gpus=extra,
+                                    tpot_change=tpot_change, price=price, score=score,
+                                    changes=_changes(d, nd, w, nw)), after.memory.startup_problem is None))
+    # the verdict a fix reaches first (fits, then thin, then does_not_fit), then whether the engine starts at all, then
+    # headroom per price: the one change that starts an engine that cannot start (another process holds memory) had
+    # ranked last, below changes whose worst-case headroom grows on an engine that still refuses to start
+    recs.sort(key=lambda pair: (RANK[pair[0].verdict_after], pair[1], pair[0].score), reverse=True)
+    return [rec for rec, _ in recs[:limit]]
+
+
+def _tpot(r: PlanResult) -> float | None:
+    """The TPOT a plan serves at: with speculation, its speculative TPOT (None where acceptance was not given)."""
+    if r.perf is None:
+        return None
+    return r.perf.tpot_s if r.deployment.speculative.enabled else r.perf.tpot_s_no_spec
+
+
+def _tpot_change(before: PlanResult, after: PlanResult) -> float | None:
+    """The relative TPOT change of a fix; None where it is not known. Without an acceptance a speculative plan's TPOT
+    is unknown: a fix that leaves the drafter as it is compares the target's own decode step (the part it changes),
+    one that changes the drafter (k, the drafter, no speculation) cannot be priced (it had read as "TPOT +0%",
+    the no-speculation TPOT compared with itself)."""
+    if before.perf is None or after.perf is None:
+        return None
+    old, new = _tpot(before), _tpot(after)
+    if old is None or new is None:
+        if before.deployment.speculative != after.deployment.speculative:
+            return None
+        old, new = before.perf.tpot_s_no_spec, after.perf.tpot_s_no_spec
+    return new / old - 1 if old else None
 
 
 def _changes(d: Deployment, nd: Deployment, w: Workload, nw: Workload) -> dict:

@@ -66,9 +66,9 @@ def _verdict(d, mem: MemoryAccount, w: Workload, policy: float) -> str:
     return evaluate(mem, replica_workload(d, w), policy, detail=False).verdict
 
 
-def _bisect(holds, lo: float, hi: float, upper: bool = False) -> float:
-    """The largest x in [lo, hi] for which `holds(x)` (true at lo, false at hi), to 1e-4; with `upper`, the smallest
-    x for which it no longer holds."""
+def _bracket(holds, lo: float, hi: float) -> tuple[float, float]:
+    """(the largest x found for which `holds(x)`, the smallest for which it does not), true at lo, false at hi, to
+    1e-4."""
     for _ in range(40):
         mid = (lo + hi) / 2
         if holds(mid):
@@ -77,15 +77,28 @@ def _bisect(holds, lo: float, hi: float, upper: bool = False) -> float:
             hi = mid
         if hi - lo < 1e-4:
             break
-    return hi if upper else lo
+    return lo, hi
 
 
-def _flip_factor(d, mem: MemoryAccount, w: Workload, name: str, policy: float, base: str, ceiling: float) -> float | None:
-    """The largest factor in [1, ceiling] with the verdict still `base` (None if it holds at the ceiling)."""
+def _bisect(holds, lo: float, hi: float, upper: bool = False) -> float:
+    """The largest x in [lo, hi] for which `holds(x)` (true at lo, false at hi), to 1e-4; with `upper`, the smallest
+    x for which it no longer holds."""
+    held, failed = _bracket(holds, lo, hi)
+    return failed if upper else held
+
+
+def _flip_factor(d, mem: MemoryAccount, w: Workload, name: str, policy: float, base: str, ceiling: float
+                 ) -> tuple[float, str] | None:
+    """The largest factor in [1, ceiling] with the verdict still `base`, and the verdict the input turns the plan to
+    just past it (None if it holds at the ceiling): past max_model_len, or past a pool it overflows at once, a fitting
+    plan turns does_not_fit, not thin."""
     def same(factor: float) -> bool:
         return _verdict(d, mem, scaled_workload(w, name, factor), policy) == base
 
-    return None if same(ceiling) else _bisect(same, 1.0, ceiling)
+    if same(ceiling):
+        return None
+    held, failed = _bracket(same, 1.0, ceiling)
+    return held, _verdict(d, mem, scaled_workload(w, name, failed), policy)
 
 
 def _shrink_factor(d, mem: MemoryAccount, w: Workload, name: str, policy: float, base: str) -> float | None:
@@ -120,7 +133,10 @@ def analyse(result: PlanResult, efficiency=None, acceptance: Acceptance | None =
     mem, w = result.memory, result.workload
     d = result.deployment
     policy = result.verdict.headroom_policy
-    base = result.verdict.verdict
+    # the envelope's own verdict, which each re-plan below gives too: a verdict `plan --simulate` worsened (queue
+    # growth) is no verdict an input's growth can keep or flip, and the margins had read "+0%; beyond it the plan
+    # turns fits"
+    base = _verdict(d, mem, w, policy)
     margins, reasons = [], []
     for name in ("prompt_tokens", "output_tokens", "concurrency", "burst_factor"):
         current = _current(w, name)
@@ -135,15 +151,15 @@ def analyse(result: PlanResult, efficiency=None, acceptance: Acceptance | None =
                 sentence = (f"{LABELS[name]}: must fall to {_fmt(name, limit)} ({_pct(limit / current - 1)}) before "
                             "the plan improves")
         else:
-            factor = _flip_factor(d, mem, w, name, policy, base, ceiling)
-            if factor is None:
-                limit = None
+            flip = _flip_factor(d, mem, w, name, policy, base, ceiling)
+            if flip is None:
+                factor = limit = None
                 sentence = f"{LABELS[name]}: holds beyond x{ceiling:g}"
             else:
+                factor, turns = flip
                 limit = _current(scaled_workload(w, name, factor), name)
                 # the margin is what the input itself may grow by (integers: the largest value that still holds)
                 factor = limit / current if current else factor
-                turns = "thin" if base == "fits" else "does_not_fit"
                 beyond = (f"at {_fmt(name, limit + 1)} the plan turns {turns}" if name == "concurrency"
                           else f"beyond it the plan turns {turns}")
                 sentence = f"{LABELS[name]}: holds up to {_fmt(name, limit)} ({_pct(factor - 1)}); {beyond}"
