@@ -19,8 +19,8 @@ from ..core.speculation import Acceptance, Tree
 from ..simulator.scenario import Scenario
 from ..simulator.workload import Burst, LengthSpec, RateProfile, Requests, from_arrays, generate
 from .plan import PlanResult, replica_workload, validate
-from .simulate import (MAX_STEPS, SEVERE, SimulationReport, Slo, Thresholds, acceptance_spec, rate_for_concurrency,
-                       run, simulated_outputs)
+from .simulate import (MAX_STEPS, SEVERE, SimulationReport, Slo, Thresholds, acceptance_spec, depth_rates,
+                       rate_for_concurrency, run, simulated_outputs)
 
 
 MAX_REQUESTS = 2_000_000  # the largest simulation accepted (about 3 minutes and 1 GiB here); docs/simulation.md
@@ -186,9 +186,12 @@ def run_simulation(d: Deployment, w_total: Workload, profile: AccountingProfile,
     w = replica_workload(d, w_total)  # one engine instance is simulated: it gets its replica's share of the load
     if d.gpu.memory_bandwidth_bytes_s <= 0:
         raise SpecError("gpu", "simulation needs a catalog GPU (bandwidth and FLOP/s)", "a GPU id from `specsize gpus`")
-    if d.speculative.enabled and acceptance is None:
+    # a trace's acceptance_rate column gives every request its own: no other is needed (nor read)
+    per_request = sim.trace.acceptance if sim.trace is not None and sim.trace.acceptance else None
+    if d.speculative.enabled and acceptance is None and per_request is None:
         raise SpecError("acceptance_rate", "simulating speculation needs the drafter's acceptance",
-                        "--acceptance-rate A or --mean-accepted-length T (measured, never assumed)")
+                        "--acceptance-rate A or --mean-accepted-length T (measured, never assumed), or a trace with an "
+                        "acceptance_rate column")
     mem = account(d, profile)
     if mem.kv_blocks <= 0:
         raise SpecError("deployment", "the KV cache is empty: nothing to simulate (see `specsize plan`)",
@@ -199,20 +202,25 @@ def run_simulation(d: Deployment, w_total: Workload, profile: AccountingProfile,
     limit = mem.settings.max_model_len
     if sim.trace is not None:
         t = sim.trace
-        per_request = t.acceptance or tuple(acc.sample(np.random.default_rng(sim.seed), len(t.arrival_s)))
+        # the column's per-token rates are drawn as a flag's rate is (acceptance_spec): on an SGLang tree, at each
+        # depth's rate (they had been drawn as a chain's, without the tree's gain, where --acceptance-rate had it)
+        rates = depth_rates(np.asarray(per_request, dtype=float), k, tree) if per_request is not None else \
+            acc.sample(np.random.default_rng(sim.seed), len(t.arrival_s))
         share = slice(0, None, d.replicas)  # requests spread round-robin over the replicas
         scenario = Scenario(arrivals="trace", duration_s=float(t.arrival_s[-1]) if t.arrival_s else 0.0,
                             rate_req_s=None, rate_source="trace", rates=None, prompt=None, output=None,
                             lengths_source="trace", burst_source=None, replicas=d.replicas, trace_path=t.path,
-                            requests=len(t.arrival_s))
+                            requests=len(t.arrival_s),
+                            acceptance_source="trace" if per_request is not None and d.speculative.enabled else None)
         req = from_arrays(np.asarray(t.arrival_s[share], dtype=float), np.asarray(t.prompt_tokens[share], float),
-                          np.asarray(t.output_tokens[share], float), np.asarray(list(per_request)[share]))
+                          np.asarray(t.output_tokens[share], float), rates[share])
     elif sim.client_concurrency is not None:
         clients = max(1, -(-sim.client_concurrency // d.replicas))  # each replica gets its share of the clients
         count = max(1, -(-sim.num_requests // d.replicas))
         scenario = build_scenario(d, w, 1.0, replace(sim, burst_factor=None, on_off=None), limit)
         scenario = replace(scenario, arrivals="closed_loop", rate_req_s=None, rate_source="closed_loop", rates=None,
-                           burst_source=None, clients=clients, requests=count)
+                           burst_source=None, clients=clients, requests=count,
+                           clients_total=sim.client_concurrency)
         req = _closed_loop(scenario, sim, acc, count, clients)
     else:
         rate = (sim.rate_req_s / d.replicas if sim.rate_req_s is not None

@@ -180,10 +180,14 @@ def summarize(label: str, r: SimResult, req: Requests, slo: Slo, th: Thresholds)
         problems.append(Problem(UNFINISHED, f"{r.too_long} request{'s' if many else ''} need{'' if many else 's'} more "
                                             "KV blocks than the whole pool holds: the engine can never run "
                                             f"{'them' if many else 'it'}"))
-    if unfinished > r.too_long:
-        problems.append(Problem(UNFINISHED, f"queue growth: {unfinished - r.too_long} requests unfinished when the "
-                                            "run stopped"))
-    elif completed and spread and drain > max(th.min_drain_s, th.drain_factor * (served := _served_p50(r))):
+    left = unfinished - r.too_long
+    if left > 0:
+        problems.append(Problem(UNFINISHED, f"queue growth: {left} request{'s' if left > 1 else ''} unfinished when "
+                                            "the run stopped"))
+    # a closed loop holds its clients' requests and no more: its queue cannot grow, and its last request, sent when
+    # an answer came, drains behind the others in flight (one end-to-end latency, queueing included) by construction
+    elif completed and spread and not req.clients and \
+            drain > max(th.min_drain_s, th.drain_factor * (served := _served_p50(r))):
         # against a request's own time in the engine (first token to last), not its end-to-end latency, which the
         # backlog itself lengthens: a burst whose queue outlasts the arrivals is growth however long everyone waited
         problems.append(Problem(QUEUE_GROWTH, f"queue growth: {drain:.0f} s to drain the backlog after the last "
@@ -260,9 +264,20 @@ def acceptance_spec(acceptance: Acceptance | None, k: int, spread: float = 0.0, 
     if acceptance is None:
         return AcceptanceSpec(0.0)
     rate = acceptance.per_token(k)
-    if tree.topk > 1 and acceptance.mean_accepted_length is None:
-        rate = tree_level_acceptance(rate, k, tree.topk, tree.nodes(k))
+    if acceptance.mean_accepted_length is None:
+        rate = float(depth_rates(np.asarray([rate]), k, tree)[0])
     return AcceptanceSpec(rate, spread)
+
+
+def depth_rates(rates: np.ndarray, k: int, tree: Tree = Tree()) -> np.ndarray:
+    """Per-token acceptance rates (a flag's, or a trace's acceptance_rate column, one a request) as the simulator draws
+    each position: on an SGLang tree, each depth's rate, which its candidates widen (tree_level_acceptance, once per
+    distinct rate); on a chain, the rates themselves."""
+    if tree.topk <= 1 or not len(rates):
+        return rates
+    distinct, where = np.unique(rates, return_inverse=True)
+    levels = [tree_level_acceptance(float(rate), k, tree.topk, tree.nodes(k)) for rate in distinct]
+    return np.asarray(levels, dtype=float)[where]
 
 
 def simulated_outputs(w: Workload) -> tuple[int, int]:
@@ -274,8 +289,10 @@ def simulated_outputs(w: Workload) -> tuple[int, int]:
 def rate_for_concurrency(d: Deployment, mem: MemoryAccount, eff: Efficiency, w: Workload,
                          acceptance: Acceptance | None, tree: Tree = Tree()) -> float:
     """Requests/s that keep `w.concurrency` requests in flight: Little's law, rate = L / W, where W is the
-    TTFT plus the mean output times a TPOT stretched by the share of each step spent prefilling the
-    arrivals' prompts (core.perf.prefill_share), solved by iteration."""
+    TTFT plus the mean output times a TPOT, E unshared, stretched by the share u = rate x P of each step spent
+    prefilling the arrivals' prompts (P seconds each: core.perf.prefill_share): W = E / (1 - rate x P), so
+    rate = L / (E + L x P), the fixed point in closed form (u < 1 at any load: an engine that spends P on each prompt
+    completes at most 1 / P of them a second)."""
     from ..core.perf import prefill_share  # noqa: PLC0415
     from .perf import costs_for  # noqa: PLC0415
     from .perf import summarize as perf_summary  # noqa: PLC0415
@@ -289,12 +306,10 @@ def rate_for_concurrency(d: Deployment, mem: MemoryAccount, eff: Efficiency, w: 
                      int(prompt_mean), None, tree)
     tpot = p.tpot_s if p.tpot_s is not None else p.tpot_s_no_spec
     plain = costs_for(replace(d, speculative=SpeculativeConfig()), mem, eff, 0, Tree())
-    rate = littles_law_rate(w.concurrency, p.ttft_s + output_mean * tpot)
-    for _ in range(50):
-        u = min(0.95, prefill_share(plain, rate, prompt_mean, s.max_num_batched_tokens))
-        latency = p.ttft_s / (1 - u) + output_mean * tpot / (1 - u)
-        rate = 0.5 * rate + 0.5 * littles_law_rate(w.concurrency, latency)
-    return rate
+    per_prompt = prefill_share(plain, 1.0, prompt_mean, s.max_num_batched_tokens)  # seconds of prefill per arrival
+    # an iteration to this point, damped and with u capped at 0.95, had oscillated once u passed 0.75 and settled
+    # beyond the cap where prefill alone needed more than the GPU (1-token outputs: 181% of it, 69.9 req/s for 37.4)
+    return littles_law_rate(w.concurrency, p.ttft_s + output_mean * tpot + w.concurrency * per_prompt)
 
 
 def report_to_dict(rep: SimulationReport) -> dict:

@@ -29,6 +29,9 @@ def render(rep: SimulationReport, fmt: str) -> str:
         return dumps({"schema_version": "1.0", "sim": rep.to_dict()})
     runs = [rep.spec] + ([rep.no_spec] if rep.no_spec else [])
     replicas = rep.scenario.replicas if rep.scenario is not None else 1
+    # the whole deployment's load in simulated replicas (Scenario.replica_multiple): fewer than `replicas` where a
+    # closed loop's clients do not fill every replica with the simulated one's share
+    multiple = rep.scenario.replica_multiple if rep.scenario is not None else 1.0
     header = [f"one replica of {replicas}" if replicas > 1 else "", *(run_label(r) for r in runs)]
     rows = [
         ["requests completed", *(f"{r.completed:,} / {r.requests:,}" for r in runs)],
@@ -36,7 +39,7 @@ def render(rep: SimulationReport, fmt: str) -> str:
         ["TPOT p50 / p99 ms", *(f"{_ms(r.tpot_s.p50)} / {_ms(r.tpot_s.p99)}" for r in runs)],
         ["E2E p50 / p99 s", *(f"{_s(r.e2e_s.p50)} / {_s(r.e2e_s.p99)}" for r in runs)],  # "-": none finished
         ["throughput tok/s", *(f"{r.throughput_tok_s:,.0f}" for r in runs)],
-        *([[f"all {replicas} replicas, tok/s", *(f"{r.throughput_tok_s * replicas:,.0f}" for r in runs)]]
+        *([[f"all {replicas} replicas, tok/s", *(f"{r.throughput_tok_s * multiple:,.0f}" for r in runs)]]
           if replicas > 1 else []),
         ["goodput req/s", *("-" if r.goodput_req_s is None else f"{r.goodput_req_s:,.2f}" for r in runs)],
         ["preemptions (recomputed tokens)", *(f"{r.preemptions:,} ({r.recomputed_tokens:,})" for r in runs)],

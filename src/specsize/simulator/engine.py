@@ -308,10 +308,17 @@ def _admit(cfg: EngineConfig, b: _Book, waiting: deque[int], run: np.ndarray, c:
     admitted: list[int] = []
     admitted_sched: list[int] = []
     held_back = _held_back(cfg, b, run)
+    # after its prompt (or its recompute) a request with tokens still to come decodes 1 + k tokens with the lookahead
+    # slots _schedule_running gives it: k, and a multi-step group's N - 1
+    decode_span = 1 + 2 * k + cfg.scheduler_steps - 1
     while waiting and len(run) + len(admitted) < cfg.max_num_seqs and budget > 0:
         head = waiting[0]
-        if int(_blocks_for(cfg, int(b.prefill_target[head]) + k + 1)) > cfg.num_blocks:
-            waiting.popleft()  # longer than the whole pool: the engine can never run it (left unfinished)
+        # longer than the whole pool: the engine can never run it (left unfinished). What it must fit is its next step
+        # after the prompt: a request preempted near the pool's end and readmitted when only its recompute (prompt +
+        # k) fitted had been preempted again by its next decode, and again, for ever, gaining nothing
+        last = int(b.output[head]) <= max(int(b.generated[head]), 1)  # the prompt's own token is its last
+        if int(_blocks_for(cfg, int(b.prefill_target[head]) + (k if last else decode_span))) > cfg.num_blocks:
+            waiting.popleft()
             b.dropped[0] += 1
             continue
         start = int(b.computed[head])
@@ -519,19 +526,22 @@ class _Uniforms:
         return self._next(n, True)
 
 
+_NONE = np.zeros(0, dtype=np.int64)
+
+
 def _retire(b: _Book, run: np.ndarray, now: float,
-            finished_mask: np.ndarray | None = None) -> tuple[np.ndarray, int, int]:
+            finished_mask: np.ndarray | None = None) -> tuple[np.ndarray, int, np.ndarray]:
     """Requests that produced all their output (`finished_mask` where known) leave the running set. Returns (run,
-    blocks freed, how many)."""
+    blocks freed, their ids)."""
     if finished_mask is None:
         finished_mask = b.generated[run] >= b.output[run]
     if not np.count_nonzero(finished_mask):
-        return run, 0, 0
+        return run, 0, _NONE
     done_ids = run[finished_mask]
     b.finish[done_ids] = now
     freed = _isum(b.held[done_ids])
     b.held[done_ids] = 0
-    return run[~finished_mask], freed, len(done_ids)
+    return run[~finished_mask], freed, done_ids
 
 
 def _within(max_steps: int | None, steps: int, now: float, left: int) -> None:
@@ -586,15 +596,20 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
 
         run, c, sched, decoding, free, preempted, lost = _schedule(cfg, b, run, waiting, free, group_left > 0)
         # closed loop: a request refused as longer than the pool answers its client at once (open: all are sent)
-        released, answered_drops = _answered(cfg, b, sent, arrival, released, answered_drops, 0, now)
+        released, answered_drops = _answered(cfg, b, sent, arrival, released, answered_drops, _NONE, now)
         preemptions += preempted
         recomputed += lost
         active = sched > 0
         n_active = int(np.count_nonzero(active))
         if not n_active:
             group_left = 0
-            # nothing fits this step (pool full of prefills waiting on blocks): wait for the next arrival
             recv_weight = cfg.recv_interval  # an idle scheduler takes requests in at once
+            if preempted and waiting:
+                # the step only preempted (an engine that decodes or prefills, not both, or a multi-step group): the
+                # victims head the queue and the next step admits them, at once. It had waited for the next arrival
+                # as if the engine were idle, or with none to come ended the run with them unfinished
+                continue
+            # nothing fits this step (pool full of prefills waiting on blocks): wait for the next arrival
             upcoming = _upcoming(front, arrival, next_arrival)
             if np.isfinite(upcoming):
                 now = formed = max(now, upcoming)
@@ -666,22 +681,34 @@ def _first_sends(cfg: EngineConfig, arrival: np.ndarray,
 
 
 def _answered(cfg: EngineConfig, b: _Book, sent: np.ndarray, arrival: np.ndarray, released: int, refusals: int,
-              done: int, now: float) -> tuple[int, int]:
-    """Closed loop: the clients answered at `now`, by `done` finished requests and by the refusals (requests longer
-    than the pool, _Book.dropped) beyond the `refusals` already answered, send their next requests (an open loop has
-    sent every request: nothing). Returns (how many are sent so far, refusals answered)."""
-    more = done + int(b.dropped[0]) - refusals
+              done: np.ndarray, now: float) -> tuple[int, int]:
+    """Closed loop: the clients answered by the `done` requests, finished at `now`, and by the refusals (requests
+    longer than the pool, _Book.dropped) beyond the `refusals` already answered, send their next requests (an open
+    loop has sent every request: nothing). Returns (how many are sent so far, refusals answered)."""
+    dropped = int(b.dropped[0])
+    more = len(done) + dropped - refusals
     if more and released < len(sent):
-        released = _send_next(cfg, sent, arrival, released, min(more, len(sent) - released), now)
-    return released, int(b.dropped[0])
+        # a client has its answer when its last token reaches it: the front-end latency its end-to-end latency counts
+        # (_result: stretched by the API server's streaming load), a refusal's unstretched. Sending at the bare latency,
+        # a client had had its next request in flight before the last one's answer: with the API server busy, more
+        # requests in flight than clients (1,000 clients of 1-token requests: 1,095 by Little's law)
+        latency = cfg.frontend_latency_s
+        answers = now + np.concatenate([frontend_stretched(latency, b.front_busy[done]) if latency else
+                                        np.zeros(len(done)), np.full(dropped - refusals, latency)])
+        answers.sort()
+        released = _send_next(cfg, sent, arrival, released, answers[:len(sent) - released])
+    return released, dropped
 
 
-def _send_next(cfg: EngineConfig, sent: np.ndarray, arrival: np.ndarray, released: int, more: int, now: float) -> int:
-    """Closed loop: the clients whose answers arrived at `now` send their next requests (after the front-end
-    latency); with intake work the API server (_Front) takes them in. Returns how many are sent so far."""
-    sent[released:released + more] = now + cfg.frontend_latency_s
+def _send_next(cfg: EngineConfig, sent: np.ndarray, arrival: np.ndarray, released: int, times: np.ndarray) -> int:
+    """Closed loop: the clients answered at `times` (ascending) send their next requests then, in the order sent so far
+    (no earlier than the last); with intake work the API server (_Front) takes them in. Returns how many are sent."""
+    if released:
+        times = np.maximum(times, sent[released - 1])
+    more = len(times)
+    sent[released:released + more] = times
     if not cfg.frontend_serial_s:
-        arrival[released:released + more] = now + cfg.frontend_latency_s
+        arrival[released:released + more] = times
     return released + more
 
 

@@ -47,20 +47,34 @@ class Scenario:
     replicas: int
     trace_path: str | None = None
     requests: int = 0
-    clients: int = 0  # closed loop: requests in flight
+    clients: int = 0  # closed loop: requests in flight (per replica: the busiest replica's share)
+    clients_total: int = 0  # closed loop: the clients of every replica together (0: `clients` x `replicas`)
     # requests longer than max_model_len (prompt + output), a trace's or drawn ones: the engine refuses them (vLLM's
     # OpenAI server answers 400), so they are left out of the run, counted here
     rejected: int = 0
+    # where each request's acceptance came from when not the deployment's: "trace" (its acceptance_rate column, which
+    # --acceptance-rate does not override); None: the deployment's acceptance, or no speculation
+    acceptance_source: str | None = None
 
     @property
     def description(self) -> str:
         if self.arrivals == "trace":
             share = f", 1/{self.replicas} per replica" if self.replicas > 1 else ""
-            return f"trace {self.trace_path} ({self.requests} requests{share}{self.refused})"
+            acceptance = "; acceptance per request from its acceptance_rate column" \
+                if self.acceptance_source == "trace" else ""
+            return (f"trace {self.trace_path} ({self.requests:,} request{'' if self.requests == 1 else 's'}{share}"
+                    f"{self.refused}{acceptance})")
         # each replica is simulated with its share of the load: the figures are one replica's
         per = f" per replica (x {self.replicas} replicas)" if self.replicas > 1 else ""
         if self.arrivals == "closed_loop":
-            return f"closed loop: {self.clients} clients, {self.requests:,} requests{per}{self.refused}"
+            if self.replicas > 1 and self.clients_total and self.clients_total != self.clients * self.replicas:
+                # fewer clients than replicas, or not a multiple of them: the busiest replica's share, named as such
+                # (it had read as clients x replicas: one client over 4 replicas as four)
+                total = self.clients_total
+                per = (f" per replica ({total} client{'' if total == 1 else 's'} in all over {self.replicas} replicas"
+                       f"{'' if self.clients == 1 else ': the busiest replica'})")
+            return (f"closed loop: {self.clients} client{'' if self.clients == 1 else 's'}, {self.requests:,} "
+                    f"requests{per}{self.refused}")
         assert self.rates is not None and self.rate_req_s is not None
         shape = f"Poisson {self.rate_req_s:.2f} req/s{per} for {self.duration_s:g} s"
         for b in self.rates.bursts:
@@ -71,6 +85,17 @@ class Scenario:
         if self.rates.ramp_to is not None:
             shape += f", ramping to {self.rates.ramp_to:g} req/s" + (" per replica" if self.replicas > 1 else "")
         return shape + self.refused
+
+    @property
+    def replica_multiple(self) -> float:
+        """How many simulated replicas' load the whole deployment carries: its replicas, or in a closed loop its clients
+        over one replica's (one client over 4 replicas keeps one replica busy, not four), or a trace's requests over
+        the simulated replica's (every replicas-th, from the first: 2 requests over 4 replicas busy two)."""
+        if self.arrivals == "closed_loop" and self.clients_total and self.clients:
+            return min(float(self.replicas), self.clients_total / self.clients)
+        if self.arrivals == "trace" and self.requests:
+            return self.requests / -(-self.requests // self.replicas)
+        return float(self.replicas)
 
     @property
     def refused(self) -> str:
@@ -97,12 +122,14 @@ class Scenario:
         return {
             "arrivals": self.arrivals, "duration_s": self.duration_s, "rate_req_s": self.rate_req_s,
             "rate_source": self.rate_source, "replicas": self.replicas, "trace": self.trace_path,
-            "clients": self.clients or None, "rejected_requests": self.rejected,
+            "clients": self.clients or None, "clients_total": self.clients_total or None,
+            "rejected_requests": self.rejected,
             "bursts": [{"start_s": b.start_s, "duration_s": b.duration_s, "factor": b.factor} for b in r.bursts]
             if r else [],
             "on_off": None if r is None or r.on_off is None else
             {"period_s": r.on_off[0], "on_s": r.on_off[1], "factor": r.on_off[2]},
             "ramp_to_req_s": r.ramp_to if r else None, "burst_source": self.burst_source,
             "prompt_tokens": _lengths(self.prompt), "output_tokens": _lengths(self.output),
-            "lengths_source": self.lengths_source, "summary": self.summary,
+            "lengths_source": self.lengths_source, "acceptance_source": self.acceptance_source,
+            "summary": self.summary,
         }
