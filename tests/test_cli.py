@@ -30,7 +30,9 @@ def test_json_contract_on_stdout_only(capsys):
         assert isinstance(data["per_gpu"][key], int)
     for key in ("demand_bytes", "capacity_bytes", "concurrency", "prompt_tokens", "output_tokens"):
         assert key in data["envelope"]
-    assert data["kv_bytes_per_token"]["total"] == 81_920 + 32_768
+    # 70B: 80 layers x K, V x 8 / 4 KV heads x 128 x 2 B; the 1B draft at the target's TP 4 (vLLM's default, and the
+    # only TP vLLM 0.15+ start a draft model at): 16 layers x 2 x 8 / 4 x 64 x 2 B
+    assert data["kv_bytes_per_token"]["total"] == 80 * 2 * 2 * 128 * 2 + 16 * 2 * 2 * 64 * 2 == 81_920 + 8_192
 
 
 def test_fits_and_does_not_fit_exit_codes(capsys):

