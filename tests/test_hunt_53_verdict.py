@@ -341,6 +341,10 @@ def test_vllm_0_8_and_0_9_plan_a_draft_model_with_the_v0_engine_they_fall_back_t
     d = deployment(draft="meta-llama/Llama-3.2-1B-Instruct", method="draft_model", k=4, max_model_len=8192)
     r = plan(d, workload(), resolve_profile("vllm", "0.9", "draft_model"), 0.2)
     assert (r.memory.settings.max_num_seqs, r.memory.settings.max_num_batched_tokens) == (256, 8192)
+    # a request is planned so (inputs.resolve): the draft model on 0.9 takes V0's profile, n-gram V1's
+    assert specsize.plan(engine_version="0.9", max_num_seqs=None).profile.generation == "V0"
+    assert specsize.plan(engine_version="0.9", method="ngram", draft=None, num_speculative_tokens=3,
+                         max_num_seqs=None).profile.generation != "V0"
 
 
 def test_lowering_max_num_seqs_aims_at_one_replicas_peak():

@@ -383,7 +383,8 @@ def resolve(r: Request) -> Resolved:
     d, shape_note = deployment_of(r)
     check_applies(r, d)
     w = with_images(workload_of(r), d.target, r.images_per_request, r.image_tokens)
-    profile = resolve_profile(r.engine, r.engine_version)
+    # the release's engine for this drafter: vLLM 0.8 / 0.9 fall back to V0 for a draft model (engines.registry)
+    profile = resolve_profile(r.engine, r.engine_version, d.speculative.method.value)
     overrides = {"memory": r.memory_efficiency, "compute": r.compute_efficiency,
                  "step_overhead_s": r.step_overhead_ms / 1e3 if r.step_overhead_ms is not None else None}
     efficiency = load_efficiency(d.gpu, overrides)
