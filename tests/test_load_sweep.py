@@ -123,3 +123,14 @@ def test_the_crossing_lies_between_the_rates_that_bracket_it(centre, intercept, 
         assert sweep.stops_paying_req_s == pytest.approx(min(above))
     else:
         assert max(below) <= sweep.stops_paying_req_s <= min(above)
+
+
+def test_a_ramp_keeps_its_shape_on_every_rung(capsys):
+    """A sweep around 2 req/s ramping to 4 ramps each rung to twice its rate (each had ramped to the user's 4: the
+    0.25 req/s rung ran at a mean of 2.1 req/s, and the 16 req/s rung ramped down to 4)."""
+    code, out, _ = run(capsys, "stops-paying", *SMALL, "--ramp-to", "4", "--format", "json")
+    assert code == 0
+    sweep = json.loads(out)["stops_paying"]
+    assert sweep["centre_req_s"] == 2 and sweep["points"][0]["rate_req_s"] == 0.25
+    # the first rung simulated is the lowest: 0.25 req/s ramping to 0.25 x 4 / 2 = 0.5
+    assert "Poisson 0.25 req/s" in sweep["scenario"] and "ramping to 0.5 req/s" in sweep["scenario"]

@@ -338,7 +338,10 @@ def stops_paying(request: Request | None = None, progress: Callable[[int, int], 
     shape: list[str] = []  # the scenario of the rungs, as the first one ran it
 
     def evaluate(rate: float) -> LoadPoint:
-        rep = simulate(q.replace(rate=rate))
+        # a ramp keeps its shape on every rung: from the rung's rate to ramp_to / centre times it (each rung had ramped
+        # to the user's ramp_to: the 1 req/s rung of a sweep around 8 -> 16 ran at 8.5 req/s on average)
+        ramp = q.ramp_to * rate / centre if q.ramp_to is not None else None
+        rep = simulate(q.replace(rate=rate, ramp_to=ramp))
         spec, plain = rep.spec, rep.no_spec
         assert plain is not None  # compare is on
         if not shape and rep.scenario is not None:  # its rate is the sweep's, not one the user gave
