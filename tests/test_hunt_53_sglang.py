@@ -354,3 +354,15 @@ def test_check_live_takes_the_logs_pool_over_a_metrics_estimate_within_tolerance
     code, out, _ = run(capsys, "check-live", "--plan", tmp_path / "plan.json", "--metrics", tmp_path / "m.metrics",
                        "--log", tmp_path / "start.log", "--format", "json")
     assert json.loads(out)["observed"]["kv_cache_tokens"] == pool
+
+
+def test_an_emitted_command_is_headed_by_the_releases_that_have_its_flags(capsys):
+    """--page-size came with 0.4.4 and --pp-size with 0.4.6.post2 (engine_flags.json flags_from, read in the wheels):
+    a command carrying them had been headed "# sglang 0.4 - 0.5.x"."""
+    code, out, _ = run(capsys, "plan", "--engine", "sglang", "--method", "none", "--emit", "sglang")
+    assert code in (0, 1) and out.startswith("# sglang 0.4.4 - 0.5.x")
+    code, out, _ = run(capsys, "plan", "--engine", "sglang", "--method", "none", "--pp", "2", "--gpus", "8",
+                       "--emit", "sglang")
+    assert code in (0, 1) and out.startswith("# sglang 0.4.6.post2 - 0.5.x")
+    code, out, _ = run(capsys, "plan", "--engine", "sglang", "--emit", "sglang")  # a draft model: STANDALONE
+    assert code in (0, 1) and out.startswith("# sglang 0.5.2 - 0.5.x")

@@ -40,11 +40,16 @@ def flags_note(engine: str, version: str | None) -> str | None:
             f"otherwise{older}: check it against that release's --help")
 
 
-def _versions(engine: str, d) -> str:
-    """The releases the command is for: the flags' checked range, narrowed to those that launch d's method."""
+def _versions(engine: str, d, argv: list[str] | tuple[str, ...] = ()) -> str:
+    """The releases the command is for: the flags' checked range, narrowed to those that launch d's method and have
+    every flag in `argv` (engine_flags.json's `flags_from`: the first release with each)."""
     from .methods import launch_versions  # noqa: PLC0415
+    from .registry import release_key  # noqa: PLC0415
 
-    return launch_versions(engine, d.speculative.method, engine_flags()[engine]["versions"])
+    table = engine_flags()[engine]
+    firsts = [table.get("flags_from", {}).get(a) for a in argv if a.startswith("--")]
+    since = max((f for f in firsts if f), key=lambda f: release_key(f) or (0,), default=None)
+    return launch_versions(engine, d.speculative.method, table["versions"], since)
 
 
 @dataclass(frozen=True)
@@ -212,7 +217,7 @@ def sglang_command(d: Deployment, mem: MemoryAccount) -> EngineCommand:
         argv += ["--scheduler-recv-interval", str(s.recv_interval)]
     if s.stream_interval > 1:
         argv += ["--stream-interval", str(s.stream_interval)]
-    return EngineCommand("sglang", _versions("sglang", d), tuple(argv), None)
+    return EngineCommand("sglang", _versions("sglang", d, argv), tuple(argv), None)
 
 
 def supported(engine: str) -> str:

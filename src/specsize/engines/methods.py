@@ -105,22 +105,25 @@ def _series(r: Release) -> str:
     return _label(r).removesuffix(".0") if r[2] == 0 else _label(r)
 
 
-def launch_versions(engine: str, method: SpecMethod, checked: str) -> str:
+def launch_versions(engine: str, method: SpecMethod, checked: str, since: str | None = None) -> str:
     """The releases an emitted command runs on: the flags' checked range (engine_flags.json's `versions`, "0.11 -
     0.32 (...)", series inclusive; an "X.Y.x" end is the X.Y series) narrowed to those that can launch `method`
-    ("# vllm 0.11 - 0.32" had headed a draft-model command, which vLLM 0.10-0.14 refuse)."""
+    ("# vllm 0.11 - 0.32" had headed a draft-model command, which vLLM 0.10-0.14 refuse) and, with `since`, to the
+    releases from the first that has every flag the command carries (an SGLang command with --page-size had been
+    headed "0.4 - 0.5.x", and 0.4 - 0.4.3 have no such flag)."""
     entry = METHOD_RELEASES.get((engine, method))
     head, sep, tail = checked.partition(" (")
     first, _, last = head.partition(" - ")
     lo, hi_series = release_with_patch(first), release_with_patch(last.removesuffix(".x"))
-    if entry is None or lo is None or hi_series is None:
+    floor = release_with_patch(since) if since else None
+    if (entry is None and floor is None) or lo is None or hi_series is None:
         return checked
     hi = (hi_series[0], hi_series[1] + 1, 0)  # past the last series
     pieces = []
-    for start, end in entry[0]:
-        a, b = max(start, lo), min(end, hi)
+    for start, end in entry[0] if entry is not None else ((lo, hi),):
+        a, b = max(start, lo, floor or lo), min(end, hi)
         if a < b:
-            shown_a = first if a == lo else _series(a)
+            shown_a = since if floor is not None and a == floor and floor > lo else first if a == lo else _series(a)
             shown_b = last if b == hi else f"{_series(b)} (not included)"
             pieces.append(f"{shown_a} - {shown_b}")
     return (", ".join(pieces) or head) + (sep + tail if sep else "")
