@@ -424,7 +424,7 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         mla_prompt_mha=for_gpu(p.mla_prompt_mha_by_gpu, d.gpu, p.mla_prompt_mha),
         mla_latent_cache=p.mla_latent_cache,
         recv_interval=_engine_interval("scheduler_recv_interval", e.scheduler_recv_interval, p.recv_interval_flag, p,
-                                       "engine sglang"),
+                                       "engine_version 0.5.1 or later" if p.engine == "sglang" else "engine sglang"),
         stream_interval=_engine_interval("stream_interval", e.stream_interval, p.stream_interval_flag, p,
                                          "engine sglang, or vllm from 0.14"),
         **dict(zip(("graph_max_tokens", "graph_prompt_tokens"),
@@ -497,7 +497,9 @@ def _check_engine_flags(e: EngineSettings, p: AccountingProfile) -> None:
     """Settings the release refuses, or that are another engine's: refused rather than planned and emitted."""
     if e.block_size and p.block_sizes and e.block_size not in p.block_sizes:
         raise SpecError("block_size", f"{p.label} takes no block size of {e.block_size}",
-                        ", ".join(map(str, p.block_sizes)) + " (SGLang's --page-size takes any)")
+                        ", ".join(map(str, p.block_sizes)) + (" (no --page-size before SGLang 0.4.4), or engine_version "
+                                                              "0.4.4 or later" if p.engine == "sglang" else
+                                                              " (SGLang's --page-size takes any)"))
     if e.cuda_graph_max_bs is not None and not p.graph_bs_flag:
         raise SpecError("cuda_graph_max_bs", f"is SGLang's --cuda-graph-max-bs; {p.label} sizes its CUDA graphs "
                         "itself (max_num_seqs and its capture sizes)", "no value with engine vllm, or engine sglang")
