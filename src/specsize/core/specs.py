@@ -141,6 +141,9 @@ class Quantization:
     # modules_to_not_convert, fp8's ignored_layers, compressed-tensors' ignore): module names, globs with "*",
     # or "re:" regular expressions. core.weights.unquantized_layers reads them per layer
     unquantized: tuple[str, ...] = ()
+    # the KV cache dtype the checkpoint was calibrated for (a ModelOpt kv_cache_quant_algo: "fp8" or "nvfp4"), which
+    # vLLM 0.14 and later serve under kv_cache_dtype auto (AccountingProfile.checkpoint_kv_dtype); None without one
+    kv_cache_dtype: str | None = None
 
 
 DERIVED_SOURCE = "derived"  # the source prefix of a drafter head built from the target's config

@@ -250,6 +250,7 @@ V1_09 = replace(V1_EARLY, version="0.9", label="vLLM 0.9-0.10 (V1 engine)", larg
 
 V1_019 = replace(
     _V1_COMMON,
+    checkpoint_kv_dtype=True,  # a ModelOpt checkpoint's fp8 KV cache under auto (AccountingProfile)
     version="0.19", label="vLLM 0.17-0.20 (V1; CUDA graph estimate printed, not subtracted)",
     default_max_num_seqs=256, default_max_num_seqs_large_gpu=1024,
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=8192,
@@ -269,6 +270,7 @@ V1_019 = replace(
 # at 0.17.0 and 0.18.0, the same weights and forward: (5.64 - 2.23) GiB / (1024 x 151,936 x 4 B) = 5.88 row-sets.
 V1_011 = replace(
     V1_019,
+    checkpoint_kv_dtype=False,  # the checkpoint's KV dtype under auto came with 0.14 (PR 30785)
     version="0.11", label="vLLM 0.11-0.13 (V1; sort-based top-k/top-p in the profiled sampler)",
     act_vocab_coef=_V1_COMMON.act_vocab_coef + 5.88, api_cost_scale=1.0,
     stream_interval_flag=False,  # 0.11 has no --stream-interval (0.12 and 0.13 have; one profile spans them: refused)
@@ -276,12 +278,13 @@ V1_011 = replace(
 )
 # 0.14.0's release notes: "Async scheduling is now enabled by default" (PR 27614; not with pipeline parallel, the CPU
 # backend, or speculative methods other than EAGLE / MTP, PR 31998); the accounting is 0.11's
-V1_014 = replace(V1_011, version="0.14", label="vLLM 0.14-0.16 (V1; async scheduling by default; sort-based top-k/top-p "
+V1_014 = replace(V1_011, checkpoint_kv_dtype=True, version="0.14", label="vLLM 0.14-0.16 (V1; async scheduling by default; sort-based top-k/top-p "
                  "in the profiled sampler)", async_scheduling=True, scheduled_ahead=True,
                  stream_interval_flag=True)
 
 V1_021 = replace(
     _V1_COMMON,
+    checkpoint_kv_dtype=True,  # a ModelOpt checkpoint's fp8 KV cache under auto (AccountingProfile)
     version="0.21", label="vLLM 0.21-0.23 (V1; CUDA graph estimate subtracted from the budget)",
     default_max_num_seqs=256, default_max_num_seqs_large_gpu=1024,
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=8192,
@@ -316,6 +319,7 @@ V1_024 = replace(V1_024, label="vLLM 0.24 (V1; CUDA graphs subtracted; capacity 
 
 V1_LATEST = replace(
     _V1_COMMON,
+    checkpoint_kv_dtype=True,  # a ModelOpt checkpoint's fp8 KV cache under auto (AccountingProfile)
     version="0.32", label="vLLM 0.32 (V1; CUDA graphs subtracted; capacity in whole requests)",
     default_max_num_seqs=256, default_max_num_seqs_large_gpu=1024,
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=8192,
