@@ -219,17 +219,25 @@ def test_hub_path_through_local_files(tmp_path, monkeypatch):
     fake = types.ModuleType("huggingface_hub")
     calls = []
 
-    def hf_hub_download(repo_id, filename):
+    def hf_hub_download(repo_id, filename):  # the hub's files land in one snapshot folder; a missing one raises
         calls.append((repo_id, filename))
-        return str(config)
+        if not (tmp_path / filename).is_file():
+            raise FileNotFoundError(filename)
+        return str(tmp_path / filename)
 
     fake.hf_hub_download = hf_hub_download
     fake.get_safetensors_metadata = lambda repo_id: types.SimpleNamespace(parameter_count={"BF16": 1000, "F32": 10})
     monkeypatch.setitem(sys.modules, "huggingface_hub", fake)
     monkeypatch.setattr("specsize.catalog.models._hub_reachable", lambda: True)
     m = load_model("someone/tiny-llama")
-    assert calls == [("someone/tiny-llama", "config.json")]
+    # config.json, and the hf_quant_config.json a ModelOpt checkpoint may keep beside it (this one has none)
+    assert calls == [("someone/tiny-llama", "config.json"), ("someone/tiny-llama", "hf_quant_config.json")]
     assert m.weight_bytes_exact == 1000 * 2 + 10 * 4 and m.source == "hub: someone/tiny-llama"
+    assert m.quantization is None
+    (tmp_path / "hf_quant_config.json").write_text(json.dumps(
+        {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}}))
+    q = load_model("someone/tiny-llama-fp8").quantization
+    assert q is not None and (q.method, q.kv_cache_dtype) == ("fp8", "fp8")
 
 
 def test_hub_unreachable_is_a_clear_error(monkeypatch):

@@ -423,6 +423,12 @@ def _from_hub(model_id: str) -> ModelSpec:
         exact = None
     cfg = _read_json(Path(config_file), "model")
     _require_model_type(cfg, model_id)
+    if not _declares_quantization(cfg):  # a ModelOpt checkpoint may keep it beside the config, as vLLM reads it
+        try:
+            huggingface_hub.hf_hub_download(model_id, HF_QUANT_CONFIG)  # into the config's snapshot folder
+        except Exception:  # most repositories have none
+            pass
+        cfg = _with_hf_quant_config(cfg, Path(config_file).parent)
     spec = spec_from_config(cfg, model_id, f"hub: {model_id}", weight_bytes_exact=exact)
     if exact is None:
         return spec
