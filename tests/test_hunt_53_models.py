@@ -369,3 +369,34 @@ def test_local_gpt_oss_checkpoint_keeps_the_padded_experts(capsys, tmp_path):
     detail = plan["per_gpu"]["weights_target_detail"]
     # the exact bytes are the stored ones; the engine's experts stay padded (not scaled to the stored 0.92 of them)
     assert abs(detail["mlp"] / padded_experts - 1) < 0.002
+
+
+def test_a_search_skips_the_tp_sizes_that_split_quantization_groups(tmp_path):
+    """Qwen2.5-14B in GPTQ groups of 128: its 13,824-wide MLP is 108 groups, so TP 8 gives each rank 13.5 of them and
+    vLLM refuses to load it; TP 4 gives 27. A plan refused TP 8; a search had screened and ranked it."""
+    import specsize
+
+    config = json.loads((SHARED / "model-configs/Qwen/Qwen2.5-14B-Instruct/config.json").read_text())
+    config["quantization_config"] = {"quant_method": "gptq", "bits": 4, "group_size": 128, "sym": True}
+    model = tmp_path / "qwen14b-gptq"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(config))
+    assert 13824 % 128 == 0 and (13824 // 8) % 128 and not (13824 // 4) % 128
+    spec = tmp_path / "search.yaml"
+    spec.write_text(f"""name: gptq
+target: {model}
+drafters: [{{method: none}}]
+ks: [1]
+gpus: [{{gpu: H100-SXM-80GB, counts: [8]}}]
+tp: [4, 8]
+kv_cache_dtypes: [auto]
+max_num_seqs: [64]
+max_model_len: 8192
+workload:
+  prompt_tokens: {{p50: 500, p95: 1000, p99: 2000, max: 4000}}
+  output_tokens: {{p50: 100, p95: 200, p99: 400, max: 800}}
+  concurrency: 8
+slo: {{tpot_p99_ms: 200}}
+""")
+    result = specsize.search(spec, simulate=False)
+    assert {c.tp for c in result.candidates} == {4}

@@ -19,13 +19,12 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..core.errors import SpecError, first_repeated
-from ..core.specs import ModelSpec, quantization_override
+from ..core.specs import VARIANT_SOURCE, ModelSpec, quantization_override
 from .configs import MODELLED_TYPES, REQUIRED, _whole, spec_from_config
 from .files import DATA_DIR, RowCheck, packaged_json, read_text, row_label
 from .variants import Variant, variant_of
 
 MODELS_DIR = "models"
-VARIANT_SOURCE = "variant"  # the source prefix of a published variant of a catalog model (catalog.variants)
 # config.json fields that, when present and not null, size the model: positive integers
 _OPTIONAL_SIZES = ("num_key_value_heads", "head_dim", "intermediate_size", "max_position_embeddings")
 

@@ -146,6 +146,7 @@ class Quantization:
     kv_cache_dtype: str | None = None
 
 
+VARIANT_SOURCE = "variant"  # the source prefix of a published variant of a catalog model (catalog.variants)
 DERIVED_SOURCE = "derived"  # the source prefix of a drafter head built from the target's config
 DERIVED_LABEL_END = ", derived)"  # the end of such a head's model_id where the user named none (derived_label)
 

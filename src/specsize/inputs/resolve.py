@@ -214,38 +214,10 @@ def deployment_of(r: Request) -> tuple[Deployment, str | None]:
         num_scheduler_steps=r.num_scheduler_steps, cpu_isa=r.cpu_isa, chunked_prefill=r.chunked_prefill,
         kv_cache_memory_bytes=r.kv_cache_memory_bytes, cuda_graph_max_bs=r.cuda_graph_max_bs,
         scheduler_recv_interval=r.scheduler_recv_interval, stream_interval=r.stream_interval)
-    check_group_split(target, r.tp)
     gpu = _gpu(r)
     return Deployment(target=target, gpu=gpu, speculative=speculative, tp=r.tp, pp=r.pp, num_gpus=r.gpus,
                       engine=settings, shared_reserved_bytes=int(r.shared_reserved_gib * 2**30)
                       + _other_processes(r, gpu)), shape_note
-
-
-def check_group_split(target: ModelSpec, tp: int) -> None:
-    """A checkpoint quantized in groups along its rows (GPTQ, AWQ, compressed-tensors W4A16 / W8A16) splits its
-    row-parallel linear layers' inputs (o_proj, the dense MLP's down_proj) over the TP ranks only in whole
-    groups: vLLM refuses to load one whose split input is not a multiple of group_size (gptq.py / awq.py
-    create_weights: "The input size is not aligned with the quantized weight shape. This can be caused by too large
-    tensor parallel size."; Qwen2.5-72B's 29,568-wide MLP at TP8 is 3,696 per rank, 28.9 groups of 128). A published
-    variant read by its name is priced on its base's config, not its own shapes, and is not checked."""
-    from ..catalog.models import VARIANT_SOURCE  # noqa: PLC0415
-
-    q = target.quantization
-    if tp <= 1 or q is None or q.method not in ("int4", "int8") or not q.group_size or \
-            target.source.startswith(VARIANT_SOURCE):
-        return
-    widths = [("num_attention_heads x v_head_dim" if target.mla else "num_attention_heads x head_dim",
-               target.num_attention_heads * (target.mla.v_head_dim if target.mla else target.head_dim))]
-    moe = target.moe
-    if moe is None or len(moe.moe_layers) < target.num_layers:
-        widths.append(("intermediate_size", target.intermediate_size))
-    for name, width in widths:
-        if width % tp or width // tp % q.group_size:
-            fits = [t for t in (1, 2, 4, 8, 16) if t < tp and not width % t and not width // t % q.group_size]
-            raise SpecError("tp", f"{tp} splits {target.model_id}'s {name} ({width:,}) into {width / tp:,.6g} inputs a "
-                            f"rank, not whole groups of {q.group_size} (its quantization_config's group_size): vLLM "
-                            "refuses to load it", "a TP size that splits it into whole groups"
-                            + (f": {', '.join(map(str, fits))}" if fits else ""))
 
 
 def _check_release_flags(r: Request) -> None:

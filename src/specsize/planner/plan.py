@@ -11,7 +11,7 @@ from ..core.envelope import evaluate
 from ..core.errors import SpecError
 from ..core.memory import AccountingProfile, account
 from ..core.specs import (QUANTIZED_AT_LOAD, Deployment, ModelSpec, SpeculativeConfig, Workload, check_lengths,
-                          UNQUANTIZED, checkpoint_format_needed)
+                          UNQUANTIZED, VARIANT_SOURCE, checkpoint_format_needed)
 from ..core.speculation import Acceptance, Tree
 from ..core.traffic import decode_context, replica_share
 from ..core.units import GiB
@@ -52,6 +52,32 @@ def _validate_parallelism(d: Deployment) -> None:
     if d.target.mla is None and kv % d.tp and d.tp % kv:
         raise SpecError("tp", f"{d.tp} neither divides nor is a multiple of the target's {kv} KV heads",
                         "a divisor or multiple of " + str(kv))
+    _check_group_split(d.target, d.tp)  # a search's TP sizes too, not only a plan's
+
+
+def _check_group_split(target: ModelSpec, tp: int) -> None:
+    """A checkpoint quantized in groups along its rows (GPTQ, AWQ, compressed-tensors W4A16 / W8A16) splits its
+    row-parallel linear layers' inputs (o_proj, the dense MLP's down_proj) over the TP ranks only in whole
+    groups: vLLM refuses to load one whose split input is not a multiple of group_size (gptq.py / awq.py
+    create_weights: "The input size is not aligned with the quantized weight shape. This can be caused by too large
+    tensor parallel size."; Qwen2.5-72B's 29,568-wide MLP at TP8 is 3,696 per rank, 28.9 groups of 128). A published
+    variant read by its name is priced on its base's config, not its own shapes, and is not checked."""
+    q = target.quantization
+    if tp <= 1 or q is None or q.method not in ("int4", "int8") or not q.group_size or \
+            target.source.startswith(VARIANT_SOURCE):
+        return
+    widths = [("num_attention_heads x v_head_dim" if target.mla else "num_attention_heads x head_dim",
+               target.num_attention_heads * (target.mla.v_head_dim if target.mla else target.head_dim))]
+    moe = target.moe
+    if moe is None or len(moe.moe_layers) < target.num_layers:
+        widths.append(("intermediate_size", target.intermediate_size))
+    for name, width in widths:
+        if width % tp or width // tp % q.group_size:
+            fits = [t for t in (1, 2, 4, 8, 16) if t < tp and not width % t and not width // t % q.group_size]
+            raise SpecError("tp", f"{tp} splits {target.model_id}'s {name} ({width:,}) into {width / tp:,.6g} inputs a "
+                            f"rank, not whole groups of {q.group_size} (its quantization_config's group_size): vLLM "
+                            "refuses to load it", "a TP size that splits it into whole groups"
+                            + (f": {', '.join(map(str, fits))}" if fits else ""))
 
 
 def _validate_speculation(d: Deployment) -> None:
