@@ -24,6 +24,13 @@ def decode_context(prompt_tokens: float, output_tokens: float) -> int:
     return int(prompt_tokens + output_tokens // 2)
 
 
+def shared_prefill_rate(in_flight: float, latency_s: float, prefill_s: float) -> float:
+    """The arrival rate that keeps `in_flight` requests in the system when each takes `latency_s` unshared and every
+    arrival adds `prefill_s` of prompt work that stretches all of them: W = E / (1 - rate x P), so by Little's law
+    rate = L / (E + L x P), below 1 / P at any load (the envelope's rate: planner.simulate and the search's screen)."""
+    return littles_law_rate(in_flight, latency_s + in_flight * prefill_s)
+
+
 def littles_law_rate(in_flight: float, latency_s: float) -> float:
     """Little's law, L = lambda x W: the arrival rate (requests/s) that keeps `in_flight` requests in the
     system when each stays `latency_s` seconds."""

@@ -18,7 +18,7 @@ from ..core.memory import AccountingProfile, account
 from ..core.perf import decode_step, prefill_share, prefill_time, spec_tpot
 from ..core.specs import Deployment
 from ..core.speculation import Acceptance, Tree
-from ..core.traffic import decode_context, littles_law_rate, peak_concurrency, replica_share
+from ..core.traffic import decode_context, peak_concurrency, replica_share, shared_prefill_rate
 from .perf import costs_for, pass_tokens
 from .plan import validate
 
@@ -208,7 +208,7 @@ def _judge(d, mem, w, policy, slo, eff, acceptance, k, replicas, ctx, peak_total
     # all for a fast decode ("prefilling alone needs 342% of the GPU" where the burst needs 116%).
     per_prompt = prefill_share(costs, 1.0, w.prompt_tokens.p50, s.max_num_batched_tokens)  # seconds per arrival
     unshared = ttft + max(1, w.output_tokens.p50) * tpot
-    rate = littles_law_rate(w.concurrency, unshared + w.concurrency * per_prompt)
+    rate = shared_prefill_rate(w.concurrency, unshared, per_prompt)
     u = w.burst_factor * rate * per_prompt
     if u >= 0.95:
         return Candidate(status="misses_throughput", reason=f"prefilling the prompts alone needs {u:.0%} of the GPU"

@@ -23,7 +23,7 @@ from ..core.memory import MemoryAccount
 from ..core.perf import Efficiency, draft_forward_overhead, handover_time, tree_level_acceptance
 from ..core.specs import Deployment, SpeculativeConfig, Workload
 from ..core.speculation import Acceptance, Tree, keeps_overlap
-from ..core.traffic import decode_context, littles_law_rate
+from ..core.traffic import decode_context, shared_prefill_rate
 from ..simulator.engine import EngineConfig, SimResult, simulate
 from ..simulator.scenario import Scenario
 from ..simulator.workload import AcceptanceSpec, LengthSpec, Requests
@@ -309,7 +309,7 @@ def rate_for_concurrency(d: Deployment, mem: MemoryAccount, eff: Efficiency, w: 
     per_prompt = prefill_share(plain, 1.0, prompt_mean, s.max_num_batched_tokens)  # seconds of prefill per arrival
     # an iteration to this point, damped and with u capped at 0.95, had oscillated once u passed 0.75 and settled
     # beyond the cap where prefill alone needed more than the GPU (1-token outputs: 181% of it, 69.9 req/s for 37.4)
-    return littles_law_rate(w.concurrency, p.ttft_s + output_mean * tpot + w.concurrency * per_prompt)
+    return shared_prefill_rate(w.concurrency, p.ttft_s + output_mean * tpot, per_prompt)
 
 
 def report_to_dict(rep: SimulationReport) -> dict:
