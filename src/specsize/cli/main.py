@@ -45,6 +45,44 @@ def _finite(name: str, value: float) -> float:
     return value
 
 
+def _database(_ctx, param, value: str | None) -> str | None:
+    """--store / --db: a named pipe (or socket, device) there is refused, not opened by SQLite, which waits on it."""
+    from ..inputs.load import database_path  # noqa: PLC0415
+
+    return database_path(value, param.name if param.name != "db_url" else "db")
+
+
+# what `speedup` prices is set by --batch-size, -k and --context-len: its flags of a workload (shared with `plan` and
+# `simulate`, as a deployment file is), a headroom policy, a TPOT target or an acceptance spread (which only a
+# simulation draws from) change nothing in its table, and had been taken without a word
+SPEEDUP_UNREAD = ("headroom", "tpot_slo_ms", "acceptance_spread")
+
+
+def _unread_note(request, command: str) -> tuple[str, ...]:
+    """The note naming the flags given to `speedup` that its table does not read (a file's keys are its to hold)."""
+    from ..inputs.request import FIELDS  # noqa: PLC0415
+
+    unread = [name for name, f in FIELDS.items() if (f.metadata["specsize"].group == WORKLOAD or name in SPEEDUP_UNREAD)
+              and request.source_of(name) == "override"]
+    if not unread:
+        return ()
+    return (f"{', '.join(unread)} not used: {command}'s table is --batch-size x -k at --context-len (no workload, "
+            "headroom policy, TPOT target or acceptance spread enters it)",)
+
+
+def _refuse_unsimulated(request, command: str, default: bool) -> None:
+    """`plan`/`check` (and `report --no-simulate`) run no simulation: a --duration or --seed given for one that does
+    not run would be dropped, so it is refused (as `plan --simulate` refuses a scenario it cannot take)."""
+    from ..core.errors import SpecError  # noqa: PLC0415
+
+    if request.simulates(default):
+        return
+    for name in ("duration", "seed"):
+        if request.source_of(name) == "override":
+            raise SpecError(name, f"sets the burst simulation, and {command} runs none here",
+                            f"--simulate with it ({command} --simulate --{name} ...), or leave it out")
+
+
 def fail_on_option(func):
     return click.option("--fail-on", type=click.Choice(list(FAIL_ON)), default="never", show_default=True,
                         help="Exit non-zero on a verdict this bad or worse (1 thin, 3 does_not_fit); "
@@ -108,7 +146,9 @@ def plan(fmt: str, output: str | None, force: bool, emit: str | None, fail_on: s
     if emit and fmt != "text":
         raise SpecError("emit", f"--emit prints a shell command, not {fmt}", "--emit without --format, or "
                         "--format json (its engine_commands hold the commands)")
-    result = api.plan(request_from(kw))
+    request = request_from(kw)
+    _refuse_unsimulated(request, "plan", False)
+    result = api.plan(request)
     if emit and emit != result.profile.engine:  # the verdict printed beside it would be the other engine's
         raise SpecError("emit", f"a {emit} command for a plan of engine {result.profile.engine}",
                         f"--emit {result.profile.engine}, or --engine {emit} to plan for {emit}")
@@ -147,7 +187,13 @@ def speedup(fmt: str, output: str | None, force: bool, **kw) -> None:
     from .. import api  # noqa: PLC0415
     from ..reports import speedup as renderer  # noqa: PLC0415
 
-    result = api.speedup(request_from(kw, k_list=True))
+    request = request_from(kw, k_list=True)
+    result = api.speedup(request)
+    unread = _unread_note(request, "speedup")
+    if unread:  # with the table's own notes (the rendering shows them; JSON's notes)
+        from dataclasses import replace  # noqa: PLC0415
+
+        result = replace(result, notes=result.notes + unread)
     write_output(renderer.render(result, fmt), output, force)
     sys.exit(0)
 
@@ -244,7 +290,9 @@ def report(fmt: str, output: str | None, force: bool, fail_on: str, **kw) -> Non
         from ..core.errors import SpecError  # noqa: PLC0415
 
         raise SpecError("output", "an HTML report needs a file", "-o report.html")
-    data = api.report(request_from(kw))
+    request = request_from(kw)
+    _refuse_unsimulated(request, "report", True)
+    data = api.report(request)
     renderer: ModuleType  # one of the reports modules, imported only when chosen
     if fmt == "html":
         from ..reports import html as renderer  # noqa: PLC0415
@@ -268,7 +316,8 @@ def report(fmt: str, output: str | None, force: bool, fail_on: str, **kw) -> Non
 @click.option("--temperature", type=click.FloatRange(0, 100), default=1.0, show_default=True,
               callback=lambda _ctx, _param, value: _finite("temperature", value))
 @click.option("--record", metavar="TAG", help="Record measured acceptance and footprint in the calibration store.")
-@click.option("--store", type=click.Path(dir_okay=False), help="Calibration store (SQLite) path.")
+@click.option("--store", type=click.Path(dir_okay=False), callback=_database,
+              help="Calibration store (SQLite) path.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def measure(measure_batch: int, prompt_len: int | None, weights: str, prompts: str | None, max_new_tokens: int,
             temperature: float, record: str | None, store: str | None, fmt: str, **kw) -> None:
@@ -294,7 +343,8 @@ def measure(measure_batch: int, prompt_len: int | None, weights: str, prompts: s
 @click.option("--plan", "plan_file", required=True, type=click.Path(dir_okay=False),
               help="The plan to hold reality against (specsize plan --format json -o plan.json).")
 @click.option("--record", metavar="TAG", help="Also record the observation in the calibration store under TAG.")
-@click.option("--store", type=click.Path(dir_okay=False), help="Calibration store (SQLite) path.")
+@click.option("--store", type=click.Path(dir_okay=False), callback=_database,
+              help="Calibration store (SQLite) path.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def check_live(metrics_source: str | None, log_file: str | None, plan_file: str, record: str | None,
                store: str | None, fmt: str) -> None:
@@ -346,7 +396,9 @@ def check(fmt: str, output: str | None, force: bool, **kw) -> None:
         from ..core.errors import SpecError  # noqa: PLC0415
 
         raise SpecError("deployment", "check needs a deployment file", "specsize check DEPLOYMENT.yaml")
-    result = api.plan(request_from(kw))
+    request = request_from(kw)
+    _refuse_unsimulated(request, "check", False)
+    result = api.plan(request)
     document = jsonout.render(result)
     if output:
         write_output(document, output, force)
@@ -362,7 +414,8 @@ def check(fmt: str, output: str | None, force: bool, **kw) -> None:
 
 
 @cli.group(invoke_without_command=True)
-@click.option("--store", type=click.Path(dir_okay=False), help="Calibration store (SQLite) path.")
+@click.option("--store", type=click.Path(dir_okay=False), callback=_database,
+              help="Calibration store (SQLite) path.")
 @click.option("--kind", type=click.Choice(["acceptance", "footprint", "live"]))
 @click.option("--tag")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
@@ -404,7 +457,14 @@ def calibrations_add(ctx, tag, target, draft, method, k, acceptance_rate, mean_a
     from ..core.speculation import Acceptance  # noqa: PLC0415
     from ..inputs.load import validated  # noqa: PLC0415
 
+    for name, value in (("tag", tag), ("source", source)):  # a blank one had been recorded, a row no one can name
+        if not value.strip():
+            raise SpecError(name, "must not be blank", "a workload tag such as 'chat-v2'" if name == "tag" else
+                            "where the figure comes from (a benchmark run, a dashboard, ...)")
     method = validated("method", method)
+    if method == "none":  # an acceptance of no drafter: no plan reads it (a plan without a method has none)
+        raise SpecError("method", "none drafts nothing, so it has no acceptance to record",
+                        "draft_model, eagle, eagle3, mtp, medusa, ngram, or no --method")
     if method:  # as plan: n-gram and MTP take no draft model (the row would match no plan)
         from ..inputs.resolve import method_of, refuse_draft  # noqa: PLC0415
 
@@ -450,7 +510,7 @@ def gpus(fmt: str) -> None:
 
 
 @cli.command()
-@click.option("--db", "db_url", help="Database: a SQLite file or postgresql://USER@HOST:PORT/DB "
+@click.option("--db", "db_url", callback=_database, help="Database: a SQLite file or postgresql://USER@HOST:PORT/DB "
               "[default: service.sqlite in the user's data directory].")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind; a non-local one needs users.")
 @click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True)
@@ -459,6 +519,7 @@ def gpus(fmt: str) -> None:
 @click.option("--max-body", type=click.IntRange(1024, 1 << 30), default=1 << 20, show_default=True,
               help="Largest request body [bytes].")
 @click.option("--job-timeout", type=click.FloatRange(1, 86400), default=300.0, show_default=True,
+              callback=lambda _ctx, _param, value: _finite("job_timeout", value),  # FloatRange lets nan through
               help="Seconds a simulate or search job may run.")
 @click.option("--cookie-secure", is_flag=True, help="Mark session cookies Secure even on a loopback bind (set it "
               "behind a TLS-terminating reverse proxy on the same host).")
@@ -485,7 +546,7 @@ def users() -> None:
 @users.command("add")
 @click.argument("name")
 @click.option("--role", required=True, help="viewer, planner or admin.")
-@click.option("--db", "db_url", help="The service's database (as `serve --db`).")
+@click.option("--db", "db_url", callback=_database, help="The service's database (as `serve --db`).")
 @click.option("--password-stdin", is_flag=True, help="Also read a password for the web UI from stdin (one line).")
 def users_add(name: str, role: str, db_url: str | None, password_stdin: bool) -> None:
     """Add a user; prints the new API token once, on the last line of stdout."""
@@ -498,7 +559,7 @@ def users_add(name: str, role: str, db_url: str | None, password_stdin: bool) ->
 
 
 @users.command("list")
-@click.option("--db", "db_url", help="The service's database (as `serve --db`).")
+@click.option("--db", "db_url", callback=_database, help="The service's database (as `serve --db`).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def users_list(db_url: str | None, fmt: str) -> None:
     """List users, their roles and whether they are revoked (never a token or a password)."""
@@ -517,7 +578,7 @@ def users_list(db_url: str | None, fmt: str) -> None:
 
 @users.command("revoke")
 @click.argument("name")
-@click.option("--db", "db_url", help="The service's database (as `serve --db`).")
+@click.option("--db", "db_url", callback=_database, help="The service's database (as `serve --db`).")
 def users_revoke(name: str, db_url: str | None) -> None:
     """Revoke a user: their tokens and sessions stop working at once."""
     from ..service.serve import revoke_user  # noqa: PLC0415

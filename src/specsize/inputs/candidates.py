@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from ..core.errors import SpecError
 from ..core.memory import AccountingProfile
-from ..core.specs import ModelSpec
+from ..core.specs import ModelSpec, SpeculativeConfig
 from ..core.speculation import SPEC_METHODS, Acceptance
 from ..planner.speedup import Candidate
 from .fields import FieldInfo, coerce
@@ -33,8 +33,20 @@ def candidate_fields(text: str) -> dict[str, str]:
         if not sep or key not in CANDIDATE_KEYS:
             raise SpecError("candidate", f"cannot read {part.strip()!r} in {text!r}",
                             "method=M,draft=MODEL,acceptance=A or mean_accepted_length=T,k=K")
+        if not value.strip():  # `draft=` (an unset $DRAFT) had priced the standard head, as if no draft were named
+            raise SpecError(f"candidate.{key}", f"{key}= has no value in {text!r}",
+                            f"{key}=VALUE, or leave {key} out")
         fields[key] = value.strip()
     return fields
+
+
+def refuse_unsharded_draft_tp(spec: SpeculativeConfig, field: str) -> None:
+    """A draft_tp other than 1 for a drafter with no separate model to shard (EAGLE, EAGLE-3, Medusa heads and MTP run
+    at the target's TP, n-gram on the CPU): refused, as a deployment's --draft-tp is (inputs.resolve._drafter_settings),
+    not dropped. A `--candidate` and a search spec's drafter had been priced without it, and said nothing."""
+    if spec.draft_tp != 1 and not spec.kind.own_tp:
+        raise SpecError(field, f"{spec.draft_tp} with method {spec.method}: it has no separate draft model to shard",
+                        "draft_tp with method draft_model, or none")
 
 
 def parse_candidate(text: str, profile: AccountingProfile, target: ModelSpec | None = None) -> Candidate:
@@ -57,6 +69,7 @@ def parse_candidate(text: str, profile: AccountingProfile, target: ModelSpec | N
     draft_tp = coerce("candidate.draft_tp", _INT, fields.get("draft_tp", 1))
     spec = speculative_config(method, fields.get("draft"), k or 1, draft_tp, "candidate", target=target,
                               draft_field="candidate.draft")  # the candidate's own draft, not the request's
+    refuse_unsharded_draft_tp(spec, "candidate.draft_tp")
     # n-gram: the share of steps that propose (a given one is checked against the method and engine with the rest)
     given = coerce("candidate.proposal_rate", _PROPOSALS, fields["proposal_rate"]) if "proposal_rate" in fields else None
     spec = replace(spec, proposal_rate=proposal_rate_of(profile, spec.method, given))

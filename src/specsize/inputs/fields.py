@@ -150,7 +150,9 @@ def _float(name: str, info: FieldInfo, value: Any) -> float:
     except OverflowError:  # an integer past float's range (10**400)
         raise SpecError(name, f"out of range: {_brief(value)}", info.accepted) from None
     _bounds(name, info, number)
-    return number
+    # -0.0 is 0 (IEEE 754 keeps the sign through "+ 0.0" only for -0.0 + -0.0): a policy of -0 had been shown as
+    # "-0%" and written to the JSON as -0.0
+    return number + 0.0
 
 
 def _brief(value: Any) -> str:

@@ -159,6 +159,13 @@ def flatten(data: dict, where: str) -> dict:
         elif key in YAML_WORKLOAD_KEYS:  # a workload setting written at the top
             raise SpecError(str(key), f"belongs under workload: in {where}",
                             f"workload: {{{key}: ...}} ({', '.join(YAML_WORKLOAD_KEYS)} go under workload:)")
+        elif key in FIELDS and info(key).yaml is None:  # a command's own setting (--rate, --duration): not a file's
+            from .fields import flag_of  # noqa: PLC0415
+
+            flag = flag_of(key, info(key))
+            raise SpecError(str(key), f"is not a deployment file's key in {where}: it is "
+                            + (f"the command line's {flag}" if flag else "set by the command itself"),
+                            f"{flag} on the command line" if flag else "the command's own flags")
         else:
             raise SpecError(str(key), f"unknown key in {where}", ", ".join(sorted((*YAML_TOP_KEYS, "workload"))))
     return out
@@ -231,6 +238,14 @@ def parse_samples(text: str, path: str | Path, column: str | None = None, field:
 
 
 def _from_mapping(value: dict, field: str) -> LengthDistribution:
+    # the names as the text form reads them (p50=..,P99=.. is lower-cased there): {P99: 8000} had been an unknown key
+    named: dict = {}
+    for key, number in value.items():
+        name = str(key).strip().lower()
+        if name in named:
+            raise SpecError(field, f"{name} given twice ({key!r})", "each percentile once")
+        named[name] = number
+    value = named
     unknown = set(value) - {"p50", "median", "p95", "p99", "max"}
     if unknown:
         raise SpecError(field, f"unknown key(s) {', '.join(sorted(map(str, unknown)))}", "p50, p95, p99, max")
@@ -256,7 +271,7 @@ def length_distribution(value: Any, field: str, base: Path | None = None) -> Len
         if text.startswith("@"):
             if not text[1:].strip():
                 raise SpecError(field, "@ names no file", "@FILE, a file of token counts")
-            path = Path(text[1:])
+            path = Path(text[1:].strip())  # "@ lengths.txt" names lengths.txt, as "@" alone names no file
             return LengthDistribution.from_samples(read_samples(path if base is None else base / path, field, field))
         if "=" in text:
             pairs = {}
@@ -310,6 +325,26 @@ def _security(value: Any) -> dict | None:
 
 # --- building the request -----------------------------------------------------------------------------------
 
+DATABASE_URLS = ("postgresql://", "postgres://", "postgresql+psycopg://", "sqlite:///")
+
+
+def database_path(value: str | None, field: str) -> str | None:
+    """A database named by a path (the calibration store, the service's database): refused when something that is not
+    a regular file is there. SQLite opens a named pipe and waits for a writer that never comes (`--store` on a FIFO
+    hung `plan`, `calibrations` and `users list`); a URL is its server's to check."""
+    if value is None or str(value).startswith(DATABASE_URLS):
+        return value
+    path = Path(str(value).strip()).expanduser()
+    try:
+        odd = path.exists() and not path.is_file() and not path.is_dir()  # a folder: the store's own "is a folder"
+    except OSError:  # a name the system cannot look up: the store says so when it opens it
+        odd = False
+    if odd:
+        raise SpecError(field, f"{path} is not a regular file (a pipe, socket or device)",
+                        "an SQLite file, or a path for a new one")
+    return value
+
+
 def field_value(name: str, raw: Any, base: Path | None) -> Any:
     """A field's value as a deployment file or an override gives it, checked (relative paths resolved from `base`)."""
     field_info = info(name)
@@ -321,6 +356,8 @@ def field_value(name: str, raw: Any, base: Path | None) -> Any:
         # YAML reads an unquoted 0.10 as the number 0.1: a different release
         raise SpecError(name, f"{raw!r} is a number; YAML reads 0.10 as 0.1", f"a quoted release: '{raw}' or '0.10'")
     value = coerce(name, field_info, raw)
+    if name == "store":
+        database_path(value, name)
     if field_info.kind == "path" and value is not None and base is not None and name in PATH_FIELDS:
         value = str((base / value).resolve()) if not Path(value).is_absolute() else value
     return value
@@ -397,6 +434,29 @@ def _samples(values: dict, sources: dict) -> None:
             sources[side] = sources["samples_file"]
 
 
+def _measured_k(values: dict, sources: dict) -> tuple[int, str] | None:
+    """(k, source) where a mean accepted length stands beside the k it was measured at (one layer gives both, no
+    measured_at_k): measured_at_k's default, "the deployment's k", is that layer's k."""
+    k, mean_source = values.get("num_speculative_tokens"), sources.get("mean_accepted_length")
+    if values.get("measured_at_k") is not None or values.get("mean_accepted_length") is None or not k \
+            or mean_source is None or mean_source != sources.get("num_speculative_tokens"):
+        return None
+    return int(k), str(mean_source)
+
+
+def _keep_measured_k(values: dict, sources: dict, measured: tuple[int, str] | None) -> None:
+    """A higher layer (a flag, `speedup -k 2,3,4`, `Request.replace`) that changes k and leaves the mean accepted length
+    as it was: the mean stays measured at the k it was given beside. `plan FILE -k 2` of a file at k = 3 with a mean of
+    2.5 had read 2.5 as measured at k = 2 (a = 0.82 instead of 0.69: 2.5 tokens a pass at k = 2 instead of 2.17), and
+    `speedup FILE -k 2,3,4` had priced k = 3 at 2.19x instead of 1.79x; `speedup FILE -k 3,2,4` had given 1.79x."""
+    if measured is None or values.get("measured_at_k") is not None:
+        return
+    k, source = measured
+    if sources.get("mean_accepted_length") == source and values.get("num_speculative_tokens") != k:
+        values["measured_at_k"] = field_value("measured_at_k", k, None)
+        sources["measured_at_k"] = source
+
+
 def build_request(file_data: dict | None, overrides: dict, file_source: str = "file",
                   base: Path | None = None, where: str = "the deployment") -> Request:
     values: dict = {}
@@ -411,7 +471,9 @@ def build_request(file_data: dict | None, overrides: dict, file_source: str = "f
             raise SpecError("samples_file", "given together with prompt_tokens/output_tokens: which describes the "
                             "traffic?", "either samples_file or the length distributions")
     _layer(values, sources, file_values, file_source, base)
+    measured_beside = _measured_k(values, sources)
     _layer(values, sources, overrides, "override", Path.cwd())
+    _keep_measured_k(values, sources, measured_beside)
     _samples(values, sources)
     if values.get("prompt_tokens") is None and values.get("output_tokens") is None:
         # nobody described the traffic: the embedded default's workload, whole, and the result says so
@@ -458,6 +520,13 @@ def apply_overrides(request: Request, changes: dict) -> Request:
     """`request` with `changes` applied as overrides, re-validated."""
     values: dict = {}
     sources = dict(request.sources)
+    before = {name: getattr(request, name) for name in ("num_speculative_tokens", "mean_accepted_length",
+                                                        "measured_at_k")}
+    measured = _measured_k(before, sources)
     _layer(values, sources, changes, "override", Path.cwd())
+    after = {**before, **values}
+    _keep_measured_k(after, sources, measured)
+    if after["measured_at_k"] != before["measured_at_k"] and "measured_at_k" not in values:
+        values["measured_at_k"] = after["measured_at_k"]
     parse_on_off(values.get("on_off"))
     return dc_replace(request, **values, sources=sources)

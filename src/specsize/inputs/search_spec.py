@@ -17,17 +17,25 @@ from .fields import FieldInfo, coerce
 from .load import build_request, field_value, model_near, read_yaml_file
 from .request import info
 from ..planner.plan import validate_speculative
+from .candidates import refuse_unsharded_draft_tp
 from .resolve import proposal_rate_of, speculative_config, workload_of
 
 
+def _given(data: dict, key: str, default: Any = None) -> Any:
+    """A key's value, or `default` where the spec leaves it out or writes null (`headroom:` with nothing after it): null
+    is unset, as in a deployment file (inputs.load._layer). A null had reached the arithmetic: exit 4."""
+    value = data.get(key)
+    return default if value is None else value
+
+
 def _int(data: dict, key: str, default: Any = None, minimum: int = 1) -> Any:
-    return coerce(key, FieldInfo(doc="", kind="int", group="deployment", minimum=minimum), data.get(key, default))
+    return coerce(key, FieldInfo(doc="", kind="int", group="deployment", minimum=minimum), _given(data, key, default))
 
 
 def _float(data: dict, key: str, default: Any = None, minimum: float | None = None, maximum: float | None = None,
            exclusive_minimum: bool = False) -> Any:
     return coerce(key, FieldInfo(doc="", kind="float", group="deployment", minimum=minimum, maximum=maximum,
-                                 exclusive_minimum=exclusive_minimum), data.get(key, default))
+                                 exclusive_minimum=exclusive_minimum), _given(data, key, default))
 
 
 def _workload(data: Any, target: ModelSpec, base: Path) -> Workload:
@@ -95,7 +103,7 @@ class SearchSpace:
 
 
 def _list(data: dict, key: str, default: list) -> list:
-    value = data.get(key, default)
+    value = _given(data, key, default)
     if not isinstance(value, list) or not value:
         raise SpecError(key, f"must be a non-empty list, got {value!r}", "a YAML list")
     return value
@@ -104,7 +112,10 @@ def _list(data: dict, key: str, default: list) -> list:
 def _ints(data: dict, key: str, default: list, minimum: int, maximum: int) -> tuple[int, ...]:
     """A non-empty list of distinct integers within bounds."""
     info = FieldInfo(doc="", kind="int", group="deployment", minimum=minimum, maximum=maximum)
-    values = tuple(coerce(key, info, v) for v in _list(data, key, default))
+    items = _list(data, key, default)
+    if any(v is None for v in items):  # [null] or [1, ~]: no value, where one is needed (had been exit 4)
+        raise SpecError(key, f"holds a null: {items!r:.80}", info.accepted)
+    values = tuple(coerce(key, info, v) for v in items)
     if len(set(values)) != len(values):
         raise SpecError(key, f"repeats a value: {list(values)}", "distinct values")
     return values
@@ -123,12 +134,15 @@ def _drafter(item: dict, default_ks: list[int], target: ModelSpec, engine: str, 
     unknown = set(item) - DRAFTER_KEYS
     if unknown:
         raise SpecError("drafters", f"unknown key(s) {', '.join(sorted(unknown))}", ", ".join(sorted(DRAFTER_KEYS)))
-    method = str(item.get("method", "none"))
     draft_ref = item.get("draft")
     draft_ref = model_near(str(draft_ref), base, "drafters.draft") if draft_ref is not None else None
     # an EAGLE / EAGLE-3 / Medusa head that cannot be read: derived, as plan
-    spec = speculative_config(method, draft_ref, 1, _int(item, "draft_tp", 1), "drafters.method", target=target,
-                              draft_field="drafters.draft")
+    spec = speculative_config(item.get("method") or "none", draft_ref, 1, _int(item, "draft_tp", 1), "drafters.method",
+                              target=target, draft_field="drafters.draft")
+    # the method as parsed (SpecMethod reads NONE, None or Eagle3 as its own), never the text as written: `method: NONE`
+    # had passed the checks of a method with its acceptance and ks, and was screened once per k as one configuration
+    method = str(spec.method.value)
+    refuse_unsharded_draft_tp(spec, "drafters.draft_tp")
     # n-gram: the share of steps that propose, the one given (checked as plan checks it) or the engine's own
     given = _float(item, "proposal_rate", minimum=0, maximum=1, exclusive_minimum=True)
     spec = replace(spec, proposal_rate=proposal_rate_of(resolve_profile(engine, version), spec.method, given))
@@ -139,10 +153,21 @@ def _drafter(item: dict, default_ks: list[int], target: ModelSpec, engine: str, 
     if method != "none" and (rate is None) == (mean is None):
         raise SpecError("drafters", f"{method}: give exactly one of acceptance_rate or mean_accepted_length",
                         "acceptance_rate or mean_accepted_length (measured, never assumed)")
-    if method == "none" and (rate is not None or mean is not None or item.get("ks")):
-        raise SpecError("drafters", "method none takes no acceptance or ks", "acceptance and ks with a method")
-    ks = _ints({"ks": item.get("ks", default_ks)}, "ks", default_ks, 1, 64) if method != "none" else (0,)
-    label = str(item.get("label") or (method + (f" {draft.model_id}" if draft else "")))
+    if method == "none" and (rate is not None or mean is not None or item.get("ks") is not None
+                             or item.get("measured_at_k") is not None):
+        raise SpecError("drafters", "method none takes no acceptance, measured_at_k or ks",
+                        "acceptance, measured_at_k and ks with a method")
+    if item.get("measured_at_k") is not None and mean is None:  # as a plan refuses it (inputs.resolve.check_applies)
+        raise SpecError("drafters.measured_at_k", f"{method}: is the k a mean accepted length was measured at, and "
+                        "none is given", "mean_accepted_length T with it (an acceptance rate is per token, whatever "
+                        "the k)")
+    ks = _ints({"ks": item.get("ks")}, "ks", default_ks, 1, 64) if method != "none" else (0,)
+    given_label = item.get("label")
+    if given_label is not None and (isinstance(given_label, bool) or not isinstance(given_label, (str, int, float))):
+        # a list or a mapping had become its Python form ("['a']") in every line naming the drafter
+        raise SpecError("drafters.label", f"must be a string, got {type(given_label).__name__}",
+                        "a name for the drafter")
+    label = str(given_label or (method + (f" {draft.model_id}" if draft else "")))
     acceptance = None
     if spec.enabled:
         # a mean accepted length without measured_at_k is taken at each configuration's own k, as a plan takes it
@@ -167,7 +192,7 @@ def _gpus(data: dict) -> tuple[GpuOption, ...]:
         unknown = set(item) - GPU_KEYS
         if unknown:
             raise SpecError("gpus", f"unknown key(s) {', '.join(sorted(map(str, unknown)))}", ", ".join(sorted(GPU_KEYS)))
-        counts = _ints({"gpus.counts": item.get("counts", [1, 2, 4, 8])}, "gpus.counts", [1], 1, 100_000)
+        counts = _ints({"gpus.counts": item.get("counts")}, "gpus.counts", [1, 2, 4, 8], 1, 100_000)
         price = _float(item, "price_per_hour", minimum=0, maximum=1e6)
         gpus.append(GpuOption(load_gpu(str(item["gpu"])), counts, price))
     priced = [g.price_per_hour is not None for g in gpus]
@@ -216,7 +241,7 @@ def read_search_spec(path: str) -> SearchSpace:
     folder = Path(path).resolve().parent  # the spec's relative paths are read relative to it
     target = load_target(model_near(str(data["target"]), folder, "target"))
     ks = list(_ints(data, "ks", [1, 2, 3, 4, 5], 1, 64))
-    engine_name = coerce("engine", info("engine"), data.get("engine", DEFAULT_ENGINE))
+    engine_name = coerce("engine", info("engine"), _given(data, "engine", DEFAULT_ENGINE))
     # read as a deployment file's is (an unquoted 0.10 is YAML's 0.1: refused with that said)
     engine_version = None if data.get("engine_version") is None else field_value("engine_version",
                                                                                  data["engine_version"], None)
@@ -253,7 +278,7 @@ def read_search_spec(path: str) -> SearchSpace:
     for drafter in drafters:  # a method the engine release cannot launch: refused, as a plan refuses it
         check_method(engine_name, engine_version, drafter.speculative.method)
     finalists = coerce("finalists", FieldInfo(doc="", kind="int", group="analysis", minimum=1, maximum=100),
-                       data.get("finalists", 3))
+                       _given(data, "finalists", 3))
     simulate_seconds = _float(data, "simulate_seconds", 120.0, minimum=0, maximum=3600, exclusive_minimum=True)
     if finalists * simulate_seconds > MAX_CONFIRMING_S:  # up to 10 x finalists runs of simulate_seconds each
         raise SpecError("finalists", f"{finalists} finalists x {simulate_seconds:g} s of simulation each: up to "
@@ -263,7 +288,6 @@ def read_search_spec(path: str) -> SearchSpace:
         name=str(data.get("name") or path), target=target, drafters=drafters, gpus=gpus, tps=tps,
         kv_cache_dtypes=kv, max_num_seqs=max_num_seqs, engine=_engine(data), workload=_workload(data["workload"], target, folder),
         slo=_slo(data), headroom=_float(data, "headroom", 0.2, minimum=0, maximum=0.99),
-        gpus_per_node=_int(data, "gpus_per_node", 8) if data.get("gpus_per_node") is None else
-        coerce("gpus_per_node", info("gpus_per_node"), data["gpus_per_node"]),
+        gpus_per_node=coerce("gpus_per_node", info("gpus_per_node"), _given(data, "gpus_per_node", 8)),
         finalists=finalists, simulate_seconds=simulate_seconds,
         engine_version=engine_version, engine_name=engine_name)

@@ -303,6 +303,19 @@ def _axis(name: str, raw: Any, base: Path, digests: dict) -> Axis:
     return Axis(name=name, group=True, values=values, labels=labels)
 
 
+def _keep_measured_k(base: dict, axes: tuple[Axis, ...]) -> None:
+    """A mean accepted length under `base:` beside its k, and an axis of k: every cell's k is an axis value, and the
+    mean stays measured at the k it was given beside (as a flag's k leaves a deployment file's mean at the file's k,
+    inputs.load._keep_measured_k). Each cell had read base's mean 2.5 as measured at its own k: at k = 2, a = 0.82
+    where base's k = 3 gives 0.69. Pinned only where no axis gives a mean of its own (measured at its own cell's k)."""
+    k = base.get("num_speculative_tokens")
+    if base.get("mean_accepted_length") is None or base.get("measured_at_k") is not None or not k:
+        return
+    sets = {name for axis in axes for value in axis.values for name in value}
+    if "num_speculative_tokens" in sets and not sets & {"mean_accepted_length", "acceptance_rate", "measured_at_k"}:
+        base["measured_at_k"] = k
+
+
 def _compute(raw: Any) -> Compute:
     if raw is None:
         return Compute()
@@ -311,7 +324,7 @@ def _compute(raw: Any) -> Compute:
     for key in raw:
         if key not in COMPUTE_KEYS:
             raise SpecError(f"compute.{key}", "unknown key", ", ".join(COMPUTE_KEYS))
-    speedup = raw.get("speedup", True)
+    speedup = True if raw.get("speedup") is None else raw["speedup"]  # null: unset, as everywhere
     if not isinstance(speedup, bool):
         raise SpecError("compute.speedup", f"must be true or false, got {speedup!r}", "true, false")
     sim = raw.get("simulate", False)
@@ -324,12 +337,16 @@ def _compute(raw: Any) -> Compute:
     for key in sim:
         if key not in SIMULATE_KEYS:
             raise SpecError(f"compute.simulate.{key}", "unknown key", ", ".join(SIMULATE_KEYS))
+    def given(key: str, default: Any) -> Any:  # null is unset, as in a deployment file: `duration:` with nothing
+        value = sim.get(key)                      # after it had run each cell for the field's 300 s, not 30 s
+        return default if value is None else value
+
     try:
-        duration = validated("duration", sim.get("duration", 30.0))
-        no_compare = validated("no_compare", sim.get("no_compare", False))
+        duration = validated("duration", given("duration", 30.0))
+        no_compare = validated("no_compare", given("no_compare", False))
     except SpecError as err:
         raise SpecError(f"compute.simulate.{err.field}", err.problem, err.accepted) from None
-    when = str(sim.get("when", "fits_or_thin"))
+    when = str(given("when", "fits_or_thin"))
     if when not in SIMULATE_ON:
         raise SpecError("compute.simulate.when", f"unknown value {when!r}", ", ".join(SIMULATE_ON))
     return Compute(speedup=speedup, simulate=True, duration_s=duration, simulate_on=when, no_compare=no_compare)
@@ -384,12 +401,13 @@ def read_study(path: str | Path) -> Study:
                 raise SpecError(f"axes.{axis.name}", f"sets {name!r}, which axis {seen[name]!r} also sets",
                                 "each field on one axis")
             seen[name] = axis.name
+    _keep_measured_k(base, axes)
     if "target" not in base and not any(all("target" in v for v in axis.values) for axis in axes):
         # plan's embedded default (its 70B and 1B draft) would be those cells' model, in no column of the table
         raise SpecError("target", "the study does not name every cell's target model (in base:, or on an axis "
                         "whose every value sets it)", "target: a model id (specsize models), a config.json or a "
                         "model folder")
-    seed = coerce("seed", info("seed"), data.get("seed", 0))  # the command line's seed, with its bounds
+    seed = coerce("seed", info("seed"), 0 if data.get("seed") is None else data["seed"])  # the command line's bounds
     attainment = data.get("slo_attainment", 0.99)
     if isinstance(attainment, bool) or not isinstance(attainment, (int, float)) or not 0 < attainment <= 1:
         raise SpecError("slo_attainment", f"must be a share, got {attainment!r}", "a number > 0 and <= 1")
