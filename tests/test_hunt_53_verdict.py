@@ -356,3 +356,32 @@ def test_lowering_max_num_seqs_aims_at_one_replicas_peak():
     fix = next(c for c in candidates(r.deployment, r.workload, r) if c[0] == "max_num_seqs")
     assert fix[2].engine.max_num_seqs == -(-(72 // 4) * 3 // 2) == 27
     assert fix[1].endswith("to the peak concurrency 27 of each replica")
+
+
+def test_a_candidates_and_a_search_drafters_draft_model_runs_at_the_configurations_tp(tmp_path):
+    """As a plan's: a `--candidate` draft model and a search spec's drafter had run at TP 1 beside every TP (the
+    search's draft_model rows on 4 GPUs were servers vLLM 0.15+ refuse to start, their draft whole on rank 0)."""
+    from specsize.catalog import load_model
+    from specsize.engines.registry import resolve_profile
+    from specsize.inputs.candidates import parse_candidate
+    from specsize.inputs.search_spec import read_search_spec
+
+    target = load_model("meta-llama/Llama-3.1-70B-Instruct")
+    text = "method=draft_model,draft=meta-llama/Llama-3.2-1B-Instruct,acceptance=0.6"
+    assert parse_candidate(text, resolve_profile("vllm"), target, tp=4).speculative.draft_tp == 4
+    with pytest.raises(specsize.SpecError) as refused:
+        parse_candidate(text + ",draft_tp=1", resolve_profile("vllm"), target, tp=4)
+    assert refused.value.field == "candidate.draft_tp"
+    old = parse_candidate(text + ",draft_tp=1", resolve_profile("vllm", "0.6.3"), target, tp=4, version="0.6.3")
+    assert old.speculative.draft_tp == 1  # V0 runs it on one GPU
+    example = Path(__file__).resolve().parents[1] / "examples" / "search" / "llama70b.yaml"
+    space = read_search_spec(str(example))
+    drafter = next(d for d in space.drafters if d.speculative.method.value == "draft_model")
+    assert [drafter.at(3, tp).draft_tp for tp in (1, 2, 4, 8)] == [1, 2, 4, 8]
+    spec = tmp_path / "s.yaml"
+    spec.write_text(example.read_text().replace(
+        "draft: meta-llama/Llama-3.2-1B-Instruct, acceptance_rate: 0.65}",
+        "draft: meta-llama/Llama-3.2-1B-Instruct, acceptance_rate: 0.65, draft_tp: 1}"))
+    with pytest.raises(specsize.SpecError) as refused:
+        read_search_spec(str(spec))
+    assert refused.value.field == "drafters.draft_tp"

@@ -6,11 +6,11 @@ from dataclasses import replace
 
 from ..core.errors import SpecError
 from ..core.memory import AccountingProfile
-from ..core.specs import ModelSpec, SpeculativeConfig
+from ..core.specs import ModelSpec
 from ..core.speculation import SPEC_METHODS, Acceptance
 from ..planner.speedup import Candidate
 from .fields import FieldInfo, coerce
-from .resolve import proposal_rate_of, speculative_config
+from .resolve import draft_tp_for, proposal_rate_of, refuse_unsharded_draft_tp, speculative_config
 
 CANDIDATE_KEYS = ("method", "draft", "acceptance", "acceptance_rate", "mean_accepted_length", "k", "draft_tp",
                   "proposal_rate")
@@ -40,19 +40,12 @@ def candidate_fields(text: str) -> dict[str, str]:
     return fields
 
 
-def refuse_unsharded_draft_tp(spec: SpeculativeConfig, field: str) -> None:
-    """A draft_tp other than 1 for a drafter with no separate model to shard (EAGLE, EAGLE-3, Medusa heads and MTP run
-    at the target's TP, n-gram on the CPU): refused, as a deployment's --draft-tp is (inputs.resolve._drafter_settings),
-    not dropped. A `--candidate` and a search spec's drafter had been priced without it, and said nothing."""
-    if spec.draft_tp != 1 and not spec.kind.own_tp:
-        raise SpecError(field, f"{spec.draft_tp} with method {spec.method}: it has no separate draft model to shard",
-                        "draft_tp with method draft_model, or none")
-
-
-def parse_candidate(text: str, profile: AccountingProfile, target: ModelSpec | None = None) -> Candidate:
+def parse_candidate(text: str, profile: AccountingProfile, target: ModelSpec | None = None, tp: int = 1,
+                    version: str | None = None) -> Candidate:
     """A candidate drafter on the request's engine: its proposal rate the one given, else the engine's own
     (inputs.resolve.proposal_rate_of), as the request's drafter gets it; an EAGLE / EAGLE-3 / Medusa candidate
-    without a draft gets `target`'s standard head, as the request's drafter does."""
+    without a draft gets `target`'s standard head, as the request's drafter does; a draft model runs at the
+    deployment's `tp` unless its draft_tp says otherwise and release `version` starts that (inputs.resolve.draft_tp_for)."""
     fields = candidate_fields(text)
     method = fields.get("method")
     if method not in SPEC_METHODS or method == "none":
@@ -66,10 +59,11 @@ def parse_candidate(text: str, profile: AccountingProfile, target: ModelSpec | N
         raise SpecError("candidate", f"{text!r} needs exactly one of acceptance=A or mean_accepted_length=T",
                         "acceptance=A or mean_accepted_length=T")
     k = coerce("candidate.k", _INT, fields.get("k"))
-    draft_tp = coerce("candidate.draft_tp", _INT, fields.get("draft_tp", 1))
-    spec = speculative_config(method, fields.get("draft"), k or 1, draft_tp, "candidate", target=target,
+    given_tp = coerce("candidate.draft_tp", _INT, fields["draft_tp"]) if "draft_tp" in fields else None
+    spec = speculative_config(method, fields.get("draft"), k or 1, given_tp or 1, "candidate", target=target,
                               draft_field="candidate.draft")  # the candidate's own draft, not the request's
     refuse_unsharded_draft_tp(spec, "candidate.draft_tp")
+    spec = replace(spec, draft_tp=draft_tp_for(spec.method, given_tp, tp, profile.engine, version, "candidate.draft_tp"))
     # n-gram: the share of steps that propose (a given one is checked against the method and engine with the rest)
     given = coerce("candidate.proposal_rate", _PROPOSALS, fields["proposal_rate"]) if "proposal_rate" in fields else None
     spec = replace(spec, proposal_rate=proposal_rate_of(profile, spec.method, given))

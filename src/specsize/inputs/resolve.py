@@ -115,6 +115,15 @@ def speculative_config(method_name: str | None, draft_id: str | None, k: int | N
                              draft_tp=draft_tp)
 
 
+def refuse_unsharded_draft_tp(spec: SpeculativeConfig, field: str) -> None:
+    """A draft_tp other than 1 for a drafter with no separate model to shard (EAGLE, EAGLE-3, Medusa heads and MTP run
+    at the target's TP, n-gram on the CPU): refused, as a deployment's --draft-tp is (_drafter_settings),
+    not dropped. A `--candidate` and a search spec's drafter had been priced without it, and said nothing."""
+    if spec.draft_tp != 1 and not spec.kind.own_tp:
+        raise SpecError(field, f"{spec.draft_tp} with method {spec.method}: it has no separate draft model to shard",
+                        "draft_tp with method draft_model, or none")
+
+
 def _drafter_settings(r: Request) -> str | None:
     """The draft a request's method uses. Settings given side by side that cannot both hold are refused; a
     method given over a lower layer's draft (a flag over the file's) wins, and that draft does not apply."""
@@ -127,9 +136,8 @@ def _drafter_settings(r: Request) -> str | None:
 
     if method == SpecMethod.NONE and r.num_speculative_tokens and together("num_speculative_tokens", "method"):
         raise SpecError("num_speculative_tokens", "k is given but the method is none", "a speculative method")
-    if r.draft_tp != 1 and not kind.own_tp and r.given("draft_tp"):
-        raise SpecError("draft_tp", f"method {method} has no separate draft model to shard",
-                        "draft_tp with method draft_model")
+    if r.draft_tp is not None and r.given("draft_tp"):
+        refuse_unsharded_draft_tp(SpeculativeConfig(method=method, draft_tp=r.draft_tp), "draft_tp")
     if r.draft and not kind.needs_draft_config and not together("draft", "method"):
         return None
     return r.draft
@@ -175,18 +183,28 @@ def proposal_rate_of(profile: AccountingProfile, method: str, given: float | Non
     return profile.ngram_proposal_rate if method == SpecMethod.NGRAM else 1.0
 
 
-def _draft_tp(r: Request, draft: str | None) -> int:
-    """A separate draft model's TP: the one given, which the engine release must be able to start (vLLM 0.15 and
-    later run a draft model only at the target's TP: engines.methods.check_draft_tp), else the target's, as vLLM
-    (SpeculativeConfig._verify_and_get_draft_tp: an unset draft_tensor_parallel_size is the target's) and SGLang
-    set it. The default had been 1, which vLLM 0.15 - 0.32 refuse beside a sharded target at start-up."""
-    method = method_of(r.method, draft)
+def draft_tp_for(method: SpecMethod, given: int | None, tp: int, engine: str, version: str | None,
+                 field: str = "draft_tp") -> int:
+    """A separate draft model's TP beside a target at `tp`: `given`, which the engine release must be able to start
+    (vLLM 0.15 and later run a draft model only at the target's TP: engines.methods.check_draft_tp), else the
+    target's, as vLLM (SpeculativeConfig._verify_and_get_draft_tp: an unset draft_tensor_parallel_size is the
+    target's) and SGLang set it. The default had been 1, which vLLM 0.15 - 0.32 refuse beside a sharded target at
+    start-up. 1 for a drafter without a model of its own."""
     if not SpeculativeConfig(method=method).kind.own_tp:
-        return r.draft_tp if r.draft_tp is not None else 1
-    if r.draft_tp is None or not r.given("draft_tp"):
-        return r.tp
-    check_draft_tp(r.engine, r.engine_version, method, r.tp, r.draft_tp)
-    return r.draft_tp
+        return given if given is not None else 1
+    if given is None:
+        return tp
+    try:
+        check_draft_tp(engine, version, method, tp, given)
+    except SpecError as err:
+        raise SpecError(field, err.problem, err.accepted) from None
+    return given
+
+
+def _draft_tp(r: Request, draft: str | None) -> int:
+    """The request's draft TP (draft_tp_for): the one it gives, else the target's."""
+    return draft_tp_for(method_of(r.method, draft), r.draft_tp if r.given("draft_tp") else None, r.tp, r.engine,
+                        r.engine_version)
 
 
 def deployment_of(r: Request) -> tuple[Deployment, str | None]:

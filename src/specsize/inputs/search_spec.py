@@ -17,8 +17,7 @@ from .fields import FieldInfo, coerce
 from .load import build_request, field_value, model_near, read_yaml_file
 from .request import info
 from ..planner.plan import validate_speculative
-from .candidates import refuse_unsharded_draft_tp
-from .resolve import proposal_rate_of, speculative_config, workload_of
+from .resolve import draft_tp_for, proposal_rate_of, refuse_unsharded_draft_tp, speculative_config, workload_of
 
 
 def _given(data: dict, key: str, default: Any = None) -> Any:
@@ -60,6 +59,13 @@ class DrafterOption:
     speculative: SpeculativeConfig  # num_speculative_tokens filled per k by the search
     acceptance: Acceptance | None  # measured at `measured_at_k` (default: each configuration's k); None without a method
     ks: tuple[int, ...]
+    draft_tp: int | None = None  # a draft model's TP as given; None: each configuration's TP (inputs.resolve.draft_tp_for)
+
+    def at(self, k: int, tp: int) -> SpeculativeConfig:
+        """The drafter of a configuration at TP `tp` drafting k: a draft model runs at that TP unless the spec gives
+        its own (vLLM 0.15 and later start it at no other), for the screen and its confirming simulation alike."""
+        sp = self.speculative
+        return replace(sp, num_speculative_tokens=k, draft_tp=self.draft_tp or (tp if sp.kind.own_tp else 1))
 
 
 @dataclass(frozen=True)
@@ -128,7 +134,7 @@ MAX_CONFIGURATIONS = 500_000
 
 
 def _drafter(item: dict, default_ks: list[int], target: ModelSpec, engine: str, version: str | None,
-             base: Path) -> DrafterOption:
+             base: Path, tps: tuple[int, ...] = (1,)) -> DrafterOption:
     if not isinstance(item, dict):
         raise SpecError("drafters", f"each drafter must be a mapping, got {item!r}", ", ".join(sorted(DRAFTER_KEYS)))
     unknown = set(item) - DRAFTER_KEYS
@@ -137,12 +143,15 @@ def _drafter(item: dict, default_ks: list[int], target: ModelSpec, engine: str, 
     draft_ref = item.get("draft")
     draft_ref = model_near(str(draft_ref), base, "drafters.draft") if draft_ref is not None else None
     # an EAGLE / EAGLE-3 / Medusa head that cannot be read: derived, as plan
-    spec = speculative_config(item.get("method") or "none", draft_ref, 1, _int(item, "draft_tp", 1), "drafters.method",
+    given_tp = _int(item, "draft_tp")
+    spec = speculative_config(item.get("method") or "none", draft_ref, 1, given_tp or 1, "drafters.method",
                               target=target, draft_field="drafters.draft")
     # the method as parsed (SpecMethod reads NONE, None or Eagle3 as its own), never the text as written: `method: NONE`
     # had passed the checks of a method with its acceptance and ks, and was screened once per k as one configuration
     method = str(spec.method.value)
     refuse_unsharded_draft_tp(spec, "drafters.draft_tp")
+    for tp in tps:  # a draft_tp given holds for every TP of the space: each must be one the release starts beside it
+        draft_tp_for(spec.method, given_tp, tp, engine, version, "drafters.draft_tp")
     # n-gram: the share of steps that propose, the one given (checked as plan checks it) or the engine's own
     given = _float(item, "proposal_rate", minimum=0, maximum=1, exclusive_minimum=True)
     spec = replace(spec, proposal_rate=proposal_rate_of(resolve_profile(engine, version), spec.method, given))
@@ -181,6 +190,7 @@ def _drafter(item: dict, default_ks: list[int], target: ModelSpec, engine: str, 
                                 "a mean accepted length reachable at each of its ks, or measured_at_k (the k it was "
                                 "measured at)") from None
     return DrafterOption(label=label, speculative=replace(spec, num_speculative_tokens=0), acceptance=acceptance,
+                         draft_tp=given_tp if spec.kind.own_tp else None,
                          ks=ks)
 
 
@@ -245,7 +255,8 @@ def read_search_spec(path: str) -> SearchSpace:
     # read as a deployment file's is (an unquoted 0.10 is YAML's 0.1: refused with that said)
     engine_version = None if data.get("engine_version") is None else field_value("engine_version",
                                                                                  data["engine_version"], None)
-    drafters = tuple(_drafter(item, ks, target, engine_name, engine_version, folder)
+    tps = _ints(data, "tp", [1, 2, 4, 8], 1, 64)
+    drafters = tuple(_drafter(item, ks, target, engine_name, engine_version, folder, tuple(tps))
                      for item in _list(data, "drafters", [{"method": "none"}]))
     # the results, the confirming simulation and the rejected families name a drafter by its label: two alike would be
     # screened apart but simulated and reported as one (the last one's acceptance for both)
@@ -269,7 +280,6 @@ def read_search_spec(path: str) -> SearchSpace:
         raise SpecError("name", f"must be a string, got {type(data['name']).__name__}", "a name for the search")
     if not data.get("workload"):
         raise SpecError("workload", "a search needs the workload envelope", "prompt_tokens, output_tokens, concurrency")
-    tps = _ints(data, "tp", [1, 2, 4, 8], 1, 64)
     max_num_seqs = _ints(data, "max_num_seqs", [64, 128, 256], 1, 1 << 16)
     size = len(tps) * len(kv) * len(max_num_seqs) * sum(len(g.counts) for g in gpus) * sum(len(d.ks) for d in drafters)
     if size > MAX_CONFIGURATIONS:

@@ -109,7 +109,7 @@ def screen(space, profile: AccountingProfile, efficiency_for) -> tuple[list[Cand
                     for k in drafter.ks:
                         # a mean accepted length converts at the k it was measured at, else at this k (as plan)
                         acceptance = Acceptance(rate=given.per_token(k)) if given is not None else None
-                        spec = replace(drafter.speculative, num_speculative_tokens=k)
+                        spec = drafter.at(k, tp)
                         for kv, mns, engine in engines:
                             d = Deployment(target=space.target, gpu=gpu, speculative=spec, tp=tp, num_gpus=count,
                                            engine=engine)

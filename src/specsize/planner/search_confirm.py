@@ -18,7 +18,7 @@ def confirmer(space, profile: AccountingProfile, efficiency_for):
 
     def confirm(c: Candidate) -> tuple[bool, dict]:
         option = drafters[c.drafter]
-        spec = replace(option.speculative, num_speculative_tokens=c.k)
+        spec = option.at(c.k, c.tp)
         engine = replace(space.engine, kv_cache_dtype=c.kv_cache_dtype, max_num_seqs=c.max_num_seqs)
         d = Deployment(target=space.target, gpu=gpus[c.gpu], speculative=spec, tp=c.tp, num_gpus=c.gpus, engine=engine)
         eff = efficiency_for(d.gpu)
