@@ -535,3 +535,13 @@ def test_plan_and_report_refuse_a_scenario_of_simulate_their_burst_run_would_ign
             assert err.value.field == name and "envelope's own burst scenario" in str(err.value)
     assert specsize.plan(simulate=True, seed=3, **fields).simulation is not None  # duration and seed are its own
     assert specsize.plan(rate=5.0, **fields).simulation is None  # no run: nothing to ignore (a sweep's cells)
+
+
+def test_speedup_through_the_api_notes_the_settings_its_table_does_not_read():
+    # the command line's note lived in the CLI: api.speedup(concurrency=...) dropped the value without a word
+    r = specsize.speedup(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", method="ngram",
+                         num_speculative_tokens=3, acceptance_rate=0.5, concurrency=64, headroom=0.3)
+    assert any(n.startswith("headroom, concurrency not used") for n in r.notes)
+    plain = specsize.speedup(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", method="ngram",
+                             num_speculative_tokens=3, acceptance_rate=0.5)
+    assert not any("not used" in n for n in plain.notes)

@@ -61,6 +61,24 @@ def _request(request: Request | None, overrides: dict) -> Request:
     return request.replace(**overrides) if overrides else request
 
 
+# speedup's table is --batch-size x -k at --context-len: these settings and the workload's do not enter it
+SPEEDUP_UNREAD = ("headroom", "tpot_slo_ms", "acceptance_spread")
+
+
+def _unread_note(q: Request) -> tuple[str, ...]:
+    """The note naming the settings given to `speedup` (flags, keywords) that its table does not read; a deployment
+    file's keys are its own to hold. They had been dropped without a word."""
+    from .inputs.fields import WORKLOAD  # noqa: PLC0415
+    from .inputs.request import FIELDS  # noqa: PLC0415
+
+    unread = [name for name, f in FIELDS.items() if (f.metadata["specsize"].group == WORKLOAD or name in SPEEDUP_UNREAD)
+              and q.source_of(name) == "override"]
+    if not unread:
+        return ()
+    return (f"{', '.join(unread)} not used: speedup's table is --batch-size x -k at --context-len (no workload, "
+            "headroom policy, TPOT target or acceptance spread enters it)",)
+
+
 def _progress(progress: object) -> None:
     if progress is not None and not callable(progress):
         raise SpecError("progress", f"must be callable, got {progress!r:.80}", "a function (done, total) -> None")
@@ -299,7 +317,7 @@ def speedup(request: Request | None = None, **overrides: Any) -> SpeedupReport:
     eff = offline_efficiency(r.efficiency) if q.offline else r.efficiency  # LLM.generate: no API server in front
     result = compare_drafters(d, r.profile, eff, acceptance, list(q.batch_sizes), ks, q.context_len, r.tree,
                               candidates)
-    return replace(result, notes=_model_notes(r) + _drafter_notes(r, candidates) + result.notes)
+    return replace(result, notes=_model_notes(r) + _drafter_notes(r, candidates) + result.notes + _unread_note(q))
 
 
 def stops_paying(request: Request | None = None, progress: Callable[[int, int], None] | None = None,

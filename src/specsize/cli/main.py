@@ -55,24 +55,12 @@ def _database(_ctx, param, value: str | None) -> str | None:
 # what `speedup` prices is set by --batch-size, -k and --context-len: its flags of a workload (shared with `plan` and
 # `simulate`, as a deployment file is), a headroom policy, a TPOT target or an acceptance spread (which only a
 # simulation draws from) change nothing in its table, and had been taken without a word
-SPEEDUP_UNREAD = ("headroom", "tpot_slo_ms", "acceptance_spread")
-
-
-def _unread_note(request, command: str) -> tuple[str, ...]:
-    """The note naming the flags given to `speedup` that its table does not read (a file's keys are its to hold)."""
-    from ..inputs.request import FIELDS  # noqa: PLC0415
-
-    unread = [name for name, f in FIELDS.items() if (f.metadata["specsize"].group == WORKLOAD or name in SPEEDUP_UNREAD)
-              and request.source_of(name) == "override"]
-    if not unread:
-        return ()
-    return (f"{', '.join(unread)} not used: {command}'s table is --batch-size x -k at --context-len (no workload, "
-            "headroom policy, TPOT target or acceptance spread enters it)",)
 
 
 def _refuse_unsimulated(request, command: str, default: bool) -> None:
-    """`plan`/`check` (and `report --no-simulate`) run no simulation: a --duration or --seed given for one that does
-    not run would be dropped, so it is refused (as `plan --simulate` refuses a scenario it cannot take)."""
+    """`plan`/`check` (and `report --no-simulate`) run no simulation: a --duration or --seed typed for one that does
+    not run would be dropped, so it is refused (as `plan --simulate` refuses a scenario it cannot take). The command
+    line's rule only: the API's callers (a sweep's cells) pass one request to several computations."""
     from ..core.errors import SpecError  # noqa: PLC0415
 
     if request.simulates(default):
@@ -189,11 +177,6 @@ def speedup(fmt: str, output: str | None, force: bool, **kw) -> None:
 
     request = request_from(kw, k_list=True)
     result = api.speedup(request)
-    unread = _unread_note(request, "speedup")
-    if unread:  # with the table's own notes (the rendering shows them; JSON's notes)
-        from dataclasses import replace  # noqa: PLC0415
-
-        result = replace(result, notes=result.notes + unread)
     write_output(renderer.render(result, fmt), output, force)
     sys.exit(0)
 
