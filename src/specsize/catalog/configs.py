@@ -270,7 +270,8 @@ def _modelopt_kv_dtype(qc: dict, nested: dict) -> str | None:
 # may keep state or KV in ways the accounting does not know.
 TRANSFORMER_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phi3", "gemma",
                      "gemma2", "gemma3", "gemma3_text", "llama4", "llama4_text", "mistral3", "deepseek_v2",
-                     "deepseek_v3", "kimi_k2", "gpt_oss", "granite", "granitemoe",
+                     "deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe", "minimax_m2", "gpt_oss", "granite",
+                     "granitemoe",
                      # vision-language checkpoints whose language model is one of the above (the vision tower is
                      # the multimodal accounting's)
                      "qwen2_vl", "qwen2_5_vl")
@@ -286,6 +287,16 @@ def deepseek_like(model_type: str) -> bool:
     """A DeepSeek-V2/V3 architecture: MLA when kv_lora_rank is set, first_k_dense_replace dense layers, shared experts,
     the noaux_tc router's score-correction bias."""
     return model_type.startswith("deepseek") or model_type in DEEPSEEK_ALIKE
+
+
+# GLM-4.5 / 4.5-Air / 4.6 / 4.7 (Glm4MoeForCausalLM): DeepSeek-V3's MoE (first_k_dense_replace dense layers, shared
+# experts, the noaux_tc router and its float32 score-correction bias) behind ordinary GQA attention with a qkv bias,
+# optional q/k norms and half-width rotary (vllm/model_executor/models/glm4_moe.py Glm4MoeDecoderLayer, Glm4MoE,
+# Glm4MoeAttention)
+FIRST_K_DENSE_TYPES = ("glm4_moe",)
+# DeepSeek-V3.2's sparse-attention indexer keeps its own per-token key beside the MLA latent: vLLM's
+# deepseek_v2.py Indexer builds it when the config has index_topk (is_v32 = hasattr(hf_config, "index_topk"))
+INDEXER_KEYS = ("index_topk", "index_n_heads", "index_head_dim")
 # hybrids whose attention layers have no rotary embedding, so no cos/sin cache (vLLM's nemotron_h.py
 # NemotronHAttention and jamba.py JambaAttentionDecoderLayer build qkv_proj, o_proj and attn only)
 NOPE_TYPES = ("nemotron_h", "jamba")
@@ -409,13 +420,15 @@ def _dtype_name(raw) -> str | None:
 
 
 def _layers(cfg: dict, model_type: str, n_layers: int, kv_heads: int, head_dim: int, mla: MLASpec | None,
-            mixers: tuple[MixerKind, ...] = ()):
+            mixers: tuple[MixerKind, ...] = (), model_id: str = "config.json"):
     if mixers:  # a hybrid: its attention layers (full attention) only; the state layers are kept apart
         count = sum(1 for m in mixers if m in ("attention", "both"))
         return tuple(AttentionLayer("full", num_kv_heads=kv_heads, head_dim=head_dim) for _ in range(count))
     if mla is not None:
         width = mla.kv_lora_rank + mla.qk_rope_head_dim
-        return tuple(AttentionLayer("mla", mla_width=width) for _ in range(n_layers))
+        heads, dim = _indexer(cfg, model_id)  # DeepSeek-V3.2's sparse-attention indexer, (0, 0) without one
+        return tuple(AttentionLayer("mla", mla_width=width, indexer_heads=heads, indexer_head_dim=dim)
+                     for _ in range(n_layers))
     window = cfg.get("sliding_window")
     kinds: list[tuple[AttentionKind, int | None]]
     if isinstance(cfg.get("layer_types"), list):
@@ -444,6 +457,17 @@ def _layers(cfg: dict, model_type: str, n_layers: int, kv_heads: int, head_dim: 
     return tuple(AttentionLayer(kind, num_kv_heads=kv_heads, head_dim=head_dim, window=w) for kind, w in kinds)
 
 
+def _indexer(cfg: dict, model_id: str) -> tuple[int, int]:
+    """(index_n_heads, index_head_dim) of a DeepSeek-V3.2 sparse-attention indexer; (0, 0) for a model without one."""
+    if cfg.get("index_topk") is None:
+        return 0, 0
+    for key in INDEXER_KEYS:
+        if not _whole(cfg.get(key)):
+            raise SpecError(f"config.json:{key}", f"{model_id}: {key} comes to {cfg.get(key)!r}",
+                            "a positive integer (DeepSeek-V3.2's sparse-attention indexer)")
+    return int(cfg["index_n_heads"]), int(cfg["index_head_dim"])
+
+
 def _moe(cfg: dict, model_type: str, n_layers: int, model_id: str) -> MoESpec | None:
     experts = cfg.get("num_local_experts") or cfg.get("n_routed_experts") or cfg.get("num_experts")
     if not experts or int(experts) <= 1:
@@ -464,7 +488,7 @@ def _moe(cfg: dict, model_type: str, n_layers: int, model_id: str) -> MoESpec | 
         shared, shared_inter = 1, inter
         step = _int(cfg, model_id, "interleave_moe_layer_step", default=1)
         layers = tuple(i for i in range(n_layers) if (i + 1) % step == 0)
-    elif deepseek_like(model_type):
+    elif deepseek_like(model_type) or model_type in FIRST_K_DENSE_TYPES:
         first_dense = int(cfg.get("first_k_dense_replace") or 0)
         freq = _int(cfg, model_id, "moe_layer_freq", default=1)
         layers = tuple(i for i in range(first_dense, n_layers) if i % freq == 0)
@@ -763,7 +787,14 @@ def _build_spec(raw: dict[str, Any], model_id: str, source: str, *, params_publi
                       qk_nope_head_dim=int(cfg["qk_nope_head_dim"]), qk_rope_head_dim=int(cfg["qk_rope_head_dim"]),
                       v_head_dim=int(cfg["v_head_dim"]))
     moe = _moe(cfg, model_type, n_layers, model_id)
-    rotary = mla.qk_rope_head_dim if mla else int(head_dim * float(cfg.get("partial_rotary_factor") or 1.0))
+    # GLM-4.5's attention rotates half of each head unless its config says otherwise (glm4_moe.py Glm4MoeAttention:
+    # rope_parameters.setdefault("partial_rotary_factor", 0.5))
+    factor = cfg.get("partial_rotary_factor") or (0.5 if model_type in FIRST_K_DENSE_TYPES else 1.0)
+    rotary = mla.qk_rope_head_dim if mla else int(head_dim * float(factor))
+    if model_type == "minimax_m2" and not cfg.get("partial_rotary_factor"):
+        # MiniMax-M2 names its rotary width (minimax_m2.py MiniMaxM2Attention: partial_rotary_factor = rotary_dim /
+        # head_dim unless the rope parameters give one)
+        rotary = int(cfg.get("rotary_dim") or head_dim)
     if cfg.get("position_embedding_type") == "nope" or model_type in NOPE_TYPES:
         rotary = 0
     rotary_caches = _rotary_caches(cfg, int(cfg.get("max_position_embeddings") or 4096)) if rotary else ()
@@ -775,12 +806,15 @@ def _build_spec(raw: dict[str, Any], model_id: str, source: str, *, params_publi
     return ModelSpec(
         model_id=model_id, source=source, model_type=model_type, hidden_size=hidden, num_layers=n_layers,
         num_attention_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim, vocab_size=int(cfg["vocab_size"]),
-        intermediate_size=intermediate, layers=_layers(cfg, model_type, n_layers, kv_heads, head_dim, mla, mixers),
+        intermediate_size=intermediate,
+        layers=_layers(cfg, model_type, n_layers, kv_heads, head_dim, mla, mixers, model_id),
         max_position_embeddings=int(cfg.get("max_position_embeddings") or 4096), dtype=_dtype(cfg),
         derived_max_model_len=derived_max_model_len(cfg, model_id),
         tie_word_embeddings=bool(tie),
         attention_bias=bool(cfg.get("attention_bias", model_type in ("qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl"))),
-        qk_norm=model_type in ("qwen3", "qwen3_moe", "qwen3_next") or model_type.startswith(("gemma3", "qwen3_5")),
+        qk_norm=model_type in ("qwen3", "qwen3_moe", "qwen3_next") or model_type.startswith(("gemma3", "qwen3_5"))
+        or (model_type == "glm4_moe" and bool(cfg.get("use_qk_norm")))  # Glm4MoeAttention: q_norm, k_norm
+        or model_type == "minimax_m2",  # MiniMaxM2Attention builds its q_norm and k_norm whatever the config says
         norms_per_layer=4 if model_type.startswith("gemma") else (3 if is_eagle3 else 2), rotary_dim=rotary, moe=moe, mla=mla,
         rotary_cache_positions=rotary_caches,
         quantization=parse_quantization(cfg.get("quantization_config"), moe is not None, model_id),

@@ -182,10 +182,30 @@ def model_kv_layers(m: ModelSpec, tp: int, kv_dtype_bytes: int, owner: str, pp: 
             continue
         if layer.kind == "mla":
             per_token = layer.mla_width * kv_dtype_bytes  # one latent per token, shared by all heads, not sharded
+            if layer.indexer_head_dim:  # DeepSeek-V3.2: the sparse indexer's key, in the same block pool
+                per_token = indexed_mla_bytes(layer.mla_width, layer.indexer_head_dim, kv_dtype_bytes)
         else:
             per_token = 2 * kv_heads_per_rank(layer.num_kv_heads, tp) * layer.head_dim * kv_dtype_bytes
         out.append(KVLayer(owner=owner, kind=layer.kind, window=layer.window, bytes_per_token=per_token))
     return tuple(out)
+
+
+# DeepSeek-V3.2's indexer key cache: vllm/model_executor/models/deepseek_v2.py Indexer builds DeepseekV32IndexerCache
+# with head_dim = index_head_dim + index_head_dim // quant_block_size * 4 and dtype torch.uint8 (fp8 values and one
+# fp32 scale per 128; quant_block_size = 128), whose get_kv_cache_spec is an MLAAttentionSpec of one head at the pool's
+# block size: 132 bytes a token a layer for index_head_dim 128, whatever the KV cache dtype
+INDEXER_QUANT_BLOCK = 128
+# the latent under --kv-cache-dtype fp8 on DeepSeek-V3.2: vLLM's DeepseekV32ForCausalLM.verify_and_update_config turns
+# any fp8 cache dtype into "fp8_ds_mla", whose MLAAttentionSpec page is 656 bytes a token (kv_cache_interface.py:
+# 512 fp8 latent values, 4 fp32 scales, the 64 rope values kept in bf16)
+FP8_DS_MLA_BYTES = 656
+
+
+def indexed_mla_bytes(mla_width: int, index_head_dim: int, kv_dtype_bytes: int) -> int:
+    """Bytes a token of one DeepSeek-V3.2 layer holds on every GPU: the MLA latent (kv_lora_rank + qk_rope_head_dim
+    in the cache dtype, or fp8_ds_mla's 656 with an fp8 cache) and the indexer's quantized key."""
+    latent = FP8_DS_MLA_BYTES if kv_dtype_bytes == 1 and mla_width == 576 else mla_width * kv_dtype_bytes
+    return latent + index_head_dim + index_head_dim // INDEXER_QUANT_BLOCK * 4
 
 
 @lru_cache(maxsize=8192)

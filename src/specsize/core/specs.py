@@ -54,6 +54,9 @@ class AttentionLayer:
     head_dim: int = 0
     window: int | None = None  # sliding window or attention chunk, tokens
     mla_width: int = 0  # kv_lora_rank + qk_rope_head_dim, values per token (MLA only)
+    # DeepSeek-V3.2's sparse-attention indexer beside the MLA latent (index_n_heads, index_head_dim; 0 without one)
+    indexer_heads: int = 0
+    indexer_head_dim: int = 0
 
 
 @dataclass(frozen=True)

@@ -159,7 +159,8 @@ def _attention_bytes(m: ModelSpec, tp: int, wb: int, q: Quantization | None) -> 
         norms = (a.q_lora_rank or 0) + a.kv_lora_rank
         b = sum(linear_bytes(o, i, wb, q) for o, i in parts) + norms * wb
         p = sum(o * i for o, i in parts) + norms
-        return b, p
+        ib, ip = _indexer_bytes(m, wb, q)
+        return b + ib, p + ip
     heads = m.num_attention_heads // tp
     kvh = kv_heads_per_rank(m.num_kv_heads, tp)
     d = m.head_dim
@@ -170,13 +171,40 @@ def _attention_bytes(m: ModelSpec, tp: int, wb: int, q: Quantization | None) -> 
     b = linear_bytes(qkv_out, qkv_in, wb, q, bias=m.attention_bias)
     b += linear_bytes(h, heads * d, wb, q, bias=m.attention_bias and m.model_type == "gpt_oss")
     p = qkv_out * qkv_in + h * heads * d + (qkv_out if m.attention_bias else 0)
-    if m.qk_norm:
+    if m.qk_norm and m.model_type == "minimax_m2":
+        # one RMSNorm over all heads' queries and one over all KV heads' keys, their weights split across the ranks
+        # (minimax_m2.py MiniMaxM2Attention: MiniMaxText01RMSNormTP(head_dim x total heads), weight hidden // tp)
+        norm = heads * d + m.num_kv_heads * d // tp
+        b += norm * wb
+        p += norm
+    elif m.qk_norm:
         b += 2 * d * wb
         p += 2 * d
     if m.model_type == "gpt_oss":  # learned attention-sink logit per head
         b += heads * 4
         p += heads
     return b, p
+
+
+def indexer_dims(m: ModelSpec) -> tuple[int, int]:
+    """(heads, head dim) of an MLA model's sparse-attention indexer (DeepSeek-V3.2), (0, 0) without one."""
+    for layer in m.layers:
+        if layer.kind == "mla" and layer.indexer_heads and layer.indexer_head_dim:
+            return layer.indexer_heads, layer.indexer_head_dim
+    return 0, 0
+
+
+def _indexer_bytes(m: ModelSpec, wb: int, q: Quantization | None) -> tuple[int, int]:
+    """(bytes, params) of one layer's sparse-attention indexer, on every rank whole (vllm/model_executor/models/
+    deepseek_v2.py Indexer: "no tensor parallel, just replicated"): wq_b q_lora_rank -> heads x head_dim in the
+    checkpoint's quantization; wk and weights_proj fused into one hidden -> head_dim + heads projection kept in the
+    model dtype (quant_config=None: fp8 wk is upcast at load); k_norm a LayerNorm (weight and bias) over head_dim."""
+    heads, dim = indexer_dims(m)
+    if not heads or m.mla is None:
+        return 0, 0
+    h, rank = m.hidden_size, m.mla.q_lora_rank or m.hidden_size
+    b = linear_bytes(heads * dim, rank, wb, q) + linear_bytes(dim + heads, h, wb, None) + 2 * dim * wb
+    return b, heads * dim * rank + (dim + heads) * h + 2 * dim
 
 
 def _state_mixer_bytes(m: ModelSpec, s: StateLayer, tp: int, wb: int, q: Quantization | None) -> int:
@@ -245,10 +273,20 @@ def _mlp_bytes(m: ModelSpec, layer: int, tp: int, wb: int, q: Quantization | Non
         shared_q = None if (q and q.experts_only) else q
         b += linear_bytes(2 * s_inter, h, wb, shared_q) + linear_bytes(h, s_inter, wb, shared_q)
         p += 3 * h * s_inter
-    # the routers with a float32 score-correction bias per expert (DeepSeek-V3's noaux_tc, Kimi K2's, gpt-oss's)
-    bias = moe.num_experts if m.model_type in ("deepseek_v3", "kimi_k2", "gpt_oss") else 0
+    # the routers with a float32 score-correction bias per expert (DeepSeek-V3's noaux_tc, V3.2's, Kimi K2's,
+    # GLM-4.5's, gpt-oss's)
+    bias = moe.num_experts if m.model_type in ROUTER_BIAS_TYPES else 0
+    # GLM-4.5's and MiniMax-M2's router weight itself is float32 (glm4_moe.py Glm4MoE: nn.Linear(hidden,
+    # n_routed_experts, dtype=torch.float32); minimax_m2.py MiniMaxM2MoE.gate); the others' is in the model dtype
+    router_bytes = 4 if m.model_type in FLOAT32_ROUTER_TYPES else wb
     # (its bias is one parameter an expert: counted as 4 / wb parameters it had added 23,040 to Kimi K2's count)
-    return b, p, moe.num_experts * h * wb + 4 * bias, moe.num_experts * h + bias
+    return b, p, moe.num_experts * h * router_bytes + 4 * bias, moe.num_experts * h + bias
+
+
+# (MiniMax-M2's: MiniMaxM2MoE's float32 e_score_correction_bias, built when use_routing_bias, as every published
+# MiniMax-M2 config sets it; its router a float32 ReplicatedLinear, params_dtype=torch.float32)
+ROUTER_BIAS_TYPES = ("deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe", "minimax_m2", "gpt_oss")
+FLOAT32_ROUTER_TYPES = ("glm4_moe", "minimax_m2")
 
 
 @lru_cache(maxsize=4096)
