@@ -118,3 +118,19 @@ def test_plan_uses_acceptance_from_store(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["plan", "--acceptance-from-store", "nope", "--store", str(path)])
     assert exc.value.code == 2
+
+
+def test_a_named_pipe_as_the_store_or_the_services_database_is_refused_not_a_hang(tmp_path, monkeypatch):
+    """SQLite opening a FIFO waits for a writer for ever: $SPECSIZE_STORE and the service's --db, which no CLI flag
+    check sees, had hung. The store refuses any path that exists and is no regular file."""
+    import os
+
+    from specsize.service import db
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(SpecError, match="not a regular file"):
+        Store(fifo)
+    with pytest.raises(SpecError) as err:
+        db.connect(str(fifo))
+    assert err.value.field == "db" and "not a regular file" in err.value.problem

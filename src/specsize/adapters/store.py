@@ -158,6 +158,8 @@ class Store:
         self.path = Path(path) if path else default_path()
         if self.path.is_dir():
             raise SpecError("store", f"{self.path} is a folder", "a file path for the calibration store")
+        if self.path.exists() and not self.path.is_file():  # a FIFO (SQLite waits on it for ever), a device
+            raise SpecError("store", f"{self.path} is not a regular file", "a file path for the calibration store")
         if not create and not self.path.exists():
             named = "" if path else " (SPECSIZE_STORE)" if os.environ.get("SPECSIZE_STORE") else " (the default store)"
             raise SpecError("store", f"{self.path} does not exist{named}",
