@@ -212,3 +212,11 @@ def test_a_closed_loop_never_has_more_requests_in_flight_than_clients(capsys):
     assert code == 0, err
     in_flight = sim["littles_law"]["arrival_rate_x_mean_e2e"]
     assert 900 < in_flight <= 1000 * (1 + 1e-9), in_flight
+
+
+@pytest.mark.parametrize("which", ["prompt", "output"])
+def test_a_p99_below_its_median_is_named_as_the_flag_that_holds_it(capsys, which):
+    """The error had named `tokens_p99`, the workload generator's own name and no input."""
+    code, _, err = run(capsys, "simulate", "--acceptance-rate", "0.7", f"--{which}-tokens-median", "100",
+                       f"--{which}-tokens-p99", "50", "--duration", "10")
+    assert code == 2 and err.startswith(f"specsize: error: {which}_tokens_p99: 50 is below the median 100")

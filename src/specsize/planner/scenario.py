@@ -61,6 +61,9 @@ def _lengths(median: float | None, p99: float | None, fallback: tuple[int, int, 
     stop at `maximum`, max_model_len: a request reaching it is refused whatever its exact length (_refuse_longer)."""
     if median is None and p99 is not None:
         raise SpecError(f"{field}_p99", "a p99 needs the median too", f"--{field.replace('_', '-')}-median N")
+    if median is not None and p99 is not None and p99 < median:  # named as the flag that holds it, not the generator's
+        raise SpecError(f"{field}_p99", f"{p99:g} is below the median {median:g}",
+                        f"--{field.replace('_', '-')}-p99 at least the median")
     if median is not None:
         return LengthSpec.lognormal(median, p99 if p99 is not None else median, maximum=maximum), True
     p50, p99_, most = fallback
