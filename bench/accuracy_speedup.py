@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from specsize.catalog import load_gpu, load_model
-from specsize.catalog.configs import as_eagle_head, spec_from_config
+from specsize.catalog.configs import spec_from_config
 from specsize.catalog.gpus import load_efficiency
 from specsize.catalog.models import catalog_entry
 from specsize.core.memory import account
@@ -43,7 +43,7 @@ def eagle1_llama3_8b_head():
     cfg = dict(catalog_entry("sgl-project/SpecForge-llama3-8B-eagle3")["config"])
     cfg.pop("draft_vocab_size")
     cfg["architectures"] = ["LlamaForCausalLM"]
-    return as_eagle_head(spec_from_config(cfg, "EAGLE-LLaMA3-Instruct-8B (from SpecForge widths)", "bench"))
+    return spec_from_config(cfg, "EAGLE-LLaMA3-Instruct-8B (from SpecForge widths)", "bench").as_eagle_head()
 
 
 def case(row: dict):

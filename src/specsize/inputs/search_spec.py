@@ -17,7 +17,7 @@ from .fields import FieldInfo, coerce
 from .load import build_request, field_value, model_near, read_yaml_file
 from .request import info
 from ..planner.plan import validate_speculative
-from .resolve import draft_tp_for, proposal_rate_of, refuse_unsharded_draft_tp, speculative_config, workload_of
+from .resolve import proposal_rate_of, refuse_unsharded_draft_tp, speculative_config, workload_of
 
 
 def _given(data: dict, key: str, default: Any = None) -> Any:
@@ -134,7 +134,7 @@ MAX_CONFIGURATIONS = 500_000
 
 
 def _drafter(item: dict, default_ks: list[int], target: ModelSpec, engine: str, version: str | None,
-             base: Path, tps: tuple[int, ...] = (1,)) -> DrafterOption:
+             base: Path) -> DrafterOption:
     if not isinstance(item, dict):
         raise SpecError("drafters", f"each drafter must be a mapping, got {item!r}", ", ".join(sorted(DRAFTER_KEYS)))
     unknown = set(item) - DRAFTER_KEYS
@@ -150,8 +150,6 @@ def _drafter(item: dict, default_ks: list[int], target: ModelSpec, engine: str, 
     # had passed the checks of a method with its acceptance and ks, and was screened once per k as one configuration
     method = str(spec.method.value)
     refuse_unsharded_draft_tp(spec, "drafters.draft_tp")
-    for tp in tps:  # a draft_tp given holds for every TP of the space: each must be one the release starts beside it
-        draft_tp_for(spec.method, given_tp, tp, engine, version, "drafters.draft_tp")
     # n-gram: the share of steps that propose, the one given (checked as plan checks it) or the engine's own
     given = _float(item, "proposal_rate", minimum=0, maximum=1, exclusive_minimum=True)
     spec = replace(spec, proposal_rate=proposal_rate_of(resolve_profile(engine, version), spec.method, given))
@@ -256,7 +254,7 @@ def read_search_spec(path: str) -> SearchSpace:
     engine_version = None if data.get("engine_version") is None else field_value("engine_version",
                                                                                  data["engine_version"], None)
     tps = _ints(data, "tp", [1, 2, 4, 8], 1, 64)
-    drafters = tuple(_drafter(item, ks, target, engine_name, engine_version, folder, tuple(tps))
+    drafters = tuple(_drafter(item, ks, target, engine_name, engine_version, folder)
                      for item in _list(data, "drafters", [{"method": "none"}]))
     # the results, the confirming simulation and the rejected families name a drafter by its label: two alike would be
     # screened apart but simulated and reported as one (the last one's acceptance for both)

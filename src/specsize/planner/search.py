@@ -19,6 +19,7 @@ from ..core.perf import decode_step, prefill_share, prefill_time, spec_tpot
 from ..core.specs import Deployment
 from ..core.speculation import Acceptance, Tree
 from ..core.traffic import decode_context, peak_concurrency, replica_share, shared_prefill_rate
+from ..engines.methods import draft_tp_problem
 from .perf import costs_for, pass_tokens
 from .plan import validate
 
@@ -138,6 +139,13 @@ def _checked_account(d: Deployment, w, policy: float, profile: AccountingProfile
     if refused is False:
         try:
             validate(d, w, policy)
+            sp = d.speculative
+            # a draft_tp the spec gives holds at every TP: where the release starts a draft model only at the
+            # target's TP (vLLM 0.15 and later), the other TPs are configurations that cannot start
+            problem = draft_tp_problem(profile.engine, profile.version, sp.method, d.tp, sp.draft_tp) \
+                if sp.kind.own_tp else None
+            if problem is not None:
+                raise SpecError("drafters.draft_tp", problem, f"{d.tp} (the target's TP) with this release")
             refused = None
         except SpecError as err:
             refused = err
