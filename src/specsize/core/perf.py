@@ -210,17 +210,23 @@ def model_cost(m: ModelSpec, tp: int, dtype: str, quant: Quantization | None, *,
     if include_mtp_only:
         full = weight_breakdown(m, tp, 1, dtype, quant, include_mtp=True, rotary_cache=False, mxfp4_pad=mxfp4_pad)
         base = weight_breakdown(m, tp, 1, dtype, quant, include_mtp=False, rotary_cache=False, mxfp4_pad=mxfp4_pad)
-        # the MTP module reads its layer plus the shared lm_head
-        dense_bytes = full.total - base.total + base.lm_head
+        # One forward runs ONE of the checkpoint's MTP layers, the (spec_step_idx % num_mtp_layers)-th, plus the
+        # shared lm_head: a drafting step of k forwards takes the layers in turn, reusing them when k is larger
+        # (vllm/model_executor/models/deepseek_mtp.py DeepSeekMultiTokenPredictor.forward and compute_logits:
+        # "current_step_idx = spec_step_idx % self.num_mtp_layers"; qwen3_next_mtp.py alike). The MTP layers are
+        # alike (shaped like the last: core.weights.weight_breakdown), so one is 1 / num_mtp_layers of them; a
+        # checkpoint with 3 had been priced as 3 layers a forward
+        mtp = max(1, m.num_mtp_layers)
         per_layer_expert, expert_params = expert_bytes_per_rank(m, tp, dtype, quant, mxfp4_pad)
-        moe_layers = m.num_mtp_layers if m.moe else 0
+        moe_layers = 1 if m.moe else 0
         routed = moe_layers * m.moe.num_experts * per_layer_expert if m.moe else 0
-        dense_bytes -= routed
-        dense_params = (full.params - base.params) + base.lm_head // DTYPE_BYTES[dtype] - (
+        dense_bytes = (full.total - base.total) // mtp + base.lm_head - routed
+        dense_params = (full.params - base.params) // mtp + base.lm_head // DTYPE_BYTES[dtype] - (
             moe_layers * m.moe.num_experts * expert_params if m.moe else 0)
-        n_layers = m.num_mtp_layers
+        n_layers = 1
         lm_head_params = (base.lm_head or base.embedding) // DTYPE_BYTES[dtype]
-        kept_params = full.params_unquantized - base.params_unquantized
+        kept_params = (full.params_unquantized - base.params_unquantized) // mtp
+        layers = 1  # its attention: the one layer's KV cache
     else:
         w = weight_breakdown(m, tp, 1, dtype, quant, share_embeddings=share_embeddings, rotary_cache=False,
                              mxfp4_pad=mxfp4_pad)
@@ -552,6 +558,41 @@ class SpecCosts:
     # where the release overlaps nothing with it (vLLM V0: asynchronous output processing is off with speculation);
     # 0 where it runs beside the forward or in another process
     serial_output_s: float = 0.0
+    # per speculative step, a drafter's pass over the positions the target just verified (Efficiency.
+    # draft_setup_overhead_s) where it has one: a drafter that keeps KV cache (a draft model, EAGLE / EAGLE-3 heads,
+    # MTP layers) extends it over the accepted tokens before drafting (vllm/v1/spec_decode/eagle.py propose:
+    # prepare_inputs, then its first forward over every verified position); Medusa's heads read the sampled
+    # positions' hidden states and nothing else (vllm/v1/worker/gpu_model_runner.py propose_draft_token_ids, the
+    # medusa branch: "hidden_states = sample_hidden_states[indices]"); 0 without a GPU drafter
+    draft_setup_s: float = 0.0
+
+
+def medusa_at_k(heads: ModelSpec, k: int) -> ModelSpec:
+    """Medusa heads as vLLM runs them at k: k heads whatever the checkpoint declares. SpeculativeConfig writes
+    num_speculative_tokens into the draft config's num_lookahead_tokens, whose MedusaConfig setter sets num_heads
+    (vllm/transformers_utils/configs/medusa.py: "self.num_heads = num_lookahead_tokens"), and MedusaProposer.propose
+    runs every head once (vllm/v1/spec_decode/medusa.py). catalog.configs.medusa_heads holds them as one residual
+    fc of heads x H x H and one lm_head of heads x vocab rows (eagle_fc_inputs = heads); a speed-up table's rows at
+    other k than the deployment's had been priced with the deployment's heads (-k 1,4,8 and -k 8,4,1 disagreed)."""
+    per_head = heads.eagle_fc_inputs
+    if heads.num_layers or per_head <= 0 or k <= 0 or per_head == k or heads.vocab_size % per_head:
+        return heads  # not catalog.configs.medusa_heads' shape (a draft config given as medusa), or already k heads
+    return heads.with_(vocab_size=heads.vocab_size // per_head * k, eagle_fc_inputs=k)
+
+
+def _head_lm_head(draft: ModelCost, d: Deployment, dtype: str) -> ModelCost:
+    """An EAGLE / EAGLE-3 head priced without an lm_head of its own (its weights share the target's: core.weights
+    drops it) still projects every drafted position through a full vocabulary, and the drafter picks its token over
+    those logits. EAGLE-1 through the target's lm_head (vllm/v1/spec_decode/eagle.py load_model: "Loading EAGLE LM
+    head weights from the target model"); an EAGLE-3 head with no draft_vocab_size through an lm_head of its own
+    config's vocab_size (vllm/model_executor/models/llama_eagle3.py Eagle3LlamaForCausalLM.__init__: "default to the
+    base vocab size when absent", ParallelLMHead(draft_vocab_size, hidden_size)). An EAGLE-3 head without
+    draft_vocab_size had been priced with no lm_head and no logits at all."""
+    spec = d.speculative.draft if d.speculative.method == SpecMethod.EAGLE3 and d.speculative.draft else d.target
+    rows = padded_vocab(spec.vocab_size) // d.tp
+    params = rows * spec.hidden_size
+    return replace(draft, dense_bytes=draft.dense_bytes + params * DTYPE_BYTES[dtype],
+                   dense_params=draft.dense_params + params, lm_head_params=params, vocab=rows)
 
 
 def prompt_as_mha(rule: tuple[bool, int], prefix_tokens: float) -> bool:
@@ -581,20 +622,16 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
     kind = sp.kind
     if kind.derives_from_target:
         draft = model_cost(d.target, d.tp, dtype, quant, kv_dtype_bytes=kv_dtype_bytes, include_mtp_only=True,
-                           mxfp4_pad=mxfp4_pad, mla_latent=mla_latent,
-                           layers=d.target.num_mtp_layers)
+                           mxfp4_pad=mxfp4_pad, mla_latent=mla_latent)
     elif sp.draft is not None and kind.own_tp:
         draft_tp = sp.draft_tp
         draft = model_cost(sp.draft, sp.draft_tp, dtype, sp.draft.quantization, kv_dtype_bytes=kv_dtype_bytes,
                            mxfp4_pad=mxfp4_pad)
     elif sp.draft is not None and kind.has_gpu_drafter:
-        draft = model_cost(sp.draft, d.tp, dtype, None, share_embeddings=kind.shares_embeddings,
-                           kv_dtype_bytes=kv_dtype_bytes)
-        if kind.shares_lm_head and not sp.draft.draft_vocab_size and sp.method == SpecMethod.EAGLE:
-            # EAGLE-1 heads project through the target's lm_head every draft step
-            lm_head = padded_vocab(d.target.vocab_size) // d.tp * d.target.hidden_size * DTYPE_BYTES[dtype]
-            draft = ModelCost(**{**draft.__dict__, "dense_bytes": draft.dense_bytes + lm_head,
-                                 "dense_params": draft.dense_params + lm_head // DTYPE_BYTES[dtype]})
+        draft = model_cost(medusa_at_k(sp.draft, k) if sp.method == SpecMethod.MEDUSA else sp.draft, d.tp, dtype,
+                           None, share_embeddings=kind.shares_embeddings, kv_dtype_bytes=kv_dtype_bytes)
+        if kind.shares_lm_head and not draft.lm_head_params:
+            draft = _head_lm_head(draft, d, dtype)
         if not kind.keeps_kv:  # Medusa heads keep no KV cache
             draft = ModelCost(**{**draft.__dict__, "kv_layers": ()})
     if tree_topk > 1 and num_draft_tokens:
@@ -614,7 +651,8 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
                      draft_prefills=draft is not None and kind.keeps_kv, host_handover=host_handover,
                      expansion_query_s=expansion_query_s, graph_max_tokens=graph_max_tokens,
                      mla_prompt_mha=mla_prompt_mha,
-                     serial_output_s=eff.output_per_token_s if k and sp.enabled and not overlapped else 0.0)
+                     serial_output_s=eff.output_per_token_s if k and sp.enabled and not overlapped else 0.0,
+                     draft_setup_s=eff.draft_setup_overhead_s if draft is not None and kind.keeps_kv else 0.0)
 
 
 def uniform_step(co: StepCoefficients, batch: int, q: float, context: int, sampled: float = 1,
@@ -689,7 +727,7 @@ def draft_time(c: SpecCosts, batch: int, context: int) -> float:
     assert c.draft_co is not None  # build_costs sets draft_co whenever it sets draft
     width = c.draft_width
     one = uniform_step(c.draft_co, batch, width, context, sampled=width).time_s
-    return c.draft_steps * (one + draft_forward_overhead(c)) + c.eff.draft_setup_overhead_s
+    return c.draft_steps * (one + draft_forward_overhead(c)) + c.draft_setup_s
 
 
 @dataclass(frozen=True)

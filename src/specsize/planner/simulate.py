@@ -98,7 +98,7 @@ def engine_config(d: Deployment, mem: MemoryAccount, eff: Efficiency, tree: Tree
         draft_prefills=costs.draft_prefills, expansion_query_s=costs.expansion_query_s,
         serial_output_s=costs.serial_output_s,
         spec_step_overhead_s=eff.spec_step_overhead_s + handover_time(costs) if k else 0.0,
-        draft_setup_overhead_s=eff.draft_setup_overhead_s if costs.draft_co is not None else 0.0,
+        draft_setup_overhead_s=costs.draft_setup_s,  # core.perf: only a drafter that keeps KV cache runs that pass
         draft_step_overhead_s=draft_forward_overhead(costs), frontend_latency_s=eff.frontend_latency_s,
         frontend_serial_s=eff.frontend_serial_s, prefill_first=s.prefill_first, scheduler_steps=s.scheduler_steps,
         cpu_draft_per_seq_s=eff.ngram_per_seq_s if cpu_drafted else 0.0,
