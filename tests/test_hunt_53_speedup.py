@@ -123,3 +123,17 @@ def test_the_simulated_engine_charges_the_drafter_pass_only_where_speedup_does()
                           acceptance_rate=0.6, max_model_len=8192)
         cfg = engine_config(r.deployment, r.memory, load_efficiency(r.deployment.gpu))
         assert (cfg.draft_setup_overhead_s > 0) == runs_pass, method
+
+
+def test_an_eagle3_head_without_a_draft_vocabulary_holds_its_own_whole_lm_head(tmp_path):
+    """llama_eagle3.py builds the head's ParallelLMHead over draft_vocab_size, vocab_size when the config names none:
+    SpecForge's Llama-3-8B head without it holds 128,256 x 4,096 x 2 B = 1,050,673,152 B more than with its 32,000
+    rows (32,000 x 4,096 x 2 = 262,144,000). The memory account had counted no lm_head at all for it."""
+    from specsize.catalog import load_model
+    from specsize.core.weights import weight_breakdown
+
+    head = load_model("sgl-project/SpecForge-llama3-8B-eagle3")
+    assert head.draft_vocab_size == 32000
+    reduced = weight_breakdown(head, 1, share_embeddings=True).lm_head
+    whole = weight_breakdown(head.with_(draft_vocab_size=None), 1, share_embeddings=True).lm_head
+    assert (reduced, whole) == (32000 * 4096 * 2, 128256 * 4096 * 2)
