@@ -805,6 +805,7 @@ def _build_spec(raw: dict[str, Any], model_id: str, source: str, *, params_publi
     is_eagle = any("eagle" in a.lower() for a in archs) and not is_eagle3
     return ModelSpec(
         model_id=model_id, source=source, model_type=model_type, hidden_size=hidden, num_layers=n_layers,
+        checkpoint_type=str(raw.get("model_type") or "") if raw.get("model_type") != model_type else "",
         num_attention_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim, vocab_size=int(cfg["vocab_size"]),
         intermediate_size=intermediate,
         layers=_layers(cfg, model_type, n_layers, kv_heads, head_dim, mla, mixers, model_id),

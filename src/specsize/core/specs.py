@@ -175,6 +175,9 @@ class ModelSpec:
     layers: tuple[AttentionLayer, ...]
     max_position_embeddings: int
     dtype: str = "bfloat16"
+    # the config's own top-level model_type where it wraps a language model of another (mistral3 around mistral,
+    # qwen3_5 around qwen3_5_text): what the engine's model registry loads (engines.support); "" for the same
+    checkpoint_type: str = ""
     # the longest max_model_len the engine accepts, and its default, where the config's rope_scaling or its other
     # length keys make it differ from max_position_embeddings (catalog.configs.derived_max_model_len); None: the same
     derived_max_model_len: int | None = None

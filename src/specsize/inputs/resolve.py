@@ -23,6 +23,7 @@ from ..core.speculation import Acceptance, SpecMethod
 from ..engines import resolve_profile
 from ..engines.methods import check_draft_tp, check_method, check_proposal_rate, check_tree
 from ..engines.sglang import auto_speculative_params
+from ..engines.support import check_model_support
 from ..planner.perf import Tree
 from ..planner.plan import require_mtp_layers
 from .fields import SIMULATION
@@ -216,8 +217,11 @@ def deployment_of(r: Request) -> tuple[Deployment, str | None]:
     check_method(r.engine, r.engine_version, method_of(r.method, draft))  # a method this release cannot launch
     _check_release_flags(r)
     target = load_target(r.target)
+    check_model_support(r.engine, r.engine_version, target)  # a release that cannot load it starts no server
     k, topk, draft_tokens, shape_note = drafter_shape(r, draft, target)
     speculative = speculative_config(r.method, draft, k, _draft_tp(r, draft), target=target)
+    if speculative.kind.own_tp and speculative.draft is not None:  # a draft model is loaded as a model of its own
+        check_model_support(r.engine, r.engine_version, speculative.draft)
     if speculative.enabled and (topk != 1 or draft_tokens is not None):
         check_tree(r.engine, speculative.method, topk, draft_tokens)  # a tree the engine does not run: exit 2
         speculative = replace(speculative, tree_topk=topk, num_draft_tokens=draft_tokens)

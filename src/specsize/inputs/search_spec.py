@@ -12,6 +12,7 @@ from ..core.multimodal import with_images
 from ..core.specs import KV_CACHE_DTYPES, QUANT_NAMES, EngineSettings, GpuSpec, ModelSpec, SpeculativeConfig, Workload
 from ..core.speculation import Acceptance
 from ..engines import DEFAULT_ENGINE, resolve_profile
+from ..engines.support import check_model_support
 from ..engines.methods import check_method
 from .fields import FieldInfo, coerce
 from .load import build_request, field_value, model_near, read_yaml_file
@@ -283,8 +284,11 @@ def read_search_spec(path: str) -> SearchSpace:
     if size > MAX_CONFIGURATIONS:
         raise SpecError("search", f"the space holds {size:,} configurations; at most {MAX_CONFIGURATIONS:,} are "
                         "screened", "fewer values per axis")
+    check_model_support(engine_name, engine_version, target)  # a release that cannot load it: refused, as a plan
     for drafter in drafters:  # a method the engine release cannot launch: refused, as a plan refuses it
         check_method(engine_name, engine_version, drafter.speculative.method)
+        if drafter.speculative.kind.own_tp and drafter.speculative.draft is not None:
+            check_model_support(engine_name, engine_version, drafter.speculative.draft)
     finalists = coerce("finalists", FieldInfo(doc="", kind="int", group="analysis", minimum=1, maximum=100),
                        _given(data, "finalists", 3))
     simulate_seconds = _float(data, "simulate_seconds", 120.0, minimum=0, maximum=3600, exclusive_minimum=True)
