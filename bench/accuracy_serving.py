@@ -557,7 +557,7 @@ SWEEP_SETUPS = {
     "vllm-blog-2024-draft": dict(target="meta-llama/Llama-3.1-70B-Instruct", gpu="H100-SXM-80GB", tp=4,
                                  engine_version="0.6", max_model_len=8192, method="draft_model",
                                  draft="turboderp/Qwama-0.5B-Instruct", num_speculative_tokens=4, lengths=(202, 179),
-                                 dataset="sharegpt"),
+                                 dataset="sharegpt", draft_tp=1),  # the blog's --speculative-draft-tensor-parallel-size 1
     "vllm-blog-2024-ngram": dict(target="meta-llama/Llama-3.1-70B-Instruct", gpu="H100-SXM-80GB", tp=4,
                                  engine_version="0.6", max_model_len=8192, method="ngram", num_speculative_tokens=4,
                                  proposal_rate=NGRAM_V0_CNNDM_RATE, lengths=(940, 150), dataset="cnn_dailymail"),

@@ -14,6 +14,8 @@ DATA = Path(__file__).resolve().parents[1] / "src" / "specsize" / "engines" / "d
 
 @pytest.mark.parametrize("engine, version, target, first", [
     ("vllm", "0.10.0", "openai/gpt-oss-20b", "0.10.1"),  # GptOssForCausalLM from 0.10.1
+    ("vllm", "0.10", "openai/gpt-oss-20b", None),  # the 0.10 series holds 0.10.1: not refused
+    ("vllm", "0.9", "openai/gpt-oss-20b", "0.10.1"),
     ("vllm", "0.7.3", "google/gemma-3-12b-it", "0.8.0"),  # Gemma3ForConditionalGeneration from 0.8.0
     ("vllm", "0.8.3", "Qwen/Qwen3-8B", "0.8.4"),
     ("vllm", "0.10.1", "moonshotai/Kimi-K2-Instruct", None),  # 0.10.0 reads kimi_k2 as MLA: accepted

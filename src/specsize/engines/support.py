@@ -5,12 +5,13 @@ a release that cannot load the model would size a server that never starts."""
 from __future__ import annotations
 
 import json
+import re
 from functools import lru_cache
 from pathlib import Path
 
 from ..core.errors import SpecError
 from ..core.specs import ModelSpec
-from .registry import release_key
+from .registry import release, release_key
 
 
 @lru_cache(maxsize=1)
@@ -33,6 +34,8 @@ def support_problem(engine: str, version: str | None, model_type: str) -> str | 
     wanted, since = release_key(version), release_key(first)
     if wanted is None or since is None or wanted >= since:
         return None
+    if release(version) == release(first) and not re.fullmatch(r"v?\d+\.\d+\.\d+\S*", str(version).strip()):
+        return None  # a series written X.Y holds the release that came within it (gpt-oss with vLLM "0.10": 0.10.1)
     return (f"{name} {version} cannot load a {model_type} model ({entry.get('class')}): its model registry names the "
             f"class from {first} on")
 
