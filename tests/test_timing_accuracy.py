@@ -33,6 +33,10 @@ def test_bench_record_by_hand():
     line = acc.summary()
     assert "median |error| throughput 20%, TTFT 40%, TPOT 30%" in line
     assert "typical direction throughput +10%, TTFT +40%, TPOT -20%" in line and "up to 3 published" in line
+    # a bias under half a percent either way reads +0%, never "-0%"
+    near_zero = timing_accuracy_from({**record, "held_out": {**record["held_out"], "tpot": {
+        "runs": 2, "median_abs_error": 0.3, "bias": -0.0049}}})
+    assert "TPOT +0%" in near_zero.summary() and "-0%" not in near_zero.summary()
 
 
 def test_the_issue_shaped_slice():

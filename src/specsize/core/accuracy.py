@@ -38,7 +38,8 @@ class TimingAccuracy:
     def summary(self) -> str:
         """One line: the median |error| and the typical direction of each metric, and where the figures come from."""
         spread = ", ".join(f"{LABELS[m]} {self.metric(m).median_abs_error:.0%}" for m in METRICS)
-        direction = ", ".join(f"{LABELS[m]} {self.metric(m).bias:+.0%}" for m in METRICS)
+        # a bias under half a percent reads "+0%", not "-0%" (round first: -0.0049 had printed as "-0%")
+        direction = ", ".join(f"{LABELS[m]} {round(100 * self.metric(m).bias) + 0:+d}%" for m in METRICS)
         runs = max(self.metric(m).runs for m in METRICS)
         return (f"timing accuracy (bench/accuracy_serving.py, {self.measured_on}; up to {runs} published serving runs "
                 f"the model was not fitted on): median |error| {spread}; typical direction {direction} (negative: "
