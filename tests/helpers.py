@@ -89,3 +89,33 @@ def llama_405b_meta_fp8():
                                     "modules_to_not_convert": keep + ["lm_head"]})
     return spec_from_config(cfg, "llama-405b-meta-fp8", "test")
 
+
+
+def chain_rate(length: float, k: int) -> float:
+    """The a with 1 + a + ... + a^k = length, by bisection (independent of core.speculation)."""
+    lo, hi = 0.0, 1.0
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        if sum(mid ** i for i in range(k + 1)) < length:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+SAFETENSORS_BYTES = {"F32": 4, "BF16": 2, "F16": 2, "U8": 1, "I8": 1, "F8_E4M3": 1}
+
+
+def write_safetensors_header(path: Path, tensors: dict[str, tuple[str, list[int]]]) -> None:
+    """A safetensors file holding only its header: each tensor's dtype, shape and byte range (what specsize reads)."""
+    import struct  # noqa: PLC0415
+
+    header, offset = {}, 0
+    for name, (dtype, shape) in tensors.items():
+        size = SAFETENSORS_BYTES[dtype]
+        for dim in shape:
+            size *= dim
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + size]}
+        offset += size
+    raw = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw)

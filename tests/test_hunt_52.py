@@ -9,7 +9,7 @@ import pytest
 from specsize.adapters.store import Store
 from specsize.cli.main import main
 from specsize.core.errors import SpecError
-from helpers import run_cli as run
+from helpers import chain_rate, run_cli as run
 
 ROOT = Path(__file__).resolve().parent.parent
 EAGLE3 = ROOT / "examples" / "llama8b-eagle3-h100.yaml"
@@ -18,16 +18,6 @@ TARGET = "meta-llama/Llama-3.1-8B-Instruct"
 
 
 
-def _chain_rate(length: float, k: int) -> float:
-    """The a with 1 + a + ... + a^k = length, by bisection (independent of core.speculation)."""
-    lo, hi = 0.0, 1.0
-    for _ in range(100):
-        mid = (lo + hi) / 2
-        if sum(mid ** i for i in range(k + 1)) < length:
-            lo = mid
-        else:
-            hi = mid
-    return lo
 
 
 # --- check-live against an SGLang tree plan ------------------------------------------------------------------------
@@ -71,13 +61,13 @@ def test_a_tree_plan_is_held_to_its_floor_in_the_servers_terms(tree_plan, tmp_pa
     plan = json.loads(tree_plan.read_text())
     floor = plan["robustness"]["acceptance_floor"]
     assert plan["perf"]["tokens_per_pass"] == pytest.approx(_tree_tokens(0.6))
-    floor_chain = _chain_rate(_tree_tokens(floor), 3)
+    floor_chain = chain_rate(_tree_tokens(floor), 3)
     assert floor < 0.34 < floor_chain  # the case: above the per-branch floor, below the floor as the server reads it
     metrics = _sglang_metrics(tmp_path / "m.metrics", 1.5, plan["kv_cache_tokens"])
     code, out, _ = run(capsys, "check-live", "--plan", tree_plan, "--metrics", metrics, "--format", "json")
     data = json.loads(out)
     assert code == 1 and data["verdict_changes"] is True
-    assert any(v.startswith(f"speculation no longer pays: acceptance {_chain_rate(1.5, 3):.2f} is below the plan's "
+    assert any(v.startswith(f"speculation no longer pays: acceptance {chain_rate(1.5, 3):.2f} is below the plan's "
                             f"floor {floor_chain:.2f} as a chain of 3") for v in data["violations"]), data["violations"]
 
 
@@ -88,7 +78,7 @@ def test_a_tree_plans_acceptance_is_compared_in_tokens_a_pass(tree_plan, tmp_pat
     metrics = _sglang_metrics(tmp_path / "m.metrics", 2.5, plan["kv_cache_tokens"])
     code, out, _ = run(capsys, "check-live", "--plan", tree_plan, "--metrics", metrics, "--format", "json")
     violations = json.loads(out)["violations"]
-    planned_chain = _chain_rate(_tree_tokens(0.6), 3)
+    planned_chain = chain_rate(_tree_tokens(0.6), 3)
     assert any(v.startswith("acceptance: observed a = 0.69") and f"({planned_chain:.2f} as a chain of 3" in v
                for v in violations), violations
     # the plan's own figure, 3.35 tokens a pass, is no violation
@@ -106,7 +96,7 @@ def test_a_tree_plan_without_a_perf_section_names_the_rate_it_was_given(tree_pla
     plan.write_text(json.dumps(data))
     metrics = _sglang_metrics(tmp_path / "m.metrics", 2.5, data["kv_cache_tokens"])
     code, out, _ = run(capsys, "check-live", "--plan", plan, "--metrics", metrics, "--format", "json")
-    planned_chain = _chain_rate(_tree_tokens(0.6), 3)
+    planned_chain = chain_rate(_tree_tokens(0.6), 3)
     violations = json.loads(out)["violations"]
     assert any(f"the plan assumed 0.60 per branch of its top-4 tree ({planned_chain:.2f} as a chain of 3" in v
                for v in violations), violations
@@ -199,7 +189,7 @@ def test_an_ngram_servers_acceptance_is_read_at_its_k_not_its_mean_draft(tmp_pat
     plan.write_text(out)
     code, out, _ = run(capsys, "check-live", "--metrics", FIX / "ngram.metrics", "--plan", plan, "--format", "json")
     data = json.loads(out)
-    expected = _chain_rate(2.3, 3)
+    expected = chain_rate(2.3, 3)
     assert expected == pytest.approx(0.6366, abs=1e-4)
     assert data["observed"]["acceptance_rate"] == pytest.approx(expected, abs=1e-9)
     # 0.64 against the planned 0.70: a shortfall (at k = 2 it had read 0.74, above the plan, and passed)
@@ -265,7 +255,7 @@ def test_a_tree_plans_floor_from_a_measured_length_is_in_its_terms(capsys, tmp_p
     k = 3, is where the speed-up crosses 1: a plan a little above it pays, a little below it does not."""
     plan = _plan_json(capsys, "--mean-accepted-length", "1.9", "--measured-at-k", "3")
     floor = plan["robustness"]["acceptance_floor"]
-    assert plan["robustness"]["acceptance_current"] == pytest.approx(_chain_rate(1.9, 3), abs=1e-9)
+    assert plan["robustness"]["acceptance_current"] == pytest.approx(chain_rate(1.9, 3), abs=1e-9)
     length = sum(floor ** i for i in range(4))  # the floor as tokens a pass, as a chain of 3 (by hand)
     above = _plan_json(capsys, "--mean-accepted-length", f"{length + 0.01:.4f}", "--measured-at-k", "3")
     below = _plan_json(capsys, "--mean-accepted-length", f"{length - 0.01:.4f}", "--measured-at-k", "3")
@@ -295,7 +285,7 @@ def test_a_tree_servers_recorded_length_is_read_as_measured(tmp_path, capsys):
     it at k. Read back as a rate, the tree widened it again: 2.5 tokens a pass became 3.6. Read as a length measured
     at k = 3 (the row records the tree), the plan prices 2.5 tokens a pass; a chain's row keeps its rate."""
     store = tmp_path / "s.sqlite"
-    rate = _chain_rate(2.5, 3)
+    rate = chain_rate(2.5, 3)
     with Store(str(store)) as s:
         s.add("live", "tree", {"tree_topk": 4, "num_draft_tokens": 8}, "check-live", target=TARGET,
               draft="sgl-project/SpecForge-llama3-8B-eagle3", method="eagle3", k=3, acceptance_rate=rate,

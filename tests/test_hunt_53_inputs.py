@@ -14,7 +14,7 @@ import pytest
 
 from specsize.inputs.fields import coerce
 from specsize.inputs.request import FIELDS, info
-from helpers import run_cli as run
+from helpers import chain_rate, run_cli as run
 
 LLAMA8B = ["--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB"]
 EAGLE3 = [*LLAMA8B, "--method", "eagle3", "-k", "3", "--acceptance-rate", "0.7"]
@@ -244,16 +244,6 @@ def test_serve_refuses_a_job_timeout_of_nan():
 
 # --- a mean accepted length stays measured at the k it was given beside --------------------------------------------
 
-def _chain_rate(length: float, k: int) -> float:
-    """The a with 1 + a + ... + a^k = length, by bisection (independent of core.speculation)."""
-    lo, hi = 0.0, 1.0
-    for _ in range(100):
-        mid = (lo + hi) / 2
-        if sum(mid ** i for i in range(k + 1)) < length:
-            lo = mid
-        else:
-            hi = mid
-    return lo
 
 
 @pytest.fixture
@@ -268,7 +258,7 @@ def measured_at_3(tmp_path) -> Path:
 def test_a_flag_that_changes_k_leaves_the_files_mean_length_at_the_files_k(measured_at_3, capsys):
     """`plan FILE -k 2`: the file's 2.5 was measured at its k = 3, so a = 0.6914 and a pass at k = 2 gains
     1 + a + a^2 = 2.169 tokens. It had been read as measured at k = 2: a = 0.8229 and 2.5 tokens a pass."""
-    a = _chain_rate(2.5, 3)
+    a = chain_rate(2.5, 3)
     assert a == pytest.approx(0.6914, abs=1e-4)
     code, out, err = run(capsys, "plan", measured_at_3, "-k", "2", "--format", "json")
     data = json.loads(out)
@@ -285,7 +275,7 @@ def test_speedup_tables_do_not_depend_on_the_order_of_the_k_list(measured_at_3, 
         code, out, err = run(capsys, "speedup", measured_at_3, "-k", ks, "--batch-size", "1", "--format", "json")
         data = json.loads(out)
         assert code == 0, err
-        assert data["acceptance_rate"] == pytest.approx(_chain_rate(2.5, 3), rel=1e-6)
+        assert data["acceptance_rate"] == pytest.approx(chain_rate(2.5, 3), rel=1e-6)
         tables.append(sorted((row["k"], row["speedup"]) for row in data["rows"]))
     assert [k for k, _ in tables[0]] == [k for k, _ in tables[1]] == [2, 3, 4]
     assert [x for _, x in tables[0]] == pytest.approx([x for _, x in tables[1]])
@@ -295,7 +285,7 @@ def test_a_mean_length_given_with_the_new_k_is_measured_at_it(measured_at_3, cap
     """A mean given beside the flag's k is that k's: 2.5 at k = 2 is a = 0.8229 (1 + a + a^2 = 2.5)."""
     code, out, err = run(capsys, "plan", measured_at_3, "-k", "2", "--mean-accepted-length", "2.5", "--format", "json")
     assert code == 0, err
-    assert json.loads(out)["inputs"]["acceptance_rate"] == pytest.approx(_chain_rate(2.5, 2), rel=1e-6)
+    assert json.loads(out)["inputs"]["acceptance_rate"] == pytest.approx(chain_rate(2.5, 2), rel=1e-6)
 
 
 def test_request_replace_and_a_study_axis_of_k_keep_the_mean_at_its_k(measured_at_3, tmp_path):

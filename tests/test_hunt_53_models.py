@@ -4,11 +4,10 @@ the engine's source (vLLM file and function named per test), never from specsize
 from __future__ import annotations
 
 import json
-import struct
 
 import pytest
 
-from helpers import SHARED, run_cli as run
+from helpers import SHARED, run_cli as run, write_safetensors_header
 from specsize.catalog import load_model
 from specsize.catalog.configs import spec_from_config
 from specsize.core.specs import Quantization
@@ -210,13 +209,7 @@ def test_rotary_caches_of_transformers_v5_per_layer_type_rope_parameters():
 # --- 6. an index-less folder holding only some numbered shards ------------------------------------------------------
 
 def _header_only(path, shapes: dict[str, list[int]]) -> None:
-    header, offset = {}, 0
-    for name, shape in shapes.items():
-        size = 2 * shape[0] * (shape[1] if len(shape) > 1 else 1)
-        header[name] = {"dtype": "BF16", "shape": shape, "data_offsets": [offset, offset + size]}
-        offset += size
-    raw = json.dumps(header).encode()
-    path.write_bytes(struct.pack("<Q", len(raw)) + raw)
+    write_safetensors_header(path, {name: ("BF16", shape) for name, shape in shapes.items()})
 
 
 TINY = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
@@ -344,15 +337,7 @@ def _gpt_oss_20b_headers(path) -> None:
                     p + "mlp.experts.down_proj_blocks": ("U8", [experts, h, h // 32, 16]),
                     p + "mlp.experts.down_proj_scales": ("U8", [experts, h, h // 32]),
                     p + "mlp.experts.down_proj_bias": ("BF16", [experts, h])}
-    header, offset = {}, 0
-    for name, (dtype, shape) in tensors.items():
-        size = (2 if dtype == "BF16" else 1)
-        for dim in shape:
-            size *= dim
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + size]}
-        offset += size
-    raw = json.dumps(header).encode()
-    path.write_bytes(struct.pack("<Q", len(raw)) + raw)
+    write_safetensors_header(path, tensors)
 
 
 def test_local_gpt_oss_checkpoint_keeps_the_padded_experts(capsys, tmp_path):

@@ -257,22 +257,26 @@ def test_a_hybrid_pools_usage_sizes_neither_pool():
     assert read_metrics(_metrics("0.6123", 120_000, swa)).kv_cache_tokens is None
 
 
-def test_check_live_holds_the_exact_log_not_a_rounded_metric(capsys, tmp_path):
-    """A server at 4.49% of its pool reports token_usage 0.04; its start-up log prints the exact pool. The metrics'
-    used / usage (12% above the pool) had won over the log and turned a sound plan into a violation (exit 1)."""
+def _check_live_beside_its_log(capsys, tmp_path, share: float, usage: str) -> tuple[int, dict]:
+    """(the planned pool, check-live's JSON) for a server at `share` of that pool whose metrics print `usage`, beside
+    the start-up log that prints the pool exactly."""
     code, out, _ = run(capsys, "plan", "--target", LLAMA8B, "--gpu", "H100-SXM-80GB", "--engine", "sglang",
                        *WORKLOAD, "--format", "json")
-    plan = json.loads(out)
-    pool = plan["kv_cache_tokens"]
+    pool = json.loads(out)["kv_cache_tokens"]
     (tmp_path / "plan.json").write_text(out)
-    used = round(pool * 0.0449)
-    (tmp_path / "m.metrics").write_text(_metrics("0.04", used))
+    (tmp_path / "m.metrics").write_text(_metrics(usage, round(pool * share)))
     (tmp_path / "start.log").write_text(
         f"[2026-01-10 10:00:40] KV Cache is allocated. dtype: torch.bfloat16, #tokens: {pool}, K size: 20.00 GB, "
         f"V size: 20.00 GB\n")
     code, out, _ = run(capsys, "check-live", "--plan", tmp_path / "plan.json", "--metrics", tmp_path / "m.metrics",
                        "--log", tmp_path / "start.log", "--format", "json")
-    data = json.loads(out)
+    return pool, json.loads(out)
+
+
+def test_check_live_holds_the_exact_log_not_a_rounded_metric(capsys, tmp_path):
+    """A server at 4.49% of its pool reports token_usage 0.04; its start-up log prints the exact pool. The metrics'
+    used / usage (12% above the pool) had won over the log and turned a sound plan into a violation (exit 1)."""
+    pool, data = _check_live_beside_its_log(capsys, tmp_path, 0.0449, "0.04")
     assert not any(v.startswith("KV cache:") for v in data["violations"])
     assert data["observed"]["kv_cache_tokens"] == pool
 
@@ -343,19 +347,10 @@ def test_a_gpt_oss_tree_on_a_b200_is_refused(capsys):
 def test_check_live_takes_the_logs_pool_over_a_metrics_estimate_within_tolerance(capsys, tmp_path):
     """At a usage of 0.60 the rounding leaves used / usage within 1% of the pool, so the metrics give an estimate;
     the start-up log's exact #tokens is what the server has, and it is the figure check-live shows."""
-    code, out, _ = run(capsys, "plan", "--target", LLAMA8B, "--gpu", "H100-SXM-80GB", "--engine", "sglang",
-                       *WORKLOAD, "--format", "json")
-    pool = json.loads(out)["kv_cache_tokens"]
-    (tmp_path / "plan.json").write_text(out)
-    used = round(pool * 0.6031)  # reported as 0.60: used / 0.60 is 0.5% above the pool
-    assert round(used / 0.60) != pool
-    (tmp_path / "m.metrics").write_text(_metrics("0.60", used))
-    (tmp_path / "start.log").write_text(
-        f"[2026-01-10 10:00:40] KV Cache is allocated. dtype: torch.bfloat16, #tokens: {pool}, K size: 20.00 GB, "
-        f"V size: 20.00 GB\n")
-    code, out, _ = run(capsys, "check-live", "--plan", tmp_path / "plan.json", "--metrics", tmp_path / "m.metrics",
-                       "--log", tmp_path / "start.log", "--format", "json")
-    assert json.loads(out)["observed"]["kv_cache_tokens"] == pool
+    # reported as 0.60: used / 0.60 is 0.5% above the pool
+    pool, data = _check_live_beside_its_log(capsys, tmp_path, 0.6031, "0.60")
+    assert round(round(pool * 0.6031) / 0.60) != pool
+    assert data["observed"]["kv_cache_tokens"] == pool
 
 
 def test_an_emitted_command_is_headed_by_the_releases_that_have_its_flags(capsys):

@@ -11,7 +11,7 @@ import struct
 
 import pytest
 
-from helpers import SHARED, deployment, profile, run_cli as run
+from helpers import SHARED, deployment, profile, run_cli as run, write_safetensors_header
 from specsize.engines import resolve_profile
 from specsize.catalog import load_model
 from specsize.core.memory import account
@@ -43,22 +43,14 @@ def _tiny_tensors(prefix: str = "model.") -> dict[str, list[int]]:
     return shapes
 
 
-def _write_header(path, shapes: dict[str, list[int]], dtype: str = "BF16", width: int = 2) -> None:
-    """A header-only safetensors file: 8-byte little-endian header length, then the JSON header."""
-    header, offset = {}, 0
-    for name, shape in shapes.items():
-        size = width
-        for dim in shape:
-            size *= dim
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + size]}
-        offset += size
-    raw = json.dumps(header).encode()
-    path.write_bytes(struct.pack("<Q", len(raw)) + raw)
+def _write_header(path, shapes: dict[str, list[int]], dtype: str = "BF16") -> None:
+    """A header-only safetensors file of one dtype (helpers.write_safetensors_header)."""
+    write_safetensors_header(path, {name: (dtype, shape) for name, shape in shapes.items()})
 
 
-def _folder(tmp_path, config: dict | str = TINY, dtype: str = "BF16", width: int = 2):
+def _folder(tmp_path, config: dict | str = TINY, dtype: str = "BF16"):
     (tmp_path / "config.json").write_text(config if isinstance(config, str) else json.dumps(config))
-    _write_header(tmp_path / "model.safetensors", _tiny_tensors(), dtype, width)
+    _write_header(tmp_path / "model.safetensors", _tiny_tensors(), dtype)
     return tmp_path
 
 
@@ -119,7 +111,7 @@ def test_a_bf16_checkpoint_served_in_float32_holds_four_bytes_a_parameter(tmp_pa
 
 def test_a_float32_checkpoint_served_in_bf16_holds_two_bytes_a_parameter(tmp_path):
     # a float32 config: vLLM's dtype auto serves it in bfloat16
-    folder = _folder(tmp_path, {**TINY, "torch_dtype": "float32"}, dtype="F32", width=4)
+    folder = _folder(tmp_path, {**TINY, "torch_dtype": "float32"}, dtype="F32")
     assert load_model(str(folder)).weight_bytes_exact == F32_BYTES
     assert _weights(folder, "auto") == BF16_BYTES + ROTARY_BF16  # 217,728 (was 431,360: the float32 bytes)
     assert _weights(folder, "float32") == F32_BYTES + ROTARY_F32
