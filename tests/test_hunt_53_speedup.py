@@ -137,3 +137,16 @@ def test_an_eagle3_head_without_a_draft_vocabulary_holds_its_own_whole_lm_head(t
     reduced = weight_breakdown(head, 1, share_embeddings=True).lm_head
     whole = weight_breakdown(head.with_(draft_vocab_size=None), 1, share_embeddings=True).lm_head
     assert (reduced, whole) == (32000 * 4096 * 2, 128256 * 4096 * 2)
+
+
+def test_a_candidate_without_its_own_k_is_sized_at_the_deployments_k(capsys):
+    """A `--candidate` with no k= is priced at the deployment's k, and so is its KV pool: it had been sized at k=1
+    (the text's unset k), 402,048 tokens beside a table at k=3 that holds 374,848."""
+    code, out, _ = run(capsys, "speedup", "--target", TARGET, "--gpu", "H100-SXM-80GB", "--method", "eagle3", "-k", "3",
+                       "--acceptance-rate", "0.7", "--candidate", "method=eagle3,acceptance=0.6",
+                       "--candidate", "method=eagle3,acceptance=0.6,k=1", "--batch-size", "1", "--format", "json")
+    assert code == 0
+    at_k, at_1 = json.loads(out)["candidates"]
+    assert at_k["kv_cache_at_k"] == 3 and at_1["kv_cache_at_k"] == 1
+    # what the engine sets aside for k + 1 positions a sequence grows with k: the pool at k=3 is the smaller
+    assert at_k["kv_cache_tokens"] < at_1["kv_cache_tokens"]

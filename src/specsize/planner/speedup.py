@@ -109,8 +109,11 @@ def compare_drafters(d: Deployment, profile: AccountingProfile, eff: Efficiency,
     mem = account(d, profile)
     results = [_one(own, d, mem, eff, acceptance, batches, ks, context, tree)]
     for c in candidates:
-        variant = replace(d, speculative=_candidate_drafter(c.speculative, tree))
+        spec = _candidate_drafter(c.speculative, tree)
         cand_ks = list(c.ks) if c.ks else ks
+        if not c.ks:  # priced at the deployment's k: its pool too (it had been sized at the k=1 the text left unset)
+            spec = replace(spec, num_speculative_tokens=d.speculative.num_speculative_tokens or cand_ks[0])
+        variant = replace(d, speculative=spec)
         acceptance_c = c.acceptance if c.acceptance.measured_at_k else replace(c.acceptance, measured_at_k=cand_ks[0])
         results.append(_one(c.label, variant, account(variant, profile), eff, acceptance_c, batches, cand_ks, context,
                             variant.speculative.tree))
