@@ -150,3 +150,18 @@ def test_a_candidate_without_its_own_k_is_sized_at_the_deployments_k(capsys):
     assert at_k["kv_cache_at_k"] == 3 and at_1["kv_cache_at_k"] == 1
     # what the engine sets aside for k + 1 positions a sequence grows with k: the pool at k=3 is the smaller
     assert at_k["kv_cache_tokens"] < at_1["kv_cache_tokens"]
+
+
+def test_an_ngram_candidate_takes_the_requests_proposal_rate(capsys):
+    """The share of steps whose lookup matches is the workload's: an n-gram candidate identical to the deployment's
+    own drafter now prices the same table (it had taken the engine's 0.38 beside --proposal-rate 0.9); a share
+    written on the candidate still wins."""
+    args = ("speedup", "--target", TARGET, "--gpu", "H100-SXM-80GB", "--method", "ngram", "-k", "3",
+            "--acceptance-rate", "0.5", "--proposal-rate", "0.9", "--batch-size", "1,64", "--format", "json")
+    code, out, _ = run(capsys, *args, "--candidate", "method=ngram,acceptance=0.5,k=3",
+                       "--candidate", "method=ngram,acceptance=0.5,k=3,proposal_rate=0.5")
+    assert code == 0
+    data = json.loads(out)
+    same, own_rate = data["candidates"]
+    assert same["proposal_rate"] == 0.9 and own_rate["proposal_rate"] == 0.5
+    assert [r["speedup"] for r in same["rows"]] == [r["speedup"] for r in data["rows"]]

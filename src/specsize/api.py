@@ -311,7 +311,9 @@ def speedup(request: Request | None = None, **overrides: Any) -> SpeedupReport:
         raise SpecError(field, f"{len(q.batch_sizes):,} batch sizes x {len(ks)} values of k x {1 + len(q.candidates)} "
                         f"drafters = {cells:,} table cells", f"at most {MAX_CANDIDATES} candidates and "
                         f"{MAX_SPEEDUP_CELLS:,} cells (a table a reader can use)")
-    candidates = tuple(parse_candidate(text, r.profile, d.target, d.tp, q.engine_version) for text in q.candidates)
+    given_rate = q.proposal_rate if q.given("proposal_rate") else None
+    candidates = tuple(parse_candidate(text, r.profile, d.target, d.tp, q.engine_version, given_rate)
+                       for text in q.candidates)
     for candidate in candidates:  # each candidate is a deployment of its own: checked as `plan` checks one
         validate(replace(d, speculative=candidate.speculative), r.workload, q.headroom)
     eff = offline_efficiency(r.efficiency) if q.offline else r.efficiency  # LLM.generate: no API server in front

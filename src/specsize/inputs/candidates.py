@@ -7,7 +7,7 @@ from dataclasses import replace
 from ..core.errors import SpecError
 from ..core.memory import AccountingProfile
 from ..core.specs import ModelSpec
-from ..core.speculation import SPEC_METHODS, Acceptance
+from ..core.speculation import SPEC_METHODS, Acceptance, SpecMethod
 from ..planner.speedup import Candidate
 from .fields import FieldInfo, coerce
 from .resolve import draft_tp_for, proposal_rate_of, refuse_unsharded_draft_tp, speculative_config
@@ -41,7 +41,7 @@ def candidate_fields(text: str) -> dict[str, str]:
 
 
 def parse_candidate(text: str, profile: AccountingProfile, target: ModelSpec | None = None, tp: int = 1,
-                    version: str | None = None) -> Candidate:
+                    version: str | None = None, proposal_rate: float | None = None) -> Candidate:
     """A candidate drafter on the request's engine: its proposal rate the one given, else the engine's own
     (inputs.resolve.proposal_rate_of), as the request's drafter gets it; an EAGLE / EAGLE-3 / Medusa candidate
     without a draft gets `target`'s standard head, as the request's drafter does; a draft model runs at the
@@ -65,7 +65,10 @@ def parse_candidate(text: str, profile: AccountingProfile, target: ModelSpec | N
     refuse_unsharded_draft_tp(spec, "candidate.draft_tp")
     spec = replace(spec, draft_tp=draft_tp_for(spec.method, given_tp, tp, profile.engine, version, "candidate.draft_tp"))
     # n-gram: the share of steps that propose (a given one is checked against the method and engine with the rest)
-    given = coerce("candidate.proposal_rate", _PROPOSALS, fields["proposal_rate"]) if "proposal_rate" in fields else None
+    # ... else the request's own --proposal-rate (the share of steps whose lookup matches is the workload's), else
+    # the engine's; an n-gram candidate had taken the engine's beside a deployment given another
+    given = coerce("candidate.proposal_rate", _PROPOSALS, fields["proposal_rate"]) if "proposal_rate" in fields else \
+        (proposal_rate if SpecMethod.parse(method) == SpecMethod.NGRAM else None)
     spec = replace(spec, proposal_rate=proposal_rate_of(profile, spec.method, given))
     acceptance = Acceptance(rate=coerce("candidate.acceptance", _RATE, rate),
                             mean_accepted_length=coerce("candidate.mean_accepted_length", _MEAN, mean),
