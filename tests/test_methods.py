@@ -147,3 +147,14 @@ def test_an_emitted_commands_header_names_the_releases_that_launch_its_method(ca
     with pytest.raises(SystemExit):
         main(["plan", "--emit", "vllm"])  # the embedded default: a 1B draft model
     assert capsys.readouterr().out.startswith("# vllm 0.15 - 0.32 ")
+
+
+def test_a_tree_for_a_method_sglang_lacks_says_sglang_lacks_it(capsys):
+    # --method medusa --tree-topk 4 on SGLang had been told about n-gram tries, and offered tree_topk 1 with medusa,
+    # which SGLang does not run either
+    from helpers import run_cli
+
+    code, _, err = run_cli(capsys, "plan", "--engine", "sglang", "--method", "medusa", "-k", "3", "--tree-topk", "4",
+                           "--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB")
+    assert code == 2 and "SGLang has no medusa speculative algorithm" in err and "trie" not in err
+    assert "tree_topk 1 with method medusa" not in err

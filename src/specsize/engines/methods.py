@@ -151,10 +151,12 @@ def check_tree(engine: str, method: SpecMethod, topk: int, draft_tokens: int | N
         raise SpecError("num_draft_tokens", f"{draft_tokens} verifies the tree's root alone: no draft token",
                         "2 or more (the root and at least one draft token)")
     if method not in TREE_METHODS and topk != 1:
-        raise SpecError("tree_topk", f"SGLang drafts no top-k tree with method {method.value} (its n-gram candidates "
-                        "come from a trie, set by --speculative-ngram-max-bfs-breadth, not modelled)",
-                        f"tree_topk 1 with method {method.value}; a tree with "
-                        f"{', '.join(m.value for m in TREE_METHODS)}")
+        why = ("its n-gram candidates come from a trie, set by --speculative-ngram-max-bfs-breadth, not modelled"
+               if method == SpecMethod.NGRAM else f"SGLang has no {method.value} speculative algorithm")
+        trees = ", ".join(m.value for m in TREE_METHODS)
+        raise SpecError("tree_topk", f"SGLang drafts no top-k tree with method {method.value} ({why})",
+                        f"tree_topk 1 with method ngram; a tree with {trees}" if method == SpecMethod.NGRAM else
+                        f"a tree with {trees}")
 
 
 def check_proposal_rate(engine: str, rate: float) -> None:
