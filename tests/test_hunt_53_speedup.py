@@ -165,3 +165,21 @@ def test_an_ngram_candidate_takes_the_requests_proposal_rate(capsys):
     same, own_rate = data["candidates"]
     assert same["proposal_rate"] == 0.9 and own_rate["proposal_rate"] == 0.5
     assert [r["speedup"] for r in same["rows"]] == [r["speedup"] for r in data["rows"]]
+
+
+def test_medusa_memory_holds_the_k_heads_vllm_builds(tmp_path, capsys):
+    """vLLM builds k Medusa heads whatever the checkpoint declares (MedusaConfig: num_heads = num_lookahead_tokens;
+    heads past the checkpoint's load no weights, heads it declares past k are skipped): the memory account holds k,
+    as the step costs price them. A head by hand: (4,096 x 4,096 block + 4,096 x 128,256 lm_head) x 2 B =
+    1,084,227,584 B; a checkpoint declaring 5 had been held at 5 whatever k."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"medusa_num_heads": 5, "medusa_num_layers": 1, "hidden_size": 4096,
+                                "vocab_size": 128256}))
+    draft = {}
+    for k in (3, 5, 8):
+        code, out, err = run(capsys, "plan", "--target", TARGET, "--gpu", "H100-SXM-80GB", "--method", "medusa",
+                             "--draft", str(path), "-k", str(k), "--format", "json")
+        assert code in (0, 1, 3), err
+        draft[k] = json.loads(out)["per_gpu"]["weights_draft_bytes"]
+    per_head = (4096 * 4096 + 4096 * 128256) * 2
+    assert draft[5] - draft[3] == 2 * per_head and draft[8] - draft[5] == 3 * per_head

@@ -20,7 +20,7 @@ from .kvcache import (HybridPool, KVLayer, bytes_per_token, hybrid_block_size, h
 from .multimodal import encoder_profile, pixel_values_bytes, tower_forward_peak
 from .speculation import SpecMethod
 from .specs import (DTYPE_BYTES, Deployment, EngineSettings, GpuSpec, ModelSpec, Quantization, VisionSpec, canonical_dtype,
-                    effective_target)
+                    effective_target, medusa_at_k)
 from .units import GiB, ceil_div
 from .weights import VLLM_MXFP4_PAD, WeightBreakdown, padded_vocab, weight_breakdown
 
@@ -593,7 +593,10 @@ def draft_weight_bytes(d: Deployment, s: ResolvedSettings) -> int:
         return weight_breakdown(draft, sp.draft_tp, 1, s.dtype if draft.quantization is None else draft.dtype,
                                 mxfp4_pad=s.mxfp4_pad).total
     # heads reuse the target's embedding (and, except EAGLE-3's reduced vocabulary, its lm_head), unless their
-    # checkpoint ships an embedding of their own (`ModelSpec.own_embedding`, read from its weights)
+    # checkpoint ships an embedding of their own (`ModelSpec.own_embedding`, read from its weights); vLLM builds k
+    # Medusa heads whatever the checkpoint declares (medusa_at_k), as the step costs price them
+    if sp.method == SpecMethod.MEDUSA:
+        draft = medusa_at_k(draft, sp.num_speculative_tokens)
     head = weight_breakdown(draft, d.tp, 1, s.dtype, None, share_embeddings=kind.shares_embeddings).total
     if draft.own_embedding and kind.shares_embeddings:
         head += padded_vocab(draft.vocab_size) // d.tp * draft.hidden_size * DTYPE_BYTES[s.dtype]

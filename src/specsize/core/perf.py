@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from .kvcache import model_kv_layers
 from .memory import GRAPH_ALL
-from .specs import DTYPE_BYTES, Deployment, GpuSpec, ModelSpec, Quantization
+from .specs import DTYPE_BYTES, Deployment, GpuSpec, ModelSpec, Quantization, medusa_at_k
 from .speculation import (SpecMethod, acceptance_from_mean_length, drafter_kind,  # noqa: F401 - re-exported
                           keeps_overlap, tokens_per_pass, verified_per_sequence)
 from .weights import VLLM_MXFP4_PAD, expert_bytes_per_rank, padded_vocab, weight_breakdown
@@ -565,19 +565,6 @@ class SpecCosts:
     # positions' hidden states and nothing else (vllm/v1/worker/gpu_model_runner.py propose_draft_token_ids, the
     # medusa branch: "hidden_states = sample_hidden_states[indices]"); 0 without a GPU drafter
     draft_setup_s: float = 0.0
-
-
-def medusa_at_k(heads: ModelSpec, k: int) -> ModelSpec:
-    """Medusa heads as vLLM runs them at k: k heads whatever the checkpoint declares. SpeculativeConfig writes
-    num_speculative_tokens into the draft config's num_lookahead_tokens, whose MedusaConfig setter sets num_heads
-    (vllm/transformers_utils/configs/medusa.py: "self.num_heads = num_lookahead_tokens"), and MedusaProposer.propose
-    runs every head once (vllm/v1/spec_decode/medusa.py). catalog.configs.medusa_heads holds them as one residual
-    fc of heads x H x H and one lm_head of heads x vocab rows (eagle_fc_inputs = heads); a speed-up table's rows at
-    other k than the deployment's had been priced with the deployment's heads (-k 1,4,8 and -k 8,4,1 disagreed)."""
-    per_head = heads.eagle_fc_inputs
-    if heads.num_layers or per_head <= 0 or k <= 0 or per_head == k or heads.vocab_size % per_head:
-        return heads  # not catalog.configs.medusa_heads' shape (a draft config given as medusa), or already k heads
-    return heads.with_(vocab_size=heads.vocab_size // per_head * k, eagle_fc_inputs=k)
 
 
 def _head_lm_head(draft: ModelCost, d: Deployment, dtype: str) -> ModelCost:

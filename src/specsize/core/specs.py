@@ -273,6 +273,19 @@ class ModelSpec:
         return self if self.eagle_fc_inputs else self.with_(eagle_fc_inputs=2)
 
 
+def medusa_at_k(heads: ModelSpec, k: int) -> ModelSpec:
+    """Medusa heads as vLLM runs them at k: k heads whatever the checkpoint declares. SpeculativeConfig writes
+    num_speculative_tokens into the draft config's num_lookahead_tokens, whose MedusaConfig setter sets num_heads
+    (vllm/transformers_utils/configs/medusa.py: "self.num_heads = num_lookahead_tokens"), and MedusaProposer.propose
+    runs every head once (vllm/v1/spec_decode/medusa.py). catalog.configs.medusa_heads holds them as one residual
+    fc of heads x H x H and one lm_head of heads x vocab rows (eagle_fc_inputs = heads); a speed-up table's rows at
+    other k than the deployment's had been priced with the deployment's heads (-k 1,4,8 and -k 8,4,1 disagreed)."""
+    per_head = heads.eagle_fc_inputs
+    if heads.num_layers or per_head <= 0 or k <= 0 or per_head == k or heads.vocab_size % per_head:
+        return heads  # not catalog.configs.medusa_heads' shape (a draft config given as medusa), or already k heads
+    return heads.with_(vocab_size=heads.vocab_size // per_head * k, eagle_fc_inputs=k)
+
+
 @dataclass(frozen=True)
 class GpuSpec:
     gpu_id: str
