@@ -252,3 +252,20 @@ def test_a_malformed_indexer_field_is_named_in_one_line(tmp_path, capsys):
 
 def _v32_config() -> dict:
     return json.loads(json.dumps(catalog_entry(V32)["config"]))
+
+
+def test_deepseek_v32_holds_its_topk_indices_buffer_beside_the_weights():
+    """vLLM's DeepseekV2Model allocates topk_indices_buffer = torch.empty(max_num_batched_tokens, index_topk, int32)
+    with the model when the config has index_topk (deepseek_v2.py, is_v32): 8,192 x 2,048 x 4 B = 64 MiB on every
+    rank at the default token budget, twice that at 16,384."""
+    from helpers import deployment, profile
+    from specsize.core.memory import account
+
+    small = account(deployment("deepseek-ai/DeepSeek-V3.2", gpu="H200-141GB", tp=8, max_model_len=32768,
+                               max_num_batched_tokens=8192), profile())
+    large = account(deployment("deepseek-ai/DeepSeek-V3.2", gpu="H200-141GB", tp=8, max_model_len=32768,
+                               max_num_batched_tokens=16384), profile())
+    assert large.weights_target_bytes - small.weights_target_bytes == 8192 * 2048 * 4 == 64 * 2**20
+    v3 = [account(deployment("deepseek-ai/DeepSeek-V3", gpu="H200-141GB", tp=8, max_model_len=32768,
+                             max_num_batched_tokens=n), profile()).weights_target_bytes for n in (8192, 16384)]
+    assert v3[0] == v3[1]  # no indexer, no buffer

@@ -426,9 +426,9 @@ def _layers(cfg: dict, model_type: str, n_layers: int, kv_heads: int, head_dim: 
         return tuple(AttentionLayer("full", num_kv_heads=kv_heads, head_dim=head_dim) for _ in range(count))
     if mla is not None:
         width = mla.kv_lora_rank + mla.qk_rope_head_dim
-        heads, dim = _indexer(cfg, model_id)  # DeepSeek-V3.2's sparse-attention indexer, (0, 0) without one
-        return tuple(AttentionLayer("mla", mla_width=width, indexer_heads=heads, indexer_head_dim=dim)
-                     for _ in range(n_layers))
+        heads, dim, topk = _indexer(cfg, model_id)  # DeepSeek-V3.2's sparse-attention indexer, zeros without one
+        return tuple(AttentionLayer("mla", mla_width=width, indexer_heads=heads, indexer_head_dim=dim,
+                                    indexer_topk=topk) for _ in range(n_layers))
     window = cfg.get("sliding_window")
     kinds: list[tuple[AttentionKind, int | None]]
     if isinstance(cfg.get("layer_types"), list):
@@ -457,15 +457,15 @@ def _layers(cfg: dict, model_type: str, n_layers: int, kv_heads: int, head_dim: 
     return tuple(AttentionLayer(kind, num_kv_heads=kv_heads, head_dim=head_dim, window=w) for kind, w in kinds)
 
 
-def _indexer(cfg: dict, model_id: str) -> tuple[int, int]:
-    """(index_n_heads, index_head_dim) of a DeepSeek-V3.2 sparse-attention indexer; (0, 0) for a model without one."""
+def _indexer(cfg: dict, model_id: str) -> tuple[int, int, int]:
+    """(index_n_heads, index_head_dim, index_topk) of a DeepSeek-V3.2 sparse-attention indexer; zeros without one."""
     if cfg.get("index_topk") is None:
-        return 0, 0
+        return 0, 0, 0
     for key in INDEXER_KEYS:
         if not _whole(cfg.get(key)):
             raise SpecError(f"config.json:{key}", f"{model_id}: {key} comes to {cfg.get(key)!r}",
                             "a positive integer (DeepSeek-V3.2's sparse-attention indexer)")
-    return int(cfg["index_n_heads"]), int(cfg["index_head_dim"])
+    return int(cfg["index_n_heads"]), int(cfg["index_head_dim"]), int(cfg["index_topk"])
 
 
 def _moe(cfg: dict, model_type: str, n_layers: int, model_id: str) -> MoESpec | None:

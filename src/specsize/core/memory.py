@@ -851,6 +851,9 @@ def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
     total = d.gpu.memory_bytes
     budget = int(total * s.gpu_memory_utilization)
     w_target = target_weights(d, s.dtype, quant, s.mxfp4_pad)
+    topk = max((layer.indexer_topk for layer in d.target.layers), default=0)
+    if topk:  # DeepSeek-V3.2: the model's topk_indices_buffer, max_num_batched_tokens x index_topk int32 on every rank
+        w_target = replace(w_target, buffers=w_target.buffers + s.max_num_batched_tokens * topk * 4)
     w_draft = draft_weight_bytes(d, s)
     act, act_terms, unprofiled = activation_peak(d, s, p)
     non_torch = non_torch_bytes(d, p) + (d.shared_reserved_bytes if p.other_processes_in_non_torch else 0)

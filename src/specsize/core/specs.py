@@ -57,6 +57,7 @@ class AttentionLayer:
     # DeepSeek-V3.2's sparse-attention indexer beside the MLA latent (index_n_heads, index_head_dim; 0 without one)
     indexer_heads: int = 0
     indexer_head_dim: int = 0
+    indexer_topk: int = 0  # the latents each token attends to (index_topk)
 
 
 @dataclass(frozen=True)
