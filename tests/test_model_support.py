@@ -32,16 +32,36 @@ def test_a_release_that_cannot_load_the_model_is_refused(capsys, engine, version
     assert f"engine_version {first} or later" in err
 
 
-def test_the_language_model_of_a_multimodal_checkpoint_and_its_wrapper_are_both_checked():
-    # Mistral-Small-3.1 is mistral3 around a mistral language model: vLLM loads Mistral3ForConditionalGeneration from
-    # 0.8.3 (its mistral text model is older)
+def test_a_multimodal_checkpoint_is_checked_as_the_wrapper_the_engine_loads():
+    # Mistral-Small-3.1 is mistral3 around a mistral language model: vLLM registers Mistral3ForConditionalGeneration
+    # from 0.8.3, and the publisher serves its Mistral-format checkpoint through Pixtral from 0.8.1 (the model card:
+    # "Make sure you install vLLM >= 0.8.1"): only what no format loads is refused
     from specsize.catalog import load_model
 
     m = load_model("mistralai/Mistral-Small-3.1-24B-Instruct-2503")
     assert (m.model_type, m.checkpoint_type) == ("mistral", "mistral3")
     with pytest.raises(specsize.SpecError, match="cannot load a mistral3 model"):
-        specsize.plan(target=m.model_id, gpu="H100-SXM-80GB", engine_version="0.8.2", method="none")
-    assert specsize.plan(target=m.model_id, gpu="H100-SXM-80GB", engine_version="0.8.3", method="none").verdict
+        specsize.plan(target=m.model_id, gpu="H100-SXM-80GB", engine_version="0.8.0", method="none")
+    assert specsize.plan(target=m.model_id, gpu="H100-SXM-80GB", engine_version="0.8.1", method="none").verdict
+
+
+def test_a_qwen35_checkpoint_loads_from_its_wrappers_release_not_its_text_models():
+    """A qwen3_5_moe checkpoint wraps a qwen3_5_moe_text language model: vLLM loads the wrapper from 0.17.0 (the text
+    class alone, for a text-only checkpoint, from 0.27.0). It had been refused on 0.17 - 0.26 by its inner type."""
+    from test_hybrid import QWEN36_35B
+
+    from specsize.catalog.configs import spec_from_config
+
+    wrapper = {"model_type": "qwen3_5_moe", "architectures": ["Qwen3_5MoeForConditionalGeneration"],
+               "text_config": QWEN36_35B}
+    m = spec_from_config(wrapper, "qwen3.6-35b", "test")
+    assert m.checkpoint_type == "qwen3_5_moe"
+    from specsize.engines.support import check_model_support
+
+    check_model_support("vllm", "0.17.0", m)
+    check_model_support("sglang", "0.5.9", m)
+    with pytest.raises(specsize.SpecError, match="first release that does is 0.17.0"):
+        check_model_support("vllm", "0.16", m)
 
 
 def test_a_draft_model_is_checked_as_a_model_of_its_own():

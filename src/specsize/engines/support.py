@@ -26,7 +26,9 @@ def support_problem(engine: str, version: str | None, model_type: str) -> str | 
     if entry is None or version in (None, "", "latest"):
         return None
     name = "vLLM" if engine == "vllm" else "SGLang"
-    first = entry.get("first")
+    # the earliest release proven to load it in any format: a pre-release carrying the class, or another checkpoint
+    # format the publisher serves it in (Mistral-Small-3.1 through Pixtral from 0.8.1); only what none loads is refused
+    first = first_release(engine, model_type)
     if first is None:
         if entry.get("at_or_before") or entry.get("class") not in (None, ""):
             return None  # in every release specsize covers, or not pinned: nothing proven to refuse
@@ -36,16 +38,24 @@ def support_problem(engine: str, version: str | None, model_type: str) -> str | 
         return None
     if release(version) == release(first) and not re.fullmatch(r"v?\d+\.\d+\.\d+\S*", str(version).strip()):
         return None  # a series written X.Y holds the release that came within it (gpt-oss with vLLM "0.10": 0.10.1)
-    return (f"{name} {version} cannot load a {model_type} model ({entry.get('class')}): its model registry names the "
-            f"class from {first} on")
+    return (f"{name} {version} cannot load a {model_type} model ({entry.get('class')}): the first release that does is "
+            f"{first}")
+
+
+def first_release(engine: str, model_type: str) -> str | None:
+    """The earliest release proven to load `model_type` (support_problem's reading), None where none is pinned."""
+    entry = model_support().get(engine, {}).get(model_type) or {}
+    return min((f for f in (entry.get("first"), entry.get("first_prerelease"), entry.get("first_any_format")) if f),
+               key=lambda f: release_key(f) or (0,), default=None)
 
 
 def check_model_support(engine: str, version: str | None, model: ModelSpec, field: str = "engine_version") -> None:
-    """Refuse a plan for a release that cannot load `model` (its checkpoint's own model_type, and the language model's
-    where a multimodal checkpoint wraps one), naming the first release that can."""
-    for model_type in dict.fromkeys((model.checkpoint_type or model.model_type, model.model_type)):
-        problem = support_problem(engine, version, model_type)
-        if problem is not None:
-            first = model_support()[engine][model_type].get("first")
-            raise SpecError(field, problem, f"engine_version {first} or later" if first else
-                            "another engine for this model")
+    """Refuse a plan for a release that cannot load `model`, naming the first release that can. The engine loads the
+    checkpoint's own architecture: a multimodal checkpoint's wrapper (ModelSpec.checkpoint_type), not the language
+    model inside it, whose own entry holds for a top-level text-only checkpoint (qwen3_5_text from vLLM 0.27, while a
+    qwen3_5 checkpoint wrapping it loads from 0.17)."""
+    model_type = model.checkpoint_type or model.model_type
+    problem = support_problem(engine, version, model_type)
+    if problem is not None:
+        first = first_release(engine, model_type)
+        raise SpecError(field, problem, f"engine_version {first} or later" if first else "another engine for this model")
