@@ -209,7 +209,11 @@ def test_a_draft_model_at_tp_1_beside_tp_4_is_refused_by_releases_that_refuse_it
     assert code == 2 and err.startswith("specsize: error: draft_tp:") and "4 (the target's TP)" in err
     old = specsize.plan(engine_version="0.6.3", draft_tp=1)  # V0 runs it on one GPU
     assert old.deployment.speculative.draft_tp == 1 and not any(DRAFT_TP_WARNING in w for w in old.warnings)
-    assert specsize.plan(engine="sglang", draft_tp=1).deployment.speculative.draft_tp == 1  # runs at the target's TP
+    # SGLang has no draft TP flag: its STANDALONE draft runs on the target's TP group, and a draft_tp 1 had been
+    # accepted, sized sharded and described as whole on rank 0
+    with pytest.raises(specsize.SpecError, match="SGLang runs a draft model only at the target's TP"):
+        specsize.plan(engine="sglang", draft_tp=1)
+    assert specsize.plan(engine="sglang").deployment.speculative.draft_tp == 4
     # a draft whose heads the target's TP does not divide names the way out the release has
     with pytest.raises(specsize.SpecError) as refused:
         specsize.plan(draft="turboderp/Qwama-0.5B-Instruct")
@@ -227,7 +231,9 @@ def test_check_draft_tp_names_the_value_the_release_takes():
     assert str(err.value).startswith("draft_tp:") and "4 (the target's TP)" in str(err.value)
     check_draft_tp("vllm", "0.32", SpecMethod.DRAFT_MODEL, 4, 4)
     check_draft_tp("vllm", "0.6.3", SpecMethod.DRAFT_MODEL, 4, 1)
-    check_draft_tp("sglang", None, SpecMethod.DRAFT_MODEL, 4, 1)
+    check_draft_tp("sglang", None, SpecMethod.DRAFT_MODEL, 4, 4)
+    with pytest.raises(SpecError):
+        check_draft_tp("sglang", None, SpecMethod.DRAFT_MODEL, 4, 1)
 
 
 def test_an_eagle3_heads_files_hold_no_embedding():

@@ -179,6 +179,9 @@ OWN_DRAFT_TP_RELEASES: dict[tuple[str, SpecMethod], tuple[tuple[tuple[Release, R
     ("vllm", SpecMethod.DRAFT_MODEL): (
         (((0, 5, 1), (0, 10, 0)),),
         "v1/spec_decode/draft_model.py _raise_if_draft_tp_mismatch"),
+    # SGLang's STANDALONE worker builds its draft on the target's TP group: server_args.py has no draft TP flag, so
+    # a draft_tp of 1 had been accepted, sized sharded, and described as whole on rank 0
+    ("sglang", SpecMethod.DRAFT_MODEL): ((), "server_args.py: no draft tensor-parallel flag"),
 }
 
 
@@ -193,6 +196,8 @@ def draft_tp_problem(engine: str, version: str | None, method: SpecMethod, tp: i
         return None
     name = "vLLM" if engine == "vllm" else "SGLang"
     written = f"{name} {version}" if version not in (None, "", "latest") else f"the newest {name}"
+    if not ranges:
+        return f"{name} runs a draft model only at the target's TP ({source}), not at {draft_tp} beside {tp}"
     older = " and ".join(f"{_label(a)} up to {_label(b)} (not included)" for a, b in ranges)
     return (f"{written} runs a draft model only at the target's TP: it refuses draft_tensor_parallel_size {draft_tp} "
             f"beside tensor_parallel_size {tp} at start-up ({source}; {name} {older} ran one so)")
