@@ -7,7 +7,7 @@ import json
 from dataclasses import replace
 
 import pytest
-from helpers import deployment
+from helpers import SHARED, deployment
 from helpers import run_cli as run
 
 from specsize.core.memory import account
@@ -363,3 +363,21 @@ def test_an_emitted_command_is_headed_by_the_releases_that_have_its_flags(capsys
     assert code in (0, 1) and out.startswith("# sglang 0.4.6.post2 - 0.5.x")
     code, out, _ = run(capsys, "plan", "--engine", "sglang", "--emit", "sglang")  # a draft model: STANDALONE
     assert code in (0, 1) and out.startswith("# sglang 0.5.2 - 0.5.x")
+
+
+def test_sglang_takes_a_modelopt_checkpoints_fp8_kv_cache_under_auto_from_0_5_3(capsys, tmp_path):
+    """model_runner.py from the 0.5.3 wheel: with kv_cache_dtype auto, quant_config.kv_cache_quant_algo FP8 makes the
+    cache float8_e4m3fn (absent in 0.5.2's): Llama-3.1-8B 32 x 2 x 8 x 128 x 1 B = 65,536 B a token from 0.5.3, the
+    bf16 131,072 before. The flag had been inherited from vLLM's profile for every SGLang release."""
+    config = json.loads((SHARED / "model-configs/meta-llama/Llama-3.1-8B-Instruct/config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    (tmp_path / "hf_quant_config.json").write_text(json.dumps(
+        {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}}))
+    per_token = {}
+    for version in ("0.5.2", "0.5.3"):
+        code, out, err = run(capsys, "plan", "--target", tmp_path, "--gpu", "H100-SXM-80GB", "--method", "none",
+                             "--engine", "sglang", "--engine-version", version, "--max-model-len", "8192",
+                             "--format", "json")
+        assert code in (0, 1, 3), err
+        per_token[version] = json.loads(out)["kv_bytes_per_token"]["target"]
+    assert per_token == {"0.5.2": 131_072, "0.5.3": 65_536}

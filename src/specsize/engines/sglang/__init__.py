@@ -146,7 +146,10 @@ def _profile(version: str, label: str, rules: Rules, graph_prompts: str = "eager
              piecewise_off_sm100: tuple[tuple[str, tuple[str, ...]], ...] = (),
              piecewise_off_speculative: bool = False, spec_v2: bool = False,
              mla: tuple[tuple[str, tuple[bool, int]], ...] = MLA_054) -> AccountingProfile:
+    # kv_cache_dtype auto takes a ModelOpt checkpoint's kv_cache_quant_algo FP8 from 0.5.3 (model_runner.py: "if
+    # self.server_args.kv_cache_dtype == 'auto'" reads quant_config.kv_cache_quant_algo; absent in the 0.5.2 wheel)
     profile = replace(_BASE, version=version, label=label, graph_prompts=graph_prompts, spec_overlap_chain=spec_v2,
+                      checkpoint_kv_dtype=True,
                       piecewise_excluded_model_types=_PIECEWISE_EXCLUDED, piecewise_off_sm100=piecewise_off_sm100,
                       text_only_multimodal_types=_TEXT_ONLY_MULTIMODAL,
                       piecewise_off_speculative=piecewise_off_speculative, mla_prompt_mha_by_gpu=mla)
@@ -212,7 +215,7 @@ def _legacy(version: str, label: str, defaults: str, spec_running: int | None = 
     return replace(_profile(version, label, Rules(defaults=defaults, spec_reserve_mib=0, draft_in_sizing=False,
                                                   spec_max_running_requests=spec_running, draft_headroom=headroom,
                                                   pipeline_parallel=pp),
-                            mla=mla), recv_interval_flag=recv_flag)
+                            mla=mla), recv_interval_flag=recv_flag, checkpoint_kv_dtype=False)
 
 
 # no --page-size before 0.4.4 (server_args.py: no page_size in the 0.4.3.post4 wheel, "--page-size" in 0.4.4's): a
