@@ -391,3 +391,38 @@ def test_a_candidates_and_a_search_drafters_draft_model_runs_at_the_configuratio
     # a draft_tp given holds at every TP: vLLM 0.32 starts it only beside TP 1, so the screen keeps TP 1 alone
     result = specsize.search(spec, simulate=False)
     assert {c.tp for c in result.candidates if c.method == "draft_model"} == {1}
+
+
+def test_a_search_and_a_candidate_price_a_draft_model_on_vllm_0_9s_v0_engine_as_a_plan_does(tmp_path, capsys):
+    """vLLM 0.8 / 0.9 serve a draft model on their V0 engine: a plan priced it so, a search's screen and a speed-up
+    candidate on V1's accounting (the same configuration: 36.8 GB of KV against the plan's 35.1 GB)."""
+    from specsize.api import search
+
+    fields = dict(engine_version="0.9", max_num_seqs=128)
+    planned = specsize.plan(**fields)
+    assert planned.profile.generation == "V0"
+    spec = tmp_path / "s.yaml"
+    spec.write_text("""name: v9
+target: meta-llama/Llama-3.1-70B-Instruct
+engine_version: '0.9'
+drafters: [{method: draft_model, draft: meta-llama/Llama-3.2-1B-Instruct, acceptance_rate: 0.7}]
+ks: [4]
+gpus: [{gpu: H100-SXM-80GB, counts: [4]}]
+tp: [4]
+kv_cache_dtypes: [auto]
+max_num_seqs: [128]
+max_model_len: 32768
+workload:
+  prompt_tokens: {p50: 1500, p95: 4000, p99: 8000, max: 24000}
+  output_tokens: {p50: 300, p95: 800, p99: 1200, max: 2000}
+  concurrency: 24
+  burst_factor: 1.5
+slo: {tpot_p99_ms: 1000}
+""")
+    screened = search(spec, simulate=False).candidates[0]
+    assert screened.kv_cache_bytes == planned.memory.kv_cache_bytes
+    code, out, _ = run(capsys, "speedup", "--engine-version", "0.9", "--method", "ngram",
+                       "-k", "4", "--acceptance-rate", "0.5", "--batch-size", "1", "--format", "json",
+                       "--candidate", "method=draft_model,draft=meta-llama/Llama-3.2-1B-Instruct,acceptance=0.7,k=4")
+    assert code == 0, out
+    assert json.loads(out)["candidates"][0]["kv_cache_tokens"] == planned.memory.kv_cache_tokens

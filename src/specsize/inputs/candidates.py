@@ -8,6 +8,7 @@ from ..core.errors import SpecError
 from ..core.memory import AccountingProfile
 from ..core.specs import ModelSpec
 from ..core.speculation import SPEC_METHODS, Acceptance, SpecMethod
+from ..engines import resolve_profile
 from ..planner.speedup import Candidate
 from .fields import FieldInfo, coerce
 from .resolve import draft_tp_for, proposal_rate_of, refuse_unsharded_draft_tp, speculative_config
@@ -73,4 +74,6 @@ def parse_candidate(text: str, profile: AccountingProfile, target: ModelSpec | N
     acceptance = Acceptance(rate=coerce("candidate.acceptance", _RATE, rate),
                             mean_accepted_length=coerce("candidate.mean_accepted_length", _MEAN, mean),
                             measured_at_k=k)
-    return Candidate(label=text, speculative=spec, acceptance=acceptance, ks=(k,) if k else None)
+    own = resolve_profile(profile.engine, version, spec.method.value)  # vLLM 0.8 / 0.9: V0 for a draft model
+    return Candidate(label=text, speculative=spec, acceptance=acceptance, ks=(k,) if k else None,
+                     profile=own if own is not profile else None)

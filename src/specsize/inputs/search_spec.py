@@ -8,6 +8,7 @@ from typing import Any
 
 from ..catalog import load_gpu, load_target
 from ..core.errors import SpecError, first_repeated
+from ..core.memory import AccountingProfile
 from ..core.multimodal import with_images
 from ..core.specs import KV_CACHE_DTYPES, QUANT_NAMES, EngineSettings, GpuSpec, ModelSpec, SpeculativeConfig, Workload
 from ..core.speculation import Acceptance
@@ -61,6 +62,8 @@ class DrafterOption:
     acceptance: Acceptance | None  # measured at `measured_at_k` (default: each configuration's k); None without a method
     ks: tuple[int, ...]
     draft_tp: int | None = None  # a draft model's TP as given; None: each configuration's TP (inputs.resolve.draft_tp_for)
+    # the release's engine for this drafter (vLLM 0.8 / 0.9 serve a draft model on V0: engines.registry's method)
+    profile: AccountingProfile | None = None
 
     def at(self, k: int, tp: int) -> SpeculativeConfig:
         """The drafter of a configuration at TP `tp` drafting k: a draft model runs at that TP unless the spec gives
@@ -190,6 +193,7 @@ def _drafter(item: dict, default_ks: list[int], target: ModelSpec, engine: str, 
                                 "measured at)") from None
     return DrafterOption(label=label, speculative=replace(spec, num_speculative_tokens=0), acceptance=acceptance,
                          draft_tp=given_tp if spec.kind.own_tp else None,
+                         profile=resolve_profile(engine, version, spec.method.value),
                          ks=ks)
 
 

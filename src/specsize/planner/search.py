@@ -117,7 +117,8 @@ def screen(space, profile: AccountingProfile, efficiency_for) -> tuple[list[Cand
                             instance = (id(option), tp, index, k, kv, mns)
                             mem = accounts.get(instance)
                             if mem is None:
-                                mem = accounts[instance] = _checked_account(d, per_replica, policy, profile, checks,
+                                mem = accounts[instance] = _checked_account(d, per_replica, policy,
+                                                                            drafter.profile or profile, checks,
                                                                             instance[1:])
                             if isinstance(mem, SpecError):
                                 skipped += 1

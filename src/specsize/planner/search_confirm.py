@@ -25,8 +25,8 @@ def confirmer(space, profile: AccountingProfile, efficiency_for):
         acceptance = option.acceptance if spec.enabled else None
         sim = replace(envelope_settings(space.workload, space.simulate_seconds, 0, "the search spec's workload",
                                         space.slo.ttft_p99_s), compare=False)
-        report = run_simulation(d, space.workload, profile, eff, acceptance, space.slo.tpot_p99_s, Tree(), sim,
-                                space.headroom)
+        report = run_simulation(d, space.workload, option.profile or profile, eff, acceptance, space.slo.tpot_p99_s,
+                                Tree(), sim, space.headroom)
         s = report.spec
         ok = s.sustains
         if space.slo.ttft_p99_s and s.ttft_s.p99 is not None:

@@ -21,6 +21,9 @@ class Candidate:
     speculative: SpeculativeConfig
     acceptance: Acceptance
     ks: tuple[int, ...] | None  # None: the deployment's list
+    # the release's engine for this drafter where it is not the deployment's (vLLM 0.8 / 0.9 serve a draft model on
+    # V0: engines.registry.resolve_profile's method); None: the deployment's
+    profile: AccountingProfile | None = None
 
 
 @dataclass(frozen=True)
@@ -115,8 +118,8 @@ def compare_drafters(d: Deployment, profile: AccountingProfile, eff: Efficiency,
             spec = replace(spec, num_speculative_tokens=d.speculative.num_speculative_tokens or cand_ks[0])
         variant = replace(d, speculative=spec)
         acceptance_c = c.acceptance if c.acceptance.measured_at_k else replace(c.acceptance, measured_at_k=cand_ks[0])
-        results.append(_one(c.label, variant, account(variant, profile), eff, acceptance_c, batches, cand_ks, context,
-                            variant.speculative.tree))
+        results.append(_one(c.label, variant, account(variant, c.profile or profile), eff, acceptance_c, batches,
+                            cand_ks, context, variant.speculative.tree))
     notes = shape_notes(mem, batches, ks, context) + thin_gain_notes(results)
     return SpeedupReport(deployment=d, efficiency=engine_efficiency(eff, mem), batch_sizes=tuple(batches), ks=tuple(ks),
                          context_len=context, drafters=tuple(results), notes=notes)
