@@ -381,3 +381,15 @@ def test_sglang_takes_a_modelopt_checkpoints_fp8_kv_cache_under_auto_from_0_5_3(
         assert code in (0, 1, 3), err
         per_token[version] = json.loads(out)["kv_bytes_per_token"]["target"]
     assert per_token == {"0.5.2": 131_072, "0.5.3": 65_536}
+
+
+def test_an_emitted_command_for_a_release_without_one_of_its_flags_says_so(capsys):
+    """SGLang 0.4.3 has no --page-size (from 0.4.4), which the command carries to pin its pages of one: the header
+    names 0.4.4 - 0.5.x, and a note on stderr says to leave the flag out (the emit path had printed no notes)."""
+    code, out, err = run(capsys, "plan", "--target", LLAMA8B, "--gpu", "H100-SXM-80GB", "--method", "none",
+                         "--engine", "sglang", "--engine-version", "0.4.3", "--emit", "sglang")
+    assert code == 0 and out.startswith("# sglang 0.4.4 - 0.5.x") and "--page-size 1" in out
+    assert "SGLang 0.4.3 has no --page-size (from 0.4.4): leave it out" in err
+    code, _, err = run(capsys, "plan", "--target", LLAMA8B, "--gpu", "H100-SXM-80GB", "--method", "none",
+                       "--engine", "sglang", "--engine-version", "0.4.4", "--emit", "sglang")
+    assert code == 0 and "has no --page-size" not in err
