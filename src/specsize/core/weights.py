@@ -308,7 +308,8 @@ def weight_breakdown(m: ModelSpec, tp: int = 1, pp: int = 1, dtype: str | None =
     lm_vocab_rank = padded_vocab(m.draft_vocab_size) // tp if m.draft_vocab_size else vocab_rank
     if share_embeddings and not m.draft_vocab_size and m.eagle_fc_inputs != 3:
         lm_head = 0  # (an EAGLE-3 head builds its own lm_head, over the whole vocabulary without draft_vocab_size:
-        # llama_eagle3.py; vLLM shares the target's only when the checkpoint holds none or an identical one)
+        # llama_eagle3.py. It is counted whole: vLLM 0.32 shares the target's in its place where the checkpoint holds
+        # no lm_head or an identical one, which a config does not tell)
     elif m.tie_word_embeddings and not m.draft_vocab_size:
         lm_head = 0
     else:
