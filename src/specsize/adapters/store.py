@@ -92,6 +92,17 @@ class Observation:
         return {"acceptance_rate": self.acceptance_rate} if self.acceptance_rate is not None else {}
 
 
+def not_a_regular_file(path: Path) -> str | None:
+    """Why a database path names something SQLite must not open, None where it may: a named pipe, socket or device
+    there (SQLite opens a FIFO and waits for a writer that never comes; `--store`, $SPECSIZE_STORE or the service's
+    --db on one had hung). A folder is the store's own "is a folder"; a name the system cannot look up, its open's."""
+    try:
+        odd = path.exists() and not path.is_file() and not path.is_dir()
+    except OSError:
+        return None
+    return f"{path} is not a regular file (a pipe, socket or device)" if odd else None
+
+
 def _inspect(path: Path) -> int:
     """The schema version of an existing store, read without modifying it."""
     try:
@@ -158,8 +169,9 @@ class Store:
         self.path = Path(path) if path else default_path()
         if self.path.is_dir():
             raise SpecError("store", f"{self.path} is a folder", "a file path for the calibration store")
-        if self.path.exists() and not self.path.is_file():  # a FIFO (SQLite waits on it for ever), a device
-            raise SpecError("store", f"{self.path} is not a regular file", "a file path for the calibration store")
+        odd = not_a_regular_file(self.path)
+        if odd:
+            raise SpecError("store", odd, "an SQLite file, or a path for a new one")
         if not create and not self.path.exists():
             named = "" if path else " (SPECSIZE_STORE)" if os.environ.get("SPECSIZE_STORE") else " (the default store)"
             raise SpecError("store", f"{self.path} does not exist{named}",

@@ -334,14 +334,11 @@ def database_path(value: str | None, field: str) -> str | None:
     hung `plan`, `calibrations` and `users list`); a URL is its server's to check."""
     if value is None or str(value).startswith(DATABASE_URLS):
         return value
-    path = Path(str(value).strip()).expanduser()
-    try:
-        odd = path.exists() and not path.is_file() and not path.is_dir()  # a folder: the store's own "is a folder"
-    except OSError:  # a name the system cannot look up: the store says so when it opens it
-        odd = False
+    from ..adapters.store import not_a_regular_file  # noqa: PLC0415 - the store's own rule, said of this field
+
+    odd = not_a_regular_file(Path(str(value).strip()).expanduser())
     if odd:
-        raise SpecError(field, f"{path} is not a regular file (a pipe, socket or device)",
-                        "an SQLite file, or a path for a new one")
+        raise SpecError(field, odd, "an SQLite file, or a path for a new one")
     return value
 
 

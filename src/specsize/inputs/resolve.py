@@ -184,6 +184,12 @@ def proposal_rate_of(profile: AccountingProfile, method: str, given: float | Non
     return profile.ngram_proposal_rate if method == SpecMethod.NGRAM else 1.0
 
 
+def default_draft_tp(method: SpecMethod, tp: int) -> int:
+    """A drafter's TP where none is given: a draft model runs at the target's (vLLM and SGLang set it so), a drafter
+    without a model of its own has none (1)."""
+    return tp if SpeculativeConfig(method=method).kind.own_tp else 1
+
+
 def draft_tp_for(method: SpecMethod, given: int | None, tp: int, engine: str, version: str | None,
                  field: str = "draft_tp") -> int:
     """A separate draft model's TP beside a target at `tp`: `given`, which the engine release must be able to start
@@ -191,10 +197,8 @@ def draft_tp_for(method: SpecMethod, given: int | None, tp: int, engine: str, ve
     target's, as vLLM (SpeculativeConfig._verify_and_get_draft_tp: an unset draft_tensor_parallel_size is the
     target's) and SGLang set it. The default had been 1, which vLLM 0.15 - 0.32 refuse beside a sharded target at
     start-up. 1 for a drafter without a model of its own."""
-    if not SpeculativeConfig(method=method).kind.own_tp:
-        return given if given is not None else 1
-    if given is None:
-        return tp
+    if given is None or not SpeculativeConfig(method=method).kind.own_tp:
+        return given if given is not None else default_draft_tp(method, tp)
     try:
         check_draft_tp(engine, version, method, tp, given)
     except SpecError as err:

@@ -19,7 +19,7 @@ from .fields import FieldInfo, coerce
 from .load import build_request, field_value, model_near, read_yaml_file
 from .request import info
 from ..planner.plan import validate_speculative
-from .resolve import proposal_rate_of, refuse_unsharded_draft_tp, speculative_config, workload_of
+from .resolve import default_draft_tp, proposal_rate_of, refuse_unsharded_draft_tp, speculative_config, workload_of
 
 
 def _given(data: dict, key: str, default: Any = None) -> Any:
@@ -69,7 +69,7 @@ class DrafterOption:
         """The drafter of a configuration at TP `tp` drafting k: a draft model runs at that TP unless the spec gives
         its own (vLLM 0.15 and later start it at no other), for the screen and its confirming simulation alike."""
         sp = self.speculative
-        return replace(sp, num_speculative_tokens=k, draft_tp=self.draft_tp or (tp if sp.kind.own_tp else 1))
+        return replace(sp, num_speculative_tokens=k, draft_tp=self.draft_tp or default_draft_tp(sp.method, tp))
 
 
 @dataclass(frozen=True)
