@@ -426,3 +426,32 @@ slo: {tpot_p99_ms: 1000}
                        "--candidate", "method=draft_model,draft=meta-llama/Llama-3.2-1B-Instruct,acceptance=0.7,k=4")
     assert code == 0, out
     assert json.loads(out)["candidates"][0]["kv_cache_tokens"] == planned.memory.kv_cache_tokens
+
+
+def test_a_search_says_why_it_skipped_configurations(tmp_path, capsys):
+    """A 14-head draft beside Qwen2.5-72B: vLLM 0.32 runs it only at the target's TP, and 4 and 8 do not divide its
+    heads. The search had dropped those TPs and said only its closest configuration's verdict."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text("""name: why
+target: Qwen/Qwen2.5-72B-Instruct
+drafters: [{method: draft_model, draft: Qwen/Qwen2.5-0.5B-Instruct, acceptance_rate: 0.6}]
+ks: [3]
+gpus: [{gpu: H200-141GB, counts: [2, 4, 8]}]
+tp: [2, 4, 8]
+kv_cache_dtypes: [auto]
+max_num_seqs: [64]
+max_model_len: 16384
+workload:
+  prompt_tokens: {p50: 1000, p95: 3000, p99: 6000, max: 12000}
+  output_tokens: {p50: 200, p95: 500, p99: 1000, max: 2000}
+  concurrency: 16
+slo: {tpot_p99_ms: 200}
+""")
+    code, out, _ = run(capsys, "search", str(spec), "--no-simulate", "--format", "json")
+    assert code == 0
+    reasons = {r["field"]: r for r in json.loads(out)["skipped_reasons"]}
+    # TP 4 and 8 on 4 and 8 GPUs (the draft's heads), TP 4 / 8 on 2 GPUs and TP 8 on 4 (the GPU count)
+    assert reasons["draft_tp"]["configurations"] == 3 and "14 attention heads" in reasons["draft_tp"]["first"]
+    assert reasons["tp"]["configurations"] == 3 and "does not divide" in reasons["tp"]["first"]
+    code, text, _ = run(capsys, "search", str(spec), "--no-simulate")
+    assert "skipped 3 for draft_tp:" in text

@@ -65,18 +65,34 @@ class SearchResult:
     simulated_rejected: tuple[Candidate, ...] = ()  # simulated on the way and rejected, each with its reason
     baseline: Candidate | None = None  # the cheapest's configuration without speculation, simulated alike
     headroom_policy: float = 0.2  # the spec's headroom policy (a configuration's headroom reads as its verdict by it)
+    # why configurations were skipped, by the field at fault: (field, count, the first such problem)
+    skipped_reasons: tuple[tuple[str, int, str], ...] = ()
 
 
-def _valid_tp(target, tp: int, gpus: int) -> bool:
-    if gpus % tp or target.num_attention_heads % tp:
-        return False
+def _tp_problem(target, tp: int, gpus: int, per_node: int) -> str | None:
+    """Why TP `tp` on `gpus` GPUs is no configuration of the space (None: it is one)."""
+    if tp > per_node:
+        return f"TP {tp} is wider than a node of {per_node} GPUs"
+    if gpus % tp:
+        return f"TP {tp} does not divide {gpus} GPUs"
+    if target.num_attention_heads % tp:
+        return f"TP {tp} does not divide the target's {target.num_attention_heads} attention heads"
     if target.mla is None and target.num_kv_heads % tp and tp % target.num_kv_heads:
-        return False
-    return True
+        return f"TP {tp} neither divides nor is a multiple of the target's {target.num_kv_heads} KV heads"
+    return None
 
 
-def screen(space, profile: AccountingProfile, efficiency_for) -> tuple[list[Candidate], int]:
-    """Every configuration of the space, judged analytically. `efficiency_for(gpu)` gives efficiencies."""
+
+def screen(space, profile: AccountingProfile, efficiency_for,
+           reasons: dict[str, list] | None = None) -> tuple[list[Candidate], int]:
+    """Every configuration of the space, judged analytically. `efficiency_for(gpu)` gives efficiencies; `reasons`
+    collects why configurations were skipped: field -> [count, the first problem]."""
+    why = reasons if reasons is not None else {}
+
+    def skip(field: str, problem: str) -> None:
+        entry = why.setdefault(field, [0, problem])
+        entry[0] += 1
+
     w = space.workload
     slo = space.slo
     policy = space.headroom
@@ -97,8 +113,10 @@ def screen(space, profile: AccountingProfile, efficiency_for) -> tuple[list[Cand
         unit = "$/h" if option.price_per_hour is not None else "GPUs"
         for count in option.counts:
             for tp in space.tps:
-                if tp > space.gpus_per_node or not _valid_tp(space.target, tp, count):
+                problem = _tp_problem(space.target, tp, count, space.gpus_per_node)
+                if problem is not None:
                     skipped += 1
+                    skip("tp", problem)
                     continue
                 replicas = count // tp
                 per_replica = replace(w, concurrency=replica_share(w.concurrency, replicas))
@@ -123,6 +141,7 @@ def screen(space, profile: AccountingProfile, efficiency_for) -> tuple[list[Cand
                             if isinstance(mem, SpecError):
                                 skipped += 1
                                 refused = refused or mem
+                                skip(mem.field or "configuration", mem.problem)
                                 continue
                             cost = count * option.price_per_hour if option.price_per_hour is not None else count
                             out.append(_judge(d, mem, per_replica, policy, slo, eff, acceptance, k, replicas, ctx,
@@ -316,7 +335,8 @@ def rejected_families(cands: list[Candidate], slo=None) -> list[dict]:
 def run_search(space, profile: AccountingProfile, efficiency_for, confirm=None) -> SearchResult:
     """Screen the space; `confirm(candidate) -> (confirmed, summary dict)` simulates the finalists."""
     start = time.perf_counter()
-    cands, skipped = screen(space, profile, efficiency_for)
+    reasons: dict[str, list] = {}
+    cands, skipped = screen(space, profile, efficiency_for, reasons)
     elapsed = time.perf_counter() - start
     def slack(c: Candidate) -> float:
         """How far inside the SLO the screen puts a configuration (the more, the likelier it confirms)."""
@@ -342,7 +362,9 @@ def run_search(space, profile: AccountingProfile, efficiency_for, confirm=None) 
                         candidates=tuple(cands), cheapest=finalists[0] if finalists else None,
                         pareto=tuple(pareto_front(cands)), rejected_families=tuple(rejected_families(cands, space.slo)),
                         finalists=tuple(finalists), simulated_rejected=tuple(simulated_rejected), baseline=baseline,
-                        headroom_policy=space.headroom)
+                        headroom_policy=space.headroom,
+                        skipped_reasons=tuple((field, n, first) for field, (n, first) in
+                                              sorted(reasons.items(), key=lambda kv: -kv[1][0])))
 
 
 def _confirm_in_order(ok: list[Candidate], confirm, wanted: int) -> tuple[list[Candidate], list[Candidate]]:

@@ -20,6 +20,8 @@ def _cand(c: Candidate | None) -> dict | None:
 
 def to_dict(r: SearchResult) -> dict:
     return {"schema_version": "1.0", "name": r.name, "screened": r.screened, "skipped": r.skipped,
+            "skipped_reasons": [{"field": field, "configurations": n, "first": first}
+                                for field, n, first in r.skipped_reasons],
             "screen_seconds": r.screen_seconds, "meets_slo_with_headroom": sum(c.status == "ok" for c in r.candidates),
             "cheapest": _cand(r.cheapest), "pareto": [_cand(c) for c in r.pareto],
             "rejected_families": list(r.rejected_families), "finalists": [_cand(c) for c in r.finalists],
@@ -53,7 +55,10 @@ def render(r: SearchResult, fmt: str) -> str:
     if fmt == "json":
         return dumps(to_dict(r))
     lines = [f"search {r.name}: {r.screened:,} configurations screened in {r.screen_seconds:.2f} s "
-             f"({r.skipped} invalid skipped)", ""]
+             f"({r.skipped} invalid skipped)"]
+    # why: a family with no result had said only its closest configuration's verdict
+    lines += [f"  skipped {n:,} for {field}: {first}" for field, n, first in r.skipped_reasons]
+    lines.append("")
     lines.append("Cheapest that meets the SLO with headroom:")
     lines.append("  " + (_line(r.cheapest, r.headroom_policy) if r.cheapest else
                          "none" + (" confirmed by simulation" if r.simulated_rejected else "")))
