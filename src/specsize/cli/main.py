@@ -147,7 +147,8 @@ def plan(fmt: str, output: str | None, force: bool, emit: str | None, fail_on: s
 
             raise SpecError("emit", f"{emit} cannot serve method {result.deployment.speculative.method}",
                             f"a method {emit} supports: {supported(emit)}")
-        _notes(result.notes)  # on stderr: what to check in the command (flags an older release names otherwise)
+        # on stderr: what to check in the command (flags an older release names otherwise, or lacks)
+        _notes(result.notes + result.warnings)
         text = f"# {command.engine} {command.versions}\n{command.shell}\n"
         write_output(text + ("\n" + command.config_yaml if command.config_yaml else ""), output, force)
         click.echo(f"specsize: verdict {result.verdict.verdict}: {result.verdict.breaks_first}", err=True)

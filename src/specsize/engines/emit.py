@@ -32,15 +32,7 @@ def flags_note(engine: str, version: str | None) -> str | None:
 
     checked = engine_flags()[engine]["versions"]
     if released_by(version, checked.split()[0]):
-        # within the checked range: a flag the command carries may still have come later than the release planned
-        # (SGLang's --page-size from 0.4.4: the command pins its pages of one, which 0.4 - 0.4.3 cannot be told)
-        lacking = [f"{flag} (from {first})" for flag, first in engine_flags()[engine].get("flags_from", {}).items()
-                   if flag == "--page-size" and not released_by(version, first)]
-        if not lacking:
-            return None
-        name = "vLLM" if engine == "vllm" else "SGLang"
-        return (f"{name} {version} has no {', '.join(lacking)}: leave it out of the emitted command, whose header "
-                "names the releases that take every flag it carries")
+        return None  # (a flag the command carries that came later still: planner.analysis._launch_warnings)
     older = " (before 0.8 the drafter was --speculative-model and --num-speculative-tokens, not --speculative-config)" \
         if engine == "vllm" else ""
     name = "vLLM" if engine == "vllm" else "SGLang"

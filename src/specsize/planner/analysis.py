@@ -53,16 +53,30 @@ def analyse_plan(result: PlanResult, profile: AccountingProfile, efficiency=None
                 if can_serve(engine, result.deployment)}  # an engine without the method gets no command
     commands = tuple(EMITTERS[engine](result.deployment, mem) for engine, mem in accounts.items() if mem is not None)
     return replace(result, recommendations=recs, robustness=robust, placement=placement, commands=commands,
-                   warnings=result.warnings + _launch_warnings(result, profile, engine_version))
+                   warnings=result.warnings + _launch_warnings(result, profile, engine_version, commands))
 
 
-def _launch_warnings(result: PlanResult, profile: AccountingProfile, engine_version: str | None) -> tuple[str, ...]:
-    """What keeps the plan's own engine release from starting the command it is given (engines.methods): vLLM 0.15 and
-    later run a draft model only at the target's TP, so a plan at draft_tp 1 beside TP 4 sized a server that refuses
-    to start."""
+def _launch_warnings(result: PlanResult, profile: AccountingProfile, engine_version: str | None,
+                     commands: tuple = ()) -> tuple[str, ...]:
+    """What keeps the plan's own engine release from starting the command it is given: a draft model at a TP the
+    release refuses (engines.methods: vLLM 0.15 and later run one only at the target's TP), and flags the command
+    carries that came after the release (engine_flags.json `flags_from`: SGLang's --page-size from 0.4.4)."""
+    from ..engines.emit import engine_flags  # noqa: PLC0415
+    from ..engines.registry import released_by  # noqa: PLC0415
+
+    out = []
     d = result.deployment
     sp = d.speculative
-    if not sp.kind.own_tp:
-        return ()
-    problem = draft_tp_problem(profile.engine, engine_version, sp.method, d.tp, sp.draft_tp)
-    return (f"{problem}: the emitted command cannot start; plan with draft_tp {d.tp}",) if problem else ()
+    problem = draft_tp_problem(profile.engine, engine_version, sp.method, d.tp, sp.draft_tp) if sp.kind.own_tp \
+        else None
+    if problem:
+        out.append(f"{problem}: the emitted command cannot start; plan with draft_tp {d.tp}")
+    firsts = engine_flags()[profile.engine].get("flags_from", {})
+    for command in commands:
+        lacking = [f"{a} (from {firsts[a]})" for a in command.argv if command.engine == profile.engine
+                   and a in firsts and not released_by(engine_version, firsts[a])]
+        if lacking:
+            name = "vLLM" if profile.engine == "vllm" else "SGLang"
+            out.append(f"{name} {engine_version} has no {', '.join(lacking)}: leave it out of the {command.engine} "
+                       "command, whose header names the releases that take every flag it carries")
+    return tuple(out)
