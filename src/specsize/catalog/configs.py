@@ -504,7 +504,17 @@ def _moe(cfg: dict, model_type: str, n_layers: int, model_id: str) -> MoESpec | 
         layers = tuple(range(n_layers))
     return MoESpec(num_experts=int(experts), experts_per_token=top_k, expert_intermediate_size=inter,
                    num_shared_experts=shared, shared_intermediate_size=shared_inter, moe_layers=layers,
-                   expert_bias=model_type == "gpt_oss")
+                   expert_bias=model_type == "gpt_oss", router_bias=model_type in ROUTER_BIAS_TYPES,
+                   router_fp32=model_type in FLOAT32_ROUTER_TYPES)
+
+
+# the routers with a float32 score-correction bias per expert as vLLM builds them: DeepSeek-V3's noaux_tc (V3.2's,
+# Kimi K2's), GLM-4.5's, gpt-oss's, MiniMax-M2's (MiniMaxM2MoE's float32 e_score_correction_bias, built when
+# use_routing_bias, as every published MiniMax-M2 config sets it)
+ROUTER_BIAS_TYPES = ("deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe", "minimax_m2", "gpt_oss")
+# the routers whose weight itself is float32: glm4_moe.py Glm4MoE (nn.Linear(hidden, n_routed_experts,
+# dtype=torch.float32)), minimax_m2.py MiniMaxM2MoE.gate (a ReplicatedLinear, params_dtype=torch.float32)
+FLOAT32_ROUTER_TYPES = ("glm4_moe", "minimax_m2")
 
 
 QWEN2_VL_MAX_PIXELS = 12845056  # Qwen2-VL image processor default max_pixels (preprocessor_config.json)

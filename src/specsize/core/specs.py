@@ -96,6 +96,8 @@ class MoESpec:
     shared_intermediate_size: int = 0
     moe_layers: tuple[int, ...] = ()  # indices of MoE layers; the others are dense
     expert_bias: bool = False  # gpt-oss experts carry biases
+    router_bias: bool = False  # a float32 bias per expert beside the router (DeepSeek-V3's noaux_tc and the like)
+    router_fp32: bool = False  # the router's weight itself float32 (GLM-4.5, MiniMax-M2), not the model dtype
 
 
 @dataclass(frozen=True)

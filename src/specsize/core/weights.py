@@ -273,20 +273,11 @@ def _mlp_bytes(m: ModelSpec, layer: int, tp: int, wb: int, q: Quantization | Non
         shared_q = None if (q and q.experts_only) else q
         b += linear_bytes(2 * s_inter, h, wb, shared_q) + linear_bytes(h, s_inter, wb, shared_q)
         p += 3 * h * s_inter
-    # the routers with a float32 score-correction bias per expert (DeepSeek-V3's noaux_tc, V3.2's, Kimi K2's,
-    # GLM-4.5's, gpt-oss's)
-    bias = moe.num_experts if m.model_type in ROUTER_BIAS_TYPES else 0
-    # GLM-4.5's and MiniMax-M2's router weight itself is float32 (glm4_moe.py Glm4MoE: nn.Linear(hidden,
-    # n_routed_experts, dtype=torch.float32); minimax_m2.py MiniMaxM2MoE.gate); the others' is in the model dtype
-    router_bytes = 4 if m.model_type in FLOAT32_ROUTER_TYPES else wb
-    # (its bias is one parameter an expert: counted as 4 / wb parameters it had added 23,040 to Kimi K2's count)
+    # the router (MoESpec.router_fp32: float32, else the model dtype) and its float32 bias per expert
+    # (MoESpec.router_bias; one parameter an expert: counted as 4 / wb parameters it had added 23,040 to Kimi K2's)
+    bias = moe.num_experts if moe.router_bias else 0
+    router_bytes = 4 if moe.router_fp32 else wb
     return b, p, moe.num_experts * h * router_bytes + 4 * bias, moe.num_experts * h + bias
-
-
-# (MiniMax-M2's: MiniMaxM2MoE's float32 e_score_correction_bias, built when use_routing_bias, as every published
-# MiniMax-M2 config sets it; its router a float32 ReplicatedLinear, params_dtype=torch.float32)
-ROUTER_BIAS_TYPES = ("deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe", "minimax_m2", "gpt_oss")
-FLOAT32_ROUTER_TYPES = ("glm4_moe", "minimax_m2")
 
 
 @lru_cache(maxsize=4096)
