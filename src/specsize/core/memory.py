@@ -22,7 +22,7 @@ from .speculation import SpecMethod
 from .specs import (DTYPE_BYTES, Deployment, EngineSettings, GpuSpec, ModelSpec, Quantization, VisionSpec, canonical_dtype,
                     effective_target, medusa_at_k)
 from .units import GiB, ceil_div
-from .weights import VLLM_MXFP4_PAD, WeightBreakdown, padded_vocab, weight_breakdown
+from .weights import VLLM_MXFP4_PAD, WeightBreakdown, indexer_dims, padded_vocab, weight_breakdown
 
 
 # A step size no CUDA-graph limit reaches: every such step runs in a graph (AccountingProfile.graph_max_tokens)
@@ -851,7 +851,7 @@ def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
     total = d.gpu.memory_bytes
     budget = int(total * s.gpu_memory_utilization)
     w_target = target_weights(d, s.dtype, quant, s.mxfp4_pad)
-    topk = max((layer.indexer_topk for layer in d.target.layers), default=0)
+    topk = indexer_dims(d.target)[2]
     if topk:  # DeepSeek-V3.2: the model's topk_indices_buffer, max_num_batched_tokens x index_topk int32 on every rank
         w_target = replace(w_target, buffers=w_target.buffers + s.max_num_batched_tokens * topk * 4)
     w_draft = draft_weight_bytes(d, s)

@@ -186,12 +186,12 @@ def _attention_bytes(m: ModelSpec, tp: int, wb: int, q: Quantization | None) -> 
     return b, p
 
 
-def indexer_dims(m: ModelSpec) -> tuple[int, int]:
-    """(heads, head dim) of an MLA model's sparse-attention indexer (DeepSeek-V3.2), (0, 0) without one."""
+def indexer_dims(m: ModelSpec) -> tuple[int, int, int]:
+    """(heads, head dim, top-k) of an MLA model's sparse-attention indexer (DeepSeek-V3.2), zeros without one."""
     for layer in m.layers:
         if layer.kind == "mla" and layer.indexer_heads and layer.indexer_head_dim:
-            return layer.indexer_heads, layer.indexer_head_dim
-    return 0, 0
+            return layer.indexer_heads, layer.indexer_head_dim, layer.indexer_topk
+    return 0, 0, 0
 
 
 def _indexer_bytes(m: ModelSpec, wb: int, q: Quantization | None) -> tuple[int, int]:
@@ -199,7 +199,7 @@ def _indexer_bytes(m: ModelSpec, wb: int, q: Quantization | None) -> tuple[int, 
     deepseek_v2.py Indexer: "no tensor parallel, just replicated"): wq_b q_lora_rank -> heads x head_dim in the
     checkpoint's quantization; wk and weights_proj fused into one hidden -> head_dim + heads projection kept in the
     model dtype (quant_config=None: fp8 wk is upcast at load); k_norm a LayerNorm (weight and bias) over head_dim."""
-    heads, dim = indexer_dims(m)
+    heads, dim, _ = indexer_dims(m)
     if not heads or m.mla is None:
         return 0, 0
     h, rank = m.hidden_size, m.mla.q_lora_rank or m.hidden_size
