@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..core.errors import SpecError
 from ..core.speculation import DRAFTER_KINDS, SpecMethod, drafter_kind
-from .registry import release_with_patch
+from .registry import is_series, release_with_patch
 
 Release = tuple[int, int, int]
 NEVER: Release = (10**6, 0, 0)  # an open end
@@ -67,7 +67,7 @@ def _span(version: str) -> tuple[Release, Release] | None:
     wanted = release_with_patch(version)
     if wanted is None:
         return None
-    if str(version).strip().lstrip("v").count(".") >= 2:
+    if not is_series(version):
         return wanted, (wanted[0], wanted[1], wanted[2] + 1)
     return wanted, (wanted[0], wanted[1] + 1, 0)
 

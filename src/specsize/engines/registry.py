@@ -19,6 +19,11 @@ def release(version: str | None) -> tuple[int, int] | None:
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
+def is_series(version: str) -> bool:
+    """A version written X.Y stands for its whole series (X.Y.0 up to X.Y+1), X.Y.Z for that release."""
+    return str(version).strip().lstrip("v").count(".") < 2
+
+
 def release_with_patch(version: str | None) -> tuple[int, int, int] | None:
     """(major, minor, patch) of a release (patch 0 when not written): SGLang's accounting changes within 0.5."""
     key = release_key(version)

@@ -5,13 +5,12 @@ a release that cannot load the model would size a server that never starts."""
 from __future__ import annotations
 
 import json
-import re
 from functools import lru_cache
 from pathlib import Path
 
 from ..core.errors import SpecError
 from ..core.specs import ModelSpec
-from .registry import release, release_key
+from .registry import is_series, release, release_key
 
 
 @lru_cache(maxsize=1)
@@ -36,7 +35,7 @@ def support_problem(engine: str, version: str | None, model_type: str) -> str | 
     wanted, since = release_key(version), release_key(first)
     if wanted is None or since is None or wanted >= since:
         return None
-    if release(version) == release(first) and not re.fullmatch(r"v?\d+\.\d+\.\d+\S*", str(version).strip()):
+    if release(version) == release(first) and is_series(str(version)):
         return None  # a series written X.Y holds the release that came within it (gpt-oss with vLLM "0.10": 0.10.1)
     return (f"{name} {version} cannot load a {model_type} model ({entry.get('class')}): the first release that does is "
             f"{first}")
