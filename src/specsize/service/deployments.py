@@ -56,9 +56,9 @@ def _headroom(plan: dict) -> float | None:
     return plan.get("headroom_fraction")
 
 
-def _headroom_text(plan: dict) -> str:
-    """A stored plan's headroom as the CLI prints it, reading as its verdict (a list's "%.1f" had shown 0.19979 under
-    a 20% policy as "20.0%" beside THIN); "-" where the plan has none."""
+def headroom_text_of(plan: dict) -> str:
+    """A plan's headroom (its JSON) as the CLI prints it, reading as its verdict (a list's "%.1f" had shown 0.19979
+    under a 20% policy as "20.0%" beside THIN); "-" where the plan has none. The pages' one reading of it."""
     from ..core.envelope import headroom_text  # noqa: PLC0415
 
     headroom, policy = plan.get("headroom_fraction"), plan.get("headroom_policy")
@@ -127,7 +127,7 @@ def list_deployments(engine: Engine) -> list[dict]:
              .order_by(db.deployments.c.name))
     with engine.connect() as con:
         return [{"name": r[0], "version": r[1], "verdict": r[2], "headroom_fraction": r[3],
-                 "headroom_text": _headroom_text(json.loads(r[6])), "author": r[4], "updated_at": r[5]} for r in con.execute(query)]
+                 "headroom_text": headroom_text_of(json.loads(r[6])), "author": r[4], "updated_at": r[5]} for r in con.execute(query)]
 
 
 def _exists(engine: Engine, name: str) -> bool:
@@ -146,7 +146,7 @@ def versions(engine: Engine, name: str) -> list[dict]:
                            .where(db.deployments.c.name == name).order_by(db.versions.c.version)).all()
     if not rows:
         raise _no_deployment(name)
-    return [{"version": r[0], "verdict": r[1], "headroom_fraction": r[2], "headroom_text": _headroom_text(json.loads(r[6])),
+    return [{"version": r[0], "verdict": r[1], "headroom_fraction": r[2], "headroom_text": headroom_text_of(json.loads(r[6])),
              "author": r[3], "created_at": r[4], "note": r[5]} for r in rows]
 
 
@@ -182,7 +182,7 @@ def version(engine: Engine, name: str, number: int | None = None) -> dict:
 def _headline(plan: dict) -> dict:
     v = plan.get("envelope") or {}
     return {"verdict": plan["verdict"], "headroom_fraction": plan.get("headroom_fraction"),
-            "headroom_text": _headroom_text(plan),
+            "headroom_text": headroom_text_of(plan),
             "breaks_first": plan.get("breaks_first"), "max_concurrency": plan.get("max_concurrency"),
             "kv_cache_tokens": plan.get("kv_cache_tokens"), "worst_case": v.get("worst_case", v) if v else None}
 

@@ -44,12 +44,10 @@ def figures(request_obj) -> tuple[Any, dict]:
 
 
 def _headline(plan: dict) -> dict:
-    from ..core.envelope import headroom_text  # noqa: PLC0415
-
     headroom, policy = plan.get("headroom_fraction"), plan.get("headroom_policy")
     return {"verdict": plan["verdict"], "headroom_fraction": headroom, "headroom_policy": policy,
             # as the CLI prints it, reading as the verdict (0.19979 under THIN is "19.98%", not the "20.0%" of %.1f)
-            "headroom_text": headroom_text(headroom, policy) if headroom is not None and policy is not None else "-",
+            "headroom_text": deployments.headroom_text_of(plan),
             "breaks_first": plan.get("breaks_first"),
             "reasons": plan.get("reasons", []), "max_concurrency": plan.get("max_concurrency"),
             "recommendations": [{"description": r["description"], "verdict_after": r["verdict_after"],
