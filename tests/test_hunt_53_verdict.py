@@ -393,6 +393,18 @@ def test_a_candidates_and_a_search_drafters_draft_model_runs_at_the_configuratio
     assert {c.tp for c in result.candidates if c.method == "draft_model"} == {1}
 
 
+def _search_spec(tmp_path, concurrency: int, burst_factor: float = 1.0, **fields) -> Path:
+    """A search spec over one drafter with the embedded default's request shapes (p50 / p95 / p99 / max)."""
+    import yaml
+
+    workload = {"prompt_tokens": {"p50": 1500, "p95": 4000, "p99": 8000, "max": 24000},
+                "output_tokens": {"p50": 300, "p95": 800, "p99": 1200, "max": 2000},
+                "concurrency": concurrency, "burst_factor": burst_factor}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({**fields, "kv_cache_dtypes": ["auto"], "workload": workload}))
+    return path
+
+
 def test_a_search_and_a_candidate_price_a_draft_model_on_vllm_0_9s_v0_engine_as_a_plan_does(tmp_path, capsys):
     """vLLM 0.8 / 0.9 serve a draft model on their V0 engine: a plan priced it so, a search's screen and a speed-up
     candidate on V1's accounting (the same configuration: 36.8 GB of KV against the plan's 35.1 GB)."""
@@ -401,24 +413,11 @@ def test_a_search_and_a_candidate_price_a_draft_model_on_vllm_0_9s_v0_engine_as_
     fields = dict(engine_version="0.9", max_num_seqs=128)
     planned = specsize.plan(**fields)
     assert planned.profile.generation == "V0"
-    spec = tmp_path / "s.yaml"
-    spec.write_text("""name: v9
-target: meta-llama/Llama-3.1-70B-Instruct
-engine_version: '0.9'
-drafters: [{method: draft_model, draft: meta-llama/Llama-3.2-1B-Instruct, acceptance_rate: 0.7}]
-ks: [4]
-gpus: [{gpu: H100-SXM-80GB, counts: [4]}]
-tp: [4]
-kv_cache_dtypes: [auto]
-max_num_seqs: [128]
-max_model_len: 32768
-workload:
-  prompt_tokens: {p50: 1500, p95: 4000, p99: 8000, max: 24000}
-  output_tokens: {p50: 300, p95: 800, p99: 1200, max: 2000}
-  concurrency: 24
-  burst_factor: 1.5
-slo: {tpot_p99_ms: 1000}
-""")
+    spec = _search_spec(tmp_path, name="v9", target="meta-llama/Llama-3.1-70B-Instruct", engine_version="0.9",
+                        drafters=[{"method": "draft_model", "draft": "meta-llama/Llama-3.2-1B-Instruct",
+                                   "acceptance_rate": 0.7}],
+                        ks=[4], gpus=[{"gpu": "H100-SXM-80GB", "counts": [4]}], tp=[4], max_num_seqs=[128],
+                        max_model_len=32768, concurrency=24, burst_factor=1.5, slo={"tpot_p99_ms": 1000})
     screened = search(spec, simulate=False).candidates[0]
     assert screened.kv_cache_bytes == planned.memory.kv_cache_bytes
     code, out, _ = run(capsys, "speedup", "--engine-version", "0.9", "--method", "ngram",
@@ -431,22 +430,11 @@ slo: {tpot_p99_ms: 1000}
 def test_a_search_says_why_it_skipped_configurations(tmp_path, capsys):
     """A 14-head draft beside Qwen2.5-72B: vLLM 0.32 runs it only at the target's TP, and 4 and 8 do not divide its
     heads. The search had dropped those TPs and said only its closest configuration's verdict."""
-    spec = tmp_path / "s.yaml"
-    spec.write_text("""name: why
-target: Qwen/Qwen2.5-72B-Instruct
-drafters: [{method: draft_model, draft: Qwen/Qwen2.5-0.5B-Instruct, acceptance_rate: 0.6}]
-ks: [3]
-gpus: [{gpu: H200-141GB, counts: [2, 4, 8]}]
-tp: [2, 4, 8]
-kv_cache_dtypes: [auto]
-max_num_seqs: [64]
-max_model_len: 16384
-workload:
-  prompt_tokens: {p50: 1000, p95: 3000, p99: 6000, max: 12000}
-  output_tokens: {p50: 200, p95: 500, p99: 1000, max: 2000}
-  concurrency: 16
-slo: {tpot_p99_ms: 200}
-""")
+    spec = _search_spec(tmp_path, name="why", target="Qwen/Qwen2.5-72B-Instruct",
+                        drafters=[{"method": "draft_model", "draft": "Qwen/Qwen2.5-0.5B-Instruct",
+                                   "acceptance_rate": 0.6}],
+                        ks=[3], gpus=[{"gpu": "H200-141GB", "counts": [2, 4, 8]}], tp=[2, 4, 8], max_num_seqs=[64],
+                        max_model_len=32768, concurrency=16, slo={"tpot_p99_ms": 200})
     code, out, _ = run(capsys, "search", str(spec), "--no-simulate", "--format", "json")
     assert code == 0
     reasons = {r["field"]: r for r in json.loads(out)["skipped_reasons"]}
