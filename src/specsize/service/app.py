@@ -648,12 +648,29 @@ def _library_routes(app: FastAPI, state: State, PlanRequest: Any) -> None:  # no
     def search(body: SearchBody, user: auth.User = Depends(role("planner"))) -> JSONResponse:
         return _job(state, "search", {"spec": search_spec_text(body.spec), "simulate": body.simulate}, user)
 
-    @app.get("/api/v1/jobs/{job_id}", tags=["jobs"])
-    def job(job_id: str, user: auth.User = Depends(role("viewer"))) -> dict:
+
+
+def _job_routes(app: FastAPI, state: State) -> None:
+    """A job's status and result (GET), and its cancellation (DELETE): the owner's, or an admin's of anyone's."""
+    def owned_job(job_id: str, user: auth.User) -> Any:
         found = state.jobs.get(job_id)
-        if found is None or (found.owner != user.name and not user.can("admin")):
+        if found is None or (found.owner != user.name and not user.can("admin")):  # another's job is no job (404)
             raise ApiError(404, "job", f"no job {deployments.shown(job_id, 40)}",
                            "an id from POST simulate, stops-paying or search (a restart of the service forgets its jobs)")
+        return found
+
+    @app.get("/api/v1/jobs/{job_id}", tags=["jobs"])
+    def job(job_id: str, user: auth.User = Depends(role("viewer"))) -> dict:
+        return owned_job(job_id, user).to_dict()
+
+    @app.delete("/api/v1/jobs/{job_id}", tags=["jobs"],
+                summary="Cancel a queued or running job (yours; an admin's, any): its process is stopped at once")
+    def cancel_job(job_id: str, user: auth.User = Depends(role("planner"))) -> dict:
+        found = owned_job(job_id, user)
+        if not state.jobs.cancel(found, user.name):
+            raise ApiError(409, "job", f"the job already ended ({found.status})", "a queued or running job")
+        with state.engine.begin() as con:
+            db.write_audit(con, user.name, "job.cancel", found.id, {"kind": found.kind, "owner": found.owner})
         return found.to_dict()
 
 
@@ -721,9 +738,9 @@ def _version_named(state: State, name: str, number: int | None, field: str) -> d
         raise deployments.NotFound(field, err.problem, err.accepted) from None
 
 
-def _base_request(state: State, name: str, base: int | None) -> dict:
-    """The stored request a new version starts from: `base` (base_version), or the newest."""
-    return _version_named(state, name, base, "base_version")["request"]
+def _base_version(state: State, name: str, base: int | None) -> dict:
+    """The stored version a new version starts from: `base` (base_version), or the newest."""
+    return _version_named(state, name, base, "base_version")
 
 
 def _deployment_routes(app: FastAPI, state: State, PlanRequest: Any) -> None:  # noqa: N803
@@ -762,7 +779,8 @@ def _deployment_routes(app: FastAPI, state: State, PlanRequest: Any) -> None:  #
         if fields.pop(EXTRA, None) is not None:  # under the stored fields it would change nothing (they override a file's settings)
             raise SpecError(EXTRA, "a new version is field changes over a stored version, not a deployment file",
                             "the fields to change; a deployment file starts a deployment (POST /api/v1/deployments)")
-        request = build(merged(_base_request(state, name, base), fields), state.catalog, state.store)
+        start = _base_version(state, name, base)
+        request = build(merged(start["request"], fields, planned_k(start)), state.catalog, state.store)
         return _save(state, name, request, user, note, create=False)
 
     @app.get("/api/v1/deployments/{name}", tags=["deployments"])
@@ -859,6 +877,7 @@ def create_app(config: Config | None = None) -> FastAPI:
     app.openapi = openapi  # type: ignore[method-assign]
     _service_routes(app, state, PlanRequest)
     _library_routes(app, state, PlanRequest)
+    _job_routes(app, state)
     _live_and_catalog_routes(app, state, PlanRequest)
     _endpoint_routes(app, state, PlanRequest)
     _deployment_routes(app, state, PlanRequest)
@@ -877,7 +896,7 @@ ERROR_SCHEMA = {
         "accepted": {"anyOf": [{"type": "string"}, {"type": "null"}]}}}}}
 ERRORS = {"400": "a value the library refuses", "401": "no valid bearer token or session",
           "403": "the caller's role may not do this (or a session write without its CSRF token)",
-          "404": "no such deployment, version or job", "409": "a save that kept losing the race for a version number",
+          "404": "no such deployment, version or job", "409": "a save that kept losing the race for a version number, or a job that had already ended",
           "413": "a request body past --max-body", "422": "a body or parameter of the wrong shape",
           "429": "past the rate limit, or too many jobs or /metrics fetches at once (Retry-After)",
           "503": "the service is stopping"}
@@ -912,7 +931,7 @@ def described(schema: dict) -> dict:
                 codes.add("413")
             if "{" in path or path == "/api/v1/check-live":
                 codes.add("404")
-            if path == "/api/v1/deployments/{name}/versions" and method == "post":
+            if path == "/api/v1/deployments/{name}/versions" and method == "post" or method == "delete":
                 codes.add("409")
             if path in ("/api/v1/simulate", "/api/v1/stops-paying", "/api/v1/search"):
                 codes.add("503")
@@ -926,8 +945,9 @@ def described(schema: dict) -> dict:
     return schema
 
 
-def merged(current: dict, changes: dict) -> dict:
-    """A stored request with `changes` over it; a change to None removes the setting."""
+def merged(current: dict, changes: dict, planned_k: int | None = None) -> dict:
+    """A stored request with `changes` over it; a change to None removes the setting. `planned_k`: the k the stored
+    version's plan ran (its inputs.num_speculative_tokens), where the request leaves k to its default."""
     out = dict(current)
     for key, value in changes.items():
         if value is None:
@@ -944,7 +964,22 @@ def merged(current: dict, changes: dict) -> dict:
             for other in others:
                 if other not in changes:
                     out.pop(other, None)
+    # a mean accepted length kept while k changes stays the figure measured at the old k (inputs.resolve reads one
+    # without measured_at_k as measured at the deployment's k): 2.6 tokens a pass measured at k=3 had been re-read at
+    # k=5 as a lower per-token rate (0.642, not 0.717), planning no gain from the longer k, at k=2 as a rate of 0.86,
+    # and at k=1 refused, so the ranked fix "lower num_speculative_tokens from 3 to 1" could not be applied
+    k_before = current.get("num_speculative_tokens") or planned_k
+    if "num_speculative_tokens" in changes and changes["num_speculative_tokens"] != k_before \
+            and k_before and "mean_accepted_length" in out and "mean_accepted_length" not in changes \
+            and out.get("measured_at_k") is None:
+        out["measured_at_k"] = k_before
     return out
+
+
+def planned_k(version: dict) -> int | None:
+    """The k a stored version's plan ran (`merged`'s planned_k)."""
+    k = ((version.get("plan") or {}).get("inputs") or {}).get("num_speculative_tokens")
+    return k if isinstance(k, int) and not isinstance(k, bool) else None
 
 
 def is_loopback(host: str) -> bool:

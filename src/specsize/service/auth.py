@@ -81,6 +81,13 @@ def add_user(engine: Engine, name: str, role: str, password: str | None = None, 
     _check_role(role)
     if password is not None and len(password) < 12:
         raise SpecError("password", "too short", "at least 12 characters")
+    if password is not None and any(ord(c) < 32 or ord(c) == 127 for c in password):
+        # no one can type it at the login form: `printf 'secret\r\n' | specsize users add ... --password-stdin` (a
+        # Windows line end; the CLI takes off the "\n") had stored "secret\r", a password that never signed in
+        where = next(i for i, c in enumerate(password) if ord(c) < 32 or ord(c) == 127)
+        raise SpecError("password", f"holds a control character ({password[where]!r} at character {where + 1}), "
+                        "which no one can type at the login form (a Windows line end?)",
+                        "at least 12 characters without control characters")
     with engine.begin() as con:
         existing = con.execute(select(db.users.c.name, db.users.c.revoked_at)
                                .where(func.lower(db.users.c.name) == name.lower())).first()

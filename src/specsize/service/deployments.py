@@ -231,6 +231,40 @@ def stored_acceptance(request: dict, plan: dict, store: str | None) -> dict:
     return {}
 
 
+# the settings of a stored request that change what `specsize plan` prints but that a deployment file cannot hold (their
+# field's `yaml` is None): `plan --simulate` folds the burst simulation into the verdict (planner.scenario.
+# fold_simulation), over `duration` seconds from `seed`
+PLAN_ONLY = ("simulate", "duration", "seed")
+
+
+def plan_flags_comment(request: dict) -> str:
+    """The comment an export opens with when its version's plan simulated the burst: the command-line flags that plan
+    the file to the stored plan. Without them `specsize plan FILE` printed the envelope's verdict alone (a version
+    stored THIN by its simulated queue growth read back as FITS); "" when the plan did not simulate."""
+    if request.get("simulate") is not True:
+        return ""
+    from ..inputs.fields import flag_of  # noqa: PLC0415
+    from ..inputs.request import info  # noqa: PLC0415
+
+    flags = []
+    for key in PLAN_ONLY:
+        if key in request:
+            flag = flag_of(key, info(key)) or f"--{key}"  # each of PLAN_ONLY has its flag
+            flags.append(flag if isinstance(request[key], bool) else f"{flag} {request[key]}")
+    return (f"# this version's plan also simulated the burst, which a deployment file does not hold: "
+            f"`specsize plan FILE {' '.join(flags)}` plans this file to it\n")
+
+
+def as_planned(request: dict, plan: dict, store: str | None) -> dict:
+    """A version's request with the acceptance its plan used in place of its calibration-store tag
+    (`stored_acceptance`): what re-plans to the version's own figures after more observations are recorded under the
+    tag (the newest of which the tag reads). The request itself where it names no tag."""
+    resolved = stored_acceptance(request, plan, store)
+    if not resolved:
+        return request
+    return {k: v for k, v in request.items() if k not in ACCEPTANCE_KEYS and k != "acceptance_from_store"} | resolved
+
+
 def to_yaml(request: dict, plan: dict | None = None, store: str | None = None) -> str:
     """The version's request as a deployment file `specsize plan FILE` reads back (workload nested). An acceptance
     the version took from the calibration store (`acceptance_from_store`, which a deployment file does not carry) is
@@ -246,7 +280,7 @@ def to_yaml(request: dict, plan: dict | None = None, store: str | None = None) -
     workload = {k: v for k, v in request.items() if k in YAML_WORKLOAD_KEYS}
     if workload:
         top["workload"] = workload
-    text = yaml.safe_dump(top, sort_keys=False)
+    text = plan_flags_comment(request) + yaml.safe_dump(top, sort_keys=False)
     if not resolved:
         return text
     tag = " ".join(shown(request["acceptance_from_store"]).split())  # one comment line, whatever the tag holds

@@ -1,6 +1,6 @@
 """Long jobs (simulate, stops-paying, search) run in a process of their own, with a deadline: the request returns a job id at
-once, `GET /api/v1/jobs/{id}` reports queued / running / done / failed / timed_out, and a job past its deadline
-is killed (a thread could not be). At most `workers` jobs run at once, and one user runs at most `per_owner` of them
+once, `GET /api/v1/jobs/{id}` reports queued / running / done / failed / timed_out / cancelled, a job past its
+deadline is killed (a thread could not be), and `DELETE /api/v1/jobs/{id}` kills one at once (`cancel`). At most `workers` jobs run at once, and one user runs at most `per_owner` of them
 (all but one worker), so one user cannot hold every worker; more are refused (429), not queued without bound. Jobs are kept in memory: a restart forgets them (the deployments they served are in the
 database)."""
 
@@ -158,10 +158,14 @@ class JobRunner:
     def _supervise(self, job: Job, payload: dict) -> None:
         parent, child = self._context.Pipe(duplex=False)
         process = self._context.Process(target=_run, args=(job.kind, payload, child), daemon=True)
-        job.status = "running"
         with self._lock:
             if self._stopping:
                 raise RuntimeError("the service is stopping")
+            if job.finished is not None:  # cancelled before its process started: it never starts
+                parent.close()
+                child.close()
+                return
+            job.status = "running"
             self._processes[job.id] = process
         process.start()  # one that starts after shutdown() ends itself once the service is gone (_run: exit_with)
         child.close()
@@ -187,6 +191,21 @@ class JobRunner:
         with self._lock:
             if job.finished is None:
                 job.outcome, job.finished, job.status = outcome, time.time(), status
+
+    def cancel(self, job: Job, by: str) -> bool:
+        """End `job` now at `by`'s request: its process killed, its status "cancelled", and its worker (and its owner's
+        turn) free at once. A planner who started a long search by mistake had held their one job for the whole
+        deadline (300 s by default), unable to run another. False when the job had already ended."""
+        with self._lock:
+            if job.finished is not None:
+                return False
+            job.outcome, job.finished, job.status = {"error": {
+                "field": "job", "problem": f"cancelled by {by}", "accepted": "the same request again"}}, time.time(), \
+                "cancelled"
+            process = self._processes.get(job.id)
+        if process is not None and process.is_alive():
+            process.kill()  # its watcher wakes on the closed pipe; the first to say how the job ended wins (_finish)
+        return True
 
     def shutdown(self) -> None:
         """Stop every running job's process (the service is stopping): a job the service no longer watches would run

@@ -30,6 +30,8 @@ LOGIN_COOKIE = "specsize_login"
 WHATIF = ("concurrency", "burst_factor", "prompt_tokens", "num_speculative_tokens", "acceptance_rate", "gpu", "tp",
           "quantization")
 LIVE_POINTS = 120
+WHATIF_UNSIMULATED = ("the envelope's verdict, without the burst simulation this deployment's plan runs (simulate): "
+                      "Save re-plans with it, and the simulation may make the verdict worse")
 
 
 def figures(request_obj) -> tuple[Any, dict]:
@@ -72,6 +74,35 @@ class Forbidden(SpecError):
     """A role that may not do this: 403, as the API answers it (a 400 had told a viewer their input was wrong)."""
 
     http_status = 403
+
+
+class TooMany(SpecError):
+    """Past the rate limit: 429, as the API answers it."""
+
+    http_status = 429
+
+
+# the refusals a page answers with their own status, as the API does: who may not (403), what is not there (404), too
+# many (429); each had been a 200 page saying "error", so a viewer's refused save, a missing CSRF token or an unknown
+# deployment read as a success to anything but a person; a save a newer version overtook (409, unchanged_since). A value the library refuses in a form re-renders the page
+# (200), as before.
+PAGE_STATUSES = (403, 404, 409, 429)
+
+
+def page_status(err: SpecError) -> int:
+    status = getattr(err, "http_status", 200)
+    return status if status in PAGE_STATUSES else 200
+
+
+def form_int(form, name: str, accepted: str) -> int:
+    """A form field's integer (a version number, a fix's index), refused naming the field ("invalid literal for int()
+    with base 10: 'x'" had been the whole message)."""
+    value = form.get(name)
+    text = value.strip() if isinstance(value, str) else ""
+    if not (text.isascii() and text.lstrip("-").isdigit()) or len(text) > 24:
+        raise SpecError(name, f"must be an integer, got {deployments.shown(value if isinstance(value, str) else None, 40)}",
+                        accepted)
+    return int(text)
 
 
 def whatif_body(raw: object) -> dict:
@@ -161,13 +192,31 @@ def whatif_changes(base: dict, moved: dict) -> dict:
     return changes
 
 
+def unchanged_since(engine, name: str, form) -> None:
+    """Refuse a save from a deployment page (a what-if's settings, a ranked fix) when another version was saved since
+    the page was drawn: the page's form says which version was the newest then (`newest`). The save is the page's
+    version with its changes, so it had silently dropped the other person's newer version (bob saves v2 with fp8 while
+    alice looks at v1; alice's what-if on v1 became v3, without fp8). A form without `newest` is not checked."""
+    if form.get("newest") is None:
+        return
+    seen = form_int(form, "newest", "the newest version number when the page was drawn")
+    latest = deployments.version(engine, name)
+    if latest["version"] > seen:
+        raise deployments.ConflictError(
+            "newest", f"v{latest['version']} of {name} was saved by {latest['author']} after this page was drawn "
+            f"(the newest was v{seen}); this save would have been made without it",
+            "reload the page (its what-if and fixes then start from what is stored), and save again")
+
+
 def _page_renderer(state, templates: Jinja2Templates, session_user: Callable) -> Callable[..., Response]:
     """The function that renders a UI page for the signed-in caller (`page`)."""
-    def page(request: Request, template: str, build: Callable[[], dict] | None = None, **context) -> Response:
+    def page(request: Request, template: str, build: Callable[[], dict] | None = None, status: int = 200,
+             **context) -> Response:
         """`template` for the signed-in caller, with `context` and what `build()` returns; `build` runs only once the
         caller is signed in and within the rate limit (computing the page first had let anyone, signed in or not,
         make the server plan a deployment and read the database, unmetered, and tell by the time taken whether a
-        deployment exists). A SpecError from `build` is the error page."""
+        deployment exists). A SpecError from `build` is the error page, with page_status(error); `status`: the
+        page's own status (a form's refusal)."""
         found = session_user(request)
         if found is None:
             return RedirectResponse("/login", status_code=303)
@@ -178,8 +227,9 @@ def _page_renderer(state, templates: Jinja2Templates, session_user: Callable) ->
             try:
                 context |= build()
             except SpecError as err:
-                template, context = "error.html", {"error": str(err)}
-        return templates.TemplateResponse(request, template, {"user": found[0], "csrf": found[1], **context})
+                template, context, status = "error.html", {"error": str(err)}, page_status(err)
+        return templates.TemplateResponse(request, template, {"user": found[0], "csrf": found[1], **context},
+                                          status_code=status)
 
     return page
 
@@ -205,11 +255,11 @@ def mount_ui(app: FastAPI, state, current_user: Callable, role: Callable, merged
             raise SpecError("session", "not logged in", "log in at /login")
         user, csrf = found
         if not auth.same(str(form.get("csrf", "")), csrf):
-            raise SpecError("csrf", "missing or wrong CSRF token", "reload the page")
+            raise Forbidden("csrf", "missing or wrong CSRF token", "reload the page")
         if not user.can(needed):
-            raise SpecError("role", f"{user.role} may not do this", f"{'an' if needed[0] in 'aeiou' else 'a'} {needed} or higher")
+            raise Forbidden("role", f"{user.role} may not do this", f"{'an' if needed[0] in 'aeiou' else 'a'} {needed} or higher")
         if state.limiter.allow(f"user:{user.name}") is not None:
-            raise SpecError("rate", "too many requests", f"at most {state.config.rate_per_minute} a minute")
+            raise TooMany("rate", "too many requests", f"at most {state.config.rate_per_minute} a minute")
         return user
 
     set_cookie = partial(_set_cookie, state.config.secure_cookies)
@@ -227,8 +277,11 @@ def mount_ui(app: FastAPI, state, current_user: Callable, role: Callable, merged
 
     def whatif_request(name: str, raw: object) -> Any:
         body = whatif_body(raw)
-        base = version_of(name, body["version"])["request"]
-        settings = merged(base, whatif_changes(base, body["changes"]))
+        from .app import planned_k  # noqa: PLC0415
+
+        version = version_of(name, body["version"])
+        base = version["request"]
+        settings = merged(base, whatif_changes(base, body["changes"]), planned_k(version))
         return build(settings, state.catalog, state.store), settings
 
     ui = SimpleNamespace(state=state, templates=templates, session_user=session_user, page=page, form_user=form_user,
@@ -261,6 +314,9 @@ def _login_routes(app: FastAPI, ui: SimpleNamespace) -> None:
         if user is None:
             await asyncio.sleep(0.2)  # slows a guesser down without holding the event loop
             return RedirectResponse("/login?error=denied", status_code=303)
+        previous = request.cookies.get(COOKIE)
+        if previous:  # the browser's session before this login ends (signing in as another user had left it valid)
+            await run_in_threadpool(auth.end_session, state.engine, previous)
         cookie, _csrf = await run_in_threadpool(auth.new_session, state.engine, user)
         response = RedirectResponse("/", status_code=303)
         set_cookie(response, COOKIE, cookie, auth.SESSION_SECONDS)
@@ -308,17 +364,20 @@ def _page_routes(app: FastAPI, ui: SimpleNamespace) -> None:
             request_obj = build({"deployment_yaml": text}, state.catalog, state.store)
             save(name, request_obj, user, form_text(form, "note", NOTE_LIMIT) or None, True)
         except SpecError as err:
-            return page(request, "new.html", error=str(err), name=name, text=text)
+            return page(request, "new.html", error=str(err), name=name, text=text, status=page_status(err))
         return RedirectResponse(f"/d/{name}", status_code=303)
 
     @app.get("/d/{name}", include_in_schema=False)
     def deployment(request: Request, name: str, v: int | None = None) -> Response:
         def context() -> dict:
             current = version_of(name, v)
-            result, figs = figures(build(current["request"], state.catalog, state.store))
+            # the version's figures: its acceptance as its plan read it (a store tag reads the newest observation, so
+            # a speed-up figure had been drawn at an acceptance recorded after the version, under its stored verdict)
+            planned_as = deployments.as_planned(current["request"], current["plan"], state.store)
+            result, figs = figures(build(planned_as, state.catalog, state.store))
             from ..core.specs import QUANT_METHODS  # noqa: PLC0415
 
-            controls = {key: current["request"].get(key) for key in WHATIF}
+            controls = {key: planned_as.get(key) for key in WHATIF}
             prompt = current["request"].get("prompt_tokens")
             controls["prompt_tokens"] = prompt.get("p99") if isinstance(prompt, dict) else None
             return {"name": name, "current": current, "head": _headline(current["plan"]), "figs": figs,
@@ -344,7 +403,12 @@ def _action_routes(app: FastAPI, ui: SimpleNamespace) -> None:
         result, figs = figures(request_obj)
         state.metrics.plans.inc()
         head = _headline(result.to_dict())
-        return JSONResponse(head | {"figures": figs, "elapsed_ms": round(1000 * (time.perf_counter() - started), 1)})
+        # the what-if plans the envelope alone (figures: a few milliseconds); a version whose plan simulated the burst
+        # (`simulate`) had its verdict worsened by the simulation (planner.scenario.fold_simulation), and moving any
+        # control had silently shown the envelope's better one (THIN read as FITS), which Save then stored as THIN
+        note = WHATIF_UNSIMULATED if request_obj.simulates(False) else None
+        return JSONResponse(head | {"figures": figs, "simulated": False, "note": note,
+                                    "elapsed_ms": round(1000 * (time.perf_counter() - started), 1)})
 
     @app.post("/d/{name}/save", include_in_schema=False)
     async def save_whatif(request: Request, name: str) -> Response:
@@ -353,12 +417,14 @@ def _action_routes(app: FastAPI, ui: SimpleNamespace) -> None:
     def _save_whatif(request: Request, name: str, form) -> Response:
         try:
             user = form_user(request, form, "planner")
-            body = {"version": int(str(form.get("version"))),
+            unchanged_since(state.engine, name, form)
+            body = {"version": form_int(form, "version", "the version number the page shows"),
                     "changes": parse_json(form_text(form, "changes") or "{}", "changes")}
             request_obj, _ = whatif_request(name, body)  # whatif_body checks the changes' shape
             out = save(name, request_obj, user, form_text(form, "note", NOTE_LIMIT) or "what-if", False)
         except (SpecError, ValueError) as err:
-            return page(request, "error.html", error=str(err))
+            return page(request, "error.html", error=str(err),
+                        status=page_status(err) if isinstance(err, SpecError) else 200)
         return RedirectResponse(f"/d/{name}?v={out['version']}", status_code=303)
 
     @app.post("/d/{name}/apply", include_in_schema=False)
@@ -368,16 +434,24 @@ def _action_routes(app: FastAPI, ui: SimpleNamespace) -> None:
     def _apply_fix(request: Request, name: str, form) -> Response:
         try:
             user = form_user(request, form, "planner")
-            current = version_of(name, int(str(form.get("version"))))
+            unchanged_since(state.engine, name, form)
+            current = version_of(name, form_int(form, "version", "the version number the page shows"))
             recommendations = current["plan"].get("recommendations") or []
-            index = int(str(form.get("fix")))
+            index = form_int(form, "fix", "the index of one of the version's ranked fixes")
+            if not recommendations:  # "0 to -1" had been the accepted values
+                raise SpecError("fix", f"version {current['version']} has no fix to apply (its plan needs none)",
+                                "a version whose plan lists ranked fixes")
             if not 0 <= index < len(recommendations):
                 raise SpecError("fix", f"no fix {index}", f"0 to {len(recommendations) - 1}")
             fix = recommendations[index]
-            request_obj = build(merged(current["request"], fix["changes"]), state.catalog, state.store)
+            from .app import planned_k  # noqa: PLC0415
+
+            request_obj = build(merged(current["request"], fix["changes"], planned_k(current)), state.catalog,
+                                state.store)
             out = save(name, request_obj, user, f"fix: {fix['description']}", False)
         except (SpecError, ValueError) as err:
-            return page(request, "error.html", error=str(err))
+            return page(request, "error.html", error=str(err),
+                        status=page_status(err) if isinstance(err, SpecError) else 200)
         return RedirectResponse(f"/d/{name}?v={out['version']}", status_code=303)
 
 
@@ -391,7 +465,19 @@ def _live_routes(app: FastAPI, ui: SimpleNamespace) -> None:
 
     @app.get("/d/{name}/live", include_in_schema=False)
     def live_page(request: Request, name: str, endpoint: str) -> Response:
-        return page(request, "live.html", name=name, endpoint=endpoint)
+        def known() -> dict:
+            """An unknown deployment (404) or an endpoint no admin registered (403) is the error page: the page had
+            been drawn for either, to poll an error every 5 s."""
+            from .app import ApiError  # noqa: PLC0415
+
+            version_of(name, None)
+            try:
+                endpoint_url(endpoint)
+            except ApiError as err:
+                raise Forbidden(err.field or "endpoint", err.problem, err.accepted) from None
+            return {}
+
+        return page(request, "live.html", known, name=name, endpoint=endpoint)
 
     @app.get("/ui/live/{name}", include_in_schema=False)
     def live_poll(request: Request, name: str, endpoint: str) -> Response:

@@ -45,7 +45,7 @@ function whatIf(app) {
       setVerdict(document.getElementById("verdict"), data.verdict);
       document.getElementById("headroom").textContent = "worst-case headroom " + data.headroom_text;
       document.getElementById("breaks-first").textContent = data.breaks_first;
-      document.getElementById("elapsed").textContent = "re-planned in " + data.elapsed_ms + " ms";
+      document.getElementById("elapsed").textContent = "re-planned in " + data.elapsed_ms + " ms" + (data.note ? ": " + data.note : "");
       const reasons = document.getElementById("reasons");
       reasons.replaceChildren(...data.reasons.map((r) => { const li = document.createElement("li"); li.textContent = r; return li; }));
       for (const [key, svg] of Object.entries(data.figures)) {
