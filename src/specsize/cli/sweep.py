@@ -51,6 +51,7 @@ def _check_targets(study: Path, output: Path, html: Path, force: bool) -> None:
     """Nothing the user wrote is replaced without --force: -o must be new or this study's own table (a rerun
     resumes it), --html new or a summary a sweep wrote; neither may be the study file, a file it reads or the
     other output."""
+    from ..adapters.results import ResultsFile  # noqa: PLC0415
     from ..core.errors import SpecError  # noqa: PLC0415
 
     def same(a: Path, b: Path) -> bool:
@@ -62,7 +63,7 @@ def _check_targets(study: Path, output: Path, html: Path, force: bool) -> None:
     _check_places(output, html)
     if same(output, html):
         raise SpecError("html", f"{html} is also the results table (-o)", "another path for the HTML summary")
-    if not (output.exists() or html.exists()):
+    if not (output.exists() or html.exists() or ResultsFile(output, ()).parts.is_dir()):
         return
     from ..inputs.study import read_study  # noqa: PLC0415
 
@@ -91,6 +92,12 @@ def _check_ours(study_name: str, output: Path, html: Path) -> None:
     if theirs is not None and theirs != study_name:
         raise SpecError("output", f"{output} is the results table of study {theirs!r}, not of {study_name!r}",
                         "a new path, the table of an earlier run of this study (it resumes), or --force")
+    # the cells an interrupted run saved beside a table not yet written are that study's: another study's run had
+    # resumed none of them and removed them all when it wrote its table
+    interrupted = table.parts_study_name() if theirs is None else None
+    if interrupted is not None and interrupted != study_name:
+        raise SpecError("output", f"{table.parts} holds the cells of an interrupted run of study {interrupted!r}, not "
+                        f"of {study_name!r}", "a new path, the study that run was of (it resumes), or --force")
     if html.exists():
         try:
             with open(html, "rb") as handle:
@@ -114,17 +121,21 @@ def _unwritable(err: OSError, output: str, html: str) -> Exception:
 @click.argument("study_file", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
               help="The results table (Parquet, one row per cell). Rerunning resumes an interrupted sweep.")
-@click.option("--workers", type=click.IntRange(1, 4096), help="Local worker processes (default: all cores).")
+@click.option("--workers", type=click.IntRange(1, 4096), help="Local worker processes (default: the CPUs this process "
+              "may use, a container's CPU limit included).")
 @click.option("--ray", "ray_address", metavar="auto|ADDRESS",
               help="Run on a Ray cluster: HOST:PORT of `ray start --head`, ray://HOST:10001, or auto.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False),
               help="The HTML summary (default: RESULTS.html beside the table).")
 @click.option("--chunk-size", type=click.IntRange(1, 100_000), help="Cells per task (default: about 8 per worker, "
               "at most 64).")
+@click.option("--cell-timeout", "cell_timeout", type=click.FloatRange(0, 1e6, min_open=True), metavar="SECONDS",
+              help="Stop a cell still running after this long and record it as timed out (a rerun tries it again); "
+              "local workers only (default: no limit).")
 @click.option("--force", is_flag=True, help="Replace an existing file at -o or --html that is not this sweep's own "
               "table or summary.")
 def sweep(study_file: str, output: str, workers: int | None, ray_address: str | None, html_path: str | None,
-          chunk_size: int | None, force: bool) -> None:
+          chunk_size: int | None, cell_timeout: float | None, force: bool) -> None:
     """Plan (and simulate where it fits) every cell of a fleet study: models x drafters x k x GPUs x TP x
     quantization x KV dtype x engines x workloads x load x bursts.
 
@@ -141,6 +152,9 @@ def sweep(study_file: str, output: str, workers: int | None, ray_address: str | 
 
     if workers is not None and ray_address is not None:
         raise SpecError("workers", "--workers and --ray both given", "one executor: --workers N or --ray ADDRESS")
+    if cell_timeout is not None and ray_address is not None:  # a Ray task may run off its worker's main thread
+        raise SpecError("cell_timeout", "--cell-timeout is not applied to Ray tasks", "--cell-timeout with local "
+                        "workers (--workers N), or Ray without it")
     driver.check_output(output)
     html_target = html_path or str(Path(output).with_suffix(".html"))
     try:
@@ -168,18 +182,27 @@ def sweep(study_file: str, output: str, workers: int | None, ray_address: str | 
         if state.pop("started", False):  # a bar never started prints nothing (a bad study is one line)
             bar.stop()
 
+    import signal  # noqa: PLC0415
+
+    def terminated(signum, _frame) -> None:  # SIGTERM (Kubernetes, systemd, timeout) stops the run as Ctrl-C does:
+        state["signal"] = signum  # the workers stopped, the message, no half-written table; it had ended the driver
+        raise KeyboardInterrupt  # at once, silent, its lock file left and the pool's semaphores reported leaked
+
+    previous = signal.signal(signal.SIGTERM, terminated)
     try:
         run = driver.run(study_file, output, workers=workers, ray_address=ray_address, chunk=chunk_size,
-                         on_start=start, on_chunk=chunk)
+                         on_start=start, on_chunk=chunk, cell_timeout_s=cell_timeout)
     except OSError as err:  # the table's folder, lock or parts cannot be written (read-only, full, in the way)
         raise _unwritable(err, output, html_target) from None
     except KeyboardInterrupt:
         stop()
         done = state["run"].computed if "run" in state else 0
-        click.echo(f"specsize: interrupted after {done:,} new cells; they are saved: run the same command to "
-                   "resume", err=True)
-        sys.exit(130)
+        how = "terminated" if state.get("signal") == signal.SIGTERM else "interrupted"
+        click.echo(f"specsize: {how} after {done:,} new cells; they are saved: run the same command to resume",
+                   err=True)
+        sys.exit(128 + signal.SIGTERM if how == "terminated" else 130)
     finally:
+        signal.signal(signal.SIGTERM, previous)
         stop()
     written = write_file(html_target, lambda temporary: temporary.write_text(run.summary_html()), True, "html")
     click.echo(f"specsize: wrote {written}", err=True)

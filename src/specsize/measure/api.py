@@ -79,15 +79,32 @@ def _check_acceptance_inputs(prompts: str | None, weights: str, d, record: str |
                         "--weights local --target DIR --draft DIR --method draft_model")
 
 
-def _fits_here(r, batch_size: int, prompt: int, k: int) -> None:
+def _run_bytes(d, dtype: str, batch_size: int, prompt: int, k: int) -> int:
+    """Bytes the PyTorch run holds: every model whole on one device (the run builds no TP or PP shards) with its
+    weights in the run's `dtype` (random weights drop the checkpoint's quantization, measure.run.hf_config), and the KV
+    cache of the tokens it holds (the prompt, the verification pass and, for the drafter, its own k steps) - the
+    figures measure.run predicts. The engine's per-GPU account had been used: a 70B target planned at --tp 8 passed as
+    16.4 GiB on a host with 50 GiB free, then built all 131.4 GiB of it."""
+    from ..core.kvcache import model_kv_layers  # noqa: PLC0415
+    from ..core.specs import DTYPE_BYTES  # noqa: PLC0415
+    from ..core.weights import weight_breakdown  # noqa: PLC0415
+
+    need = 0
+    for role, spec in (("target", d.target), ("draft", d.speculative.draft)):
+        if spec is None:
+            continue
+        held = prompt + k + 1 + (k if role == "draft" else 0)
+        per_token = sum(layer.bytes_per_token for layer in model_kv_layers(spec, 1, DTYPE_BYTES[dtype], role))
+        need += weight_breakdown(spec, 1, 1, dtype, None, rotary_cache=False).total + batch_size * held * per_token
+    return need
+
+
+def _fits_here(d, dtype: str, batch_size: int, prompt: int, k: int) -> None:
     """Refuse a run the host cannot hold (checked before building anything: a 405B target on a laptop ends in
     one line, not in the kernel's OOM killer)."""
     import os  # noqa: PLC0415
 
-    from ..core.memory import account  # noqa: PLC0415
-
-    mem = account(r.deployment, r.profile)
-    need = mem.weights_target_bytes + mem.weights_draft_bytes + batch_size * (prompt + k + 1) * mem.kv_bytes_per_token
+    need = _run_bytes(d, dtype, batch_size, prompt, k)
     try:
         available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
     except (ValueError, OSError, AttributeError):
@@ -122,7 +139,7 @@ def measure(request: Request, *, batch_size: int = 2, prompt_len: int | None = N
     ids = _prompt_ids(prompts, target_dir, vocab) if prompts else None  # read before hours of work, not after
     dtype = d.engine.dtype if d.engine.dtype != "auto" else d.target.dtype
     device = "cpu" if request.device == "cpu" else None  # None: CUDA when present, else the CPU
-    _fits_here(r, batch_size, prompt, k)
+    _fits_here(d, dtype, batch_size, prompt, k)
     try:
         result = run_measure(d.target, target_cfg, target_dir if weights == "local" else None, d.speculative.draft,
                              draft_cfg, draft_dir if weights == "local" else None, batch_size=batch_size,
@@ -144,7 +161,10 @@ def _record(tag: str, store: str | None, result, d, batch_size: int, prompt: int
 
     sp = d.speculative
     with Store(store) as s:
-        payload = {"terms": [t.__dict__ for t in result.terms], "device": result.device,
+        # a term measured but not predicted (the activation peak) has no prediction: null, not the NaN it is in memory,
+        # which json.dumps writes as a bare NaN that is no JSON (PostgreSQL's `payload::jsonb`, jq and browsers refuse it)
+        terms = [t.__dict__ | {"predicted": None if t.predicted != t.predicted else t.predicted} for t in result.terms]
+        payload = {"terms": terms, "device": result.device,
                    "batch_size": batch_size, "prompt_tokens": prompt}
         s.add("footprint", tag, payload, "specsize measure", target=d.target.model_id,
               draft=sp.draft.model_id if sp.draft else None, method=sp.method, k=k)

@@ -214,12 +214,18 @@ def _capacity_checks(plan: dict, metrics: LiveMetrics | None, observed: Observed
     planned_headroom = plan.get("headroom_fraction")
     headroom_now = planned_headroom if planned_headroom is not None else -math.inf
     changed = False  # did reality move the headroom?
+    pool_ratio = 1.0  # the engine's pool over the plan's (usage is a share of the engine's)
 
     if observed_tokens == 0:
         result.violations.append("KV cache: the engine reports 0 tokens of KV cache: it cannot serve a request")
         return -math.inf, True
+    if observed_tokens and not planned_tokens:
+        # the plan found no room for a KV cache (the engine would refuse to start), and the engine runs with one: the
+        # plan's memory is off; the check had said nothing, reality "agreeing" with a plan that cannot start
+        result.violations.append(f"KV cache: the engine holds {observed_tokens:,} tokens, the plan found room for none "
+                                 "(it expected the engine not to start): plan again with the server's settings")
     if observed_tokens is not None and planned_tokens:
-        ratio = observed_tokens / planned_tokens
+        ratio = pool_ratio = observed_tokens / planned_tokens
         if abs(ratio - 1) > 0.01:
             result.violations.append(
                 f"KV cache: the engine holds {observed_tokens:,} tokens, the plan assumed {planned_tokens:,} "
@@ -230,11 +236,16 @@ def _capacity_checks(plan: dict, metrics: LiveMetrics | None, observed: Observed
     if plan.get("kv_blocks") is not None and blocks is not None and blocks != plan["kv_blocks"]:
         result.notes.append(f"blocks: the engine has {blocks:,}, the plan {plan['kv_blocks']:,}")
     if metrics is not None and metrics.kv_usage_fraction is not None and capacity > 0:
-        planned_fraction = demand / capacity
+        # the usage is a share of the engine's pool, the plan's worst case one of its own: the worst case is held in
+        # the engine's terms (a pool half the plan's, 80% used, holds 40% of the plan's pool, within a worst case of
+        # 50%; it had been called a load outside the envelope, and a pool twice the plan's 30% used, 60% of the plan's
+        # pool, passed)
+        planned_fraction = demand / (capacity * pool_ratio)
         if metrics.kv_usage_fraction > planned_fraction + 1e-9:
+            of_pool = "" if pool_ratio == 1.0 else f" of the engine's {observed_tokens:,} tokens"
             result.violations.append(
                 f"KV usage: {metrics.kv_usage_fraction:.0%} of the cache is in use, above the plan's worst case of "
-                f"{planned_fraction:.0%}: the load is outside the planned envelope")
+                f"{planned_fraction:.0%}{of_pool}: the load is outside the planned envelope")
             headroom_now = min(headroom_now, 1 - metrics.kv_usage_fraction)
             changed = True
     if metrics is not None and metrics.preemptions:

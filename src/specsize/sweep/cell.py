@@ -34,6 +34,43 @@ def evaluate(cell: Cell, compute: Compute) -> dict:
     return row
 
 
-def run_chunk(job: tuple[Compute, list[Cell]]) -> list[dict]:
-    compute, cells = job
-    return [evaluate(cell, compute) for cell in cells]
+TIMED_OUT = "timed out: "  # the error of a cell stopped at its time limit (a rerun tries it again)
+
+
+class CellTimeout(BaseException):
+    """A cell ran past its time limit (a BaseException: evaluate's `except Exception` must not make it a bug's row)."""
+
+
+def run_chunk(job: tuple) -> list[dict]:
+    """The rows of a job `(compute, cells)` or `(compute, cells, seconds)`: with `seconds`, a cell still running after
+    that long is stopped and recorded as timed out (SIGALRM, where the job runs on its process's main thread, as in the
+    local pool's workers; elsewhere the cells run without a limit)."""
+    compute, cells = job[0], job[1]
+    limit = job[2] if len(job) > 2 else None
+    if not limit:
+        return [evaluate(cell, compute) for cell in cells]
+    import signal  # noqa: PLC0415
+    import threading  # noqa: PLC0415
+
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        return [evaluate(cell, compute) for cell in cells]
+
+    def expire(_signum, _frame):
+        raise CellTimeout
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    rows = []
+    try:
+        for cell in cells:
+            try:
+                signal.setitimer(signal.ITIMER_REAL, limit)
+                row = evaluate(cell, compute)
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            except CellTimeout:
+                row = columns.cell_row(cell, "error", f"{TIMED_OUT}the cell ran past --cell-timeout {limit:g} s; a "
+                                       "rerun tries it again (with a longer --cell-timeout, or none)")
+            rows.append(row)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    return rows

@@ -24,6 +24,8 @@ from ..reports import sweep as report
 
 MAX_CHUNK = 64
 WORKER_MODULE = "specsize.sweep.cell"
+# the error of a cell whose worker kept dying (the OOM killer, a lost node): its row says so, and a rerun tries it again
+LOST = "worker lost: "
 
 
 @dataclass
@@ -49,6 +51,18 @@ class SweepRun:
         rows = ResultsFile(self.output, report.columns(self.study)).read_rows(wanted)
         load = self.study.load_column()
         return report.render_html(self.study, rows, self.study.tenant_columns(), load, self.elapsed_s)
+
+
+def _split(job: tuple) -> list[tuple]:
+    """A job `(compute, cells, ...)` of several cells as one job per cell (to find the cell that kills its worker)."""
+    return [(job[0], [cell], *job[2:]) for cell in job[1]]
+
+
+def _lost(job: tuple, why: str) -> list[dict]:
+    """The rows of cells whose worker kept dying: status error, the error saying so; a rerun computes them again."""
+    cells: list[Cell] = job[1]
+    return [report.cell_row(cell, "error", f"{LOST}{why}; rerun the sweep to try it again (with more memory per "
+                            "worker: fewer --workers)") for cell in cells]
 
 
 def _chunks(cells: Iterator[Cell], size: int) -> Iterator[list[Cell]]:
@@ -84,34 +98,68 @@ def open_study(study_path: str | Path, output: str | Path) -> tuple[Study, Resul
     return study, ResultsFile(output, cols, meta)
 
 
+def cell_index(study: Study) -> dict[str, int]:
+    """{cell key: its index in the cross product}, refusing a study in which two cells are one: a value of an axis
+    that, with what base: sets, repeats another value's settings (base `burst_factor: 1.5` beside the values
+    `{concurrency: 8}` and `{concurrency: 8, burst_factor: 1.5}`). inputs.study compares an axis's values with each
+    other only; here the cells are compared whole. Such cells share a key, are computed once and leave one row: the
+    other value's label had vanished from the table (3 cells, 2 rows, exit 0)."""
+    index_of: dict[str, int] = {}
+    for cell in study.cells():
+        first = index_of.setdefault(cell.key, cell.index)
+        if first != cell.index:
+            raise _one_cell_twice(study, first, cell.index)
+    return index_of
+
+
+def _one_cell_twice(study: Study, first: int, second: int) -> SpecError:
+    """The error naming the axis whose two values give one cell (cells at `first` and `second`)."""
+    picks = []
+    for index in (first, second):
+        pick = []
+        for axis in reversed(study.axes):  # cells()' order: the last axis varies fastest
+            index, value = divmod(index, len(axis.values))
+            pick.append(value)
+        picks.append(pick[::-1])
+    axis, a, b = next((axis, a, b) for axis, a, b in zip(study.axes, *picks) if a != b)
+    return SpecError(f"axes.{axis.name}", f"values {axis.labels[a]!r} and {axis.labels[b]!r} give the same cell once "
+                     "base: is applied (base: sets what the other value adds): it would be computed once and one of "
+                     "them would vanish from the table", "values that differ from each other with base: applied "
+                     "(drop the repeat, or take the field out of base:)")
+
+
 def run(study_path: str | Path, output: str | Path, workers: int | None = None, ray_address: str | None = None,
         chunk: int | None = None, on_start: Callable[[SweepRun], None] | None = None,
-        on_chunk: Callable[[int, int], None] | None = None) -> SweepRun:
-    """Run (or resume) the study at `study_path` into `output`. `on_chunk(cells, failed)` after each chunk."""
+        on_chunk: Callable[[int, int], None] | None = None, cell_timeout_s: float | None = None) -> SweepRun:
+    """Run (or resume) the study at `study_path` into `output`. `on_chunk(cells, failed)` after each chunk. A cell still
+    running after `cell_timeout_s` is stopped and recorded as timed out (cell.run_chunk)."""
     started = time.perf_counter()
     study, results = open_study(study_path, output)
+    index_of = cell_index(study)  # before anything is written: a study with one cell twice is refused
     with results.lock():
-        return _run(study, results, started, workers, ray_address, chunk, on_start, on_chunk)
+        return _run(study, results, index_of, started, workers, ray_address, chunk, on_start, on_chunk,
+                    cell_timeout_s)
 
 
-def _run(study: Study, results: ResultsFile, started: float, workers: int | None, ray_address: str | None,
-         chunk: int | None, on_start: Callable[[SweepRun], None] | None,
-         on_chunk: Callable[[int, int], None] | None) -> SweepRun:
-    done = results.done_keys()
+def _run(study: Study, results: ResultsFile, index_of: dict[str, int], started: float, workers: int | None,
+         ray_address: str | None, chunk: int | None, on_start: Callable[[SweepRun], None] | None,
+         on_chunk: Callable[[int, int], None] | None, cell_timeout_s: float | None = None) -> SweepRun:
+    from .cell import TIMED_OUT, run_chunk  # noqa: PLC0415 - the workers import it by name; the driver needs the name
+
+    redo = (LOST, TIMED_OUT)  # rows a rerun computes again: cells whose worker died, cells stopped at their limit
+    done = results.done_keys(redo=redo)
     total = study.size
-    skipped = sum(1 for cell in study.cells() if cell.key in done)
+    skipped = sum(1 for key in done if key in index_of)
     executor = make_executor(workers, ray_address, preload=(WORKER_MODULE,))
     sweep = SweepRun(study=study, output=results.output, total=total, skipped=skipped, executor=executor.kind,
                      workers=executor.workers)
     if on_start:
         on_start(sweep)
-    from .cell import run_chunk  # noqa: PLC0415 - the workers import it by name; the driver needs only the name
-
     size = chunk or chunk_size(total - skipped, executor.workers)
     todo = (cell for cell in study.cells() if cell.key not in done)
-    jobs = ((study.compute, cells) for cells in _chunks(todo, size))
+    jobs = ((study.compute, cells, cell_timeout_s) for cells in _chunks(todo, size))
     try:
-        for rows in executor.map_unordered(run_chunk, jobs):
+        for rows in executor.map_unordered(run_chunk, jobs, split=_split, lost=_lost):
             results.write_part(rows)
             failed = sum(1 for row in rows if row["status"] != "ok")
             sweep.computed += len(rows)
@@ -121,8 +169,7 @@ def _run(study: Study, results: ResultsFile, started: float, workers: int | None
     finally:
         sweep.retried = executor.retried
         executor.close()
-    index_of = {cell.key: cell.index for cell in study.cells()}  # the cells now, where they lie in the study now
     sweep.rows = results.finish(index_of, partial(report.restated, study=study, index_of=index_of),
-                                report.RESTATE_INPUTS)
+                                report.RESTATE_INPUTS, redo=redo)
     sweep.elapsed_s = time.perf_counter() - started
     return sweep
