@@ -8,16 +8,18 @@
   with each value, and which ones the deployment file left to the engine's version-dependent defaults.
 - NIST CSF 2.0 PR.PS-01 ("Configuration management practices are established and applied"), as the issue
   maps it to the access configuration of the serving components: the inference endpoint, the metrics
-  endpoint and any cluster dashboard, and whether the plan says how each is protected. (CSF 2.0 files
+  endpoint and any cluster dashboard, and whether the plan says how each is protected (an API key alone does not
+  protect the metrics endpoint: neither engine's --api-key guards /metrics). (CSF 2.0 files
   identity and access management under PR.AA; the evidence here is the components' access configuration,
   part of their configuration baseline.)
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from ..core.envelope import headroom_text, policy_text
+from ..core.envelope import DOES_NOT_FIT, FITS, VERDICT_RANK, headroom_text, policy_text, verdict_for
 from ..core.units import GiB
 from .plan import PlanResult
 
@@ -39,15 +41,34 @@ class ControlResult:
     evidence: tuple[str, ...]
 
 
+def envelope_verdict(r: PlanResult) -> str:
+    """The verdict of the worst-case envelope alone (core.envelope.verdict_for its headroom), before a simulation or a
+    start-up refusal had its say."""
+    headroom = r.verdict.worst_case.headroom_fraction
+    return verdict_for(headroom, r.verdict.headroom_policy) if math.isfinite(headroom) else DOES_NOT_FIT
+
+
+def simulation_worsened(r: PlanResult) -> bool:
+    """Whether the simulated burst, and nothing else, set a verdict worse than the envelope's (`plan --simulate`:
+    planner.scenario.fold_simulation, whose reasons it adds as "simulated burst: ...")."""
+    v = r.verdict
+    return (r.simulation is not None and VERDICT_RANK[v.verdict] < VERDICT_RANK[envelope_verdict(r)]
+            and all(reason.startswith("simulated burst: ") for reason in v.reasons))
+
+
 def sc5(r: PlanResult) -> ControlResult:
     v = r.verdict
     worst, expected = v.worst_case, v.expected
     status = {"fits": PASS, "thin": ATTENTION, "does_not_fit": FAIL}[v.verdict]
+    replicas = r.deployment.replicas
+    # the envelope is one replica's (planner.plan.replica_workload): 24 requests over 2 replicas read "12 concurrent"
+    each = f" per replica (of {replicas}, {r.workload.concurrency} in all)" if replicas > 1 else ""
     evidence = [
-        f"expected demand: {expected.concurrency} concurrent p50 requests need {expected.demand_bytes / GiB:.1f} GiB "
+        f"expected demand: {expected.concurrency} concurrent p50 requests{each} need "
+        f"{expected.demand_bytes / GiB:.1f} GiB "
         f"of {expected.capacity_bytes / GiB:.1f} GiB KV cache per GPU "
         f"(headroom {headroom_text(expected.headroom_fraction, v.headroom_policy)})",
-        f"burst demand: {worst.requested_concurrency} concurrent {worst.percentile} requests "
+        f"burst demand: {worst.requested_concurrency} concurrent {worst.percentile} requests{' per replica' if each else ''} "
         f"({worst.concurrency} running, {worst.queued} queued at max_num_seqs) need {worst.demand_bytes / GiB:.1f} GiB "
         f"(headroom {headroom_text(worst.headroom_fraction, v.headroom_policy)}; policy {policy_text(v.headroom_policy)})",
         f"first limit hit: {v.breaks_first}",
@@ -55,6 +76,13 @@ def sc5(r: PlanResult) -> ControlResult:
     summary = {PASS: "capacity holds the burst with the policy's headroom",
                ATTENTION: "capacity holds the burst, but with less headroom than the policy requires",
                FAIL: "capacity does not hold the burst"}[status]
+    if simulation_worsened(r):
+        # the envelope's headroom met (or came closer to) the policy: the simulated burst set the verdict, and the
+        # summary had said "less headroom than the policy requires" beside a headroom of 74.8% under a 20% policy
+        summary = ("the envelope holds the burst with the policy's headroom" if envelope_verdict(r) == FITS else
+                   "the envelope holds the burst, but with less headroom than the policy requires") + (
+                  ", but the simulated burst is not sustained" if envelope_verdict(r) == FITS else
+                  ", and the simulated burst is not sustained")
     if r.simulation is not None:
         s = r.simulation.spec
         ttft = f"p99 TTFT {s.ttft_s.p99:.2f} s" if s.ttft_s.p99 is not None else "no request finished"
@@ -83,6 +111,23 @@ def _flag(engine: str, limit: str) -> str:
     return engine_flags().get(engine, {}).get("limits", {}).get(limit, f"--{limit.replace('_', '-')}")
 
 
+def _speculation_evidence(r: PlanResult, command) -> str:
+    """How the command pins CUDA graphs and speculation, by the flags it writes: vLLM's --enforce-eager and
+    --speculative-config, SGLang's --disable-cuda-graph and --speculative-* flags (engines.emit.sglang_command; SGLang
+    has no speculative_config, which its evidence had named)."""
+    s, sp = r.memory.settings, r.deployment.speculative
+    if command is None or command.engine == "vllm":
+        return f"enforce_eager = {s.enforce_eager}; " + (
+            f"speculative_config pins method {sp.method}, k = {sp.num_speculative_tokens}" if sp.enabled
+            else "no speculation (no speculative_config)")
+    argv = command.argv
+    eager = f"enforce_eager = {s.enforce_eager}" + (" (--disable-cuda-graph)" if "--disable-cuda-graph" in argv else "")
+    pins = [f"{flag} {argv[i + 1]}" for i, flag in enumerate(argv[:-1])
+            if flag.startswith("--speculative-") and flag != "--speculative-draft-model-path"]
+    return f"{eager}; " + (f"speculation pinned by {', '.join(pins)} (method {sp.method}, k = {sp.num_speculative_tokens})"
+                           if pins else "no speculation (no --speculative-algorithm)")
+
+
 def cis4(r: PlanResult, raw: dict) -> ControlResult:
     s = r.memory.settings
     kv = r.deployment.engine.kv_cache_dtype  # as the command gives it: "auto" stores the dtype the model is served in
@@ -96,7 +141,8 @@ def cis4(r: PlanResult, raw: dict) -> ControlResult:
     defaulted, unpinned = [], []
     for name in ENGINE_LIMITS:
         key = file_keys.get(name, name)
-        pinned = command is not None and _flag(command.engine, name) in command.argv
+        flag = _flag(command.engine, name) if command is not None else ""
+        pinned = command is not None and flag in command.argv
         engine_sized = name == "block_size" and not pinned and bool(r.memory.state_blocks_per_sequence)
         if raw.get(key) is not None:
             source = "set in the deployment"
@@ -106,11 +152,16 @@ def cis4(r: PlanResult, raw: dict) -> ControlResult:
                       "sized by the engine to the model's state pages" if engine_sized else "engine default")
         if not (pinned or engine_sized):
             unpinned.append(name)
-        evidence.append(f"{name} = {values[name]} ({source}){'' if pinned or engine_sized else ' — NOT in the emitted command'}")
-    sp = r.deployment.speculative
-    evidence.append(f"enforce_eager = {s.enforce_eager}; " + (
-        f"speculative_config pins method {sp.method}, k = {sp.num_speculative_tokens}" if sp.enabled
-        else "no speculation (no speculative_config)"))
+        shown = str(values[name])
+        if pinned and command is not None:
+            # the flag as the command writes it where a reviewer would not find it by the field's name (SGLang's
+            # --mem-fraction-static, --max-running-requests, --page-size ...) or with another value
+            # (engines.emit._kv_dtype: SGLang's fp8 is fp8_e4m3)
+            given = command.argv[command.argv.index(flag) + 1]
+            if flag != f"--{name.replace('_', '-')}" or not shown.startswith(given):
+                source = f"{flag} {given}; {source}"
+        evidence.append(f"{name} = {shown} ({source}){'' if pinned or engine_sized else ' — NOT in the emitted command'}")
+    evidence.append(_speculation_evidence(r, command))
     status = PASS if command is not None and not unpinned else ATTENTION if command is not None else FAIL
     if command is None:
         summary = "no engine command could be emitted for this plan"
@@ -127,17 +178,26 @@ def cis4(r: PlanResult, raw: dict) -> ControlResult:
 def pr_ps01(r: PlanResult, security: dict | None) -> ControlResult:
     security = security or {}
     evidence = []
-    missing, open_ = [], []
+    missing, open_, key_only = [], [], []
+    engine = "SGLang" if r.profile.engine == "sglang" else "vLLM"
     for component, name in COMPONENT_NAMES.items():
         spec = security.get(component)
+        note = f" — {spec['note']}" if spec is not None and spec["note"] else ""
         if spec is None:
             missing.append(name)
             evidence.append(f"{name}: the plan does not say how it is protected")
         elif spec["auth"] == "none":
             open_.append(name)
-            evidence.append(f"{name}: UNPROTECTED (auth: none){' — ' + spec['note'] if spec['note'] else ''}")
+            evidence.append(f"{name}: UNPROTECTED (auth: none){note}")
+        elif component == "metrics_endpoint" and spec["auth"] == "api_key":
+            # the engine's own --api-key never guards /metrics: vLLM 0.32 entrypoints/serve/middleware/authenticate.py
+            # checks the token on GUARDED_PREFIX ("/v1", "/v2", "/inference", "/cohere") alone; SGLang 0.5.23
+            # srt/utils/auth.py lets /health and /metrics through always. An API key alone had passed the control.
+            key_only.append(name)
+            evidence.append(f"{name}: api_key{note} — {engine}'s --api-key does not guard /metrics: say what "
+                            "restricts it (network_policy, reverse_proxy, mtls, not_exposed)")
         else:
-            evidence.append(f"{name}: {spec['auth']}{' — ' + spec['note'] if spec['note'] else ''}")
+            evidence.append(f"{name}: {spec['auth']}{note}")
     if r.profile.engine == "sglang":  # sglang/srt/utils/auth.py: "Health/metrics endpoints are always allowed"
         evidence.append("note: SGLang's --api-key leaves /health and /metrics open on the same port unless the "
                         "network or a proxy restricts them")
@@ -146,8 +206,11 @@ def pr_ps01(r: PlanResult, security: dict | None) -> ControlResult:
                         "unless the network or a proxy restricts it")
     if open_:
         status, summary = FAIL, "unprotected: " + ", ".join(open_)
-    elif missing:
-        status, summary = ATTENTION, "protection not stated for: " + ", ".join(missing)
+    elif missing or key_only:
+        status, summary = ATTENTION, "; ".join(
+            ([f"protection not stated for: {', '.join(missing)}"] if missing else [])
+            + ([f"{', '.join(key_only)}: api_key alone, and {engine}'s --api-key does not guard /metrics"]
+               if key_only else []))
     else:
         status, summary = PASS, "every serving component states how it is authenticated or isolated"
     return ControlResult("NIST CSF 2.0", "PR.PS-01", "Configuration management practices are established and applied "

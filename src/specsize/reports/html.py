@@ -77,7 +77,8 @@ def render(data: ReportData) -> str:
         parts.append(_figure("timeline", plots.timeline(r.simulation)))
         parts.append(f"<pre>{e(render_simulation(r.simulation, 'text'))}</pre>")
     else:
-        parts.append("<p class='note'>Not simulated (no acceptance for the drafter, no KV cache, or --no-simulate).</p>")
+        parts.append("<p class='note'>Not simulated (no acceptance for the drafter, no KV cache, a GPU without a "
+                     "bandwidth figure, or --no-simulate).</p>")  # api.report's conditions, all of them
 
     parts.append("<h2>Recommendations</h2>")
     recs = rows.recommendation_lines(r)

@@ -66,6 +66,8 @@ def _placement(r: PlanResult) -> dict | None:
         return None
     st = p.storage
     out = {"gpus_per_node": p.gpus_per_node, "nodes": p.nodes, "replicas_per_node": list(p.replicas_per_node),
+           "nodes_per_replica": p.nodes_per_replica, "gpus_used_per_node": list(p.gpus_used_per_node),
+           "layout": p.layout,
            "storage": {"artefacts": [asdict(a) for a in st.artefacts], "disk_bytes_per_node": st.disk_bytes_per_node,
                        "host_ram_bytes_per_node": st.host_ram_bytes_per_node,
                        "read_bytes_per_node": st.read_bytes_per_node, "cold_start_s": st.cold_start_s,

@@ -16,8 +16,9 @@ def render(result: LiveCheck, fmt: str) -> str:
         change = (" (the verdict changes)" if result.verdict_now != result.planned_verdict
                   else " (the verdict changes: speculation no longer pays)")
     lines = [f"plan: {result.planned_verdict}; reality: {result.verdict_now}{change}"]
+    # usage at one decimal: a pool 99.6% full had read "usage 100%", as if the engine were preempting
     lines.append(f"observed: KV cache {'?' if o.kv_cache_tokens is None else format(o.kv_cache_tokens, ',')} tokens, usage "
-                 f"{'?' if o.kv_usage_fraction is None else format(o.kv_usage_fraction, '.0%')}, "
+                 f"{'?' if o.kv_usage_fraction is None else format(o.kv_usage_fraction, '.1%')}, "
                  f"preemptions {o.preemptions if o.preemptions is not None else '?'}"
                  + (f", acceptance {o.acceptance_rate:.2f}" if o.acceptance_rate is not None else ""))
     lines += [f"! {line}" for line in result.violations]

@@ -10,16 +10,19 @@ from . import rows
 
 _NUMBERED = re.compile(r"\d+\. ")  # a recommendation line, already numbered
 # escaped: what could start a structure (a heading, a table cell, an HTML tag, a link or image, a code span,
-# emphasis) or stand for another character (an entity such as &lt;); an underscore inside a word (max_num_seqs) is
-# no emphasis in CommonMark and stays as it is
-_SPECIAL = re.compile(r"([\\`*\[\]|#]|<(?=[A-Za-z/!?])|&(?=#?\w+;)|(?<!\w)_|_(?!\w))")
+# emphasis) or stand for another character (an entity such as &lt;); an underscore between two letters or digits
+# (max_num_seqs) is no emphasis in CommonMark and stays as it is, one beside another underscore is escaped ("__foo__"
+# in a model path had rendered "_<em>foo</em>_": the run's inner pair is still a delimiter)
+_SPECIAL = re.compile(r"([\\`*\[\]|#]|<(?=[A-Za-z/!?])|&(?=#?\w+;)|(?<![^\W_])_|_(?![^\W_]))")
 
 
 def inline(text: object) -> str:
     """Text as one line of Markdown that renders as itself: line breaks collapsed (no heading, list or table row can
     start inside it) and Markdown / HTML characters escaped (no emphasis, link, image or tag). Every string a
     report prints may carry what a user wrote (a security note, a model path, a name)."""
-    return _SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
+    escaped = _SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
+    # GFM strikes through between two tildes ("~2 s ... ~5 s"); a lone one ("~41 GiB") strikes nothing
+    return escaped.replace("~", "\\~") if escaped.count("~") > 1 else escaped
 
 
 def fence(text: str) -> list[str]:

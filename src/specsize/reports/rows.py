@@ -7,6 +7,7 @@ import math
 from ..core.envelope import headroom_text, policy_text
 from ..core.kvcache import windowed_layers
 from ..core.units import GiB
+from ..planner.compliance import simulation_worsened
 from ..planner.plan import PlanResult
 
 VERDICT_WORDS = {"fits": "FITS", "thin": "THIN", "does_not_fit": "DOES NOT FIT"}
@@ -43,7 +44,9 @@ def headline(r: PlanResult) -> str:
     headroom = v.worst_case.headroom_fraction
     shown = (f"worst-case headroom {headroom_pct(headroom, v.headroom_policy)}" if math.isfinite(headroom)
              else "no KV cache, no headroom")
-    return f"{VERDICT_WORDS[v.verdict]}: {shown} (policy {policy_text(v.headroom_policy)})"
+    # "THIN: worst-case headroom 74.8% (policy 20%)" contradicts itself unless it says what made it thin
+    why = "; the simulated burst is not sustained" if simulation_worsened(r) else ""
+    return f"{VERDICT_WORDS[v.verdict]}: {shown} (policy {policy_text(v.headroom_policy)}){why}"
 
 
 def breakdown(r: PlanResult) -> list[tuple[str, str, str]]:
@@ -56,9 +59,14 @@ def breakdown(r: PlanResult) -> list[tuple[str, str, str]]:
         graphs_note = "enforce_eager: none captured"
     draft_note = d.speculative.draft.model_id if d.speculative.draft else (
         d.speculative.kind.label if d.speculative.kind.derives_from_target else "none")
+    free_before = m.engine_terms.get("free_before_loading_bytes")
+    # SGLang's budget is its fraction of the memory free before loading (engines/sglang/accounting.py), not of the
+    # card: "budget (x 0.9) 65.70" beside 79.19 GiB of GPU memory had read as a wrong product
+    budget_note = ("gpu_memory_utilization" if free_before is None else
+                   f"mem_fraction_static x {gib(int(free_before))} GiB free before loading")
     return [
         ("GPU memory (driver)", gib(m.total_bytes), clip(d.gpu.sources.get("memory", ""), 60)),
-        (f"budget (x {s.gpu_memory_utilization:g})", gib(m.budget_bytes), "gpu_memory_utilization"),
+        (f"budget (x {s.gpu_memory_utilization:g})", gib(m.budget_bytes), budget_note),
         ("target weights", gib(m.weights_target_bytes),
          f"{s.dtype}" + (f", {s.quantization.method}" if s.quantization else "") + f", TP={d.tp}"
          + (f", vision tower {gib(m.weights_target.vision)} GiB" if m.weights_target.vision else "")),
@@ -70,17 +78,20 @@ def breakdown(r: PlanResult) -> list[tuple[str, str, str]]:
         ("CUDA graphs", gib(m.cuda_graph_bytes), graphs_note),
         ("KV cache", gib(max(0, m.kv_cache_bytes)),
          f"{m.kv_cache_tokens:,} tokens in {m.kv_blocks:,} blocks of {s.block_size}"),
-        ("free after start-up", gib(m.free_bytes), "what the card has left"),
+        ("free after start-up", gib(m.free_bytes), "what the card has left" if m.free_bytes >= 0 else
+         "negative: the terms above exceed the card's memory"),
     ]
 
 
 def envelope_rows(r: PlanResult) -> list[tuple[str, ...]]:
     out: list[tuple[str, ...]] = []
+    # the envelope is one replica's (planner.plan.replica_workload): say so where the workload's concurrency is shared
+    each = " per replica" if r.deployment.replicas > 1 else ""
     for case in (r.verdict.worst_case, r.verdict.expected):
         out.append((
             "worst case" if case.label == "worst_case" else "expected mix",
             f"{case.percentile}: {case.prompt_tokens:,} + {case.output_tokens:,}",
-            f"{case.concurrency}" + (f" (+{case.queued} queued)" if case.queued else ""),
+            f"{case.concurrency}{each}" + (f" (+{case.queued} queued)" if case.queued else ""),
             gib(case.demand_bytes), gib(case.capacity_bytes),
             headroom_pct(case.headroom_fraction, r.verdict.headroom_policy),
         ))
@@ -151,9 +162,11 @@ def perf_rows(r: PlanResult) -> list[tuple[str, str, str]]:
             rows.append(("acceptance from", "", p.acceptance_source))
         rows.append(("crossover batch (speed-up < 1)", "", str(p.crossover_batch or "none up to max_num_seqs")))
         rows.append((f"best k at batch {p.batch_size}", "", str(p.best_k)))
-    if p.tpot_slo_s:
-        rows.append((f"concurrency meeting TPOT <= {p.tpot_slo_s * 1e3:g} ms", "",
-                     str(p.max_concurrency_for_tpot_slo)))
+    if p.tpot_slo_s and p.max_concurrency_for_tpot_slo is not None:
+        # planner.perf.summarize bisects the TPOT of the server it priced: with speculation where it is priced, else
+        # the target's alone, whose figure belongs under "no speculation" (it had been shown as speculation's)
+        slo = f"{p.max_concurrency_for_tpot_slo:,}"
+        rows.append((f"concurrency meeting TPOT <= {p.tpot_slo_s * 1e3:g} ms", *(("", slo) if priced else (slo, "-"))))
     return rows
 
 
@@ -195,8 +208,11 @@ def placement_lines(r: PlanResult) -> list[str]:
     if p is None:
         return []
     st = p.storage
-    lines = [f"{p.nodes} node(s) of {p.gpus_per_node} GPUs; replicas per node: "
-             + ", ".join(str(n) for n in p.replicas_per_node)]
+    if p.nodes_per_replica > 1:  # a replica's pipeline stages on whole nodes: the layout says which ranks sit where
+        lines = [f"{p.nodes} node(s) of {p.gpus_per_node} GPUs; {p.layout}"]
+    else:
+        lines = [f"{p.nodes} node(s) of {p.gpus_per_node} GPUs; replicas per node: "
+                 + ", ".join(str(n) for n in p.replicas_per_node)]
     lines += [f"disk per node {st.disk_bytes_per_node / GiB:,.1f} GiB: "
               + "; ".join(f"{a.name} {a.bytes / GiB:,.1f} GiB" for a in st.artefacts)]
     lines.append(f"host RAM while loading ~{st.host_ram_bytes_per_node / GiB:,.0f} GiB per node; cold start "

@@ -12,6 +12,7 @@ import math
 from typing import Any, Callable, Mapping, Sequence
 
 from .. import __version__
+from ..core.envelope import headroom_text, policy_text
 from ..inputs.request import FIELDS
 from ..inputs.study import Cell, Study
 from ..planner import fleet
@@ -187,11 +188,46 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+class _Shown(str):
+    """A figure already written with its unit (a percentage): right-aligned like a number."""
+
+
+def _headroom(value: float | None, policy: float | None) -> str:
+    """A headroom as the rest of specsize writes it: a percentage that reads as its verdict under the cell's policy
+    (core.envelope.headroom_text); one decimal where cells of different policies are summarised together. The
+    summary had written the fraction at three significant digits: 0.1996 under a 20% policy (thin) read "0.2", and
+    -1.15 stood for -115%."""
+    if value is None:
+        return _Shown("-")
+    return _Shown(headroom_text(value, policy) if policy is not None else f"{value:.1%}")
+
+
+def _share(value: float | None, needed: float) -> str:
+    """A share of requests (SLO attainment) as a percentage, with the decimals it takes to stay on its side of the
+    share the fleet needs (0.98996 against 99% is "98.996%", not "0.99")."""
+    if value is None:
+        return _Shown("-")
+    for digits in range(1, 6):
+        text = f"{value:.{digits}%}"
+        if (float(text[:-1]) / 100 >= needed) == (value >= needed):
+            return _Shown(text)
+    return _Shown(f"{value:.6%}")
+
+
+def _policy(rows: Sequence[Mapping]) -> float | None:
+    """The headroom policy the rows were planned under, where they share one (the `headroom` field, else its
+    default); None where they differ."""
+    default = FIELDS["headroom"].default
+    policies = {row.get("headroom", default) for row in rows}
+    policies = {default if p is None else float(p) for p in policies}
+    return policies.pop() if len(policies) == 1 else None
+
+
 def _table(header: Sequence[str], body: Sequence[Sequence[Any]]) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     lines = []
     for row in body:
-        cells = "".join(f"<td class='num'>{html.escape(_fmt(c))}</td>" if isinstance(c, (int, float)) else
+        cells = "".join(f"<td class='num'>{html.escape(_fmt(c))}</td>" if isinstance(c, (int, float, _Shown)) else
                         f"<td>{html.escape(_fmt(c))}</td>" for c in row)
         lines.append(f"<tr>{cells}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(lines)}</tbody></table>"
@@ -264,10 +300,11 @@ def render_html(study: Study, rows: Sequence[Mapping], tenant_columns: Sequence[
             body.append([tenant, "no cell fits with headroom and meets the SLO", None, None, None])
         else:
             body.append([tenant, _inputs_of(r, [n for n in varying if n not in tenant_columns]),
-                         r.get("headroom_worst_case"), r.get("cost_per_mtok"), r["key"][:12]])
+                         _headroom(r.get("headroom_worst_case"), _policy([r])), r.get("cost_per_mtok"),
+                         r["key"][:12]])
     out.append(f"<p class='note'>Per tenant ({e(', '.join(tenant_columns) or 'no tenant axes')}): the cheapest "
                f"cell that fits with headroom and, where simulated, sustains its load with at least "
-               f"{study.slo_attainment:.0%} of requests within the SLO.</p>")
+               f"{policy_text(study.slo_attainment)} of requests within the SLO.</p>")  # 99.5% had read "100%"
     out.append(_table(["tenant", "configuration", "headroom", "$ / M tokens", "cell"], body))
 
     out.append("<h2>Cost vs SLO attainment (Pareto front)</h2>")
@@ -281,14 +318,18 @@ def render_html(study: Study, rows: Sequence[Mapping], tenant_columns: Sequence[
     out.append(_scatter(points, front, "$ per million output tokens", "SLO attainment"))
     by_key = {r["key"]: r for r in rows}
     out.append(_table(["$ / M tokens", "SLO attainment", "configuration"],
-                      [[p.cost, p.attainment, _inputs_of(by_key[p.key], varying)] for p in front]))
+                      [[p.cost, _share(p.attainment, study.slo_attainment), _inputs_of(by_key[p.key], varying)]
+                       for p in front]))
 
     out.append("<h2>Headroom by GPU type</h2>")
     gpu_column = "gpu" if any("gpu" in r for r in rows) else None
     if gpu_column:
         stats = fleet.headroom_by(rows, gpu_column)
+        policies = {g: _policy([r for r in rows if r.get("status") == "ok" and str(r.get(gpu_column)) == g])
+                    for g in stats}
         out.append(_table(["GPU", "planned cells", "min headroom", "median", "max"],
-                          [[g, s["cells"], s["min"], s["median"], s["max"]] for g, s in stats.items()]))
+                          [[g, s["cells"], *(_headroom(s[k], policies[g]) for k in ("min", "median", "max"))]
+                           for g, s in stats.items()]))
     out.append("<h2>Where speculation pays, by load</h2>")
     if load_column:
         levels = fleet.speculation_by_load(rows, load_column)
