@@ -119,14 +119,15 @@ def test_an_eagle_head_fix_keeps_the_sglang_tree_it_is_applied_with():
 
 
 def test_doubling_tp_is_not_offered_past_the_node(capsys):
-    """TP 4 x PP 2 fills a node of 8: TP 8 x PP 2 needs 16 GPUs a replica, which the placement refuses (exit 2), so it
-    is no fix; on nodes of 16 it is a candidate, and applies."""
+    """TP 4 x PP 2 fills a node of 8: TP 8 x PP 2 needs 16 GPUs a replica, its TP group within a node and its two
+    pipeline stages on two nodes (placement.layout_problem; vLLM's multi-node layout), so on nodes of 8 and 16 it is a
+    candidate and applies; on nodes of 4 its TP group of 8 would span nodes, which the placement refuses: no fix."""
     from specsize.planner.recommend import candidates
 
     fields = dict(tp=4, pp=2, gpus=8, concurrency=80)
     r = specsize.plan(**fields)
     assert r.verdict.verdict == "does_not_fit"
-    assert all(f.action != "higher_tp" for f in r.recommendations)
+    assert any(f.action == "higher_tp" for f in r.recommendations)
     for fix in r.recommendations:
         _applied(fields, fix.changes)
 
@@ -134,7 +135,7 @@ def test_doubling_tp_is_not_offered_past_the_node(capsys):
         return [(nd.tp, nd.num_gpus) for action, _, nd, _, _, _ in
                 candidates(r.deployment, r.workload, r, gpus_per_node=per_node) if action == "higher_tp"]
 
-    assert doubled(8) == [] and doubled(16) == [(8, 16)]
+    assert doubled(4) == [] and doubled(8) == [(8, 16)] and doubled(16) == [(8, 16)]
     _applied({**fields, "gpus_per_node": 16}, {"tp": 8, "gpus": 16})
 
 
@@ -258,7 +259,7 @@ def test_an_eagle3_heads_files_hold_no_embedding():
 def test_sc5_is_attention_when_a_restart_queues_past_the_ttft_slo():
     """4 replicas share 600 requests; with one down each survivor takes 200 against max_num_seqs 160: the 40 beyond
     a batch arrive every cycle and 160 are served, so over the 46 s restart (a warm compile cache) the queue holds
-    40 / 160 x 46 = 11.5 s of extra wait against a 2 s TTFT SLO. docs/report.md: SC-5 is attention when a replica down leaves the survivors thin or short; it had
+    at least 40 / 160 x 46 = 11.5 s of extra wait against a 2 s TTFT SLO. docs/report.md: SC-5 is attention when a replica down leaves the survivors thin or short; it had
     passed, the survivors' memory fitting."""
     from specsize.planner.compliance import ATTENTION, sc5
 
@@ -268,8 +269,9 @@ def test_sc5_is_attention_when_a_restart_queues_past_the_ttft_slo():
                       output_tokens={"p50": 200, "p95": 250, "p99": 300, "max": 400})
     f = r.placement.failover
     assert r.verdict.verdict == "fits" and f.verdict == "fits" and f.load_per_survivor == 200
-    # the backlog over what a batch serves each cycle, whatever the cycle: (200 - 160) / 160 x the restart
-    assert f.added_wait_s == pytest.approx((200 - 160) / 160 * f.cold_start_s) and f.added_wait_s > 2
+    # at least the backlog over what a batch serves each cycle: (200 - 160) / 160 x the restart; more, the survivors
+    # running slower than the replicas the clients' rate was set by (the exact figure: tests/test_hunt_54_placement.py)
+    assert f.added_wait_s > (200 - 160) / 160 * f.cold_start_s > 2
     assert f.cold_start_s == pytest.approx(16_060_522_496 / 2e9 + 30 + 8)  # Llama-3.1-8B's files, warm compile cache
     assert f.within_ttft_slo is False
     control = sc5(r)

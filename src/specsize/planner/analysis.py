@@ -53,7 +53,29 @@ def analyse_plan(result: PlanResult, profile: AccountingProfile, efficiency=None
                 if can_serve(engine, result.deployment)}  # an engine without the method gets no command
     commands = tuple(EMITTERS[engine](result.deployment, mem) for engine, mem in accounts.items() if mem is not None)
     return replace(result, recommendations=recs, robustness=robust, placement=placement, commands=commands,
-                   warnings=result.warnings + _launch_warnings(result, profile, engine_version, commands))
+                   warnings=result.warnings + _launch_warnings(result, profile, engine_version, commands)
+                   + _multi_node_warnings(placement, commands))
+
+
+def _multi_node_warnings(placement, commands: tuple) -> tuple[str, ...]:
+    """How a replica whose pipeline stages span nodes (placement.place) is launched: the emitted command starts one
+    node's ranks only. vLLM: a Ray cluster over the replica's nodes, the command run on its head node (vLLM's
+    distributed-serving guide, "Multi-node deployment": the same command, ray start --head / --address on the nodes);
+    SGLang: the command on every node with --nnodes, --node-rank and --dist-init-addr (python/sglang/srt/server_args.py,
+    ServerArgs: nnodes, node_rank, dist_init_addr)."""
+    if placement is None or placement.nodes_per_replica <= 1:
+        return ()
+    n = placement.nodes_per_replica
+    out = []
+    for command in commands:
+        if command.engine == "vllm":
+            out.append(f"a replica spans {n} nodes: the vllm command starts it only from a Ray cluster over those "
+                       "nodes (`ray start --head` on one, `ray start --address=<head>:6379` on the others), run on the "
+                       "head node")
+        else:
+            out.append(f"a replica spans {n} nodes: run the sglang command on each of them with --nnodes {n} "
+                       f"--node-rank <0..{n - 1}> --dist-init-addr <node 0>:<port>")
+    return tuple(out)
 
 
 def _launch_warnings(result: PlanResult, profile: AccountingProfile, engine_version: str | None,

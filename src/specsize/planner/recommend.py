@@ -14,12 +14,14 @@ from dataclasses import dataclass, replace
 
 from ..core.envelope import FITS, evaluate, headroom_text
 from ..core.envelope import VERDICT_RANK as RANK
+from ..core.errors import SpecError
 from ..core.memory import AccountingProfile
 from ..core.specs import Deployment, ModelSpec, SpeculativeConfig, Workload
 from ..core.speculation import Acceptance, SpecMethod
 from ..core.traffic import peak_concurrency
 from ..core.units import GiB
 from ..engines.methods import check_method
+from .placement import layout_problem
 from .plan import PlanResult, plan, replica_workload
 
 QUALITY_PRICE = {"kv_fp8": 0.05, "weights_fp8": 0.10, "weights_int4": 0.20}
@@ -150,12 +152,19 @@ def _engine_changes(d: Deployment, w: Workload, result: PlanResult) -> list[_Can
 def _capacity_changes(d: Deployment, w: Workload, gpus_per_node: int = 8) -> list[_Candidate]:
     out: list[_Candidate] = []
     heads = d.target.num_attention_heads
-    # the doubled TP x PP group must still fit a node, as placement.place requires (TP 8 x PP 2 on nodes of 8 had
-    # been offered, and applying it was refused)
-    if heads % (d.tp * 2) == 0 and d.tp * 2 * d.pp <= gpus_per_node:
+    # the doubled TP group must still be placeable as placement.place lays replicas out (TP inside a node, a replica
+    # wider than a node on whole nodes of pipeline stages: placement.layout_problem)
+    if heads % (d.tp * 2) == 0 and layout_problem(d.tp * 2, d.pp, gpus_per_node) is None:
         extra = d.tp * d.pp * d.replicas
+        sp = d.speculative
+        # a draft model that ran on the target's TP group runs on the doubled one: vLLM's SpeculativeConfig takes a
+        # draft_tensor_parallel_size of 1 or the target's (and from 0.15 only the target's), so the old TP beside the
+        # new was refused and TP 4 -> 8 never offered for the embedded 70B + 1B draft; and at TP 1 applying "tp 2"
+        # shards the draft by default, which the fix had priced unsharded (headroom 23% claimed, 37% applied)
+        doubled = replace(sp, draft_tp=d.tp * 2) if sp.kind.own_tp and sp.draft_tp == d.tp else sp
         out.append(("higher_tp", f"double tensor parallelism to TP={d.tp * 2} ({extra} more GPUs)",
-                    replace(d, tp=d.tp * 2, num_gpus=(d.num_gpus or d.gpus_per_instance) * 2), w, extra, ""))
+                    replace(d, tp=d.tp * 2, num_gpus=(d.num_gpus or d.gpus_per_instance) * 2, speculative=doubled),
+                    w, extra, ""))
     replicas = d.replicas
     more = replace(d, num_gpus=(replicas + 1) * d.gpus_per_instance)
     out.append(("add_replica", f"add a replica ({d.gpus_per_instance} more GPUs): {replicas + 1} replicas share the "
@@ -213,8 +222,9 @@ def recommend(result: PlanResult, profile: AccountingProfile, efficiency=None, a
         try:
             if nd.speculative.enabled and nd.speculative.method != d.speculative.method:
                 check_method(profile.engine, engine_version, nd.speculative.method)
-            after = plan(nd, nw, profile, policy, efficiency=efficiency,  # its TPOT alone is read here
-                         acceptance=acceptance if nd.speculative.enabled else None, perf_detail=False)
+            after = plan(nd, nw, _profile_after(profile, engine_version, d, nd), policy, efficiency=efficiency,
+                         acceptance=acceptance if nd.speculative.enabled else None,
+                         perf_detail=False)  # its TPOT alone is read here
         except Exception:  # a change the engine cannot take (TP beyond the heads, a method of later releases): not a fix
             continue
         verdict_after = after.verdict.verdict
@@ -250,6 +260,26 @@ def recommend(result: PlanResult, profile: AccountingProfile, efficiency=None, a
     # ranked last, below changes whose worst-case headroom grows on an engine that still refuses to start
     recs.sort(key=lambda pair: (RANK[pair[0].verdict_after], pair[1], pair[0].score), reverse=True)
     return [rec for rec, _ in recs[:limit]]
+
+
+def _profile_after(profile: AccountingProfile, engine_version: str | None, d: Deployment,
+                   nd: Deployment) -> AccountingProfile:
+    """The accounting a fix's deployment is planned with: the release's engine for its drafter, as a request naming
+    that drafter resolves it (engines.registry.resolve_profile). vLLM 0.8 / 0.9 serve a draft model on their V0 engine
+    and every other drafter on V1, so "serve without speculation" or "an EAGLE-3 head" off a draft model runs on
+    V1, with V1's pool and defaults: priced on V0's, both fixes had claimed headroom that applying them did not give
+    (TP 2 on 2 x A100-40GB, vLLM 0.8.5: -6.44 claimed for the head, -3.50 applied). A profile the registry does not
+    give for the deployment (a caller's own) is kept."""
+    if nd.speculative.method == d.speculative.method or engine_version is None:
+        return profile
+    from ..engines.registry import resolve_profile  # noqa: PLC0415
+
+    try:
+        if resolve_profile(profile.engine, engine_version, d.speculative.method.value) != profile:
+            return profile
+        return resolve_profile(profile.engine, engine_version, nd.speculative.method.value)
+    except SpecError:
+        return profile
 
 
 def _tpot(r: PlanResult) -> float | None:

@@ -66,24 +66,34 @@ def _verdict(d, mem: MemoryAccount, w: Workload, policy: float) -> str:
     return evaluate(mem, replica_workload(d, w), policy, detail=False).verdict
 
 
-def _bracket(holds, lo: float, hi: float) -> tuple[float, float]:
+def _bracket(holds, lo: float, hi: float, close=None) -> tuple[float, float]:
     """(the largest x found for which `holds(x)`, the smallest for which it does not), true at lo, false at hi, to
-    1e-4."""
-    for _ in range(40):
+    1e-4, or until `close(lo, hi)` where given: an input in whole tokens or requests is bracketed to one unit of its
+    own, as 1e-4 of a factor is 10 tokens of a 100,000-token prompt (a margin had read "must fall to 35,986" where
+    35,990 was already thin: the blocks of 16 tokens end at 35,992)."""
+    for _ in range(80):
+        if (close(lo, hi) if close is not None else hi - lo < 1e-4) or hi - lo < 1e-12:
+            break
         mid = (lo + hi) / 2
         if holds(mid):
             lo = mid
         else:
             hi = mid
-        if hi - lo < 1e-4:
-            break
     return lo, hi
 
 
-def _bisect(holds, lo: float, hi: float, upper: bool = False) -> float:
-    """The largest x in [lo, hi] for which `holds(x)` (true at lo, false at hi), to 1e-4; with `upper`, the smallest
-    x for which it no longer holds."""
-    held, failed = _bracket(holds, lo, hi)
+def _within_one(w: Workload, name: str):
+    """For an input counted in whole units (tokens, requests): whether two factors give values of the input at most one
+    unit apart; None for the burst factor (a real number, bracketed to 1e-4 of its factor)."""
+    if name == "burst_factor":
+        return None
+    return lambda lo, hi: _current(scaled_workload(w, name, hi), name) - _current(scaled_workload(w, name, lo), name) <= 1
+
+
+def _bisect(holds, lo: float, hi: float, upper: bool = False, close=None) -> float:
+    """The largest x in [lo, hi] for which `holds(x)` (true at lo, false at hi), to 1e-4 (or `close`: _bracket); with
+    `upper`, the smallest x for which it no longer holds."""
+    held, failed = _bracket(holds, lo, hi, close)
     return failed if upper else held
 
 
@@ -97,7 +107,7 @@ def _flip_factor(d, mem: MemoryAccount, w: Workload, name: str, policy: float, b
 
     if same(ceiling):
         return None
-    held, failed = _bracket(same, 1.0, ceiling)
+    held, failed = _bracket(same, 1.0, ceiling, _within_one(w, name))
     return held, _verdict(d, mem, scaled_workload(w, name, failed), policy)
 
 
@@ -106,7 +116,7 @@ def _shrink_factor(d, mem: MemoryAccount, w: Workload, name: str, policy: float,
     def better(factor: float) -> bool:
         return RANK[_verdict(d, mem, scaled_workload(w, name, factor), policy)] > RANK[base]
 
-    return _bisect(better, 0.01, 1.0) if better(0.01) else None
+    return _bisect(better, 0.01, 1.0, close=_within_one(w, name)) if better(0.01) else None
 
 
 LABELS = {"prompt_tokens": "prompt length (all percentiles)", "output_tokens": "output length (all percentiles)",
