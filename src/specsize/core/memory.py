@@ -54,6 +54,12 @@ class AccountingProfile:
     # a model drafter's speculative step syncs with the host between draft, verify and draft extend, every TP rank
     # in lockstep (SGLang's EAGLE worker without overlap scheduling): Efficiency.spec_step_tp_s / draft_step_tp_s
     spec_host_handover: bool = False
+    # what a model drafter's first forward of a speculative step runs over (core.perf.draft_extend_tokens, read by
+    # core.perf.build_costs): "verified" (every verified position, k + 1 a sequence: vLLM 0.11 on, SGLang 0.4.10 on),
+    # "accepted" (the tokens the pass emitted: vLLM 0.8-0.10, SGLang before 0.4.10), "last" (one: vLLM V0);
+    # draft_model_extend where a separate draft model's differs ("verified+next": vLLM's adds the sampled token's slot)
+    draft_extend: str = "verified"
+    draft_model_extend: str = ""
     # vLLM V0 scores drafts by batch expansion (vllm/spec_decode/batch_expansion.py): each sequence with k drafts
     # becomes k + 1 single-token queries, each prepared by the model runner as a sequence of its own (the multi-query
     # scorer that avoids it ran only with --enforce-eager: spec_decode_worker.py "Disabling MQA scorer as the target
@@ -179,6 +185,9 @@ class AccountingProfile:
     act_moe_coef: float = 1.0  # x tokens x top_k x (3 x expert-intermediate-per-rank + hidden) x bytes
     act_vocab_coef: float = 3.2  # x sampler rows x vocab x 4 bytes (fp32 logits and their copies)
     act_softcap_coef: float = 0.3  # extra, when final_logit_softcapping is set
+    # fp32 vocabulary row-sets per sampler row more that an install without FlashInfer profiles (PyTorch's sort-based
+    # top-k/top-p where the planned one runs FlashInfer's kernel: vLLM 0.8-0.11.0 pip installs); 0: no such gap
+    sort_sampler_sets: float = 0.0
     # V1 (phases): the peak is the larger of the forward and the sampler step (which holds act_sampler_hidden_coef
     # hidden-state sets of the batch besides the logits), plus the fused-MoE kernel's workspaces, which the first
     # forward allocates and keeps (moe_workspace_bytes); False: forward + sampler (V0's fit)
@@ -240,6 +249,7 @@ class ResolvedSettings:
     num_speculative_tokens: int
     prefill_first: bool = False  # the engine's step policy (AccountingProfile.prefill_first)
     spec_host_handover: bool = False  # AccountingProfile.spec_host_handover
+    draft_extend: str = "verified"  # AccountingProfile.draft_extend (draft_model_extend for a separate draft model)
     spec_expansion_query_s: float = 0.0  # AccountingProfile.spec_expansion_query_s, 0 with --enforce-eager
     api_cost_scale: float = 1.0  # AccountingProfile.api_cost_scale
     moe_fp8_memory: float = 0.0  # AccountingProfile.moe_fp8_memory (0: the GPU family's)
@@ -416,6 +426,8 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         kv_cache_dtype=kv_dtype, kv_dtype_bytes=kv_bytes, quantization=quant, enforce_eager=e.enforce_eager,
         num_speculative_tokens=d.speculative.num_speculative_tokens if d.speculative.enabled else 0,
         prefill_first=p.prefill_first and not chunked, spec_host_handover=p.spec_host_handover,
+        draft_extend=(p.draft_model_extend or p.draft_extend) if d.speculative.method == SpecMethod.DRAFT_MODEL
+        else p.draft_extend,
         spec_expansion_query_s=0.0 if e.enforce_eager else p.spec_expansion_query_s,
         api_cost_scale=p.api_cost_scale,
         scheduler_steps=steps, moe_fp8_memory=p.moe_fp8_memory, ngram_proposer_per_seq_s=p.ngram_proposer_per_seq_s,

@@ -7,7 +7,9 @@ TP group, is the sum of its operations, each at its own roofline (docs/performan
                eff_compute(T) = eff_compute x T / (T + gemm_half_tokens): tile and wave losses at few tokens
     fused MoE  the experts the step's tokens touch, at eff_compute(tokens per touched expert) and the bandwidth
                of the experts' dtype (bf16, fp8, 4-bit), plus a fixed cost per MoE layer (routing, alignment)
-    attention  max(KV bytes / (bandwidth x attn_memory), attention flops / (peak x attn_compute))
+    attention  max(KV bytes / (bandwidth x attn_memory), attention flops / (peak x attn_compute)); a sliding window
+               reads min(context, window) tokens, DeepSeek-V3.2's sparse attention min(context, index_topk) latents
+               beside its indexer's key scan of the whole context
     all-reduce 2 per layer (TP > 1): latency + 2 (TP-1)/TP x message bytes / bus bandwidth
     sampler    the logits of the sampled positions (B x vocab x fp32) read and written `sampler_passes` times
     CPU        per step + per scheduled sequence (scheduler, input preparation, output processing); the API
@@ -16,7 +18,8 @@ TP group, is the sum of its operations, each at its own roofline (docs/performan
 bytes = weights read once per step (for MoE: the shared part plus every distinct expert the step's B x q
 tokens touch) + the KV cache of every sequence's context; flops = 2 x active parameters x tokens +
 attention over the context; the lm_head multiplies only the positions sampled. A speculative step is one verification pass of k+1 positions per sequence,
-the drafter's k steps and a fixed per-step cost (rejection sampling, bookkeeping):
+the drafter's k forwards (the first over the positions just verified: DRAFT_EXTEND_*) and a fixed per-step cost
+(rejection sampling, bookkeeping):
 
     tokens_per_pass = (1 - a^(k+1)) / (1 - a)          (Leviathan et al. 2023, eq. 1)
     speedup(B)      = tokens_per_pass x t_decode(B) / t_spec_step(B)
@@ -29,12 +32,12 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from .kvcache import model_kv_layers
+from .kvcache import indexed_mla_bytes, model_kv_layers
 from .memory import GRAPH_ALL
 from .specs import DTYPE_BYTES, Deployment, GpuSpec, ModelSpec, Quantization, medusa_at_k
 from .speculation import (SpecMethod, acceptance_from_mean_length, drafter_kind,  # noqa: F401 - re-exported
                           keeps_overlap, tokens_per_pass, verified_per_sequence)
-from .weights import VLLM_MXFP4_PAD, expert_bytes_per_rank, padded_vocab, weight_breakdown
+from .weights import VLLM_MXFP4_PAD, expert_bytes_per_rank, indexer_dims, padded_vocab, weight_breakdown
 
 if TYPE_CHECKING:
     import numpy as np
@@ -171,6 +174,11 @@ class ModelCost:
     # GPU has an fp8 peak; otherwise in the activations' 16-bit type whatever the weights' format
     kv_fp8: bool = False
     mla: bool = False  # its attention layers are MLA (their MoE layers launch as Efficiency.eager_moe_layer_s says)
+    # DeepSeek-V3.2's sparse-attention indexer: its flops per (new token x context token), every layer's summed
+    indexer_flops_per_pair: float = 0.0
+    # ... and its index_topk, the latents each query reads: the kv_layers entries with this window are its sparse
+    # attention's latents, not a sliding window (0: none; the model has no sliding window of that size)
+    sparse_window: int = 0
     # with fp8_compute, the share of the dense GEMMs' parameters held in fp8: the rest, linear layers the checkpoint
     # keeps in the model dtype (Quantization.unquantized), multiply at the 16-bit peak
     fp8_share: float = 1.0
@@ -243,10 +251,12 @@ def model_cost(m: ModelSpec, tp: int, dtype: str, quant: Quantization | None, *,
         lm_head_params = (w.lm_head or (w.embedding if tied else 0)) // DTYPE_BYTES[dtype]
         kept_params = w.params_unquantized
     q = quant if quant is not None else m.quantization
-    kv = []
+    kv: list[tuple[int, int | None, int]] = []
     heads = m.num_attention_heads // tp
     prompt_width = 0
     mla = m.mla
+    index_heads, index_dim, index_topk = indexer_dims(m) if (mla is not None and mla_latent) else (0, 0, 0)
+    indexer_flops = 0
     for layer in model_kv_layers(m, tp, kv_dtype_bytes, "x", layers=layers if layers else None, mla_latent=mla_latent):
         if mla is None:
             width = heads * m.head_dim
@@ -256,6 +266,20 @@ def model_cost(m: ModelSpec, tp: int, dtype: str, quant: Quantization | None, *,
             prompt_width += heads * (mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim) // 2
         else:  # every head's keys and values decompressed, qk_nope + qk_rope wide (core.kvcache.model_kv_layers)
             width = heads * (mla.qk_nope_head_dim + mla.qk_rope_head_dim)
+        if index_topk and layer.kind == "mla":
+            # DeepSeek-V3.2's sparse attention (DSA): the indexer scores every cached token with its fp8 key (vLLM's
+            # model_executor/layers/sparse_attn_indexer.py: fp8 paged MQA logits over each sequence's whole
+            # seq_lens, index_n_heads x index_head_dim per pair, then top_k_per_row), and the MLA kernel reads only
+            # those index_topk latents (v1/attention/backends/mla/flashmla_sparse.py: flash_mla_with_kvcache with the
+            # top-k indices): the latent part of the token's bytes is read as a window of index_topk, the key
+            # (core.kvcache.indexed_mla_bytes with no latent) over the whole context; the indexer is replicated on
+            # every rank (core.weights._indexer_bytes), so its heads are all here. The decode's k + 1 verified
+            # queries of a sequence select mostly the same latents: read once a sequence, as a window is
+            key = indexed_mla_bytes(0, index_dim, kv_dtype_bytes)
+            kv.append((layer.bytes_per_token - key, index_topk, width))
+            kv.append((key, None, 0))
+            indexer_flops += 2 * index_heads * index_dim  # every token of every forward, prompts' too
+            continue
         kv.append((layer.bytes_per_token, layer.window, width))
     return ModelCost(dense_bytes=dense_bytes, dense_params=max(0, dense_params), expert_bytes=per_layer_expert,
                      expert_params=expert_params, moe_layers=moe_layers,
@@ -268,7 +292,8 @@ def model_cost(m: ModelSpec, tp: int, dtype: str, quant: Quantization | None, *,
                      low_bit_experts_only=bool(q and q.experts_only),
                      fp4=q.method if (q and q.method in ("mxfp4", "nvfp4")) else "", prompt_attn_width=prompt_width,
                      kv_fp8=kv_dtype_bytes == 1, mla=m.mla is not None,
-                     fp8_share=1.0 - kept_params / dense_params if dense_params > 0 else 1.0)
+                     fp8_share=1.0 - kept_params / dense_params if dense_params > 0 else 1.0,
+                     indexer_flops_per_pair=indexer_flops, sparse_window=index_topk if indexer_flops else 0)
 
 
 @dataclass(frozen=True)
@@ -315,6 +340,14 @@ class StepCoefficients:
     # the cache's dtype, so at the bf16 peak: inv_flops_attn_prompt (0: inv_flops_attn)
     attn_flops_per_prompt_pair: float = 0.0
     inv_flops_attn_prompt: float = 0.0
+    # DeepSeek-V3.2's sparse attention (ModelCost.sparse_window): its flops per (new token x latent read),
+    # which reads min(context, index_topk) latents a sequence, and that window's place in kv_windows (-1: none).
+    # A decode's or verification's pairs, and a prompt's beyond index_topk, are priced over the window's share of the
+    # context (step_time); a prompt within it as attn_flops_per_prompt_pair says
+    sparse_flops_per_pair: float = 0.0
+    sparse_window_index: int = -1
+    indexer_flops_per_pair: float = 0.0  # ModelCost.indexer_flops_per_pair: over every pair, a prompt's too
+    inv_flops_indexer: float = 0.0  # ... at the fp8 peak where the GPU has one (0: inv_flops_attn)
 
 
 
@@ -348,6 +381,7 @@ def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = T
     for b, window, _ in c.kv_layers:
         if window:
             windows[window] = windows.get(window, 0) + b
+    sparse_index = list(windows).index(c.sparse_window) if c.sparse_window in windows else -1
     comm_fixed = comm_token = 0.0
     if c.tp > 1:
         link = (gpu.interconnect_bytes_s or 1e12) * eff.allreduce_bus_fraction
@@ -380,7 +414,8 @@ def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = T
     return StepCoefficients(
         dense_bytes=c.dense_bytes, expert_bytes_per_layer=c.moe_layers * c.expert_bytes, num_experts=c.num_experts,
         top_k=c.top_k, flops_per_token=max(0.0, dense_flops),
-        attn_flops_per_pair=4.0 * sum(width for _, _, width in c.kv_layers),
+        attn_flops_per_pair=4.0 * sum(width for _, window, width in c.kv_layers
+                                      if not (c.sparse_window and window == c.sparse_window)),
         act_bytes_per_token=2.0 * c.hidden * c.act_bytes * c.n_layers, kv_full_bytes_per_token=full,
         kv_windows=tuple(windows.items()),
         inv_flops=1.0 / (peak * eff.compute) if peak else 0.0,
@@ -396,7 +431,14 @@ def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = T
         expert_skew=eff.moe_routing_skew, host_overlapped=host_overlapped, ungraphed_s=0.0 if eager else launches,
         attn_flops_per_prompt_pair=4.0 * c.prompt_attn_width,
         inv_flops_attn_prompt=1.0 / (gpu.bf16_flops * (eff.attn_compute or eff.compute))
-        if (c.prompt_attn_width and gpu.bf16_flops) else 0.0)
+        if (c.prompt_attn_width and gpu.bf16_flops) else 0.0,
+        sparse_flops_per_pair=4.0 * sum(width for _, window, width in c.kv_layers
+                                        if c.sparse_window and window == c.sparse_window),
+        sparse_window_index=sparse_index, indexer_flops_per_pair=c.indexer_flops_per_pair,
+        # the indexer's logits are an fp8 MQA (vLLM's sparse_attn_indexer.py: fp8 queries against the fp8 key cache,
+        # DeepGEMM fp8_mqa_logits / fp8_paged_mqa_logits) whatever the KV cache's dtype
+        inv_flops_indexer=1.0 / (gpu.fp8_flops * (eff.attn_compute or eff.compute))
+        if (c.indexer_flops_per_pair and gpu.fp8_flops) else 0.0)
 
 
 def gemm_time(bytes_: float, flops: float, tokens: float, co: StepCoefficients, inv_bandwidth: float,
@@ -413,7 +455,8 @@ def gemm_time(bytes_: float, flops: float, tokens: float, co: StepCoefficients, 
 def step_time(co: StepCoefficients, tokens: float, context_tokens: float, window_tokens: tuple,
               pairs: float, seqs: float | None = None, logits: float | None = None,
               positions: float | None = None, prepared: float | None = None,
-              graphed: bool = True, prompt_pairs: float = 0.0) -> tuple[float, float, float, bool]:
+              graphed: bool = True, prompt_pairs: float = 0.0,
+              prompt_seq_max: float = 0.0) -> tuple[float, float, float, bool]:
     """(seconds, flops, bytes, compute-bound?) of one forward over `tokens` new tokens.
 
     `context_tokens`: sum of the sequences' context lengths (full-attention layers read all of it);
@@ -424,7 +467,8 @@ def step_time(co: StepCoefficients, tokens: float, context_tokens: float, window
     `prepared`: sequences the engine core prepares inputs for (default `seqs`; k + 1 per sequence under batch
     expansion, while the API server still streams `seqs`); `graphed` False: the forward runs outside a CUDA graph and
     the host's launches (`co.ungraphed_s`) add to its GPU time; `prompt_pairs`: the share of `pairs` that prompt
-    tokens make (priced at `co.attn_flops_per_prompt_pair` where the model sets one: MLA).
+    tokens make (priced at `co.attn_flops_per_prompt_pair` where the model sets one: MLA); `prompt_seq_max`: the
+    longest of those prompts with the step's chunk (0: not known), which decides DeepSeek-V3.2's prompt path.
     """
     seqs = tokens if seqs is None else seqs
     logits = seqs if logits is None else logits
@@ -446,10 +490,24 @@ def step_time(co: StepCoefficients, tokens: float, context_tokens: float, window
     inv_attn = co.inv_flops_attn or co.inv_flops
     if not co.attn_flops_per_prompt_pair:  # a prompt's pairs cost a decode's
         prompt_pairs = 0.0
+    topk = co.kv_windows[co.sparse_window_index][0] if co.sparse_flops_per_pair else 0
+    if topk and prompt_pairs:
+        # DeepSeek-V3.2 runs its prompts as dense multi-head attention only while the step's longest prompt fits in
+        # index_topk (vLLM's sparse_mla_attention.py _use_dense_mha_prefill: prefill_max_seq_len <= topk_tokens),
+        # otherwise through the sparse kernel over the top-k latents like a decode. Not told the longest: a prompt
+        # whose pairs average at most topk / 2 a token, a chunk of at most topk tokens from its start, is dense
+        dense = prompt_seq_max <= topk if prompt_seq_max else prompt_pairs <= tokens * topk / 2
+        if not dense:
+            prompt_pairs = 0.0
     prompt_flops = co.attn_flops_per_prompt_pair * prompt_pairs
     other_flops = co.attn_flops_per_pair * (pairs - prompt_pairs)
-    attn_flops = other_flops + prompt_flops
-    t_attn_compute = other_flops * inv_attn + prompt_flops * (co.inv_flops_attn_prompt or inv_attn)
+    if topk:  # DSA: the other pairs over the top-k latents each token reads, the window's share of the context
+        read = window_tokens[co.sparse_window_index] / context_tokens if context_tokens > 0 else 1.0
+        other_flops += co.sparse_flops_per_pair * min((pairs - prompt_pairs) * read, tokens * topk)
+    indexer_flops = co.indexer_flops_per_pair * pairs  # DSA's indexer scores every pair, whatever runs the attention
+    attn_flops = other_flops + prompt_flops + indexer_flops
+    t_attn_compute = (other_flops * inv_attn + prompt_flops * (co.inv_flops_attn_prompt or inv_attn)
+                      + indexer_flops * (co.inv_flops_indexer or inv_attn))
     flops = dense_flops + expert_flops + attn_flops
     t_dense = gemm_time(co.dense_bytes, dense_flops, tokens, co, co.inv_bandwidth, co.half_tokens)
     t_experts = 0.0
@@ -558,13 +616,78 @@ class SpecCosts:
     # where the release overlaps nothing with it (vLLM V0: asynchronous output processing is off with speculation);
     # 0 where it runs beside the forward or in another process
     serial_output_s: float = 0.0
-    # per speculative step, a drafter's pass over the positions the target just verified (Efficiency.
-    # draft_setup_overhead_s) where it has one: a drafter that keeps KV cache (a draft model, EAGLE / EAGLE-3 heads,
-    # MTP layers) extends it over the accepted tokens before drafting (vllm/v1/spec_decode/eagle.py propose:
-    # prepare_inputs, then its first forward over every verified position); Medusa's heads read the sampled
+    # per speculative step, the fixed cost of a drafter's pass over the positions the target just verified (Efficiency.
+    # draft_setup_overhead_s: its input preparation and launches; the forward's own roofline is its first forward's,
+    # draft_extend) where it has one: a drafter that keeps KV cache (a draft model, EAGLE / EAGLE-3 heads, MTP layers)
+    # extends it over those positions before drafting; Medusa's heads read the sampled
     # positions' hidden states and nothing else (vllm/v1/worker/gpu_model_runner.py propose_draft_token_ids, the
     # medusa branch: "hidden_states = sample_hidden_states[indices]"); 0 without a GPU drafter
     draft_setup_s: float = 0.0
+    # the positions per sequence the drafter's first forward of a speculative step runs over (draft_extend_tokens):
+    # DRAFT_EXTEND_VERIFIED, _VERIFIED_NEXT, _ACCEPTED or _LAST; "" for a drafter that keeps no KV cache (Medusa) or
+    # none at all
+    draft_extend: str = ""
+
+
+# The drafter's first forward of a speculative step, over the positions the target just verified, as each engine runs
+# it. A drafter with a KV cache of its own (a draft model, EAGLE / EAGLE-3 heads, MTP layers) runs it to write that
+# cache for the verified positions and to draft its first token; its other k - 1 forwards run one position (a tree's
+# top-k) per sequence.
+# - VERIFIED, every position the target verified, k + 1 a sequence, rejected ones as padding: vLLM V1 from 0.11
+#   (vllm-project/vllm PR 24539 "Efficient padded speculation", the default since; 0.32's v1/spec_decode/
+#   llm_base_proposer.py SpecDecodeBaseProposer.propose runs `self.model(**model_kwargs)` over num_tokens =
+#   target_token_ids.shape[0] after prepare_inputs_padded, "all tokens are included as inputs to the speculator, with
+#   the rejected tokens used as padding", then its k - 1 more over batch_size; Model Runner V2's
+#   TargetDependentARSpeculator.propose likewise prefills the draft over the target's batch shape), and SGLang from
+#   0.4.10, whose draft extend after verify replays a CUDA graph captured at num_tokens_per_bs = speculative_num_steps
+#   + 1 a request (speculative/eagle_draft_extend_cuda_graph_runner.py; spec v2's _draft_extend_for_decode fills
+#   num_draft_tokens a request, k + 1 for a chain), then draft_forward's speculative_num_steps - 1 forwards
+# - VERIFIED_NEXT, those and a slot for the token the target sampled, k + 2 a sequence: vLLM V1's separate draft model
+#   (DraftModelProposer: pass_hidden_states_to_model False makes net_num_new_slots_per_request 1, and
+#   set_inputs_first_pass appends that slot to every request; Model Runner V2's StandaloneARSpeculator,
+#   num_extra_query_per_req = 1), where an EAGLE head's shifted inputs need none
+# - ACCEPTED, the accepted positions and the bonus token (the tokens a pass emits): vLLM V1 0.8-0.10 (EagleProposer.
+#   prepare_inputs drops the rejected ones: q - rejected = accepted + 1 a request) and SGLang's eager draft extend
+#   (eagle_info.py prepare_extend_after_decode: extend_lens = accept_length + 1)
+# - LAST, the one sampled position: vLLM V0's proposer, whose cache already holds the accepted drafts' keys and values
+#   (written while it drafted them); the forward is one of its k at one position a sequence
+DRAFT_EXTEND_VERIFIED = "verified"
+DRAFT_EXTEND_VERIFIED_NEXT = "verified+next"
+DRAFT_EXTEND_ACCEPTED = "accepted"
+DRAFT_EXTEND_LAST = "last"
+
+
+def draft_extend_tokens(c: SpecCosts, per_pass: float | None = None) -> float:
+    """Positions per sequence of the drafter's first forward in a speculative step (SpecCosts.draft_extend): k + 1 for
+    VERIFIED, k + 2 for VERIFIED_NEXT, the tokens a pass emits (`per_pass`; k + 1 where not given) for ACCEPTED, 0
+    where that forward is one of the others (LAST, or a drafter without a KV cache)."""
+    if c.draft_extend == DRAFT_EXTEND_VERIFIED or (c.draft_extend == DRAFT_EXTEND_ACCEPTED and per_pass is None):
+        return float(c.draft_steps + 1)
+    if c.draft_extend == DRAFT_EXTEND_VERIFIED_NEXT:
+        return float(c.draft_steps + 2)
+    if c.draft_extend == DRAFT_EXTEND_ACCEPTED:
+        assert per_pass is not None
+        return per_pass
+    return 0.0
+
+
+def drafter_forwards_s(co: StepCoefficients, steps: int, width: float, extend: float, seqs: float,
+                       context_tokens: float, window_tokens: tuple, per_forward_s: float, setup_s: float) -> float:
+    """The drafter's `steps` forwards in one speculative step of `seqs` sequences holding `context_tokens` tokens of
+    context together (`window_tokens`: per window of co.kv_windows, the sum of min(context, window)): the first over
+    `extend` positions a sequence where that is not 0 (draft_extend_tokens: the verified positions), sampling one
+    each, the others over `width` (a tree's top-k) sampling all; `per_forward_s` a forward beyond its roofline
+    (draft_forward_overhead) and `setup_s` once (SpecCosts.draft_setup_s)."""
+    if not steps:
+        return 0.0
+    one = step_time(co, seqs * width, context_tokens, window_tokens, context_tokens * width, seqs=seqs,
+                    logits=seqs * width)[0]
+    forwards = steps * one
+    if extend:
+        first = step_time(co, seqs * extend, context_tokens, window_tokens, context_tokens * extend, seqs=seqs,
+                          logits=seqs)[0]
+        forwards += first - one
+    return forwards + steps * per_forward_s + setup_s
 
 
 def _head_lm_head(draft: ModelCost, d: Deployment, dtype: str) -> ModelCost:
@@ -595,11 +718,13 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
                 expansion_query_s: float = 0.0, async_with_speculation: bool = True,
                 graph_max_tokens: int = GRAPH_ALL, spec_overlap_chain: bool = False,
                 mxfp4_pad: tuple[int, int] = VLLM_MXFP4_PAD,
-                mla_prompt_mha: tuple[bool, int] = (True, 0), mla_latent: bool = True) -> SpecCosts:
+                mla_prompt_mha: tuple[bool, int] = (True, 0), mla_latent: bool = True,
+                draft_extend: str = DRAFT_EXTEND_VERIFIED) -> SpecCosts:
     """What steps of this deployment cost. `async_scheduling`: the release runs the engine core's per-sequence work
     beside the forward (ResolvedSettings.async_scheduling, StepCoefficients.host_overlapped); with speculation as
     core.speculation.keeps_overlap says (`async_with_speculation`: not V0's async output processing;
-    `spec_overlap_chain`), and `plain_co`, the target without speculation, always has it."""
+    `spec_overlap_chain`), and `plain_co`, the target without speculation, always has it. `draft_extend`: what the
+    drafter's first forward of a step runs over (DRAFT_EXTEND_VERIFIED, the current releases of both engines)."""
     sp = d.speculative
     k = sp.num_speculative_tokens if k is None else k
     target = model_cost(d.target, d.tp, dtype, quant, kv_dtype_bytes=kv_dtype_bytes, mxfp4_pad=mxfp4_pad,
@@ -639,18 +764,19 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
                      expansion_query_s=expansion_query_s, graph_max_tokens=graph_max_tokens,
                      mla_prompt_mha=mla_prompt_mha,
                      serial_output_s=eff.output_per_token_s if k and sp.enabled and not overlapped else 0.0,
-                     draft_setup_s=eff.draft_setup_overhead_s if draft is not None and kind.keeps_kv else 0.0)
+                     draft_setup_s=eff.draft_setup_overhead_s if draft is not None and kind.keeps_kv else 0.0,
+                     draft_extend=draft_extend if draft is not None and kind.keeps_kv and steps else "")
 
 
 def uniform_step(co: StepCoefficients, batch: int, q: float, context: int, sampled: float = 1,
                  positions: int | None = None, expansion_query_s: float = 0.0,
-                 graph_max_tokens: int = GRAPH_ALL, prompt: bool = False) -> StepTime:
+                 graph_max_tokens: int = GRAPH_ALL, prompt: bool = False, prompt_seq_max: float = 0.0) -> StepTime:
     """`batch` sequences scoring `q` tokens each over `context` tokens, `sampled` of them per sequence
     through the lm_head and the sampler (1 for decode and prefill, q for verification); `positions` per sequence
     the distinct positions among the q (a draft tree's depth + 1; default q); `expansion_query_s` > 0: the q tokens
     are q queries of their own (batch expansion), each prepared as a sequence, every extra one costing this more;
     a step of more than `graph_max_tokens` tokens runs outside a CUDA graph; `prompt`: the q tokens are a prompt's
-    (their attention priced as a prompt's, step_time's `prompt_pairs`)."""
+    (their attention priced as a prompt's, step_time's `prompt_pairs`, `prompt_seq_max` long with this chunk)."""
     windows = tuple(batch * min(context, window) for window, _ in co.kv_windows)
     queries = batch * q if expansion_query_s else batch
     pairs = batch * q * context
@@ -658,7 +784,8 @@ def uniform_step(co: StepCoefficients, batch: int, q: float, context: int, sampl
                                                seqs=batch, prepared=queries, logits=batch * sampled,
                                                positions=batch * positions if positions else None,
                                                graphed=batch * q <= graph_max_tokens,
-                                               prompt_pairs=pairs if prompt else 0.0)
+                                               prompt_pairs=pairs if prompt else 0.0,
+                                               prompt_seq_max=prompt_seq_max if prompt else 0.0)
     return StepTime(time_s=seconds + expansion_query_s * (queries - batch), flops=flops, bytes=moved,
                     bound="compute" if compute else "memory")
 
@@ -674,8 +801,9 @@ def decode_step(c: SpecCosts, batch: int, context: int) -> StepTime:
     return uniform_step(c.plain_co, batch, 1, context, graph_max_tokens=c.graph_max_tokens)
 
 
-def spec_step_time(c: SpecCosts, batch: int, context: int) -> float:
-    """One speculative step: drafting, one verification pass of verify_width positions, fixed costs."""
+def spec_step_time(c: SpecCosts, batch: int, context: int, per_pass: float | None = None) -> float:
+    """One speculative step: drafting, one verification pass of verify_width positions, fixed costs (`per_pass`, the
+    tokens a pass emits, sizes a drafter's first forward where it runs over the accepted positions: draft_extend)."""
     # every verified position goes through the lm_head and the (rejection) sampler: B x (k+1) x vocab
     # a tree (draft_width > 1) spans draft_steps + 1 positions per sequence, a chain one per verified token
     depth = c.draft_steps + 1 if c.draft_width > 1 else None
@@ -685,7 +813,7 @@ def spec_step_time(c: SpecCosts, batch: int, context: int) -> float:
     if drafter_kind(c.method).cpu_drafted:
         lookup = ngram_lookup_s(c.eff.ngram_per_seq_s, c.eff.ngram_scan_per_token_s, batch, batch * context)
         return verify + c.eff.spec_step_overhead_s + lookup
-    return verify + c.eff.spec_step_overhead_s + handover_time(c) + draft_time(c, batch, context)
+    return verify + c.eff.spec_step_overhead_s + handover_time(c) + draft_time(c, batch, context, per_pass)
 
 
 def handover_time(c: SpecCosts) -> float:
@@ -706,15 +834,16 @@ def draft_forward_overhead(c: SpecCosts) -> float:
     return c.eff.draft_step_overhead_s + (c.eff.draft_step_tp_s if sharded else 0.0)
 
 
-def draft_time(c: SpecCosts, batch: int, context: int) -> float:
+def draft_time(c: SpecCosts, batch: int, context: int, per_pass: float | None = None) -> float:
     """The drafter's forwards of one speculative step at batch `batch` (its own roofline: a draft model or head
-    turns compute-bound at large B too), its per-forward launch cost and its set-up pass."""
+    turns compute-bound at large B too), the first over the positions the target verified (draft_extend_tokens), its
+    per-forward launch cost and its set-up pass."""
     if c.draft is None or not c.draft_steps:
         return 0.0
     assert c.draft_co is not None  # build_costs sets draft_co whenever it sets draft
-    width = c.draft_width
-    one = uniform_step(c.draft_co, batch, width, context, sampled=width).time_s
-    return c.draft_steps * (one + draft_forward_overhead(c)) + c.draft_setup_s
+    spans = tuple(batch * min(context, window) for window, _ in c.draft_co.kv_windows)
+    return drafter_forwards_s(c.draft_co, c.draft_steps, c.draft_width, draft_extend_tokens(c, per_pass), batch,
+                              batch * context, spans, draft_forward_overhead(c), c.draft_setup_s)
 
 
 @dataclass(frozen=True)
@@ -734,7 +863,7 @@ def spec_tpot(c: SpecCosts, batch: int, context: int, per_pass: float) -> float:
     """Time per output token of each of `batch` sequences with speculation: a speculative step over the tokens it
     emits (`per_pass` per sequence), and the output processing of those batch x per_pass tokens after the step where
     the release overlaps nothing with it (SpecCosts.serial_output_s), batch x serial_output_s per token."""
-    return spec_step_time(c, batch, context) / per_pass + c.serial_output_s * batch
+    return spec_step_time(c, batch, context, per_pass) / per_pass + c.serial_output_s * batch
 
 
 def speedup_point(c: SpecCosts, batch: int, context: int, per_pass: float, k: int) -> SpeedupPoint:
@@ -768,9 +897,9 @@ def prefill_time(c: SpecCosts, prompt_tokens: int, chunk: int) -> float:
     def steps(done: int, size: int, count: int) -> float:
         start = done + (count - 1) * size // 2  # the mean start of the run's chunks (exact for one chunk)
         mha = prompt_as_mha(c.mla_prompt_mha, start)
-        time = uniform_step(_target_co(c), 1, size, start + size // 2, prompt=mha).time_s
+        time = uniform_step(_target_co(c), 1, size, start + size // 2, prompt=mha, prompt_seq_max=start + size).time_s
         if drafter is not None:
-            time += uniform_step(drafter, 1, size, start + size // 2, prompt=mha).time_s
+            time += uniform_step(drafter, 1, size, start + size // 2, prompt=mha, prompt_seq_max=start + size).time_s
         return count * time
 
     total = 0.0

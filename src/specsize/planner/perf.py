@@ -63,6 +63,7 @@ def _costs(d: Deployment, s: ResolvedSettings, eff: Efficiency, k: int, tree: Tr
     return build_costs(d, eff, s.dtype, s.quantization, s.kv_dtype_bytes, k=k, tree_topk=tree.topk,
                        num_draft_tokens=tree.num_draft_tokens if tree.topk > 1 else None,
                        host_handover=s.spec_host_handover, async_scheduling=s.async_scheduling,
+                       draft_extend=s.draft_extend,
                        expansion_query_s=s.spec_expansion_query_s if d.speculative.enabled else 0.0,
                        async_with_speculation=s.async_with_speculation, graph_max_tokens=s.graph_max_tokens,
                        spec_overlap_chain=s.spec_overlap_chain, mxfp4_pad=s.mxfp4_pad,

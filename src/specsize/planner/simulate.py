@@ -20,7 +20,7 @@ import numpy as np
 
 from ..core.accuracy import TimingAccuracy
 from ..core.memory import MemoryAccount
-from ..core.perf import Efficiency, draft_forward_overhead, handover_time, tree_level_acceptance
+from ..core.perf import Efficiency, draft_extend_tokens, draft_forward_overhead, handover_time, tree_level_acceptance
 from ..core.specs import Deployment, SpeculativeConfig, Workload
 from ..core.speculation import Acceptance, Tree, keeps_overlap
 from ..core.traffic import decode_context, shared_prefill_rate
@@ -94,6 +94,8 @@ def engine_config(d: Deployment, mem: MemoryAccount, eff: Efficiency, tree: Tree
         num_blocks=mem.usable_blocks, block_size=s.block_size, max_num_seqs=s.max_num_seqs,
         max_num_batched_tokens=s.max_num_batched_tokens, k=k, target=costs.target_co,
         draft=costs.draft_co, draft_steps=costs.draft_steps, draft_width=costs.draft_width,
+        # an extend over the accepted tokens (vLLM 0.8-0.10, SGLang before 0.4.10) priced at its k + 1 bound
+        draft_extend_tokens=draft_extend_tokens(costs),
         tree_extra=tree.nodes(k) - 1 - k if k and tree.topk > 1 else 0,
         draft_prefills=costs.draft_prefills, expansion_query_s=costs.expansion_query_s,
         serial_output_s=costs.serial_output_s,

@@ -31,8 +31,8 @@ import numpy as np
 from ..core.errors import SpecError
 from ..core.kvcache import BlockRule, block_rule
 from ..core.memory import GRAPH_ALL
-from ..core.perf import (StepCoefficients, api_busy_share, frontend_stretched, ngram_lookup_s, prompt_as_mha,
-                         step_time)
+from ..core.perf import (StepCoefficients, api_busy_share, drafter_forwards_s, frontend_stretched, ngram_lookup_s,
+                         prompt_as_mha, step_time)
 from ..core.speculation import verified_per_sequence
 from .workload import Requests
 
@@ -57,6 +57,8 @@ class EngineConfig:
     target: StepCoefficients
     draft: StepCoefficients | None = None
     draft_steps: int = 0  # drafter forwards per speculative step
+    # positions per decoding sequence of the drafter's first forward (core.perf.draft_extend_tokens; 0: as the others)
+    draft_extend_tokens: float = 0.0
     draft_width: int = 1
     # a draft tree's nodes beyond the chain of 1 + k a decoding sequence verifies (SGLang's num_draft_tokens N:
     # N - 1 - k siblings sharing the chain's positions): scored, sampled and priced, never accepted beyond k
@@ -442,10 +444,8 @@ def _step_seconds(cfg: EngineConfig, windows: tuple, draft_windows: tuple, c: np
         if cfg.draft is not None and cfg.draft_steps:
             dctx = c if n_dec == len(c) else c[dec]
             dspan = _spans(dctx, draft_windows)
-            width = cfg.draft_width
-            dsum = dec_ctx * width
-            one = step_time(cfg.draft, n_dec * width, dsum, dspan, dsum, seqs=n_dec, logits=n_dec * width)[0]
-            seconds += cfg.draft_steps * (one + cfg.draft_step_overhead_s) + cfg.draft_setup_overhead_s
+            seconds += drafter_forwards_s(cfg.draft, cfg.draft_steps, cfg.draft_width, cfg.draft_extend_tokens, n_dec,
+                                          dec_ctx, dspan, cfg.draft_step_overhead_s, cfg.draft_setup_overhead_s)
         seconds += cfg.spec_step_overhead_s
         if cfg.cpu_draft_per_seq_s or cfg.cpu_draft_per_token_s:
             seconds += ngram_lookup_s(cfg.cpu_draft_per_seq_s, cfg.cpu_draft_per_token_s, n_dec, dec_ctx)
