@@ -11,6 +11,8 @@ from . import sglang, vllm
 # engine name -> ((first release covered, profile), ...), oldest first; a release is (major, minor[, patch])
 ENGINES = {"vllm": vllm.PROFILES, "sglang": sglang.PROFILES}
 DEFAULT_ENGINE = "vllm"
+# engine name -> the series (major, minor) whose X.Y.0 was never released (SGLang 0.5: sglang.UNRELEASED_FIRST)
+UNRELEASED_FIRST = {"sglang": sglang.UNRELEASED_FIRST}
 
 
 def release(version: str | None) -> tuple[int, int] | None:
@@ -81,6 +83,7 @@ def _resolve(engine: str, version: str | None) -> AccountingProfile:
     covered = f"{_label(table[0][0])} or later, as X.Y, X.Y.Z or X.Y.Z.postN"
     if wanted is None:
         raise SpecError("engine_version", f"cannot read version {version!r}", covered)
+    _refuse_unreleased_first(engine, str(version), wanted)
     chosen = None
     for start, profile in table:
         if wanted >= start:
@@ -88,6 +91,22 @@ def _resolve(engine: str, version: str | None) -> AccountingProfile:
     if chosen is None:
         raise SpecError("engine_version", f"{engine} {version} is older than any accounting profile", covered)
     return chosen
+
+
+def _refuse_unreleased_first(engine: str, version: str, wanted: tuple[int, int, int, int]) -> None:
+    """A series written X.Y (or X.Y.0) whose X.Y.0 was never released stands for no one release: X.Y.0 would fall in the
+    last profile of the series before (SGLang "0.5" had been planned as 0.4.7.post1 - 0.4.10), and the series' own
+    releases are accounted differently from one another. Refused, naming them; a pre-release (0.5.0rc2) is taken as
+    written."""
+    if (wanted[0], wanted[1]) not in UNRELEASED_FIRST.get(engine, ()) or \
+            not re.fullmatch(r"v?\d+\.\d+(?:\.0)?", version.strip()):
+        return
+    ranges = [profile.label.split(" (")[0].removeprefix("SGLang ").removeprefix("vLLM ")
+              for start, profile in ENGINES[engine] if tuple(start[:2]) == wanted[:2]]
+    series = f"{wanted[0]}.{wanted[1]}"
+    raise SpecError("engine_version", f"{engine} {version}: no {series}.0 was released, and the {series} series' "
+                    f"releases are accounted differently ({', '.join(ranges)})",
+                    f"a release of the {series} series written X.Y.Z ({ranges[0].split('-')[0]} or later)")
 
 
 def beyond_known(engine: str, version: str | None) -> str | None:

@@ -11,8 +11,12 @@
   targets on datacenter Blackwell; 0.5.13 graphs those too. 0.5.10 not with speculative decoding either; no release
   for a multimodal target (Gemma 3 and Llama 4 are served as text models by default and keep them).
 - 0.5.14 and later: draft weights loaded and the draft's KV budgeted before the pool is sized (#23862,
-  #28855); no flat draft reservation. Which release first carried #28855 (merged 2026-06-21; 0.5.13 was out
-  by 2026-06-22) is inferred, not read from a changelog.
+  #28855); no flat draft reservation; max_running_requests at most half the pool's tokens, asked for or not. 0.5.15
+  on: also beside a hybrid SWA target (0.5.14 sizes that draft's pool after the target's). Which release first
+  carried #28855 (merged 2026-06-21; 0.5.13 was out by 2026-06-22) is inferred, not read from a changelog.
+- Hybrid SWA pools (a full-attention pool and a smaller windowed one): Gemma 2 and 3 in 0.4.10 - 0.4.10.post2, gpt-oss
+  and Llama 4 from 0.5.8 (accounting.hybrid_swa); the running-request limit capped by the request pool's estimate in
+  0.5.10 - 0.5.13 (accounting.running_requests).
 
 The activation and CUDA graph estimates (what must fit in the (1 - f) share, not the pool) reuse vLLM V1's
 fitted coefficients; SGLang prints no profiling pass to fit them on.
@@ -53,6 +57,11 @@ _BASE = replace(vllm.V1_LATEST, engine="sglang", generation="SGLang",
                 # EAGLE worker (spec v1): draft, verify and draft extend each behind a host sync (.item() / .cpu()
                 # in python/sglang/srt/speculative/eagle_worker.py), every TP rank in lockstep
                 spec_host_handover=True,
+                # the draft extend after verification (AccountingProfile.draft_extend): from 0.4.10 a CUDA graph of
+                # speculative_num_steps + 1 tokens a request (speculative/eagle_draft_extend_cuda_graph_runner.py; spec
+                # v2's _draft_extend_for_decode fills num_draft_tokens); before, eager over accept_length + 1
+                # (eagle_utils.py prepare_extend_after_decode: _legacy's "accepted"); a STANDALONE draft model as EAGLE
+                draft_extend="verified", draft_model_extend="",
                 # its API server's costs: the catalog's (fitted with SGLang 0.4-0.5 servers among the rows), not
                 # vLLM 0.17+'s lighter front end
                 api_cost_scale=1.0, stream_interval_flag=True, recv_interval_flag=True, graph_bs_flag=True,
@@ -196,11 +205,25 @@ _FLASHINFER_TRTLLM_SM100 = (
 _TEXT_ONLY_MULTIMODAL = ("gemma3", "gemma3_text", "llama4", "llama4_text")
 _HEURISTIC = Rules(defaults="heuristic", spec_reserve_mib=2048, draft_in_sizing=False, spec_max_running_requests=48,
                    trtllm_mla_sm100=True)
-_HEURISTIC_0503 = replace(_HEURISTIC, draft_headroom="shared")  # 0.5.3-0.5.6: the draft's pool headroom (Rules)
-# 0.5.10: 4 GiB for an EAGLE-family draft, and room for the piecewise graphs now on by default (Rules)
+# 0.5.3-0.5.6: the draft's pool headroom (Rules); 0.5.3-0.5.4: decode graphs to 16 (not 24) at TP 1-3 on cards of
+# 20-35 GiB (server_args.py _handle_gpu_memory_settings "self.cuda_graph_max_bs = 16", read in the 0.5.3 and 0.5.4
+# wheels; 24 in 0.5.5's and every later one read)
+_HEURISTIC_0505 = replace(_HEURISTIC, draft_headroom="shared")
+_HEURISTIC_0503 = replace(_HEURISTIC_0505, small_card_graph_bs=16)
 # 0.5.7: trtllm_mha, pages of 64, for an MHA model on compute capability 10 (accounting.sm100_attention)
 _HEURISTIC_0507 = replace(_HEURISTIC, trtllm_mha_sm100=True)
-_HEURISTIC_0510 = replace(_HEURISTIC_0507, spec_reserve_mib=4096, piecewise_reserve=True)
+# the hybrid SWA pools (accounting.hybrid_swa): from 0.5.8 for GptOssForCausalLM and Llama4ForConditionalGeneration
+# (configs/model_config.py is_hybrid_swa_model), gpt-oss not beside trtllm_mha in 0.5.8-0.5.9 nor with speculation in
+# 0.5.8; split by layer count in 0.5.8, by bytes from 0.5.9 (accounting.hybrid_split)
+_HYBRID_0508 = ("gpt_oss", "llama4")
+_HEURISTIC_0508 = replace(_HEURISTIC_0507, hybrid_swa_types=_HYBRID_0508, hybrid_swa_off_trtllm=True,
+                          hybrid_swa_off_speculative=True, hybrid_split_rule="layers_aligned")
+_HEURISTIC_0509 = replace(_HEURISTIC_0508, hybrid_swa_off_speculative=False, hybrid_split_rule="bytes")
+# 0.5.10: 4 GiB for an EAGLE-family draft, and room for the piecewise graphs now on by default (Rules); gpt-oss keeps
+# its hybrid pools beside trtllm_mha; the running-request limit capped by the request pool's estimate
+# (accounting.running_requests)
+_HEURISTIC_0510 = replace(_HEURISTIC_0509, spec_reserve_mib=4096, piecewise_reserve=True, hybrid_swa_off_trtllm=False,
+                          running_rule="estimate")
 _HEURISTIC_0513 = replace(_HEURISTIC_0510, piecewise_clamped_to_context=True)
 
 # before 0.5.3 the default fraction, chunked-prefill size and decode-graph limit changed five times (accounting.py's
@@ -209,13 +232,23 @@ _HEURISTIC_0513 = replace(_HEURISTIC_0510, piecewise_clamped_to_context=True)
 # 0.4.4.post4 wheel and every later one; not in 0.4.4.post3)
 def _legacy(version: str, label: str, defaults: str, spec_running: int | None = 48,
             mla: tuple[tuple[str, tuple[bool, int]], ...] = MLA_046, headroom: str = "shared",
-            recv_flag: bool = False, pp: bool = True) -> AccountingProfile:
+            recv_flag: bool = False, pp: bool = True, hybrid: tuple[str, ...] = (),
+            draft_extend: str = "accepted") -> AccountingProfile:
     # --scheduler-recv-interval from 0.5.1 (server_args.py: no scheduler_recv_interval in the 0.4.10.post2 wheel, in
     # 0.5.1's; no 0.5.0 was released): a run planned with it on an older release is refused, not emitted
     return replace(_profile(version, label, Rules(defaults=defaults, spec_reserve_mib=0, draft_in_sizing=False,
                                                   spec_max_running_requests=spec_running, draft_headroom=headroom,
-                                                  pipeline_parallel=pp),
-                            mla=mla), recv_interval_flag=recv_flag, checkpoint_kv_dtype=False)
+                                                  pipeline_parallel=pp, hybrid_swa_types=hybrid,
+                                                  hybrid_split_rule="layers" if hybrid else ""),
+                            mla=mla), recv_interval_flag=recv_flag, checkpoint_kv_dtype=False,
+                   draft_extend=draft_extend)
+
+
+# 0.4.10 - 0.4.10.post1: the hybrid SWA pools for every model whose class reports a sliding window (model_runner.py,
+# "Check if the model is using hybrid SWA"; accounting.hybrid_swa): Gemma 2, Gemma 3 (its text model and its multimodal
+# checkpoint) and Gemma 3n; 0.4.10.post2 turns Gemma 2's off (server_args.py "Disable hybrid SWA memory for
+# Gemma2ForCausalLM", absent from the 0.4.10.post1 wheel), 0.5.1 all three ("as it is not yet supported")
+_GEMMA3_TYPES = ("gemma3", "gemma3_text", "gemma3n", "gemma3n_text")
 
 
 # no --page-size before 0.4.4 (server_args.py: no page_size in the 0.4.3.post4 wheel, "--page-size" in 0.4.4's): a
@@ -240,15 +273,23 @@ V046P2 = _legacy("0.4.6.post2", "SGLang 0.4.6.post2-0.4.6.post5 (above 96 GiB: 4
                  "18 GiB outside the fraction, decode graphs to 256)", "big48")
 V047 = _legacy("0.4.7", "SGLang 0.4.7 (as 0.4.6.post2; 0.79 and decode graphs to 512 on CUDA cards above 180,000 "
                "MiB)", "big48_b200")
-V047P1 = _legacy("0.4.7.post1", "SGLang 0.4.7.post1-0.4.10 (default fraction from a reserve by GPU memory and TP x PP)",
+V047P1 = _legacy("0.4.7.post1", "SGLang 0.4.7.post1-0.4.9 (default fraction from a reserve by GPU memory and TP x PP)",
                  "reserved")
-V051 = _legacy("0.5.1", "SGLang 0.5.1-0.5.2 (as 0.4.7.post1; --scheduler-recv-interval)", "reserved", recv_flag=True)
+V0410 = _legacy("0.4.10", "SGLang 0.4.10-0.4.10.post1 (as 0.4.7.post1; hybrid SWA pools for Gemma 2 and 3)", "reserved",
+                hybrid=("gemma2",) + _GEMMA3_TYPES, draft_extend="verified")
+V0410P2 = _legacy("0.4.10.post2", "SGLang 0.4.10.post2 (as 0.4.10; hybrid SWA pools for Gemma 3 only)", "reserved",
+                  hybrid=_GEMMA3_TYPES, draft_extend="verified")
+V051 = _legacy("0.5.1", "SGLang 0.5.1-0.5.2 (as 0.4.7.post1; --scheduler-recv-interval)", "reserved", recv_flag=True,
+               draft_extend="verified")
 V053 = _profile("0.5.3", "SGLang 0.5.3 (default fraction from GPU memory; draft pool after the target's)",
                 replace(_HEURISTIC_0503, trtllm_mla_sm100=False), mla=MLA_053)
-V054 = _profile("0.5.4", "SGLang 0.5.4-0.5.6 (as 0.5.3; trtllm_mla for DeepSeek-V3 on compute capability 10)",
+V054 = _profile("0.5.4", "SGLang 0.5.4 (as 0.5.3; trtllm_mla for DeepSeek-V3 on compute capability 10)",
                 _HEURISTIC_0503)
-V057 = _profile("0.5.7", "SGLang 0.5.7-0.5.9 (as 0.5.4; no extra pool slots for a draft; trtllm_mha on compute "
+V055 = _profile("0.5.5", "SGLang 0.5.5-0.5.6 (as 0.5.4; decode graphs to 24 on cards of 20-35 GiB)", _HEURISTIC_0505)
+V057 = _profile("0.5.7", "SGLang 0.5.7 (as 0.5.5; no extra pool slots for a draft; trtllm_mha on compute "
                 "capability 10)", _HEURISTIC_0507)
+V058 = _profile("0.5.8", "SGLang 0.5.8 (as 0.5.7; hybrid SWA pools for gpt-oss and Llama 4)", _HEURISTIC_0508)
+V059 = _profile("0.5.9", "SGLang 0.5.9 (as 0.5.8; hybrid SWA pools for gpt-oss with speculation too)", _HEURISTIC_0509)
 V0510 = _profile("0.5.10", "SGLang 0.5.10 (as 0.5.4; prompt steps in piecewise CUDA graphs, not with the "
                  "flashinfer_trtllm MoE runner nor with speculation)", _HEURISTIC_0510, _PIECEWISE, _FLASHINFER_TRTLLM_SM100,
                  piecewise_off_speculative=True)
@@ -256,14 +297,26 @@ V0511 = _profile("0.5.11", "SGLang 0.5.11-0.5.12 (as 0.5.10; piecewise CUDA grap
                  _PIECEWISE, _FLASHINFER_TRTLLM_SM100, spec_v2=True)
 V0513 = _profile("0.5.13", "SGLang 0.5.13 (as 0.5.11; piecewise CUDA graphs with every MoE runner)", _HEURISTIC_0513,
                  _PIECEWISE, spec_v2=True)
-V0514 = _profile("0.5.14", "SGLang 0.5.14 and later (draft weights and KV inside mem_fraction_static)",
-                 replace(_HEURISTIC_0513, spec_reserve_mib=0, draft_in_sizing=True, piecewise_off_when_eager=True),
+_HEURISTIC_0514 = replace(_HEURISTIC_0513, spec_reserve_mib=0, draft_in_sizing=True, piecewise_off_when_eager=True,
+                          running_rule="half_pool", hybrid_split_rule="configurator")
+V0514 = _profile("0.5.14", "SGLang 0.5.14 (draft weights and KV inside mem_fraction_static)", _HEURISTIC_0514,
                  _PIECEWISE, spec_v2=True)
+# 0.5.15: HybridSWAPoolConfigurator budgets an EAGLE-family draft's layers too (pool_configurator.py, read in the 0.5.15,
+# 0.5.18 and 0.5.23 wheels; not in 0.5.14's): a hybrid SWA target's draft pool inside the fraction as well
+V0515 = _profile("0.5.15", "SGLang 0.5.15 and later (as 0.5.14; a hybrid SWA target's draft KV inside the fraction too)",
+                 replace(_HEURISTIC_0514, hybrid_draft_in_sizing=True), _PIECEWISE, spec_v2=True)
+
+# The series whose X.Y.0 was never released: PyPI's sglang history goes from 0.4.10.post2 to the pre-releases 0.5.0rc0 -
+# 0.5.0rc2 and then 0.5.1 (https://pypi.org/project/sglang/#history; `pip index versions sglang` lists no 0.5.0), so
+# "0.5" names no one release (engines.registry refuses it, naming the series' releases)
+UNRELEASED_FIRST = ((0, 5),)
 
 # (first release covered, profile), oldest first
-PROFILES = (((0, 4), V04), ((0, 4, 3, 3), V043P3), ((0, 4, 4), V044), ((0, 4, 4, 4), V044P4), ((0, 4, 5, 1), V045P1), ((0, 4, 5, 3), V045P3), ((0, 4, 6), V046),
-            ((0, 4, 6, 2), V046P2), ((0, 4, 7), V047), ((0, 4, 7, 1), V047P1), ((0, 5, 1), V051), ((0, 5, 3), V053), ((0, 5, 4), V054), ((0, 5, 7), V057), ((0, 5, 10), V0510), ((0, 5, 11), V0511), ((0, 5, 13), V0513),
-            ((0, 5, 14), V0514))
+PROFILES = (((0, 4), V04), ((0, 4, 3, 3), V043P3), ((0, 4, 4), V044), ((0, 4, 4, 4), V044P4), ((0, 4, 5, 1), V045P1),
+            ((0, 4, 5, 3), V045P3), ((0, 4, 6), V046), ((0, 4, 6, 2), V046P2), ((0, 4, 7), V047), ((0, 4, 7, 1), V047P1),
+            ((0, 4, 10), V0410), ((0, 4, 10, 2), V0410P2), ((0, 5, 1), V051), ((0, 5, 3), V053), ((0, 5, 4), V054),
+            ((0, 5, 5), V055), ((0, 5, 7), V057), ((0, 5, 8), V058), ((0, 5, 9), V059), ((0, 5, 10), V0510),
+            ((0, 5, 11), V0511), ((0, 5, 13), V0513), ((0, 5, 14), V0514), ((0, 5, 15), V0515))
 
 # The drafter shape SGLang runs when no --speculative-num-steps is given (EAGLE, EAGLE3 and NEXTN, its MTP; from
 # 0.5.2 STANDALONE, its draft model): server_args.py auto_choose_speculative_params (0.5.14 on: arg_groups/

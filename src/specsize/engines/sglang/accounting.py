@@ -50,9 +50,15 @@ Read from sgl-project/sglang (paths under python/sglang/srt/):
   step 16 + 512.. step 32 without speculation; 1..8, 10..32 step 2, 40..64 step 4, 72..256 step 8, 272.. step
   16 with it; capped by cuda_graph_max_bs and the running-request limit.
 
-What is not modelled (each is said in `engine_terms["notes"]` when it applies): the hybrid SWA pool split
-(swa_full_tokens_ratio) -- windowed layers are charged every token; the mamba/linear-attention state
-carve-out (refused); the VLM reduction of the default fraction.
+- The hybrid SWA pools (hybrid_swa, hybrid_split): where a release gives a model a pool for its full-attention layers
+  and one for its windowed layers, holding --swa-full-tokens-ratio (0.8) x as many tokens, the pool's token count
+  (max_total_num_tokens) is the full one's; elsewhere windowed layers are charged every token, as SGLang does.
+- max_running_requests and the request table follow the pool (running_requests), as each release resolves them.
+
+What is not modelled (each is said in `engine_terms["notes"]` when it applies): the SWA pool's own limit (it binds
+only for requests shorter than the window / 0.8), SWAChunkCapPoolConfigurator (0.5.14 on, an explicit
+--max-running-requests with --disable-radix-cache), the mamba/linear-attention state carve-out (refused); the VLM
+reduction of the default fraction.
 """
 
 from __future__ import annotations
@@ -104,6 +110,19 @@ class Rules:
     piecewise_reserve: bool = False
     piecewise_clamped_to_context: bool = False
     piecewise_off_when_eager: bool = False
+    # how the running-request limit and the request table follow the pool (running_requests): "pool" (before 0.5.10),
+    # "estimate" (0.5.10-0.5.13), "half_pool" (0.5.14 on)
+    running_rule: str = "pool"
+    small_card_graph_bs: int = 24  # cuda_graph_max_bs at TP 1-3 on cards of 20-35 GiB (0.5.3 on; 16 in 0.5.3-0.5.4)
+    # the hybrid SWA pool (hybrid_swa): the checkpoint types SGLang gives it, whether gpt-oss loses it beside the
+    # trtllm_mha backend (0.5.8-0.5.9) or any speculative algorithm (0.5.8), and how the pool is split (hybrid_split)
+    hybrid_swa_types: tuple[str, ...] = ()
+    hybrid_swa_off_trtllm: bool = False
+    hybrid_swa_off_speculative: bool = False
+    hybrid_split_rule: str = ""
+    # the draft's KV sized with a hybrid SWA target's pools (0.5.15 on: HybridSWAPoolConfigurator budgets the draft's
+    # layers at the target's full-attention bytes per token; 0.5.14's does not, its draft pool comes after)
+    hybrid_draft_in_sizing: bool = False
     tp_extra_nvlink_bytes: int = int(1.59 * GiB)  # torch.distributed init beyond TP 1 (NCCL, custom all-reduce)
     tp_extra_pcie_bytes: int = int(0.36 * GiB)
 
@@ -131,7 +150,7 @@ def default_chunk_and_graph(rules: Rules, gpu_mib: float, tp: int) -> tuple[int,
         elif rules.defaults == "reserved" and gpu_mib > 90 * 1024:
             graph = 512 if gpu_mib > 160_000 else 256
         return chunk, graph
-    for below_gib, chunk, small_tp, large_tp in ((20, 2048, 8, 8), (35, 2048, 24, 80), (60, 4096, 32, 160),
+    for below_gib, chunk, small_tp, large_tp in ((20, 2048, 8, 8), (35, 2048, rules.small_card_graph_bs, 80), (60, 4096, 32, 160),
                                                  (90, 8192, 256, 512), (160, 8192, 256, 512)):
         if gpu_mib < below_gib * 1024:
             return chunk, (small_tp if tp < 4 else large_tp)
@@ -218,6 +237,130 @@ def _as_pool_layers(layers: tuple[KVLayer, ...]) -> tuple[KVLayer, ...]:
             raise SpecError("engine", f"SGLang's pool for {layer.kind} layers is not modelled", "--engine vllm")
     return tuple(layer if layer.kind in ("full", "mla") else
                  KVLayer(layer.owner, "full", None, layer.bytes_per_token) for layer in layers)
+
+
+def _asked_running(asked: int | None, algorithm: str | None, rules: Rules) -> tuple[int | None, str | None]:
+    """The --max-running-requests the server starts with (None: not given), and a note where speculation set it."""
+    if asked or algorithm not in SPEC_RUNNING_CAPPED or not rules.spec_max_running_requests:
+        return asked or None, None
+    given = rules.spec_max_running_requests
+    return given, (f"SGLang runs at most {given} requests at once with {algorithm} drafting when "
+                   "--max-running-requests is not given (server_args.py): more concurrent requests wait in its queue; "
+                   "give max_num_seqs to run more")
+
+
+def graph_tokens_per_sequence(d: Deployment) -> int:
+    """Tokens a decode step scores per sequence in SGLang's CUDA graphs: its last token and k drafts, or a tree's
+    --speculative-num-draft-tokens nodes. Decode batches of more than cuda_graph_max_bs sequences run eager
+    (cuda_graph_runner.py can_run: "bs <= max_bs"), and the target-verify graphs are captured with num_tokens_per_bs =
+    speculative_num_draft_tokens (cuda_graph_runner.py CudaGraphRunner.__init__): a tree of 8 nodes at k = 5 is graphed
+    up to cuda_graph_max_bs x 8 tokens, not x 6."""
+    sp = d.speculative
+    if not sp.enabled:
+        return 1
+    k = sp.num_speculative_tokens
+    return max(sp.tree.nodes(k), k + 1) if sp.tree_topk > 1 else k + 1
+
+
+def request_estimate(tokens: int, context_len: int) -> int:
+    """The request pool SGLang estimates from a KV pool of `tokens`: min(max(tokens / context_len x 512, 2048),
+    4096) (model_runner.py init_memory_pool; model_runner_kv_cache_mixin.py _resolve_max_num_reqs from 0.5.10)."""
+    return min(max(int(tokens / context_len * 512), 2048), 4096)
+
+
+def running_requests(rules: Rules, given: int | None, estimate: int, tokens: int) -> tuple[int, int]:
+    """(max_running_requests, rows of the request table) for a pool of `tokens` (its full-attention layers' pool on a
+    hybrid SWA model), `given` the --max-running-requests asked for (or set by speculation), `estimate`
+    request_estimate's.
+
+    - "pool" (0.4 - 0.5.9): the request table holds `given`, else the estimate; the scheduler runs `given`, else
+      min(tokens // 2, the table) (managers/tp_worker.py "self.max_total_num_tokens // 2 if
+      server_args.max_running_requests is None else server_args.max_running_requests"; model_runner.py from 0.5.7);
+    - "estimate" (0.5.10 - 0.5.13, model_runner_kv_cache_mixin.py _resolve_max_num_reqs): min(given, the estimate),
+      else min(the estimate, tokens // 2), and the request table holds that many (_init_pools: size=max_num_reqs =
+      self.max_running_requests);
+    - "half_pool" (0.5.14 on; the same function, read in the 0.5.14 wheel and 0.5.23's mem_cache/
+      kv_cache_configurator.py resolve_max_num_reqs): min(given, tokens // 2), else min(the estimate, tokens // 2)."""
+    half = max(1, tokens // 2)
+    if rules.running_rule == "pool":
+        return (given, given) if given else (min(half, estimate), estimate)
+    running = min(given, estimate if rules.running_rule == "estimate" else half) if given else min(estimate, half)
+    return running, running
+
+
+SWA_FULL_TOKENS_RATIO = 0.8  # --swa-full-tokens-ratio's default in every release that has it (0.4.10 on)
+
+
+def hybrid_swa(d: Deployment, rules: Rules, s: ResolvedSettings) -> bool:
+    """Whether SGLang serves the target with its hybrid SWA pools: a pool for the full-attention layers and a smaller
+    one for the windowed layers. Read in the PyPI wheels (sglang/srt/...):
+
+    - 0.4.10 - 0.5.6: any model whose class has get_attention_sliding_window_size, Llama 4 excepted
+      (model_executor/model_runner.py, "Check if the model is using hybrid SWA"): Gemma 2, Gemma 3 and Gemma 3n (and
+      gpt-oss, whose class has it from 0.5.1); server_args.py turns it off for Gemma 2 from 0.4.10.post2 ("Disable
+      hybrid SWA memory for Gemma2ForCausalLM"), for Gemma 2, 3 and 3n from 0.5.1 ("as it is not yet supported") and
+      for gpt-oss in every release up to 0.5.7 (its _handle_model_specific_adjustments branch:
+      "self.disable_hybrid_swa_memory = True");
+    - 0.5.7: only MiMo-V2 and Llama 4 given --hybrid-kvcache-ratio (configs/model_config.py is_hybrid_model);
+    - 0.5.8 on: the architectures of configs/model_config.py is_hybrid_swa_model (Llama4ForConditionalGeneration and
+      GptOssForCausalLM among them; Gemma 3 never), gpt-oss not beside the trtllm_mha backend in 0.5.8-0.5.9 ("Disable
+      hybrid SWA memory for GPT-OSS model with trtllm_mha attention backend") nor with speculation in 0.5.8 ("Disable
+      hybrid SWA memory for GPT-OSS model with speculative decoding")."""
+    model = d.target
+    if (model.checkpoint_type or model.model_type) not in rules.hybrid_swa_types:
+        return False
+    if model.model_type == "gpt_oss":
+        if rules.hybrid_swa_off_speculative and d.speculative.enabled:
+            return False
+        if rules.hybrid_swa_off_trtllm and sm100_attention(d, s, rules) == "trtllm_mha":
+            return False
+    return True
+
+
+def _by_attention(layers: tuple[KVLayer, ...]) -> tuple[int, int]:
+    """(bytes per token of the full-attention layers, of the windowed ones) on this GPU."""
+    windowed = sum(layer.bytes_per_token for layer in layers if layer.kind in ("sliding", "chunked"))
+    return bytes_per_token(layers) - windowed, windowed
+
+
+def hybrid_split(rules: Rules, layers: tuple[KVLayer, ...], tokens: int, rest_bytes: float, page: int,
+                 draft_layers: int = 0) -> tuple[int, int]:
+    """(full-attention pool tokens, SWA pool tokens) of SGLang's hybrid SWA pools, `tokens` the pool as profiled for
+    every layer (page-aligned), `rest_bytes` what the fraction leaves for the pools, r = SWA_FULL_TOKENS_RATIO:
+
+    - "layers" (0.4.10 - 0.5.6, model_runner.py set_num_token_hybrid): full = int(tokens x layers / (r x windowed
+      layers + full layers)), swa = int(full x r), neither aligned to the page; "layers_aligned" (0.5.8's
+      model_runner_kv_cache_mixin.py set_num_tokens_hybrid_swa) the same, each then aligned down to the page;
+    - "bytes" (0.5.9 - 0.5.13, set_num_tokens_hybrid_swa / _resolve_hybrid_swa_tokens): full = int(tokens x (F + S)
+      / (F + r x S)), F and S the bytes per token of the full and windowed layers, swa = int(full x r), each aligned
+      down to the page;
+    - "configurator" (0.5.14 on, model_executor/pool_configurator.py HybridSWAPoolConfigurator): full = int(bytes //
+      (F + r x S)) and swa = int(full x r), each aligned down to the page; from 0.5.15 (Rules.hybrid_draft_in_sizing)
+      an EAGLE-family draft's `draft_layers` are budgeted in the full term at a full layer's bytes per token ("EAGLE/
+      STANDALONE draft KV pool inherits max_total tokens with its full-attn layers; budget into the full term")."""
+    full_bytes, swa_bytes = _by_attention(layers)
+    r = SWA_FULL_TOKENS_RATIO
+    if rules.hybrid_split_rule in ("layers", "layers_aligned"):
+        windowed = sum(1 for layer in layers if layer.kind in ("sliding", "chunked"))
+        full = int(tokens * len(layers) / (r * windowed + len(layers) - windowed))
+        swa = int(full * r)
+        return (full, swa) if rules.hybrid_split_rule == "layers" else (full // page * page, swa // page * page)
+    if rules.hybrid_split_rule == "bytes":
+        full = int(tokens * (full_bytes + swa_bytes) / (full_bytes + r * swa_bytes)) // page * page
+    else:
+        full_layers = sum(1 for layer in layers if layer.kind not in ("sliding", "chunked"))
+        draft_bytes = full_bytes // full_layers * draft_layers if full_layers else 0
+        full = int(int(rest_bytes) // (full_bytes + draft_bytes + r * swa_bytes)) // page * page
+    return full, int(full * r) // page * page
+
+
+def swa_pool_slots(layers: tuple[KVLayer, ...]) -> tuple[KVLayer, ...]:
+    """The target's layers as a request is counted against the hybrid SWA pools: a windowed layer charged r bytes of
+    the SWA pool for each token of the full pool (its r x tokens), so that a request of n tokens, n slots of the full
+    pool, is charged its share of both pools (core.memory.MemoryAccount.pool_slots; the SWA pool's own limit, binding
+    only for requests shorter than the window / r, is not counted)."""
+    return tuple(KVLayer(layer.owner, "full", None, int(layer.bytes_per_token * SWA_FULL_TOKENS_RATIO))
+                 if layer.kind in ("sliding", "chunked") else layer for layer in layers)
 
 
 def _draft_layers(d: Deployment, kv_bytes: int) -> tuple[KVLayer, ...]:
@@ -373,9 +516,7 @@ def account(d: Deployment, p: AccountingProfile, rules: Rules, search_fit: bool 
     chunk_default, graph_default = default_chunk_and_graph(rules, gpu_mib, d.tp)
     chunked = e.max_num_batched_tokens or chunk_default
     graph_bs = e.cuda_graph_max_bs or graph_default
-    # decode batches of more than graph_bs sequences run eager (cuda_graph_runner.py can_run: "bs <= max_bs"), each
-    # sequence scoring its last token and k drafts
-    s = replace(s, graph_max_tokens=min(s.graph_max_tokens, graph_bs * (1 + s.num_speculative_tokens)))
+    s = replace(s, graph_max_tokens=min(s.graph_max_tokens, graph_bs * graph_tokens_per_sequence(d)))
     fraction = e.gpu_memory_utilization if e.gpu_memory_utilization is not None else default_fraction(
         rules, gpu_mib, d.tp, d.pp, chunked, graph_bs, algorithm, cuda=d.gpu.vendor == "nvidia",
         piecewise_mib=piecewise_reserve_mib(d, p, rules, s, chunked))
@@ -386,32 +527,36 @@ def account(d: Deployment, p: AccountingProfile, rules: Rules, search_fit: bool 
     w_target = _sglang_rotary_caches(d, target_weights(d, s.dtype, quant, s.mxfp4_pad))
     w_draft = draft_weight_bytes(d, s)
     duplicate = _duplicate_head_bytes(d, w_target.embedding, w_target.lm_head)
-    target_layers = _as_pool_layers(model_kv_layers(d.target, d.tp, s.kv_dtype_bytes, "target", d.pp))
+    own_layers = model_kv_layers(d.target, d.tp, s.kv_dtype_bytes, "target", d.pp)
+    target_layers = _as_pool_layers(own_layers)
     draft_layers = _as_pool_layers(_draft_layers(d, s.kv_dtype_bytes))
     cell_target, cell_draft = bytes_per_token(target_layers), bytes_per_token(draft_layers)
+    hybrid = hybrid_swa(d, rules, s) and any(layer.kind in ("sliding", "chunked") for layer in own_layers)
+    # the draft's pool is sized with the target's (#23862) by the default configurator, and by the hybrid one only
+    # from 0.5.15
+    draft_kv_inside = rules.draft_in_sizing and (not hybrid or rules.hybrid_draft_in_sizing)
 
     loaded = w_target.total + (w_draft + duplicate if rules.draft_in_sizing else 0)
     rest = fraction * free_before - loaded  # = free after loading - (1 - f) x free before loading
     sizing_cell = cell_target
-    if rules.draft_in_sizing and draft_layers and target_layers:
+    if draft_kv_inside and draft_layers and target_layers:
         sizing_cell = int(cell_target * (1 + len(draft_layers) / len(target_layers)))
     profiled = _tokens(rest, sizing_cell, 1)
-    request_pool = min(max(int(profiled / s.max_model_len * 512), 2048), 4096)
-    capped = None
-    if e.max_num_seqs:
-        request_pool = e.max_num_seqs
-    elif algorithm in SPEC_RUNNING_CAPPED and rules.spec_max_running_requests:
-        request_pool = rules.spec_max_running_requests
-        capped = (f"SGLang runs at most {request_pool} requests at once with {algorithm} drafting when "
-                  "--max-running-requests is not given (server_args.py): more concurrent requests wait in its queue; "
-                  "give max_num_seqs to run more")
+    estimate = request_estimate(profiled, s.max_model_len)
+    given, capped = _asked_running(e.max_num_seqs, algorithm, rules)
+    request_pool = given or estimate  # the max_num_reqs the draft's extra slots are counted for
     headroom = _draft_headroom(d, rules, algorithm, request_pool) if profiled else 0
     draft_extra = headroom if rules.draft_headroom == "draft_only" else 0  # the draft's pool alone is larger
     tokens = (profiled + headroom - draft_extra) // page * page
-    running = request_pool if (e.max_num_seqs or capped) else max(1, min(tokens // 2, request_pool))
+    drafted = len(draft_layers) if draft_kv_inside else 0
+    tokens, swa_tokens = (hybrid_split(rules, own_layers, tokens, rest, page, drafted) if hybrid and tokens > 0 else
+                          (tokens, 0))
+    if rules.running_rule != "pool":  # estimated from the pool as finally sized (its full-attention tokens)
+        estimate = request_estimate(tokens, s.max_model_len)
+    running, request_rows = running_requests(rules, given, estimate, tokens)
     # ReqToTokenPool: an int32 slot per (request, position), context_len + 4 (+ draft tokens) positions
     draft_positions = (sp.num_draft_tokens or sp.num_speculative_tokens + 1) if sp.enabled else 0
-    request_table = request_pool * (s.max_model_len + 4 + draft_positions) * 4
+    request_table = request_rows * (s.max_model_len + 4 + draft_positions) * 4
     s = replace(s, gpu_memory_utilization=fraction, max_num_batched_tokens=chunked, max_num_seqs=running)
 
     graphs = 0
@@ -423,9 +568,15 @@ def account(d: Deployment, p: AccountingProfile, rules: Rules, search_fit: bool 
     # run-time activations: one chunked-prefill forward and the logits of the largest graph-captured decode batch
     act, act_terms, _ = activation_peak(d, replace(s, max_num_seqs=min(running, graph_bs)), p)
     kv_bytes = tokens * (cell_target + cell_draft) + draft_extra * cell_draft
+    slots = swa_pool_slots(own_layers) + draft_layers if swa_tokens else ()
+    if swa_tokens:
+        full_bytes, swa_bytes = _by_attention(own_layers)
+        kv_bytes = tokens * (full_bytes + cell_draft) + swa_tokens * swa_bytes
     outside = (1 - fraction) * free_before
-    # what the (1 - f) share must hold at run time; before #23862 also the draft's weights and pool
-    draft_after = 0 if rules.draft_in_sizing else w_draft + duplicate + (tokens + draft_extra) * cell_draft
+    # what the (1 - f) share must hold at run time; before #23862 also the draft's weights and pool (and its pool
+    # beside a hybrid SWA target, which #23862's configurator does not size with the target's)
+    draft_pool_after = 0 if draft_kv_inside else (tokens + draft_extra) * cell_draft
+    draft_after = (0 if rules.draft_in_sizing else w_draft + duplicate) + draft_pool_after
     needs = act + graphs + draft_after + request_table + (headroom - draft_extra) * cell_target
 
     problem = None
@@ -451,33 +602,49 @@ def account(d: Deployment, p: AccountingProfile, rules: Rules, search_fit: bool 
         problem = (f"SGLang runs out of memory at start-up: mem_fraction_static={fraction:g} leaves "
                    f"{outside / GiB:.2f} GiB outside the pool for "
                    + (f"the draft's weights ({(w_draft + duplicate) / GiB:.2f} GiB while loading) and its KV pool "
-                      f"({(tokens + draft_extra) * cell_draft / GiB:.2f} GiB), " if draft_after else "")
+                      f"({draft_pool_after / GiB:.2f} GiB), " if draft_after > draft_pool_after else
+                      f"the draft's KV pool ({draft_pool_after / GiB:.2f} GiB), " if draft_pool_after else "")
                    + f"the request table ({request_table / GiB:.2f} GiB), CUDA graphs ({graphs / GiB:.2f} GiB) and "
                    f"activations ({act / GiB:.2f} GiB): lower mem_fraction_static to at most {fraction_to_fit or 0:.2f}")
-    notes = _notes(d, s, capped)
+    notes = _notes(d, s, capped, hybrid=bool(swa_tokens), rules=rules, given=given, running=running)
     terms = {"mem_fraction_static": fraction, "free_before_loading_bytes": int(free_before),
              "other_processes_bytes": d.shared_reserved_bytes, "context_bytes": context,
              "outside_fraction_bytes": int(outside), "outside_fraction_needs_bytes": int(needs),
              "duplicate_embedding_bytes": duplicate, "request_table_bytes": request_table, "sizing_bytes_per_token": sizing_cell,
              "draft_headroom_tokens": headroom,
              "cuda_graph_max_bs": graph_bs, "cuda_graph_batch_sizes": len(captured),
-             "draft_sized_with_target": rules.draft_in_sizing, "fraction_to_fit": fraction_to_fit, "notes": notes}
+             "draft_sized_with_target": draft_kv_inside, "swa_pool_tokens": swa_tokens, "fraction_to_fit": fraction_to_fit, "notes": notes}
     return MemoryAccount(
         settings=s, total_bytes=total, budget_bytes=int(fraction * free_before), weights_target=w_target,
         weights_draft_bytes=w_draft, activation_peak_bytes=act, activation_terms=act_terms, non_torch_bytes=context,
         cuda_graph_bytes=graphs, cuda_graph_counted=False, kv_cache_bytes=kv_bytes if tokens else int(rest),
-        kv_layers=target_layers + draft_layers, kv_blocks=tokens // page, kv_cache_tokens=tokens,
+        kv_layers=target_layers + draft_layers, kv_blocks=tokens // page, kv_cache_tokens=tokens, pool_slots=slots,
+        block_bytes=page * bytes_per_token(slots) if slots else 0,
         max_concurrency=tokens / s.max_model_len, unprofiled_runtime_bytes=0,  # nothing is profiled: see problem
         startup_problem=problem, null_blocks=0, engine_terms=terms)
 
 
-def _notes(d: Deployment, s: ResolvedSettings, capped: str | None) -> list[str]:
+def _notes(d: Deployment, s: ResolvedSettings, capped: str | None, hybrid: bool, rules: Rules, given: int | None,
+           running: int) -> list[str]:
     notes = [capped] if capped else []
+    if given and running < given:
+        notes.append(f"SGLang lowers max_running_requests from {given} to {running} at start-up ("
+                     + ("the request pool it estimates from the KV pool, model_runner_kv_cache_mixin.py "
+                        "_resolve_max_num_reqs" if rules.running_rule == "estimate" else
+                        "half the KV pool's tokens, model_runner_kv_cache_mixin.py _resolve_max_num_reqs: 'max_running_"
+                        "requests was reduced from the requested ... due to the available KV cache capacity'") + ")")
     if d.engine.block_size and s.block_size != d.engine.block_size:
         notes.append(f"page size {s.block_size}, not {d.engine.block_size}: SGLang's TensorRT-LLM attention backend "
                      f"(its default for this model on {d.gpu.gpu_id}) changes a page size it does not take to 64")
-    if any(layer.kind in ("sliding", "chunked") for layer in d.target.layers):
-        notes.append("windowed layers charged every token: SGLang's hybrid SWA pool split is not modelled")
+    if hybrid:
+        window = min(layer.window or 0 for layer in d.target.layers if layer.kind in ("sliding", "chunked"))
+        notes.append(f"SGLang's hybrid SWA pools: the KV cache tokens are its full-attention layers' pool, the windowed "
+                     f"layers' pool holding {SWA_FULL_TOKENS_RATIO:g} x as many (--swa-full-tokens-ratio); requests are "
+                     f"counted against the full pool, which binds for requests longer than about "
+                     f"{window / SWA_FULL_TOKENS_RATIO:,.0f} tokens ({window:,}-token window / {SWA_FULL_TOKENS_RATIO:g})")
+    elif any(layer.kind in ("sliding", "chunked") for layer in d.target.layers):
+        notes.append("windowed layers charged every token: this SGLang release keeps this model in one pool (its hybrid "
+                     "SWA pool is off for it)")
     return notes
 
 

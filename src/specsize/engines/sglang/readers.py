@@ -49,9 +49,17 @@ LOG_PATTERNS = {
                            r"swa_layer_tokens=(?P<swa>\d+)"),
     "swa_summary": re.compile(r"SWAKVPool mem usage: (?P<gib>[\d.]+) GB, swa size: (?P<swa>\d+), "
                               r"full size: (?P<full>\d+)"),
+    # 0.5.23 with SGLANG_ENABLE_POST_CAPTURE_KV_SIZING=1 (off by default: environ.py EnvBool(False)) sizes the pool
+    # again after the CUDA graphs are captured: the first lines then say "KV Cache VA upper bound" (an address-space
+    # bound, not read) and the pool is model_executor/model_runner_components/kv_pool_runtime.py's "Post-capture KV
+    # sizing: ... KV cache allocated" lines (the target's, its #tokens a hybrid's full-attention pool, then each
+    # draft's)
+    "post_capture_allocated": re.compile(r"Post-capture KV sizing: (?P<draft>draft )?KV cache allocated\. dtype: "
+                                         r"[^,]+, #tokens: (?P<tokens>\d+), KV size: (?P<kv>[\d.]+) GB"),
 }
 MODEL_IN_LOG = re.compile(r"model_path='(?P<m>[^']+)'")
 SIGNATURE = re.compile(r"KV Cache is allocated\.|max_total_num_tokens=|Load weight (?:begin|end)\.|SWAKVPool mem usage|"
+                       r"Post-capture KV sizing: |"
                        r"Not enough memory\. Please try to increase --mem-fraction-static|"
                        r"Loaded weights leave no GPU memory for the KV cache")
 
@@ -100,6 +108,20 @@ class _Finder:
         return [first] if first else []
 
 
+def _read_post_capture(find: _Finder, out: StartupLog) -> None:
+    """The pool as 0.5.23's post-capture sizing leaves it, where the log has it: it replaces the lines before."""
+    resized = find.all("post_capture_allocated")
+    target = [m for m in resized if not m["draft"]]
+    if not target:
+        return
+    if "kv_allocated" not in out.matched:
+        out.matched.append("kv_allocated")
+    out.kv_cache_tokens = int(target[0]["tokens"])  # config.max_total_num_tokens: a hybrid's full-attention pool
+    out.available_kv_gib = float(target[0]["kv"])
+    drafts = [float(m["kv"]) for m in resized if m["draft"]]
+    out.draft_kv_gib = sum(drafts) if drafts else out.draft_kv_gib
+
+
 def read_startup_log(text: str) -> StartupLog:
     """The figures an SGLang start-up log prints (rank 0), as the engine-neutral StartupLog."""
     from ..readers import StartupLog  # noqa: PLC0415, F811 - engines.readers dispatches here
@@ -119,6 +141,7 @@ def read_startup_log(text: str) -> StartupLog:
     if hybrid:
         out.matched.append("swa_pool")
         out.kv_cache_tokens = int(hybrid["full"])  # what max_total_num_tokens is: the full-attention layers' pool
+    _read_post_capture(find, out)
     total = find.search("max_total_num_tokens")
     if total:
         out.matched.append("max_total_num_tokens")
