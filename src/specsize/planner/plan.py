@@ -199,6 +199,13 @@ def plan(d: Deployment, w: Workload, profile: AccountingProfile, headroom: float
             f"{mem.activation_terms['sampler_rows']} sequences x {s.num_speculative_tokens} draft tokens, what a full "
             f"verification step needs; a vLLM build whose profiling pass drafts one token per sequence prints a pool "
             f"{one_draft_gap / GiB:.2f} GiB larger and can run out of memory at full batch")
+    sort_gap = int(profile.sort_sampler_sets * mem.activation_terms.get("sampler_rows", 0) * d.target.vocab_size * 4)
+    if sort_gap >= 0.1 * GiB:
+        left = mem.kv_cache_bytes - sort_gap
+        after = f"{left / GiB:.2f} GiB of KV cache" if left > 0 else "no KV cache: the engine does not start"
+        warnings.append(f"planned with FlashInfer's sampler, as vLLM's images run it; a pip install of this release "
+                        f"has no FlashInfer and profiles PyTorch's sort over {mem.activation_terms['sampler_rows']} "
+                        f"sequences, {sort_gap / GiB:.2f} GiB more, which leaves {after} (fewer max_num_seqs shrink it)")
     if not mem.cuda_graph_counted and mem.cuda_graph_bytes and mem.cuda_graph_bytes > reserve:
         warnings.append(f"CUDA graphs take about {mem.cuda_graph_bytes / GiB:.2f} GiB outside the budget, more than "
                         f"the {reserve / GiB:.2f} GiB gpu_memory_utilization leaves free")
