@@ -119,3 +119,25 @@ def write_safetensors_header(path: Path, tensors: dict[str, tuple[str, list[int]
         offset += size
     raw = json.dumps(header).encode()
     path.write_bytes(struct.pack("<Q", len(raw)) + raw)
+
+
+def team_app(tmp_path, monkeypatch, password: str, example: Path):
+    """(client, {role: token}, url) of a fresh service app on a SQLite file with a viewer, a planner and an admin and
+    `example` saved as deployment `d1` (v1) by the planner; the app's promise to read models by name only is undone
+    after the test (monkeypatch)."""
+    from fastapi.testclient import TestClient
+
+    from specsize.catalog.models import NAMES_ONLY_ENV
+    from specsize.service import auth, db
+    from specsize.service.app import Config, create_app
+
+    monkeypatch.setenv(NAMES_ONLY_ENV, "1")
+    url = str(tmp_path / "service.sqlite")
+    engine = db.connect(url)
+    tokens = {role: auth.add_user(engine, role, role, password) for role in ("viewer", "planner", "admin")}
+    engine.dispose()
+    client = TestClient(create_app(Config(db_url=url, secure_cookies=False)), raise_server_exceptions=False)
+    made = client.post("/api/v1/deployments", headers={"authorization": f"Bearer {tokens['planner']}"}, json={
+        "deployment_name": "d1", "deployment_yaml": example.read_text(), "acceptance_rate": 0.7})
+    assert made.status_code == 201, made.text
+    return client, tokens, url

@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("fastapi", reason="the service tests need specsize[service] (part of specsize[test])")
 
-from helpers import run_cli  # noqa: E402
+from helpers import run_cli, team_app  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "llama8b-eagle3-h100.yaml"  # one H100, EAGLE-3 k=3, concurrency 44 x burst 2
@@ -28,23 +28,8 @@ SIMULATED = {"acceptance_rate": 0.7, "max_num_seqs": 32, "simulate": True, "dura
 
 @pytest.fixture()
 def team(tmp_path, monkeypatch):
-    """(client, {role: token}) of a fresh app on a SQLite file, with `d1` (the example) saved; the app's promise to
-    read models by name only is undone after the test."""
-    from fastapi.testclient import TestClient
-
-    from specsize.catalog.models import NAMES_ONLY_ENV
-    from specsize.service import auth, db
-    from specsize.service.app import Config, create_app
-
-    monkeypatch.setenv(NAMES_ONLY_ENV, "1")
-    url = str(tmp_path / "service.sqlite")
-    engine = db.connect(url)
-    tokens = {role: auth.add_user(engine, role, role, PASSWORD) for role in ("viewer", "planner", "admin")}
-    engine.dispose()
-    client = TestClient(create_app(Config(db_url=url, secure_cookies=False)), raise_server_exceptions=False)
-    made = client.post("/api/v1/deployments", headers=_as(tokens, "planner"), json={
-        "deployment_name": "d1", "deployment_yaml": EXAMPLE.read_text(), "acceptance_rate": 0.7})
-    assert made.status_code == 201, made.text
+    """(client, {role: token}) of a fresh app on a SQLite file, with `d1` (the example) saved."""
+    client, tokens, _ = team_app(tmp_path, monkeypatch, PASSWORD, EXAMPLE)
     return client, tokens
 
 

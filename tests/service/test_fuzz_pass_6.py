@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from helpers import team_app
 from servers import REPO
 
 EXAMPLE = REPO / "examples" / "llama8b-eagle3-h100.yaml"
@@ -22,24 +23,9 @@ LONG_JOB = {"body": {"acceptance_rate": 0.7, "rate": 5, "duration": 300_000}}  #
 
 @pytest.fixture()
 def team(tmp_path, monkeypatch):
-    """(client, {role: token}, url) of a fresh app on a SQLite file, with one saved deployment `d1` (v1, v2); the
-    app's promise to read models by name only is undone after the test."""
-    from fastapi.testclient import TestClient
-
-    from specsize.catalog.models import NAMES_ONLY_ENV
-    from specsize.service import auth, db
-    from specsize.service.app import Config, create_app
-
-    monkeypatch.setenv(NAMES_ONLY_ENV, "1")
-    url = str(tmp_path / "service.sqlite")
-    engine = db.connect(url)
-    tokens = {role: auth.add_user(engine, role, role, PASSWORD) for role in ("viewer", "planner", "admin")}
-    engine.dispose()
-    client = TestClient(create_app(Config(db_url=url, secure_cookies=False)), raise_server_exceptions=False)
+    """(client, {role: token}, url) of a fresh app on a SQLite file, with one saved deployment `d1` (v1, v2)."""
+    client, tokens, url = team_app(tmp_path, monkeypatch, PASSWORD, EXAMPLE)
     planner = {"authorization": f"Bearer {tokens['planner']}"}
-    made = client.post("/api/v1/deployments", headers=planner, json={
-        "deployment_name": "d1", "deployment_yaml": EXAMPLE.read_text(), "acceptance_rate": 0.7})
-    assert made.status_code == 201, made.text
     assert client.post("/api/v1/deployments/d1/versions", headers=planner, json={"concurrency": 64}).status_code == 201
     return client, tokens, url
 
