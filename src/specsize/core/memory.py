@@ -444,7 +444,7 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         recv_interval=_engine_interval("scheduler_recv_interval", e.scheduler_recv_interval, p.recv_interval_flag, p,
                                        "engine_version 0.5.1 or later" if p.engine == "sglang" else "engine sglang"),
         stream_interval=_engine_interval("stream_interval", e.stream_interval, p.stream_interval_flag, p,
-                                         "engine sglang, or vllm from 0.14"),
+                                         "engine sglang, or vllm from 0.12"),
         **dict(zip(("graph_max_tokens", "graph_prompt_tokens"),
                    graph_limits(p, target, max_num_seqs, batched, d.speculative.num_speculative_tokens
                                 if d.speculative.enabled else 0, gpu=d.gpu,

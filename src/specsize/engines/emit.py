@@ -156,7 +156,7 @@ def vllm_command(d: Deployment, mem: MemoryAccount) -> EngineCommand:
         options["kv-cache-memory-bytes"] = e.kv_cache_memory_bytes
     if s.scheduler_steps > 1:  # V0 only (core.memory.scheduler_steps)
         options["num-scheduler-steps"] = s.scheduler_steps
-    if s.stream_interval > 1:  # from 0.14's profile on (AccountingProfile.stream_interval_flag)
+    if s.stream_interval > 1:  # vLLM from 0.12 (AccountingProfile.stream_interval_flag)
         options["stream-interval"] = s.stream_interval
     if e.chunked_prefill != "auto":  # V0 only (core.memory.v0_chunked_prefill); 0.6 reads "--enable-chunked-prefill False"
         options["enable-chunked-prefill"] = e.chunked_prefill == "on"

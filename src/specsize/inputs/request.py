@@ -97,7 +97,7 @@ class Request:
     scheduler_recv_interval: int = F(1, "SGLang's --scheduler-recv-interval: while it decodes, its scheduler takes "
                                      "new requests in only every N decode steps (a step with prompt tokens counts "
                                      "as N), which adds to their TTFT.", "int", DEPLOYMENT, minimum=1, maximum=1000)
-    stream_interval: int = F(1, "--stream-interval (SGLang; vLLM from 0.14's profile on): a running request's tokens go "
+    stream_interval: int = F(1, "--stream-interval (SGLang; vLLM from 0.12): a running request's tokens go "
                              "to the API server every N tokens, which divides its per-token streaming work by N.",
                              "int", DEPLOYMENT, minimum=1, maximum=1000)
     device: str = F("cuda", "Accelerator the engine runs on.", "choice", DEPLOYMENT, choices=("cuda", "cpu"))

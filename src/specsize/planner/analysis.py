@@ -54,7 +54,7 @@ def analyse_plan(result: PlanResult, profile: AccountingProfile, efficiency=None
     commands = tuple(EMITTERS[engine](result.deployment, mem) for engine, mem in accounts.items() if mem is not None)
     return replace(result, recommendations=recs, robustness=robust, placement=placement, commands=commands,
                    warnings=result.warnings + _launch_warnings(result, profile, engine_version, commands)
-                   + _multi_node_warnings(placement, commands))
+                   + _multi_node_warnings(placement, tuple(c for c in commands if c.engine == profile.engine)))
 
 
 def _multi_node_warnings(placement, commands: tuple) -> tuple[str, ...]:
