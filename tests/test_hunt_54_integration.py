@@ -127,3 +127,25 @@ def test_vllm_0_12_takes_a_stream_interval(capsys):
     for version, code_expected in (("0.12", 0), ("0.13.0", 0), ("0.11", 2)):
         code, out, err = run(capsys, *base, "--engine-version", version)
         assert code == code_expected, (version, err)
+
+
+# --- a sweep cell's key -----------------------------------------------------------------------------------------------
+
+def test_a_cells_key_covers_the_modules_its_row_goes_through(monkeypatch):
+    """A sweep cell's row is made by sweep.cell through the api and reports.sweep's columns: a change to any of them
+    changes the model version in every cell key, so a rerun after an upgrade computes the cells again rather than
+    reusing rows the old code made."""
+    from importlib import resources
+
+    from specsize.inputs import study
+
+    root = resources.files("specsize")
+    assert set(study.MODEL_MODULES) == {"api.py", "sweep/cell.py", "reports/sweep.py"}
+    assert all((root / m).is_file() for m in study.MODEL_MODULES)
+    with_modules = study.model_version()
+    study.model_version.cache_clear()
+    monkeypatch.setattr(study, "MODEL_MODULES", ())
+    try:
+        assert study.model_version() != with_modules
+    finally:
+        study.model_version.cache_clear()

@@ -53,6 +53,8 @@ TENANT_GROUPS = (WORKLOAD, SIMULATION)
 LOAD_FIELDS = ("concurrency", "rate")
 # the code whose change changes a cell's answer: part of every cell key, so new code never reuses old rows
 MODEL_PACKAGES = ("core", "planner", "simulator", "engines", "catalog", "inputs")
+# ... and the modules a cell's row goes through beside them (sweep.cell asks the api, reports.sweep makes its columns)
+MODEL_MODULES = ("api.py", "sweep/cell.py", "reports/sweep.py")
 
 
 @dataclass(frozen=True)
@@ -173,13 +175,14 @@ def _canonical_json(value: Any) -> str:
 
 @lru_cache(maxsize=1)
 def model_version() -> str:
-    """A hash of the modelling code and data (the packages in MODEL_PACKAGES, sources and data files)."""
+    """A hash of the modelling code and data (the packages in MODEL_PACKAGES, sources and data files, and the modules
+    in MODEL_MODULES)."""
     digest = hashlib.sha256()
     root = resources.files("specsize")
-    for package in MODEL_PACKAGES:
-        for path in sorted(_files(root / package)):
-            digest.update(path.encode())
-            digest.update((root / path).read_bytes())
+    paths = [path for package in MODEL_PACKAGES for path in sorted(_files(root / package))] + list(MODEL_MODULES)
+    for path in paths:
+        digest.update(path.encode())
+        digest.update((root / path).read_bytes())
     return digest.hexdigest()[:16]
 
 
