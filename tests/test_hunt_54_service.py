@@ -193,8 +193,8 @@ def test_a_save_from_a_page_a_newer_version_overtook_is_refused_not_lost(team):
 
 def test_a_password_no_one_can_type_is_refused_when_the_user_is_added(tmp_path):
     """`printf 'a long password\\r\\n' | specsize users add NAME --password-stdin` (a Windows line end; the CLI takes
-    off the newline) had stored "a long password\\r": the user could never sign in at the login form. A password with a
-    control character is refused (exit 2, naming the field), and no user is added."""
+    off the newline) had stored "a long password\\r": the user could never sign in at the login form. The CLI now ends
+    the line at either; a password with a control character is refused (exit 2, naming the field), no user added."""
     from specsize.core.errors import SpecError
     from specsize.service import auth, db
 
@@ -207,11 +207,19 @@ def test_a_password_no_one_can_type_is_refused_when_the_user_is_added(tmp_path):
     auth.add_user(engine, "alice", "planner", PASSWORD + " ")  # a space is typed like any letter
     assert auth.user_for_password(engine, "alice", PASSWORD + " ") is not None
     engine.dispose()
-    done = subprocess.run([sys.executable, "-m", "specsize.cli.main", "users", "add", "bob", "--role", "viewer",
-                           "--db", str(tmp_path / "service.sqlite"), "--password-stdin"], input=PASSWORD + "\r\n",
+    # the CLI reads one line: a Windows line end ends it as a newline does; a tab inside it is refused
+    add = [sys.executable, "-m", "specsize.cli.main", "users", "add", "--role", "viewer", "--db",
+           str(tmp_path / "service.sqlite"), "--password-stdin"]
+    done = subprocess.run(add[:5] + ["bob"] + add[5:], input=PASSWORD + "\r\n", capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done
+    engine = db.connect(str(tmp_path / "service.sqlite"))
+    assert auth.user_for_password(engine, "bob", PASSWORD) is not None
+    engine.dispose()
+    done = subprocess.run(add[:5] + ["carol"] + add[5:], input=PASSWORD[:6] + "\t" + PASSWORD[6:] + "\n",
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and done.stdout == "", done
-    assert done.stderr.strip().startswith("specsize: error: password: holds a control character ('\\r' at character 22)")
+    assert done.stderr.strip().startswith("specsize: error: password: holds a control character ('\\t' at character 7)")
 
 
 def test_a_versions_page_draws_the_acceptance_its_plan_used_not_the_newest_under_its_tag(team):

@@ -537,7 +537,7 @@ def users_add(name: str, role: str, db_url: str | None, password_stdin: bool) ->
     """Add a user; prints the new API token once, on the last line of stdout."""
     from ..service.serve import add_user  # noqa: PLC0415
 
-    password = sys.stdin.readline().rstrip("\n") if password_stdin else None
+    password = sys.stdin.readline().rstrip("\r\n") if password_stdin else None  # a Windows line end is one too
     token = add_user(db_url, name, role, password)
     click.echo(f"added {name} ({role}); the API token is shown once, now:", err=True)
     click.echo(token)
