@@ -149,3 +149,27 @@ def test_a_cells_key_covers_the_modules_its_row_goes_through(monkeypatch):
         assert study.model_version() != with_modules
     finally:
         study.model_version.cache_clear()
+
+
+# --- best k where no k pays ---------------------------------------------------------------------------------------
+
+def test_no_k_is_best_where_every_k_slows_decoding(capsys):
+    """At a per-token acceptance of 0.05 a pass emits at most 1 / (1 - 0.05) = 1.053 tokens, and a speculative step is
+    a target pass over k + 1 positions plus the head's forwards, more than the plain step: every k is a slowdown, and
+    the table had still named k=1 the best. It names none (JSON null); at 0.8 a k is best."""
+    import json
+
+    base = ["speedup", "--target", EIGHT_B, "--gpu", "H100-SXM-80GB", "--method", "eagle3", "--draft",
+            "sgl-project/SpecForge-llama3-8B-eagle3", "-k", "1,2,4", "--batch-size", "1,64", "--format", "json"]
+    code, out, err = run(capsys, *base, "--acceptance-rate", "0.05")
+    assert code == 0, err
+    table = json.loads(out)
+    assert all(row["speedup"] < 1 for row in table["rows"])
+    assert table["best_k"] == {"1": None, "64": None}
+    code, out, err = run(capsys, *base[:-2], "--acceptance-rate", "0.05")
+    assert [line.split()[-1] for line in out.splitlines() if line.strip()[:2] in ("1 ", "64")] == ["none", "none"]
+    code, out, err = run(capsys, *base, "--acceptance-rate", "0.8")
+    assert json.loads(out)["best_k"]["1"] in (1, 2, 4)
+    r = specsize.plan(target=EIGHT_B, gpu="H100-SXM-80GB", method="eagle3", draft="sgl-project/SpecForge-llama3-8B-eagle3",
+                      num_speculative_tokens=3, acceptance_rate=0.05, concurrency=16)
+    assert r.perf.speedup < 1 and r.perf.best_k is None

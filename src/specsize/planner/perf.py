@@ -74,7 +74,7 @@ def _costs(d: Deployment, s: ResolvedSettings, eff: Efficiency, k: int, tree: Tr
 class SpeedupTable:
     rows: tuple[SpeedupPoint, ...]
     crossover_batch: dict  # k -> B or None
-    best_k: dict  # B -> k
+    best_k: dict  # B -> the k of the highest speed-up, None where every k slows decoding
     acceptance_rate: float
     context_len: int
 
@@ -99,9 +99,9 @@ def speedup_table(d: Deployment, mem: MemoryAccount, eff: Efficiency, acceptance
         points = [speedup_point(costs, b, context_len, per_pass, k) for b in batch_sizes]
         rows += points
         crossover[k] = crossover_batch(points)
-    for b in batch_sizes:
-        at_b = [r for r in rows if r.batch_size == b]
-        best[b] = max(at_b, key=lambda r: r.speedup).k
+    for b in batch_sizes:  # None where every k given slows decoding: no k is best, serving without speculation is
+        top = max((r for r in rows if r.batch_size == b), key=lambda r: r.speedup)
+        best[b] = top.k if top.speedup >= 1 else None
     return SpeedupTable(rows=tuple(rows), crossover_batch=crossover, best_k=best, acceptance_rate=a,
                         context_len=context_len)
 
@@ -192,8 +192,10 @@ def summarize(d: Deployment, mem: MemoryAccount, eff: Efficiency, acceptance: Ac
     point = speedup_point(costs, batch_size, context_len, per_pass, k)
     best = crossover = slo = None
     if detail:
-        best = max(k_range, key=lambda kk: speedup_point(costs_for(d, mem, eff, kk, tree), batch_size, context_len,
-                                                         pass_tokens(a, kk, tree, measured, rate), kk).speedup)
+        speedups = {kk: speedup_point(costs_for(d, mem, eff, kk, tree), batch_size, context_len,
+                                      pass_tokens(a, kk, tree, measured, rate), kk).speedup for kk in k_range}
+        best = max(speedups, key=lambda kk: speedups[kk])
+        best = best if speedups[best] >= 1 else None  # every k slows decoding: none is best
         crossover = find_crossover(costs, per_pass, context_len, upper)
     if tpot_slo_s and detail:
         slo = concurrency_for_tpot(lambda b: speedup_point(costs, b, context_len, per_pass, k).tpot_s,

@@ -19,7 +19,7 @@ def render(data: ReportData) -> str:
                   "|---|" + "---|" * (len(ks) + 1)]
         for b in batches:
             lines.append(f"| {b} | " + " | ".join(f"{lookup[(b, k)].speedup:.2f}x" for k in ks)
-                         + f" | {t.best_k[b]} |")
+                         + f" | {'none' if t.best_k[b] is None else t.best_k[b]} |")
         cross = ", ".join(f"k={k}: {'none' if b is None else b}" for k, b in t.crossover_batch.items())
         lines += ["", f"First batch in this table with speed-up < 1 (the crossover lies at or below it): {cross}", ""]
     elif data.speedup_note:

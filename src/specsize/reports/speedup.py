@@ -46,7 +46,7 @@ def _grid(r: DrafterResult) -> list[list[str]]:
         for k in ks:
             p = lookup[(b, k)]
             cells.append(f"{p.speedup:.2f}x ({p.tpot_s * 1e3:.1f} ms)")
-        cells.append(str(r.table.best_k[b]))
+        cells.append("none" if r.table.best_k[b] is None else str(r.table.best_k[b]))
         rows.append(cells)
     header = ["batch", "TPOT no spec ms"] + [f"k={k}" for k in ks] + ["best k"]
     return [header] + rows
