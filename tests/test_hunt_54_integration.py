@@ -13,7 +13,7 @@ OSS_120B = "openai/gpt-oss-120b"
 
 
 def _warnings(result) -> list[str]:
-    return [w for w in result.warnings]
+    return list(result.warnings)
 
 
 # --- a replica across nodes --------------------------------------------------------------------------------------
@@ -54,8 +54,11 @@ def test_a_pip_install_of_vllm_0_10_is_warned_of_its_sort_sampler():
     line = next(w for w in _warnings(r64) if "FlashInfer" in w)
     left = (r64.memory.kv_cache_bytes - int(5.88 * 64 * 201_088 * 4)) / GiB
     assert "0.28 GiB more" in line and f"leaves {left:.2f} GiB of KV cache" in line
-    # 0.11.1 on profile the sort whatever is installed (FlashInfer's kernel opt-in): planned so, nothing to warn
-    for version in ("0.11", "0.32"):
+    # 0.11.0 as 0.10; 0.11.1 on profile the sort whatever is installed (FlashInfer's kernel opt-in): planned so, nothing
+    # to warn
+    r = specsize.plan(target=OSS_120B, gpu="H100-SXM-80GB", engine_version="0.11.0", method="none")
+    assert any("FlashInfer" in w and "4.51 GiB more" in w for w in _warnings(r))
+    for version in ("0.11.1", "0.32"):
         r = specsize.plan(target=OSS_120B, gpu="H100-SXM-80GB", engine_version=version, method="none")
         assert not any("FlashInfer" in w for w in _warnings(r))
 
@@ -173,3 +176,27 @@ def test_no_k_is_best_where_every_k_slows_decoding(capsys):
     r = specsize.plan(target=EIGHT_B, gpu="H100-SXM-80GB", method="eagle3", draft="sgl-project/SpecForge-llama3-8B-eagle3",
                       num_speculative_tokens=3, acceptance_rate=0.05, concurrency=16)
     assert r.perf.speedup < 1 and r.perf.best_k is None
+
+
+# --- what a step reads of gpt-oss's experts ---------------------------------------------------------------------------
+
+def test_a_step_reads_the_swizzled_experts_not_the_scales_kept_beside_them():
+    """vLLM 0.12-0.24 on Hopper keep gpt-oss's loaded scales beside the swizzled copy the Triton kernel reads: held,
+    never read. One expert of gpt-oss-120b at TP 1 holds them for gate/up (5,760 rows of 2,880 / 32 = 90 groups) and
+    down (2,880 x 90): 518,400 + 259,200 = 777,600 bytes; a decode step that touches it reads that much less than the
+    weights hold, and the dense bytes do not take them either."""
+    from specsize.catalog import load_model
+    from specsize.core.perf import model_cost
+    from specsize.core.weights import expert_bytes_per_rank, weight_breakdown
+    from specsize.engines.vllm import MXFP4_TRITON_HOPPER_035, MXFP4_TRITON_HOPPER_FREED
+
+    m = load_model(OSS_120B)
+    held = expert_bytes_per_rank(m, 1, "bfloat16", None, MXFP4_TRITON_HOPPER_035)[0]
+    cost = model_cost(m, 1, "bfloat16", None, mxfp4_pad=MXFP4_TRITON_HOPPER_035)
+    assert held - cost.expert_bytes == 5760 * 90 + 2880 * 90 == 777_600
+    total = weight_breakdown(m, 1, 1, "bfloat16", None, rotary_cache=False, mxfp4_pad=MXFP4_TRITON_HOPPER_035).total
+    assert cost.dense_bytes == total - 36 * 128 * held - weight_breakdown(m, 1, 1, "bfloat16", None,
+                                                                         rotary_cache=False).embedding
+    # 0.25 frees them: what is held is what is read
+    freed = model_cost(m, 1, "bfloat16", None, mxfp4_pad=MXFP4_TRITON_HOPPER_FREED)
+    assert freed.expert_bytes == expert_bytes_per_rank(m, 1, "bfloat16", None, MXFP4_TRITON_HOPPER_FREED)[0]

@@ -281,7 +281,10 @@ def model_cost(m: ModelSpec, tp: int, dtype: str, quant: Quantization | None, *,
             indexer_flops += 2 * index_heads * index_dim  # every token of every forward, prompts' too
             continue
         kv.append((layer.bytes_per_token, layer.window, width))
-    return ModelCost(dense_bytes=dense_bytes, dense_params=max(0, dense_params), expert_bytes=per_layer_expert,
+    # a step reads an expert's tensors as the kernel has them, not the loaded scales an engine keeps beside them
+    # (Mxfp4Layout.keeps_checkpoint_scales: held, counted in the weights and out of the dense bytes above, never read)
+    read_expert = expert_bytes_per_rank(m, tp, dtype, quant, mxfp4_pad, read=True)[0]
+    return ModelCost(dense_bytes=dense_bytes, dense_params=max(0, dense_params), expert_bytes=read_expert,
                      expert_params=expert_params, moe_layers=moe_layers,
                      num_experts=m.moe.num_experts if m.moe else 0, top_k=m.moe.experts_per_token if m.moe else 0,
                      kv_layers=tuple(kv), hidden=m.hidden_size, n_layers=n_layers, act_bytes=DTYPE_BYTES[dtype],

@@ -333,7 +333,7 @@ def _round_up(n: int, multiple: int) -> int:
 
 
 def mxfp4_linear_bytes(out_features: int, in_features: int, layout: Mxfp4Layout, dtype_bytes: int,
-                       bias: bool) -> int:
+                       bias: bool, read: bool = False) -> int:
     """Bytes of one expert's mxfp4 linear (out x in, already padded by mxfp4_expert_dims) as a swizzling kernel holds
     it: its packed values and e8m0 block scales padded to the layout's tiles, the scales as loaded where they stay
     allocated, and its bias in the layout's bias dtype.
@@ -346,12 +346,13 @@ def mxfp4_linear_bytes(out_features: int, in_features: int, layout: Mxfp4Layout,
     are new tensors: vLLM deletes the loaded values (del layer.w13_weight) and, from 0.25, the loaded scales; until
     then layer.w13_weight_scale stays a parameter of the layer. The biases become float32 (w13_bias.to(torch.float32)
     in the Triton and TRT-LLM paths). "Model loading took" is torch's allocated memory after
-    process_weights_after_loading, so it holds exactly these."""
+    process_weights_after_loading, so it holds exactly these. `read`: only what the kernel reads (the loaded scales
+    kept beside the swizzled copy are held, never read)."""
     L = layout
     groups = ceil_div(in_features, 32)
     values = _round_up(out_features, L.value_rows) * _round_up(ceil_div(in_features, 2), L.value_cols)
     scales = _round_up(out_features, L.scale_rows) * _round_up(groups, L.scale_cols)
-    if L.keeps_checkpoint_scales:
+    if L.keeps_checkpoint_scales and not read:
         scales += out_features * groups
     return values + scales + (out_features * (L.bias_bytes or dtype_bytes) if bias else 0)
 
@@ -522,19 +523,21 @@ def total_params(m: ModelSpec) -> int:
 
 
 def expert_bytes_per_rank(m: ModelSpec, tp: int, dtype: str | None = None, quant: Quantization | None = None,
-                          mxfp4_pad: tuple[int, int] = VLLM_MXFP4_PAD) -> tuple[int, int]:
+                          mxfp4_pad: tuple[int, int] = VLLM_MXFP4_PAD, read: bool = False) -> tuple[int, int]:
     """(bytes, params) of one routed expert of one MoE layer on one rank, as allocated (mxfp4 experts padded to the
     kernels' tiles: the padded tensor is what the kernel reads; where an engine keeps the loaded scales beside the
     swizzled ones, Mxfp4Layout.keeps_checkpoint_scales, their share is counted here too, so that a model's bytes
-    less its experts' are its dense weights); (0, 0) for a dense model."""
+    less its experts' are its dense weights; `read`: without them, what a step that touches the expert reads);
+    (0, 0) for a dense model."""
     if m.moe is None:
         return 0, 0
     q = quant if quant is not None else m.quantization
-    return _expert_bytes(m, tp, DTYPE_BYTES[dtype or m.dtype], q, mxfp4_pad), 3 * m.hidden_size * (m.moe.expert_intermediate_size // tp)
+    return (_expert_bytes(m, tp, DTYPE_BYTES[dtype or m.dtype], q, mxfp4_pad, read),
+            3 * m.hidden_size * (m.moe.expert_intermediate_size // tp))
 
 
 def _expert_bytes(m: ModelSpec, tp: int, wb: int, q: Quantization | None,
-                  mxfp4_pad: tuple[int, int] = VLLM_MXFP4_PAD) -> int:
+                  mxfp4_pad: tuple[int, int] = VLLM_MXFP4_PAD, read: bool = False) -> int:
     """Bytes of one routed expert of one MoE layer on one rank with the quantization `q` already resolved."""
     assert m.moe is not None
     h, inter = m.hidden_size, m.moe.expert_intermediate_size // tp
@@ -542,6 +545,6 @@ def _expert_bytes(m: ModelSpec, tp: int, wb: int, q: Quantization | None,
     bias = m.moe.expert_bias
     if q and q.method == "mxfp4" and isinstance(mxfp4_pad, Mxfp4Layout) and mxfp4_pad.swizzled:
         # the kernel's own layout (Mxfp4Layout): gate/up (2 x intermediate, hidden) and down (hidden, intermediate)
-        return (mxfp4_linear_bytes(2 * inter_pad, h_pad, mxfp4_pad, wb, bias)
-                + mxfp4_linear_bytes(h_pad, inter_pad, mxfp4_pad, wb, bias))
+        return (mxfp4_linear_bytes(2 * inter_pad, h_pad, mxfp4_pad, wb, bias, read)
+                + mxfp4_linear_bytes(h_pad, inter_pad, mxfp4_pad, wb, bias, read))
     return linear_bytes(2 * inter_pad, h_pad, wb, q, bias=bias) + linear_bytes(h_pad, inter_pad, wb, q, bias=bias)

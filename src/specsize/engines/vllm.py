@@ -25,7 +25,8 @@ Every V1 release keeps one null block in the pool that no request can use.
 gpt-oss's MXFP4 experts are held as the MoE backend vLLM picks for the GPU lays them out (the MXFP4 note above the V1
 profiles; core.weights.Mxfp4Layout): Marlin's padding on Ampere, Ada and consumer / workstation Blackwell in every
 release and on Hopper until 0.11; OpenAI's Triton kernels on Hopper from 0.12, swizzled by the triton_kernels
-generation the wheel carries (hence the 0.12, 0.22, 0.26 profiles), the loaded scales kept beside them until 0.25;
+generation the wheel carries and its scales (hence the 0.12, 0.22, 0.25 - 0.27 profiles), the loaded scales kept beside
+them up to 0.24;
 FlashInfer's TRT-LLM kernels on datacenter Blackwell (intermediate to 256, to 128 from 0.27).
 
 Speculation in the profiling pass (issue #12): every V1 profile reserves what vLLM's rejection sampler peaks at
@@ -120,7 +121,7 @@ def _triton_hopper(tag: str, *, keeps_checkpoint_scales: bool, scale_groups: int
     """OpenAI's Triton MoE on Hopper (core.weights.mxfp4_linear_bytes): the intermediate padded to 64 (the backend's
     round-up), values swizzled by triton_kernels' HopperMXValueLayout (16 rows x 32 bytes at tags v3.5.x, both to 64
     at v3.6.0), scales by HopperMXScaleLayout at num_warps 8 (256 rows; groups even, or to 4 where vLLM pads them:
-    mxfp4_utils.py _swizzle_mxfp4, "pad K (num scale groups) to 0 mod 4", 0.26 on); the loaded scales kept until 0.25
+    mxfp4_utils.py _swizzle_mxfp4, "pad K (num scale groups) to 0 mod 4", 0.26 on); the loaded scales kept up to 0.24
     ("drop the now-dead weight/scale Parameters"), biases float32."""
     tile = (64, 64) if tag == "v3.6.0" else (16, 32)
     return Mxfp4Layout((1, 64), kernel=f"triton_kernels {tag}", value_rows=tile[0], value_cols=tile[1],
@@ -332,7 +333,7 @@ V1_019 = replace(
     mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_036),
 )
 
-# 0.11-0.16: the profiled dummy sampler (top_k = vocab - 1, top_p = 0.9 for max_num_seqs rows) ran PyTorch's
+# 0.11.1-0.16: the profiled dummy sampler (top_k = vocab - 1, top_p = 0.9 for max_num_seqs rows) ran PyTorch's
 # sort-based top-k/top-p: sorted fp32 values, int64 indices, softmax, cumsum, masks and the scatter back, about
 # 5.9 fp32 vocabulary row-sets per sequence more than the Triton top-k/top-p kernel that replaced it for large
 # batches (vllm-project/vllm PR 33538; its own table: PyTorch 1.25 GB vs Triton 384 MB at 256 x 131,072).
@@ -348,6 +349,12 @@ V1_011 = replace(
     async_scheduling=False, scheduled_ahead=False,  # opt-in (--async-scheduling) until 0.14
     mxfp4_pad_by_gpu=_MXFP4_MARLIN_HOPPER,  # no triton_kernels in the 0.11 wheels: Marlin on Hopper
 )
+# 0.11.0: as 0.11.1, but FlashInfer's top-k/top-p kernel where FlashInfer is installed (the images; a pip install
+# profiles the sort: V1_EARLY's note, AccountingProfile.sort_sampler_sets), the kernel opt-in only from 0.11.1
+# (v1/sample/ops/topk_topp_sampler.py: "if envs.VLLM_USE_FLASHINFER_SAMPLER:" in 0.11.1, "is not False" in 0.11.0)
+V1_0110 = replace(V1_011, version="0.11.0", label="vLLM 0.11.0 (V1; FlashInfer's top-k/top-p in the profiled "
+                  "sampler where installed)", act_vocab_coef=_V1_COMMON.act_vocab_coef, sort_sampler_sets=5.88)
+V1_011 = replace(V1_011, version="0.11.1", label="vLLM 0.11.1-0.11.x (V1; sort-based top-k/top-p in the profiled sampler)")
 # 0.12-0.13: as 0.11, but the wheels carry triton_kernels (v3.5.0), so gpt-oss's experts run the Triton kernels on
 # Hopper (the MXFP4 note above)
 V1_012 = replace(V1_011, version="0.12", label="vLLM 0.12-0.13 (V1; sort-based top-k/top-p in the profiled sampler; "
@@ -423,7 +430,8 @@ V1_LATEST = replace(
 )
 
 # (first release covered, profile), oldest first
-PROFILES = (((0, 6), V0_EARLY), ((0, 6, 4), V0), ((0, 7, 1), V0_071), ((0, 8), V1_EARLY), ((0, 9), V1_09), ((0, 11), V1_011),
+PROFILES = (((0, 6), V0_EARLY), ((0, 6, 4), V0), ((0, 7, 1), V0_071), ((0, 8), V1_EARLY), ((0, 9), V1_09), ((0, 11), V1_0110),
+            ((0, 11, 1), V1_011),
             ((0, 12), V1_012), ((0, 14), V1_014), ((0, 17), V1_019), ((0, 21), V1_021), ((0, 22), V1_022),
             ((0, 24), V1_024), ((0, 25), V1_025), ((0, 26), V1_026), ((0, 27), V1_027), ((0, 28), V1_028),
             ((0, 32), V1_LATEST))

@@ -931,7 +931,7 @@ def described(schema: dict) -> dict:
                 codes.add("413")
             if "{" in path or path == "/api/v1/check-live":
                 codes.add("404")
-            if path == "/api/v1/deployments/{name}/versions" and method == "post" or method == "delete":
+            if (path == "/api/v1/deployments/{name}/versions" and method == "post") or method == "delete":
                 codes.add("409")
             if path in ("/api/v1/simulate", "/api/v1/stops-paying", "/api/v1/search"):
                 codes.add("503")

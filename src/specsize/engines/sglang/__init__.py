@@ -275,9 +275,9 @@ V047 = _legacy("0.4.7", "SGLang 0.4.7 (as 0.4.6.post2; 0.79 and decode graphs to
                "MiB)", "big48_b200")
 V047P1 = _legacy("0.4.7.post1", "SGLang 0.4.7.post1-0.4.9 (default fraction from a reserve by GPU memory and TP x PP)",
                  "reserved")
-V0410 = _legacy("0.4.10", "SGLang 0.4.10-0.4.10.post1 (as 0.4.7.post1; hybrid SWA pools for Gemma 2 and 3)", "reserved",
+V0410 = _legacy("0.4.10", "SGLang 0.4.10-0.4.10.post1 (as 0.4.7.post1; hybrid SWA pools for Gemma 2, 3 and 3n)", "reserved",
                 hybrid=("gemma2",) + _GEMMA3_TYPES, draft_extend="verified")
-V0410P2 = _legacy("0.4.10.post2", "SGLang 0.4.10.post2 (as 0.4.10; hybrid SWA pools for Gemma 3 only)", "reserved",
+V0410P2 = _legacy("0.4.10.post2", "SGLang 0.4.10.post2 (as 0.4.10; hybrid SWA pools for Gemma 3 and 3n only)", "reserved",
                   hybrid=_GEMMA3_TYPES, draft_extend="verified")
 V051 = _legacy("0.5.1", "SGLang 0.5.1-0.5.2 (as 0.4.7.post1; --scheduler-recv-interval)", "reserved", recv_flag=True,
                draft_extend="verified")
