@@ -694,8 +694,12 @@ def activation_peak(d: Deployment, s: ResolvedSettings, p: AccountingProfile) ->
     unprofiled = max(0, int((runtime_rows - profiled_rows) * p.act_vocab_coef * logits_row))
     # what a build whose pass drafts one token per sequence would leave out of this term (engines/vllm.py)
     beyond_one = p.spec_profile_vocab_coef * (drafted - 1) * rows * logits_row if sp.enabled else 0.0
+    # what an install whose sampler sorts (a pip install without FlashInfer: AccountingProfile.sort_sampler_sets)
+    # profiles beyond this peak
+    sort_sampler = p.sort_sampler_sets * rows * logits_row
     terms = {"forward_target": int(target), "forward_draft": int(draft), "sampler": int(sampler),
-             "speculation": int(spec), "speculation_beyond_one_draft": int(beyond_one), "tokens": tokens,
+             "speculation": int(spec), "speculation_beyond_one_draft": int(beyond_one),
+             "sort_sampler_beyond": int(sort_sampler), "tokens": tokens,
              "sampler_rows": rows, "moe_workspace": int(workspace), **encoder_terms}
     return peak, terms, unprofiled
 

@@ -199,7 +199,7 @@ def plan(d: Deployment, w: Workload, profile: AccountingProfile, headroom: float
             f"{mem.activation_terms['sampler_rows']} sequences x {s.num_speculative_tokens} draft tokens, what a full "
             f"verification step needs; a vLLM build whose profiling pass drafts one token per sequence prints a pool "
             f"{one_draft_gap / GiB:.2f} GiB larger and can run out of memory at full batch")
-    sort_gap = int(profile.sort_sampler_sets * mem.activation_terms.get("sampler_rows", 0) * d.target.vocab_size * 4)
+    sort_gap = mem.activation_terms.get("sort_sampler_beyond", 0)
     if sort_gap >= 0.1 * GiB:
         left = mem.kv_cache_bytes - sort_gap
         after = f"{left / GiB:.2f} GiB of KV cache" if left > 0 else "no KV cache: the engine does not start"
