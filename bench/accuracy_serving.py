@@ -230,7 +230,7 @@ def case(row: dict) -> tuple[dict | None, str]:
     tp = int(row.get("tp") or 1)
     if tp > 8:  # 2 x 8 GPUs: the all-reduce crosses nodes (InfiniBand / Ethernet), which the model does not price
         return None, "tensor parallel across nodes (TP > 8): inter-node all-reduce not modelled"
-    over = dict(target=target, gpu=gpu, tp=tp, no_compare=True, seed=0, **_engine(row))
+    over = dict(target=target, gpu=gpu, tp=tp, pp=int(row.get("pp") or 1), no_compare=True, seed=0, **_engine(row))
     over.update(_lengths(row, prompt, output))
     if quant:
         over["quantization"] = quant

@@ -351,6 +351,14 @@ class StepCoefficients:
     sparse_window_index: int = -1
     indexer_flops_per_pair: float = 0.0  # ModelCost.indexer_flops_per_pair: over every pair, a prompt's too
     inv_flops_indexer: float = 0.0  # ... at the fp8 peak where the GPU has one (0: inv_flops_attn)
+    # pipeline stages (Deployment.pp). Both engines keep a batch in flight a stage and split the running requests
+    # among them (vLLM V1: VllmConfig.max_concurrent_batches = pipeline_parallel_size, EngineCore.
+    # step_with_batch_queue schedules the next batch from the requests not already in flight, a decode waiting for
+    # its sampled token; V0: one virtual engine a stage; SGLang: scheduler_pp_mixin.event_loop_pp's micro-batches of
+    # max_running_requests // pp_size). A round, in which every request advances one step, is then one micro-batch's
+    # pass through every stage (the model's layers once, at the micro-batch's size) while the other micro-batches
+    # fill the other stages: step_time prices a step of many sequences as one of its `microbatches` parts
+    stages: int = 1
 
 
 
@@ -370,7 +378,7 @@ def sampler_s(passes: float, vocab: int, gpu: GpuSpec, eff: Efficiency) -> float
 
 @lru_cache(maxsize=1024)  # as model_cost
 def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = True,
-                 eager: bool = False, host_overlapped: bool = False) -> StepCoefficients:
+                 eager: bool = False, host_overlapped: bool = False, stages: int = 1) -> StepCoefficients:
     # FP4 matrix cores: their FP4 formats need no dequantisation; int4 (AWQ/GPTQ) stays a dequantising kernel
     fp4_native = c.fp4 in NATIVE_FP4.get(gpu.family, ())
     fp8 = c.fp8_compute or fp4_native
@@ -441,7 +449,7 @@ def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = T
         # the indexer's logits are an fp8 MQA (vLLM's sparse_attn_indexer.py: fp8 queries against the fp8 key cache,
         # DeepGEMM fp8_mqa_logits / fp8_paged_mqa_logits) whatever the KV cache's dtype
         inv_flops_indexer=1.0 / (gpu.fp8_flops * (eff.attn_compute or eff.compute))
-        if (c.indexer_flops_per_pair and gpu.fp8_flops) else 0.0)
+        if (c.indexer_flops_per_pair and gpu.fp8_flops) else 0.0, stages=max(1, stages))
 
 
 def gemm_time(bytes_: float, flops: float, tokens: float, co: StepCoefficients, inv_bandwidth: float,
@@ -455,11 +463,20 @@ def gemm_time(bytes_: float, flops: float, tokens: float, co: StepCoefficients, 
     return max(t_memory, flops * co.inv_flops * slow)
 
 
+def pipeline_microbatches(stages: int, seqs: float, tokens: float = 0.0, batch_tokens: float = 0.0) -> float:
+    """The micro-batches a step of `seqs` sequences and `tokens` tokens fills on `stages` pipeline stages: one a
+    sequence, and one a `batch_tokens` budget of tokens (a long prompt's chunks pipeline: the engine schedules the
+    next chunk while the last is in flight, its computed tokens counted when scheduled), at most one a stage."""
+    if stages <= 1:
+        return 1.0
+    return float(min(stages, max(1.0, seqs, math.ceil(tokens / batch_tokens) if batch_tokens > 0 else 1.0)))
+
+
 def step_time(co: StepCoefficients, tokens: float, context_tokens: float, window_tokens: tuple,
               pairs: float, seqs: float | None = None, logits: float | None = None,
               positions: float | None = None, prepared: float | None = None,
               graphed: bool = True, prompt_pairs: float = 0.0,
-              prompt_seq_max: float = 0.0) -> tuple[float, float, float, bool]:
+              prompt_seq_max: float = 0.0, microbatches: float = 0.0) -> tuple[float, float, float, bool]:
     """(seconds, flops, bytes, compute-bound?) of one forward over `tokens` new tokens.
 
     `context_tokens`: sum of the sequences' context lengths (full-attention layers read all of it);
@@ -472,9 +489,25 @@ def step_time(co: StepCoefficients, tokens: float, context_tokens: float, window
     the host's launches (`co.ungraphed_s`) add to its GPU time; `prompt_pairs`: the share of `pairs` that prompt
     tokens make (priced at `co.attn_flops_per_prompt_pair` where the model sets one: MLA); `prompt_seq_max`: the
     longest of those prompts with the step's chunk (0: not known), which decides DeepSeek-V3.2's prompt path.
+
+    On `co.stages` pipeline stages the step is a round over `microbatches` equal micro-batches (0: one a sequence,
+    pipeline_microbatches): its seconds are one micro-batch's pass through the whole model, in which every one
+    advances; flops and bytes are the round's. The API server still streams every sequence's token.
     """
     seqs = tokens if seqs is None else seqs
     logits = seqs if logits is None else logits
+    streamed = seqs
+    parts = 1.0
+    if co.stages > 1:
+        parts = microbatches or pipeline_microbatches(co.stages, seqs)
+        if parts > 1:
+            share = 1.0 / parts
+            tokens, context_tokens, pairs, seqs, logits = (tokens * share, context_tokens * share, pairs * share,
+                                                           seqs * share, logits * share)
+            window_tokens = tuple(w * share for w in window_tokens)
+            positions = positions * share if positions is not None else None
+            prepared = prepared * share if prepared is not None else None
+            prompt_pairs *= share
     # a sequence's own tokens in one pass (verified drafts, tree siblings, a prompt chunk) route alike: only the
     # first is an independent draw, a share `expert_seq_reuse` of the others lands on experts already touched
     # siblings of a draft tree are alternatives at one position and route as one token
@@ -526,9 +559,9 @@ def step_time(co: StepCoefficients, tokens: float, context_tokens: float, window
     comm = co.comm_fixed_s + co.comm_per_token_s * tokens if co.comm_fixed_s or co.comm_per_token_s else 0.0
     host = co.cpu_per_seq_s * (seqs if prepared is None else prepared)  # beside the forward with async scheduling, after it without
     engine = (max(t_gpu + comm, host) if co.host_overlapped else t_gpu + comm + host) + co.overhead_s
-    seconds = max(engine, co.api_per_seq_s * seqs)
+    seconds = max(engine, co.api_per_seq_s * streamed)
     t_memory = moved * co.inv_bandwidth
-    return seconds, flops, moved, flops * co.inv_flops > t_memory
+    return seconds, flops * parts, moved * parts, flops * co.inv_flops > t_memory
 
 
 API_BUSY_MAX = 0.95  # the API server's streaming share is capped here (the step floor above keeps it <= 1)
@@ -758,9 +791,9 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
     return SpecCosts(target=target, draft=draft, draft_gpu_tp=draft_tp, method=sp.method, gpu=d.gpu, eff=eff,
                      verify_width=verified, draft_steps=steps, draft_width=max(1, tree_topk),
                      target_co=coefficients(target, d.gpu, eff, eager=d.engine.enforce_eager,
-                                            host_overlapped=overlapped),
+                                            host_overlapped=overlapped, stages=d.pp),
                      plain_co=coefficients(target, d.gpu, eff, eager=d.engine.enforce_eager,
-                                           host_overlapped=async_scheduling),
+                                           host_overlapped=async_scheduling, stages=d.pp),
                      draft_co=coefficients(draft, d.gpu, eff, overhead=False, eager=d.engine.enforce_eager)
                      if draft is not None else None,
                      draft_prefills=draft is not None and kind.keeps_kv, host_handover=host_handover,
@@ -783,12 +816,14 @@ def uniform_step(co: StepCoefficients, batch: int, q: float, context: int, sampl
     windows = tuple(batch * min(context, window) for window, _ in co.kv_windows)
     queries = batch * q if expansion_query_s else batch
     pairs = batch * q * context
+    parts = pipeline_microbatches(co.stages, batch)  # a micro-batch a stage: each its own CUDA graph
     seconds, flops, moved, compute = step_time(co, batch * q, batch * context, windows, pairs,
                                                seqs=batch, prepared=queries, logits=batch * sampled,
                                                positions=batch * positions if positions else None,
-                                               graphed=batch * q <= graph_max_tokens,
+                                               graphed=batch * q / parts <= graph_max_tokens,
                                                prompt_pairs=pairs if prompt else 0.0,
-                                               prompt_seq_max=prompt_seq_max if prompt else 0.0)
+                                               prompt_seq_max=prompt_seq_max if prompt else 0.0,
+                                               microbatches=parts)
     return StepTime(time_s=seconds + expansion_query_s * (queries - batch), flops=flops, bytes=moved,
                     bound="compute" if compute else "memory")
 
@@ -893,7 +928,9 @@ def prefill_time(c: SpecCosts, prompt_tokens: int, chunk: int) -> float:
     its own KV cache (a draft model, EAGLE heads, MTP layers) prefills the prompt in the same steps, so its
     forward over the chunk delays the first token too. Beyond PREFILL_STEPS_PRICED chunks (millions of tokens in
     small chunks: a plan of images by the thousand), runs of equal chunks are priced at their chunks' mean
-    context, exact where a step's time is linear in its context, so the time stays a bounded computation."""
+    context, exact where a step's time is linear in its context, so the time stays a bounded computation. On
+    pipeline stages the chunks follow each other through them (pipeline_microbatches): the first token comes a
+    stage's share of every chunk after the first stage starts, plus the last chunk's pass through the others."""
     drafter = c.draft_co if (c.draft_co is not None and c.draft_prefills) else None
     run = -(-(prompt_tokens // chunk) // PREFILL_STEPS_PRICED)  # full chunks priced together
 
@@ -905,16 +942,18 @@ def prefill_time(c: SpecCosts, prompt_tokens: int, chunk: int) -> float:
             time += uniform_step(drafter, 1, size, start + size // 2, prompt=mha, prompt_seq_max=start + size).time_s
         return count * time
 
-    total = 0.0
+    total = last = 0.0
     done = 0
     while run > 1 and prompt_tokens - done >= run * chunk:
         total += steps(done, chunk, run)
         done += run * chunk
     while done < prompt_tokens:
         size = min(chunk, prompt_tokens - done)
-        total += steps(done, size, 1)
+        last = steps(done, size, 1)
+        total += last
         done += size
-    return total
+    stages = _target_co(c).stages
+    return (total + (stages - 1) * last) / stages if stages > 1 else total
 
 
 def prefill_share(c: SpecCosts, rate: float, prompt_tokens: float, chunk: int) -> float:

@@ -92,7 +92,9 @@ def engine_config(d: Deployment, mem: MemoryAccount, eff: Efficiency, tree: Tree
         k = min(k, tree.nodes(k) - 1)
     return EngineConfig(
         num_blocks=mem.usable_blocks, block_size=s.block_size, max_num_seqs=s.max_num_seqs,
-        max_num_batched_tokens=s.max_num_batched_tokens, k=k, target=costs.target_co,
+        # a round on pipeline stages schedules a batch a stage, each within the budget (core.perf.StepCoefficients.
+        # stages): the simulated step is the round
+        max_num_batched_tokens=s.max_num_batched_tokens * costs.target_co.stages, k=k, target=costs.target_co,
         draft=costs.draft_co, draft_steps=costs.draft_steps, draft_width=costs.draft_width,
         # an extend over the accepted tokens (vLLM 0.8-0.10, SGLang before 0.4.10) priced at its k + 1 bound
         draft_extend_tokens=draft_extend_tokens(costs),

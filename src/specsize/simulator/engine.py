@@ -32,7 +32,7 @@ from ..core.errors import SpecError
 from ..core.kvcache import BlockRule, block_rule
 from ..core.memory import GRAPH_ALL
 from ..core.perf import (StepCoefficients, api_busy_share, drafter_forwards_s, frontend_stretched, ngram_lookup_s,
-                         prompt_as_mha, step_time)
+                         pipeline_microbatches, prompt_as_mha, step_time)
 from ..core.speculation import verified_per_sequence
 from .workload import Requests
 
@@ -423,7 +423,9 @@ def _step_seconds(cfg: EngineConfig, windows: tuple, draft_windows: tuple, c: np
     # sampled positions: one per prefilling sequence, k + 1 per decoding one (verification), a tree's siblings too
     logits = (n_active - n_dec) + n_dec * (1 + k)
     expanded = k * n_dec if cfg.expansion_query_s else 0  # batch expansion's extra queries
-    graphed = tokens + extra <= (cfg.graph_prompt_tokens if prompt else cfg.graph_max_tokens)
+    stages = cfg.target.stages  # a round of micro-batches on pipeline stages, each within its share of the budget
+    parts = pipeline_microbatches(stages, n_active, tokens, cfg.max_num_batched_tokens / stages) if stages > 1 else 1.0
+    graphed = (tokens + extra) / parts <= (cfg.graph_prompt_tokens if prompt else cfg.graph_max_tokens)
     mha = prompt and prompt_as_mha(cfg.mla_prompt_mha, float(pre_sum))
     unproposed = 0.0  # positions the decode steps without a proposal do not verify (one token each instead)
     dec_ctx = float(dec_sum)
@@ -433,7 +435,8 @@ def _step_seconds(cfg: EngineConfig, windows: tuple, draft_windows: tuple, c: np
     seconds = step_time(cfg.target, tokens - unproposed + extra, ctx_total, span, pairs, seqs=n_active,
                         logits=logits - unproposed + extra, positions=tokens if extra else None,
                         prepared=n_active + expanded, graphed=graphed,
-                        prompt_pairs=prompt_pairs if mha else 0.0)[0] + cfg.expansion_query_s * expanded
+                        prompt_pairs=prompt_pairs if mha else 0.0, microbatches=parts)[0] + \
+        cfg.expansion_query_s * expanded
     if cfg.draft is not None and cfg.draft_prefills and k:
         prefill_tokens = tokens - n_dec * (1 + k)
         if prefill_tokens > 0 and pre_c is not None:  # the drafter builds its own KV cache over the prompt chunks
