@@ -181,7 +181,7 @@ def test_triton_kernels_generation_by_release(version, rows, cols):
 ])
 def test_backend_by_gpu_family_and_release(gpu, version, pair, layer):
     r = account(deployment("openai/gpt-oss-120b", gpu=gpu), profile(version))
-    assert tuple(r.settings.mxfp4_pad) == pair
+    assert Mxfp4Layout.of(r.settings.mxfp4_pad).pads == pair
     assert r.weights_target.total == non_expert("openai/gpt-oss-120b", 1) + 36 * layer
 
 
@@ -205,27 +205,25 @@ def test_a_decode_step_reads_the_swizzled_experts():
 
 # -- the layout value: a (hidden, intermediate) pair to every caller that passes the pair on --------------------------
 
-def test_the_layout_is_the_pair_it_pads_to_and_keeps_what_it_adds():
+def test_the_layout_keeps_what_it_adds_to_its_pair():
+    """The layout is its pair and what the kernel adds: a plain layout prices as its pair, a Triton layout never
+    shares a cache entry with its bare pair, and it survives a process pool and a JSON round trip whole (hunt 55
+    checks equality and the profile's round trip)."""
     triton = Mxfp4Layout((1, 64), kernel="t", value_rows=16, value_cols=32, scale_rows=256, scale_cols=2,
                          keeps_checkpoint_scales=True, bias_bytes=4)
-    plain = Mxfp4Layout((256, 128))
-    assert plain == (256, 128) and (256, 128) == plain and hash(plain) == hash((256, 128))
-    assert triton != (1, 64) and (1, 64) != triton and triton == Mxfp4Layout((1, 64), value_rows=16, value_cols=32,
-                                                                               scale_rows=256, scale_cols=2,
-                                                                               keeps_checkpoint_scales=True,
-                                                                               bias_bytes=4)
     assert pickle.loads(pickle.dumps(triton)) == triton  # a process pool gets the layout, not just the pair
     with pytest.raises(AttributeError):
         triton.bias_bytes = 2  # type: ignore[misc]
 
     @dataclass(frozen=True)
     class Holder:
-        pad: tuple[int, int]
+        pad: Mxfp4Layout
 
-    assert json.loads(json.dumps(asdict(Holder(triton)))) == {"pad": [1, 64]}  # JSON writes the pair, as before
-    # weight_breakdown's cache keys on the pair: the plain (1, 64) and the Triton layout must not share an entry
+    assert Mxfp4Layout.of(json.loads(json.dumps(asdict(Holder(triton))))["pad"]) == triton
+    # weight_breakdown's cache keys on the layout: the plain (1, 64) and the Triton layout must not share an entry
     m = load_model("openai/gpt-oss-120b")
     assert weight_breakdown(m, mxfp4_pad=(1, 64)).total != weight_breakdown(m, mxfp4_pad=triton).total
+    assert weight_breakdown(m, mxfp4_pad=Mxfp4Layout((256, 128))).total == weight_breakdown(m, mxfp4_pad=(256, 128)).total
 
 
 def test_plan_json_on_an_h100_with_vllm_0_14_1(capsys, tmp_path):

@@ -22,7 +22,7 @@ from .speculation import SpecMethod
 from .specs import (DTYPE_BYTES, Deployment, EngineSettings, GpuSpec, ModelSpec, Quantization, VisionSpec, canonical_dtype,
                     effective_target, medusa_at_k)
 from .units import GiB, ceil_div
-from .weights import VLLM_MXFP4_PAD, WeightBreakdown, indexer_dims, padded_vocab, weight_breakdown
+from .weights import VLLM_MXFP4_PAD, Mxfp4Pad, WeightBreakdown, indexer_dims, padded_vocab, weight_breakdown
 
 
 # A step size no CUDA-graph limit reaches: every such step runs in a graph (AccountingProfile.graph_max_tokens)
@@ -92,8 +92,8 @@ class AccountingProfile:
     # the multiples the engine pads mxfp4 experts' hidden and intermediate sizes to (core.weights.mxfp4_expert_dims):
     # what its weights hold and what a step reads; `mxfp4_pad_by_gpu` where a GPU's differs ((GPU family or "cc10",
     # multiples) rules, the first that matches: for_gpu)
-    mxfp4_pad: tuple[int, int] = VLLM_MXFP4_PAD
-    mxfp4_pad_by_gpu: tuple[tuple[str, tuple[int, int]], ...] = ()
+    mxfp4_pad: Mxfp4Pad = VLLM_MXFP4_PAD
+    mxfp4_pad_by_gpu: tuple[tuple[str, Mxfp4Pad], ...] = ()
     # when a prompt step of an MLA model (DeepSeek-V2/V3, Kimi K2) runs its attention as ordinary multi-head
     # attention over decompressed keys and values rather than absorbed over the latent (core.perf.ModelCost.
     # prompt_attn_width; 3.6x fewer flops per pair): (when the step's prompts have no cached prefix, from this many
@@ -265,7 +265,7 @@ class ResolvedSettings:
     async_with_speculation: bool = True  # AccountingProfile.async_with_speculation
     scheduled_ahead: bool = False  # AccountingProfile.scheduled_ahead, where the deployment allows it
     admission: str = "chunk"  # AccountingProfile.admission
-    mxfp4_pad: tuple[int, int] = VLLM_MXFP4_PAD  # AccountingProfile.mxfp4_pad (_by_gpu where one matches)
+    mxfp4_pad: Mxfp4Pad = VLLM_MXFP4_PAD  # AccountingProfile.mxfp4_pad (_by_gpu where one matches)
     mla_prompt_mha: tuple[bool, int] = (True, 0)  # AccountingProfile.mla_prompt_mha (_by_gpu where one matches)
     mla_latent_cache: bool = True  # AccountingProfile.mla_latent_cache
     spec_overlap_chain: bool = False  # AccountingProfile.spec_overlap_chain, where the deployment allows it
@@ -565,7 +565,7 @@ def scheduler_steps(d: Deployment, p: AccountingProfile) -> int:
 
 
 def target_weights(d: Deployment, dtype: str, quant: Quantization | None,
-                   mxfp4_pad: tuple[int, int] = VLLM_MXFP4_PAD) -> WeightBreakdown:
+                   mxfp4_pad: Mxfp4Pad = VLLM_MXFP4_PAD) -> WeightBreakdown:
     """The target's weights on rank 0, by component (exact checkpoint bytes, when known, scale the
     architecture's split; the rotary buffer is not in the checkpoint; `mxfp4_pad`: the engine's padding of mxfp4
     experts, vLLM's by default). The checkpoint's floating-point tensors count at the served `dtype`

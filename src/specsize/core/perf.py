@@ -37,7 +37,8 @@ from .memory import GRAPH_ALL
 from .specs import DTYPE_BYTES, Deployment, GpuSpec, ModelSpec, Quantization, medusa_at_k
 from .speculation import (SpecMethod, acceptance_from_mean_length, drafter_kind,  # noqa: F401 - re-exported
                           keeps_overlap, tokens_per_pass, verified_per_sequence)
-from .weights import VLLM_MXFP4_PAD, expert_bytes_per_rank, indexer_dims, padded_vocab, weight_breakdown
+from .weights import (VLLM_MXFP4_PAD, Mxfp4Pad, expert_bytes_per_rank, indexer_dims, padded_vocab,
+                      weight_breakdown)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -214,7 +215,7 @@ def tree_level_acceptance(acceptance: float, depth: int, topk: int, num_draft_to
 @lru_cache(maxsize=512)  # a pure function of frozen inputs, asked again for every candidate a plan weighs
 def model_cost(m: ModelSpec, tp: int, dtype: str, quant: Quantization | None, *, share_embeddings: bool = False,
                kv_dtype_bytes: int = 2, layers: int | None = None, include_mtp_only: bool = False,
-               mxfp4_pad: tuple[int, int] = VLLM_MXFP4_PAD, mla_latent: bool = True) -> ModelCost:
+               mxfp4_pad: Mxfp4Pad = VLLM_MXFP4_PAD, mla_latent: bool = True) -> ModelCost:
     if include_mtp_only:
         full = weight_breakdown(m, tp, 1, dtype, quant, include_mtp=True, rotary_cache=False, mxfp4_pad=mxfp4_pad)
         base = weight_breakdown(m, tp, 1, dtype, quant, include_mtp=False, rotary_cache=False, mxfp4_pad=mxfp4_pad)
@@ -753,7 +754,7 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
                 host_handover: bool = False, async_scheduling: bool = False,
                 expansion_query_s: float = 0.0, async_with_speculation: bool = True,
                 graph_max_tokens: int = GRAPH_ALL, spec_overlap_chain: bool = False,
-                mxfp4_pad: tuple[int, int] = VLLM_MXFP4_PAD,
+                mxfp4_pad: Mxfp4Pad = VLLM_MXFP4_PAD,
                 mla_prompt_mha: tuple[bool, int] = (True, 0), mla_latent: bool = True,
                 draft_extend: str = DRAFT_EXTEND_VERIFIED) -> SpecCosts:
     """What steps of this deployment cost. `async_scheduling`: the release runs the engine core's per-sequence work

