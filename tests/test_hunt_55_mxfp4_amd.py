@@ -195,3 +195,20 @@ def test_a_malformed_layout_is_refused(bad):
         Mxfp4Layout((1, 64), bias_bytes=-1)
     with pytest.raises(ValueError, match="no field value_row"):
         Mxfp4Layout.of({"pads": [1, 64], "value_row": 16})
+
+
+def test_vllm_0_10_1_on_rocm_pads_the_intermediate_alone(capsys):
+    """vLLM 0.10.1 on ROCm rounds gpt-oss's intermediate per partition up to 128 and leaves the hidden size at 2,880
+    (quantization/mxfp4.py Mxfp4MoEMethod.create_weights, "elif current_platform.is_rocm()"); 0.10.2 pads both.
+    An expert at TP 1, fp4 values two a byte, an e8m0 scale per 32, fp32 biases: 0.10.1 (5,888 x 1,440 + 2,880 x
+    1,472) + (5,888 x 90 + 2,880 x 92) + (5,888 + 2,880) x 4 = 13,548,032 B; 0.10.2 (5,888 x 1,472 + 2,944 x 1,472) +
+    (5,888 x 92 + 2,944 x 92) + (5,888 + 2,944) x 4 = 13,848,576 B; 36 layers of 128 experts: 1,384,906,752 B apart,
+    and the 0.10.1 weights 4,271,906,944 + 4,608 x 13,548,032 = 66,701,238,400 B."""
+    def weights(version: str) -> int:
+        code, out, err = run(capsys, "plan", "--target", "openai/gpt-oss-120b", "--gpu", "MI300X-192GB", "--method",
+                             "none", "--engine-version", version, "--max-model-len", "8192", "--format", "json")
+        assert code == 0, err
+        return json.loads(out)["per_gpu"]["weights_target_bytes"]
+
+    assert weights("0.10.2") - weights("0.10.1") == 36 * 128 * (13_848_576 - 13_548_032)
+    assert weights("0.10.1") == 4_271_906_944 + 36 * 128 * 13_548_032

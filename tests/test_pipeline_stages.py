@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from specsize.catalog import load_model
+from specsize.catalog import load_gpu, load_model
+from specsize.catalog.gpus import load_efficiency
 from specsize.core.perf import Efficiency, build_costs, coefficients, model_cost, prefill_time, uniform_step
 from specsize.core.specs import Deployment, GpuSpec
 
@@ -49,7 +50,7 @@ def test_a_decode_round_reads_one_micro_batchs_kv_cache():
 
 def test_a_round_computes_one_micro_batch_and_reports_the_rounds_work():
     """On a GPU where only flops count, 8 sequences at no context on 2 stages take a micro-batch of 4's flops:
-    4 x (2,471,563,264 + 525,336,576) / 1e12 s = 11.99 ms; the round's flops stay all 8 sequences'."""
+    4 x (1,946,292,224 + 525,336,576) / 1e12 s = 9.89 ms; the round's flops stay all 8 sequences'."""
     step = uniform_step(_co(COMPUTE_ONLY, 2), 8, 1, 0)
     assert step.time_s == pytest.approx(4 * (FLOPS_PER_TOKEN + LM_HEAD_FLOPS) / PEAK, rel=1e-3)
     assert step.flops == pytest.approx(8 * (FLOPS_PER_TOKEN + LM_HEAD_FLOPS), rel=1e-3)
@@ -65,7 +66,7 @@ def test_one_sequence_is_never_split_across_stages():
 
 def test_a_long_prompts_chunks_follow_each_other_through_the_stages():
     """A 4,096-token prompt in 1,024-token chunks on 2 stages: chunk i (its context 1,024 i + 512 on average) takes
-    t_i = (1,024 x 2,471,563,264 + 525,336,576 + 131,072 x 1,024 x (1,024 i + 512)) / 1e12 s through the whole model;
+    t_i = (1,024 x 1,946,292,224 + 525,336,576 + 131,072 x 1,024 x (1,024 i + 512)) / 1e12 s through the whole model;
     the first stage runs the chunks back to back (half of each), the last chunk then crosses the second stage: the
     first token after (t0 + t1 + t2 + t3 + t3) / 2."""
     one_stage = build_costs(Deployment(target=load_model("meta-llama/Llama-3.2-1B-Instruct"), gpu=COMPUTE_ONLY),
@@ -97,3 +98,34 @@ def test_the_plan_prices_a_pipeline_of_two_stages_as_two_micro_batches(capsys):
     # one GPU at 32 overlaps its host work with the forward (async scheduling); a pipeline does not (vLLM turns it
     # off with PP), so the round is at least that step
     assert two["tpot_s_no_spec"] >= half["tpot_s_no_spec"]
+
+
+def test_the_last_stage_drafts_for_each_micro_batch_in_turn():
+    """vLLM builds the drafter on the last pipeline stage only (v1/worker/gpu_model_runner.py: where
+    get_pp_group().is_last_rank), so a round of two micro-batches drafts twice. On a GPU where only bytes count, at no
+    context, Llama-3.1-8B with a Llama-3.2-1B draft at k = 3 and 8 sequences: two stages read the draft's weights
+    (1,235,814,400 parameters, bf16, tied embeddings read as its lm_head) in 3 more forwards, 3 x 2,471,628,800 B, and
+    the target's verification moves half the activations (16 fewer tokens x 2 x 4,096 x 2 B x 32 layers): 7.4149 ms -
+    8.39 us more a step than on one stage."""
+    from specsize.core.perf import spec_step_time
+    from specsize.core.specs import SpeculativeConfig
+
+    def step(pp: int) -> float:
+        d = Deployment(target=load_model("meta-llama/Llama-3.1-8B-Instruct"), gpu=MEMORY_ONLY, pp=pp,
+                       speculative=SpeculativeConfig("draft_model", load_model("meta-llama/Llama-3.2-1B-Instruct"), 3))
+        return spec_step_time(build_costs(d, PURE, "bfloat16", None, 2), 8, 0)
+
+    assert step(2) - step(1) == pytest.approx((3 * 2 * 1_235_814_400 - 16 * 2 * 4096 * 2 * 32) / BANDWIDTH, rel=1e-6)
+
+
+def test_a_prompt_chunk_is_not_split_among_micro_batches(capsys):
+    """One 4,000-token prompt beside a few decodes sits in one batch of the round: the simulated first token on two
+    stages comes no sooner than that prompt's own forward through every layer (the plan's TTFT at one request holds
+    the same forward plus the front end)."""
+    code, out, _ = run_cli(capsys, "simulate", "--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu",
+                           "H100-SXM-80GB", "--duration", "120", "--rate", "3", "--prompt-tokens-median", "4000",
+                           "--output-tokens-median", "400", "--pp", "2", "--seed", "1", "--format", "json")
+    assert code in (0, 1)
+    d = Deployment(target=load_model("meta-llama/Llama-3.1-8B-Instruct"), gpu=load_gpu("H100-SXM-80GB"))
+    forward = prefill_time(build_costs(d, load_efficiency(d.gpu), "bfloat16", None, 2), 4000, 8192)
+    assert json.loads(out)["sim"]["ttft_s"]["p50"] >= forward

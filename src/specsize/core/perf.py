@@ -464,13 +464,17 @@ def gemm_time(bytes_: float, flops: float, tokens: float, co: StepCoefficients, 
     return max(t_memory, flops * co.inv_flops * slow)
 
 
-def pipeline_microbatches(stages: int, seqs: float, tokens: float = 0.0, batch_tokens: float = 0.0) -> float:
+def pipeline_microbatches(stages: int, seqs: float, tokens: float = 0.0, batch_tokens: float = 0.0,
+                          largest: float = 0.0) -> float:
     """The micro-batches a step of `seqs` sequences and `tokens` tokens fills on `stages` pipeline stages: one a
     sequence, and one a `batch_tokens` budget of tokens (a long prompt's chunks pipeline: the engine schedules the
-    next chunk while the last is in flight, its computed tokens counted when scheduled), at most one a stage."""
+    next chunk while the last is in flight, its computed tokens counted when scheduled), at most one a stage; and no
+    lighter than `largest` tokens, the most one sequence's chunk puts in one batch (a request sits in one batch of a
+    round: a prompt chunk beside a few decodes is not split among them)."""
     if stages <= 1:
         return 1.0
-    return float(min(stages, max(1.0, seqs, math.ceil(tokens / batch_tokens) if batch_tokens > 0 else 1.0)))
+    parts = float(min(stages, max(1.0, seqs, math.ceil(tokens / batch_tokens) if batch_tokens > 0 else 1.0)))
+    return max(1.0, min(parts, tokens / largest)) if largest > 0 else parts
 
 
 def step_time(co: StepCoefficients, tokens: float, context_tokens: float, window_tokens: tuple,
@@ -852,6 +856,12 @@ def spec_step_time(c: SpecCosts, batch: int, context: int, per_pass: float | Non
     if drafter_kind(c.method).cpu_drafted:
         lookup = ngram_lookup_s(c.eff.ngram_per_seq_s, c.eff.ngram_scan_per_token_s, batch, batch * context)
         return verify + c.eff.spec_step_overhead_s + lookup
+    # on pipeline stages the drafter and the rejection sampler run on the last stage only (vLLM's model runner builds
+    # the drafter where get_pp_group().is_last_rank), once a micro-batch: its share of the round's micro-batches in turn
+    parts = pipeline_microbatches(_target_co(c).stages, batch)
+    if parts > 1:
+        return verify + parts * (c.eff.spec_step_overhead_s + handover_time(c) +
+                                 draft_time(c, max(1, round(batch / parts)), context, per_pass))
     return verify + c.eff.spec_step_overhead_s + handover_time(c) + draft_time(c, batch, context, per_pass)
 
 
@@ -954,6 +964,8 @@ def prefill_time(c: SpecCosts, prompt_tokens: int, chunk: int) -> float:
         total += last
         done += size
     stages = _target_co(c).stages
+    if stages > 1 and not last:  # the runs took every chunk: the last one's own pass through the other stages
+        last = steps(prompt_tokens - chunk, chunk, 1)
     return (total + (stages - 1) * last) / stages if stages > 1 else total
 
 

@@ -163,7 +163,8 @@ def _triton_rocm(pad: int, *, swizzled_scales_kept: bool = False, swizzle_max_tp
                        swizzle_max_tp=swizzle_max_tp)
 
 
-MXFP4_ROCM_128 = _triton_rocm(128)  # 0.10 on CDNA3 and CDNA4; 0.11.1-0.18 on CDNA3
+MXFP4_ROCM_128 = _triton_rocm(128)  # 0.10.2 on CDNA3 and CDNA4; 0.11.1-0.18 on CDNA3
+MXFP4_ROCM_INTER_128 = Mxfp4Layout((1, 128), kernel="triton_kernels, ROCm", bias_bytes=4)  # 0.10.1: intermediate only
 MXFP4_ROCM_256 = _triton_rocm(256)  # 0.11.0, and 0.19 on, on CDNA3; 0.25 on on CDNA4 (the loaded scales freed)
 MXFP4_ROCM_CDNA4_KEPT = _triton_rocm(256, swizzled_scales_kept=True)  # 0.11-0.23 on CDNA4
 MXFP4_ROCM_CDNA4_KEPT_TP2 = _triton_rocm(256, swizzled_scales_kept=True, swizzle_max_tp=2)  # 0.24 on CDNA4
@@ -348,9 +349,13 @@ V1_EARLY = replace(
     # memory: -2.14 GiB"; planner.plan warns with the figure (AccountingProfile.sort_sampler_sets).
     sort_sampler_sets=5.88,
 )
-V1_09 = replace(V1_EARLY, version="0.9", label="vLLM 0.9-0.10 (V1 engine)", large_gpu_names=(),
+# 0.10.1 on ROCm pads gpt-oss's intermediate alone to 128 (quantization/mxfp4.py Mxfp4MoEMethod.create_weights:
+# "elif current_platform.is_rocm()": the hidden size stays 2,880); 0.10.2 pads both (V1_0102). gpt-oss came with 0.10.1
+V1_09 = replace(V1_EARLY, version="0.9", label="vLLM 0.9-0.10.1 (V1 engine)", large_gpu_names=(),
                 large_gpu_excluded_names=_NOT_A100,
-                mxfp4_pad_by_gpu=_mxfp4_rules(None, cdna3=MXFP4_ROCM_128, cdna4=MXFP4_ROCM_128))
+                mxfp4_pad_by_gpu=_mxfp4_rules(None, cdna3=MXFP4_ROCM_INTER_128, cdna4=MXFP4_ROCM_INTER_128))
+V1_0102 = replace(V1_09, version="0.10.2", label="vLLM 0.10.2 (V1 engine)",
+                  mxfp4_pad_by_gpu=_mxfp4_rules(None, cdna3=MXFP4_ROCM_128, cdna4=MXFP4_ROCM_128))
 
 V1_019 = replace(
     _V1_COMMON,
@@ -480,7 +485,7 @@ V1_LATEST = replace(
 )
 
 # (first release covered, profile), oldest first
-PROFILES = (((0, 6), V0_EARLY), ((0, 6, 4), V0), ((0, 7, 1), V0_071), ((0, 8), V1_EARLY), ((0, 9), V1_09), ((0, 11), V1_0110),
+PROFILES = (((0, 6), V0_EARLY), ((0, 6, 4), V0), ((0, 7, 1), V0_071), ((0, 8), V1_EARLY), ((0, 9), V1_09), ((0, 10, 2), V1_0102), ((0, 11), V1_0110),
             ((0, 11, 1), V1_011),
             ((0, 12), V1_012), ((0, 14), V1_014), ((0, 17), V1_017), ((0, 19), V1_019), ((0, 21), V1_021),
             ((0, 22), V1_022),

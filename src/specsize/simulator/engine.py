@@ -424,7 +424,11 @@ def _step_seconds(cfg: EngineConfig, windows: tuple, draft_windows: tuple, c: np
     logits = (n_active - n_dec) + n_dec * (1 + k)
     expanded = k * n_dec if cfg.expansion_query_s else 0  # batch expansion's extra queries
     stages = cfg.target.stages  # a round of micro-batches on pipeline stages, each within its share of the budget
-    parts = pipeline_microbatches(stages, n_active, tokens, cfg.max_num_batched_tokens / stages) if stages > 1 else 1.0
+    parts = 1.0
+    if stages > 1:
+        batch_tokens = cfg.max_num_batched_tokens / stages
+        largest = min(float(sched[active].max()), batch_tokens) if prompt else 0.0  # a prompt chunk stays whole
+        parts = pipeline_microbatches(stages, n_active, tokens, batch_tokens, largest)
     graphed = (tokens + extra) / parts <= (cfg.graph_prompt_tokens if prompt else cfg.graph_max_tokens)
     mha = prompt and prompt_as_mha(cfg.mla_prompt_mha, float(pre_sum))
     unproposed = 0.0  # positions the decode steps without a proposal do not verify (one token each instead)
@@ -447,8 +451,12 @@ def _step_seconds(cfg: EngineConfig, windows: tuple, draft_windows: tuple, c: np
         if cfg.draft is not None and cfg.draft_steps:
             dctx = c if n_dec == len(c) else c[dec]
             dspan = _spans(dctx, draft_windows)
-            seconds += drafter_forwards_s(cfg.draft, cfg.draft_steps, cfg.draft_width, cfg.draft_extend_tokens, n_dec,
-                                          dec_ctx, dspan, cfg.draft_step_overhead_s, cfg.draft_setup_overhead_s)
+            # on pipeline stages the last stage drafts for each micro-batch in turn (core.perf.spec_step_time)
+            turns = pipeline_microbatches(stages, n_dec) if stages > 1 else 1.0
+            seconds += turns * drafter_forwards_s(cfg.draft, cfg.draft_steps, cfg.draft_width, cfg.draft_extend_tokens,
+                                                  n_dec / turns, dec_ctx / turns, tuple(x / turns for x in dspan),
+                                                  cfg.draft_step_overhead_s, cfg.draft_setup_overhead_s)
+            seconds += (turns - 1) * cfg.spec_step_overhead_s
         seconds += cfg.spec_step_overhead_s
         if cfg.cpu_draft_per_seq_s or cfg.cpu_draft_per_token_s:
             seconds += ngram_lookup_s(cfg.cpu_draft_per_seq_s, cfg.cpu_draft_per_token_s, n_dec, dec_ctx)
