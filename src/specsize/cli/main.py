@@ -85,18 +85,41 @@ def _fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
     sys.exit(code)
 
 
+# the format an output file's name says it holds, where --format is not given (`plan -o plan.json` had written the text
+# report into plan.json, which `check-live --plan plan.json` then refused as "not JSON")
+FORMAT_OF_SUFFIX = {".json": "json", ".md": "markdown", ".markdown": "markdown", ".html": "html", ".htm": "html",
+                    ".txt": "text"}
+
+
+def _format_of_output(formats: tuple[str, ...], kw: dict) -> None:
+    """--format from -o's suffix when the command line gives no --format and the command writes that format (a name
+    without a known suffix, or one the command does not write, keeps the default). --format given always wins."""
+    output = kw.get("output")
+    if not output or output == "-" or kw.get("emit"):  # --emit prints a shell command, whatever the file is called
+        return
+    from pathlib import Path  # noqa: PLC0415
+
+    named = FORMAT_OF_SUFFIX.get(Path(output).suffix.lower())
+    if named in formats and click.get_current_context().get_parameter_source("fmt") in (
+            click.core.ParameterSource.DEFAULT, click.core.ParameterSource.DEFAULT_MAP):
+        kw["fmt"] = named
+
+
 def output_options(formats: tuple[str, ...], default: str | None = None, output_help: str = "Write to FILE "
-                   "instead of stdout."):
+                   "instead of stdout.", format_from_output: bool = True):
     def decorate(command):
         @functools.wraps(command)
         def func(*args, **kw):
             check_targets(kw.get("force", False), output=kw.get("output"))  # before the work: none of it lost to a path
+            if format_from_output:
+                _format_of_output(formats, kw)
             return command(*args, **kw)
 
         func = click.option("--force", is_flag=True, help="Replace an existing output file.")(func)
         func = click.option("-o", "--output", "output", type=click.Path(dir_okay=False), help=output_help)(func)
         return click.option("--format", "fmt", type=click.Choice(list(formats)), default=default or formats[0],
-                            show_default=True)(func)
+                            show_default=True, help="Default: the one -o's name says (.json, .md, .html, .txt) "
+                            "where the command writes it." if format_from_output else None)(func)
     return decorate
 
 
@@ -359,8 +382,13 @@ def search(spec_file: str, fmt: str, output: str | None, force: bool, no_simulat
     configuration meets the SLO with headroom, 3 when none does, 2 on bad input.
     """
     from .. import api  # noqa: PLC0415
+    from ..inputs.load import count_reads, will_read  # noqa: PLC0415
     from ..reports import search as renderer  # noqa: PLC0415
 
+    # the spec and what it reads (its samples file, a model beside it) are never replaced by the output, --force or
+    # not, as a plan's inputs are: `search spec.yaml -o spec.yaml --force` had written the results over the spec
+    count_reads(True)
+    will_read({"search_spec": spec_file})
     result = api.search(spec_file, simulate=not no_simulate)
     write_output(renderer.render(result, fmt), output, force)
     sys.exit(0 if result.cheapest is not None else 3)
@@ -368,7 +396,7 @@ def search(spec_file: str, fmt: str, output: str | None, force: bool, no_simulat
 
 @cli.command()
 @request_options(*SIZING, ANALYSIS, include=("duration", "seed"))
-@output_options(("text", "json"), output_help="Write the JSON to FILE.")
+@output_options(("text", "json"), output_help="Write the JSON to FILE.", format_from_output=False)
 def check(fmt: str, output: str | None, force: bool, **kw) -> None:
     """Gate for deployment pipelines: exit 0 fits, 1 thin, 3 does not fit, 2 bad input.
 
@@ -614,6 +642,10 @@ def main(argv: list[str] | None = None) -> None:
             # a path the system cannot look up, whichever flag named it: the user's input, not a bug
             _fail(str(SpecError("path", f"{err.strerror}: {err.filename!r}",
                                 "a path of names of at most 255 bytes each, without a symbolic link loop")))
+        if isinstance(err, RuntimeError) and str(err).startswith("Symlink loop"):
+            # Python 3.11's Path.resolve on a loop (later ones raise OSError ELOOP, above); the readers name their
+            # field (inputs.load.resolved): this is the net for a path no reader of ours resolved first
+            _fail(str(SpecError("path", str(err), "a path without a symbolic link loop")))
         if os.environ.get("SPECSIZE_DEBUG"):
             raise
         _fail(f"internal error: {type(err).__name__}: {err} (set SPECSIZE_DEBUG=1 for the traceback)", EXIT_INTERNAL)

@@ -100,5 +100,13 @@ def request_from(kw: dict, *, k_list: bool = False):
 
     count_reads(True)  # the files this command reads (not an earlier one's in this process): no output replaces one
     request = load_request(path, **overrides)
-    will_read({"deployment_file": path, **{name: getattr(request, name, None) for name in (*PATH_FIELDS, *MODEL_FIELDS)}})
+    # the calibration store too: `plan --store s.sqlite --acceptance-from-store chat -o s.sqlite --force` had replaced
+    # the store with the plan's text (a URL names no file: will_read skips nothing it cannot find)
+    store = request.store
+    if store is None and request.acceptance_from_store:  # the one $SPECSIZE_STORE (or the default) names
+        from ..adapters.store import default_path  # noqa: PLC0415
+
+        store = str(default_path())
+    will_read({"deployment_file": path, "store": store,
+               **{name: getattr(request, name, None) for name in (*PATH_FIELDS, *MODEL_FIELDS)}})
     return request

@@ -39,13 +39,13 @@ def check_target(path: str, force: bool, field: str = "output") -> Path:
     """Where `path` would be written (a symlink's target), refused now if it cannot be: a folder, a missing folder,
     a pipe, socket or block device, or an existing file without `force`. Called before long work too, so that a
     run is not thrown away (or half written to stdout) at the end."""
+    from ..inputs.load import files_read, resolved  # noqa: PLC0415 - what the command reads (inputs.load.will_read)
+
     target = Path(path)
-    if target.is_symlink():  # write where the link points, never replace the link itself
-        target = target.resolve()
+    if target.is_symlink():  # write where the link points, never replace the link itself (a loop: refused by name)
+        target = resolved(target, field)
     if target.is_dir():
         raise SpecError(field, f"{target} is a folder", "a file path")
-    from ..inputs.load import files_read  # noqa: PLC0415 - what the command reads (inputs.load.will_read, read_text)
-
     read = files_read().get(target.resolve()) if target.exists() else None
     if read is not None:
         raise SpecError(field, f"{target} is this command's {read.replace('_', ' ')}, which it reads",

@@ -53,15 +53,15 @@ def _check_targets(study: Path, output: Path, html: Path, force: bool) -> None:
     other output."""
     from ..adapters.results import ResultsFile  # noqa: PLC0415
     from ..core.errors import SpecError  # noqa: PLC0415
+    from ..inputs.load import resolved  # noqa: PLC0415
 
-    def same(a: Path, b: Path) -> bool:
-        return a.resolve() == b.resolve()
-
+    # each path as it resolves, or a one-line error naming it where its links go round in a loop (had been exit 4)
+    at = {name: resolved(path, name) for name, path in (("study", study), ("output", output), ("html", html))}
     for name, path in (("output", output), ("html", html)):
-        if same(path, study):
+        if at[name] == at["study"]:
             raise SpecError(name, f"{path} is the study file", "a path other than the study's")
     _check_places(output, html)
-    if same(output, html):
+    if at["output"] == at["html"]:
         raise SpecError("html", f"{html} is also the results table (-o)", "another path for the HTML summary")
     if not (output.exists() or html.exists() or ResultsFile(output, ()).parts.is_dir()):
         return

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import errno
 import json
 import math
 import os
@@ -25,7 +26,7 @@ from ..catalog import files
 from ..catalog.files import packaged_json, read_text, size_limit
 from ..catalog.models import NAMES_ONLY_ENV
 from ..catalog.traces import whole_count
-from ..core.errors import SpecError
+from ..core.errors import SpecError, first_repeated
 from ..core.specs import LengthDistribution, check_lengths
 from .fields import FieldInfo, coerce, decimal_int
 from .request import FIELDS, YAML_TOP_KEYS, YAML_WORKLOAD_KEYS, Request, info
@@ -214,9 +215,21 @@ def parse_samples(text: str, path: str | Path, column: str | None = None, field:
             values = [whole_count(v) for v in json.loads(stripped)]
         elif stripped.startswith("{"):
             key = column or "prompt_tokens"
-            values = [whole_count(json.loads(line)[key]) for line in stripped.splitlines() if line.strip()]
+
+            def once(pairs: list) -> dict:  # json.loads keeps the last of two same-named keys without a word
+                twice = first_repeated(name for name, _ in pairs if name == key)  # the count read; other keys alone
+                if twice is not None:
+                    raise SpecError(field, f"{p}: a request names {twice!r} twice", "each key once per request")
+                return dict(pairs)
+
+            values = [whole_count(json.loads(line, object_pairs_hook=once)[key]) for line in stripped.splitlines()
+                      if line.strip()]
         elif column and stripped and column in stripped.splitlines()[0]:
-            values = [whole_count(row[column], text=True) for row in csv.DictReader(stripped.splitlines())]
+            reader = csv.DictReader(stripped.splitlines())
+            twice = first_repeated(reader.fieldnames or [])
+            if twice is not None:  # DictReader keeps the last of the two columns without a word, as a trace's reader
+                raise SpecError(field, f"{p}: the header names column {twice!r} twice", "each column once")
+            values = [whole_count(row[column], text=True) for row in reader]
         elif column and stripped and _header(stripped.splitlines()[0]):  # a header, not naming the column
             raise SpecError(field, f"{p}: its header has no {column!r} column",  # (its content is never echoed)
                             f"a CSV whose header names {column} (the samples file reads no other column)")
@@ -336,10 +349,28 @@ def database_path(value: str | None, field: str) -> str | None:
         return value
     from ..adapters.store import not_a_regular_file  # noqa: PLC0415 - the store's own rule, said of this field
 
-    odd = not_a_regular_file(Path(str(value).strip()).expanduser())
+    path = Path(str(value).strip()).expanduser()
+    resolved(path, field)  # a symbolic link loop: named as this field's (it had been an internal error, exit 4)
+    odd = not_a_regular_file(path)
     if odd:
         raise SpecError(field, odd, "an SQLite file, or a path for a new one")
     return value
+
+
+LOOP_ACCEPTED = "a path without a symbolic link loop"
+
+
+def resolved(path: str | Path, field: str) -> Path:
+    """`path` made absolute with its symbolic links followed (Path.resolve), or a one-line error naming `field` where
+    the links go round in a loop: Python 3.11's Path.resolve raises RuntimeError there (later ones OSError ELOOP), which
+    had ended `--samples-file`, `--trace`, `--lengths-file`, `--nvidia-smi`, `-o`, `--series`, `--html` and a study's
+    paths on a loop in an internal error (exit 4)."""
+    try:
+        return Path(path).resolve()
+    except (RuntimeError, OSError) as err:
+        if isinstance(err, OSError) and err.errno != errno.ELOOP:
+            raise
+        raise SpecError(field, f"{path} is a symbolic link loop", LOOP_ACCEPTED) from None
 
 
 def field_value(name: str, raw: Any, base: Path | None) -> Any:
@@ -356,7 +387,7 @@ def field_value(name: str, raw: Any, base: Path | None) -> Any:
     if name == "store":
         database_path(value, name)
     if field_info.kind == "path" and value is not None and base is not None and name in PATH_FIELDS:
-        value = str((base / value).resolve()) if not Path(value).is_absolute() else value
+        value = str(resolved(base / value, name)) if not Path(value).is_absolute() else value
     return value
 
 

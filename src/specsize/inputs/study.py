@@ -38,7 +38,7 @@ from ..core.errors import SpecError
 from ..core.specs import LengthDistribution
 from .fields import SIMULATION, WORKLOAD, coerce
 from ..engines.registry import release_key
-from .load import MODEL_FIELDS, PATH_FIELDS, model_near, parse_on_off, read_yaml_file, validated
+from .load import MODEL_FIELDS, PATH_FIELDS, model_near, parse_on_off, read_yaml_file, resolved, validated
 from .request import FIELDS, YAML_WORKLOAD_KEYS, info
 
 STUDY_KEYS = ("name", "description", "seed", "base", "axes", "compute", "prices", "slo_attainment", "tenants")
@@ -228,7 +228,7 @@ def _field_value(name: str, raw: Any, where: str, base: Path, digests: dict) -> 
             digests[near] = "sha256:" + _file_digest(str(config))
         return near
     if name in PATH_FIELDS or info(name).kind == "path":
-        path = Path(value) if Path(value).is_absolute() else (base / value).resolve()
+        path = Path(value) if Path(value).is_absolute() else resolved(base / value, where)
         digests[str(path)] = "sha256:" + _file_digest(str(path))  # unreadable now: a study error
         return str(path)
     return value
@@ -261,6 +261,17 @@ def _fields(mapping: Any, where: str, base: Path, digests: dict, allow_label: bo
         raise SpecError(where, f"must be a mapping of fields, got {type(mapping).__name__}", "field: value")
     out: dict = {}
     label = None
+
+    def put(key: str, raw: Any, at: str) -> None:
+        # a workload field may sit at the top of the mapping or under its `workload:`, not at both: the later one had
+        # replaced the other without a word (base's prompt_tokens 100/200 beside workload.prompt_tokens 5000/9000 ran
+        # every cell at 5000/9000)
+        if out.get(key) is not None and raw is not None:  # a null is unset, as everywhere
+            raise SpecError(at, f"{key} is given twice in {where}: at its top and under its workload:",
+                            f"{key} once, at the top or under workload:")
+        if raw is not None or key not in out:
+            out[key] = _field_value(key, raw, at, base, digests)
+
     for key, raw in mapping.items():
         key = str(key)
         if allow_label and key == LABEL:
@@ -269,9 +280,9 @@ def _fields(mapping: Any, where: str, base: Path, digests: dict, allow_label: bo
             for inner, inner_raw in raw.items():
                 if inner not in YAML_WORKLOAD_KEYS:
                     raise SpecError(f"{where}.workload", f"unknown key {inner!r}", ", ".join(YAML_WORKLOAD_KEYS))
-                out[inner] = _field_value(inner, inner_raw, f"{where}.workload.{inner}", base, digests)
+                put(inner, inner_raw, f"{where}.workload.{inner}")
         else:
-            out[key] = _field_value(key, raw, f"{where}.{key}", base, digests)
+            put(key, raw, f"{where}.{key}")
     return {k: v for k, v in out.items() if v is not None}, label
 
 
