@@ -296,3 +296,17 @@ def test_a_search_never_writes_over_its_spec_or_what_the_spec_reads(tmp_path, ca
     code, _, err = run(capsys, "search", "search.yaml", "--no-simulate", "-o", "found.json")
     assert code == 0, err
     assert json.loads((tmp_path / "found.json").read_text())["screened"] == 1  # 1 GPU count x 1 TP x 1 x 1 x none
+
+
+def test_a_medusa_head_narrower_than_the_target_is_refused(capsys):
+    """Medusa's heads run on the target's last hidden states (vLLM medusa.py ResidualBlock(config.hidden_size)): a
+    4,096-wide head on DeepSeek-V3's 7,168 cannot start; it had planned."""
+    code, _, err = run(capsys, "plan", "--target", "deepseek-ai/DeepSeek-V3", "--method", "medusa", "--draft",
+                           "sgl-project/SpecForge-llama3-8B-eagle3", "-k", "3", "--gpu", "H200-141GB", "--tp", "8",
+                           "--acceptance-rate", "0.5")
+    assert code == 2 and "hidden 4096" in err and "hidden 7168" in err
+
+
+def test_check_live_names_a_missing_plan_file(capsys):
+    code, _, err = run(capsys, "check-live", "--plan", "/nonexistent/plan.json", "--metrics", "x")
+    assert code == 2 and "cannot read /nonexistent/plan.json" in err and "4,300 digits" not in err

@@ -449,6 +449,8 @@ def check_live(plan: dict | str | Path, metrics: str | None = None, log: str | P
             plan = json.loads(_read(plan, "plan"))
         except json.JSONDecodeError as err:
             raise SpecError("plan", f"{plan} is not JSON ({err.msg})", "specsize plan --format json output") from None
+        except SpecError:  # the file's own read error (missing, unreadable): a ValueError too, said as it is
+            raise
         except ValueError:  # a number past Python's 4,300-digit limit on converting digit strings
             raise SpecError("plan", f"{plan} holds a number of more than 4,300 digits",
                             "specsize plan --format json output") from None

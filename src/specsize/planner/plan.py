@@ -12,7 +12,7 @@ from ..core.errors import SpecError
 from ..core.memory import AccountingProfile, account
 from ..core.specs import (QUANTIZED_AT_LOAD, Deployment, ModelSpec, SpeculativeConfig, Workload, check_lengths,
                           UNQUANTIZED, VARIANT_SOURCE, checkpoint_format_needed)
-from ..core.speculation import Acceptance, Tree
+from ..core.speculation import Acceptance, SpecMethod, Tree
 from ..core.traffic import decode_context, replica_share
 from ..core.units import GiB
 from .perf import summarize, thin_gain, thin_gain_text
@@ -129,6 +129,10 @@ def validate_speculative(target: ModelSpec, sp: SpeculativeConfig) -> None:
         raise SpecError("draft", f"{sp.draft.model_id} ({sp.draft.num_layers} layers, hidden {sp.draft.hidden_size}) "
                         f"is not an {sp.method} head for {target.model_id} (hidden {target.hidden_size})",
                         "a one- or two-layer head as wide as the target, or --method draft_model")
+    if sp.draft is not None and sp.method == SpecMethod.MEDUSA and sp.draft.hidden_size != target.hidden_size:
+        # Medusa's heads run on the target's last hidden states (vLLM medusa.py ResidualBlock(config.hidden_size))
+        raise SpecError("draft", f"{sp.draft.model_id} (hidden {sp.draft.hidden_size}) is not a Medusa head for "
+                        f"{target.model_id} (hidden {target.hidden_size})", "Medusa heads as wide as the target")
     # a draft model, and an EAGLE / EAGLE-3 head (it reads the target's embedding and drafts its token ids; its
     # config's vocab_size is the target's, EAGLE-3's reduced draft vocabulary maps back to them), shares the target's
     # tokenizer: vocabularies more than VOCAB_PADDING apart are another model family (Medusa's derived heads hold
