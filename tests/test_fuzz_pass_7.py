@@ -121,13 +121,17 @@ def test_a_samples_csv_naming_a_column_twice_is_refused(tmp_path, capsys):
 def test_a_samples_csv_with_each_column_once_still_reads_its_columns(tmp_path, capsys):
     """The refusal above takes nothing else: columns in either order are read by name. By hand: prompts 100 and 200,
     outputs 10 and 20, so the p99 prompt is 200 tokens and the p99 output 20 (the larger sample of two)."""
-    path = tmp_path / "samples.csv"
-    path.write_text("output_tokens,prompt_tokens\n10,100\n20,200\n")
+    assert _envelope_of(tmp_path, capsys, "samples.csv", "output_tokens,prompt_tokens\n10,100\n20,200\n") == (200, 20)
+
+
+def _envelope_of(tmp_path, capsys, name: str, text: str) -> tuple[int, int]:
+    """The (prompt, output) tokens of the envelope a plan builds from a samples file `name` holding `text`."""
+    path = tmp_path / name
+    path.write_text(text)
     code, out, err = run(capsys, "plan", "--samples-file", path, "--format", "json", "--acceptance-rate", "0.7")
     assert code == 0, err
     envelope = json.loads(out)["envelope"]
-    assert (envelope["prompt_tokens"], envelope["output_tokens"]) == (200, 20)
-
+    return envelope["prompt_tokens"], envelope["output_tokens"]
 
 
 @pytest.mark.parametrize("line, column", [
@@ -147,12 +151,8 @@ def test_a_samples_jsonl_request_naming_a_count_twice_is_refused(tmp_path, capsy
 def test_a_samples_jsonl_request_with_a_repeated_key_it_does_not_read_is_read(tmp_path, capsys):
     """Only the counts read are checked: a request's own metadata with a repeated key of its own is left alone. By hand:
     one request of 100 prompt and 10 output tokens is every percentile of the envelope."""
-    path = tmp_path / "samples.jsonl"
-    path.write_text('{"prompt_tokens": 100, "output_tokens": 10, "meta": {"a": 1, "a": 2}}\n')
-    code, out, err = run(capsys, "plan", "--samples-file", path, "--format", "json", "--acceptance-rate", "0.7")
-    assert code == 0, err
-    envelope = json.loads(out)["envelope"]
-    assert (envelope["prompt_tokens"], envelope["output_tokens"]) == (100, 10)
+    assert _envelope_of(tmp_path, capsys, "samples.jsonl",
+                        '{"prompt_tokens": 100, "output_tokens": 10, "meta": {"a": 1, "a": 2}}\n') == (100, 10)
 
 # --- -o names the format --------------------------------------------------------------------------------------
 
