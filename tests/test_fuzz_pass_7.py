@@ -310,3 +310,28 @@ def test_a_medusa_head_narrower_than_the_target_is_refused(capsys):
 def test_check_live_names_a_missing_plan_file(capsys):
     code, _, err = run(capsys, "check-live", "--plan", "/nonexistent/plan.json", "--metrics", "x")
     assert code == 2 and "cannot read /nonexistent/plan.json" in err and "4,300 digits" not in err
+
+
+def test_a_trace_request_naming_a_column_twice_is_refused(tmp_path, capsys):
+    """A trace line giving prompt_tokens twice had been read as its later value (json.loads keeps the last); refused
+    as the samples reader refuses it. A repeated key of a request's own metadata is left alone."""
+    path = tmp_path / "trace.jsonl"
+    path.write_text('{"arrival_time": 0, "prompt_tokens": 100, "output_tokens": 10, "prompt_tokens": 5}\n')
+    code, out, err = run(capsys, "simulate", "--trace", path, "--format", "json")
+    assert code == 2 and out == "" and "'prompt_tokens' twice" in err
+    path.write_text('{"arrival_time": 0, "prompt_tokens": 100, "output_tokens": 10, "meta": {"a": 1, "a": 2}}\n')
+    code, out, err = run(capsys, "simulate", "--trace", path, "--format", "json")
+    assert code in (0, 1), err
+
+
+def test_a_config_without_its_mlp_width_is_refused(tmp_path, capsys):
+    """intermediate_size null had been planned as 4 x hidden (8,192 for Llama-3.2-1B, whose MLP is 8,192 wide by luck
+    of its config; LlamaConfig's own default is 11,008): the width has no default to take, so it is asked for."""
+    import json as _json
+
+    from specsize.catalog import catalog_entry
+
+    config = dict(catalog_entry("meta-llama/Llama-3.2-1B-Instruct")["config"], intermediate_size=None)
+    (tmp_path / "config.json").write_text(_json.dumps(config))
+    code, _, err = run(capsys, "plan", "--target", tmp_path, "--gpu", "H100-SXM-80GB")
+    assert code == 2 and "config.json:intermediate_size" in err and "missing or null" in err

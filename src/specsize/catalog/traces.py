@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import SpecError, first_repeated
+from ..core.errors import SpecError, first_repeated, unique_keys
 from ..core.specs import RequestTrace
 from .files import read_lines
 
@@ -116,9 +116,15 @@ def _row(row: object, p: Path, i: int, field: str) -> tuple[float, bool, int, in
 
 
 def _json_lines(lines: list[str], p: Path | str, field: str) -> list:
-    """One JSON value per line, or a one-line error naming the file."""
+    """One JSON value per line, or a one-line error naming the file; a request naming a column it is read by twice
+    is refused (json.loads would keep the later one)."""
+    once = unique_keys((*ARRIVAL, *PROMPT, *OUTPUT, "acceptance_rate"),
+                       lambda twice: SpecError(field, f"{p}: a request names {twice!r} twice", "each key once per "
+                                               "request"))
     try:
-        return [json.loads(line) for line in lines]
+        return [json.loads(line, object_pairs_hook=once) for line in lines]
+    except SpecError:  # a key named twice: said as it is (a SpecError is a ValueError, reworded below)
+        raise
     except json.JSONDecodeError as err:
         raise SpecError(field, f"{p}: invalid JSON line ({err.msg})", "JSONL, one object per line") from None
     except RecursionError:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Collection, Hashable, Iterable
 from typing import TypeVar
 
 T = TypeVar("T", bound=Hashable)
@@ -50,3 +50,15 @@ def first_repeated(items: Iterable[T]) -> T | None:
             return item
         seen.add(item)
     return None
+
+
+def unique_keys(keys: Collection[str], error: Callable[[str], Exception]) -> Callable[[list], dict]:
+    """A json.loads object_pairs_hook refusing an object that names one of `keys` twice (json.loads keeps the last of
+    two same-named keys without a word): `error(key)` is raised. Other keys, a request's own metadata, are left alone.
+    The readers of requests in files take it: samples (inputs.load) and traces (catalog.traces)."""
+    def hook(pairs: list) -> dict:
+        twice = first_repeated(name for name, _ in pairs if name in keys)
+        if twice is not None:
+            raise error(twice)
+        return dict(pairs)
+    return hook

@@ -26,7 +26,7 @@ from ..catalog import files
 from ..catalog.files import packaged_json, read_text, size_limit
 from ..catalog.models import NAMES_ONLY_ENV
 from ..catalog.traces import whole_count
-from ..core.errors import SpecError, first_repeated
+from ..core.errors import SpecError, first_repeated, unique_keys
 from ..core.specs import LengthDistribution, check_lengths
 from .fields import FieldInfo, coerce, decimal_int
 from .request import FIELDS, YAML_TOP_KEYS, YAML_WORKLOAD_KEYS, Request, info
@@ -215,13 +215,8 @@ def parse_samples(text: str, path: str | Path, column: str | None = None, field:
             values = [whole_count(v) for v in json.loads(stripped)]
         elif stripped.startswith("{"):
             key = column or "prompt_tokens"
-
-            def once(pairs: list) -> dict:  # json.loads keeps the last of two same-named keys without a word
-                twice = first_repeated(name for name, _ in pairs if name == key)  # the count read; other keys alone
-                if twice is not None:
-                    raise SpecError(field, f"{p}: a request names {twice!r} twice", "each key once per request")
-                return dict(pairs)
-
+            once = unique_keys((key,), lambda twice: SpecError(field, f"{p}: a request names {twice!r} twice",
+                                                               "each key once per request"))
             values = [whole_count(json.loads(line, object_pairs_hook=once)[key]) for line in stripped.splitlines()
                       if line.strip()]
         elif column and stripped and column in stripped.splitlines()[0]:
