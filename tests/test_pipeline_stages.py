@@ -95,9 +95,22 @@ def test_the_plan_prices_a_pipeline_of_two_stages_as_two_micro_batches(capsys):
     half = perf("--concurrency", "32")
     assert two["batch_size"] == one["batch_size"] == 64
     assert two["tpot_s_no_spec"] < one["tpot_s_no_spec"]
-    # one GPU at 32 overlaps its host work with the forward (async scheduling); a pipeline does not (vLLM turns it
-    # off with PP), so the round is at least that step
+    # one GPU at 32 overlaps its host work with the forward (async scheduling); a pipeline on the V1 model runner does
+    # not (vLLM config/vllm.py disables async scheduling with PP there), so the round is at least that step
     assert two["tpot_s_no_spec"] >= half["tpot_s_no_spec"]
+
+
+def test_model_runner_v2_keeps_async_scheduling_with_pipeline_stages():
+    """vLLM disables async scheduling with PP only on the V1 model runner ("Async scheduling is disabled because the
+    V1 model runner does not support it with pipeline parallelism"); dense models run Model Runner V2 from 0.25."""
+    from specsize import api
+
+    def overlapped(target: str, version: str) -> bool:
+        return api.plan(target=target, gpu="H100-SXM-80GB", pp=2, engine_version=version).memory.settings.async_scheduling
+
+    assert overlapped("meta-llama/Llama-3.1-8B-Instruct", "0.25")
+    assert not overlapped("meta-llama/Llama-3.1-8B-Instruct", "0.24")  # the V1 model runner
+    assert not overlapped("Qwen/Qwen3-30B-A3B", "0.25")  # an MoE target stays on the V1 runner
 
 
 def test_the_last_stage_drafts_for_each_micro_batch_in_turn():

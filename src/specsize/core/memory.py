@@ -418,7 +418,9 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         block_size = p.mla_block_size
     else:
         block_size = p.default_block_size
-    overlaps = d.pp == 1 and e.device == "cuda"  # host / GPU overlap: not with pipeline parallel or on the CPU
+    # host / GPU overlap: not on the CPU, nor with pipeline parallel but on Model Runner V2 (vLLM config/vllm.py:
+    # "Async scheduling is disabled because the V1 model runner does not support it with pipeline parallelism")
+    overlaps = (d.pp == 1 or on_model_runner_v2(d, p)) and e.device == "cuda"
     return ResolvedSettings(
         gpu_memory_utilization=(p.default_gpu_memory_utilization if e.gpu_memory_utilization is None
                                 else e.gpu_memory_utilization), max_model_len=max_model_len,
@@ -846,12 +848,16 @@ def _hybrid_problem(d: Deployment, s: ResolvedSettings, p: AccountingProfile, po
     return None
 
 
+def on_model_runner_v2(d: Deployment, p: AccountingProfile) -> bool:
+    """Whether the release runs `d` on vLLM's Model Runner V2 (dense targets without n-gram, from 0.25: PR 44443;
+    AccountingProfile.mrv2_dense_reserves_no_graphs)."""
+    dense = not d.target.is_moe and not d.target.is_hybrid and d.speculative.method != SpecMethod.NGRAM
+    return p.mrv2_dense_reserves_no_graphs and dense
+
+
 def graphs_reserved(d: Deployment, p: AccountingProfile) -> bool:
     """Whether the engine takes its CUDA graph estimate out of the KV budget for deployment `d`."""
-    if not p.cuda_graph_subtracted:
-        return False
-    on_mrv2 = not d.target.is_moe and not d.target.is_hybrid and d.speculative.method != SpecMethod.NGRAM
-    return not (p.mrv2_dense_reserves_no_graphs and on_mrv2)
+    return p.cuda_graph_subtracted and not on_model_runner_v2(d, p)
 
 
 def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
