@@ -152,6 +152,12 @@ class AccountingProfile:
     # the engine's own fused-MoE kernels for fp8 (block-)quantised experts, as a fraction of HBM bandwidth, where they
     # differ from the vLLM kernels the GPU family's terms were measured with (Efficiency.moe_fp8_memory); 0: the family's
     moe_fp8_memory: float = 0.0
+    # the release runs its own custom all-reduce kernel where the GPU family has a latency for one (Efficiency.
+    # allreduce_latency_custom_s: AMD's). Upstream vLLM on ROCm from 0.8.3 (device_communicators/custom_all_reduce.py
+    # asserts current_platform.is_cuda_alike(), csrc/custom_all_reduce.cu built for both; 0.8.2 asserted is_cuda());
+    # before, its ROCm builds all-reduce through RCCL (AMD's own rocm/vllm images carried the kernel from mid-2024,
+    # ROCm/vllm PR 27: a release number cannot tell them apart, so the upstream rule is taken)
+    custom_allreduce: bool = False
     # the host's launches of an MoE layer behind ordinary (not MLA) attention in a forward outside a CUDA graph, where
     # the engine's own differ from the family's Efficiency.eager_moe_layer_s (whose sources are MLA + MoE layers);
     # 0: the family's
@@ -253,6 +259,7 @@ class ResolvedSettings:
     spec_expansion_query_s: float = 0.0  # AccountingProfile.spec_expansion_query_s, 0 with --enforce-eager
     api_cost_scale: float = 1.0  # AccountingProfile.api_cost_scale
     moe_fp8_memory: float = 0.0  # AccountingProfile.moe_fp8_memory (0: the GPU family's)
+    custom_allreduce: bool = False  # AccountingProfile.custom_allreduce
     eager_gqa_moe_layer_s: float = 0.0  # AccountingProfile.eager_gqa_moe_layer_s (0: the GPU family's)
     # AccountingProfile.moe_layer_fixed_s_by_gpu where one matches, for bf16 / fp8 experts (0: the family's)
     moe_layer_fixed_s: float = 0.0
@@ -432,7 +439,8 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         else p.draft_extend,
         spec_expansion_query_s=0.0 if e.enforce_eager else p.spec_expansion_query_s,
         api_cost_scale=p.api_cost_scale,
-        scheduler_steps=steps, moe_fp8_memory=p.moe_fp8_memory, ngram_proposer_per_seq_s=p.ngram_proposer_per_seq_s,
+        scheduler_steps=steps, moe_fp8_memory=p.moe_fp8_memory, custom_allreduce=p.custom_allreduce,
+        ngram_proposer_per_seq_s=p.ngram_proposer_per_seq_s,
         ngram_scan_per_token_s=p.ngram_scan_per_token_s,
         output_per_token_s=p.output_per_token_s, eager_gqa_moe_layer_s=p.eager_gqa_moe_layer_s,
         # MXFP4 experts run their own fused runner (SGLang: FlashInfer's) and keep the family's

@@ -73,6 +73,9 @@ class Efficiency:
     moe_layer_fixed_s: float = 0.0  # per MoE layer and forward: routing, top-k, token alignment and permutation
     allreduce_bus_fraction: float = 1.0  # achieved bus bandwidth / interconnect bandwidth
     allreduce_latency_per_gpu_s: float = 0.0  # extra latency per GPU beyond 2 in the all-reduce
+    # per all-reduce where the engine release runs its own custom all-reduce kernel on this family rather than the
+    # collective library's (AccountingProfile.custom_allreduce: vLLM on ROCm from 0.8.3); 0: allreduce_latency_s always
+    allreduce_latency_custom_s: float = 0.0
     sampler_passes: float = 0.0  # fp32 logits passes of the sampler (softmax, top-k/p, sampling)
     cpu_per_seq_s: float = 0.0  # engine-core CPU per scheduled sequence per step
     api_per_seq_s: float = 0.0  # API server per sequence per step (detokenise, stream): a floor on the step
@@ -109,7 +112,8 @@ def streamed_every(eff: Efficiency, tokens: int) -> Efficiency:
 
 def engine_kernels(eff: Efficiency, moe_fp8_memory: float, ngram_per_seq_s: float = 0.0,
                    eager_gqa_moe_layer_s: float = 0.0, moe_layer_fixed_s: float = 0.0,
-                   output_per_token_s: float = 0.0, ngram_scan_per_token_s: float = 0.0) -> Efficiency:
+                   output_per_token_s: float = 0.0, ngram_scan_per_token_s: float = 0.0,
+                   custom_allreduce: bool = False) -> Efficiency:
     """The family's terms with an engine release's own code where it differs from what the terms were measured with:
     its fused-MoE kernels for fp8 experts (AccountingProfile.moe_fp8_memory), its n-gram proposer's host time per
     sequence (AccountingProfile.ngram_proposer_per_seq_s: vLLM V0 proposes one sequence at a time through small GPU
@@ -117,7 +121,11 @@ def engine_kernels(eff: Efficiency, moe_fp8_memory: float, ngram_per_seq_s: floa
     (AccountingProfile.eager_gqa_moe_layer_s) and the fixed time of its fused-MoE kernels in a layer on this GPU
     family (AccountingProfile.moe_layer_fixed_s_by_gpu) and its output processing per emitted token in the engine's
     process (AccountingProfile.output_per_token_s); 0 keeps the family's. The n-gram lookup's scan per context token
-    (AccountingProfile.ngram_scan_per_token_s) is the release's alone: the family has none."""
+    (AccountingProfile.ngram_scan_per_token_s) is the release's alone: the family has none. Where the release runs its
+    custom all-reduce kernel on a family that has a latency for it (AccountingProfile.custom_allreduce, Efficiency.
+    allreduce_latency_custom_s), that latency."""
+    if custom_allreduce and eff.allreduce_latency_custom_s:
+        eff = replace(eff, allreduce_latency_s=eff.allreduce_latency_custom_s)
     if moe_fp8_memory:
         eff = replace(eff, moe_fp8_memory=moe_fp8_memory)
     if moe_layer_fixed_s:

@@ -180,6 +180,7 @@ def _mxfp4_rules(hopper: Mxfp4Layout | None, cc10: Mxfp4Layout = MXFP4_TRTLLM_25
 # What every V1 profile shares; each release below replaces only the fields that differ.
 _V1_COMMON = AccountingProfile(
     engine="vllm",
+    custom_allreduce=True,  # on ROCm from 0.8.3 (AccountingProfile.custom_allreduce; 0.8 - 0.8.2: V1_EARLY)
     # a model drafter's first forward after verification runs over every verified position, k + 1 a sequence, the
     # rejected ones as padding (v1/spec_decode/llm_base_proposer.py SpecDecodeBaseProposer.propose after
     # prepare_inputs_padded, the default from vllm-project/vllm PR 24539, 0.11), a separate draft model over one slot
@@ -330,7 +331,7 @@ API_COST_SCALE_017 = 0.5
 
 V1_EARLY = replace(
     _V1_COMMON,
-    version="0.8", label="vLLM 0.8 (V1 engine)",
+    version="0.8", label="vLLM 0.8 (V1 engine)", custom_allreduce=False,
     default_max_num_seqs=256, default_max_num_seqs_large_gpu=1024,
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=8192,
     large_gpu_names=("h100", "h200"),
@@ -351,8 +352,10 @@ V1_EARLY = replace(
 )
 # 0.10.1 on ROCm pads gpt-oss's intermediate alone to 128 (quantization/mxfp4.py Mxfp4MoEMethod.create_weights:
 # "elif current_platform.is_rocm()": the hidden size stays 2,880); 0.10.2 pads both (V1_0102). gpt-oss came with 0.10.1
+V1_083 = replace(V1_EARLY, version="0.8.3", label="vLLM 0.8.3-0.8.x (V1 engine; custom all-reduce on ROCm)",
+                 custom_allreduce=True)
 V1_09 = replace(V1_EARLY, version="0.9", label="vLLM 0.9-0.10.1 (V1 engine)", large_gpu_names=(),
-                large_gpu_excluded_names=_NOT_A100,
+                large_gpu_excluded_names=_NOT_A100, custom_allreduce=True,
                 mxfp4_pad_by_gpu=_mxfp4_rules(None, cdna3=MXFP4_ROCM_INTER_128, cdna4=MXFP4_ROCM_INTER_128))
 V1_0102 = replace(V1_09, version="0.10.2", label="vLLM 0.10.2 (V1 engine)",
                   mxfp4_pad_by_gpu=_mxfp4_rules(None, cdna3=MXFP4_ROCM_128, cdna4=MXFP4_ROCM_128))
@@ -485,7 +488,7 @@ V1_LATEST = replace(
 )
 
 # (first release covered, profile), oldest first
-PROFILES = (((0, 6), V0_EARLY), ((0, 6, 4), V0), ((0, 7, 1), V0_071), ((0, 8), V1_EARLY), ((0, 9), V1_09), ((0, 10, 2), V1_0102), ((0, 11), V1_0110),
+PROFILES = (((0, 6), V0_EARLY), ((0, 6, 4), V0), ((0, 7, 1), V0_071), ((0, 8), V1_EARLY), ((0, 8, 3), V1_083), ((0, 9), V1_09), ((0, 10, 2), V1_0102), ((0, 11), V1_0110),
             ((0, 11, 1), V1_011),
             ((0, 12), V1_012), ((0, 14), V1_014), ((0, 17), V1_017), ((0, 19), V1_019), ((0, 21), V1_021),
             ((0, 22), V1_022),
