@@ -359,7 +359,7 @@ def test_a_variants_weights_are_its_base_stored_in_the_format_its_name_says():
 
 
 @pytest.mark.usefixtures("offline")
-@pytest.mark.parametrize("model_id", ["foo/Bar-7B", "zai-org/GLM-4.6",
+@pytest.mark.parametrize("model_id", ["foo/Bar-7B", "zai-org/GLM-4.7",
                                       "unsloth/Llama-3.1-8B-Instruct-bnb-4bit", "deepseek-ai/DeepSeek-R1-0528-FP4",
                                       # two formats in one name (fuzz pass 4: read as int4 or fp8 of Meta's fp8 405B)
                                       "meta-llama/Llama-3.1-405B-Instruct-FP8-AWQ", "x/Llama-3.1-405B-Instruct-FP8-FP8",
