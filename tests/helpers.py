@@ -141,3 +141,20 @@ def team_app(tmp_path, monkeypatch, password: str, example: Path):
         "deployment_name": "d1", "deployment_yaml": example.read_text(), "acceptance_rate": 0.7})
     assert made.status_code == 201, made.text
     return client, tokens, url
+
+
+def listed_with_sources(capsys, models: list[str], gpus: list[str]) -> list:
+    """`specsize models` and `specsize gpus` (JSON, offline) list each of `models` and `gpus`, every model's source
+    pinned at a commit; the GpuSpecs of `gpus`, for their own checks."""
+    from specsize.catalog import catalog_ids, gpu_ids
+
+    code, out, _ = run_cli(capsys, "models", "--format", "json")
+    assert code == 0
+    listed = json.dumps(json.loads(out))
+    for model_id in models:
+        assert model_id in catalog_ids() and model_id in listed
+        assert catalog_entry(model_id)["source"].split(" @ ")[1][:40].isalnum()  # a pinned commit
+    code, out, _ = run_cli(capsys, "gpus", "--format", "json")
+    assert code == 0
+    assert all(gpu_id in gpu_ids() and gpu_id in out for gpu_id in gpus)
+    return [load_gpu(gpu_id) for gpu_id in gpus]

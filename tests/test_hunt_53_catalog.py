@@ -15,8 +15,8 @@ import json
 
 import pytest
 
-from helpers import deployment, profile, run_cli as run
-from specsize.catalog import catalog_entry, catalog_ids, gpu_ids, load_gpu, load_model
+from helpers import deployment, listed_with_sources, profile, run_cli as run
+from specsize.catalog import load_gpu, load_model
 from specsize.core.memory import account
 
 GiB = 2**30
@@ -33,17 +33,7 @@ NEW_GPUS = ["H100-NVL-94GB", "H800-SXM-80GB", "A800-80GB", "L40-48GB"]
 
 
 def test_the_new_entries_are_listed_offline_with_their_sources(capsys):
-    code, out, _ = run(capsys, "models", "--format", "json")
-    assert code == 0
-    listed = json.dumps(json.loads(out))
-    for model_id in NEW_MODELS:
-        assert model_id in catalog_ids() and model_id in listed
-        assert catalog_entry(model_id)["source"].split(" @ ")[1][:40].isalnum()  # a pinned commit
-    code, out, _ = run(capsys, "gpus", "--format", "json")
-    assert code == 0
-    for gpu_id in NEW_GPUS:
-        assert gpu_id in gpu_ids() and gpu_id in out
-        g = load_gpu(gpu_id)
+    for g in listed_with_sources(capsys, NEW_MODELS, NEW_GPUS):
         assert g.sources["memory"] and g.family in ("hopper", "ampere", "ada")
 
 
