@@ -335,3 +335,13 @@ def test_a_config_without_its_mlp_width_is_refused(tmp_path, capsys):
     (tmp_path / "config.json").write_text(_json.dumps(config))
     code, _, err = run(capsys, "plan", "--target", tmp_path, "--gpu", "H100-SXM-80GB")
     assert code == 2 and "config.json:intermediate_size" in err and "missing or null" in err
+
+
+@pytest.mark.parametrize("engine, says", [("vllm", "VLLM_API_KEY"), ("sglang", "--api-key KEY")])
+def test_pr_ps01_says_where_the_api_key_the_command_leaves_out_goes(tmp_path, capsys, engine, says):
+    """The embedded default protects its inference endpoint with an API key, which the emitted command cannot carry
+    (a secret): PR.PS-01 says where it goes - vLLM's environment variable VLLM_API_KEY (vllm/envs.py, read where
+    --api-key is not given), SGLang's --api-key flag (no environment variable)."""
+    code, out, err = run(capsys, "report", "--format", "markdown", "--no-simulate", "--engine", engine)
+    assert code == 0, err
+    assert "the emitted command carries no API key" in out and says in out

@@ -198,6 +198,13 @@ def pr_ps01(r: PlanResult, security: dict | None) -> ControlResult:
                             "restricts it (network_policy, reverse_proxy, mtls, not_exposed)")
         else:
             evidence.append(f"{name}: {spec['auth']}{note}")
+    inference = security.get("inference_endpoint")
+    if inference is not None and inference["auth"] == "api_key":
+        # the key is a secret the plan does not hold: the emitted command leaves it out and says where it goes
+        evidence.append("note: the emitted command carries no API key (a secret, not the plan's to hold): " + (
+            "launch SGLang with --api-key KEY (srt/server_args.py; it reads no environment variable for it)"
+            if r.profile.engine == "sglang" else
+            "vLLM reads VLLM_API_KEY from its environment (vllm/envs.py) where --api-key is not given"))
     if r.profile.engine == "sglang":  # sglang/srt/utils/auth.py: "Health/metrics endpoints are always allowed"
         evidence.append("note: SGLang's --api-key leaves /health and /metrics open on the same port unless the "
                         "network or a proxy restricts them")
