@@ -452,11 +452,12 @@ def _step_seconds(cfg: EngineConfig, windows: tuple, draft_windows: tuple, c: np
             dctx = c if n_dec == len(c) else c[dec]
             dspan = _spans(dctx, draft_windows)
             # on pipeline stages the last stage drafts for each micro-batch in turn (core.perf.spec_step_time)
-            turns = pipeline_microbatches(stages, n_dec) if stages > 1 else 1.0
+            turns = pipeline_microbatches(stages, n_dec) if stages > 1 else 1
+            if turns > 1:
+                dspan = tuple(x / turns for x in dspan)
             seconds += turns * drafter_forwards_s(cfg.draft, cfg.draft_steps, cfg.draft_width, cfg.draft_extend_tokens,
-                                                  n_dec / turns, dec_ctx / turns, tuple(x / turns for x in dspan),
-                                                  cfg.draft_step_overhead_s, cfg.draft_setup_overhead_s)
-            seconds += (turns - 1) * cfg.spec_step_overhead_s
+                                                  n_dec / turns, dec_ctx / turns, dspan, cfg.draft_step_overhead_s,
+                                                  cfg.draft_setup_overhead_s) + (turns - 1) * cfg.spec_step_overhead_s
         seconds += cfg.spec_step_overhead_s
         if cfg.cpu_draft_per_seq_s or cfg.cpu_draft_per_token_s:
             seconds += ngram_lookup_s(cfg.cpu_draft_per_seq_s, cfg.cpu_draft_per_token_s, n_dec, dec_ctx)
