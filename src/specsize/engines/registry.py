@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from ..core.errors import SpecError
 from ..core.memory import AccountingProfile
@@ -68,7 +69,8 @@ def resolve_profile(engine: str = "vllm", version: str | None = None, method: st
         wanted = release(version)
         for (first, after), methods in vllm.V1_FALLBACK_METHODS:
             if wanted is not None and first <= wanted < after and str(method) in methods:
-                return vllm.V0_FALLBACK
+                # the distributed layer (its custom all-reduce on ROCm from 0.8.3) is the release's, whichever engine
+                return replace(vllm.V0_FALLBACK, custom_allreduce=chosen.custom_allreduce)
     return chosen
 
 
