@@ -84,9 +84,9 @@ def test_a_long_prompts_chunks_follow_each_other_through_the_stages():
 def test_the_plan_prices_a_pipeline_of_two_stages_as_two_micro_batches(capsys):
     """Llama-3.1-8B on 2 x H100 as TP 1 x PP 2 against TP 1 on one GPU, at the same 64 concurrent requests: the round
     is a forward of 32 sequences (the plan's own decode step at concurrency 32 on one GPU), so its TPOT is lower."""
-    def perf(*extra):
+    def perf(*extra):  # vLLM 0.24: the V1 model runner, no async scheduling with PP
         code, out, _ = run_cli(capsys, "plan", "--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu",
-                               "H100-SXM-80GB", "--format", "json", *extra)
+                               "H100-SXM-80GB", "--engine-version", "0.24", "--format", "json", *extra)
         assert code == 0
         return json.loads(out)["perf"]
 
@@ -100,17 +100,24 @@ def test_the_plan_prices_a_pipeline_of_two_stages_as_two_micro_batches(capsys):
     assert two["tpot_s_no_spec"] >= half["tpot_s_no_spec"]
 
 
-def test_model_runner_v2_keeps_async_scheduling_with_pipeline_stages():
-    """vLLM disables async scheduling with PP only on the V1 model runner ("Async scheduling is disabled because the
-    V1 model runner does not support it with pipeline parallelism"); dense models run Model Runner V2 from 0.25."""
+@pytest.mark.parametrize("target, version, method, on_v2", [
+    ("meta-llama/Llama-3.1-8B-Instruct", "0.24", None, False),  # before Model Runner V2
+    ("meta-llama/Llama-3.1-8B-Instruct", "0.25", None, True),  # V2 for dense models, 0.25 - 0.28
+    ("meta-llama/Llama-3.1-8B-Instruct", "0.32", None, True),
+    ("Qwen/Qwen3-30B-A3B", "0.28", None, False),  # an MoE target on V1 up to 0.28
+    ("Qwen/Qwen3-30B-A3B", "0.29", None, True),  # every model from 0.29
+    ("meta-llama/Llama-3.1-8B-Instruct", "0.25", "draft_model", False),  # a method V2 lacks keeps V1 (to 0.30)
+    ("meta-llama/Llama-3.1-8B-Instruct", "0.32", "draft_model", True),
+])
+def test_model_runner_v2_keeps_async_scheduling_with_pipeline_stages(target, version, method, on_v2):
+    """vLLM keeps async scheduling with PP on Model Runner V2 only (max_concurrent_batches = pp + 1 there; 0.31 on
+    says "Async scheduling is disabled because the V1 model runner does not support it with pipeline parallelism").
+    Which runner: config/vllm.py use_v2_model_runner, read in the 0.25 - 0.32 sources."""
     from specsize import api
 
-    def overlapped(target: str, version: str) -> bool:
-        return api.plan(target=target, gpu="H100-SXM-80GB", pp=2, engine_version=version).memory.settings.async_scheduling
-
-    assert overlapped("meta-llama/Llama-3.1-8B-Instruct", "0.25")
-    assert not overlapped("meta-llama/Llama-3.1-8B-Instruct", "0.24")  # the V1 model runner
-    assert not overlapped("Qwen/Qwen3-30B-A3B", "0.25")  # an MoE target stays on the V1 runner
+    drafter = dict(method=method, draft="meta-llama/Llama-3.2-1B-Instruct", num_speculative_tokens=4) if method else {}
+    plan = api.plan(target=target, gpu="H100-SXM-80GB", pp=2, engine_version=version, **drafter)
+    assert plan.memory.settings.async_scheduling is on_v2
 
 
 def test_the_last_stage_drafts_for_each_micro_batch_in_turn():

@@ -216,6 +216,12 @@ class AccountingProfile:
     # graph memory (profile_cudagraph_memory returned 0: vllm issue 49224, fixed by PR 53306), so the KV pool kept
     # what the V1 runner sets aside for graphs; MoE and hybrid models (and n-gram speculation) stayed on V1
     mrv2_dense_reserves_no_graphs: bool = False
+    # which models vLLM runs on Model Runner V2 when VLLM_USE_V2_MODEL_RUNNER is unset (config/vllm.py
+    # use_v2_model_runner): "" none, "dense" (0.25 - 0.28: not MoE, not hybrid), "all" (0.29 on); the speculative
+    # methods that keep a run on the V1 runner (`mrv2_v1_methods`); and EAGLE-3 with pipeline stages on V1 (0.25 - 0.29)
+    model_runner_v2: str = ""
+    mrv2_v1_methods: tuple[str, ...] = ()
+    mrv2_eagle3_pp_on_v1: bool = False
     # start-up
     refuses_start_below_max_model_len: bool = True
     null_blocks: int = 0  # blocks the block pool holds back for good (V1's null block)
@@ -857,15 +863,20 @@ def _hybrid_problem(d: Deployment, s: ResolvedSettings, p: AccountingProfile, po
 
 
 def on_model_runner_v2(d: Deployment, p: AccountingProfile) -> bool:
-    """Whether the release runs `d` on vLLM's Model Runner V2 (dense targets without n-gram, from 0.25: PR 44443;
-    AccountingProfile.mrv2_dense_reserves_no_graphs)."""
-    dense = not d.target.is_moe and not d.target.is_hybrid and d.speculative.method != SpecMethod.NGRAM
-    return p.mrv2_dense_reserves_no_graphs and dense
+    """Whether the release runs `d` on vLLM's Model Runner V2 (AccountingProfile.model_runner_v2: dense targets
+    from 0.25, vllm PR 44443; every target from 0.29), unless its speculative method keeps it on the V1 runner."""
+    if not p.model_runner_v2 or (p.model_runner_v2 == "dense" and (d.target.is_moe or d.target.is_hybrid)):
+        return False
+    method = d.speculative.method if d.speculative.enabled else None
+    if method is not None and str(method) in p.mrv2_v1_methods:
+        return False
+    return not (method == SpecMethod.EAGLE3 and d.pp > 1 and p.mrv2_eagle3_pp_on_v1)
 
 
 def graphs_reserved(d: Deployment, p: AccountingProfile) -> bool:
-    """Whether the engine takes its CUDA graph estimate out of the KV budget for deployment `d`."""
-    return p.cuda_graph_subtracted and not on_model_runner_v2(d, p)
+    """Whether the engine takes its CUDA graph estimate out of the KV budget for deployment `d`: not on 0.25 - 0.27's
+    Model Runner V2, which estimated none (AccountingProfile.mrv2_dense_reserves_no_graphs)."""
+    return p.cuda_graph_subtracted and not (p.mrv2_dense_reserves_no_graphs and on_model_runner_v2(d, p))
 
 
 def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:

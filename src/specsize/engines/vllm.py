@@ -453,10 +453,17 @@ V1_024 = replace(
 # 14.39 budget - 5.29 weights - 1.04 activation - 0.06 non-torch, the 0.48 GiB of graphs not taken; bench/data/
 # blind_startups.jsonl) and reported for 0.27.1. PR 53306 (merged 2026-08-23) gave V2 a real estimate; 0.28 is taken
 # as its first release (not established from a log).
+# Which runner (config/vllm.py use_v2_model_runner, VLLM_USE_V2_MODEL_RUNNER unset): V2 for dense models in 0.25 - 0.28
+# (_is_default_v2_model_runner_model: not MoE, not hybrid; a few named MoE architectures too, not modelled), every
+# model from 0.29; speculative methods V2 lacks keep a run on V1 (0.25 - 0.29 all but eagle, eagle3, mtp; 0.30
+# n-gram, draft model and Medusa; 0.31 n-gram and Medusa; 0.32 Medusa), EAGLE-3 with pipeline stages too up to 0.29
+# (read in the 0.25.0 - 0.32 sources). Async scheduling stays on with PP on V2 only (AccountingProfile.model_runner_v2).
+_MRV2_V1_METHODS = ("ngram", "draft_model", "medusa")
 V1_025 = replace(
     V1_024,
     version="0.25", label="vLLM 0.25-0.27 (V1; Model Runner V2 for dense models reserves no CUDA graph memory)",
-    mrv2_dense_reserves_no_graphs=True,
+    mrv2_dense_reserves_no_graphs=True, model_runner_v2="dense", mrv2_v1_methods=_MRV2_V1_METHODS,
+    mrv2_eagle3_pp_on_v1=True,
     mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_FREED, cdna3=MXFP4_ROCM_256, cdna4=MXFP4_ROCM_256),
 )
 # 0.26 pads Hopper's scale groups to 4, 0.27 pads the TRT-LLM intermediate to 128 only (the MXFP4 note above)
@@ -467,8 +474,14 @@ V1_026 = replace(V1_025, version="0.26", label="vLLM 0.26 (V1; Model Runner V2 f
 V1_027 = replace(V1_025, version="0.27", label="vLLM 0.27 (V1; Model Runner V2 for dense models reserves no CUDA graph "
                  "memory)", mxfp4_pad_by_gpu=_MXFP4_RULES_027)
 V1_025 = replace(V1_025, label="vLLM 0.25 (V1; Model Runner V2 for dense models reserves no CUDA graph memory)")
-V1_028 = replace(V1_024, version="0.28", label="vLLM 0.28-0.31 (V1; CUDA graphs subtracted; capacity in whole requests)",
-                 mxfp4_pad_by_gpu=_MXFP4_RULES_027)
+V1_028 = replace(V1_024, version="0.28", label="vLLM 0.28 (V1; CUDA graphs subtracted; capacity in whole requests)",
+                 mxfp4_pad_by_gpu=_MXFP4_RULES_027, model_runner_v2="dense", mrv2_v1_methods=_MRV2_V1_METHODS,
+                 mrv2_eagle3_pp_on_v1=True)
+V1_029 = replace(V1_028, version="0.29", label="vLLM 0.29 (V1; Model Runner V2 for every model)", model_runner_v2="all")
+V1_030 = replace(V1_029, version="0.30", label="vLLM 0.30 (V1; Model Runner V2 for every model)",
+                 mrv2_eagle3_pp_on_v1=False)
+V1_031 = replace(V1_030, version="0.31", label="vLLM 0.31 (V1; Model Runner V2 for every model)",
+                 mrv2_v1_methods=("ngram", "medusa"))
 V1_024 = replace(V1_024, label="vLLM 0.24 (V1; CUDA graphs subtracted; capacity in whole requests)")
 
 V1_LATEST = replace(
@@ -485,6 +498,7 @@ V1_LATEST = replace(
     # 2 + k + that in "align" mode (checked on the CPU engine with a tiny Granite-4.0-H: 13 blocks a request)
     mamba2_checkpoint_pages=1,
     mxfp4_pad_by_gpu=_MXFP4_RULES_027,
+    model_runner_v2="all", mrv2_v1_methods=("medusa",),
 )
 
 # (first release covered, profile), oldest first
@@ -493,7 +507,7 @@ PROFILES = (((0, 6), V0_EARLY), ((0, 6, 4), V0), ((0, 7, 1), V0_071), ((0, 8), V
             ((0, 12), V1_012), ((0, 14), V1_014), ((0, 17), V1_017), ((0, 19), V1_019), ((0, 21), V1_021),
             ((0, 22), V1_022),
             ((0, 24), V1_024), ((0, 25), V1_025), ((0, 26), V1_026), ((0, 27), V1_027), ((0, 28), V1_028),
-            ((0, 32), V1_LATEST))
+            ((0, 29), V1_029), ((0, 30), V1_030), ((0, 31), V1_031), ((0, 32), V1_LATEST))
 
 # Speculative methods the V1 engine of 0.8 and 0.9 did not run: vLLM falls back to its V0 engine for them
 # (vllm/engine/arg_utils.py EngineArgs._is_v1_supported_oracle, "Only Ngram speculative decoding so far": 0.8 takes
