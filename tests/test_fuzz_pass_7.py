@@ -345,3 +345,16 @@ def test_pr_ps01_says_where_the_api_key_the_command_leaves_out_goes(tmp_path, ca
     code, out, err = run(capsys, "report", "--format", "markdown", "--no-simulate", "--engine", engine)
     assert code == 0, err
     assert "the emitted command carries no API key" in out and says in out
+
+
+def test_a_trace_requests_metadata_may_repeat_a_column_name_and_two_names_of_one_column_must_agree(tmp_path, capsys):
+    """Only the request's own object is checked: metadata nesting prompt_tokens twice is read. Two names of one
+    column (prompt_tokens and input_tokens) that disagree had read the first silently: refused, naming both."""
+    path = tmp_path / "trace.jsonl"
+    path.write_text('{"arrival_time": 0, "prompt_tokens": 100, "output_tokens": 10, '
+                    '"meta": {"prompt_tokens": 1, "prompt_tokens": 2}}\n')
+    code, _, err = run(capsys, "simulate", "--trace", path, "--format", "json")
+    assert code in (0, 1), err
+    path.write_text('{"arrival_time": 0, "prompt_tokens": 100, "input_tokens": 5, "output_tokens": 10}\n')
+    code, out, err = run(capsys, "simulate", "--trace", path, "--format", "json")
+    assert code == 2 and out == "" and "prompt_tokens and input_tokens give two prompt tokens" in err

@@ -149,3 +149,14 @@ def test_a_prompt_chunk_is_not_split_among_micro_batches(capsys):
     d = Deployment(target=load_model("meta-llama/Llama-3.1-8B-Instruct"), gpu=load_gpu("H100-SXM-80GB"))
     forward = prefill_time(build_costs(d, load_efficiency(d.gpu), "bfloat16", None, 2), 4000, 8192)
     assert json.loads(out)["sim"]["ttft_s"]["p50"] >= forward
+
+
+def test_0_25s_v1_runner_subtracts_its_graphs_where_v2_estimated_none():
+    """vLLM 0.25 - 0.27's Model Runner V2 estimated no CUDA graph memory (issue 49224), but a draft-model run stays on
+    the V1 runner (config/vllm.py use_v2_model_runner: spec methods other than eagle, eagle3, mtp), which subtracts it."""
+    from specsize import api
+
+    plain = api.plan(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", engine_version="0.25")
+    drafted = api.plan(target="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", engine_version="0.25",
+                       method="draft_model", draft="meta-llama/Llama-3.2-1B-Instruct", num_speculative_tokens=4)
+    assert not plain.memory.cuda_graph_counted and drafted.memory.cuda_graph_counted

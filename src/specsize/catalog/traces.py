@@ -30,9 +30,12 @@ OUTPUT = ("output_tokens", "generated_tokens", "GeneratedTokens", "output_len")
 
 
 def _pick(row: dict, names: tuple[str, ...], what: str, path: Path, line: int, field: str = "trace"):
-    for name in names:
-        if name in row and row[name] not in (None, ""):
-            return row[name]
+    given = [name for name in names if name in row and row[name] not in (None, "")]
+    if len({str(row[name]) for name in given}) > 1:  # two names of one column that disagree: neither is read
+        raise SpecError(field, f"{path} line {line}: {' and '.join(given)} give two {what}",
+                        f"one of {' / '.join(names)}")
+    if given:
+        return row[given[0]]
     present = any(name in row for name in names)  # a column the line leaves empty, or a CSV line short of cells
     raise SpecError(field, f"{path} line {line}: no {what}{' (an empty cell)' if present else ' column'}",
                     " / ".join(names))
@@ -118,13 +121,9 @@ def _row(row: object, p: Path, i: int, field: str) -> tuple[float, bool, int, in
 def _json_lines(lines: list[str], p: Path | str, field: str) -> list:
     """One JSON value per line, or a one-line error naming the file; a request naming a column it is read by twice
     is refused (json.loads would keep the later one)."""
-    once = unique_keys((*ARRIVAL, *PROMPT, *OUTPUT, "acceptance_rate"),
-                       lambda twice: SpecError(field, f"{p}: a request names {twice!r} twice", "each key once per "
-                                               "request"))
+    once = unique_keys((*ARRIVAL, *PROMPT, *OUTPUT, "acceptance_rate"))
     try:
-        return [json.loads(line, object_pairs_hook=once) for line in lines]
-    except SpecError:  # a key named twice: said as it is (a SpecError is a ValueError, reworded below)
-        raise
+        rows = [json.loads(line, object_pairs_hook=once) for line in lines]
     except json.JSONDecodeError as err:
         raise SpecError(field, f"{p}: invalid JSON line ({err.msg})", "JSONL, one object per line") from None
     except RecursionError:
@@ -132,6 +131,11 @@ def _json_lines(lines: list[str], p: Path | str, field: str) -> list:
     except ValueError:  # Python's limit on the digits of an integer (JSONDecodeError, a ValueError, is above)
         raise SpecError(field, f"{p}: a number in a JSON line is too long to read", "JSONL of token counts, "
                         "seconds and rates") from None
+    for number, row in enumerate(rows, 1):
+        if getattr(row, "repeated", None):
+            raise SpecError(field, f"{p} line {number}: a request names {row.repeated!r} twice",
+                            "each key once per request")
+    return rows
 
 
 def _parse(lines: list[str], p: Path, field: str = "trace") -> RequestTrace:

@@ -52,13 +52,19 @@ def first_repeated(items: Iterable[T]) -> T | None:
     return None
 
 
-def unique_keys(keys: Collection[str], error: Callable[[str], Exception]) -> Callable[[list], dict]:
-    """A json.loads object_pairs_hook refusing an object that names one of `keys` twice (json.loads keeps the last of
-    two same-named keys without a word): `error(key)` is raised. Other keys, a request's own metadata, are left alone.
-    The readers of requests in files take it: samples (inputs.load) and traces (catalog.traces)."""
+class KeyedObject(dict):
+    """A JSON object as unique_keys' hook reads it: `repeated`, the first of the watched keys it names twice."""
+
+    repeated: str | None = None
+
+
+def unique_keys(keys: Collection[str]) -> Callable[[list], dict]:
+    """A json.loads object_pairs_hook noting, on each object (KeyedObject.repeated), the first of `keys` it names
+    twice: json.loads keeps the last of two same-named keys without a word. The reader refuses a request whose own
+    object repeats one; a nested object (a request's metadata) may repeat what it likes. The readers of requests in
+    files take it: samples (inputs.load) and traces (catalog.traces)."""
     def hook(pairs: list) -> dict:
-        twice = first_repeated(name for name, _ in pairs if name in keys)
-        if twice is not None:
-            raise error(twice)
-        return dict(pairs)
+        obj = KeyedObject(pairs)
+        obj.repeated = first_repeated(name for name, _ in pairs if name in keys)
+        return obj
     return hook

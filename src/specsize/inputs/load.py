@@ -198,6 +198,21 @@ def _samples_text(path: str | Path, field: str = "samples_file") -> str:
     return read_text(Path(path), field, "a readable file", size_limit("samples_file"))
 
 
+def _jsonl_counts(text: str, key: str, p: Path, field: str) -> list[int]:
+    """The `key` count of each JSONL request; a request naming it twice is refused (json.loads keeps the later)."""
+    once = unique_keys((key,))
+    values = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        request = json.loads(line, object_pairs_hook=once)
+        if getattr(request, "repeated", None):
+            raise SpecError(field, f"{p} line {number}: a request names {request.repeated!r} twice",
+                            "each key once per request")
+        values.append(whole_count(request[key]))
+    return values
+
+
 def parse_samples(text: str, path: str | Path, column: str | None = None, field: str = "samples_file",
                   records: bool = False) -> list[int]:
     """read_samples on a file's text already read (a pipe reads once: both columns come from one read). With
@@ -214,11 +229,7 @@ def parse_samples(text: str, path: str | Path, column: str | None = None, field:
         if stripped.startswith("["):
             values = [whole_count(v) for v in json.loads(stripped)]
         elif stripped.startswith("{"):
-            key = column or "prompt_tokens"
-            once = unique_keys((key,), lambda twice: SpecError(field, f"{p}: a request names {twice!r} twice",
-                                                               "each key once per request"))
-            values = [whole_count(json.loads(line, object_pairs_hook=once)[key]) for line in stripped.splitlines()
-                      if line.strip()]
+            values = _jsonl_counts(stripped, column or "prompt_tokens", p, field)
         elif column and stripped and column in stripped.splitlines()[0]:
             reader = csv.DictReader(stripped.splitlines())
             twice = first_repeated(reader.fieldnames or [])
