@@ -158,3 +158,13 @@ def listed_with_sources(capsys, models: list[str], gpus: list[str]) -> list:
     assert code == 0
     assert all(gpu_id in gpu_ids() and gpu_id in out for gpu_id in gpus)
     return [load_gpu(gpu_id) for gpu_id in gpus]
+
+
+def glm_params(h, layers, dense, heads, kv_heads, d, inter, experts, moe_inter, vocab, qk_norm) -> int:
+    """GLM-4.5's parameters (glm4_moe) by hand: q/k/v with their bias, o, the q/k norms where use_qk_norm, 2 RMSNorms a
+    layer; dense SwiGLU MLPs; MoE layers of routed experts + the shared one + the router and its score-correction
+    bias; untied embedding and head; the final norm."""
+    qkv = (heads + 2 * kv_heads) * d
+    attention = qkv * h + qkv + h * heads * d + (2 * d if qk_norm else 0)
+    moe = experts * 3 * h * moe_inter + 3 * h * moe_inter + experts * h + experts
+    return layers * (attention + 2 * h) + dense * 3 * h * inter + (layers - dense) * moe + 2 * vocab * h + h

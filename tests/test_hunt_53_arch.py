@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from helpers import deployment, profile, run_cli as run
+from helpers import deployment, glm_params as _glm_params, profile, run_cli as run
 from specsize.catalog import catalog_entry, load_model
 from specsize.core.memory import account
 from specsize.core.weights import total_params, weight_breakdown
@@ -44,15 +44,6 @@ def _write(tmp_path, cfg: dict, name: str = "glm") -> str:
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps(cfg))
     return str(folder)
-
-
-def _glm_params(h, layers, dense, heads, kv_heads, d, inter, experts, moe_inter, vocab, qk_norm) -> int:
-    """GLM-4.5's parameters by hand: q/k/v with their bias, o, the q/k norms, 2 RMSNorms a layer; dense MLPs; MoE
-    layers of routed experts + the shared one + the router and its score-correction bias; untied embeddings."""
-    qkv = (heads + 2 * kv_heads) * d
-    attention = qkv * h + qkv + h * heads * d + (2 * d if qk_norm else 0)
-    moe = experts * 3 * h * moe_inter + 3 * h * moe_inter + experts * h + experts
-    return layers * (attention + 2 * h) + dense * 3 * h * inter + (layers - dense) * moe + 2 * vocab * h + h
 
 
 def test_glm45_is_planned_with_the_parameters_it_publishes(tmp_path):

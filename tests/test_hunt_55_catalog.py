@@ -15,7 +15,7 @@ import json
 
 import pytest
 
-from helpers import listed_with_sources, run_cli as run
+from helpers import glm_params as _glm_params, listed_with_sources, run_cli as run
 from specsize.catalog import load_gpu, load_model
 from specsize.core.weights import total_params
 
@@ -42,8 +42,8 @@ def test_the_new_gpus_and_models_are_listed_with_their_sources(capsys):
     ("GH200-144GB", "hopper", round((146831 - (97871 - 97280)) / 1024, 2), 4.9e12, 1979e12 / 2, 3958e12 / 2,
      900e9 / 2),
     # L20: Ada, 864 GB/s GDDR6, 119.5 TFLOPS dense FP16/BF16 and twice that in FP8, PCIe Gen4 x16 64 GB/s both ways;
-    # 46068 MiB in nvidia-smi as the L40S, whose 44.39 GiB it takes
-    ("L20-48GB", "ada", 44.39, 864e9, 119.5e12, 2 * 119.5e12, 64e9 / 2),
+    # PyTorch's 'total capacity of 44.53 GiB' on an NVIDIA L20 (the CUDA total vLLM budgets from)
+    ("L20-48GB", "ada", 44.53, 864e9, 119.5e12, 2 * 119.5e12, 64e9 / 2),
 ])
 def test_new_gpu_rows_hold_the_datasheet_figures(gpu_id, family, memory_gib, bandwidth, bf16, fp8, link):
     g = load_gpu(gpu_id)
@@ -73,16 +73,6 @@ def test_a_plan_runs_end_to_end_on_each_new_gpu(capsys, gpu_id):
 
 
 # --- GLM-4.5-Air by hand from its config.json --------------------------------------------------------------------
-
-def _glm_params(h, layers, dense, heads, kv_heads, d, inter, experts, moe_inter, vocab, qk_norm) -> int:
-    """q/k/v with bias and o; q/k norms of head_dim when use_qk_norm; 2 RMSNorms a layer; dense SwiGLU MLPs; MoE
-    layers of routed experts + one shared expert + router + score-correction bias; untied embedding and head; final
-    norm."""
-    qkv = (heads + 2 * kv_heads) * d
-    attention = qkv * h + qkv + heads * d * h + (2 * d if qk_norm else 0)
-    moe = experts * 3 * h * moe_inter + 3 * h * moe_inter + experts * h + experts
-    return layers * (attention + 2 * h) + dense * 3 * h * inter + (layers - dense) * moe + 2 * vocab * h + h
-
 
 AIR = dict(h=4096, layers=46, dense=1, heads=96, kv_heads=8, d=128, inter=10944, experts=128, moe_inter=1408,
            vocab=151552, qk_norm=False)
