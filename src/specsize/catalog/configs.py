@@ -787,12 +787,15 @@ def _build_spec(raw: dict[str, Any], model_id: str, source: str, *, params_publi
     heads = int(cfg["num_attention_heads"])
     kv_heads = int(cfg.get("num_key_value_heads") or heads)
     head_dim = int(cfg.get("head_dim") or cfg.get("attention_head_dim") or hidden // heads)
-    if cfg.get("intermediate_size_mlp") is None and cfg.get("intermediate_size") is None:
-        # its MLP's width: no default to take (transformers' classes default it per model type - LlamaConfig 11,008,
-        # not 4 x hidden - and an explicit null reaches vLLM's model as None); 4 x hidden had been planned silently
+    experts = cfg.get("num_local_experts") or cfg.get("n_routed_experts") or cfg.get("num_experts")
+    if cfg.get("intermediate_size_mlp") is None and cfg.get("intermediate_size") is None and \
+            not (isinstance(experts, int) and experts > 1):
+        # a dense model's MLP width: no default to take (transformers' classes default it per model type -
+        # LlamaConfig 11,008, not 4 x hidden - and an explicit null reaches vLLM's model as None); 4 x hidden had been
+        # planned silently. An MoE config may leave it out: its experts take moe_intermediate_size
         raise SpecError("config.json:intermediate_size", f"{model_id}: missing or null", "the MLP's width, as the "
                         "published config.json gives it")
-    intermediate = int(cfg.get("intermediate_size_mlp") or cfg["intermediate_size"])
+    intermediate = int(cfg.get("intermediate_size_mlp") or cfg.get("intermediate_size") or 4 * hidden)
     mixers, state_layers, mlp_layers = _hybrid(cfg, model_type, n_layers, model_id)
     if model_type == "granitemoehybrid" and not (cfg.get("num_local_experts") or 0) > 1:
         intermediate = int(cfg.get("shared_intermediate_size") or intermediate)  # dense Granite-4.0-H: the shared MLP
