@@ -94,7 +94,7 @@ def _check_shapes(cfg: dict, model_id: str) -> None:
     if kv and (kv > heads or heads % kv):
         raise fail("num_key_value_heads", f"{kv} KV heads for {heads} attention heads",
                    "a divisor of num_attention_heads")
-    experts = cfg.get("num_local_experts") or cfg.get("num_experts") or cfg.get("n_routed_experts")
+    experts = expert_count(cfg)
     per_token = cfg.get("num_experts_per_tok")
     if experts and per_token and per_token > experts:
         raise fail("num_experts_per_tok", f"{per_token} experts per token of {experts}", f"at most {experts}")
@@ -468,8 +468,13 @@ def _indexer(cfg: dict, model_id: str) -> tuple[int, int, int]:
     return int(cfg["index_n_heads"]), int(cfg["index_head_dim"]), int(cfg["index_topk"])
 
 
+def expert_count(cfg: dict):
+    """The routed experts a config.json declares, under whichever name its model type uses (None or 0: dense)."""
+    return cfg.get("num_local_experts") or cfg.get("n_routed_experts") or cfg.get("num_experts")
+
+
 def _moe(cfg: dict, model_type: str, n_layers: int, model_id: str) -> MoESpec | None:
-    experts = cfg.get("num_local_experts") or cfg.get("n_routed_experts") or cfg.get("num_experts")
+    experts = expert_count(cfg)
     if not experts or int(experts) <= 1:
         return None
     top_k = int(cfg.get("num_experts_per_tok") or cfg.get("experts_per_token") or cfg.get("moe_topk") or 2)
@@ -787,7 +792,7 @@ def _build_spec(raw: dict[str, Any], model_id: str, source: str, *, params_publi
     heads = int(cfg["num_attention_heads"])
     kv_heads = int(cfg.get("num_key_value_heads") or heads)
     head_dim = int(cfg.get("head_dim") or cfg.get("attention_head_dim") or hidden // heads)
-    experts = cfg.get("num_local_experts") or cfg.get("n_routed_experts") or cfg.get("num_experts")
+    experts = expert_count(cfg)
     if cfg.get("intermediate_size_mlp") is None and cfg.get("intermediate_size") is None and \
             not (isinstance(experts, int) and experts > 1):
         # a dense model's MLP width: no default to take (transformers' classes default it per model type -

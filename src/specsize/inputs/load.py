@@ -478,6 +478,13 @@ def _measured_k(values: dict, sources: dict) -> tuple[int, str] | None:
     return int(k), str(mean_source)
 
 
+def kept_mean_measured_at(k_given_at: int | None, k_now: int | None) -> int | None:
+    """The measured_at_k of a mean accepted length kept while k moves from `k_given_at`, the k it was given beside, to
+    `k_now`: that k where it changed (the mean is not re-read as measured at the new k), None where it did not or no k
+    was known. The one rule of a request's layers (_keep_measured_k) and the service's stored versions (merged)."""
+    return k_given_at if k_given_at and k_now != k_given_at else None
+
+
 def _keep_measured_k(values: dict, sources: dict, measured: tuple[int, str] | None) -> None:
     """A higher layer (a flag, `speedup -k 2,3,4`, `Request.replace`) that changes k and leaves the mean accepted length
     as it was: the mean stays measured at the k it was given beside. `plan FILE -k 2` of a file at k = 3 with a mean of
@@ -486,8 +493,9 @@ def _keep_measured_k(values: dict, sources: dict, measured: tuple[int, str] | No
     if measured is None or values.get("measured_at_k") is not None:
         return
     k, source = measured
-    if sources.get("mean_accepted_length") == source and values.get("num_speculative_tokens") != k:
-        values["measured_at_k"] = field_value("measured_at_k", k, None)
+    at = kept_mean_measured_at(k, values.get("num_speculative_tokens"))
+    if sources.get("mean_accepted_length") == source and at is not None:
+        values["measured_at_k"] = field_value("measured_at_k", at, None)
         sources["measured_at_k"] = source
 
 

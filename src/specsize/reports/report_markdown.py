@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..planner.report import ReportData
 from . import markdown
+from .rows import best_k_text
 
 
 def render(data: ReportData) -> str:
@@ -19,7 +20,7 @@ def render(data: ReportData) -> str:
                   "|---|" + "---|" * (len(ks) + 1)]
         for b in batches:
             lines.append(f"| {b} | " + " | ".join(f"{lookup[(b, k)].speedup:.2f}x" for k in ks)
-                         + f" | {'none' if t.best_k[b] is None else t.best_k[b]} |")
+                         + f" | {best_k_text(t.best_k[b], cell=True)} |")
         cross = ", ".join(f"k={k}: {'none' if b is None else b}" for k, b in t.crossover_batch.items())
         lines += ["", f"First batch in this table with speed-up < 1 (the crossover lies at or below it): {cross}", ""]
     elif data.speedup_note:

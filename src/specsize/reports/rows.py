@@ -17,6 +17,12 @@ VERDICT_WORDS = {"fits": "FITS", "thin": "THIN", "does_not_fit": "DOES NOT FIT"}
 BEST_K_NONE = "none (every k slows decoding)"
 
 
+def best_k_text(k: int | None, cell: bool = False) -> str:
+    """A best k as every report shows it: its number, or none where every k slows decoding (a table's `cell`: the
+    bare word, its column header saying what it is)."""
+    return str(k) if k is not None else ("none" if cell else BEST_K_NONE)
+
+
 def gib(n: int) -> str:
     return f"{n / GiB:,.2f}"
 
@@ -165,7 +171,7 @@ def perf_rows(r: PlanResult) -> list[tuple[str, str, str]]:
         if p.acceptance_source and p.acceptance_source != "user":
             rows.append(("acceptance from", "", p.acceptance_source))
         rows.append(("crossover batch (speed-up < 1)", "", str(p.crossover_batch or "none up to max_num_seqs")))
-        rows.append((f"best k at batch {p.batch_size}", "", BEST_K_NONE if p.best_k is None else str(p.best_k)))
+        rows.append((f"best k at batch {p.batch_size}", "", best_k_text(p.best_k)))
     if p.tpot_slo_s and p.max_concurrency_for_tpot_slo is not None:
         # planner.perf.summarize bisects the TPOT of the server it priced: with speculation where it is priced, else
         # the target's alone, whose figure belongs under "no speculation" (it had been shown as speculation's)

@@ -28,6 +28,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__, api
 from ..core.errors import SpecError, first_repeated
+from ..inputs.load import kept_mean_measured_at
 from . import auth, db, deployments
 from .jobs import JobRunner
 from .requests import EXTRA, build, request_model, search_spec_text, text
@@ -968,11 +969,11 @@ def merged(current: dict, changes: dict, planned_k: int | None = None) -> dict:
     # without measured_at_k as measured at the deployment's k): 2.6 tokens a pass measured at k=3 had been re-read at
     # k=5 as a lower per-token rate (0.642, not 0.717), planning no gain from the longer k, at k=2 as a rate of 0.86,
     # and at k=1 refused, so the ranked fix "lower num_speculative_tokens from 3 to 1" could not be applied
-    k_before = current.get("num_speculative_tokens") or planned_k
-    if "num_speculative_tokens" in changes and changes["num_speculative_tokens"] != k_before \
-            and k_before and "mean_accepted_length" in out and "mean_accepted_length" not in changes \
+    if "num_speculative_tokens" in changes and "mean_accepted_length" in out and "mean_accepted_length" not in changes \
             and out.get("measured_at_k") is None:
-        out["measured_at_k"] = k_before
+        at = kept_mean_measured_at(current.get("num_speculative_tokens") or planned_k, changes["num_speculative_tokens"])
+        if at is not None:
+            out["measured_at_k"] = at
     return out
 
 
