@@ -11,7 +11,7 @@ from ..core.errors import SpecError, first_repeated
 from ..core.memory import AccountingProfile
 from ..core.multimodal import with_images
 from ..core.specs import KV_CACHE_DTYPES, QUANT_NAMES, EngineSettings, GpuSpec, ModelSpec, SpeculativeConfig, Workload
-from ..core.speculation import Acceptance
+from ..core.speculation import Acceptance, SpecMethod
 from ..engines import DEFAULT_ENGINE, resolve_profile
 from ..engines.support import check_model_support
 from ..engines.methods import check_method
@@ -19,7 +19,8 @@ from .fields import FieldInfo, coerce
 from .load import build_request, field_value, model_near, read_yaml_file
 from .request import info
 from ..planner.plan import validate_speculative
-from .resolve import default_draft_tp, proposal_rate_of, refuse_unsharded_draft_tp, speculative_config, workload_of
+from .resolve import (check_mtp_release, default_draft_tp, proposal_rate_of, refuse_unsharded_draft_tp,
+                      speculative_config, workload_of)
 
 
 def _given(data: dict, key: str, default: Any = None) -> Any:
@@ -47,7 +48,7 @@ def _workload(data: Any, target: ModelSpec, base: Path) -> Workload:
     request = build_request({"workload": data}, {}, base=base, where="the search spec")
     return with_images(workload_of(request), target, request.images_per_request, request.image_tokens)
 
-SPEC_KEYS = {"target", "drafters", "ks", "gpus", "tp", "kv_cache_dtypes", "max_num_seqs", "max_model_len",
+SPEC_KEYS = {"target", "drafters", "ks", "gpus", "tp", "pp", "kv_cache_dtypes", "max_num_seqs", "max_model_len",
              "gpu_memory_utilization", "max_num_batched_tokens", "quantization", "workload", "slo", "headroom",
              "gpus_per_node", "finalists", "simulate_seconds", "engine_version", "engine", "name", "description"}
 DRAFTER_KEYS = {"method", "draft", "acceptance_rate", "mean_accepted_length", "measured_at_k", "ks", "label",
@@ -110,6 +111,9 @@ class SearchSpace:
     simulate_seconds: float
     engine_version: str | None
     engine_name: str = "vllm"  # whose accounting the screen follows (the field table's `engine` choices)
+    # pipeline stages a replica may take: more than one spreads a replica wider than a node over whole nodes (TP inside
+    # a node, stages across, as vLLM serves a model too large for one node: planner.placement)
+    pps: tuple[int, ...] = (1,)
 
 
 def _list(data: dict, key: str, default: list) -> list:
@@ -244,6 +248,18 @@ def _engine(data: dict) -> EngineSettings:
                           quantization=None if quantization is None else str(quantization))
 
 
+def _check_drafter_release(engine_name: str, engine_version: str | None, target: ModelSpec,
+                           drafter: DrafterOption) -> None:
+    """A drafter the engine release cannot launch is refused, as a plan refuses it: its method, an MTP drafter for the
+    target's architecture, a draft model's own architecture."""
+    sp = drafter.speculative
+    check_method(engine_name, engine_version, sp.method)
+    if sp.method == SpecMethod.MTP:
+        check_mtp_release(engine_name, engine_version, target)
+    if sp.kind.own_tp and sp.draft is not None:
+        check_model_support(engine_name, engine_version, sp.draft)
+
+
 def read_search_spec(path: str) -> SearchSpace:
     data = read_yaml_file(path, "search")
     unknown = set(data) - SPEC_KEYS
@@ -259,6 +275,7 @@ def read_search_spec(path: str) -> SearchSpace:
     engine_version = None if data.get("engine_version") is None else field_value("engine_version",
                                                                                  data["engine_version"], None)
     tps = _ints(data, "tp", [1, 2, 4, 8], 1, 64)
+    pps = _ints(data, "pp", [1], 1, 64)
     drafters = tuple(_drafter(item, ks, target, engine_name, engine_version, folder)
                      for item in _list(data, "drafters", [{"method": "none"}]))
     # the results, the confirming simulation and the rejected families name a drafter by its label: two alike would be
@@ -284,15 +301,13 @@ def read_search_spec(path: str) -> SearchSpace:
     if not data.get("workload"):
         raise SpecError("workload", "a search needs the workload envelope", "prompt_tokens, output_tokens, concurrency")
     max_num_seqs = _ints(data, "max_num_seqs", [64, 128, 256], 1, 1 << 16)
-    size = len(tps) * len(kv) * len(max_num_seqs) * sum(len(g.counts) for g in gpus) * sum(len(d.ks) for d in drafters)
+    size = len(tps) * len(pps) * len(kv) * len(max_num_seqs) * sum(len(g.counts) for g in gpus) * sum(len(d.ks) for d in drafters)
     if size > MAX_CONFIGURATIONS:
         raise SpecError("search", f"the space holds {size:,} configurations; at most {MAX_CONFIGURATIONS:,} are "
                         "screened", "fewer values per axis")
     check_model_support(engine_name, engine_version, target)  # a release that cannot load it: refused, as a plan
-    for drafter in drafters:  # a method the engine release cannot launch: refused, as a plan refuses it
-        check_method(engine_name, engine_version, drafter.speculative.method)
-        if drafter.speculative.kind.own_tp and drafter.speculative.draft is not None:
-            check_model_support(engine_name, engine_version, drafter.speculative.draft)
+    for drafter in drafters:
+        _check_drafter_release(engine_name, engine_version, target, drafter)
     finalists = coerce("finalists", FieldInfo(doc="", kind="int", group="analysis", minimum=1, maximum=100),
                        _given(data, "finalists", 3))
     simulate_seconds = _float(data, "simulate_seconds", 120.0, minimum=0, maximum=3600, exclusive_minimum=True)
@@ -301,7 +316,7 @@ def read_search_spec(path: str) -> SearchSpace:
                         f"{10 * finalists * simulate_seconds:,.0f} s of simulated time to confirm them",
                         f"finalists x simulate_seconds <= {MAX_CONFIRMING_S:,} (e.g. 3 x 120 s, 2 x 3600 s)")
     return SearchSpace(
-        name=str(data.get("name") or path), target=target, drafters=drafters, gpus=gpus, tps=tps,
+        name=str(data.get("name") or path), target=target, drafters=drafters, gpus=gpus, tps=tps, pps=pps,
         kv_cache_dtypes=kv, max_num_seqs=max_num_seqs, engine=_engine(data), workload=_workload(data["workload"], target, folder),
         slo=_slo(data), headroom=_float(data, "headroom", 0.2, minimum=0, maximum=0.99),
         gpus_per_node=coerce("gpus_per_node", info("gpus_per_node"), _given(data, "gpus_per_node", 8)),

@@ -60,9 +60,13 @@ def analyse_plan(result: PlanResult, profile: AccountingProfile, efficiency=None
 def _multi_node_warnings(placement, commands: tuple) -> tuple[str, ...]:
     """How a replica whose pipeline stages span nodes (placement.place) is launched: the emitted command starts one
     node's ranks only. vLLM: a Ray cluster over the replica's nodes, the command run on its head node (vLLM's
-    distributed-serving guide, "Multi-node deployment": the same command, ray start --head / --address on the nodes);
-    SGLang: the command on every node with --nnodes, --node-rank and --dist-init-addr (python/sglang/srt/server_args.py,
-    ServerArgs: nnodes, node_rank, dist_init_addr)."""
+    distributed-serving guide, "Multi-node deployment": the same command, ray start --head / --address on the nodes)
+    with --distributed-executor-backend ray: up to 0.11.0 vLLM picked Ray itself where the world size exceeds the node's
+    GPUs, from 0.11.1 it refuses to ("Tensor parallel size (16) cannot be larger than the number of available GPUs
+    (8)"; from 0.13 "World size (16) is larger than the number of available GPUs (8) in this node ... set
+    '--distributed-executor-backend ray'": config/parallel.py ParallelConfig.__post_init__), and the flag names Ray on
+    every release; SGLang: the command on every node with --nnodes, --node-rank and --dist-init-addr
+    (python/sglang/srt/server_args.py, ServerArgs: nnodes, node_rank, dist_init_addr)."""
     if placement is None or placement.nodes_per_replica <= 1:
         return ()
     n = placement.nodes_per_replica
@@ -71,7 +75,8 @@ def _multi_node_warnings(placement, commands: tuple) -> tuple[str, ...]:
         if command.engine == "vllm":
             out.append(f"a replica spans {n} nodes: the vllm command starts it only from a Ray cluster over those "
                        "nodes (`ray start --head` on one, `ray start --address=<head>:6379` on the others), run on the "
-                       "head node")
+                       "head node with --distributed-executor-backend ray added (vLLM 0.11.1 and later refuse a world "
+                       "size larger than the node's GPUs without it)")
         else:
             out.append(f"a replica spans {n} nodes: run the sglang command on each of them with --nnodes {n} "
                        f"--node-rank <0..{n - 1}> --dist-init-addr <node 0>:<port>")

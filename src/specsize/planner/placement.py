@@ -108,7 +108,8 @@ def layout_problem(tp: int, pp: int, gpus_per_node: int) -> tuple[str, str, str]
         return None
     if tp > gpus_per_node:
         return ("tp", f"a TP group of {tp} spans nodes of {gpus_per_node} GPUs: its all-reduce would cross the network "
-                "on every layer", f"at most gpus_per_node ({gpus_per_node}), with pipeline stages (pp) across nodes, "
+                "on every layer, which the performance model does not price (it prices NVLink-class links inside a "
+                "node)", f"at most gpus_per_node ({gpus_per_node}), with pipeline stages (pp) across nodes, "
                 "as vLLM's multi-node guide lays a large model out")
     if gpus_per_node % tp or per_instance % gpus_per_node:
         whole = [p for p in range(2, 65) if tp * p % gpus_per_node == 0 and gpus_per_node % tp == 0][:3]
@@ -226,22 +227,26 @@ def place(result: PlanResult, profile: AccountingProfile, gpus_per_node: int = 8
         lost = sum(sorted(layout, reverse=True)[:spare])
     failover = None
     if spare > 0:  # a replica restarts on its node, compile cache and all; a node is replaced by one without
+        cause = "" if unit != "node" or spans <= 1 else (
+            f"a failed node takes down the whole replica it holds stages of ({spans} nodes a replica): " if spare == 1
+            else f"{spare} failed nodes of {len(layout)} take down a whole replica each at worst ({spans} nodes a "
+                 "replica): ")
         failover = _failover(result, profile, replicas, lost, st, efficiency, acceptance, ttft_slo_s,
-                             warm_cache and unit == "replica")
+                             warm_cache and unit == "replica", cause)
     return Placement(gpus_per_node=gpus_per_node, nodes=len(layout), replicas_per_node=tuple(layout),
                      failover=failover, storage=st, nodes_per_replica=spans, gpus_used_per_node=tuple(used),
                      layout=text)
 
 
 def _failover(result: PlanResult, profile: AccountingProfile, replicas: int, lost: int, st: Storage, efficiency,
-              acceptance, ttft_slo_s: float | None, warm_cache: bool) -> Failover:
+              acceptance, ttft_slo_s: float | None, warm_cache: bool, cause: str = "") -> Failover:
     d, w = result.deployment, result.workload
     survivors = replicas - lost
     restart = st.cold_start_cached_s if warm_cache else st.cold_start_s
     if survivors <= 0:
         return Failover(replicas, lost, 0, 0, "does_not_fit", -math.inf, None, restart, math.inf, math.inf,
                         False if ttft_slo_s else None,
-                        f"with {lost} of {replicas} replicas down nothing serves for {restart:.0f} s")
+                        f"{cause}with {lost} of {replicas} replicas down nothing serves for {restart:.0f} s")
     per_survivor = math.ceil(w.concurrency / survivors)  # the workload's concurrency is the total
     survivors_only = replace(d, num_gpus=survivors * d.gpus_per_instance)
     after = plan(survivors_only, w, profile, result.verdict.headroom_policy, efficiency=efficiency,
@@ -276,7 +281,7 @@ def _failover(result: PlanResult, profile: AccountingProfile, replicas: int, los
         added_wait = backlog / served if served > 0 else math.inf
     within = None if ttft_slo_s is None or math.isnan(added_wait) else added_wait <= ttft_slo_s
     headroom = after.verdict.worst_case.headroom_fraction
-    sentence = (f"with {lost} of {replicas} replicas down, each of {survivors} survivors takes {per_survivor} "
+    sentence = (f"{cause}with {lost} of {replicas} replicas down, each of {survivors} survivors takes {per_survivor} "
                 f"concurrent requests: {after.verdict.verdict}, headroom "
                 f"{headroom_text(headroom, after.verdict.headroom_policy)}"
                 + (f", TPOT {tpot * 1e3:.1f} ms" if tpot else "")

@@ -15,6 +15,7 @@ from ..core.specs import (QUANTIZED_AT_LOAD, Deployment, ModelSpec, SpeculativeC
 from ..core.speculation import Acceptance, SpecMethod, Tree
 from ..core.traffic import decode_context, replica_share
 from ..core.units import GiB
+from ..core.weights import pp_stages
 from .perf import summarize, thin_gain, thin_gain_text
 from .result import PlanResult
 
@@ -43,6 +44,28 @@ def _validate_parallelism(d: Deployment) -> None:
     if d.num_gpus is not None and (d.num_gpus < d.gpus_per_instance or d.num_gpus % d.gpus_per_instance):
         raise SpecError("gpus", f"{d.num_gpus} GPUs are not a whole number of instances of tp x pp = "
                         f"{d.gpus_per_instance}", f"a multiple of {d.gpus_per_instance}")
+    layers = d.target.num_layers
+    if d.pp > layers > 0:
+        # vLLM's get_pp_indices (distributed/utils.py) hands n // pp = 0 layers to every stage and the remainder one
+        # apiece from the stage before the last backwards: pp - n stages hold no layer. Such a worker has no KV cache
+        # spec, v1/core/kv_cache_utils.py get_kv_cache_config_from_groups gives it num_blocks = 1 ("Attention free"),
+        # and get_kv_cache_configs cuts every worker to the smallest count: a pool of one block. SGLang's
+        # get_pp_indices (srt/distributed/utils.py) leaves stages empty too: the first pp - n from 0.5.6, every stage
+        # but the last before it (n // pp layers each, the rest to the last)
+        raise SpecError("pp", f"{d.pp} pipeline stages for the {layers} layers of {d.target.model_id}: {d.pp - layers} "
+                        "stage(s) would hold no layer (the engines split whole layers between stages)",
+                        f"at most {layers}")
+    if d.pp > 1 and d.target.mixers and "none" in d.target.mixers:
+        # a hybrid's MLP-only layers (Nemotron-H's '-') hold no cache: a stage of only those is a worker without a KV
+        # cache spec, cut to one block like an empty one (vLLM's split, core.weights.pp_stages)
+        bare = [i for i, ids in enumerate(pp_stages(layers, d.pp)) if all(d.target.mixer(j) == "none" for j in ids)]
+        if bare:
+            fits = [p for p in range(d.pp - 1, 0, -1) if not any(
+                all(d.target.mixer(j) == "none" for j in ids) for ids in pp_stages(layers, p))][:1]
+            raise SpecError("pp", f"{d.pp} pipeline stages for {d.target.model_id}: stage {bare[0]} holds only MLP "
+                            "layers, no attention or state layer, so its worker has no KV cache and the engine cuts "
+                            "every stage's pool to one block", "a pp whose every stage holds an attention or state "
+                            "layer" + (f" (e.g. {fits[0]})" if fits else ""))
     heads = d.target.num_attention_heads
     if heads % d.tp:
         raise SpecError("tp", f"{d.tp} does not divide the target's {heads} attention heads",

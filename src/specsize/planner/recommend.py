@@ -165,6 +165,17 @@ def _capacity_changes(d: Deployment, w: Workload, gpus_per_node: int = 8) -> lis
         out.append(("higher_tp", f"double tensor parallelism to TP={d.tp * 2} ({extra} more GPUs)",
                     replace(d, tp=d.tp * 2, num_gpus=(d.num_gpus or d.gpus_per_instance) * 2, speculative=doubled),
                     w, extra, ""))
+    elif d.pp * 2 <= d.target.num_layers and layout_problem(d.tp, d.pp * 2, gpus_per_node) is None:
+        # TP cannot double inside a node (a TP group wider than a node is refused): twice the pipeline stages, on whole
+        # nodes where they no longer fit one, each holding half the layers - vLLM's multi-node layout (TP = GPUs per
+        # node, PP = nodes) for a model too large for one node
+        extra = d.tp * d.pp * d.replicas
+        stages = replace(d, pp=d.pp * 2, num_gpus=(d.num_gpus or d.gpus_per_instance) * 2)
+        per_instance = stages.gpus_per_instance
+        where = (f", each replica on {-(-per_instance // gpus_per_node)} nodes of {gpus_per_node} GPUs"
+                 if per_instance > gpus_per_node else "")
+        out.append(("higher_pp", f"double pipeline parallelism to PP={d.pp * 2} ({extra} more GPUs{where})", stages,
+                    w, extra, ""))
     replicas = d.replicas
     more = replace(d, num_gpus=(replicas + 1) * d.gpus_per_instance)
     out.append(("add_replica", f"add a replica ({d.gpus_per_instance} more GPUs): {replicas + 1} replicas share the "
@@ -322,6 +333,9 @@ def _changes(d: Deployment, nd: Deployment, w: Workload, nw: Workload) -> dict:
     if nd.tp != d.tp:
         out["tp"] = nd.tp
         out["gpus"] = nd.num_gpus
-    if nd.num_gpus != d.num_gpus and nd.tp == d.tp:
+    if nd.pp != d.pp:
+        out["pp"] = nd.pp
+        out["gpus"] = nd.num_gpus
+    if nd.num_gpus != d.num_gpus and nd.tp == d.tp and nd.pp == d.pp:
         out["gpus"] = nd.num_gpus
     return out

@@ -1,4 +1,4 @@
-"""Work back from the SLO: search GPU type x count x TP x replicas x drafter x k x KV dtype x max_num_seqs.
+"""Work back from the SLO: search GPU type x count x TP x PP x replicas x drafter x k x KV dtype x max_num_seqs.
 
 Analytic screen of every configuration (memory account, worst-case envelope, TPOT and TTFT from the
 performance model), then the Pareto front of cost vs headroom vs throughput, the cheapest configuration that
@@ -21,6 +21,7 @@ from ..core.speculation import Acceptance, Tree
 from ..core.traffic import decode_context, peak_concurrency, replica_share, shared_prefill_rate
 from ..engines.methods import draft_tp_problem
 from .perf import costs_for, pass_tokens
+from .placement import layout_problem
 from .plan import validate
 
 STATUS_ORDER = ("ok", "thin", "misses_tpot", "misses_ttft", "misses_throughput", "does_not_fit")
@@ -49,6 +50,7 @@ class Candidate:
     confirmed: bool | None = None
     simulation: dict | None = None
     kv_cache_bytes: int = 0  # what the engine hands the KV pool per GPU (<= 0: short of starting, by that much)
+    pp: int = 1  # pipeline stages of a replica: tp x pp GPUs, on whole nodes where wider than one (placement)
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,14 @@ def _tp_problem(target, tp: int, gpus: int, per_node: int) -> str | None:
     return None
 
 
+def _pp_problem(target, tp: int, pp: int, gpus: int, per_node: int) -> str | None:
+    """Why replicas of TP `tp` x PP `pp` on `gpus` GPUs are no configuration of the space (None: they are one); the
+    stages the model's layers allow are plan.validate's to refuse (_checked_account)."""
+    if gpus % (tp * pp):
+        return f"TP {tp} x PP {pp} = {tp * pp} GPUs a replica does not divide {gpus} GPUs"
+    placed = layout_problem(tp, pp, per_node)  # a replica wider than a node: whole nodes of whole TP groups
+    return placed[1] if placed is not None else None
+
 
 def screen(space, profile: AccountingProfile, efficiency_for,
            reasons: dict[str, list] | None = None) -> tuple[list[Candidate], int]:
@@ -112,13 +122,16 @@ def screen(space, profile: AccountingProfile, efficiency_for,
         eff = efficiency_for(gpu)
         unit = "$/h" if option.price_per_hour is not None else "GPUs"
         for count in option.counts:
-            for tp in space.tps:
-                problem = _tp_problem(space.target, tp, count, space.gpus_per_node)
+            for tp, pp in ((tp, pp) for tp in space.tps for pp in space.pps):
+                problem = _tp_problem(space.target, tp, count if pp == 1 else tp, space.gpus_per_node)
+                field = "tp"
+                if problem is None and pp > 1:
+                    problem, field = _pp_problem(space.target, tp, pp, count, space.gpus_per_node), "pp"
                 if problem is not None:
                     skipped += 1
-                    skip("tp", problem)
+                    skip(field, problem)
                     continue
-                replicas = count // tp
+                replicas = count // (tp * pp)
                 per_replica = replace(w, concurrency=replica_share(w.concurrency, replicas))
                 for index, drafter in enumerate(space.drafters):
                     given = drafter.acceptance
@@ -130,9 +143,9 @@ def screen(space, profile: AccountingProfile, efficiency_for,
                         acceptance = Acceptance(rate=given.per_token(k)) if given is not None else None
                         spec = drafter.at(k, tp)
                         for kv, mns, engine in engines:
-                            d = Deployment(target=space.target, gpu=gpu, speculative=spec, tp=tp, num_gpus=count,
-                                           engine=engine)
-                            instance = (id(option), tp, index, k, kv, mns)
+                            d = Deployment(target=space.target, gpu=gpu, speculative=spec, tp=tp, pp=pp,
+                                           num_gpus=count, engine=engine)
+                            instance = (id(option), tp, index, k, kv, mns, pp)
                             mem = accounts.get(instance)
                             if mem is None:
                                 mem = accounts[instance] = _checked_account(d, per_replica, policy,
@@ -147,7 +160,7 @@ def screen(space, profile: AccountingProfile, efficiency_for,
                             out.append(_judge(d, mem, per_replica, policy, slo, eff, acceptance, k, replicas, ctx,
                                               peak_total, costs_cache, (index, drafter.label), cost, unit))
     if not out:
-        _nothing_to_screen(space, refused)
+        _nothing_to_screen(space, refused, why)
     return out, skipped
 
 
@@ -178,12 +191,18 @@ def _checked_account(d: Deployment, w, policy: float, profile: AccountingProfile
         return err
 
 
-def _nothing_to_screen(space, refused: SpecError | None) -> None:
+def _nothing_to_screen(space, refused: SpecError | None, why: dict | None = None) -> None:
     """A space with no configuration to judge is a bad spec, not a space where nothing meets the SLO."""
     if refused is not None:
         raise SpecError(refused.field, f"no configuration of the space can start: {refused.problem}", refused.accepted)
     t = space.target
     counts = sorted({c for option in space.gpus for c in option.counts})
+    staged, sharded = (why or {}).get("pp"), (why or {}).get("tp")
+    if staged:  # pipeline stages were asked for: say why they were left, not only what TP does
+        raise SpecError("pp", f"no TP x PP of tp {list(space.tps)} x pp {list(space.pps)} lays {t.model_id} out on a "
+                        f"GPU count of {counts} (nodes of {space.gpus_per_node} GPUs): {staged[1]}"
+                        + (f"; {sharded[1]}" if sharded else ""),
+                        "GPU counts that are multiples of tp x pp, and pp at most the model's layers")
     heads = f"{t.num_attention_heads} attention heads" + ("" if t.mla is not None else f", {t.num_kv_heads} KV heads")
     raise SpecError("tp", f"no value of {list(space.tps)} shards {t.model_id} ({heads}) over a GPU count of "
                     f"{counts} within gpus_per_node={space.gpus_per_node}",
@@ -196,7 +215,7 @@ def _step_times(d, mem, eff, acceptance, k, drafter, batch, ctx, prompt, cache):
     a CUDA graph, and the times are pure in (costs, shape), so configurations that differ in GPU count or
     max_num_seqs alone share them."""
     s = mem.settings
-    key = (d.gpu.gpu_id, d.tp, drafter, k, d.engine.kv_cache_dtype, s.graph_max_tokens)
+    key = (d.gpu.gpu_id, d.tp, d.pp, drafter, k, d.engine.kv_cache_dtype, s.graph_max_tokens)
     costs = cache.get(key)
     if costs is None:
         costs = cache[key] = costs_for(d, mem, eff, k, Tree())
@@ -217,7 +236,7 @@ def _judge(d, mem, w, policy, slo, eff, acceptance, k, replicas, ctx, peak_total
     s = mem.settings
     verdict = evaluate(mem, w, policy, detail=False)
     headroom = verdict.worst_case.headroom_fraction
-    base = dict(gpu=d.gpu.gpu_id, gpus=d.num_gpus, tp=d.tp, replicas=replicas, drafter=drafter[1],
+    base = dict(gpu=d.gpu.gpu_id, gpus=d.num_gpus, tp=d.tp, pp=d.pp, replicas=replicas, drafter=drafter[1],
                 method=d.speculative.method, k=k, kv_cache_dtype=d.engine.kv_cache_dtype, max_num_seqs=s.max_num_seqs,
                 headroom=headroom, cost=cost, cost_unit=unit, kv_cache_tokens=mem.kv_cache_tokens,
                 kv_cache_bytes=mem.kv_cache_bytes)
@@ -327,7 +346,7 @@ def rejected_families(cands: list[Candidate], slo=None) -> list[dict]:
         best = min(members, key=lambda c: (STATUS_ORDER.index(c.status), _overshoot(c, slo) if c.status in
                                            ("misses_tpot", "misses_ttft") else 0.0, -c.headroom, -c.kv_cache_bytes))
         out.append({"gpu": gpu, "drafter": drafter, "status": best.status, "configurations": len(members),
-                    "why": f"closest: {best.gpus} GPUs, TP={best.tp}, k={best.k}, kv={best.kv_cache_dtype}, "
+                    "why": f"closest: {best.gpus} GPUs, TP={best.tp}{f' PP={best.pp}' if best.pp > 1 else ''}, k={best.k}, kv={best.kv_cache_dtype}, "
                            f"max_num_seqs={best.max_num_seqs}: {best.reason}"})
     return out
 
@@ -381,7 +400,7 @@ def _confirm_in_order(ok: list[Candidate], confirm, wanted: int) -> tuple[list[C
     for c in ok:
         if len(confirmed_list) >= wanted or runs >= 10 * max(1, wanted):
             break
-        group = (c.gpu, c.gpus, c.tp, c.drafter, c.kv_cache_dtype)
+        group = (c.gpu, c.gpus, c.tp, c.pp, c.drafter, c.kv_cache_dtype)
         if (*group, c.k) in rejected or (*group, c.k) in seen_confirmed or rejected_per_group.get(group, 0) >= 2:
             continue  # a neighbour (another max_num_seqs) of one already judged: the same verdict, not a new finalist
         confirmed, summary = confirm(c)
@@ -398,8 +417,8 @@ def _confirm_in_order(ok: list[Candidate], confirm, wanted: int) -> tuple[list[C
 
 def _baseline(cands: list[Candidate], best: Candidate, confirm) -> Candidate | None:
     """The cheapest configuration's hardware without speculation, simulated too: what speculation buys."""
-    same = [c for c in cands if c.method == "none" and (c.gpu, c.gpus, c.tp, c.kv_cache_dtype, c.max_num_seqs)
-            == (best.gpu, best.gpus, best.tp, best.kv_cache_dtype, best.max_num_seqs)]
+    same = [c for c in cands if c.method == "none" and (c.gpu, c.gpus, c.tp, c.pp, c.kv_cache_dtype, c.max_num_seqs)
+            == (best.gpu, best.gpus, best.tp, best.pp, best.kv_cache_dtype, best.max_num_seqs)]
     if not same:
         return None
     base = same[0]
