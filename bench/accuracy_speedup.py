@@ -81,7 +81,11 @@ def case(row: dict):
 
 
 HELD_OUT = ROOT / "bench" / "data" / "spec_speedups.jsonl"
-GPUS = {"H100": "H100-SXM-80GB", "A100-40GB": "A100-40GB", "RTX PRO 6000 Blackwell": "RTX-PRO-6000-96GB"}
+# rows gathered on 2026-12-07 after every speculation term was set: read by fresh(), never fitted (bench/fit_speedup.py
+# reads published() only)
+FRESH = ROOT / "bench" / "data" / "spec_speedups_s56.jsonl"
+GPUS = {"H100": "H100-SXM-80GB", "A100-40GB": "A100-40GB", "RTX PRO 6000 Blackwell": "RTX-PRO-6000-96GB",
+        "RTX 3090": "RTX-3090-24GB", "MI355X": "MI355X-288GB", "GB200": "GB200-186GB"}
 
 
 def split_of(source: str) -> str:
@@ -103,14 +107,37 @@ def _row_drafter(target, method: str, k: int, draft: str | None = None, proposal
     return SpeculativeConfig(method, standard_head(target, method, k), k)
 
 
+def _row_speedup(row: dict, mean_length: float) -> float:
+    """The predicted speed-up of a published row (bench/data/spec_speedups*.jsonl) at its batch for a mean accepted
+    length measured at the row's k: the engine's newest profile, the row's drafter (`_row_drafter`), its quantization
+    and context (300 where unset: MT-bench), SGLang's tree where topk > 1."""
+    from specsize.core.speculation import Tree
+
+    target = load_model(row["target"])
+    k = int(row["k"])
+    tree = row.get("tree") or {}
+    topk = int(tree.get("topk") or 1)
+    profile = resolve_profile("sglang" if row["engine"].startswith("SGLang") else "vllm")
+    # a row's n-gram proposal rate where it gives one, else the engine's own, as `--method ngram` takes it
+    spec = _row_drafter(target, row["method"], k,
+                        proposal_rate=proposal_rate_of(profile, row["method"], row.get("proposal_rate")))
+    quant = row.get("quantization")
+    d = Deployment(target=target, gpu=load_gpu(GPUS[row["gpu"]]), speculative=spec, tp=int(row["tp"]),
+                   engine=EngineSettings(max_model_len=8192, quantization=quant) if quant
+                   else EngineSettings(max_model_len=8192))
+    acceptance = Acceptance(mean_accepted_length=mean_length, measured_at_k=k)
+    shape = Tree(topk=topk, num_draft_tokens=int(tree["num_draft_tokens"])) if topk > 1 else Tree()
+    table = speedup_table(d, account(d, profile), load_efficiency(d.gpu), acceptance,
+                          [int(row["batch_size"])], [k], int(row.get("context") or 300), shape)
+    return table.rows[0].speedup
+
+
 def published(print_rows: bool = True) -> dict:
     """Published speed-ups with their measured accept length (vLLM and SGLang; chains and trees; dense and MoE
     targets; TP 1-4-8; batch 1-64): bench/data/spec_speedups.jsonl, each row with its source and quote. Rows
     without a catalog drafter use the standard head derived from the target (catalog.configs.standard_head), as
     `--method eagle3` without `--draft` does; `context` is the row's assumed context length (300 where unset:
     MT-bench), `quantization` the target's weights where the source names them."""
-    from specsize.core.speculation import Tree
-
     if not HELD_OUT.exists():
         return {}
     if print_rows:
@@ -121,23 +148,10 @@ def published(print_rows: bool = True) -> dict:
         row = json.loads(line)
         if not row.get("speedup"):
             continue
-        target = load_model(row["target"])
         k = int(row["k"])
+        topk = int((row.get("tree") or {}).get("topk") or 1)
         tree = row.get("tree") or {}
-        topk = int(tree.get("topk") or 1)
-        profile = resolve_profile("sglang" if row["engine"].startswith("SGLang") else "vllm")
-        # a row's n-gram proposal rate where it gives one, else the engine's own, as `--method ngram` takes it
-        spec = _row_drafter(target, row["method"], k,
-                            proposal_rate=proposal_rate_of(profile, row["method"], row.get("proposal_rate")))
-        quant = row.get("quantization")
-        d = Deployment(target=target, gpu=load_gpu(GPUS[row["gpu"]]), speculative=spec, tp=int(row["tp"]),
-                       engine=EngineSettings(max_model_len=8192, quantization=quant) if quant
-                       else EngineSettings(max_model_len=8192))
-        acceptance = Acceptance(mean_accepted_length=row["acceptance"]["mean_length"], measured_at_k=k)
-        shape = Tree(topk=topk, num_draft_tokens=int(tree["num_draft_tokens"])) if topk > 1 else Tree()
-        table = speedup_table(d, account(d, profile), load_efficiency(d.gpu), acceptance,
-                              [int(row["batch_size"])], [k], int(row.get("context") or 300), shape)
-        predicted, observed = table.rows[0].speedup, float(row["speedup"])
+        predicted, observed = _row_speedup(row, row["acceptance"]["mean_length"]), float(row["speedup"])
         split = split_of(row["source"])
         pairs[split].append((predicted, observed))
         side = "" if (predicted >= 1) == (observed >= 1) else "  WRONG SIDE OF 1"
@@ -153,6 +167,66 @@ def published(print_rows: bool = True) -> dict:
                 print(f"{split}: median |error| {statistics.median(errs):.1%} over {len(errs)} rows "
                       f"(max {max(errs):.1%}), on the wrong side of 1: {wrong}")
     return pairs
+
+
+def _solved_length(row: dict) -> tuple[float, bool]:
+    """The mean accepted length (at the row's k) at which the row's predicted speed-up equals its measured one, by
+    bisection over [1, k + 1] (the speed-up rises with the length); False where the measured speed-up lies outside
+    what that range predicts (the nearer end is returned)."""
+    lo, hi = 1.0, float(row["k"]) + 1
+    target = float(row["speedup"])
+    if not _row_speedup(row, lo) <= target <= _row_speedup(row, hi):
+        return (lo if target < _row_speedup(row, lo) else hi), False
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if _row_speedup(row, mid) < target else (lo, mid)
+    return (lo + hi) / 2, True
+
+
+def fresh(print_rows: bool = True) -> dict:
+    """Held-out speed-ups gathered on 2026-12-07 (bench/data/spec_speedups_s56.jsonl, same schema as
+    spec_speedups.jsonl, every row with its source and quote), never fitted: bench/fit_speedup.py reads published()
+    only. A row that publishes its acceptance is predicted with it. A group (`group`) whose rows publish none (the
+    EAGLE-3 paper's batch tables, the vLLM blog's Kimi-K2.6 and MiniMax-M2.5 sweeps) has its mean accepted length
+    solved at its smallest batch, which is printed as the anchor and not scored; its other batches are predicted at
+    that length, so they test how the speed-up moves with batch, not the acceptance (as batch_sweeps() does).
+    Returns {"scored": [(id, predicted, observed)], "anchors": [...]}."""
+    if not FRESH.exists():
+        return {}
+    rows = [json.loads(line) for line in FRESH.read_text().splitlines() if line.strip()]
+    groups: dict[str, list[dict]] = {}
+    for row in rows:
+        groups.setdefault(row.get("group") or row["id"], []).append(row)
+    out: dict = {"scored": [], "anchors": []}
+    if print_rows:
+        print(f"\nfresh held-out rows: {FRESH.relative_to(ROOT)} (none fitted; where a group publishes no acceptance, "
+              "its mean accepted length is solved at its smallest batch: the anchor, not scored)")
+        print(f"{'row':58} {'B':>3} {'k':>2} {'tree':>5} {'AL':>6} {'pred':>6} {'obs':>6} {'error':>8}")
+    for name, members in groups.items():
+        members.sort(key=lambda r: int(r["batch_size"]))
+        published_al = [r for r in members if r.get("acceptance")]
+        length, reached = (None, True) if published_al else _solved_length(members[0])
+        for i, row in enumerate(members):
+            al = row["acceptance"]["mean_length"] if row.get("acceptance") else length
+            predicted, observed = _row_speedup(row, al), float(row["speedup"])
+            anchor = not row.get("acceptance") and i == 0
+            (out["anchors"] if anchor else out["scored"]).append((row["id"], predicted, observed))
+            if print_rows:
+                tree = row.get("tree") or {}
+                shape = f"{tree.get('topk') or 1}/{tree.get('num_draft_tokens') or '-'}"
+                tag = ("  anchor" + ("" if reached else " (unreachable: nearest end)") if anchor
+                       else "  WRONG SIDE OF 1" if (predicted >= 1) != (observed >= 1) else "")
+                solved = "" if row.get("acceptance") else "*"
+                print(f"{row['id'][:58]:58} {row['batch_size']:>3} {row['k']:>2} {shape:>5} {al:5.2f}{solved:1} "
+                      f"{predicted:6.2f} {observed:6.2f} {predicted / observed - 1:+8.1%}{tag}")
+    if print_rows and out["scored"]:
+        errs = [abs(p / o - 1) for _, p, o in out["scored"]]
+        wrong = [rid for rid, p, o in out["scored"] if (p >= 1) != (o >= 1)]
+        bias = statistics.median(p / o - 1 for _, p, o in out["scored"])
+        print(f"fresh held-out (* = length solved at the group's anchor): median |error| {statistics.median(errs):.1%}, "
+              f"bias {bias:+.1%} over {len(errs)} scored rows (max {max(errs):.1%}); on the wrong side of 1: "
+              f"{len(wrong)}{' (' + ', '.join(wrong) + ')' if wrong else ''}")
+    return out
 
 
 def calibration(path: Path) -> tuple[list[dict], list[tuple[str, str]]]:
@@ -347,6 +421,7 @@ def main() -> int:
     print(f"\nmedian |error| {med:.1%} (target <= 15%), max |error| {max(errors):.1%}; "
           f"direction wrong on multi-batch series: {wrong or 'none'} -> {'MET' if med <= 0.15 and not wrong else 'NOT MET'}")
     published()
+    fresh()
     batch_sweeps()
     return 0
 

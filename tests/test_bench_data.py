@@ -116,6 +116,29 @@ def test_every_batch_sweep_row_has_its_source_and_figure_reading():
     assert all(sorted(batches) == [1, 16, 64, 128] for batches in series.values())
 
 
+def test_every_fresh_speedup_row_has_the_published_schema_its_source_and_its_printed_figure():
+    """bench/data/spec_speedups_s56.jsonl (held out, read by accuracy_speedup.fresh()): every row carries every field
+    the rows of spec_speedups.jsonl all carry, a unique id across both files, its source and a quote holding the
+    printed ratio; where both arms' throughputs are printed their ratio is the printed speed-up (to 0.011: the blog's
+    ratios are means over seeds, 162 / 90 = 1.800 printed 1.79); a group without acceptance has batches beyond its
+    anchor; and the fit never reads the file."""
+    data = ROOT / "bench" / "data"
+    old = [json.loads(line) for line in (data / "spec_speedups.jsonl").read_text().splitlines() if line.strip()]
+    new = [json.loads(line) for line in (data / "spec_speedups_s56.jsonl").read_text().splitlines() if line.strip()]
+    common = set.intersection(*(set(row) for row in old))
+    assert len(new) == 42 and len({row["id"] for row in old + new}) == len(old) + len(new)
+    groups: dict = {}
+    for row in new:
+        assert common <= set(row), (row["id"], common - set(row))
+        assert row["source"].startswith("https://") and f"{row['speedup']:.2f}" in row["quote"]
+        if row["baseline"] and row["spec"]:
+            assert abs(row["spec"]["tok_s"] / row["baseline"]["tok_s"] - row["speedup"]) <= 0.011, row["id"]
+        if not row["acceptance"]:
+            groups.setdefault(row["group"], set()).add(row["batch_size"])
+    assert groups and all(len(batches) >= 3 for batches in groups.values())
+    assert "spec_speedups_s56" not in (ROOT / "bench" / "fit_speedup.py").read_text()
+
+
 def test_the_ngram_lookup_replay_proposes_as_vllm_documents_it():
     """bench/ngram_replay.py's lookup, on vLLM's own docstring example (vllm/v1/spec_decode/ngram_proposer.py:
     [1, 2, 3, 4, 2, 3] with n-grams of 2-3 and k = 4 proposes [4, 2, 3], the three tokens left after the match) and
