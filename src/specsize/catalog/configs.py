@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import fields, replace
 
 from typing import Any
 
 from ..core.errors import SpecError
 from ..core.specs import (DERIVED_SOURCE, DTYPE_ALIASES, AttentionKind, AttentionLayer, MLASpec, MixerKind,
                           ModelSpec, MoESpec, Quantization, StateLayer, VisionSpec, derived_label)
+from ..core.weights import GroupedQuantization
 
 REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
 
@@ -171,18 +173,42 @@ def _quant_int(qc: dict, model: str, names: tuple[str, ...], default: int, field
     return value
 
 
-def _compressed_tensors(qc: dict, model: str, unquantized: tuple[str, ...]) -> Quantization | None:
-    """compressed-tensors: the first config group's weight scheme (none: vLLM leaves the weights unquantized)."""
+CT_ACCEPTED = "config_groups: {group: {targets: [...], weights: {num_bits, type, ...}}}, or none (unquantized weights)"
+
+
+def _ct_groups(qc: dict, model: str) -> dict:
+    """compressed-tensors' config_groups as vLLM keeps them (CompressedTensorsConfig.from_config): a group whose one
+    target names an attention module ("LlamaAttention", "...Attention") is dropped - attention quantization rides on
+    the KV cache's - the others kept in their order."""
     groups = qc.get("config_groups") or {}
-    accepted = "config_groups: {group: {weights: {num_bits, type, ...}}}, or none (unquantized weights)"
-    if not isinstance(groups, dict):
-        raise SpecError("quantization_config.config_groups", f"{model}: config_groups {groups!r}", accepted)
-    first_group: Any = next(iter(groups.values()), {})
-    weights = first_group.get("weights") if isinstance(first_group, dict) else "?"
+    if not isinstance(groups, dict) or not all(isinstance(g, dict) for g in groups.values()):
+        raise SpecError("quantization_config.config_groups", f"{model}: config_groups {groups!r}", CT_ACCEPTED)
+    kept = {}
+    for name, group in groups.items():
+        targets = group.get("targets", ["Linear"])
+        if not isinstance(targets, list) or not all(isinstance(t, str) for t in targets):
+            raise SpecError(f"quantization_config.config_groups.{name}.targets", f"{model}: targets {targets!r}",
+                            'a list of module names, class names ("Linear") or "re:" regular expressions')
+        for target in targets:
+            if target.startswith("re:"):
+                try:
+                    re.compile(target[3:])
+                except re.error as err:
+                    raise SpecError(f"quantization_config.config_groups.{name}.targets", f"{model}: {target!r} is "
+                                    f"not a valid regular expression ({err})", '"re:" and a regular expression') from None
+        if len(targets) == 1 and targets[0].endswith("Attention"):
+            continue
+        kept[name] = group
+    return kept
+
+
+def _ct_scheme(group: Any, model: str, unquantized: tuple[str, ...]) -> Quantization | None:
+    """One compressed-tensors config group's weight scheme (none for weights: vLLM leaves its targets unquantized)."""
+    weights = group.get("weights") if isinstance(group, dict) else "?"
     if weights is None:  # no group, or none for weights (sparsity / KV-cache schemes): vLLM leaves them unquantized
         return None
     if not isinstance(weights, dict):
-        raise SpecError("quantization_config.config_groups", f"{model}: a group of {first_group!r}", accepted)
+        raise SpecError("quantization_config.config_groups", f"{model}: a group of {group!r}", CT_ACCEPTED)
     bits = _quant_int(weights, model, ("num_bits",), 8, "config_groups.weights.num_bits", "4 or 8")
     kind = str(weights.get("type", "int"))
     if bits not in (4, 8):
@@ -194,13 +220,14 @@ def _compressed_tensors(qc: dict, model: str, unquantized: tuple[str, ...]) -> Q
     # one per group_size inputs of a row, "block" one per block_structure tile (vLLM's block fp8, 128 x 128)
     strategy = str(weights.get("strategy") or "").lower()
     if bits == 4:
-        group = -1 if strategy == "channel" else _quant_int(weights, model, ("group_size",), 128,
-                                                             "config_groups.weights.group_size", GROUP_ACCEPTED)
-        return Quantization("int4", group_size=group if group > 0 else None,
+        group_size = -1 if strategy == "channel" else _quant_int(weights, model, ("group_size",), 128,
+                                                                  "config_groups.weights.group_size", GROUP_ACCEPTED)
+        return Quantization("int4", group_size=group_size if group_size > 0 else None,
                             has_zeros=not weights.get("symmetric", True), unquantized=unquantized)
     if kind != "float" and strategy == "group":  # W8A16 with groups: fp16 scales per group, as GPTQ's
-        group = _quant_int(weights, model, ("group_size",), 128, "config_groups.weights.group_size", GROUP_ACCEPTED)
-        return Quantization("int8", group_size=group if group > 0 else None,
+        group_size = _quant_int(weights, model, ("group_size",), 128, "config_groups.weights.group_size",
+                                GROUP_ACCEPTED)
+        return Quantization("int8", group_size=group_size if group_size > 0 else None,
                             has_zeros=not weights.get("symmetric", True), unquantized=unquantized)
     block = weights.get("block_structure") if strategy == "block" else None
     if block is not None and not (isinstance(block, list) and len(block) == 2 and all(
@@ -209,6 +236,135 @@ def _compressed_tensors(qc: dict, model: str, unquantized: tuple[str, ...]) -> Q
                         f"{model}: must be two positive integers, got {block!r}", "e.g. [128, 128]")
     return Quantization("fp8" if kind == "float" else "int8", block=tuple(block) if block else None,
                         unquantized=unquantized)
+
+
+def _compressed_tensors(qc: dict, model: str, unquantized: tuple[str, ...]) -> Quantization | None:
+    """compressed-tensors: the first config group's weight scheme, every group checked (none: vLLM leaves the weights
+    unquantized). Where the groups give a model's layers different schemes, compressed_tensors_layers reads each
+    layer's (catalog.configs._build_spec)."""
+    groups = _ct_groups(qc, model)
+    schemes = [_ct_scheme(g, model, unquantized) for g in groups.values()]
+    return schemes[0] if schemes else None
+
+
+# vLLM's linear modules of a decoder layer, as compressed-tensors matches them (layer name, class name, the checkpoint
+# shards a fused module is made of): llama.py / qwen2.py LlamaAttention (QKVParallelLinear qkv_proj, RowParallelLinear
+# o_proj), LlamaMLP (MergedColumnParallelLinear gate_up_proj, RowParallelLinear down_proj), deepseek_v2.py's MLA
+_CT_ATTENTION = (("self_attn.qkv_proj", "QKVParallelLinear", ("q_proj", "k_proj", "v_proj")),
+                 ("self_attn.o_proj", "RowParallelLinear", ()))
+_CT_MLA = (("self_attn.q_a_proj", "ReplicatedLinear", ()), ("self_attn.q_b_proj", "ColumnParallelLinear", ()),
+           ("self_attn.kv_a_proj_with_mqa", "ReplicatedLinear", ()),
+           ("self_attn.kv_b_proj", "ColumnParallelLinear", ()), ("self_attn.o_proj", "RowParallelLinear", ()))
+_CT_MLA_NO_Q_LORA = (("self_attn.q_proj", "ColumnParallelLinear", ()),) + _CT_MLA[2:]
+_CT_MLP = (("mlp.gate_up_proj", "MergedColumnParallelLinear", ("gate_proj", "up_proj")),
+           ("mlp.down_proj", "RowParallelLinear", ()))
+
+
+def _ct_match(value: str, target: str, contains: bool = False) -> bool:
+    """vLLM's is_equal_or_regex_match (quantization/utils/config_utils.py): "re:" a regular expression matched from the
+    start, else the same name, or with `contains` (class names) the target inside the value, case aside."""
+    if target.startswith("re:"):
+        return re.match(target[3:], value) is not None
+    return target.lower() in value.lower() if contains else target == value
+
+
+def _ct_target(name: str, class_name: str, shards: tuple[str, ...], targets: list[str]) -> str | None:
+    """The target a module takes, as vLLM's find_matched_target looks (compressed_tensors/utils.py): the first target
+    matching its name; else, for a fused module, the first shard's where every shard matches one; else the first
+    matching its class name."""
+    found = next((t for t in targets if _ct_match(name, t)), None)
+    if found is None and shards:
+        prefix = name[:name.rfind(".") + 1]
+        per_shard = [next((t for t in targets if _ct_match(prefix + s, t)), None) for s in shards]
+        found = per_shard[0] if all(per_shard) else None
+    return found if found is not None else next((t for t in targets if _ct_match(class_name, t, True)), None)
+
+
+CT_FIELD = "quantization_config.config_groups"
+
+
+def _ct_block(model: str, layer: int, modules: tuple[tuple[str, str, tuple[str, ...]], ...], what: str,
+              scheme_of: dict[str, Quantization | None]) -> Quantization | None:
+    """The one scheme a layer's block of modules takes (compressed_tensors_layers), refused where they differ."""
+    found = {name: _ct_target(f"model.layers.{layer}.{name}", cls, shards, list(scheme_of))
+             for name, cls, shards in modules}
+    chosen = {scheme_of[t] if t is not None else None for t in found.values()}
+    if len(chosen) > 1:
+        raise SpecError(CT_FIELD, f"{model}: layer {layer}'s {what} modules take different schemes ("
+                        + ", ".join(f"{n}: {t or 'none'}" for n, t in found.items())
+                        + "); specsize sizes an attention or MLP block in one scheme",
+                        "config groups that give each layer's attention, and each layer's MLP, one scheme")
+    return chosen.pop()
+
+
+def _ct_moe_block(model: str, layer: int, scheme_of: dict[str, Quantization | None],
+                  shared: str) -> Quantization | None:
+    """An MoE layer's scheme: its routed experts' - the first expert's gate, up and down projections, "Linear" standing
+    for the fused experts module too (_add_fused_moe_to_target_scheme_map) - with its shared experts (`shared`: their
+    module name, "" without) in the same scheme or left unquantized (Quantization.experts_only)."""
+    with_experts = dict(scheme_of)
+    if "Linear" in with_experts and "RoutedExperts" not in with_experts:
+        with_experts["RoutedExperts"] = with_experts["Linear"]
+    experts = _ct_block(model, layer, tuple((f"mlp.experts.0.{p}", "RoutedExperts", ()) for p in
+                                            ("gate_proj", "up_proj", "down_proj")), "routed experts'", with_experts)
+    if not shared:
+        return experts
+    common = _ct_block(model, layer, tuple((f"mlp.{shared}.{n}", c, s) for n, c, s in _CT_MLP), "shared experts'",
+                       scheme_of)
+    if common is None and experts is not None:
+        return replace(experts, experts_only=True)
+    if common != experts:
+        raise SpecError(CT_FIELD, f"{model}: layer {layer}'s routed experts take {experts} and its shared experts "
+                        f"{common}; specsize sizes an MoE block in one scheme",
+                        "one scheme for a layer's routed and shared experts, or the shared ones ignored")
+    return experts
+
+
+def compressed_tensors_layers(qc: dict, declared: Quantization | None, model: str, n_layers: int,
+                              moe: MoESpec | None, mla: MLASpec | None, model_type: str,
+                              hybrid: bool) -> Quantization | None:
+    """A compressed-tensors checkpoint's scheme for each decoder layer's attention and MLP, by the config group whose
+    targets match its modules as vLLM 0.32's CompressedTensorsConfig.get_scheme_dict matches them (every target of
+    every group in one map, in order, a target named again taking the later group's scheme; a module no target
+    matches is unquantized - UnquantizedLinearMethod). The ignore list stays Quantization.unquantized's, read per
+    layer by core.weights. `declared`: the first group's (parse_quantization), kept where every layer takes it.
+
+    A routed-experts module takes the scheme of its first expert's gate, up and down projections, which must agree
+    (compressed_tensors_moe.py get_moe_method: "All MoE projections need to have same quantization scheme"), "Linear"
+    standing for it too (_add_fused_moe_to_target_scheme_map). specsize sizes an attention block and an MLP block in
+    one scheme each: a block whose modules take different ones (q/k/v 8-bit, o_proj 4-bit) is refused by name."""
+    groups = _ct_groups(qc, model)
+    scheme_of: dict[str, Quantization | None] = {}
+    for group in groups.values():
+        scheme = _ct_scheme(group, model, declared.unquantized if declared else ())
+        for target in group.get("targets", ["Linear"]):
+            scheme_of[target] = scheme
+    if not scheme_of:
+        return declared
+    attention = (_CT_MLA if mla.q_lora_rank else _CT_MLA_NO_Q_LORA) if mla is not None else _CT_ATTENTION
+    shared = "shared_expert" if model_type == "qwen2_moe" else "shared_experts"
+    table = []
+    for layer in range(n_layers):
+        attn = _ct_block(model, layer, attention, "attention", scheme_of)
+        if moe is not None and layer in moe.moe_layers:
+            mlp = _ct_moe_block(model, layer, scheme_of, shared if moe.num_shared_experts else "")
+        else:
+            mlp = _ct_block(model, layer, _CT_MLP, "MLP", scheme_of)
+        table.append((attn, mlp))
+    if all(pair == (declared, declared) for pair in table):
+        return declared
+    if hybrid:
+        raise SpecError(CT_FIELD, f"{model}: the config groups give its layers different schemes, which specsize does not "
+                        "model for a hybrid (state-space / linear-attention) model", "one scheme for every layer")
+    used = [s for pair in table for s in pair if s is not None]
+    if not used:
+        return None
+    # the scheme standing for the model where one is read (core.perf's compute path, the routed experts' bytes a step
+    # reads): the one most layers' MLPs (routed experts) take - the bulk of a layer's weights - else their attention's
+    mlps = [replace(mlp, experts_only=False) for _, mlp in table if mlp is not None] or used
+    base = max(mlps, key=mlps.count)
+    return GroupedQuantization(**{f.name: getattr(base, f.name) for f in fields(base)},
+                               layer_schemes=tuple(table))
 
 
 def parse_quantization(qc: dict | None, is_moe: bool, model: str) -> Quantization | None:
@@ -248,8 +404,44 @@ def parse_quantization(qc: dict | None, is_moe: bool, model: str) -> Quantizatio
                             kv_cache_dtype=_modelopt_kv_dtype(qc, nested))
     if method == "compressed-tensors":
         return _compressed_tensors(qc, model, unquantized)
+    if method == "bitsandbytes":
+        return _bitsandbytes(qc, is_moe, model)
     raise SpecError("quantization_config.quant_method", f"{model}: quantization {method!r} is not supported",
-                    "fp8, fbgemm_fp8, awq, gptq, compressed-tensors, mxfp4, modelopt (fp8/nvfp4)")
+                    "fp8, fbgemm_fp8, awq, gptq, compressed-tensors, mxfp4, modelopt (fp8/nvfp4), bitsandbytes")
+
+
+BNB_BLOCK = 64  # bitsandbytes' 4-bit block: one absmax per 64 values (transformers' checkpoints; quantize_4bit's default)
+
+
+def _bitsandbytes(qc: dict, is_moe: bool, model: str) -> Quantization:
+    """A bitsandbytes checkpoint as vLLM's BitsAndBytesConfig.from_config reads it (quantization/bitsandbytes.py,
+    0.9.2-0.27): load_in_8bit (default false) for int8 weights, else 4-bit (nf4 or fp4 alike in bytes: packed two a
+    byte, core.weights.linear_bytes "bnb4"), whatever bnb_4bit_use_double_quant says (the loader undoes double
+    quantization at load); llm_int8_skip_modules kept in the model dtype, a module skipped where an entry is one of
+    its name's dot-separated parts or a leading run of them (is_layer_skipped_bnb). Only uint8 4-bit storage loads
+    (BitsAndBytesConfig: "Unsupported bnb_4bit_quant_storage"), and the loader refuses a pre-quantized 8-bit MoE
+    checkpoint ("Prequant BitsAndBytes 8bit models with FusedMoE is not supported yet")."""
+    field = "quantization_config"
+    skip = qc.get("llm_int8_skip_modules") or []
+    if not isinstance(skip, list) or not all(isinstance(e, str) and e for e in skip):
+        raise SpecError(f"{field}.llm_int8_skip_modules", f"{model}: {skip!r}", 'a list of module names, e.g. ["lm_head"]')
+    for name in ("load_in_8bit", "load_in_4bit", "bnb_4bit_use_double_quant"):
+        if qc.get(name) is not None and not isinstance(qc.get(name), bool):
+            raise SpecError(f"{field}.{name}", f"{model}: {name} {qc.get(name)!r}", "true or false")
+    storage = qc.get("bnb_4bit_quant_storage") or "uint8"
+    eight = bool(qc.get("load_in_8bit"))
+    if not eight and storage != "uint8":
+        raise SpecError(f"{field}.bnb_4bit_quant_storage", f"{model}: vLLM loads 4-bit bitsandbytes weights stored as "
+                        f"uint8 only, not {storage!r}", "uint8")
+    if eight and is_moe:
+        raise SpecError(f"{field}.load_in_8bit", f"{model}: vLLM does not load a pre-quantized 8-bit bitsandbytes "
+                        "MoE checkpoint (its bitsandbytes loader: 8-bit experts are not supported)",
+                        "a 4-bit bitsandbytes checkpoint of it, or another format")
+    # each entry as the part of a module name it skips: a whole dot-separated part, or (dotted) the name's beginning
+    kept = tuple(f"re:{re.escape(e)}(?:\\..*)?$" if "." in e else f"re:(?:.*\\.)?{re.escape(e)}(?:\\..*)?$"
+                 for e in skip)
+    return Quantization("bnb8" if eight else "bnb4", group_size=None if eight else BNB_BLOCK, has_zeros=False,
+                        unquantized=kept)
 
 
 def _modelopt_kv_dtype(qc: dict, nested: dict) -> str | None:
@@ -841,7 +1033,7 @@ def _build_spec(raw: dict[str, Any], model_id: str, source: str, *, params_publi
         or model_type == "minimax_m2",  # MiniMaxM2Attention builds its q_norm and k_norm whatever the config says
         norms_per_layer=4 if model_type.startswith("gemma") else (3 if is_eagle3 else 2), rotary_dim=rotary, moe=moe, mla=mla,
         rotary_cache_positions=rotary_caches,
-        quantization=parse_quantization(cfg.get("quantization_config"), moe is not None, model_id),
+        quantization=_quantization(cfg, moe, mla, model_type, n_layers, bool(state_layers), model_id),
         num_mtp_layers=_mtp_layers(cfg, model_type),
         draft_vocab_size=int(cfg["draft_vocab_size"]) if cfg.get("draft_vocab_size") else None,
         eagle_fc_inputs=3 if is_eagle3 else (2 if is_eagle else 0),
@@ -852,6 +1044,17 @@ def _build_spec(raw: dict[str, Any], model_id: str, source: str, *, params_publi
             ("qwen3_next", "qwen3_5")) else False,
         gated_mlp=model_type != "nemotron_h",
     )
+
+
+def _quantization(cfg: dict, moe: MoESpec | None, mla: MLASpec | None, model_type: str, n_layers: int,
+                  hybrid: bool, model_id: str) -> Quantization | None:
+    """The checkpoint's quantization (parse_quantization), each layer's where compressed-tensors' config groups give
+    its layers different schemes (compressed_tensors_layers)."""
+    qc = cfg.get("quantization_config")
+    declared = parse_quantization(qc, moe is not None, model_id)
+    if isinstance(qc, dict) and str(qc.get("quant_method") or "").lower() == "compressed-tensors":
+        return compressed_tensors_layers(qc, declared, model_id, n_layers, moe, mla, model_type, hybrid)
+    return declared
 
 
 def _mtp_layers(cfg: dict, model_type: str) -> int:

@@ -41,6 +41,18 @@ class WeightBreakdown:
                 + self.vision)
 
 
+@dataclass(frozen=True)
+class GroupedQuantization(Quantization):
+    """A checkpoint whose layers are stored in different schemes (compressed-tensors' config_groups: W8A8 attention
+    beside W4A16 MLPs, a group for some layers only): the scheme of each decoder layer's attention block and of its
+    MLP (its routed experts in an MoE layer), None where none applies (UnquantizedLinearMethod), as
+    catalog.configs.compressed_tensors_layers matched them. Its own fields are the scheme that stands for the model
+    where one is read (the routed experts', else the one most blocks take); weight_breakdown reads each layer's.
+    Quantization.unquantized (the ignore list) still applies on top."""
+
+    layer_schemes: tuple[tuple[Quantization | None, Quantization | None], ...] = ()
+
+
 def kv_heads_per_rank(num_kv_heads: int, tp: int) -> int:
     """KV heads one rank holds: split when there are at least as many heads as ranks, else replicated."""
     return max(1, num_kv_heads // tp)
@@ -77,6 +89,17 @@ def linear_bytes(out_features: int, in_features: int, dtype_bytes: int, quant: Q
         return ceil_div(n, 2) + ceil_div(n, 32) + bias_bytes  # e8m0 scale per 32 values
     if m == "nvfp4":
         return ceil_div(n, 2) + ceil_div(n, 16) + 4 + bias_bytes  # fp8 scale per 16 values + fp32 global
+    if m == "bnb4":
+        # bitsandbytes 4-bit as vLLM 0.9.2-0.27 holds it: the values packed two a byte (quantization/bitsandbytes.py
+        # create_qweight_for_4bit: (in x out / 2, 1) uint8) and one float32 absmax per block of group_size (64) values
+        # - a double-quantized checkpoint's too: the loader dequantizes its uint8 absmax back to float32 at load
+        # (model_loader/bitsandbytes_loader.py dequantize_dq, PR 19742, first in 0.9.2) and frees the nested state
+        return ceil_div(n, 2) + ceil_div(n, quant.group_size or 64) * 4 + bias_bytes
+    if m == "bnb8":
+        # bitsandbytes LLM.int8(): int8 values (create_qweight_for_8bit: Int8Params (out, in)) and the float32 scale
+        # of each row (SCB), loaded on the CPU and copied to the GPU at the profiling run's first matmul, where the
+        # matmul state keeps it (_apply_8bit_weight: matmul_states[i].SCB = quant_states[i].to(x.device))
+        return n + out_features * 4 + bias_bytes
     raise ValueError(f"unknown quantization method {m}")
 
 
@@ -426,13 +449,18 @@ def weight_breakdown(m: ModelSpec, tp: int = 1, pp: int = 1, dtype: str | None =
         unquantized)."""
         lid = layer if layer < m.num_layers else m.num_layers - 1  # MTP layers are shaped like the last
         mixer = m.mixer(layer)  # MTP layers (beyond the model) attend
-        attn_q = None if lid in keep_attention else dense_q
+        kept_attention, kept_mlp = lid in keep_attention, lid in keep_mlp
+        layer_attn_q, layer_mlp_q = dense_q, q
+        if isinstance(q, GroupedQuantization) and lid < len(q.layer_schemes):
+            layer_attn_q, layer_mlp_q = q.layer_schemes[lid]  # each layer's own (compressed-tensors config groups)
+            kept_attention, kept_mlp = kept_attention or layer_attn_q is None, kept_mlp or layer_mlp_q is None
+        attn_q = None if kept_attention else layer_attn_q
         ab, ap = _attention_bytes(m, tp, wb, attn_q) if mixer in ("attention", "both") else (0, 0)
         if mixer in ("state", "both"):
             sb = _state_mixer_bytes(m, m.state_layers[min(state_index, len(m.state_layers) - 1)], tp, wb, q)
             ab, ap = ab + sb, ap + sb // wb
-        mb, mp, rb, rp = _mlp_bytes(m, lid, tp, wb, None if lid in keep_mlp else q, mxfp4_pad)
-        return ab, ap, mb, mp, rb, rp, (ap if lid in keep_attention else 0) + (mp if lid in keep_mlp else 0)
+        mb, mp, rb, rp = _mlp_bytes(m, lid, tp, wb, None if kept_mlp else layer_mlp_q, mxfp4_pad)
+        return ab, ap, mb, mp, rb, rp, (ap if kept_attention else 0) + (mp if kept_mlp else 0)
 
     per_layer, states = [], 0
     for layer in range(n_layers):

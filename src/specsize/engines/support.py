@@ -48,6 +48,37 @@ def first_release(engine: str, model_type: str) -> str | None:
                key=lambda f: release_key(f) or (0,), default=None)
 
 
+# bitsandbytes (core.weights.linear_bytes "bnb4" / "bnb8"): the vLLM releases whose in-tree loader specsize sizes.
+# From 0.9.2 the loader undoes double quantization at load (model_loader/bitsandbytes_loader.py dequantize_dq, PR
+# 19742; 0.9.1 keeps the nested uint8 absmax); from 0.10.0 BitsAndBytesMoEMethod quantizes an MoE's experts (0.9.2's
+# BitsAndBytesConfig.get_quant_method gives FusedMoE none); 0.28.0 moved bitsandbytes out of vLLM into the
+# vllm-bnb-plugin package (vllm-project/vllm PR 43529: no bitsandbytes.py or bitsandbytes_loader.py in 0.28.0 - 0.32)
+BNB_FIRST, BNB_FIRST_MOE, BNB_GONE = "0.9.2", "0.10.0", "0.28.0"
+
+
+def quantization_problem(engine: str, version: str | None, model: ModelSpec) -> tuple[str, str] | None:
+    """(why, accepted) where release `version` of `engine` cannot load `model`'s quantization as specsize sizes it;
+    None where it can (every format but bitsandbytes: their engine-side checks are the profiles' and the plan's)."""
+    q = model.quantization
+    if q is None or q.method not in ("bnb4", "bnb8"):
+        return None
+    first = BNB_FIRST_MOE if model.moe is not None else BNB_FIRST
+    accepted = f"engine vllm with engine_version {first} to 0.27"
+    if engine != "vllm":
+        return (f"{model.model_id} is a bitsandbytes checkpoint: specsize sizes it as vLLM {first} - 0.27 load it, "
+                "not SGLang's loader", accepted)
+    wanted = release_key(version) if version not in (None, "", "latest") else None
+    if wanted is None or wanted >= (release_key(BNB_GONE) or ()):
+        name = f"vLLM {version}" if wanted is not None else "the newest vLLM"
+        return (f"{model.model_id} is a bitsandbytes checkpoint, and {name} has no bitsandbytes loader (0.28 moved it "
+                "to the vllm-bnb-plugin package, which specsize does not size)", accepted)
+    if wanted < (release_key(first) or ()) and not (is_series(str(version)) and release(version) == release(first)):
+        what = "MoE experts" if model.moe is not None else "double-quantized absmax as specsize sizes it"
+        return (f"{model.model_id} is a bitsandbytes checkpoint: vLLM {version} does not load its {what} (the first "
+                f"release that does is {first})", accepted)
+    return None
+
+
 def check_model_support(engine: str, version: str | None, model: ModelSpec, field: str = "engine_version") -> None:
     """Refuse a plan for a release that cannot load `model`, naming the first release that can. The engine loads the
     checkpoint's own architecture: a multimodal checkpoint's wrapper (ModelSpec.checkpoint_type), not the language
@@ -58,3 +89,6 @@ def check_model_support(engine: str, version: str | None, model: ModelSpec, fiel
     if problem is not None:
         first = first_release(engine, model_type)
         raise SpecError(field, problem, f"engine_version {first} or later" if first else "another engine for this model")
+    quant = quantization_problem(engine, version, model)
+    if quant is not None:
+        raise SpecError(field, *quant)
