@@ -7,6 +7,7 @@ EAGLE/EAGLE-3 head, MTP layers). Bytes are per GPU (one tensor-parallel rank).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import lru_cache
 
 from .specs import DTYPE_BYTES, ModelSpec, StateLayer
@@ -22,6 +23,10 @@ class KVLayer:
     bytes_per_token: int  # on one GPU (0 for a state layer)
     state_bytes: int = 0  # a state layer: its conv + recurrent state for one sequence, on one GPU
     state_pages: int = 0  # a state layer: pool pages one sequence holds in it for its lifetime
+    # a windowed layer kept in a pool of its own that holds this share of the main pool's tokens (SGLang's hybrid SWA
+    # pool, --swa-full-tokens-ratio; its bytes_per_token then that share of the layer's): a sequence holds the larger
+    # of its main-pool blocks and its window's blocks over the share (BlockRule.split); 0: in the one pool
+    pool_share: float = 0.0
 
 
 def mamba2_groups_per_rank(groups: int, tp: int) -> int:
@@ -259,9 +264,17 @@ class BlockRule:
     state_blocks: int = 0
     caps: tuple[tuple[int | None, int], ...] = ()
     total: int = 0
+    # a separate windowed pool (KVLayer.pool_share): (its blocks cap per sequence, share numerator, denominator). A
+    # sequence holds max(its blocks, ceil(min(its blocks, cap) / share)) blocks of the main pool: whichever of the two
+    # pools it fills faster binds (exact for requests of one shape; for mixed shapes it charges each its own binding)
+    split: tuple[int, int, int] | None = None
 
     def __call__(self, tokens, minimum=min):
         full = (tokens + (self.block_size - 1)) // self.block_size  # ceil: one ufunc fewer than -(-t // b)
+        if self.split is not None:
+            cap, numerator, denominator = self.split
+            windowed = -(-minimum(full, cap) * denominator // numerator)
+            return full + windowed - minimum(full, windowed)  # the larger of the two, for ints and arrays alike
         if self.state_blocks or self.attention_groups != 1:
             return self.attention_groups * full + (tokens > 0) * self.state_blocks
         if not self.caps:
@@ -275,6 +288,9 @@ class BlockRule:
 @lru_cache(maxsize=1024)
 def block_rule(layers: tuple[KVLayer, ...], block_size: int, in_flight: int = 1) -> BlockRule:
     """pool_blocks' rule for these layers (cached: layer tuples compare by identity)."""
+    split = _split_pool(layers, block_size, in_flight)
+    if split is not None:
+        return BlockRule(block_size, split=split)
     pool = hybrid_pool(layers, block_size)
     if pool is not None:  # a live sequence (tokens > 0) holds its state blocks whatever its length
         return BlockRule(block_size, pool.attention_groups, pool.state_blocks)
@@ -284,6 +300,18 @@ def block_rule(layers: tuple[KVLayer, ...], block_size: int, in_flight: int = 1)
     caps = tuple((window_cap(kind, window, block_size, in_flight), per_token)
                  for kind, window, _count, per_token in layer_groups(layers))
     return BlockRule(block_size, caps=caps, total=total)
+
+
+def _split_pool(layers: tuple[KVLayer, ...], block_size: int, in_flight: int) -> tuple[int, int, int] | None:
+    """BlockRule.split for layers with a separate windowed pool (KVLayer.pool_share), None without one: the
+    smallest window's cap (the engine evicts its one pool at one window) and the share as a fraction."""
+    shared = [layer for layer in layers if layer.pool_share]
+    if not shared:
+        return None
+    caps = [cap for cap in (window_cap(layer.kind, layer.window, block_size, in_flight) for layer in shared)
+            if cap is not None]
+    share = Fraction(shared[0].pool_share).limit_denominator(1000)
+    return (min(caps) if caps else 2**62), share.numerator, share.denominator
 
 
 def pool_blocks(layers: tuple[KVLayer, ...], tokens, block_size: int, in_flight: int = 1, minimum=min):
@@ -300,6 +328,8 @@ def request_kv_bytes(layers: tuple[KVLayer, ...], tokens: int, block_size: int, 
     pool = hybrid_pool(layers, block_size)
     if pool is not None:
         return pool_blocks(layers, tokens, block_size, in_flight) * pool.block_bytes
+    if any(layer.pool_share for layer in layers):  # a pool block: block_size tokens of every slot (BlockRule.split)
+        return pool_blocks(layers, tokens, block_size, in_flight) * block_size * bytes_per_token(layers)
     total = 0
     for kind, window, _count, per_token in layer_groups(layers):
         probe = KVLayer("x", kind, window, 0)

@@ -285,6 +285,10 @@ class ResolvedSettings:
     stream_interval: int = 1  # --stream-interval (EngineSettings.stream_interval)
     graph_max_tokens: int = GRAPH_ALL  # the largest step in a CUDA graph (AccountingProfile.graph_max_tokens)
     graph_prompt_tokens: int = GRAPH_ALL  # the largest step with prompt tokens in one (0: none; graph_prompts)
+    # the KV slots beyond its computed tokens a decoding request holds at a step with speculation (its 1 + k scheduled
+    # tokens included), as the engine's decode check wants them free (SGLang: engines/sglang's decode_reserve_tokens);
+    # 0: k scheduled + k lookahead + 1 (vLLM's; simulator.engine.EngineConfig.decode_reserve)
+    decode_reserve: int = 0
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ Each iteration is one engine step:
 2. running requests are scheduled first, in admission order, within max_num_batched_tokens: a decoding
    request takes 1 + k tokens (its last token and k drafts), a prefilling one the rest of its prompt in
    chunks (chunked prefill);
-3. each scheduled request needs KV blocks for computed + scheduled + k lookahead tokens; when the pool runs
+3. each scheduled request needs KV blocks for computed + scheduled + k lookahead tokens (or as many as the engine's
+   decode check wants free for it: EngineConfig.decode_reserve, SGLang's per release); when the pool runs
    short the newest running request is preempted (its blocks freed, its KV recomputed on re-admission) until
    the rest fit;
 4. waiting requests are admitted from the head of the queue while max_num_seqs, the token budget and free
@@ -107,12 +108,23 @@ class EngineConfig:
     # when a prompt step of an MLA target runs as multi-head attention (core.perf.prompt_as_mha; AccountingProfile.
     # mla_prompt_mha): its prompt pairs then cost StepCoefficients.attn_flops_per_prompt_pair, else a decode's
     mla_prompt_mha: tuple[bool, int] = (True, 0)
+    # the KV slots beyond its computed tokens a decoding request holds at a step, its 1 + k scheduled tokens included
+    # (core.memory.ResolvedSettings.decode_reserve: what the engine's decode check wants free, SGLang's per release);
+    # 0: 1 + 2k, the k scheduled drafts and k lookahead slots beside the last token (vLLM's)
+    decode_reserve: int = 0
 
     @cached_property
     def blocks(self) -> BlockRule:
         """core.kvcache's rule for the pool blocks one sequence holds, built once (every layer full attention when
         `kv_layers` is empty)."""
         return block_rule(self.kv_layers, self.block_size, self.k + 1) if self.kv_layers else BlockRule(self.block_size)
+
+    @cached_property
+    def decode_ahead(self) -> int:
+        """Slots a decoding request holds beyond its 1 + k scheduled tokens (k lookahead, or what the engine's decode
+        reserve leaves beyond them; never fewer than none), and a multi-step group's N - 1."""
+        reserve = self.decode_reserve or 1 + 2 * self.k
+        return max(reserve - 1 - self.k, 0) + self.scheduler_steps - 1
 
     @cached_property
     def decode_widths(self) -> np.ndarray:
@@ -232,7 +244,7 @@ def _schedule_running(cfg: EngineConfig, b: _Book, run: np.ndarray, waiting: deq
     c = b.computed[run]
     target_len = b.prefill_target[run]
     decoding = c >= target_len
-    ahead = k + cfg.scheduler_steps - 1
+    ahead = cfg.decode_ahead
     held = b.held[run]
     uniform = (1 + k) * len(run) <= cfg.max_num_batched_tokens and np.count_nonzero(decoding) == len(run)
     if uniform:
@@ -244,7 +256,7 @@ def _schedule_running(cfg: EngineConfig, b: _Book, run: np.ndarray, waiting: deq
         before = np.cumsum(want) - want
         sched = np.minimum(np.maximum(cfg.max_num_batched_tokens - before, 0), want)
         sched = np.where(decoding & (sched < want), 0, sched)  # a decode is all k+1 or nothing
-        # k lookahead slots for decoders and for prefills that finish this step (multi-step: the group's N - 1 ahead)
+        # the lookahead slots (EngineConfig.decode_ahead) for decoders and for prefills that finish this step
         lookahead = np.where(decoding | (c + sched >= target_len), ahead, 0)
         need = _blocks_for(cfg, c + sched + lookahead) - held
     np.maximum(need, 0, out=need)
@@ -311,8 +323,8 @@ def _admit(cfg: EngineConfig, b: _Book, waiting: deque[int], run: np.ndarray, c:
     admitted_sched: list[int] = []
     held_back = _held_back(cfg, b, run)
     # after its prompt (or its recompute) a request with tokens still to come decodes 1 + k tokens with the lookahead
-    # slots _schedule_running gives it: k, and a multi-step group's N - 1
-    decode_span = 1 + 2 * k + cfg.scheduler_steps - 1
+    # slots _schedule_running gives it (EngineConfig.decode_ahead)
+    decode_span = 1 + k + cfg.decode_ahead
     while waiting and len(run) + len(admitted) < cfg.max_num_seqs and budget > 0:
         head = waiting[0]
         # longer than the whole pool: the engine can never run it (left unfinished). What it must fit is its next step

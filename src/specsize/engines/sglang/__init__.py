@@ -218,17 +218,26 @@ _HEURISTIC_0503 = replace(_HEURISTIC_0505, small_card_graph_bs=16)
 _HEURISTIC_0507 = replace(_HEURISTIC, trtllm_mha_sm100=True)
 # the hybrid SWA pools (accounting.hybrid_swa): from 0.5.8 for GptOssForCausalLM and Llama4ForConditionalGeneration
 # (configs/model_config.py is_hybrid_swa_model), gpt-oss not beside trtllm_mha in 0.5.8-0.5.9 nor with speculation in
-# 0.5.8; split by layer count in 0.5.8, by bytes from 0.5.9 (accounting.hybrid_split)
+# 0.5.8; split by layer count in 0.5.8, by bytes in 0.5.9 - 0.5.10, by its pool configurator from 0.5.11
+# (accounting.hybrid_split)
 _HYBRID_0508 = ("gpt_oss", "llama4")
 _HEURISTIC_0508 = replace(_HEURISTIC_0507, hybrid_swa_types=_HYBRID_0508, hybrid_swa_off_trtllm=True,
                           hybrid_swa_off_speculative=True, hybrid_split_rule="layers_aligned")
-_HEURISTIC_0509 = replace(_HEURISTIC_0508, hybrid_swa_off_speculative=False, hybrid_split_rule="bytes")
+# 0.5.9 on: the decode check wants max(steps x topk, draft tokens) free a running request (accounting.
+# decode_reserve_tokens)
+_HEURISTIC_0509 = replace(_HEURISTIC_0508, hybrid_swa_off_speculative=False, hybrid_split_rule="bytes",
+                          decode_check="max")
 # 0.5.10: 4 GiB for an EAGLE-family draft, and room for the piecewise graphs now on by default (Rules); gpt-oss keeps
 # its hybrid pools beside trtllm_mha; the running-request limit capped by the request pool's estimate
 # (accounting.running_requests)
 _HEURISTIC_0510 = replace(_HEURISTIC_0509, spec_reserve_mib=4096, piecewise_reserve=True, hybrid_swa_off_trtllm=False,
                           running_rule="estimate")
-_HEURISTIC_0513 = replace(_HEURISTIC_0510, piecewise_clamped_to_context=True)
+# 0.5.11: the hybrid SWA pools sized by model_executor/pool_configurator.py HybridSWAPoolConfigurator (the bytes the
+# fraction leaves over F + r x S; in the 0.5.11, 0.5.12 and 0.5.13 wheels, model_runner_kv_cache_mixin.py
+# _resolve_memory_pool_config), and an EAGLE-family chain on spec v2, which keeps twice its decode allocation
+# (accounting.decode_reserve_tokens)
+_HEURISTIC_0511 = replace(_HEURISTIC_0510, hybrid_split_rule="configurator", decode_check="v2_chain")
+_HEURISTIC_0513 = replace(_HEURISTIC_0511, piecewise_clamped_to_context=True)
 
 # before 0.5.3 the default fraction, chunked-prefill size and decode-graph limit changed five times (accounting.py's
 # docstring, Rules.defaults); from 0.4.4.post4 an EAGLE / EAGLE3 / NEXTN draft sets max_running_requests to 48 when it
@@ -237,13 +246,14 @@ _HEURISTIC_0513 = replace(_HEURISTIC_0510, piecewise_clamped_to_context=True)
 def _legacy(version: str, label: str, defaults: str, spec_running: int | None = 48,
             mla: tuple[tuple[str, tuple[bool, int]], ...] = MLA_046, headroom: str = "shared",
             recv_flag: bool = False, pp: bool = True, hybrid: tuple[str, ...] = (),
-            draft_extend: str = "accepted") -> AccountingProfile:
+            draft_extend: str = "accepted", decode_check: str = "tree") -> AccountingProfile:
     # --scheduler-recv-interval from 0.5.1 (server_args.py: no scheduler_recv_interval in the 0.4.10.post2 wheel, in
     # 0.5.1's; no 0.5.0 was released): a run planned with it on an older release is refused, not emitted
     return replace(_profile(version, label, Rules(defaults=defaults, spec_reserve_mib=0, draft_in_sizing=False,
                                                   spec_max_running_requests=spec_running, draft_headroom=headroom,
                                                   pipeline_parallel=pp, hybrid_swa_types=hybrid,
-                                                  hybrid_split_rule="layers" if hybrid else ""),
+                                                  hybrid_split_rule="layers" if hybrid else "",
+                                                  decode_check=decode_check),
                             mla=mla), recv_interval_flag=recv_flag, checkpoint_kv_dtype=False,
                    draft_extend=draft_extend)
 
@@ -259,9 +269,15 @@ _GEMMA3_TYPES = ("gemma3", "gemma3_text", "gemma3n", "gemma3n_text")
 # token pool of pages of one, and the planner refuses another block size there (AccountingProfile.block_sizes)
 _NO_PAGE_SIZE = (1,)
 V04 = replace(_legacy("0.4", "SGLang 0.4-0.4.3.post2 (default fraction by TP size; draft pool after the target's)",
-                      "tp_table", spec_running=None, mla=(), headroom="draft_only", pp=False), block_sizes=_NO_PAGE_SIZE)
-V043P3 = replace(_legacy("0.4.3.post3", "SGLang 0.4.3.post3-0.4.3.post4 (as 0.4; target and draft pools share the "
-                         "draft's extra slots)", "tp_table", spec_running=None, mla=(), pp=False),
+                      "tp_table", spec_running=None, mla=(), headroom="draft_only", pp=False,
+                      decode_check="draft_tokens"), block_sizes=_NO_PAGE_SIZE)
+# the decode check's multiplier (accounting.decode_reserve_tokens): N + topk x N in 0.4.3.post3 only, N + topk x steps
+# from 0.4.3.post4 (managers/scheduler.py decode_mem_cache_buf_multiplier in the two wheels)
+V043P3 = replace(_legacy("0.4.3.post3", "SGLang 0.4.3.post3 (as 0.4; target and draft pools share the draft's extra "
+                         "slots)", "tp_table", spec_running=None, mla=(), pp=False, decode_check="draft_tokens_topk"),
+                 block_sizes=_NO_PAGE_SIZE)
+V043P4 = replace(_legacy("0.4.3.post4", "SGLang 0.4.3.post4 (as 0.4.3.post3; the decode check holds draft tokens + "
+                         "top-k x steps a request)", "tp_table", spec_running=None, mla=(), pp=False),
                  block_sizes=_NO_PAGE_SIZE)
 V044 = _legacy("0.4.4", "SGLang 0.4.4-0.4.4.post3 (as 0.4.3.post3; --page-size)", "tp_table", spec_running=None, mla=(),
                pp=False)
@@ -297,12 +313,12 @@ V059 = _profile("0.5.9", "SGLang 0.5.9 (as 0.5.8; hybrid SWA pools for gpt-oss w
 V0510 = _profile("0.5.10", "SGLang 0.5.10 (as 0.5.4; prompt steps in piecewise CUDA graphs, not with the "
                  "flashinfer_trtllm MoE runner nor with speculation)", _HEURISTIC_0510, _PIECEWISE, _FLASHINFER_TRTLLM_SM100,
                  piecewise_off_speculative=True)
-V0511 = _profile("0.5.11", "SGLang 0.5.11-0.5.12 (as 0.5.10; piecewise CUDA graphs with speculation too)", _HEURISTIC_0510,
+V0511 = _profile("0.5.11", "SGLang 0.5.11-0.5.12 (as 0.5.10; piecewise CUDA graphs with speculation too)", _HEURISTIC_0511,
                  _PIECEWISE, _FLASHINFER_TRTLLM_SM100, spec_v2=True)
 V0513 = _profile("0.5.13", "SGLang 0.5.13 (as 0.5.11; piecewise CUDA graphs with every MoE runner)", _HEURISTIC_0513,
                  _PIECEWISE, spec_v2=True)
 _HEURISTIC_0514 = replace(_HEURISTIC_0513, spec_reserve_mib=0, draft_in_sizing=True, piecewise_off_when_eager=True,
-                          running_rule="half_pool", hybrid_split_rule="configurator")
+                          running_rule="half_pool", hybrid_split_rule="configurator", decode_check="v2")
 V0514 = _profile("0.5.14", "SGLang 0.5.14 (draft weights and KV inside mem_fraction_static)", _HEURISTIC_0514,
                  _PIECEWISE, spec_v2=True)
 # 0.5.15: HybridSWAPoolConfigurator budgets an EAGLE-family draft's layers too (pool_configurator.py, read in the 0.5.15,
@@ -316,7 +332,7 @@ V0515 = _profile("0.5.15", "SGLang 0.5.15 and later (as 0.5.14; a hybrid SWA tar
 UNRELEASED_FIRST = ((0, 5),)
 
 # (first release covered, profile), oldest first
-PROFILES = (((0, 4), V04), ((0, 4, 3, 3), V043P3), ((0, 4, 4), V044), ((0, 4, 4, 4), V044P4), ((0, 4, 5, 1), V045P1),
+PROFILES = (((0, 4), V04), ((0, 4, 3, 3), V043P3), ((0, 4, 3, 4), V043P4), ((0, 4, 4), V044), ((0, 4, 4, 4), V044P4), ((0, 4, 5, 1), V045P1),
             ((0, 4, 5, 3), V045P3), ((0, 4, 6), V046), ((0, 4, 6, 2), V046P2), ((0, 4, 7), V047), ((0, 4, 7, 1), V047P1),
             ((0, 4, 10), V0410), ((0, 4, 10, 2), V0410P2), ((0, 5, 1), V051), ((0, 5, 3), V053), ((0, 5, 4), V054),
             ((0, 5, 5), V055), ((0, 5, 7), V057), ((0, 5, 8), V058), ((0, 5, 9), V059), ((0, 5, 10), V0510),

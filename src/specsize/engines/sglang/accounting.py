@@ -55,8 +55,13 @@ Read from sgl-project/sglang (paths under python/sglang/srt/):
   (max_total_num_tokens) is the full one's; elsewhere windowed layers are charged every token, as SGLang does.
 - max_running_requests and the request table follow the pool (running_requests), as each release resolves them.
 
-What is not modelled (each is said in `engine_terms["notes"]` when it applies): the SWA pool's own limit (it binds
-only for requests shorter than the window / 0.8), SWAChunkCapPoolConfigurator (0.5.14 on, an explicit
+- A request on the hybrid SWA pools holds its tokens in the full pool and about min(tokens, window) in the SWA pool
+  (managers/schedule_batch.py maybe_evict_swa frees what falls behind the window): it is counted against whichever it
+  fills first (swa_pool_slots; core.kvcache.BlockRule.split), the SWA pool for requests shorter than window / 0.8.
+- With speculation the decode check wants free KV slots for each running request, per release (decode_reserve_tokens);
+  the simulator holds them (simulator.engine.EngineConfig.decode_reserve).
+
+What is not modelled (each is said in `engine_terms["notes"]` when it applies): SWAChunkCapPoolConfigurator (0.5.14 on, an explicit
 --max-running-requests with --disable-radix-cache), the mamba/linear-attention state carve-out (refused); the VLM
 reduction of the default fraction.
 """
@@ -67,7 +72,7 @@ import math
 from dataclasses import dataclass, replace
 
 from ...core.errors import SpecError
-from ...core.kvcache import KVLayer, bytes_per_token, model_kv_layers
+from ...core.kvcache import KVLayer, bytes_per_token, model_kv_layers, pool_blocks
 from ...core.memory import (AccountingProfile, MemoryAccount, ResolvedSettings, activation_peak, draft_weight_bytes,
                             graph_limits, resolve_settings, target_weights)
 from ...core.specs import Deployment, effective_target
@@ -123,6 +128,10 @@ class Rules:
     # the draft's KV sized with a hybrid SWA target's pools (0.5.15 on: HybridSWAPoolConfigurator budgets the draft's
     # layers at the target's full-attention bytes per token; 0.5.14's does not, its draft pool comes after)
     hybrid_draft_in_sizing: bool = False
+    # the free KV slots the decode check wants for each running request with speculation (decode_reserve_tokens):
+    # "draft_tokens" (0.4.1.post4 - 0.4.3.post2), "draft_tokens_topk" (0.4.3.post3), "tree" (0.4.3.post4 - 0.5.8),
+    # "max" (0.5.9 - 0.5.10), "v2_chain" (0.5.11 - 0.5.13), "v2" (0.5.14 on)
+    decode_check: str = "tree"
     tp_extra_nvlink_bytes: int = int(1.59 * GiB)  # torch.distributed init beyond TP 1 (NCCL, custom all-reduce)
     tp_extra_pcie_bytes: int = int(0.36 * GiB)
 
@@ -288,6 +297,71 @@ def running_requests(rules: Rules, given: int | None, estimate: int, tokens: int
     return running, running
 
 
+# --speculative-ngram-max-bfs-breadth's default (10 in the 0.5.3, 0.5.8, 0.5.9, 0.5.11 and 0.5.14 wheels), which SGLang
+# makes NGRAM's speculative_eagle_topk (server_args.py 'self.speculative_eagle_topk = self.speculative_ngram_max_bfs_
+# breadth'; 0.5.14's arg_groups/speculative_hook.py _handle_ngram); the emitted command gives no top-k for NGRAM
+NGRAM_BFS_BREADTH = 10
+EAGLE_SPEC_V2 = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")  # the algorithms 0.5.11 - 0.5.13 run on spec v2 as a chain
+
+
+def _ceil_align(tokens: int, page: int) -> int:
+    return -(-tokens // page) * page
+
+
+def decode_reserve_tokens(rules: Rules, d: Deployment, algorithm: str | None, page: int) -> int:
+    """The KV slots beyond its committed tokens that SGLang's decode step holds free for each running request with
+    speculation (0: none, the simulator's own 1 + 2k; simulator.engine.EngineConfig.decode_reserve): where fewer are
+    free the scheduler retracts requests (managers/scheduler.py update_running_batch: "if not
+    batch.check_decode_mem(...)"). With steps = --speculative-num-steps (k), topk = --speculative-eagle-topk and N =
+    --speculative-num-draft-tokens, read in the PyPI wheels (sglang/srt/managers/...):
+
+    - "draft_tokens" (0.4.1.post4 - 0.4.3.post2): scheduler.py decode_mem_cache_buf_multiplier =
+      speculative_num_draft_tokens; schedule_batch.py check_decode_mem wants len(reqs) x that free;
+    - "draft_tokens_topk" (0.4.3.post3): the multiplier N + topk x N (speculative_eagle_topk x
+      speculative_num_draft_tokens);
+    - "tree" (0.4.3.post4 - 0.5.8): N + topk x steps ("(speculative_eagle_topk or 1) x (speculative_num_steps or 1)"
+      from 0.5.3); with pages of more than one token check_decode_mem charges it a page each for the requests
+      new_page_count_next_decode counts (those about to cross a page), which the simulator's blocks for c + that
+      approximate;
+    - "max" (0.5.9 - 0.5.10): schedule_batch.py new_tokens_required_next_decode, max(steps x topk, N) a request, each
+      term aligned up to the page (steps + a page first for a tree on pages), doubled on spec v2 (opt-in there:
+      SGLANG_ENABLE_SPEC_V2 False in environ.py);
+    - "v2_chain" (0.5.11 - 0.5.13): spec v2 by default (environ.py SGLANG_ENABLE_SPEC_V2 True) for an EAGLE / EAGLE3 /
+      STANDALONE chain ("spec v2 currently only supports topk = 1", server_args.py): its requests keep
+      kv_committed_len + 2 x max(steps x topk, N) allocated (_new_tokens_required_next_decode_spec_v2,
+      get_alloc_reserve_per_decode: "The 2x is a double-buffer"); a tree or NGRAM (overlap off) as "max";
+    - "v2" (0.5.14 on; 0.5.23's the same): spec v2 for every algorithm, 2 x get_alloc_len_per_decode (mem_cache/
+      common.py): max(steps x topk, N), for a tree on pages ceil((2 x page - 2 + steps) / page) pages a branch instead
+      of steps.
+
+    NGRAM runs with topk = NGRAM_BFS_BREADTH and no --speculative-num-steps (counted as 1; from 0.5.14 N // topk,
+    _handle_ngram)."""
+    sp = d.speculative
+    if not sp.enabled or algorithm is None:
+        return 0
+    steps, topk = sp.num_speculative_tokens, sp.tree_topk
+    draft_tokens = sp.num_draft_tokens or steps + 1
+    ngram = algorithm == "NGRAM"
+    if ngram:
+        topk = NGRAM_BFS_BREADTH
+        steps = (draft_tokens // topk if rules.decode_check == "v2" else 0) or 1
+    rule = rules.decode_check
+    if rule == "draft_tokens":
+        return draft_tokens
+    if rule == "draft_tokens_topk":
+        return draft_tokens + topk * draft_tokens
+    if rule == "tree":
+        return draft_tokens + topk * steps
+    v2 = rule == "v2" or (rule == "v2_chain" and topk == 1 and algorithm in EAGLE_SPEC_V2)
+    if v2:
+        if page > 1 and topk > 1 and not ngram:  # a tree's branches on pages (0.5.14 on; 0.5.11 - 0.5.13 run none)
+            per_branch = (page - 1 + steps + page - 1) // page * page
+            return 2 * max(per_branch * topk, draft_tokens)
+        return 2 * max(steps * topk, draft_tokens)
+    per_branch = steps if page == 1 else _ceil_align(steps + page, page) if topk > 1 else _ceil_align(steps, page)
+    return max(per_branch * topk, _ceil_align(draft_tokens, page))
+
+
 SWA_FULL_TOKENS_RATIO = 0.8  # --swa-full-tokens-ratio's default in every release that has it (0.4.10 on)
 
 
@@ -331,11 +405,12 @@ def hybrid_split(rules: Rules, layers: tuple[KVLayer, ...], tokens: int, rest_by
     - "layers" (0.4.10 - 0.5.6, model_runner.py set_num_token_hybrid): full = int(tokens x layers / (r x windowed
       layers + full layers)), swa = int(full x r), neither aligned to the page; "layers_aligned" (0.5.8's
       model_runner_kv_cache_mixin.py set_num_tokens_hybrid_swa) the same, each then aligned down to the page;
-    - "bytes" (0.5.9 - 0.5.13, set_num_tokens_hybrid_swa / _resolve_hybrid_swa_tokens): full = int(tokens x (F + S)
+    - "bytes" (0.5.9 - 0.5.10, set_num_tokens_hybrid_swa / _resolve_hybrid_swa_tokens): full = int(tokens x (F + S)
       / (F + r x S)), F and S the bytes per token of the full and windowed layers, swa = int(full x r), each aligned
       down to the page;
-    - "configurator" (0.5.14 on, model_executor/pool_configurator.py HybridSWAPoolConfigurator): full = int(bytes //
-      (F + r x S)) and swa = int(full x r), each aligned down to the page; from 0.5.15 (Rules.hybrid_draft_in_sizing)
+    - "configurator" (0.5.11 on, model_executor/pool_configurator.py HybridSWAPoolConfigurator, read in the 0.5.11,
+      0.5.12, 0.5.13 and 0.5.14 wheels): full = int(bytes // (F + r x S)) and swa = int(full x r), each aligned down to
+      the page; from 0.5.15 (Rules.hybrid_draft_in_sizing)
       an EAGLE-family draft's `draft_layers` are budgeted in the full term at a full layer's bytes per token ("EAGLE/
       STANDALONE draft KV pool inherits max_total tokens with its full-attn layers; budget into the full term")."""
     full_bytes, swa_bytes = _by_attention(layers)
@@ -356,10 +431,17 @@ def hybrid_split(rules: Rules, layers: tuple[KVLayer, ...], tokens: int, rest_by
 
 def swa_pool_slots(layers: tuple[KVLayer, ...]) -> tuple[KVLayer, ...]:
     """The target's layers as a request is counted against the hybrid SWA pools: a windowed layer charged r bytes of
-    the SWA pool for each token of the full pool (its r x tokens), so that a request of n tokens, n slots of the full
-    pool, is charged its share of both pools (core.memory.MemoryAccount.pool_slots; the SWA pool's own limit, binding
-    only for requests shorter than the window / r, is not counted)."""
-    return tuple(KVLayer(layer.owner, "full", None, int(layer.bytes_per_token * SWA_FULL_TOKENS_RATIO))
+    the SWA pool for each token of the full pool (its r x tokens), so that the pool's blocks are block_size tokens of
+    both pools (core.memory.MemoryAccount.pool_slots), and marked as the SWA pool's (KVLayer.pool_share = r): a
+    request of n tokens holds n slots of the full pool and min(n, window) of the SWA pool, so it is charged
+    max(n, min(n, window) / r) full-pool slots (core.kvcache.BlockRule.split): the SWA pool binds for requests shorter
+    than window / r. Exact below the window (nothing is evicted there); beyond it the window is the least SGLang
+    holds: it frees the slots behind the window in steps (managers/schedule_batch.py maybe_evict_swa: every window of
+    decode steps in 0.5.8 - 0.5.13, SGLANG_SWA_EVICTION_INTERVAL_MULTIPLIER 1.0 from 0.5.11; every
+    SGLANG_SWA_EVICTION_INTERVAL = 128 steps from 0.5.14), and 0.4.10's radix cache frees only a prompt's slots (under
+    pressure), never a running request's decoded tokens'."""
+    return tuple(KVLayer(layer.owner, layer.kind, layer.window, int(layer.bytes_per_token * SWA_FULL_TOKENS_RATIO),
+                         pool_share=SWA_FULL_TOKENS_RATIO)
                  if layer.kind in ("sliding", "chunked") else layer for layer in layers)
 
 
@@ -557,7 +639,8 @@ def account(d: Deployment, p: AccountingProfile, rules: Rules, search_fit: bool 
     # ReqToTokenPool: an int32 slot per (request, position), context_len + 4 (+ draft tokens) positions
     draft_positions = (sp.num_draft_tokens or sp.num_speculative_tokens + 1) if sp.enabled else 0
     request_table = request_rows * (s.max_model_len + 4 + draft_positions) * 4
-    s = replace(s, gpu_memory_utilization=fraction, max_num_batched_tokens=chunked, max_num_seqs=running)
+    s = replace(s, gpu_memory_utilization=fraction, max_num_batched_tokens=chunked, max_num_seqs=running,
+                decode_reserve=decode_reserve_tokens(rules, d, algorithm, page))
 
     graphs = 0
     captured: list[int] = []
@@ -604,8 +687,13 @@ def account(d: Deployment, p: AccountingProfile, rules: Rules, search_fit: bool 
                    + (f"the draft's weights ({(w_draft + duplicate) / GiB:.2f} GiB while loading) and its KV pool "
                       f"({draft_pool_after / GiB:.2f} GiB), " if draft_after > draft_pool_after else
                       f"the draft's KV pool ({draft_pool_after / GiB:.2f} GiB), " if draft_pool_after else "")
+                   + (f"the {headroom - draft_extra:,} slots the draft adds to the target's pool "
+                      f"({(headroom - draft_extra) * cell_target / GiB:.2f} GiB), " if headroom - draft_extra > 0 else "")
                    + f"the request table ({request_table / GiB:.2f} GiB), CUDA graphs ({graphs / GiB:.2f} GiB) and "
-                   f"activations ({act / GiB:.2f} GiB): lower mem_fraction_static to at most {fraction_to_fit or 0:.2f}")
+                   f"activations ({act / GiB:.2f} GiB): "
+                   + (f"lower mem_fraction_static to at most {fraction_to_fit:.2f}" if fraction_to_fit else
+                      _no_fraction_fix(request_table, graphs, act, draft_after) if search_fit else
+                      "lower mem_fraction_static"))
     notes = _notes(d, s, capped, hybrid=bool(swa_tokens), rules=rules, given=given, running=running)
     terms = {"mem_fraction_static": fraction, "free_before_loading_bytes": int(free_before),
              "other_processes_bytes": d.shared_reserved_bytes, "context_bytes": context,
@@ -620,8 +708,25 @@ def account(d: Deployment, p: AccountingProfile, rules: Rules, search_fit: bool 
         cuda_graph_bytes=graphs, cuda_graph_counted=False, kv_cache_bytes=kv_bytes if tokens else int(rest),
         kv_layers=target_layers + draft_layers, kv_blocks=tokens // page, kv_cache_tokens=tokens, pool_slots=slots,
         block_bytes=page * bytes_per_token(slots) if slots else 0,
-        max_concurrency=tokens / s.max_model_len, unprofiled_runtime_bytes=0,  # nothing is profiled: see problem
+        # requests of max_model_len tokens at once: the full pool's tokens over each one's slots in it, or on the hybrid
+        # SWA pools over the larger of those and its windowed slots over the ratio (swa_pool_slots)
+        max_concurrency=tokens / (pool_blocks(slots, s.max_model_len, 1) if slots else s.max_model_len),
+        unprofiled_runtime_bytes=0,  # nothing is profiled: see problem
         startup_problem=problem, null_blocks=0, engine_terms=terms)
+
+
+def _no_fraction_fix(request_table: int, graphs: int, act: int, draft: int) -> str:
+    """What to change where no mem_fraction_static starts the server (the search found none: the (1 - f) share's needs
+    do not shrink with the fraction), by the largest of them."""
+    largest = max((request_table, "request"), (graphs, "graphs"), (act, "act"), (draft, "draft"))[1]
+    return "no mem_fraction_static leaves room for them: " + {
+        # ReqToTokenPool: max_num_reqs rows of context_len + 4 int32 slots (model_runner_kv_cache_mixin.py _init_pools)
+        "request": "lower max_model_len (--context-length) or max_num_seqs (--max-running-requests): the request "
+                   "table holds an int32 slot for every position of every request row",
+        "graphs": "lower cuda_graph_max_bs (--cuda-graph-max-bs) or run without CUDA graphs (--disable-cuda-graph)",
+        "act": "lower max_num_batched_tokens (--chunked-prefill-size)",
+        "draft": "a smaller draft, or a release that sizes the draft inside the fraction (0.5.14 on)",
+    }[largest]
 
 
 def _notes(d: Deployment, s: ResolvedSettings, capped: str | None, hybrid: bool, rules: Rules, given: int | None,
@@ -639,9 +744,10 @@ def _notes(d: Deployment, s: ResolvedSettings, capped: str | None, hybrid: bool,
     if hybrid:
         window = min(layer.window or 0 for layer in d.target.layers if layer.kind in ("sliding", "chunked"))
         notes.append(f"SGLang's hybrid SWA pools: the KV cache tokens are its full-attention layers' pool, the windowed "
-                     f"layers' pool holding {SWA_FULL_TOKENS_RATIO:g} x as many (--swa-full-tokens-ratio); requests are "
-                     f"counted against the full pool, which binds for requests longer than about "
-                     f"{window / SWA_FULL_TOKENS_RATIO:,.0f} tokens ({window:,}-token window / {SWA_FULL_TOKENS_RATIO:g})")
+                     f"layers' pool holding {SWA_FULL_TOKENS_RATIO:g} x as many (--swa-full-tokens-ratio); a request is "
+                     f"counted against the pool it fills first: the full pool when longer than about "
+                     f"{window / SWA_FULL_TOKENS_RATIO:,.0f} tokens ({window:,}-token window / {SWA_FULL_TOKENS_RATIO:g}), "
+                     "else the windowed pool, which holds all of a shorter request's tokens")
     elif any(layer.kind in ("sliding", "chunked") for layer in d.target.layers):
         notes.append("windowed layers charged every token: this SGLang release keeps this model in one pool (its hybrid "
                      "SWA pool is off for it)")
