@@ -235,11 +235,12 @@ def test_the_start_up_failure_names_the_drafts_extra_slots(capsys):
     """SGLang 0.4.3.post3 - 0.5.6 give the target's pool max_num_reqs x (steps x topk + draft tokens) + 100 slots for an
     EAGLE draft (model_runner.py init_memory_pool, draft_runner_cache_size), out of the (1 - f) share: 2,048 requests x
     (5 x 4 + 8) + 100 = 57,444 slots of Llama-3.1-8B's 131,072 B (32 layers x 2 x 8 heads x 128 x 2 B) = 7.01 GiB, the
-    largest of the needs the start-up failure listed without it."""
+    largest of the needs the start-up failure listed without it (2,048 running requests asked for: without
+    --max-running-requests 0.4.3.post3 - 0.4.4.post3 run 32 with an EAGLE draft, server_args.py)."""
     code, out, _ = run(capsys, "plan", "--engine", "sglang", "--engine-version", "0.4.3.post3", "--target",
                        "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB", "--method", "eagle", "--draft",
                        LLAMA_EAGLE3, "-k", "5", "--tree-topk", "4", "--num-draft-tokens", "8", "--concurrency", "4",
-                       "--format", "json")
+                       "--max-num-seqs", "2048", "--format", "json")
     data = json.loads(out)
     slots = 2048 * (5 * 4 + 8) + 100
     assert data["per_gpu"]["engine_terms"]["draft_headroom_tokens"] == slots

@@ -173,10 +173,13 @@ def test_before_0_5_14_the_draft_pool_takes_the_targets_token_count_after_it():
 
 
 def test_an_eagle_draft_caps_the_running_requests_at_48_from_0_4_4_post4():
-    # server_args.py sets max_running_requests = 48 for EAGLE / EAGLE3 when it is not given: in the 0.4.4.post4 wheel,
-    # not in 0.4.4.post3's; without it the scheduler runs min(tokens / 2, the request pool)
-    before = account(deployment(**EAGLE3), sglang("0.4.4.post3"))
-    assert before.settings.max_num_seqs > 48
+    # server_args.py sets max_running_requests = 48 for EAGLE / EAGLE3 when it is not given: in the 0.4.4.post4 wheel;
+    # 32 in the 0.4.3.post3 - 0.4.4.post3 wheels (EAGLE3 a choice from 0.4.4.post2), none before
+    assert account(deployment(**EAGLE3), sglang("0.4.4.post3")).settings.max_num_seqs == 32
+    assert account(deployment(method="eagle", draft="sgl-project/SpecForge-llama3-8B-eagle3", k=3),
+                   sglang("0.4.3.post3")).settings.max_num_seqs == 32
+    assert account(deployment(method="eagle", draft="sgl-project/SpecForge-llama3-8B-eagle3", k=3),
+                   sglang("0.4.3.post2")).settings.max_num_seqs > 48
     for version in ("0.4.4.post4", "0.4.5.post3", "0.4.9", "0.5.2"):
         assert account(deployment(**EAGLE3), sglang(version)).settings.max_num_seqs == 48
 

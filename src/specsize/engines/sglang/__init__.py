@@ -242,7 +242,8 @@ _HEURISTIC_0513 = replace(_HEURISTIC_0511, piecewise_clamped_to_context=True)
 # before 0.5.3 the default fraction, chunked-prefill size and decode-graph limit changed five times (accounting.py's
 # docstring, Rules.defaults); from 0.4.4.post4 an EAGLE / EAGLE3 / NEXTN draft sets max_running_requests to 48 when it
 # is not given (server_args.py "if self.max_running_requests is None: self.max_running_requests = 48", read in the
-# 0.4.4.post4 wheel and every later one; not in 0.4.4.post3)
+# 0.4.4.post4 wheel and every later one); 0.4.3.post3 - 0.4.4.post3 set 32 for an EAGLE draft (the same lines with 32
+# in the 0.4.3.post3, 0.4.3.post4 and 0.4.4 wheels; none in 0.4.3.post2's)
 def _legacy(version: str, label: str, defaults: str, spec_running: int | None = 48,
             mla: tuple[tuple[str, tuple[bool, int]], ...] = MLA_046, headroom: str = "shared",
             recv_flag: bool = False, pp: bool = True, hybrid: tuple[str, ...] = (),
@@ -274,12 +275,13 @@ V04 = replace(_legacy("0.4", "SGLang 0.4-0.4.3.post2 (default fraction by TP siz
 # the decode check's multiplier (accounting.decode_reserve_tokens): N + topk x N in 0.4.3.post3 only, N + topk x steps
 # from 0.4.3.post4 (managers/scheduler.py decode_mem_cache_buf_multiplier in the two wheels)
 V043P3 = replace(_legacy("0.4.3.post3", "SGLang 0.4.3.post3 (as 0.4; target and draft pools share the draft's extra "
-                         "slots)", "tp_table", spec_running=None, mla=(), pp=False, decode_check="draft_tokens_topk"),
+                         "slots; 32 running requests with an EAGLE draft)", "tp_table", spec_running=32, mla=(),
+                         pp=False, decode_check="draft_tokens_topk"),
                  block_sizes=_NO_PAGE_SIZE)
 V043P4 = replace(_legacy("0.4.3.post4", "SGLang 0.4.3.post4 (as 0.4.3.post3; the decode check holds draft tokens + "
-                         "top-k x steps a request)", "tp_table", spec_running=None, mla=(), pp=False),
+                         "top-k x steps a request)", "tp_table", spec_running=32, mla=(), pp=False),
                  block_sizes=_NO_PAGE_SIZE)
-V044 = _legacy("0.4.4", "SGLang 0.4.4-0.4.4.post3 (as 0.4.3.post3; --page-size)", "tp_table", spec_running=None, mla=(),
+V044 = _legacy("0.4.4", "SGLang 0.4.4-0.4.4.post3 (as 0.4.3.post4; --page-size)", "tp_table", spec_running=32, mla=(),
                pp=False)
 V044P4 = _legacy("0.4.4.post4", "SGLang 0.4.4.post4-0.4.5 (as 0.4; 48 running requests with an EAGLE-family draft)",
                  "tp_table", mla=(), pp=False)
