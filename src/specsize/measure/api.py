@@ -17,17 +17,29 @@ def _prompt_ids(prompts: str, target_dir: str | None, vocab: int) -> list[list[i
     """The prompts of a JSONL file as token ids, each checked before any model is built: an object per line with
     a non-empty `prompt_ids` list of ids below `vocab`, or a `prompt` text (the target's tokenizer encodes it)."""
     from ..catalog.files import read_text  # noqa: PLC0415
+    from ..core.errors import unique_keys  # noqa: PLC0415
 
     ids: list[list[int]] = []
     tokenizer = None
+    # a line naming prompt_ids (or prompt) twice is refused: json.loads kept the later list, and the acceptance was
+    # measured on a prompt other than the one the file's first reader sees
+    once = unique_keys(("prompt_ids", "prompt"))
     for number, line in enumerate(read_text(prompts, "prompts", "a JSONL file of prompts").splitlines(), start=1):
         if not line.strip():
             continue
         where = f"{prompts} line {number}"
         try:
-            item = json.loads(line)
+            item = json.loads(line, object_pairs_hook=once)
         except json.JSONDecodeError as err:
             raise SpecError("prompts", f"{where} is not JSON ({err.msg})", PROMPTS_ACCEPTED) from None
+        except ValueError:  # a number of more than 4,300 digits, which Python's JSON reader refuses (had been exit 4)
+            raise SpecError("prompts", f"{where} holds a number of more than 4,300 digits", PROMPTS_ACCEPTED) \
+                from None
+        except RecursionError:  # lists nested thousands deep (had been exit 4)
+            raise SpecError("prompts", f"{where} nests too deeply to be a prompt", PROMPTS_ACCEPTED) from None
+        repeated = getattr(item, "repeated", None)
+        if repeated is not None:
+            raise SpecError("prompts", f"{where} names {repeated} twice", f"each key once; {PROMPTS_ACCEPTED}")
         if isinstance(item, dict) and "prompt_ids" in item:
             ids.append(_token_ids(item["prompt_ids"], where, vocab))
         elif isinstance(item, dict) and isinstance(item.get("prompt"), str) and item["prompt"]:
@@ -47,7 +59,8 @@ def _token_ids(raw, where: str, vocab: int) -> list[int]:
                         PROMPTS_ACCEPTED)
     wrong = next((t for t in raw if not 0 <= t < vocab), None)
     if wrong is not None:
-        raise SpecError("prompts", f"{where}: token id {wrong} is outside the vocabulary of {vocab:,}",
+        shown = str(wrong) if len(str(wrong)) <= 24 else f"{str(wrong)[:12]}... ({len(str(abs(wrong))):,} digits)"
+        raise SpecError("prompts", f"{where}: token id {shown} is outside the vocabulary of {vocab:,}",
                         f"token ids >= 0 and < {vocab:,}")
     return list(raw)
 
@@ -99,19 +112,36 @@ def _run_bytes(d, dtype: str, batch_size: int, prompt: int, k: int) -> int:
     return need
 
 
+def _available_bytes() -> int | None:
+    """Host memory a new run can take: Linux's MemAvailable (/proc/meminfo: free memory plus the page cache and
+    reclaimable slabs the kernel gives back on demand), else the free pages. The free pages alone had refused runs the
+    host holds: a checkpoint just read sits in the page cache (on this workplace's 23.5 GiB host, 18.1 GiB free of
+    22.7 GiB available), where an 8B model measured after reading its 15 GiB of weights would have been refused."""
+    import os  # noqa: PLC0415
+
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024  # kB
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
 def _fits_here(d, dtype: str, batch_size: int, prompt: int, k: int) -> None:
     """Refuse a run the host cannot hold (checked before building anything: a 405B target on a laptop ends in
     one line, not in the kernel's OOM killer)."""
-    import os  # noqa: PLC0415
-
     need = _run_bytes(d, dtype, batch_size, prompt, k)
-    try:
-        available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
+    available = _available_bytes()
+    if available is None:
         return
     if need > 0.8 * available:
         raise SpecError("measure", f"the run needs about {need / 2**30:.1f} GiB; this machine has "
-                        f"{available / 2**30:.1f} GiB free", "a smaller model, batch or prompt (or a bigger host)")
+                        f"{available / 2**30:.1f} GiB available", "a smaller model, batch or prompt (or a bigger host)")
 
 
 def measure(request: Request, *, batch_size: int = 2, prompt_len: int | None = None, weights: str = "random",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict
 
-from ..core.envelope import EnvelopeCase
+from ..core.envelope import EnvelopeCase, verdict_for
 from ..planner.plan import PlanResult
 from .jsonsafe import dumps
 
@@ -16,12 +16,25 @@ def _finite(x: float) -> float | None:
     return round(x, 6) if math.isfinite(x) else None
 
 
-def _case(c: EnvelopeCase) -> dict:
+def headroom_json(x: float, policy: float) -> float | None:
+    """A headroom at six decimals, more where rounding would carry it across the policy or 0 (core.envelope.verdict_for,
+    as headroom_text does for the text): 0.13256641 under a policy of 0.1325664 fits, and its JSON had said 0.132566,
+    below the policy it met, a figure every reader of the JSON (the service's pages among them) took for THIN."""
+    if not math.isfinite(x):
+        return None
+    for digits in range(6, 17):
+        shown = round(x, digits)
+        if verdict_for(shown, policy) == verdict_for(x, policy):
+            return shown
+    return x
+
+
+def _case(c: EnvelopeCase, policy: float) -> dict:
     return {
         "percentile": c.percentile, "prompt_tokens": c.prompt_tokens, "output_tokens": c.output_tokens,
         "requested_concurrency": c.requested_concurrency, "concurrency": c.concurrency, "queued": c.queued,
         "demand_bytes": c.demand_bytes, "capacity_bytes": c.capacity_bytes,
-        "headroom_fraction": _finite(c.headroom_fraction),
+        "headroom_fraction": headroom_json(c.headroom_fraction, policy),
     }
 
 
@@ -75,7 +88,7 @@ def _placement(r: PlanResult) -> dict | None:
            "failover": None}
     if p.failover is not None:
         f = asdict(p.failover)
-        f["headroom"] = _finite(f["headroom"])
+        f["headroom"] = headroom_json(f["headroom"], r.verdict.headroom_policy)
         for key in ("backlog_requests", "added_wait_s"):
             f[key] = f[key] if math.isfinite(f[key]) else None
         out["failover"] = f
@@ -99,7 +112,7 @@ def plan_to_dict(r: PlanResult) -> dict:
     return {
         "schema_version": SCHEMA_VERSION,
         "verdict": v.verdict,
-        "headroom_fraction": _finite(v.worst_case.headroom_fraction),
+        "headroom_fraction": headroom_json(v.worst_case.headroom_fraction, v.headroom_policy),
         "headroom_policy": v.headroom_policy,
         "breaks_first": v.breaks_first,
         "reasons": list(v.reasons),
@@ -127,14 +140,14 @@ def plan_to_dict(r: PlanResult) -> dict:
         },
         "perf": perf_to_dict(r),
         "simulation": _simulation(r),
-        "recommendations": [asdict(x) | {"headroom_after": _finite(x.headroom_after),
+        "recommendations": [asdict(x) | {"headroom_after": headroom_json(x.headroom_after, v.headroom_policy),
                                          "headroom_gained": _finite(x.headroom_gained)} for x in r.recommendations],
         "robustness": _robustness(r),
         "placement": _placement(r),
         "engine_commands": [{"engine": c.engine, "versions": c.versions, "argv": list(c.argv), "shell": c.shell,
                              "config_yaml": c.config_yaml} for c in r.commands],
-        "envelope": _case(v.worst_case),
-        "expected": _case(v.expected),
+        "envelope": _case(v.worst_case, v.headroom_policy),
+        "expected": _case(v.expected, v.headroom_policy),
         "shapes": [asdict(shape) for shape in v.shapes],
         "engine": {"name": r.profile.engine, "profile_version": r.profile.version, "profile": r.profile.label,
                    "sources": list(r.profile.sources)},

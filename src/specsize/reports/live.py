@@ -19,7 +19,8 @@ def render(result: LiveCheck, fmt: str) -> str:
     # usage at one decimal: a pool 99.6% full had read "usage 100%", as if the engine were preempting
     lines.append(f"observed: KV cache {'?' if o.kv_cache_tokens is None else format(o.kv_cache_tokens, ',')} tokens, usage "
                  f"{'?' if o.kv_usage_fraction is None else format(o.kv_usage_fraction, '.1%')}, "
-                 f"preemptions {o.preemptions if o.preemptions is not None else '?'}"
+                 # a count, summed from a counter's float samples: "preemptions 0.0" had read like a fraction
+                 f"preemptions {'?' if o.preemptions is None else format(o.preemptions, ',.0f')}"
                  + (f", acceptance {o.acceptance_rate:.2f}" if o.acceptance_rate is not None else ""))
     lines += [f"! {line}" for line in result.violations]
     lines += [f"  {line}" for line in result.notes]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..planner.load_sweep import LoadSweep
 from .jsonsafe import dumps
+from .rows import beside_one
 
 
 def _f(x: float | None, fmt: str) -> str:
@@ -13,13 +14,7 @@ def _f(x: float | None, fmt: str) -> str:
 def _ratio(x: float | None) -> str:
     """A latency ratio with the decimals that keep it on its side of 1, where speculation stops paying (0.996 and
     1.003 had both read "1.00" on the two rungs around the crossing)."""
-    if x is None:
-        return "-"
-    for digits in range(2, 6):
-        text = f"{x:.{digits}f}"
-        if (float(text) < 1) == (x < 1) and (float(text) > 1) == (x > 1):
-            return text
-    return f"{x:.6f}"
+    return "-" if x is None else beside_one(x)
 
 
 def render(sweep: LoadSweep, fmt: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..planner.report import ReportData
 from . import markdown
-from .rows import best_k_text
+from .rows import best_k_text, speedup_text
 
 
 def render(data: ReportData) -> str:
@@ -19,7 +19,7 @@ def render(data: ReportData) -> str:
                   "| batch | " + " | ".join(f"k={k}" for k in ks) + " | best k |",
                   "|---|" + "---|" * (len(ks) + 1)]
         for b in batches:
-            lines.append(f"| {b} | " + " | ".join(f"{lookup[(b, k)].speedup:.2f}x" for k in ks)
+            lines.append(f"| {b} | " + " | ".join(speedup_text(lookup[(b, k)].speedup) for k in ks)
                          + f" | {best_k_text(t.best_k[b], cell=True)} |")
         cross = ", ".join(f"k={k}: {'none' if b is None else b}" for k, b in t.crossover_batch.items())
         lines += ["", f"First batch in this table with speed-up < 1 (the crossover lies at or below it): {cross}", ""]

@@ -23,6 +23,23 @@ def best_k_text(k: int | None, cell: bool = False) -> str:
     return str(k) if k is not None else ("none" if cell else BEST_K_NONE)
 
 
+def beside_one(ratio: float, digits: int = 2) -> str:
+    """A ratio read against 1 (a speed-up, stops-paying's latency ratio) with the decimals that keep it on its side of
+    1: 0.996 and 1.003 had both read "1.00"."""
+    for shown in range(digits, digits + 4):
+        text = f"{ratio:.{shown}f}"
+        if (float(text) < 1) == (ratio < 1) and (float(text) > 1) == (ratio > 1):
+            return text
+    return f"{ratio:.6f}"
+
+
+def speedup_text(speedup: float) -> str:
+    """A speed-up as "1.15x", on its side of 1 (beside_one; planner.perf and core.perf.crossover_batch read speculation
+    as slowing decoding below 1): 0.9991 at the crossover batch had read "1.00x" on the row saying that speed-up < 1
+    begins there, and 0.99998 beside "best k: none" in the speed-up grid."""
+    return f"{beside_one(speedup)}x"
+
+
 def gib(n: int) -> str:
     return f"{n / GiB:,.2f}"
 
@@ -164,7 +181,7 @@ def perf_rows(r: PlanResult) -> list[tuple[str, str, str]]:
             ("throughput per engine", tps(p.throughput_tok_s_no_spec), tps(p.throughput_tok_s)),
             ("TTFT (p50 prompt, no queue)", ms(p.ttft_s_no_spec if priced else p.ttft_s), ms(p.ttft_s if priced else None))]
     if p.speedup is not None:
-        rows.append(("speed-up (TPOT)", "1.00x", f"{p.speedup:.2f}x"))
+        rows.append(("speed-up (TPOT)", "1.00x", speedup_text(p.speedup)))
         proposals = r.deployment.speculative.proposal_rate
         per = f", per proposal; proposals in {proposals:.0%} of steps" if proposals < 1 else ""
         rows.append(("tokens per target pass", "1", f"{p.tokens_per_pass:.2f} (a = {p.acceptance_rate:.3f}{per})"))

@@ -2,30 +2,32 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict
 
 from ..core.envelope import headroom_text
 from ..planner.search import Candidate, SearchResult
+from .jsonout import headroom_json
 from .jsonsafe import dumps
 
 
-def _cand(c: Candidate | None) -> dict | None:
+def _cand(c: Candidate | None, policy: float) -> dict | None:
     if c is None:
         return None
     out = asdict(c)
-    out["headroom"] = round(c.headroom, 6) if math.isfinite(c.headroom) else None
+    out["headroom"] = headroom_json(c.headroom, policy)  # six decimals, more where they would cross the policy
     return out
 
 
 def to_dict(r: SearchResult) -> dict:
+    policy = r.headroom_policy
     return {"schema_version": "1.0", "name": r.name, "screened": r.screened, "skipped": r.skipped,
             "skipped_reasons": [{"field": field, "configurations": n, "first": first}
                                 for field, n, first in r.skipped_reasons],
             "screen_seconds": r.screen_seconds, "meets_slo_with_headroom": sum(c.status == "ok" for c in r.candidates),
-            "cheapest": _cand(r.cheapest), "pareto": [_cand(c) for c in r.pareto],
-            "rejected_families": list(r.rejected_families), "finalists": [_cand(c) for c in r.finalists],
-            "simulated_rejected": [_cand(c) for c in r.simulated_rejected], "baseline": _cand(r.baseline),
+            "cheapest": _cand(r.cheapest, policy), "pareto": [_cand(c, policy) for c in r.pareto],
+            "rejected_families": list(r.rejected_families), "finalists": [_cand(c, policy) for c in r.finalists],
+            "simulated_rejected": [_cand(c, policy) for c in r.simulated_rejected],
+            "baseline": _cand(r.baseline, policy),
             "status_counts": {s: sum(c.status == s for c in r.candidates)
                               for s in sorted({c.status for c in r.candidates})}}
 

@@ -6,7 +6,7 @@ from dataclasses import asdict
 
 from ..planner.speedup import DrafterResult, SpeedupReport
 from . import markdown
-from .rows import best_k_text
+from .rows import best_k_text, speedup_text
 from .jsonsafe import dumps
 
 ROW_FIELDS = ("batch_size", "k", "tokens_per_pass", "tpot_s", "tpot_s_no_spec", "speedup", "throughput_tok_s",
@@ -46,7 +46,7 @@ def _grid(r: DrafterResult) -> list[list[str]]:
         cells = [str(b), f"{plain.tpot_s_no_spec * 1e3:.2f}"]
         for k in ks:
             p = lookup[(b, k)]
-            cells.append(f"{p.speedup:.2f}x ({p.tpot_s * 1e3:.1f} ms)")
+            cells.append(f"{speedup_text(p.speedup)} ({p.tpot_s * 1e3:.1f} ms)")
         cells.append(best_k_text(r.table.best_k[b], cell=True))
         rows.append(cells)
     header = ["batch", "TPOT no spec ms"] + [f"k={k}" for k in ks] + ["best k"]

@@ -18,6 +18,7 @@ from ..inputs.study import Cell, Study
 from ..planner import fleet
 from ..planner.result import PlanResult
 from ..planner.simulate import SimSummary, SimulationReport
+from .rows import speedup_text
 
 RESULTS_VERSION = 1
 STATUS = ("ok", "invalid", "error")  # invalid: the cell's inputs cannot be planned; error: a bug, reported
@@ -306,6 +307,14 @@ def render_html(study: Study, rows: Sequence[Mapping], tenant_columns: Sequence[
                f"cell that fits with headroom and, where simulated, sustains its load with at least "
                f"{policy_text(study.slo_attainment)} of requests within the SLO.</p>")  # 99.5% had read "100%"
     out.append(_table(["tenant", "configuration", "headroom", "$ / M tokens", "cell"], body))
+    unpriced = sorted({str(r.get("gpu")) for r in rows if r.get("price_per_gpu_hour") is None
+                       and fleet.meets(r, study.slo_attainment)})
+    if unpriced and any(item["row"] is not None and item["row"].get("cost_per_mtok") is not None for item in chosen):
+        # fleet.chosen_fleet ranks a cell without a cost after every priced one: a study pricing the H100 alone had
+        # named it "the cheapest" beside an L40S cell that fits as well, whose cost no one knows
+        out.append(f"<p class='note'>Cells that qualify on GPUs without a price ({e(', '.join(unpriced))}) rank after "
+                   "every priced cell, whatever they would cost: give them a price under <code>prices:</code> to "
+                   "compare.</p>")
 
     out.append("<h2>Cost vs SLO attainment (Pareto front)</h2>")
     points = []
@@ -334,7 +343,8 @@ def render_html(study: Study, rows: Sequence[Mapping], tenant_columns: Sequence[
     if load_column:
         levels = fleet.speculation_by_load(rows, load_column)
         out.append(_table([load_column, "speculative cells", "faster with speculation", "median speed-up"],
-                          [[lv["load"], lv["cells"], lv["pays"], lv["median_speedup"]] for lv in levels]))
+                          [[lv["load"], lv["cells"], lv["pays"], _Shown(speedup_text(lv["median_speedup"]))]
+                           for lv in levels]))
         out.append("<p class='note'>Speed-up: the simulated median TPOT without / with speculation where both ran, "
                    "else the performance model's speed-up (TPOT) at the cell's batch.</p>")
     failed = [r for r in rows if r.get("status") != "ok"][:50]

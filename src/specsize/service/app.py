@@ -309,10 +309,12 @@ def current_user(request: Request) -> auth.User:
         refuse(state.limiter.allow(key))
 
     def before_verifying(token_id: str) -> None:
-        # a token not verified lately costs an argon2 check (~0.25 s of CPU): its token id pays first, so a flood of
-        # wrong secrets for one id is refused (429) unhashed, and the other users behind a shared address (a proxy)
-        # are not charged for it (an unknown id is never hashed)
-        limit(f"token:{token_id}")
+        # a token not verified lately costs an argon2 check (~0.25 s of CPU): its token id, as sent from this address,
+        # pays first, so a flood of wrong secrets for one id is refused (429) unhashed, the other users behind a
+        # shared address (a proxy) are not charged for it (an unknown id is never hashed), and the flood spends no
+        # turn of the token's owner elsewhere: the id alone (public: it is not the secret) had let anyone who knew it
+        # empty its bucket and keep its owner answered 429 (auth.user_for_token also spares a token it verified before)
+        limit(f"token:{token_id}@{client}")
 
     if header.lower().startswith("bearer "):
         user = auth.user_for_token(state.engine, header[7:].strip(), before_verifying)
@@ -553,13 +555,16 @@ def _record(state: State, result, tag: str, source: str, user: auth.User) -> Non
         db.write_audit(con, user.name, "calibration.record", tag, {"source": source})
 
 
-def _save(state: State, name: str, request, user: auth.User, note: str | None, create: bool) -> dict:
+def _save(state: State, name: str, request, user: auth.User, note: str | None, create: bool,
+          newest: int | None = None) -> dict:
+    """Plan `request` and store it as a version of `name`; `newest`: the newest version the saving page showed (a
+    version saved since refuses the save, deployments.save_version)."""
     result = planned(state, request)
     from .requests import SERVER_SIDE  # noqa: PLC0415
 
     settings = {k: v for k, v in request.settings().items() if k not in SERVER_SIDE}  # the store path is ours
     number = deployments.save_version(state.engine, name, settings, result.to_dict(), user.name,
-                                      note, create)
+                                      note, create, newest)
     return {"name": name, "version": number, "verdict": result.verdict.verdict,
             "headroom_fraction": result.to_dict()["headroom_fraction"]}
 

@@ -154,7 +154,11 @@ def user_for_token(engine: Engine, token: str, before_verifying: Callable[[str],
         return user
     if _FAILED.get(key, 0.0) > time.monotonic():  # this very token failed lately: it fails again, unhashed
         return None
-    if before_verifying is not None:
+    # a token this process verified before (its sha256 matched, which only the whole token can) is hashed again
+    # without being charged first: a flood of wrong secrets for its id, which charges the id, had also refused the
+    # token's owner (429) once their minute ran out, so anyone who knew a token's id could lock its owner out
+    known = cached is not None and cached[1] == user
+    if before_verifying is not None and not known:
         before_verifying(parts[1])
     try:
         _hasher.verify(row[0], parts[2])

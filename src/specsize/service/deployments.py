@@ -66,17 +66,18 @@ def headroom_text_of(plan: dict) -> str:
 
 
 def save_version(engine: Engine, name: str, request: dict, plan: dict, author: str, note: str | None = None,
-                 create: bool = False) -> int:
+                 create: bool = False, newest: int | None = None) -> int:
     """Store a new version of `name` (creating the deployment when `create`); returns its number. Concurrent saves
     each land as their own version: the next number is the newest + 1, and when another save took it first (the
     unique (deployment, version) key refuses the insert) the number is read again and the insert retried; a create
-    that loses the race for the name is told the deployment exists."""
+    that loses the race for the name is told the deployment exists. `newest`: the newest version the caller's page
+    showed; a save that another version overtook since is refused (ConflictError), in the transaction that stores it."""
     from sqlalchemy.exc import IntegrityError  # noqa: PLC0415
 
     check_name(name)
     for attempt in range(SAVE_TRIES):
         try:
-            return _insert_version(engine, name, request, plan, author, note, create)
+            return _insert_version(engine, name, request, plan, author, note, create, newest)
         except IntegrityError:
             if create:  # another request created the name first
                 raise SpecError("deployment_name", f"deployment {name!r} exists",
@@ -86,8 +87,15 @@ def save_version(engine: Engine, name: str, request: dict, plan: dict, author: s
                         "tried", "the same request again")
 
 
+def overtaken(name: str, latest: int, author: str, seen: int) -> ConflictError:
+    """The refusal of a save from a page drawn when v`seen` was the newest, which v`latest` by `author` overtook."""
+    return ConflictError("newest", f"v{latest} of {name} was saved by {author} after this page was drawn (the newest "
+                         f"was v{seen}); this save would have been made without it",
+                         "reload the page (its what-if and fixes then start from what is stored), and save again")
+
+
 def _insert_version(engine: Engine, name: str, request: dict, plan: dict, author: str, note: str | None,
-                    create: bool) -> int:
+                    create: bool, newest: int | None = None) -> int:
     with engine.begin() as con:
         # PostgreSQL: the deployment's row locked (FOR UPDATE) until this version is in, so concurrent saves of one
         # deployment queue there and each reads the newest number after the one before; SQLite ignores it (its
@@ -105,6 +113,14 @@ def _insert_version(engine: Engine, name: str, request: dict, plan: dict, author
             deployment_id = row[0]
         latest = con.execute(select(func.max(db.versions.c.version))
                              .where(db.versions.c.deployment_id == deployment_id)).scalar()
+        if newest is not None and (latest or 0) > newest:
+            # checked here, where the number is taken, not only before the plan is computed: two pages drawn at v1 had
+            # both passed that check while the other planned, and the second save (v3) had dropped the first's v2. A
+            # save that read `latest` before another stored its version loses the insert (the unique key) and reads
+            # again, so the check holds on SQLite too, where FOR UPDATE is ignored
+            who = con.execute(select(db.versions.c.author).where(db.versions.c.deployment_id == deployment_id,
+                                                                 db.versions.c.version == latest)).scalar()
+            raise overtaken(name, latest or 0, str(who), newest)
         number = (latest or 0) + 1
         con.execute(db.versions.insert().values(
             deployment_id=deployment_id, version=number, request=json.dumps(request, sort_keys=True),

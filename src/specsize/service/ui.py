@@ -99,7 +99,8 @@ def form_int(form, name: str, accepted: str) -> int:
     with base 10: 'x'" had been the whole message)."""
     value = form.get(name)
     text = value.strip() if isinstance(value, str) else ""
-    if not (text.isascii() and text.lstrip("-").isdigit()) or len(text) > 24:
+    # one sign at most: "--1" passed a check that stripped every "-", and int() answered "invalid literal for int()"
+    if not (text.isascii() and text.removeprefix("-").isdigit()) or len(text) > 24:
         raise SpecError(name, f"must be an integer, got {deployments.shown(value if isinstance(value, str) else None, 40)}",
                         accepted)
     return int(text)
@@ -113,7 +114,8 @@ def whatif_body(raw: object) -> dict:
     version = raw.get("version")
     if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
         raise BodyShapeError("version", f"must be an integer, got {version!r:.40}", "a version number of the deployment")
-    changes = raw.get("changes") or {}
+    changes = raw.get("changes")
+    changes = {} if changes is None else changes  # a list, 0, "" or false is no mapping: `or {}` had saved them as none
     if not isinstance(changes, dict):
         raise BodyShapeError("changes", f"must be a mapping, got {type(changes).__name__}", WHATIF_BODY)
     unknown = sorted(str(k) for k in changes if k not in WHATIF)
@@ -192,20 +194,20 @@ def whatif_changes(base: dict, moved: dict) -> dict:
     return changes
 
 
-def unchanged_since(engine, name: str, form) -> None:
+def unchanged_since(engine, name: str, form) -> int | None:
     """Refuse a save from a deployment page (a what-if's settings, a ranked fix) when another version was saved since
     the page was drawn: the page's form says which version was the newest then (`newest`). The save is the page's
     version with its changes, so it had silently dropped the other person's newer version (bob saves v2 with fp8 while
-    alice looks at v1; alice's what-if on v1 became v3, without fp8). A form without `newest` is not checked."""
+    alice looks at v1; alice's what-if on v1 became v3, without fp8). A form without `newest` is not checked. Returns
+    the newest version the page showed, for the save to check again where it stores (a save overtaken while it
+    planned), None without one."""
     if form.get("newest") is None:
-        return
+        return None
     seen = form_int(form, "newest", "the newest version number when the page was drawn")
     latest = deployments.version(engine, name)
     if latest["version"] > seen:
-        raise deployments.ConflictError(
-            "newest", f"v{latest['version']} of {name} was saved by {latest['author']} after this page was drawn "
-            f"(the newest was v{seen}); this save would have been made without it",
-            "reload the page (its what-if and fixes then start from what is stored), and save again")
+        raise deployments.overtaken(name, latest["version"], latest["author"], seen)
+    return seen
 
 
 def _page_renderer(state, templates: Jinja2Templates, session_user: Callable) -> Callable[..., Response]:
@@ -417,11 +419,11 @@ def _action_routes(app: FastAPI, ui: SimpleNamespace) -> None:
     def _save_whatif(request: Request, name: str, form) -> Response:
         try:
             user = form_user(request, form, "planner")
-            unchanged_since(state.engine, name, form)
+            newest = unchanged_since(state.engine, name, form)
             body = {"version": form_int(form, "version", "the version number the page shows"),
                     "changes": parse_json(form_text(form, "changes") or "{}", "changes")}
             request_obj, _ = whatif_request(name, body)  # whatif_body checks the changes' shape
-            out = save(name, request_obj, user, form_text(form, "note", NOTE_LIMIT) or "what-if", False)
+            out = save(name, request_obj, user, form_text(form, "note", NOTE_LIMIT) or "what-if", False, newest)
         except (SpecError, ValueError) as err:
             return page(request, "error.html", error=str(err),
                         status=page_status(err) if isinstance(err, SpecError) else 200)
@@ -434,7 +436,7 @@ def _action_routes(app: FastAPI, ui: SimpleNamespace) -> None:
     def _apply_fix(request: Request, name: str, form) -> Response:
         try:
             user = form_user(request, form, "planner")
-            unchanged_since(state.engine, name, form)
+            newest = unchanged_since(state.engine, name, form)
             current = version_of(name, form_int(form, "version", "the version number the page shows"))
             recommendations = current["plan"].get("recommendations") or []
             index = form_int(form, "fix", "the index of one of the version's ranked fixes")
@@ -448,7 +450,7 @@ def _action_routes(app: FastAPI, ui: SimpleNamespace) -> None:
 
             request_obj = build(merged(current["request"], fix["changes"], planned_k(current)), state.catalog,
                                 state.store)
-            out = save(name, request_obj, user, f"fix: {fix['description']}", False)
+            out = save(name, request_obj, user, f"fix: {fix['description']}", False, newest)
         except (SpecError, ValueError) as err:
             return page(request, "error.html", error=str(err),
                         status=page_status(err) if isinstance(err, SpecError) else 200)

@@ -43,7 +43,8 @@ class SweepRun:
     retried: int = 0
 
     def summary_html(self) -> str:
-        names = ["key", "status", "error", "verdict", "speculative", "headroom_worst_case", "simulated", "cost_per_mtok", "speedup",
+        names = ["key", "status", "error", "verdict", "speculative", "headroom_worst_case", "simulated", "cost_per_mtok",
+                 "price_per_gpu_hour", "speedup",
                  "gpus_per_instance", "spec_slo_attainment", "nospec_slo_attainment", "spec_throughput_tok_s",
                  "nospec_throughput_tok_s", "spec_sustains", "nospec_sustains", "spec_tpot_p50_s", "nospec_tpot_p50_s"]
         names += list(self.study.group_axes()) + list(self.study.input_fields())
