@@ -81,9 +81,12 @@ def case(row: dict):
 
 
 HELD_OUT = ROOT / "bench" / "data" / "spec_speedups.jsonl"
-# rows gathered on 2026-12-07 after every speculation term was set: read by fresh(), never fitted (bench/fit_speedup.py
-# reads published() only)
+# rows gathered on 2026-12-07 after the other speculation terms were set: read by fresh(); the two SGLang groups of
+# FRESH_FIT_GROUPS then set spec_seq_host_s, the rest are held out (bench/fit_speedup.py reads published() only)
 FRESH = ROOT / "bench" / "data" / "spec_speedups_s56.jsonl"
+# the fresh groups that set Efficiency.spec_seq_host_s (SGLang's per-request host work in a speculative step, at
+# batch 4-32): scored apart, as fit; the other groups stay held out
+FRESH_FIT_GROUPS = ("eagle3paper-t3-sglang-llama31-8b-eagle", "eagle3paper-t3-sglang-llama31-8b-eagle3")
 GPUS = {"H100": "H100-SXM-80GB", "A100-40GB": "A100-40GB", "RTX PRO 6000 Blackwell": "RTX-PRO-6000-96GB",
         "RTX 3090": "RTX-3090-24GB", "MI355X": "MI355X-288GB", "GB200": "GB200-186GB"}
 
@@ -109,7 +112,7 @@ def _row_drafter(target, method: str, k: int, draft: str | None = None, proposal
 
 def _row_speedup(row: dict, mean_length: float) -> float:
     """The predicted speed-up of a published row (bench/data/spec_speedups*.jsonl) at its batch for a mean accepted
-    length measured at the row's k: the engine's newest profile, the row's drafter (`_row_drafter`), its quantization
+    length measured at the row's k: the profile of the row's engine release (the newest where it names none), the row's drafter (`_row_drafter`), its quantization
     and context (300 where unset: MT-bench), SGLang's tree where topk > 1."""
     from specsize.core.speculation import Tree
 
@@ -117,7 +120,10 @@ def _row_speedup(row: dict, mean_length: float) -> float:
     k = int(row["k"])
     tree = row.get("tree") or {}
     topk = int(tree.get("topk") or 1)
-    profile = resolve_profile("sglang" if row["engine"].startswith("SGLang") else "vllm")
+    # the row's own release where it names one (SGLang 0.4.4 turns its overlap scheduler off for speculation), else
+    # the newest
+    version = str(row["engine_version"]).lstrip("v") if row.get("engine_version") else None
+    profile = resolve_profile("sglang" if row["engine"].startswith("SGLang") else "vllm", version, row["method"])
     # a row's n-gram proposal rate where it gives one, else the engine's own, as `--method ngram` takes it
     spec = _row_drafter(target, row["method"], k,
                         proposal_rate=proposal_rate_of(profile, row["method"], row.get("proposal_rate")))
@@ -184,23 +190,24 @@ def _solved_length(row: dict) -> tuple[float, bool]:
 
 
 def fresh(print_rows: bool = True) -> dict:
-    """Held-out speed-ups gathered on 2026-12-07 (bench/data/spec_speedups_s56.jsonl, same schema as
-    spec_speedups.jsonl, every row with its source and quote), never fitted: bench/fit_speedup.py reads published()
-    only. A row that publishes its acceptance is predicted with it. A group (`group`) whose rows publish none (the
+    """Speed-ups gathered on 2026-12-07 (bench/data/spec_speedups_s56.jsonl, same schema as spec_speedups.jsonl,
+    every row with its source and quote): the SGLang groups of FRESH_FIT_GROUPS set Efficiency.spec_seq_host_s and
+    are scored as fit, the others are held out (bench/fit_speedup.py reads published() only). A row that publishes its acceptance is predicted with it. A group (`group`) whose rows publish none (the
     EAGLE-3 paper's batch tables, the vLLM blog's Kimi-K2.6 and MiniMax-M2.5 sweeps) has its mean accepted length
     solved at its smallest batch, which is printed as the anchor and not scored; its other batches are predicted at
     that length, so they test how the speed-up moves with batch, not the acceptance (as batch_sweeps() does).
-    Returns {"scored": [(id, predicted, observed)], "anchors": [...]}."""
+    Returns {"scored": [(id, predicted, observed)] (held out), "fit": [...], "anchors": [...]}."""
     if not FRESH.exists():
         return {}
     rows = [json.loads(line) for line in FRESH.read_text().splitlines() if line.strip()]
     groups: dict[str, list[dict]] = {}
     for row in rows:
         groups.setdefault(row.get("group") or row["id"], []).append(row)
-    out: dict = {"scored": [], "anchors": []}
+    out: dict = {"scored": [], "anchors": [], "fit": []}
     if print_rows:
-        print(f"\nfresh held-out rows: {FRESH.relative_to(ROOT)} (none fitted; where a group publishes no acceptance, "
-              "its mean accepted length is solved at its smallest batch: the anchor, not scored)")
+        print(f"\nfresh rows: {FRESH.relative_to(ROOT)} (the two SGLang groups of FRESH_FIT_GROUPS set spec_seq_host_s, "
+              "the rest held out; where a group publishes no acceptance, its mean accepted length is solved at its "
+              "smallest batch: the anchor, not scored)")
         print(f"{'row':58} {'B':>3} {'k':>2} {'tree':>5} {'AL':>6} {'pred':>6} {'obs':>6} {'error':>8}")
     for name, members in groups.items():
         members.sort(key=lambda r: int(r["batch_size"]))
@@ -210,22 +217,26 @@ def fresh(print_rows: bool = True) -> dict:
             al = row["acceptance"]["mean_length"] if row.get("acceptance") else length
             predicted, observed = _row_speedup(row, al), float(row["speedup"])
             anchor = not row.get("acceptance") and i == 0
-            (out["anchors"] if anchor else out["scored"]).append((row["id"], predicted, observed))
+            part = "anchors" if anchor else "fit" if name in FRESH_FIT_GROUPS else "scored"
+            out[part].append((row["id"], predicted, observed))
             if print_rows:
                 tree = row.get("tree") or {}
                 shape = f"{tree.get('topk') or 1}/{tree.get('num_draft_tokens') or '-'}"
                 tag = ("  anchor" + ("" if reached else " (unreachable: nearest end)") if anchor
                        else "  WRONG SIDE OF 1" if (predicted >= 1) != (observed >= 1) else "")
+                tag += "  (fit)" if part == "fit" else ""
                 solved = "" if row.get("acceptance") else "*"
                 print(f"{row['id'][:58]:58} {row['batch_size']:>3} {row['k']:>2} {shape:>5} {al:5.2f}{solved:1} "
                       f"{predicted:6.2f} {observed:6.2f} {predicted / observed - 1:+8.1%}{tag}")
-    if print_rows and out["scored"]:
-        errs = [abs(p / o - 1) for _, p, o in out["scored"]]
-        wrong = [rid for rid, p, o in out["scored"] if (p >= 1) != (o >= 1)]
-        bias = statistics.median(p / o - 1 for _, p, o in out["scored"])
-        print(f"fresh held-out (* = length solved at the group's anchor): median |error| {statistics.median(errs):.1%}, "
-              f"bias {bias:+.1%} over {len(errs)} scored rows (max {max(errs):.1%}); on the wrong side of 1: "
-              f"{len(wrong)}{' (' + ', '.join(wrong) + ')' if wrong else ''}")
+    for part, label in (("fit", "fresh, fit (the SGLang groups that set spec_seq_host_s)"),
+                        ("scored", "fresh held-out")):
+        if print_rows and out[part]:
+            errs = [abs(p / o - 1) for _, p, o in out[part]]
+            wrong = [rid for rid, p, o in out[part] if (p >= 1) != (o >= 1)]
+            bias = statistics.median(p / o - 1 for _, p, o in out[part])
+            print(f"{label} (* = length solved at the group's anchor): median |error| {statistics.median(errs):.1%}, "
+                  f"bias {bias:+.1%} over {len(errs)} scored rows (max {max(errs):.1%}); on the wrong side of 1: "
+                  f"{len(wrong)}{' (' + ', '.join(wrong) + ')' if wrong else ''}")
     return out
 
 

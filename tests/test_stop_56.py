@@ -1,6 +1,8 @@
 """Stop 56: fixes made outside the helpers' files."""
 import json
 
+import pytest
+
 from tests.helpers import run_cli
 
 
@@ -13,3 +15,48 @@ def test_the_one_draft_profiling_warning_is_vllms_alone(capsys):
     code, out, _ = run_cli(capsys, "plan", "--engine", "sglang", "--format", "json")
     assert code in (0, 1)
     assert not any("drafts one token per sequence" in w for w in json.loads(out)["warnings"])
+
+
+def test_sglangs_per_request_spec_host_work_by_hand():
+    # Efficiency.spec_seq_host_s: per decoding sequence of a speculative step, in an engine that hands over between
+    # drafter and target on the host (SGLang) where nothing overlaps the step: at batch 32 and 0.17 ms a sequence the
+    # step grows by 32 x 0.17 ms = 5.44 ms, for a model drafter and for n-gram alike (SGLang's NGRAM worker verifies
+    # through the same per-request loop); nothing in an engine without the handover (vLLM) or where the overlap
+    # scheduler keeps running (SGLang's spec v2 chains: async_scheduling with spec_overlap_chain)
+    from dataclasses import replace
+
+    from specsize.catalog.configs import standard_head
+    from specsize.catalog.models import load_model
+    from specsize.core.perf import build_costs, spec_host_per_seq_s, spec_step_time
+    from specsize.core.specs import Deployment, EngineSettings, SpeculativeConfig
+    from tests.test_step_model import IDEAL, ROUND_GPU
+
+    target = load_model("meta-llama/Llama-3.1-8B-Instruct")
+    host = replace(IDEAL, spec_seq_host_s=1.7e-4)
+    cases = (("eagle3", True, False, 32 * 1.7e-4), ("ngram", True, False, 32 * 1.7e-4),
+             ("eagle3", False, False, 0.0), ("eagle3", True, True, 0.0))
+    for method, handover, overlapped, extra in cases:
+        spec = SpeculativeConfig(method, standard_head(target, method, 3) if method != "ngram" else None, 3)
+        d = Deployment(target=target, gpu=ROUND_GPU, speculative=spec, engine=EngineSettings(max_model_len=8192))
+        kw = dict(host_handover=handover, async_scheduling=overlapped, spec_overlap_chain=overlapped)
+        with_host = build_costs(d, host, "bfloat16", None, 2, **kw)
+        without = build_costs(d, IDEAL, "bfloat16", None, 2, **kw)
+        assert spec_step_time(with_host, 32, 500) - spec_step_time(without, 32, 500) == pytest.approx(extra, abs=1e-12)
+        lookup = IDEAL.ngram_per_seq_s if method == "ngram" else 0.0
+        assert spec_host_per_seq_s(with_host) == pytest.approx(lookup + extra / 32, abs=1e-15)
+
+
+def test_the_simulator_pays_the_per_request_spec_host_work_on_sglang_0_4_4():
+    # the simulated speculative step pays what core.perf.spec_host_per_seq_s says per decoding sequence: SGLang 0.4.4
+    # turns its overlap scheduler off with EAGLE (server_args.py), so 0.17 ms a sequence; vLLM 0.32 nothing
+    from specsize.catalog.gpus import load_efficiency
+    from specsize.core.memory import account
+    from specsize.engines.registry import resolve_profile
+    from specsize.planner.simulate import engine_config
+    from tests.helpers import deployment
+
+    d = deployment(method="eagle", draft="sgl-project/SpecForge-llama3-8B-eagle3", k=3)
+    sglang = engine_config(d, account(d, resolve_profile("sglang", "0.4.4")), load_efficiency(d.gpu))
+    vllm = engine_config(d, account(d, resolve_profile("vllm", "0.32")), load_efficiency(d.gpu))
+    assert sglang.cpu_draft_per_seq_s == pytest.approx(load_efficiency(d.gpu).spec_seq_host_s) == pytest.approx(1.7e-4)
+    assert vllm.cpu_draft_per_seq_s == 0.0

@@ -92,6 +92,9 @@ class Efficiency:
     frontend_serial_s: float = 0.0  # per request, API-server intake on one shared core: a burst queues before the engine
     draft_step_tp_s: float = 0.0  # per drafter forward when the drafter is sharded over TP > 1 GPUs
     spec_step_tp_s: float = 0.0  # per speculative step when the target is sharded over TP > 1 GPUs
+    # per decoding sequence of a speculative step, the host's bookkeeping an engine that hands over between drafter
+    # and target on the host does after the forwards, where nothing overlaps the step (SGLang's spec v1 worker)
+    spec_seq_host_s: float = 0.0
 
 
 def api_server_scaled(eff: Efficiency, scale: float) -> Efficiency:
@@ -861,16 +864,31 @@ def spec_step_time(c: SpecCosts, batch: int, context: int, per_pass: float | Non
     verify = uniform_step(_target_co(c), batch, c.verify_width, context, sampled=c.verify_width,
                           positions=depth, expansion_query_s=c.expansion_query_s,
                           graph_max_tokens=c.graph_max_tokens).time_s
-    if drafter_kind(c.method).cpu_drafted:
-        lookup = ngram_lookup_s(c.eff.ngram_per_seq_s, c.eff.ngram_scan_per_token_s, batch, batch * context)
-        return verify + c.eff.spec_step_overhead_s + lookup
+    cpu_drafted = drafter_kind(c.method).cpu_drafted
+    host = ngram_lookup_s(spec_host_per_seq_s(c), c.eff.ngram_scan_per_token_s if cpu_drafted else 0.0, batch,
+                          batch * context)
+    if cpu_drafted:
+        return verify + c.eff.spec_step_overhead_s + host
     # on pipeline stages the drafter and the rejection sampler run on the last stage only (vLLM's model runner builds
     # the drafter where get_pp_group().is_last_rank), once a micro-batch: its share of the round's micro-batches in turn
     parts = pipeline_microbatches(_target_co(c).stages, batch)
     if parts > 1:
-        return verify + parts * (c.eff.spec_step_overhead_s + handover_time(c) +
-                                 draft_time(c, max(1, round(batch / parts)), context, per_pass))
-    return verify + c.eff.spec_step_overhead_s + handover_time(c) + draft_time(c, batch, context, per_pass)
+        return verify + host + parts * (c.eff.spec_step_overhead_s + handover_time(c) +
+                                        draft_time(c, max(1, round(batch / parts)), context, per_pass))
+    return verify + host + c.eff.spec_step_overhead_s + handover_time(c) + draft_time(c, batch, context, per_pass)
+
+
+def spec_host_per_seq_s(c: SpecCosts) -> float:
+    """The host's work per decoding sequence of a speculative step that the step waits for: a CPU drafter's lookup
+    (Efficiency.ngram_per_seq_s: the n-gram proposer's fixed part) and, in an engine that hands over between drafter
+    and target on the host (SpecCosts.host_handover: SGLang) where nothing overlaps the step (no overlap scheduler:
+    SGLang turns it off for speculation until its spec v2 worker, core.speculation.keeps_overlap), its per-request
+    bookkeeping after the forwards (Efficiency.spec_seq_host_s): SGLang's EagleVerifyInput.verify walks every request
+    and accepted token in Python (output_ids.append, check_finished), prepare_extend_after_decode and the scheduler's
+    process_batch_result_decode / stream_output walk every request again, all on the scheduler's one thread."""
+    lookup = c.eff.ngram_per_seq_s if drafter_kind(c.method).cpu_drafted else 0.0
+    serial = c.host_handover and not _target_co(c).host_overlapped
+    return lookup + (c.eff.spec_seq_host_s if serial else 0.0)
 
 
 def handover_time(c: SpecCosts) -> float:

@@ -20,7 +20,8 @@ import numpy as np
 
 from ..core.accuracy import TimingAccuracy
 from ..core.memory import MemoryAccount
-from ..core.perf import Efficiency, draft_extend_tokens, draft_forward_overhead, handover_time, tree_level_acceptance
+from ..core.perf import (Efficiency, draft_extend_tokens, draft_forward_overhead, handover_time, spec_host_per_seq_s,
+                         tree_level_acceptance)
 from ..core.specs import Deployment, SpeculativeConfig, Workload
 from ..core.speculation import Acceptance, Tree, keeps_overlap
 from ..core.traffic import decode_context, shared_prefill_rate
@@ -105,7 +106,7 @@ def engine_config(d: Deployment, mem: MemoryAccount, eff: Efficiency, tree: Tree
         draft_setup_overhead_s=costs.draft_setup_s,  # core.perf: only a drafter that keeps KV cache runs that pass
         draft_step_overhead_s=draft_forward_overhead(costs), frontend_latency_s=eff.frontend_latency_s,
         frontend_serial_s=eff.frontend_serial_s, prefill_first=s.prefill_first, scheduler_steps=s.scheduler_steps,
-        cpu_draft_per_seq_s=eff.ngram_per_seq_s if cpu_drafted else 0.0,
+        cpu_draft_per_seq_s=spec_host_per_seq_s(costs) if k else 0.0,
         cpu_draft_per_token_s=eff.ngram_scan_per_token_s if cpu_drafted else 0.0,
         proposal_rate=d.speculative.proposal_rate,
         prefix_hit_rate=prefix_hit_rate, kv_layers=mem.pool_layers, recv_interval=s.recv_interval,
