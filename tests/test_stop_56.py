@@ -22,7 +22,7 @@ def test_sglangs_per_request_spec_host_work_by_hand():
     # drafter and target on the host (SGLang) where nothing overlaps the step: at batch 32 and 0.17 ms a sequence the
     # step grows by 32 x 0.17 ms = 5.44 ms, for a model drafter and for n-gram alike (SGLang's NGRAM worker verifies
     # through the same per-request loop); nothing in an engine without the handover (vLLM) or where the overlap
-    # scheduler keeps running (SGLang's spec v2 chains: async_scheduling with spec_overlap_chain)
+    # scheduler keeps running (SGLang's spec v2 chains: spec_overlap_chain)
     from dataclasses import replace
 
     from specsize.catalog.configs import standard_head
@@ -38,7 +38,9 @@ def test_sglangs_per_request_spec_host_work_by_hand():
     for method, handover, overlapped, extra in cases:
         spec = SpeculativeConfig(method, standard_head(target, method, 3) if method != "ngram" else None, 3)
         d = Deployment(target=target, gpu=ROUND_GPU, speculative=spec, engine=EngineSettings(max_model_len=8192))
-        kw = dict(host_handover=handover, async_scheduling=overlapped, spec_overlap_chain=overlapped)
+        # SGLang's profiles: no async scheduling kept with speculation; its spec v2 chains keep the overlap
+        kw = dict(host_handover=handover, async_scheduling=overlapped, spec_overlap_chain=overlapped,
+                  async_with_speculation=False)
         with_host = build_costs(d, host, "bfloat16", None, 2, **kw)
         without = build_costs(d, IDEAL, "bfloat16", None, 2, **kw)
         assert spec_step_time(with_host, 32, 500) - spec_step_time(without, 32, 500) == pytest.approx(extra, abs=1e-12)
@@ -60,3 +62,44 @@ def test_the_simulator_pays_the_per_request_spec_host_work_on_sglang_0_4_4():
     vllm = engine_config(d, account(d, resolve_profile("vllm", "0.32")), load_efficiency(d.gpu))
     assert sglang.cpu_draft_per_seq_s == pytest.approx(load_efficiency(d.gpu).spec_seq_host_s) == pytest.approx(1.7e-4)
     assert vllm.cpu_draft_per_seq_s == 0.0
+
+
+def test_the_spec_host_work_follows_sglangs_overlap_release_by_release():
+    # SGLang 0.5.11 - 0.5.13 run spec v2 (the overlap scheduler kept) for chains only ("spec v2 currently only supports
+    # topk = 1", server_args.py); before 0.5.11 spec v1 for every drafter: the per-request host work stays on the step
+    # there (0.17 ms a sequence), and a chain on 0.5.11 pays none
+    from specsize.catalog.gpus import load_efficiency
+    from specsize.core.memory import account
+    from specsize.engines.registry import resolve_profile
+    from specsize.planner.simulate import engine_config
+    from tests.helpers import deployment
+
+    chain = deployment(method="eagle3", draft="sgl-project/SpecForge-llama3-8B-eagle3", k=3)
+    eff = load_efficiency(chain.gpu)
+    for version, expected in (("0.5.10", 1.7e-4), ("0.5.11", 0.0), ("0.5.13", 0.0)):
+        cfg = engine_config(chain, account(chain, resolve_profile("sglang", version)), eff)
+        assert cfg.cpu_draft_per_seq_s == pytest.approx(expected, abs=1e-12), version
+
+
+def test_the_envelope_holds_sglangs_decode_reserve_per_request():
+    # SGLang 0.4.4's decode check keeps N + topk x steps free per running request (8 + 4 x 5 = 28 for a top-4 tree of
+    # 8 nodes at 5 steps): the p99 request of 8,000 + 1,200 tokens holds 8,000 + 1,200 - 1 + 28 slots at its last
+    # step, where vLLM's k lookahead gives 8,000 + 1,200 + 5
+    from specsize.core.envelope import evaluate
+    from specsize.core.memory import account
+    from dataclasses import replace
+
+    from specsize.core.specs import LengthDistribution, Workload
+    from specsize.engines.registry import resolve_profile
+    from tests.helpers import deployment
+
+    chain = deployment(method="eagle", draft="sgl-project/SpecForge-llama3-8B-eagle3", k=5, max_model_len=16384)
+    d = replace(chain, speculative=replace(chain.speculative, tree_topk=4, num_draft_tokens=8))
+    w = Workload(prompt_tokens=LengthDistribution(p50=1000, p95=6000, p99=8000, max=8000),
+                 output_tokens=LengthDistribution(p50=300, p95=1000, p99=1200, max=1200), concurrency=8)
+    sglang = account(d, resolve_profile("sglang", "0.4.4"))
+    assert sglang.settings.decode_reserve == 28
+    shape = {sh.label: sh for sh in evaluate(sglang, w).shapes}["p99"]
+    assert shape.request_tokens == 8000 + 1200 - 1 + 28
+    vllm = account(d, resolve_profile("vllm", "0.32"))
+    assert {sh.label: sh for sh in evaluate(vllm, w).shapes}["p99"].request_tokens == 8000 + 1200 + 5

@@ -1,7 +1,7 @@
 """Workload envelope and verdict: KV demand of the worst case and of the expected mix against the pool.
 
-Per request: prompt + output + k lookahead slots, in whole blocks per layer (a sliding-window layer holds
-at most its window). Worst case: every running request at the chosen percentile shape, at
+Per request: prompt + output + k lookahead slots (SGLang: its decode reserve less one), in whole blocks per layer (a
+sliding-window layer holds at most its window). Worst case: every running request at the chosen percentile shape, at
 concurrency x burst factor (capped by max_num_seqs: the scheduler queues the rest).
 headroom = 1 - demand / capacity. fits: headroom >= policy; thin: 0 <= headroom < policy; else does_not_fit.
 """
@@ -110,12 +110,16 @@ def evaluate(mem: MemoryAccount, workload: Workload, headroom_policy: float = 0.
     """The verdict; with `detail=False` (screening many configurations) only the worst case is worked out."""
     s = mem.settings
     k = s.num_speculative_tokens
+    # slots a request holds beyond its prompt and output at its last step: k lookahead (vLLM), or what the engine's
+    # decode check keeps free for it less the token it decodes (ResolvedSettings.decode_reserve: SGLang's per release,
+    # N + topk x steps for a tree on 0.4.3.post4 - 0.5.8), as the simulator holds them
+    lookahead = s.decode_reserve - 1 if s.decode_reserve else k
     peak = math.ceil(workload.concurrency * workload.burst_factor - 1e-9)
     pct = workload.percentile
     shapes = []
     for label in LengthDistribution.PERCENTILES if detail else (pct,):
         prompt, output = workload.prompt_tokens.at(label), workload.output_tokens.at(label)
-        tokens = prompt + output + k
+        tokens = prompt + output + lookahead
         per_request = request_kv_bytes(mem.pool_layers, tokens, s.block_size, in_flight=k + 1)
         shapes.append(ShapeCapacity(label=label, prompt_tokens=prompt, output_tokens=output, request_tokens=tokens,
                                     request_kv_bytes=per_request,

@@ -303,7 +303,9 @@ def model_cost(m: ModelSpec, tp: int, dtype: str, quant: Quantization | None, *,
                      tp=tp, fp8_compute=bool(q and q.method == "fp8"),
                      lm_head_params=min(lm_head_params, max(0, dense_params)),
                      vocab=lm_head_params // max(1, m.hidden_size),
-                     low_bit=bool(q and q.method in ("int4", "mxfp4", "nvfp4")),
+                     # bitsandbytes 4-bit runs a dequantising kernel too (vLLM's _apply_4bit_weight: bitsandbytes'
+                     # matmul_4bit, gemv_4bit at decode) over the packed bytes: priced as the w4a16 kernels
+                     low_bit=bool(q and q.method in ("int4", "mxfp4", "nvfp4", "bnb4")),
                      low_bit_experts_only=bool(q and q.experts_only),
                      fp4=q.method if (q and q.method in ("mxfp4", "nvfp4")) else "", prompt_attn_width=prompt_width,
                      kv_fp8=kv_dtype_bytes == 1, mla=m.mla is not None,
@@ -659,6 +661,9 @@ class SpecCosts:
     plain_co: StepCoefficients | None = None  # the target without speculation (the baseline a speed-up is against)
     draft_prefills: bool = False  # the drafter runs over the prompt too (it keeps a KV cache of its own)
     host_handover: bool = False  # the engine syncs with the host between drafter and target (handover_time)
+    # the engine's per-request bookkeeping of a speculative step waits for the forwards (Efficiency.spec_seq_host_s):
+    # a host-handover engine whose overlap of host work and forward does not survive speculation with this drafter
+    host_serial: bool = False
     # verification by batch expansion (vLLM V0, AccountingProfile.spec_expansion_query_s): each of a sequence's
     # verify_width positions is a query of its own, prepared as a sequence, every extra one costing this much more
     expansion_query_s: float = 0.0
@@ -804,6 +809,9 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
         verified = verified_per_sequence(k, sp.proposal_rate)
     steps = kind.steps(k)
     overlapped = async_scheduling and keeps_overlap(kind, async_with_speculation, spec_overlap_chain, tree_topk)
+    # SGLang overlaps host and GPU by scheduling ahead (AccountingProfile.scheduled_ahead), not async_scheduling: its
+    # speculative step keeps that where keeps_overlap says (spec v2 chains), with or without async_scheduling
+    host_serial = host_handover and not keeps_overlap(kind, async_with_speculation, spec_overlap_chain, tree_topk)
     return SpecCosts(target=target, draft=draft, draft_gpu_tp=draft_tp, method=sp.method, gpu=d.gpu, eff=eff,
                      verify_width=verified, draft_steps=steps, draft_width=max(1, tree_topk),
                      target_co=coefficients(target, d.gpu, eff, eager=d.engine.enforce_eager,
@@ -813,6 +821,7 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
                      draft_co=coefficients(draft, d.gpu, eff, overhead=False, eager=d.engine.enforce_eager)
                      if draft is not None else None,
                      draft_prefills=draft is not None and kind.keeps_kv, host_handover=host_handover,
+                     host_serial=host_serial,
                      expansion_query_s=expansion_query_s, graph_max_tokens=graph_max_tokens,
                      mla_prompt_mha=mla_prompt_mha,
                      serial_output_s=eff.output_per_token_s if k and sp.enabled and not overlapped else 0.0,
@@ -881,14 +890,14 @@ def spec_step_time(c: SpecCosts, batch: int, context: int, per_pass: float | Non
 def spec_host_per_seq_s(c: SpecCosts) -> float:
     """The host's work per decoding sequence of a speculative step that the step waits for: a CPU drafter's lookup
     (Efficiency.ngram_per_seq_s: the n-gram proposer's fixed part) and, in an engine that hands over between drafter
-    and target on the host (SpecCosts.host_handover: SGLang) where nothing overlaps the step (no overlap scheduler:
-    SGLang turns it off for speculation until its spec v2 worker, core.speculation.keeps_overlap), its per-request
+    and target on the host (SpecCosts.host_handover: SGLang) where nothing overlaps the step (SpecCosts.host_serial:
+    SGLang turns its overlap scheduler off for speculation except where its spec v2 worker keeps it, core.speculation.
+    keeps_overlap: chains from 0.5.11), its per-request
     bookkeeping after the forwards (Efficiency.spec_seq_host_s): SGLang's EagleVerifyInput.verify walks every request
     and accepted token in Python (output_ids.append, check_finished), prepare_extend_after_decode and the scheduler's
     process_batch_result_decode / stream_output walk every request again, all on the scheduler's one thread."""
     lookup = c.eff.ngram_per_seq_s if drafter_kind(c.method).cpu_drafted else 0.0
-    serial = c.host_handover and not _target_co(c).host_overlapped
-    return lookup + (c.eff.spec_seq_host_s if serial else 0.0)
+    return lookup + (c.eff.spec_seq_host_s if c.host_serial else 0.0)
 
 
 def handover_time(c: SpecCosts) -> float:
