@@ -3,6 +3,8 @@ import json
 
 import pytest
 
+from specsize.core.errors import SpecError
+
 from tests.helpers import run_cli
 
 
@@ -103,3 +105,42 @@ def test_the_envelope_holds_sglangs_decode_reserve_per_request():
     assert shape.request_tokens == 8000 + 1200 - 1 + 28
     vllm = account(d, resolve_profile("vllm", "0.32"))
     assert {sh.label: sh for sh in evaluate(vllm, w).shapes}["p99"].request_tokens == 8000 + 1200 + 5
+
+
+def test_qwens_own_fp8_names_read_their_128_blocks():
+    # Qwen/<model>-FP8 checkpoints keep one scale per 128 x 128 block (their model cards); other publishers' -FP8 names
+    # (NVIDIA ModelOpt per-tensor, Red Hat -FP8-dynamic per-channel) keep none
+    from specsize.catalog.models import load_model
+
+    assert load_model("Qwen/Qwen3-30B-A3B-FP8").quantization.block == (128, 128)
+    assert load_model("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8").quantization.block == (128, 128)
+    assert load_model("nvidia/Llama-3.1-70B-Instruct-FP8").quantization.block is None
+    assert load_model("RedHatAI/Qwen3-8B-FP8-dynamic").quantization.block is None
+
+
+def test_block_fp8_splits_the_engines_refuse_by_hand():
+    # an expert of Qwen3-30B-A3B is 768 rows wide: TP 2 gives 384 = 3 x 128 rows a GPU, TP 4 192 and TP 8 96, no whole
+    # 128-row blocks: vLLM before 0.29 and SGLang refuse to load it (vllm-project/vllm issue 25292); from 0.29 vLLM
+    # refines the scales to gcd(128, 128, 192, 2048) = 64 and gcd(128, 128, 96, 2048) = 32, both >= 32, and loads it.
+    # Qwen3-235B-A22B's 1,536-row experts: 192 a GPU at TP 8. DeepSeek-V3 at TP 32: experts 2,048 / 32 = 64 (refined
+    # from 0.29), its dense MLP 18,432 / 32 = 576 rows, not whole blocks in any release
+    from specsize.catalog.models import load_model
+    from specsize.engines.block_fp8 import check_fp8_block_tp, fp8_block_tp_problem
+
+    small = load_model("Qwen/Qwen3-30B-A3B-FP8")
+    assert fp8_block_tp_problem("vllm", "0.11", small, 2) is None
+    for tp in (4, 8):
+        assert f"768 / {tp} = {768 // tp}" in fp8_block_tp_problem("vllm", "0.28", small, tp)
+        assert fp8_block_tp_problem("sglang", "0.5.23", small, tp) is not None
+        assert fp8_block_tp_problem("vllm", "0.29", small, tp) is None
+        assert fp8_block_tp_problem("vllm", None, small, tp) is None
+    big = load_model("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8")
+    assert "1,536 / 8 = 192" in fp8_block_tp_problem("vllm", "0.11", big, 8)
+    with pytest.raises(SpecError) as err:
+        check_fp8_block_tp("vllm", "0.11", big, 8)
+    assert err.value.field == "tp" and "a TP of 1, 2, 4" in err.value.accepted and "0.29" in err.value.accepted
+    ds = load_model("deepseek-ai/DeepSeek-V3")
+    assert fp8_block_tp_problem("vllm", None, ds, 16) is None
+    assert "18,432 / 32 = 576" in fp8_block_tp_problem("vllm", None, ds, 32)
+    # a checkpoint without block scales splits anywhere
+    assert fp8_block_tp_problem("vllm", "0.11", load_model("Qwen/Qwen3-30B-A3B"), 8) is None

@@ -36,6 +36,12 @@ QUANT_SUFFIXES: tuple[tuple[str, str], ...] = (
 )
 _QUANT = tuple((re.compile(rf"[-_.]{pattern}$", re.IGNORECASE), name) for pattern, name in QUANT_SUFFIXES)
 _FP8_KV = _QUANT[0][0]  # QUANT_SUFFIXES' first: fp8 weights with fp8 KV scales
+# Qwen's own -FP8 checkpoints (Qwen/<model>-FP8) store fp8 weights in 128 x 128 blocks with one scale each ("fine-grained
+# fp8 quantization with block size of 128", their model cards; the blocks that keep Qwen3-30B-A3B-FP8 off TP 4 in
+# vllm-project/vllm issue 25292 and Qwen3-235B-A22B-FP8 off TP 4 / 8 in QwenLM/Qwen3 issue 1485): read so by name, the
+# engines' block-shape check then applies (engines.block_fp8)
+QWEN_FP8_BLOCK = (128, 128)
+_QWEN_FP8 = re.compile(r"^qwen/.+-fp8$", re.IGNORECASE)
 _REVISION = re.compile(r"-(?:instruct|thinking)-\d{4}$", re.IGNORECASE)  # Qwen3's 2507 revisions
 _SIBLING = re.compile(r"-(?:instruct|it|chat|base|pt)$", re.IGNORECASE)
 
@@ -50,6 +56,7 @@ class Variant:
     quantization: str | None
     readings: tuple[str, ...]
     fp8_kv: bool = False  # the name says the checkpoint carries fp8 KV scales (AMD Quark's -FP8-KV)
+    fp8_block: tuple[int, int] | None = None  # the fp8 weights' scale blocks the publisher's name implies (QWEN_FP8_BLOCK)
 
 
 def variant_of(model_id: str, catalog_ids: list[str]) -> Variant | None:
@@ -79,7 +86,8 @@ def variant_of(model_id: str, catalog_ids: list[str]) -> Variant | None:
                 base = next((cid for cid in ids if cid.split("/", 1)[0].lower() == org.lower()), sorted(ids)[0])
                 if base.lower() == model_id.lower():
                     return None
-                return Variant(model_id, base, quant, readings, fp8_kv and quant is not None)
+                block = QWEN_FP8_BLOCK if quant == "fp8" and _QWEN_FP8.match(model_id) else None
+                return Variant(model_id, base, quant, readings, fp8_kv and quant is not None, block)
     return None
 
 
