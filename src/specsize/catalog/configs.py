@@ -1034,6 +1034,7 @@ def _build_spec(raw: dict[str, Any], model_id: str, source: str, *, params_publi
         norms_per_layer=4 if model_type.startswith("gemma") else (3 if is_eagle3 else 2), rotary_dim=rotary, moe=moe, mla=mla,
         rotary_cache_positions=rotary_caches,
         quantization=_quantization(cfg, moe, mla, model_type, n_layers, bool(state_layers), model_id),
+        kv_cache_scheme=_ct_kv_cache_scheme(cfg, model_id),
         num_mtp_layers=_mtp_layers(cfg, model_type),
         draft_vocab_size=int(cfg["draft_vocab_size"]) if cfg.get("draft_vocab_size") else None,
         eagle_fc_inputs=3 if is_eagle3 else (2 if is_eagle else 0),
@@ -1055,6 +1056,20 @@ def _quantization(cfg: dict, moe: MoESpec | None, mla: MLASpec | None, model_typ
     if isinstance(qc, dict) and str(qc.get("quant_method") or "").lower() == "compressed-tensors":
         return compressed_tensors_layers(qc, declared, model_id, n_layers, moe, mla, model_type, hybrid)
     return declared
+
+
+def _ct_kv_cache_scheme(cfg: dict, model_id: str) -> bool:
+    """Whether a compressed-tensors checkpoint declares a kv_cache_scheme (ModelSpec.kv_cache_scheme): vLLM's
+    CompressedTensorsConfig keeps it whatever its weights' groups (none included), and its Attention layers serve the
+    cache in fp8 by the release's rule (AccountingProfile.ct_kv_cache_scheme)."""
+    qc = cfg.get("quantization_config")
+    if not isinstance(qc, dict) or str(qc.get("quant_method") or "").lower() != "compressed-tensors":
+        return False
+    scheme = qc.get("kv_cache_scheme")
+    if scheme is not None and not isinstance(scheme, dict):
+        raise SpecError("quantization_config.kv_cache_scheme", f"{model_id}: kv_cache_scheme {scheme!r}",
+                        '{num_bits: 8, type: "float", strategy: "tensor"}, or none')
+    return bool(scheme)
 
 
 def _mtp_layers(cfg: dict, model_type: str) -> int:

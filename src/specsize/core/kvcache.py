@@ -166,6 +166,23 @@ def pool_layer_slots(layers: tuple[KVLayer, ...]) -> tuple[KVLayer, ...]:
     return tuple(slots) if len(slots) != len(layers) else layers
 
 
+# vLLM's NVFP4 KV cache (kv_cache_dtype "nvfp4", served from 0.21: AccountingProfile.nvfp4_kv): each head's key, and
+# its value, packed two values a byte with one fp8 scale per 16 values, head_size // 2 + head_size // 16 uint8 a head
+# a token (utils/torch_utils.py nvfp4_kv_cache_full_dim; v1/kv_cache_interface.py AttentionSpec.real_page_size_bytes:
+# 2 x block x heads x that; in 0.21.0 and 0.32.0):
+# 72 B a head for keys and 72 for values at head_dim 128. Its bytes a value are no whole number, so the settings carry
+# it as this marker in place of the bytes a value (ResolvedSettings.kv_dtype_bytes), read by kv_head_bytes only
+NVFP4_KV_BYTES = 0
+
+
+def kv_head_bytes(head_dim: int, kv_dtype_bytes: int) -> int:
+    """Bytes one KV head's key (or value) takes a token in the cache: head_dim values of kv_dtype_bytes, or NVFP4's
+    packed values and block scales (NVFP4_KV_BYTES)."""
+    if kv_dtype_bytes == NVFP4_KV_BYTES:
+        return head_dim // 2 + head_dim // 16
+    return head_dim * kv_dtype_bytes
+
+
 @lru_cache(maxsize=4096)
 def model_kv_layers(m: ModelSpec, tp: int, kv_dtype_bytes: int, owner: str, pp: int = 1,
                     layers: int | None = None, mla_latent: bool = True) -> tuple[KVLayer, ...]:
@@ -190,7 +207,7 @@ def model_kv_layers(m: ModelSpec, tp: int, kv_dtype_bytes: int, owner: str, pp: 
             if layer.indexer_head_dim:  # DeepSeek-V3.2: the sparse indexer's key, in the same block pool
                 per_token = indexed_mla_bytes(layer.mla_width, layer.indexer_head_dim, kv_dtype_bytes)
         else:
-            per_token = 2 * kv_heads_per_rank(layer.num_kv_heads, tp) * layer.head_dim * kv_dtype_bytes
+            per_token = 2 * kv_heads_per_rank(layer.num_kv_heads, tp) * kv_head_bytes(layer.head_dim, kv_dtype_bytes)
         out.append(KVLayer(owner=owner, kind=layer.kind, window=layer.window, bytes_per_token=per_token))
     return tuple(out)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from .errors import SpecError
-from .kvcache import (HybridPool, KVLayer, bytes_per_token, hybrid_block_size, hybrid_pool,
+from .kvcache import (NVFP4_KV_BYTES, HybridPool, KVLayer, bytes_per_token, hybrid_block_size, hybrid_pool,
                       layer_blocks, layer_groups, model_kv_layers, model_state_layers, pool_layer_slots)
 from .multimodal import encoder_profile, pixel_values_bytes, tower_forward_peak
 from .speculation import SpecMethod
@@ -117,6 +117,21 @@ class AccountingProfile:
     # Quantization.kv_cache_dtype) rather than the model dtype: vLLM's EngineArgs resolves it when it builds its
     # CacheConfig (utils/torch_utils.py resolve_kv_cache_dtype_string; PR 30785, merged 2025-12-16, from 0.14)
     checkpoint_kv_dtype: bool = False
+    # a compressed-tensors checkpoint's kv_cache_scheme (ModelSpec.kv_cache_scheme), as the release's Attention
+    # layer reads it (model_executor/layers/attention/attention.py Attention.__init__): "ignored" (up to 0.14: the
+    # scheme only brings scales, the cache keeps kv_cache_dtype's dtype, the model's under auto; 0.14.1's
+    # attention/layer.py reads no kv_cache_scheme), "forced" (0.15 - 0.21: "llm-compressor mdls need to set
+    # cache_dtype to fp8 manually" sets kv_cache_dtype and cache_config.cache_dtype to "fp8" whatever
+    # --kv-cache-dtype says; read in 0.16.0, 0.17.0, 0.20.0 and 0.21.0), "auto" (0.22 on: the same, only where
+    # kv_cache_dtype is "auto"; read in 0.22.0 and 0.32.0). SGLang: "ignored"
+    ct_kv_cache_scheme: str = "ignored"
+    # an NVFP4 KV cache (core.kvcache.NVFP4_KV_BYTES) - --kv-cache-dtype nvfp4, or under auto a ModelOpt checkpoint
+    # calibrated for it (Quantization.kv_cache_dtype "nvfp4"): "" where the release has none (vLLM up to 0.19: no
+    # "nvfp4" CacheDType, and MODELOPT_TO_VLLM_KV_CACHE_DTYPE_MAP maps fp8 only, so auto keeps the model dtype;
+    # SGLang: ModelRunner reads an "FP8" kv_cache_quant_algo only), "refused" (vLLM 0.20: auto resolves to "nvfp4" -
+    # utils/torch_utils.py get_kv_cache_quant_algo_string - but FlashInfer's metadata builder, the one backend listing
+    # it, raises "nvfp4 KV cache is not yet supported"), "served" (vLLM 0.21 on, read in 0.21.0, 0.22.0 and 0.32.0)
+    nvfp4_kv: str = ""
     # CUDA graphs: the largest step (tokens) the engine replays from a graph; a larger one runs its kernels launched
     # one by one from the host (Efficiency.eager_layer_s / eager_moe_layer_s). GRAPH_ALL: no limit modelled
     graph_max_tokens: int = GRAPH_ALL
@@ -395,7 +410,17 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
     e = d.engine
     target = d.target
     dtype = target.dtype if e.dtype in (None, "auto") else canonical_dtype(e.dtype, "dtype")
-    if e.kv_cache_dtype in ("auto", None) and p.checkpoint_kv_dtype and quant and quant.kv_cache_dtype == "fp8":
+    auto_kv = e.kv_cache_dtype in ("auto", None)
+    nvfp4_checkpoint = auto_kv and bool(p.nvfp4_kv) and quant is not None and quant.kv_cache_dtype == "nvfp4"
+    if e.kv_cache_dtype == "nvfp4" or nvfp4_checkpoint:
+        _check_nvfp4_kv(d, p, nvfp4_checkpoint)
+        kv_dtype, kv_bytes = "nvfp4", NVFP4_KV_BYTES
+    elif target.kv_cache_scheme and (
+            p.ct_kv_cache_scheme == "forced" or (p.ct_kv_cache_scheme == "auto" and auto_kv)):
+        # a compressed-tensors kv_cache_scheme: vLLM's "fp8" (e4m3), over an explicit dtype too in 0.15 - 0.21
+        # (AccountingProfile.ct_kv_cache_scheme)
+        kv_dtype, kv_bytes = "fp8_e4m3", 1
+    elif auto_kv and p.checkpoint_kv_dtype and quant and quant.kv_cache_dtype == "fp8":
         kv_dtype, kv_bytes = "fp8_e4m3", 1  # the checkpoint's calibrated fp8 KV cache (AccountingProfile)
     elif e.kv_cache_dtype in ("auto", None):
         kv_dtype, kv_bytes = dtype, DTYPE_BYTES[dtype]
@@ -408,6 +433,17 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
             raise SpecError("kv_cache_dtype", f"{kv_dtype} beside a {dtype} model: the engines keep the KV cache in "
                             "the dtype the model is served in (auto) or in fp8", "auto (or the served dtype), fp8, "
                             "fp8_e4m3, fp8_e5m2")
+    prequant_bnb = quant is not None and quant.method in ("bnb4", "bnb8") and quant.source != "override"
+    if prequant_bnb and d.tp > 1:
+        # vLLM 0.9.2 - 0.27 model_loader/bitsandbytes_loader.py _load_weights: "Prequant BitsAndBytes models with
+        # tensor parallelism is not supported" (the quant states cannot follow a split weight); in-flight
+        # quantization (--quantization bitsandbytes on unquantized weights) shards as usual
+        raise SpecError("tp", f"{target.model_id} is a pre-quantized bitsandbytes checkpoint, which vLLM does not "
+                        f"load at tensor parallel {d.tp}", "tp 1 (split across GPUs with pp instead)")
+    # vLLM 0.9.2 - 0.27 ModelConfig._verify_bnb_config: a pre-quantized 8-bit bitsandbytes checkpoint (load_in_8bit)
+    # runs eager, "CUDA graph is not supported on BitsAndBytes 8bit yet" (read in 0.10.1.1, 0.12.0, 0.17.0, 0.25.0):
+    # no CUDA graphs captured, none of their memory
+    eager = e.enforce_eager or (prequant_bnb and quant is not None and quant.method == "bnb8")
     max_model_len = e.max_model_len or target.context_limit(p.engine)
     gpu_name = f"{d.gpu.gpu_id} {d.gpu.name}".lower()
     large = d.gpu.memory_bytes >= p.large_gpu_bytes and not any(
@@ -442,12 +478,12 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         gpu_memory_utilization=(p.default_gpu_memory_utilization if e.gpu_memory_utilization is None
                                 else e.gpu_memory_utilization), max_model_len=max_model_len,
         max_num_seqs=max_num_seqs, max_num_batched_tokens=batched, block_size=block_size, dtype=dtype,
-        kv_cache_dtype=kv_dtype, kv_dtype_bytes=kv_bytes, quantization=quant, enforce_eager=e.enforce_eager,
+        kv_cache_dtype=kv_dtype, kv_dtype_bytes=kv_bytes, quantization=quant, enforce_eager=eager,
         num_speculative_tokens=d.speculative.num_speculative_tokens if d.speculative.enabled else 0,
         prefill_first=p.prefill_first and not chunked, spec_host_handover=p.spec_host_handover,
         draft_extend=(p.draft_model_extend or p.draft_extend) if d.speculative.method == SpecMethod.DRAFT_MODEL
         else p.draft_extend,
-        spec_expansion_query_s=0.0 if e.enforce_eager else p.spec_expansion_query_s,
+        spec_expansion_query_s=0.0 if eager else p.spec_expansion_query_s,
         api_cost_scale=p.api_cost_scale,
         scheduler_steps=steps, moe_fp8_memory=p.moe_fp8_memory, custom_allreduce=p.custom_allreduce,
         ngram_proposer_per_seq_s=p.ngram_proposer_per_seq_s,
@@ -529,6 +565,28 @@ def _engine_interval(field: str, value: int, has_flag: bool, p: AccountingProfil
         flag = "--" + field.replace("_", "-")
         raise SpecError(field, f"{p.label} has no {flag}", f"1, or {where}")
     return value
+
+
+def _check_nvfp4_kv(d: Deployment, p: AccountingProfile, from_checkpoint: bool) -> None:
+    """An NVFP4 KV cache where the release and the GPU serve one (AccountingProfile.nvfp4_kv). vLLM runs it through
+    FlashInfer only - the one attention backend whose supported_kv_cache_dtypes lists "nvfp4"; no MLA backend does -
+    on its trtllm-gen kernels (v1/attention/backends/flashinfer.py: backend "trtllm-gen" for an nvfp4 cache, "fa2/fa3
+    do not support nvfp4"), which run on datacenter Blackwell (compute capability 10) alone."""
+    why = "the checkpoint's NVFP4 KV cache (kv_cache_dtype auto)" if from_checkpoint else "kv_cache_dtype nvfp4"
+    other = "kv_cache_dtype fp8 or the model dtype"
+    if p.nvfp4_kv != "served":
+        problem = ("FlashInfer's metadata builder raises \"nvfp4 KV cache is not yet supported\"" if p.nvfp4_kv
+                   else "the release has no NVFP4 KV cache")
+        raise SpecError("kv_cache_dtype", f"{why} on {p.label}: {problem}", f"{other}, or engine vllm with "
+                        "engine_version 0.21 or later")
+    if not d.gpu.compute_capability_10:
+        raise SpecError("kv_cache_dtype", f"{why}: vLLM serves an NVFP4 KV cache with FlashInfer's trtllm-gen "
+                        f"kernels, on datacenter Blackwell only, not the {d.gpu.gpu_id}",
+                        f"{other} on this GPU, or a B200 / B300 class GPU")
+    drafter = d.speculative.draft if d.speculative.enabled else None
+    if d.target.mla is not None or (drafter is not None and drafter.mla is not None):
+        raise SpecError("kv_cache_dtype", f"{why}: no MLA attention backend of vLLM takes an NVFP4 KV cache",
+                        f"{other} for an MLA model")
 
 
 def _check_engine_flags(e: EngineSettings, p: AccountingProfile) -> None:

@@ -19,19 +19,25 @@ DTYPE_ALIASES = {
     "bf16": "bfloat16", "bfloat16": "bfloat16",
     "fp16": "float16", "half": "float16", "float16": "float16",
 }
-KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16", "float32")
+# nvfp4: vLLM's NVFP4 KV cache, 0.20 on (config/cache.py CacheDType; AccountingProfile.nvfp4_kv)
+KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16", "float32", "nvfp4")
 QUANT_METHODS = ("none", "fp8", "int8", "int4", "mxfp4", "nvfp4")
 # The engines' own --quantization names for those formats, accepted as the override too (vLLM's
 # model_executor/layers/quantization/__init__.py QuantizationMethods; SGLang's server_args.py QUANTIZATION_CHOICES):
 # AWQ and GPTQ are 4-bit integer weights in groups of 128 (AWQ with zero points, GPTQ symmetric by default), ModelOpt's
 # are fp8 and nvfp4, SGLang's w8a8_int8 is 8-bit integer weights
 QUANT_ALIASES = {"awq": "int4", "awq_marlin": "int4", "gptq": "int4", "gptq_marlin": "int4", "fbgemm_fp8": "fp8",
-                 "modelopt": "fp8", "modelopt_fp4": "nvfp4", "w8a8_int8": "int8"}
+                 "modelopt": "fp8", "modelopt_fp4": "nvfp4", "w8a8_int8": "int8",
+                 # vLLM's in-flight bitsandbytes (0.9.2 - 0.27, model_loader/bitsandbytes_loader.py
+                 # _unquantized_generator): quantize_4bit(quant_type="nf4", compress_statistics=True) at its default
+                 # blocks of 64, the nested absmax dequantized back to float32 at load (_bind_quant_states_to_params
+                 # _dequantize_dq): core.weights.linear_bytes "bnb4", as a 4-bit checkpoint
+                 "bitsandbytes": "bnb4"}
 QUANT_NAMES = QUANT_METHODS + tuple(QUANT_ALIASES)  # what a quantization override accepts
 # The override names the engines make from unquantized weights while loading them (vLLM's and SGLang's --quantization
 # fp8 on a bf16 checkpoint: dynamic fp8, "quantized at load"); every other name (ModelOpt's and FBGEMM's fp8 included)
 # needs a checkpoint stored in that format
-QUANTIZED_AT_LOAD = ("fp8",)
+QUANTIZED_AT_LOAD = ("fp8", "bitsandbytes")
 
 AttentionKind = Literal["full", "sliding", "chunked", "mla"]
 StateKind = Literal["gated_delta_net", "mamba2", "mamba1"]
@@ -195,6 +201,11 @@ class ModelSpec:
     moe: MoESpec | None = None
     mla: MLASpec | None = None
     quantization: Quantization | None = None
+    # a compressed-tensors checkpoint that declares a kv_cache_scheme (llm-compressor's calibrated fp8 KV cache), with
+    # or without weight schemes: vLLM serves its KV cache in fp8 by its own rule per release
+    # (AccountingProfile.ct_kv_cache_scheme), whatever the scheme's fields say (model_executor/layers/attention/
+    # attention.py Attention.__init__: kv_cache_dtype = "fp8"); the checkpoint's, so a quantization override keeps it
+    kv_cache_scheme: bool = False
     num_mtp_layers: int = 0
     draft_vocab_size: int | None = None  # EAGLE-3 reduced lm_head
     eagle_fc_inputs: int = 0  # EAGLE fuses 2 (EAGLE-1) or 3 (EAGLE-3) hidden states through an fc layer
@@ -482,6 +493,8 @@ def quantization_override(name: str | None, model: ModelSpec) -> Quantization | 
         return Quantization("none")
     if key == "int4":
         return Quantization("int4", group_size=128, has_zeros=not given.startswith("gptq"), source="override")
+    if key == "bnb4":  # in-flight bitsandbytes: nf4 in blocks of 64, one float32 absmax a block (QUANT_ALIASES)
+        return Quantization("bnb4", group_size=64, has_zeros=False, source="override")
     if key == "mxfp4":
         # an MoE model's experts (vLLM's Mxfp4Config quantizes fused-MoE experts only), a dense model's linear layers
         # (AMD Quark's MXFP4 checkpoints, e.g. amd/Llama-3.3-70B-Instruct-MXFP4-Preview on MI355X)
@@ -532,6 +545,8 @@ def restates_checkpoint(target: ModelSpec, name: str | None) -> bool:
     without the flag (Deployment.quantization_override)."""
     q = target.quantization
     given = str(name).lower() if name is not None else "none"
+    if q is not None and q.source != "override" and given == "bitsandbytes" and q.method in ("bnb4", "bnb8"):
+        return True  # vLLM loads a bitsandbytes checkpoint, 8-bit too, as its quantization_config says
     return q is not None and q.source != "override" and given != "none" and quantization_format(given) == q.method
 
 

@@ -56,30 +56,39 @@ def first_release(engine: str, model_type: str) -> str | None:
 BNB_FIRST, BNB_FIRST_MOE, BNB_GONE = "0.9.2", "0.10.0", "0.28.0"
 
 
-def quantization_problem(engine: str, version: str | None, model: ModelSpec) -> tuple[str, str] | None:
-    """(why, accepted) where release `version` of `engine` cannot load `model`'s quantization as specsize sizes it;
-    None where it can (every format but bitsandbytes: their engine-side checks are the profiles' and the plan's)."""
+def quantization_problem(engine: str, version: str | None, model: ModelSpec,
+                         quantization: str | None = None) -> tuple[str, str] | None:
+    """(why, accepted) where release `version` of `engine` cannot load `model`'s quantization as specsize sizes it -
+    the checkpoint's own, or bitsandbytes quantized at load (`quantization` "bitsandbytes" over unquantized weights:
+    core.specs.QUANT_ALIASES; the same releases, as the loader undoes the nested absmax of its quantize_4bit from 0.9.2
+    and quantizes an MoE's experts from 0.10); None where it can (every other format: their engine-side checks are the
+    profiles' and the plan's)."""
     q = model.quantization
-    if q is None or q.method not in ("bnb4", "bnb8"):
+    stored = q is not None and q.method in ("bnb4", "bnb8")
+    in_flight = not stored and q is None and str(quantization or "").lower() == "bitsandbytes"
+    if not (stored or in_flight):
         return None
+    what = ("is a bitsandbytes checkpoint" if stored else
+            "is quantized by bitsandbytes at load (--quantization bitsandbytes)")
     first = BNB_FIRST_MOE if model.moe is not None else BNB_FIRST
     accepted = f"engine vllm with engine_version {first} to 0.27"
     if engine != "vllm":
-        return (f"{model.model_id} is a bitsandbytes checkpoint: specsize sizes it as vLLM {first} - 0.27 load it, "
-                "not SGLang's loader", accepted)
+        return (f"{model.model_id} {what}: specsize sizes it as vLLM {first} - 0.27 load it, not SGLang's loader",
+                accepted)
     wanted = release_key(version) if version not in (None, "", "latest") else None
     if wanted is None or wanted >= (release_key(BNB_GONE) or ()):
         name = f"vLLM {version}" if wanted is not None else "the newest vLLM"
-        return (f"{model.model_id} is a bitsandbytes checkpoint, and {name} has no bitsandbytes loader (0.28 moved it "
-                "to the vllm-bnb-plugin package, which specsize does not size)", accepted)
+        return (f"{model.model_id} {what}, and {name} has no bitsandbytes loader (0.28 moved it to the vllm-bnb-plugin "
+                "package, which specsize does not size)", accepted)
     if wanted < (release_key(first) or ()) and not (is_series(str(version)) and release(version) == release(first)):
-        what = "MoE experts" if model.moe is not None else "double-quantized absmax as specsize sizes it"
-        return (f"{model.model_id} is a bitsandbytes checkpoint: vLLM {version} does not load its {what} (the first "
-                f"release that does is {first})", accepted)
+        part = "MoE experts" if model.moe is not None else "double-quantized absmax as specsize sizes it"
+        return (f"{model.model_id} {what}: vLLM {version} does not load its {part} (the first release that does is "
+                f"{first})", accepted)
     return None
 
 
-def check_model_support(engine: str, version: str | None, model: ModelSpec, field: str = "engine_version") -> None:
+def check_model_support(engine: str, version: str | None, model: ModelSpec, field: str = "engine_version",
+                        quantization: str | None = None) -> None:
     """Refuse a plan for a release that cannot load `model`, naming the first release that can. The engine loads the
     checkpoint's own architecture: a multimodal checkpoint's wrapper (ModelSpec.checkpoint_type), not the language
     model inside it, whose own entry holds for a top-level text-only checkpoint (qwen3_5_text from vLLM 0.27, while a
@@ -89,6 +98,6 @@ def check_model_support(engine: str, version: str | None, model: ModelSpec, fiel
     if problem is not None:
         first = first_release(engine, model_type)
         raise SpecError(field, problem, f"engine_version {first} or later" if first else "another engine for this model")
-    quant = quantization_problem(engine, version, model)
+    quant = quantization_problem(engine, version, model, quantization)  # `quantization`: the deployment's override
     if quant is not None:
         raise SpecError(field, *quant)

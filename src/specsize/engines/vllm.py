@@ -363,7 +363,8 @@ V1_0102 = replace(V1_09, version="0.10.2", label="vLLM 0.10.2 (V1 engine)",
 V1_019 = replace(
     _V1_COMMON,
     checkpoint_kv_dtype=True,  # a ModelOpt checkpoint's fp8 KV cache under auto (AccountingProfile)
-    version="0.19", label="vLLM 0.19-0.20 (V1; CUDA graph estimate printed, not subtracted)",
+    ct_kv_cache_scheme="forced",  # a compressed-tensors kv_cache_scheme: fp8 whatever --kv-cache-dtype says
+    version="0.19", label="vLLM 0.19 (V1; CUDA graph estimate printed, not subtracted)",
     default_max_num_seqs=256, default_max_num_seqs_large_gpu=1024,
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=8192,
     large_gpu_excluded_names=_NOT_A100,
@@ -373,6 +374,10 @@ V1_019 = replace(
     async_scheduling=True, scheduled_ahead=True,
     mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_036, cdna3=MXFP4_ROCM_256, cdna4=MXFP4_ROCM_CDNA4_KEPT),
 )
+# 0.20: as 0.19, but an NVFP4 KV cache is resolved and refused at start-up (AccountingProfile.nvfp4_kv: the ModelOpt
+# "nvfp4" mapping and the nvfp4 CacheDType are new in 0.20.0, FlashInfer's builder raises on it until 0.21)
+V1_020 = replace(V1_019, version="0.20", label="vLLM 0.20 (V1; CUDA graph estimate printed, not subtracted)",
+                 nvfp4_kv="refused")
 # 0.17-0.18: as 0.19-0.20, but ROCm pads gpt-oss's experts to get_padding_alignment(), 128 on CDNA3 (the MXFP4 note)
 V1_017 = replace(V1_019, version="0.17", label="vLLM 0.17-0.18 (V1; CUDA graph estimate printed, not subtracted)",
                  mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_036, cdna3=MXFP4_ROCM_128,
@@ -388,6 +393,7 @@ V1_017 = replace(V1_019, version="0.17", label="vLLM 0.17-0.18 (V1; CUDA graph e
 V1_011 = replace(
     V1_019,
     checkpoint_kv_dtype=False,  # the checkpoint's KV dtype under auto came with 0.14 (PR 30785)
+    ct_kv_cache_scheme="ignored",  # a compressed-tensors kv_cache_scheme brings scales only up to 0.14
     version="0.11", label="vLLM 0.11 (V1; sort-based top-k/top-p in the profiled sampler)",
     act_vocab_coef=_V1_COMMON.act_vocab_coef + 5.88, api_cost_scale=1.0,
     stream_interval_flag=False,  # 0.11 has no --stream-interval (0.12 and 0.13 have: V1_012)
@@ -413,15 +419,23 @@ V1_012 = replace(V1_011, version="0.12", label="vLLM 0.12-0.13 (V1; sort-based t
                                                cdna4=MXFP4_ROCM_CDNA4_KEPT))
 # 0.14.0's release notes: "Async scheduling is now enabled by default" (PR 27614; not with pipeline parallel, the CPU
 # backend, or speculative methods other than EAGLE / MTP, PR 31998); the accounting is 0.11's
-V1_014 = replace(V1_011, checkpoint_kv_dtype=True, version="0.14", label="vLLM 0.14-0.16 (V1; async scheduling by default; sort-based top-k/top-p "
+V1_014 = replace(V1_011, checkpoint_kv_dtype=True, version="0.14", label="vLLM 0.14 (V1; async scheduling by default; sort-based top-k/top-p "
                  "in the profiled sampler)", async_scheduling=True, scheduled_ahead=True,
                  stream_interval_flag=True,
                  mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_035, cdna3=MXFP4_ROCM_128,
                                                cdna4=MXFP4_ROCM_CDNA4_KEPT))
+# 0.15-0.16: as 0.14, but a compressed-tensors checkpoint's kv_cache_scheme sets the KV cache to fp8 whatever
+# --kv-cache-dtype says (AccountingProfile.ct_kv_cache_scheme; model_executor/layers/attention/attention.py in 0.16.0,
+# absent from 0.14.1's attention/layer.py; 0.15 has no sdist on PyPI, placed with 0.16 as vLLM's PR 30141, which
+# brought the override, was adapted downstream in early February 2026, vllm-project/vllm-gaudi PR 929)
+V1_015 = replace(V1_014, version="0.15", label="vLLM 0.15-0.16 (V1; async scheduling by default; sort-based top-k/top-p "
+                 "in the profiled sampler)", ct_kv_cache_scheme="forced")
 
 V1_021 = replace(
     _V1_COMMON,
     checkpoint_kv_dtype=True,  # a ModelOpt checkpoint's fp8 KV cache under auto (AccountingProfile)
+    ct_kv_cache_scheme="forced",  # a compressed-tensors kv_cache_scheme: fp8 whatever --kv-cache-dtype says
+    nvfp4_kv="served",  # an NVFP4 KV cache from 0.21 (AccountingProfile.nvfp4_kv)
     version="0.21", label="vLLM 0.21-0.23 (V1; CUDA graph estimate subtracted from the budget)",
     default_max_num_seqs=256, default_max_num_seqs_large_gpu=1024,
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=8192,
@@ -432,6 +446,7 @@ V1_021 = replace(
 )
 # 0.22-0.23: as 0.21, with triton_kernels v3.5.1 in the wheels (the MXFP4 note above)
 V1_022 = replace(V1_021, version="0.22", label="vLLM 0.22-0.23 (V1; CUDA graph estimate subtracted from the budget)",
+                 ct_kv_cache_scheme="auto",  # fp8 for a kv_cache_scheme only under --kv-cache-dtype auto from 0.22
                  mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_0351, cdna3=MXFP4_ROCM_256,
                                                cdna4=MXFP4_ROCM_CDNA4_KEPT))
 V1_021 = replace(V1_021, label="vLLM 0.21 (V1; CUDA graph estimate subtracted from the budget)")
@@ -442,7 +457,7 @@ V1_021 = replace(V1_021, label="vLLM 0.21 (V1; CUDA graph estimate subtracted fr
 V1_024 = replace(
     V1_021,
     version="0.24", label="vLLM 0.24-0.31 (V1; CUDA graphs subtracted; capacity in whole requests)",
-    token_report="requests",
+    token_report="requests", ct_kv_cache_scheme="auto",
     mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_0351, cdna3=MXFP4_ROCM_256, cdna4=MXFP4_ROCM_CDNA4_KEPT_TP2),
 )
 
@@ -501,13 +516,20 @@ V1_LATEST = replace(
     model_runner_v2="all", mrv2_v1_methods=("medusa",),
 )
 
+# SGLang's profiles start from V1_LATEST (engines/sglang _BASE); vLLM 0.32's adds what is vLLM's alone: the NVFP4 KV
+# cache (AccountingProfile.nvfp4_kv) and a compressed-tensors kv_cache_scheme's fp8 KV cache under --kv-cache-dtype
+# auto (AccountingProfile.ct_kv_cache_scheme;
+# SGLang up to 0.5.15 keeps the model dtype: its CompressedTensorsConfig has no kv_cache_quant_algo, the one attribute
+# ModelRunner reads under auto - 0.5.9 and 0.5.15 wheels)
+V1_032 = replace(V1_LATEST, ct_kv_cache_scheme="auto", nvfp4_kv="served")
+
 # (first release covered, profile), oldest first
 PROFILES = (((0, 6), V0_EARLY), ((0, 6, 4), V0), ((0, 7, 1), V0_071), ((0, 8), V1_EARLY), ((0, 8, 3), V1_083), ((0, 9), V1_09), ((0, 10, 2), V1_0102), ((0, 11), V1_0110),
             ((0, 11, 1), V1_011),
-            ((0, 12), V1_012), ((0, 14), V1_014), ((0, 17), V1_017), ((0, 19), V1_019), ((0, 21), V1_021),
+            ((0, 12), V1_012), ((0, 14), V1_014), ((0, 15), V1_015), ((0, 17), V1_017), ((0, 19), V1_019), ((0, 20), V1_020), ((0, 21), V1_021),
             ((0, 22), V1_022),
             ((0, 24), V1_024), ((0, 25), V1_025), ((0, 26), V1_026), ((0, 27), V1_027), ((0, 28), V1_028),
-            ((0, 29), V1_029), ((0, 30), V1_030), ((0, 31), V1_031), ((0, 32), V1_LATEST))
+            ((0, 29), V1_029), ((0, 30), V1_030), ((0, 31), V1_031), ((0, 32), V1_032))
 
 # Speculative methods the V1 engine of 0.8 and 0.9 did not run: vLLM falls back to its V0 engine for them
 # (vllm/engine/arg_utils.py EngineArgs._is_v1_supported_oracle, "Only Ngram speculative decoding so far": 0.8 takes
