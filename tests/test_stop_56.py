@@ -68,19 +68,27 @@ def test_the_simulator_pays_the_per_request_spec_host_work_on_sglang_0_4_4():
 
 def test_the_spec_host_work_follows_sglangs_overlap_release_by_release():
     # SGLang 0.5.11 - 0.5.13 run spec v2 (the overlap scheduler kept) for chains only ("spec v2 currently only supports
-    # topk = 1", server_args.py); before 0.5.11 spec v1 for every drafter: the per-request host work stays on the step
-    # there (0.17 ms a sequence), and a chain on 0.5.11 pays none
+    # topk = 1", server_args.py), 0.5.14 on for every drafter; before 0.5.11 spec v1 for every drafter: the per-request
+    # host work stays on the step where spec v1 runs (0.17 ms a sequence), and nothing where spec v2 does
     from specsize.catalog.gpus import load_efficiency
     from specsize.core.memory import account
     from specsize.engines.registry import resolve_profile
     from specsize.planner.simulate import engine_config
     from tests.helpers import deployment
 
+    from dataclasses import replace
+
+    from specsize.core.speculation import Tree
+
     chain = deployment(method="eagle3", draft="sgl-project/SpecForge-llama3-8B-eagle3", k=3)
+    tree = replace(chain, speculative=replace(chain.speculative, tree_topk=4, num_draft_tokens=8))
     eff = load_efficiency(chain.gpu)
-    for version, expected in (("0.5.10", 1.7e-4), ("0.5.11", 0.0), ("0.5.13", 0.0)):
-        cfg = engine_config(chain, account(chain, resolve_profile("sglang", version)), eff)
-        assert cfg.cpu_draft_per_seq_s == pytest.approx(expected, abs=1e-12), version
+    # 0.5.14 on: "speculative decoding always runs the V2 worker" (arg_groups/speculative_hook.py), trees too
+    for d, shape, version, expected in ((chain, Tree(), "0.5.10", 1.7e-4), (chain, Tree(), "0.5.11", 0.0),
+                                        (chain, Tree(), "0.5.13", 0.0), (tree, Tree(4, 8), "0.5.13", 1.7e-4),
+                                        (tree, Tree(4, 8), "0.5.14", 0.0), (tree, Tree(4, 8), "0.5.23", 0.0)):
+        cfg = engine_config(d, account(d, resolve_profile("sglang", version)), eff, shape)
+        assert cfg.cpu_draft_per_seq_s == pytest.approx(expected, abs=1e-12), (version, shape)
 
 
 def test_the_envelope_holds_sglangs_decode_reserve_per_request():

@@ -111,6 +111,11 @@ class AccountingProfile:
     # its steps are formed ahead as without speculation (core.speculation.keeps_overlap says why its host handovers
     # stay priced)
     spec_overlap_chain: bool = False
+    # every drafter runs the spec v2 worker inside the overlap scheduler, trees and NGRAM too: SGLang 0.5.14 on
+    # ("SGLANG_ENABLE_SPEC_V2 has been removed: speculative decoding always runs the V2 worker",
+    # arg_groups/speculative_hook.py; only v2 workers ship, ngram_worker.py enable_overlap = not
+    # disable_overlap_schedule); 0.5.11 - 0.5.13 keep a tree on spec v1 ("spec v2 currently only supports topk = 1")
+    spec_overlap_all: bool = False
     # the release takes --stream-interval (SGLang's own flag; vLLM's from PR 27869, merged 2025-11, in 0.12 on)
     stream_interval_flag: bool = False
     # kv_cache_dtype auto takes the checkpoint's calibrated KV cache dtype (a ModelOpt kv_cache_quant_algo FP8:
@@ -297,6 +302,7 @@ class ResolvedSettings:
     mla_prompt_mha: tuple[bool, int] = (True, 0)  # AccountingProfile.mla_prompt_mha (_by_gpu where one matches)
     mla_latent_cache: bool = True  # AccountingProfile.mla_latent_cache
     spec_overlap_chain: bool = False  # AccountingProfile.spec_overlap_chain, where the deployment allows it
+    spec_overlap_all: bool = False  # AccountingProfile.spec_overlap_all, where the deployment allows it
     stream_interval: int = 1  # --stream-interval (EngineSettings.stream_interval)
     graph_max_tokens: int = GRAPH_ALL  # the largest step in a CUDA graph (AccountingProfile.graph_max_tokens)
     graph_prompt_tokens: int = GRAPH_ALL  # the largest step with prompt tokens in one (0: none; graph_prompts)
@@ -493,6 +499,7 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         moe_layer_fixed_s=0.0 if (quant and quant.method == "mxfp4") else for_gpu(p.moe_layer_fixed_s_by_gpu, d.gpu, 0.0),
         async_scheduling=p.async_scheduling and overlaps, async_with_speculation=p.async_with_speculation,
         scheduled_ahead=p.scheduled_ahead and overlaps, spec_overlap_chain=p.spec_overlap_chain and overlaps,
+        spec_overlap_all=p.spec_overlap_all and overlaps,
         admission=p.admission,
         mxfp4_pad=for_gpu(p.mxfp4_pad_by_gpu, d.gpu, p.mxfp4_pad),
         mla_prompt_mha=for_gpu(p.mla_prompt_mha_by_gpu, d.gpu, p.mla_prompt_mha),

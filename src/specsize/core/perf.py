@@ -773,7 +773,7 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
                 k: int | None = None, tree_topk: int = 1, num_draft_tokens: int | None = None,
                 host_handover: bool = False, async_scheduling: bool = False,
                 expansion_query_s: float = 0.0, async_with_speculation: bool = True,
-                graph_max_tokens: int = GRAPH_ALL, spec_overlap_chain: bool = False,
+                graph_max_tokens: int = GRAPH_ALL, spec_overlap_chain: bool = False, spec_overlap_all: bool = False,
                 mxfp4_pad: Mxfp4Pad = VLLM_MXFP4_PAD,
                 mla_prompt_mha: tuple[bool, int] = (True, 0), mla_latent: bool = True,
                 draft_extend: str = DRAFT_EXTEND_VERIFIED) -> SpecCosts:
@@ -808,10 +808,11 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
     else:
         verified = verified_per_sequence(k, sp.proposal_rate)
     steps = kind.steps(k)
-    overlapped = async_scheduling and keeps_overlap(kind, async_with_speculation, spec_overlap_chain, tree_topk)
+    kept = keeps_overlap(kind, async_with_speculation, spec_overlap_chain, tree_topk, spec_overlap_all)
+    overlapped = async_scheduling and kept
     # SGLang overlaps host and GPU by scheduling ahead (AccountingProfile.scheduled_ahead), not async_scheduling: its
     # speculative step keeps that where keeps_overlap says (spec v2 chains), with or without async_scheduling
-    host_serial = host_handover and not keeps_overlap(kind, async_with_speculation, spec_overlap_chain, tree_topk)
+    host_serial = host_handover and not kept
     return SpecCosts(target=target, draft=draft, draft_gpu_tp=draft_tp, method=sp.method, gpu=d.gpu, eff=eff,
                      verify_width=verified, draft_steps=steps, draft_width=max(1, tree_topk),
                      target_co=coefficients(target, d.gpu, eff, eager=d.engine.enforce_eager,
