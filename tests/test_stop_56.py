@@ -152,3 +152,31 @@ def test_block_fp8_splits_the_engines_refuse_by_hand():
     assert "18,432 / 32 = 576" in fp8_block_tp_problem("vllm", None, ds, 32)
     # a checkpoint without block scales splits anywhere
     assert fp8_block_tp_problem("vllm", "0.11", load_model("Qwen/Qwen3-30B-A3B"), 8) is None
+
+
+def test_compressed_tensors_targets_match_mixtrals_own_module_names(capsys, tmp_path):
+    # vLLM matches a layer's scheme on the prefix its modules are built with: Mixtral's experts live under
+    # model.layers.N.block_sparse_moe.experts (mixtral.py), not mlp.experts. A recipe naming them so gives the experts
+    # int4 and the attention int8: against every Linear at int4 the model grows by its attention alone, 32 layers x
+    # (qkv 6,144 x 4,096 + o 4,096 x 4,096 at a byte and an fp32 scale a row, less the same at 4 bits with a bf16 scale
+    # per 128) = 32 x (41,984,000 - 21,626,880) = 651,427,840 B (Mixtral's attention is Llama-3.1-8B's shape)
+    from pathlib import Path
+
+    mixtral = json.loads((Path(__file__).resolve().parents[2] / "shared" / "model-configs" / "mistralai" /
+                          "Mixtral-8x7B-v0.1" / "config.json").read_text())
+    int8 = {"num_bits": 8, "type": "int", "strategy": "channel", "symmetric": True}
+    int4 = {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128, "symmetric": True}
+
+    def weights(*groups):
+        qc = {"quant_method": "compressed-tensors", "format": "mixed", "ignore": ["lm_head"],
+              "config_groups": {f"g{i}": {"targets": t, "weights": w} for i, (t, w) in enumerate(groups)}}
+        (tmp_path / "config.json").write_text(json.dumps({**mixtral, "quantization_config": qc}))
+        code, out, err = run_cli(capsys, "plan", "--target", tmp_path, "--gpu", "H100-SXM-80GB", "--format", "json")
+        assert code in (0, 1), err
+        return json.loads(out)["per_gpu"]["weights_target_bytes"]
+
+    all_int4 = weights((["Linear"], int4))
+    named = weights((["re:.*block_sparse_moe.experts.*"], int4), (["re:.*self_attn.*"], int8))
+    later_wins = weights((["Linear"], int8), (["re:.*block_sparse_moe.experts.*"], int4))
+    assert named - all_int4 == 32 * (41_984_000 - 21_626_880)
+    assert later_wins == named

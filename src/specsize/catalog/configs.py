@@ -258,6 +258,22 @@ _CT_MLA = (("self_attn.q_a_proj", "ReplicatedLinear", ()), ("self_attn.q_b_proj"
 _CT_MLA_NO_Q_LORA = (("self_attn.q_proj", "ColumnParallelLinear", ()),) + _CT_MLA[2:]
 _CT_MLP = (("mlp.gate_up_proj", "MergedColumnParallelLinear", ("gate_proj", "up_proj")),
            ("mlp.down_proj", "RowParallelLinear", ()))
+# where a model's decoder layer names its blocks otherwise (the prefix its modules are built with, which the targets
+# match): mixtral.py MixtralDecoderLayer block_sparse_moe, llama4.py Llama4DecoderLayer feed_forward (its MoE and its
+# dense MLPs), gpt_oss.py TransformerBlock attn
+_CT_BLOCK_NAMES = {"mixtral": {"mlp": "block_sparse_moe"}, "llama4": {"mlp": "feed_forward"},
+                   "llama4_text": {"mlp": "feed_forward"}, "gpt_oss": {"self_attn": "attn"}}
+
+
+def _ct_named(modules: tuple[tuple[str, str, tuple[str, ...]], ...],
+              model_type: str) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+    """`modules` with their block prefix as `model_type`'s decoder layer names it (_CT_BLOCK_NAMES)."""
+    names = _CT_BLOCK_NAMES.get(model_type, {})
+    out = []
+    for name, cls, shards in modules:
+        block, _, rest = name.partition(".")
+        out.append((f"{names.get(block, block)}.{rest}", cls, shards))
+    return tuple(out)
 
 
 def _ct_match(value: str, target: str, contains: bool = False) -> bool:
@@ -298,18 +314,20 @@ def _ct_block(model: str, layer: int, modules: tuple[tuple[str, str, tuple[str, 
 
 
 def _ct_moe_block(model: str, layer: int, scheme_of: dict[str, Quantization | None],
-                  shared: str) -> Quantization | None:
+                  shared: str, model_type: str = "") -> Quantization | None:
     """An MoE layer's scheme: its routed experts' - the first expert's gate, up and down projections, "Linear" standing
     for the fused experts module too (_add_fused_moe_to_target_scheme_map) - with its shared experts (`shared`: their
     module name, "" without) in the same scheme or left unquantized (Quantization.experts_only)."""
     with_experts = dict(scheme_of)
     if "Linear" in with_experts and "RoutedExperts" not in with_experts:
         with_experts["RoutedExperts"] = with_experts["Linear"]
-    experts = _ct_block(model, layer, tuple((f"mlp.experts.0.{p}", "RoutedExperts", ()) for p in
-                                            ("gate_proj", "up_proj", "down_proj")), "routed experts'", with_experts)
+    experts = _ct_block(model, layer, _ct_named(tuple((f"mlp.experts.0.{p}", "RoutedExperts", ()) for p in
+                                                      ("gate_proj", "up_proj", "down_proj")), model_type),
+                        "routed experts'", with_experts)
     if not shared:
         return experts
-    common = _ct_block(model, layer, tuple((f"mlp.{shared}.{n}", c, s) for n, c, s in _CT_MLP), "shared experts'",
+    common = _ct_block(model, layer, _ct_named(tuple((f"mlp.{shared}.{n.split('.', 1)[1]}", c, s)
+                                                     for n, c, s in _CT_MLP), model_type), "shared experts'",
                        scheme_of)
     if common is None and experts is not None:
         return replace(experts, experts_only=True)
@@ -341,15 +359,18 @@ def compressed_tensors_layers(qc: dict, declared: Quantization | None, model: st
             scheme_of[target] = scheme
     if not scheme_of:
         return declared
-    attention = (_CT_MLA if mla.q_lora_rank else _CT_MLA_NO_Q_LORA) if mla is not None else _CT_ATTENTION
-    shared = "shared_expert" if model_type == "qwen2_moe" else "shared_experts"
+    attention = _ct_named((_CT_MLA if mla.q_lora_rank else _CT_MLA_NO_Q_LORA) if mla is not None else _CT_ATTENTION,
+                          model_type)
+    dense_mlp = _ct_named(_CT_MLP, model_type)
+    # qwen2_moe.py / qwen3_next.py / llama4.py shared_expert, deepseek_v2.py and the like shared_experts
+    shared = "shared_expert" if model_type in ("qwen2_moe", "qwen3_next", "llama4", "llama4_text") else "shared_experts"
     table = []
     for layer in range(n_layers):
         attn = _ct_block(model, layer, attention, "attention", scheme_of)
         if moe is not None and layer in moe.moe_layers:
-            mlp = _ct_moe_block(model, layer, scheme_of, shared if moe.num_shared_experts else "")
+            mlp = _ct_moe_block(model, layer, scheme_of, shared if moe.num_shared_experts else "", model_type)
         else:
-            mlp = _ct_block(model, layer, _CT_MLP, "MLP", scheme_of)
+            mlp = _ct_block(model, layer, dense_mlp, "MLP", scheme_of)
         table.append((attn, mlp))
     if all(pair == (declared, declared) for pair in table):
         return declared
