@@ -479,14 +479,16 @@ def test_measure_refuses_a_target_the_host_cannot_hold_whatever_the_tp_planned(c
     def built(*_args, **_kw):
         raise AssertionError("the model was about to be built")
 
+    from specsize.measure import api as measure_api
+
     monkeypatch.setattr(torch_run, "measure", built)
-    pages = {"SC_PAGE_SIZE": 4096, "SC_AVPHYS_PAGES": 50 * 2**30 // 4096}
-    monkeypatch.setattr(os, "sysconf", lambda name: pages[name])
+    # the host's MemAvailable (measure.api._available_bytes: free memory and the page cache it gives back)
+    monkeypatch.setattr(measure_api, "_available_bytes", lambda: 50 * 2**30)
     code, out, err = run_cli(capsys, "measure", "--target", "meta-llama/Llama-3.1-70B-Instruct", "--tp", "8",
                              "--gpu", "H100-SXM-80GB", "--device", "cpu", "--batch-size", "1", "--prompt-len", "16")
     assert code == 2 and out == ""
-    assert err.strip() == ("specsize: error: measure: the run needs about 131.4 GiB; this machine has 50.0 GiB free "
-                           "(accepted: a smaller model, batch or prompt (or a bigger host))")
+    assert err.strip() == ("specsize: error: measure: the run needs about 131.4 GiB; this machine has 50.0 GiB "
+                           "available (accepted: a smaller model, batch or prompt (or a bigger host))")
 
 
 def test_a_recorded_measurement_is_json_without_nan(tmp_path):
