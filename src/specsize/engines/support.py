@@ -81,9 +81,13 @@ def quantization_problem(engine: str, version: str | None, model: ModelSpec,
         return (f"{model.model_id} {what}, and {name} has no bitsandbytes loader (0.28 moved it to the vllm-bnb-plugin "
                 "package, which specsize does not size)", accepted)
     if wanted < (release_key(first) or ()) and not (is_series(str(version)) and release(version) == release(first)):
-        part = "MoE experts" if model.moe is not None else "double-quantized absmax as specsize sizes it"
-        return (f"{model.model_id} {what}: vLLM {version} does not load its {part} (the first release that does is "
-                f"{first})", accepted)
+        if model.moe is not None:
+            return (f"{model.model_id} {what}: vLLM {version} does not quantize its MoE experts (the first release "
+                    f"that does is {first})", accepted)
+        # a 4-bit checkpoint's double-quantized absmax stays nested before 0.9.2; an 8-bit or singly quantized one
+        # may load there, but its loader is not the one specsize sizes
+        return (f"{model.model_id} {what}: specsize sizes bitsandbytes as vLLM {first} - 0.27 load it (from {first} "
+                f"the loader undoes a 4-bit checkpoint's double-quantized absmax), not vLLM {version}", accepted)
     return None
 
 
