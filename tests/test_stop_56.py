@@ -180,3 +180,24 @@ def test_compressed_tensors_targets_match_mixtrals_own_module_names(capsys, tmp_
     later_wins = weights((["Linear"], int8), (["re:.*block_sparse_moe.experts.*"], int4))
     assert named - all_int4 == 32 * (41_984_000 - 21_626_880)
     assert later_wins == named
+
+
+def test_a_release_that_runs_eager_prices_its_steps_eager(capsys, tmp_path):
+    # a bitsandbytes 8-bit checkpoint runs eager whatever is asked (vLLM's ModelConfig._verify_bnb_config): its steps
+    # are priced as --enforce-eager prices them, host launches included, not as CUDA-graph replays
+    from pathlib import Path
+
+    llama = json.loads((Path(__file__).resolve().parents[2] / "shared" / "model-configs" / "meta-llama" /
+                        "Llama-3.1-8B-Instruct" / "config.json").read_text())
+    config = {**llama, "quantization_config": {"quant_method": "bitsandbytes", "load_in_8bit": True,
+                                               "load_in_4bit": False}}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+
+    def tpot(*args):
+        code, out, err = run_cli(capsys, "plan", "--target", tmp_path, "--gpu", "H100-SXM-80GB", "--engine-version",
+                                 "0.20", "--format", "json", *args)
+        assert code in (0, 1), err
+        perf = json.loads(out)["perf"]
+        return perf["tpot_s"] if perf["tpot_s"] is not None else perf["tpot_s_no_spec"]
+
+    assert tpot() == pytest.approx(tpot("--enforce-eager"), rel=1e-12)
