@@ -177,9 +177,17 @@ class Store:
             raise SpecError("store", f"{self.path} does not exist{named}",
                             "an existing calibration store (--store or $SPECSIZE_STORE); `specsize calibrations add` "
                             "or `specsize check-live --record` makes one")
+        # the default store's folder is made; a path someone wrote (--store, $SPECSIZE_STORE, the service's --db) is
+        # taken in the folder it names: `--store /nonexistent/dir/x.sqlite` had made /nonexistent/dir to hold it,
+        # a mistyped folder turned into a second store no one reads
+        made_here = not path and not os.environ.get("SPECSIZE_STORE")
+        if not made_here and not self.path.parent.is_dir():
+            raise SpecError("store", f"folder {self.path.parent} does not exist",
+                            "a path in an existing folder for the calibration store (--store or $SPECSIZE_STORE)")
         version = _inspect(self.path) if self.path.exists() else 0
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if made_here:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
             self._con = sqlite3.connect(self.path, timeout=30, isolation_level=None)
             self._con.execute("PRAGMA busy_timeout = 30000")
             if version < SCHEMA_VERSION:

@@ -361,10 +361,15 @@ def check_live(metrics_source: str | None, log_file: str | None, plan_file: str,
     Exit 0 when reality keeps the plan's verdict, 1 when it changes it, 2 on bad input.
     """
     from .. import api  # noqa: PLC0415
+    from ..core.errors import SpecError  # noqa: PLC0415
     from ..reports import live as renderer  # noqa: PLC0415
 
+    # --record "" had recorded nothing without a word and --record " " a row under a blank tag: refused before the
+    # server is read, as the service's POST /api/v1/check-live refuses them
+    if record is not None and not record.strip():
+        raise SpecError("record", "an empty tag records nothing", "a tag such as 'chat-v2'")
     result = api.check_live(plan_file, metrics_source, log_file)
-    if record:
+    if record is not None:
         api.record_live(result, record, store, f"check-live {metrics_source}")
     click.echo(renderer.render(result, fmt), nl=False)
     sys.exit(1 if result.verdict_changes else 0)
@@ -375,7 +380,7 @@ def check_live(metrics_source: str | None, log_file: str | None, plan_file: str,
 @output_options(("text", "json"))
 @click.option("--no-simulate", is_flag=True, help="Screen only; do not simulate the finalists.")
 def search(spec_file: str, fmt: str, output: str | None, force: bool, no_simulate: bool) -> None:
-    """Search GPU type x count x TP x replicas x drafter x k x KV dtype x max_num_seqs against an SLO.
+    """Search GPU type x count x TP x PP x replicas x drafter x k x KV dtype x max_num_seqs against an SLO.
 
     Prints the cheapest configuration that meets the SLO with headroom (confirmed by simulation), the
     Pareto front of cost vs headroom vs throughput, and why each rejected family fails. Exit 0 when a

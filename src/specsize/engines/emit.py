@@ -49,7 +49,7 @@ def _versions(engine: str, d, argv: list[str] | tuple[str, ...] = ()) -> str:
     table = engine_flags()[engine]
     firsts = [table.get("flags_from", {}).get(a) for a in argv if a.startswith("--")]
     since = max((f for f in firsts if f), key=lambda f: release_key(f) or (0,), default=None)
-    return launch_versions(engine, d.speculative.method, table["versions"], since)
+    return launch_versions(engine, d.speculative.method, table["versions"], since, d.target.model_type)
 
 
 @dataclass(frozen=True)
@@ -102,10 +102,15 @@ _ENGINE_QUANTIZATION = {
 }
 
 
+def engine_quantization(engine: str, override: str | None) -> str | None:
+    """The --quantization value `engine` is given for a quantization override name (None: none, the checkpoint's own)."""
+    name = str(override or "none").lower()
+    return None if name == "none" else _ENGINE_QUANTIZATION[engine].get(name, name)
+
+
 def quantization_flag(d: Deployment, engine: str) -> str | None:
     """The --quantization value for the plan's override (None: the checkpoint's own, which the engine reads)."""
-    name = str(d.quantization_override or "none").lower()
-    return None if name == "none" else _ENGINE_QUANTIZATION[engine].get(name, name)
+    return engine_quantization(engine, d.quantization_override)
 
 
 def served_model(d: Deployment) -> str:
@@ -133,12 +138,19 @@ def _speculative_config(d: Deployment) -> dict | None:
     return out
 
 
-def vllm_command(d: Deployment, mem: MemoryAccount) -> EngineCommand:
+def vllm_command(d: Deployment, mem: MemoryAccount, nodes: int = 1) -> EngineCommand:
+    """`nodes`: the nodes one replica's pipeline stages span (planner.placement's nodes_per_replica). Across nodes
+    vLLM runs the replica's workers on a Ray cluster only with --distributed-executor-backend ray: its default
+    backend is multiprocessing, and from 0.11.1 a world size above the node's GPUs is refused without the flag
+    (vllm 0.32 config/parallel.py ParallelConfig.__post_init__: "World size (16) is larger than the number of
+    available GPUs (8) in this node ... set '--distributed-executor-backend ray'"; the flag's choices are
+    DistributedExecutorBackend = ray, mp, uni, external_launcher, engine/arg_utils.py EngineArgs.add_cli_args)."""
     s = mem.settings
     e = d.engine
     options: dict[str, object] = {
         "tensor-parallel-size": d.tp,
         "pipeline-parallel-size": d.pp,
+        **({"distributed-executor-backend": "ray"} if nodes > 1 else {}),
         "gpu-memory-utilization": s.gpu_memory_utilization,
         "max-model-len": s.max_model_len,
         "max-num-seqs": s.max_num_seqs,
@@ -181,7 +193,9 @@ def vllm_command(d: Deployment, mem: MemoryAccount) -> EngineCommand:
     return EngineCommand("vllm", _versions("vllm", d), tuple(argv), "\n".join(lines) + "\n")
 
 
-def sglang_command(d: Deployment, mem: MemoryAccount) -> EngineCommand:
+def sglang_command(d: Deployment, mem: MemoryAccount, nodes: int = 1) -> EngineCommand:
+    """`nodes` is taken for the emitters' one signature: a replica across nodes runs this command on each node with its
+    own --node-rank, which one command cannot carry (planner.analysis._multi_node_warnings says how)."""
     s = mem.settings
     e = d.engine
     sp = d.speculative

@@ -7,9 +7,14 @@ against the release before it); "file:N" is a file and line inside that release'
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..core.errors import SpecError
 from ..core.speculation import DRAFTER_KINDS, SpecMethod, drafter_kind
 from .registry import is_series, release_with_patch
+
+if TYPE_CHECKING:
+    from ..core.specs import ModelSpec
 
 Release = tuple[int, int, int]
 NEVER: Release = (10**6, 0, 0)  # an open end
@@ -56,6 +61,50 @@ METHOD_RELEASES: dict[tuple[str, SpecMethod], tuple[tuple[tuple[Release, Release
         (((0, 5, 3), NEVER),),
         "SGLang 0.5.3 server_args.py:2044 adds NGRAM (PR 9873, renamed from lookahead in PR 11010)"),
 }
+
+
+# (engine, target model_type) -> (first release whose server drafts with that architecture's own MTP layers, source).
+# The method's own first release (engines.methods.METHOD_RELEASES: vLLM 0.7.3, SGLang 0.4.3.post1) is DeepSeek-V3's;
+# every other architecture came later, most with the model itself (engines/data/model_support.json refuses the
+# releases before it), Nemotron-H's years after it: a plan for an MTP the release cannot launch sizes a server that does
+# not start (vLLM loads no MTP module for a model_type its hf_config_override does not map). Read in the releases'
+# PyPI packages; a post release counts from its base release, as METHOD_RELEASES counts them
+MTP_ARCH_RELEASES: dict[tuple[str, str], tuple[Release, str]] = {
+    ("vllm", "glm4_moe"): ((0, 10, 0), "vLLM 0.10.0 config.py SpeculativeConfig.hf_config_override maps "
+                           "Glm4MoeForCausalLM to glm4_moe_mtp (models/glm4_moe_mtp.py); absent in 0.9.2"),
+    ("vllm", "qwen3_next"): ((0, 10, 2), "vLLM 0.10.2 config/__init__.py hf_config_override maps qwen3_next to "
+                             "qwen3_next_mtp (models/qwen3_next_mtp.py); absent in 0.10.1.1"),
+    ("vllm", "deepseek_v32"): ((0, 11, 0), "vLLM 0.11.0 config/speculative.py hf_config_override: model_type in "
+                               "('deepseek_v3', 'deepseek_v32') -> deepseek_mtp; 0.10.2 maps deepseek_v3 only"),
+    ("vllm", "nemotron_h"): ((0, 17, 0), "vLLM 0.17.0 config/speculative.py hf_config_override maps nemotron_h with "
+                             "num_nextn_predict_layers > 0 to nemotron_h_mtp (NemotronHMTPModel); absent in 0.16.0"),
+    ("vllm", "qwen3_5"): ((0, 17, 0), "vLLM 0.17.0 config/speculative.py lists qwen3_5_mtp; absent in 0.16.0"),
+    ("vllm", "qwen3_5_moe"): ((0, 17, 0), "vLLM 0.17.0 config/speculative.py lists qwen3_5_mtp; absent in 0.16.0"),
+    ("sglang", "glm4_moe"): ((0, 4, 9), "SGLang 0.4.9.post5 configs/model_config.py _config_draft_model maps "
+                             "Glm4MoeForCausalLM to Glm4MoeForCausalLMNextN"),
+    ("sglang", "qwen3_next"): ((0, 5, 2), "SGLang 0.5.2 configs/model_config.py maps Qwen3NextForCausalLM to "
+                               "Qwen3NextForCausalLMMTP; absent in 0.5.1"),
+    ("sglang", "nemotron_h"): ((0, 5, 8), "SGLang 0.5.8 configs/model_config.py maps NemotronHForCausalLM to "
+                               "NemotronHForCausalLMMTP; absent in 0.5.7 (no post release between them)"),
+}
+
+
+def check_mtp_release(engine: str, version: str | None, target: ModelSpec, field: str = "engine_version") -> None:
+    """Refuse MTP on a release that has no MTP drafter for the target's architecture (MTP_ARCH_RELEASES)."""
+    entry = MTP_ARCH_RELEASES.get((engine, target.model_type))
+    if entry is None or version in (None, "", "latest"):
+        return
+    wanted = release_with_patch(str(version))
+    if wanted is None:
+        return  # an unreadable version is resolve_profile's to refuse
+    last = (wanted[0], wanted[1], 10**6) if is_series(str(version)) else wanted  # a series: its newest release
+    first, source = entry
+    if last < first:
+        name = "vLLM" if engine == "vllm" else "SGLang"
+        raise SpecError(field, f"{name} {version} has no MTP drafter for {target.model_id}'s architecture "
+                        f"({target.model_type}): {name} drafts with its MTP layers from "
+                        f"{'.'.join(map(str, first))} ({source})",
+                        f"{name} {'.'.join(map(str, first))} or later with --method mtp, or another method")
 
 
 def _label(r: Release) -> str:
@@ -105,17 +154,24 @@ def _series(r: Release) -> str:
     return _label(r).removesuffix(".0") if r[2] == 0 else _label(r)
 
 
-def launch_versions(engine: str, method: SpecMethod, checked: str, since: str | None = None) -> str:
+def launch_versions(engine: str, method: SpecMethod, checked: str, since: str | None = None,
+                    model_type: str | None = None) -> str:
     """The releases an emitted command runs on: the flags' checked range (engine_flags.json's `versions`, "0.11 -
     0.32 (...)", series inclusive; an "X.Y.x" end is the X.Y series) narrowed to those that can launch `method`
-    ("# vllm 0.11 - 0.32" had headed a draft-model command, which vLLM 0.10-0.14 refuse) and, with `since`, to the
-    releases from the first that has every flag the command carries (an SGLang command with --page-size had been
-    headed "0.4 - 0.5.x", and 0.4 - 0.4.3 have no such flag)."""
+    ("# vllm 0.11 - 0.32" had headed a draft-model command, which vLLM 0.10-0.14 refuse), for MTP to those with the
+    target architecture's own MTP drafter (`model_type`, MTP_ARCH_RELEASES: a Nemotron-H MTP command had been headed
+    "0.11 - 0.32", and only vLLM 0.17 and later launch it) and, with `since`, to the releases from the first that has
+    every flag the command carries (an SGLang command with --page-size had been headed "0.4 - 0.5.x", and 0.4 - 0.4.3
+    have no such flag)."""
     entry = METHOD_RELEASES.get((engine, method))
     head, sep, tail = checked.partition(" (")
     first, _, last = head.partition(" - ")
     lo, hi_series = release_with_patch(first), release_with_patch(last.removesuffix(".x"))
     floor = release_with_patch(since) if since else None
+    shown_floor = since
+    arch = MTP_ARCH_RELEASES.get((engine, model_type or "")) if method == SpecMethod.MTP else None
+    if arch is not None and (floor is None or arch[0] > floor):
+        floor, shown_floor = arch[0], _series(arch[0])
     if (entry is None and floor is None) or lo is None or hi_series is None:
         return checked
     hi = (hi_series[0], hi_series[1] + 1, 0)  # past the last series
@@ -123,7 +179,8 @@ def launch_versions(engine: str, method: SpecMethod, checked: str, since: str | 
     for start, end in entry[0] if entry is not None else ((lo, hi),):
         a, b = max(start, lo, floor or lo), min(end, hi)
         if a < b:
-            shown_a = since if floor is not None and a == floor and floor > lo else first if a == lo else _series(a)
+            shown_a = shown_floor if floor is not None and a == floor and floor > lo else first if a == lo \
+                else _series(a)
             shown_b = last if b == hi else f"{_series(b)} (not included)"
             pieces.append(f"{shown_a} - {shown_b}")
     return (", ".join(pieces) or head) + (sep + tail if sep else "")

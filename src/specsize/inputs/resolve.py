@@ -21,58 +21,13 @@ from ..core.perf import Efficiency
 from ..core.specs import Deployment, EngineSettings, GpuSpec, ModelSpec, SpeculativeConfig, Workload, canonical_dtype
 from ..core.speculation import Acceptance, SpecMethod
 from ..engines import resolve_profile
-from ..engines.methods import check_draft_tp, check_method, check_proposal_rate, check_tree
-from ..engines.registry import is_series, release_with_patch
+from ..engines.methods import check_draft_tp, check_method, check_mtp_release, check_proposal_rate, check_tree
 from ..engines.sglang import auto_speculative_params
 from ..engines.support import check_model_support
 from ..planner.perf import Tree
 from ..planner.plan import require_mtp_layers
 from .fields import SIMULATION
 from .request import FIELDS, Request
-
-
-# (engine, target model_type) -> (first release whose server drafts with that architecture's own MTP layers, source).
-# The method's own first release (engines.methods.METHOD_RELEASES: vLLM 0.7.3, SGLang 0.4.3.post1) is DeepSeek-V3's;
-# every other architecture came later, most with the model itself (engines/data/model_support.json refuses the
-# releases before it), Nemotron-H's years after it: a plan for an MTP the release cannot launch sizes a server that does
-# not start (vLLM loads no MTP module for a model_type its hf_config_override does not map). Read in the releases'
-# PyPI packages; a post release counts from its base release, as METHOD_RELEASES counts them
-MTP_ARCH_RELEASES: dict[tuple[str, str], tuple[tuple[int, int, int], str]] = {
-    ("vllm", "glm4_moe"): ((0, 10, 0), "vLLM 0.10.0 config.py SpeculativeConfig.hf_config_override maps "
-                           "Glm4MoeForCausalLM to glm4_moe_mtp (models/glm4_moe_mtp.py); absent in 0.9.2"),
-    ("vllm", "qwen3_next"): ((0, 10, 2), "vLLM 0.10.2 config/__init__.py hf_config_override maps qwen3_next to "
-                             "qwen3_next_mtp (models/qwen3_next_mtp.py); absent in 0.10.1.1"),
-    ("vllm", "deepseek_v32"): ((0, 11, 0), "vLLM 0.11.0 config/speculative.py hf_config_override: model_type in "
-                               "('deepseek_v3', 'deepseek_v32') -> deepseek_mtp; 0.10.2 maps deepseek_v3 only"),
-    ("vllm", "nemotron_h"): ((0, 17, 0), "vLLM 0.17.0 config/speculative.py hf_config_override maps nemotron_h with "
-                             "num_nextn_predict_layers > 0 to nemotron_h_mtp (NemotronHMTPModel); absent in 0.16.0"),
-    ("vllm", "qwen3_5"): ((0, 17, 0), "vLLM 0.17.0 config/speculative.py lists qwen3_5_mtp; absent in 0.16.0"),
-    ("vllm", "qwen3_5_moe"): ((0, 17, 0), "vLLM 0.17.0 config/speculative.py lists qwen3_5_mtp; absent in 0.16.0"),
-    ("sglang", "glm4_moe"): ((0, 4, 9), "SGLang 0.4.9.post5 configs/model_config.py _config_draft_model maps "
-                             "Glm4MoeForCausalLM to Glm4MoeForCausalLMNextN"),
-    ("sglang", "qwen3_next"): ((0, 5, 2), "SGLang 0.5.2 configs/model_config.py maps Qwen3NextForCausalLM to "
-                               "Qwen3NextForCausalLMMTP; absent in 0.5.1"),
-    ("sglang", "nemotron_h"): ((0, 5, 8), "SGLang 0.5.8 configs/model_config.py maps NemotronHForCausalLM to "
-                               "NemotronHForCausalLMMTP; absent in 0.5.7 (no post release between them)"),
-}
-
-
-def check_mtp_release(engine: str, version: str | None, target: ModelSpec, field: str = "engine_version") -> None:
-    """Refuse MTP on a release that has no MTP drafter for the target's architecture (MTP_ARCH_RELEASES)."""
-    entry = MTP_ARCH_RELEASES.get((engine, target.model_type))
-    if entry is None or version in (None, "", "latest"):
-        return
-    wanted = release_with_patch(str(version))
-    if wanted is None:
-        return  # an unreadable version is resolve_profile's to refuse
-    last = (wanted[0], wanted[1], 10**6) if is_series(str(version)) else wanted  # a series: its newest release
-    first, source = entry
-    if last < first:
-        name = "vLLM" if engine == "vllm" else "SGLang"
-        raise SpecError(field, f"{name} {version} has no MTP drafter for {target.model_id}'s architecture "
-                        f"({target.model_type}): {name} drafts with its MTP layers from "
-                        f"{'.'.join(map(str, first))} ({source})",
-                        f"{name} {'.'.join(map(str, first))} or later with --method mtp, or another method")
 
 
 @dataclass(frozen=True)

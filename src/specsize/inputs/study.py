@@ -35,7 +35,7 @@ from typing import Any, Iterator
 
 from ..catalog.gpus import load_gpu
 from ..core.errors import SpecError
-from ..core.specs import LengthDistribution
+from ..core.specs import DTYPE_ALIASES, LengthDistribution, quantization_format
 from .fields import SIMULATION, WORKLOAD, coerce
 from ..engines.registry import release_key
 from .load import MODEL_FIELDS, PATH_FIELDS, model_near, parse_on_off, read_yaml_file, resolved, validated
@@ -248,6 +248,39 @@ def _alone(name: str, value: Any) -> Any:
     return value
 
 
+def _sized_as(name: str, value: Any) -> Any:
+    """What a cell is planned from for a value written one of several ways: the spellings of one dtype (bf16,
+    bfloat16), vLLM's and SGLang's name of one fp8 KV cache (fp8, fp8_e4m3: E4M3 on both), the names of one override
+    that every engine is given alike and that is sized alike (int4, awq, awq_marlin: 4-bit weights with zero points,
+    --quantization awq_marlin), and a release as X.Y or X.Y.0 (a series is sized with its first release's profile,
+    engines.registry.resolve_profile). Two values of an axis with one such form had made two cells with one set of
+    numbers under two labels."""
+    if not isinstance(value, str):
+        return value
+    if name == "dtype":
+        return DTYPE_ALIASES.get(value.lower(), value)
+    if name in ("kv_cache_dtype", "draft_kv_cache_dtype"):
+        return "fp8" if value.lower() in ("fp8", "fp8_e4m3") else value.lower()
+    if name == "quantization":
+        from ..engines.emit import engine_quantization  # noqa: PLC0415
+
+        return (quantization_format(value), engine_quantization("vllm", value), engine_quantization("sglang", value))
+    if name == "engine_version":
+        return release_key(value) or value
+    return value
+
+
+def _repeats(name: str, values: list[Any], labels: tuple[str, ...]) -> str | None:
+    """The first two labels whose values are one value as a cell is sized (_sized_as), for the refusal."""
+    seen: dict[str, str] = {}
+    for value, label in zip(values, labels):
+        key = _canonical_json(value)
+        if key in seen:
+            return f"{seen[key]!r} and {label!r}"
+        seen[key] = label
+    return None
+
+
 def _text(value: Any, where: str, what: str) -> str:
     """A name or a label as written: a string (a number reads as its digits); a list or null is refused, not shown as
     its Python form."""
@@ -299,6 +332,10 @@ def _axis(name: str, raw: Any, base: Path, digests: dict) -> Axis:
         labels = tuple(str(v[name]) for v in values)
         if len(set(labels)) != len(labels):  # one cell key per value: a repeat would be computed, then merged away
             raise SpecError(where, f"repeats a value: {list(labels)}", "distinct values")
+        alike = _repeats(name, [_sized_as(name, v[name]) for v in values], labels)
+        if alike:
+            raise SpecError(where, f"repeats a value: {alike} are one {name} as a cell is planned, two cells of one "
+                            "set of numbers", "distinct values (one spelling of each)")
         return Axis(name=name, group=False, values=values, labels=labels)
     if not any(isinstance(item, dict) for item in raw):  # plain values: a field axis under a name no field has
         close = difflib.get_close_matches(name, list(FIELDS), n=1)
@@ -310,7 +347,7 @@ def _axis(name: str, raw: Any, base: Path, digests: dict) -> Axis:
     labels = tuple(label or _label(v) for v, label in parsed)
     if len(set(labels)) != len(labels):
         raise SpecError(where, "two values have the same label", f"distinct `{LABEL}:` per value")
-    settings = [_canonical_json(v) for v in values]
+    settings = [_canonical_json({k: _sized_as(k, x) for k, x in v.items()}) for v in values]  # bf16 is bfloat16
     if len(set(settings)) != len(settings):  # one cell computed twice, then merged: a label would vanish
         twice = [labels[i] for i, v in enumerate(settings) if settings.count(v) > 1]
         raise SpecError(where, f"values {twice} set the same fields to the same values", "distinct settings per value")

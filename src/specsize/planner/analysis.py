@@ -51,7 +51,9 @@ def analyse_plan(result: PlanResult, profile: AccountingProfile, efficiency=None
     ordered = sorted(emit, key=lambda engine: engine != profile.engine)  # the plan's own engine's command first
     accounts = {engine: _account_for(engine, result, profile) for engine in ordered
                 if can_serve(engine, result.deployment)}  # an engine without the method gets no command
-    commands = tuple(EMITTERS[engine](result.deployment, mem) for engine, mem in accounts.items() if mem is not None)
+    nodes = placement.nodes_per_replica  # a vLLM command across nodes names the Ray backend
+    commands = tuple(EMITTERS[engine](result.deployment, mem, nodes) for engine, mem in accounts.items()
+                     if mem is not None)
     return replace(result, recommendations=recs, robustness=robust, placement=placement, commands=commands,
                    warnings=result.warnings + _launch_warnings(result, profile, engine_version, commands)
                    + _multi_node_warnings(placement, tuple(c for c in commands if c.engine == profile.engine)))
@@ -75,7 +77,7 @@ def _multi_node_warnings(placement, commands: tuple) -> tuple[str, ...]:
         if command.engine == "vllm":
             out.append(f"a replica spans {n} nodes: the vllm command starts it only from a Ray cluster over those "
                        "nodes (`ray start --head` on one, `ray start --address=<head>:6379` on the others), run on the "
-                       "head node with --distributed-executor-backend ray added (vLLM 0.11.1 and later refuse a world "
+                       "head node; it carries --distributed-executor-backend ray (vLLM 0.11.1 and later refuse a world "
                        "size larger than the node's GPUs without it)")
         else:
             out.append(f"a replica spans {n} nodes: run the sglang command on each of them with --nnodes {n} "

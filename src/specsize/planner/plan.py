@@ -14,6 +14,7 @@ from ..core.specs import (QUANTIZED_AT_LOAD, Deployment, ModelSpec, SpeculativeC
                           UNQUANTIZED, VARIANT_SOURCE, checkpoint_format_needed)
 from ..core.speculation import Acceptance, SpecMethod, Tree
 from ..core.traffic import decode_context, replica_share
+from ..core.ratios import speedup_text
 from ..core.units import GiB
 from ..core.weights import pp_stages
 from .perf import summarize, thin_gain, thin_gain_text
@@ -268,8 +269,10 @@ def plan(d: Deployment, w: Workload, profile: AccountingProfile, headroom: float
                          detail=perf_detail)
         if perf.speedup is not None and perf.speedup < 1:
             below = f"; it pays below {perf.crossover_batch} sequences" if perf.crossover_batch else ""
-            warnings.append(f"at {batch} concurrent requests speculation is a slowdown ({perf.speedup:.2f}x){below}")
+            warnings.append(f"at {batch} concurrent requests speculation is a slowdown ({speedup_text(perf.speedup)})"
+                            f"{below}")
         if perf.speedup is not None and thin_gain(perf.speedup):
-            warnings.append(f"the speed-up at {batch} concurrent requests, {perf.speedup:.2f}x, lies {thin_gain_text()}")
+            warnings.append(f"the speed-up at {batch} concurrent requests, {speedup_text(perf.speedup)}, lies "
+                            f"{thin_gain_text()}")
     return PlanResult(deployment=d, workload=w, profile=profile, memory=mem, verdict=verdict,
                       warnings=tuple(warnings), perf=perf, acceptance=acceptance)

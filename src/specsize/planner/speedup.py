@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from ..core.kvcache import pool_blocks
 from ..core.memory import AccountingProfile, MemoryAccount, account
 from ..core.perf import Efficiency
+from ..core.ratios import speedup_text
 from ..core.specs import Deployment, SpeculativeConfig
 from ..core.speculation import Acceptance, Tree
 from ..engines.methods import TREE_METHODS
@@ -79,7 +80,7 @@ def thin_gain_notes(results: list[DrafterResult]) -> tuple[str, ...]:
         thin = [p for p in r.table.rows if thin_gain(p.speedup)]
         if not thin:
             continue
-        cells = ", ".join(f"B={p.batch_size} k={p.k} {p.speedup:.2f}x" for p in thin[:6])
+        cells = ", ".join(f"B={p.batch_size} k={p.k} {speedup_text(p.speedup)}" for p in thin[:6])
         more = f" and {len(thin) - 6} more" if len(thin) > 6 else ""
         verb = "lies" if len(thin) == 1 else "lie"
         notes.append(f"{r.label}: {cells}{more} {verb} {thin_gain_text()}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..planner.load_sweep import LoadSweep
 from .jsonsafe import dumps
-from .rows import beside_one
+from ..core.ratios import beside_one
 
 
 def _f(x: float | None, fmt: str) -> str:

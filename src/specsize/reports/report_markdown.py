@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ..planner.report import ReportData
 from . import markdown
-from .rows import best_k_text, speedup_text
+from ..core.ratios import speedup_text
+from .rows import best_k_text
 
 
 def render(data: ReportData) -> str:

@@ -6,6 +6,7 @@ import math
 
 from ..core.envelope import headroom_text, policy_text
 from ..core.kvcache import windowed_layers
+from ..core.ratios import speedup_text
 from ..core.units import GiB
 from ..planner.compliance import simulation_worsened
 from ..planner.plan import PlanResult
@@ -21,23 +22,6 @@ def best_k_text(k: int | None, cell: bool = False) -> str:
     """A best k as every report shows it: its number, or none where every k slows decoding (a table's `cell`: the
     bare word, its column header saying what it is)."""
     return str(k) if k is not None else ("none" if cell else BEST_K_NONE)
-
-
-def beside_one(ratio: float, digits: int = 2) -> str:
-    """A ratio read against 1 (a speed-up, stops-paying's latency ratio) with the decimals that keep it on its side of
-    1: 0.996 and 1.003 had both read "1.00"."""
-    for shown in range(digits, digits + 4):
-        text = f"{ratio:.{shown}f}"
-        if (float(text) < 1) == (ratio < 1) and (float(text) > 1) == (ratio > 1):
-            return text
-    return f"{ratio:.6f}"
-
-
-def speedup_text(speedup: float) -> str:
-    """A speed-up as "1.15x", on its side of 1 (beside_one; planner.perf and core.perf.crossover_batch read speculation
-    as slowing decoding below 1): 0.9991 at the crossover batch had read "1.00x" on the row saying that speed-up < 1
-    begins there, and 0.99998 beside "best k: none" in the speed-up grid."""
-    return f"{beside_one(speedup)}x"
 
 
 def gib(n: int) -> str:

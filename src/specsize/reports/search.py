@@ -36,7 +36,8 @@ def _line(c: Candidate, policy: float) -> str:
     tpot = "-" if c.tpot_s is None else f"{c.tpot_s * 1e3:.1f} ms"
     thr = "-" if c.throughput_tok_s is None else f"{c.throughput_tok_s:,.0f} tok/s"
     confirmed = "" if c.confirmed is None else ("; simulation confirms" if c.confirmed else "; simulation REJECTS")
-    return (f"{c.gpus} x {c.gpu} TP={c.tp} x{c.replicas}, {c.drafter} k={c.k}, kv={c.kv_cache_dtype}, "
+    # TP x PP x replicas, as the help names the space: a 405B row of 16 GPUs had read "TP=8 x2", PP 2 unsaid
+    return (f"{c.gpus} x {c.gpu} TP={c.tp} x PP={c.pp} x{c.replicas}, {c.drafter} k={c.k}, kv={c.kv_cache_dtype}, "
             f"max_num_seqs={c.max_num_seqs}: {c.cost:g} {c.cost_unit}, headroom {headroom_text(c.headroom, policy)}, "
             f"TPOT {tpot}, "
             f"{thr}{confirmed}")

@@ -6,7 +6,8 @@ from dataclasses import asdict
 
 from ..planner.speedup import DrafterResult, SpeedupReport
 from . import markdown
-from .rows import best_k_text, speedup_text
+from ..core.ratios import speedup_text
+from .rows import best_k_text
 from .jsonsafe import dumps
 
 ROW_FIELDS = ("batch_size", "k", "tokens_per_pass", "tpot_s", "tpot_s_no_spec", "speedup", "throughput_tok_s",

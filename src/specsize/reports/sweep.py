@@ -18,7 +18,7 @@ from ..inputs.study import Cell, Study
 from ..planner import fleet
 from ..planner.result import PlanResult
 from ..planner.simulate import SimSummary, SimulationReport
-from .rows import speedup_text
+from ..core.ratios import speedup_text
 
 RESULTS_VERSION = 1
 STATUS = ("ok", "invalid", "error")  # invalid: the cell's inputs cannot be planned; error: a bug, reported

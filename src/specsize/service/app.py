@@ -86,6 +86,11 @@ class Guard:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        if scope.get("method") == "HEAD":
+            # a load balancer's probe (HEAD /healthz) had been answered 405: the routes are declared for GET only.
+            # HEAD is GET without the body (RFC 9110 9.3.2): the same status and headers, Content-Length included
+            scope = {**scope, "method": "GET"}
+            send = _without_body(send)
         started = time.perf_counter()
         status_seen = {"code": 500}
         headers = dict(scope.get("headers") or [])
@@ -145,6 +150,15 @@ class Guard:
                                 (b"connection", b"close"), *SECURITY_HEADERS]})
         await send({"type": "http.response.body", "body": body})
         self.metrics.observe(scope, status, time.perf_counter() - started)
+
+
+def _without_body(send):
+    """`send` with every body chunk emptied: a HEAD answer's start message as GET's, and no content."""
+    async def head_send(message):
+        if message["type"] == "http.response.body":
+            message = {**message, "body": b""}
+        await send(message)
+    return head_send
 
 
 def _relative_location(response_headers, request_headers: dict) -> list:

@@ -149,10 +149,14 @@ def redacted(url: str) -> str:
 
 def connect(url: str | None) -> Engine:
     """Open (creating and migrating as needed) the service database at `url`."""
+    given = bool(url)
     url = normalize_url(url)
     path = sqlite_path(url)
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if given and not path.parent.is_dir():  # a written --db is taken in its folder, as the calibration store's
+            raise SpecError("db", f"folder {path.parent} does not exist",
+                            "a SQLite file path in an existing folder, or postgresql://USER@HOST:PORT/DB")
+        path.parent.mkdir(parents=True, exist_ok=True)  # the default database's folder
         if not path.exists():  # it will hold password and token hashes: the owner's alone (docs/service.md: 0600)
             os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
         from ..adapters.store import Store  # noqa: PLC0415 - the calibration store's tables, in the same file
