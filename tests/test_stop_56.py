@@ -201,3 +201,19 @@ def test_a_release_that_runs_eager_prices_its_steps_eager(capsys, tmp_path):
         return perf["tpot_s"] if perf["tpot_s"] is not None else perf["tpot_s_no_spec"]
 
     assert tpot() == pytest.approx(tpot("--enforce-eager"), rel=1e-12)
+
+
+def test_every_command_refuses_a_block_fp8_split_the_release_cannot_load(capsys):
+    # Qwen3-30B-A3B-FP8's 768-row experts over TP 4 are 192 rows a GPU, not whole 128-row blocks: SGLang refuses to load
+    # it (QwenLM/Qwen3 issue 1485), so plan and speedup refuse it naming tp (exit 2); vLLM 0.32 refines the scales
+    # to 64-wide blocks and plans it
+    for command in ("plan", "speedup"):
+        extra = ("--method", "ngram", "-k", "3", "--acceptance-rate", "0.5") if command == "speedup" else ()
+        code, out, err = run_cli(capsys, command, "--target", "Qwen/Qwen3-30B-A3B-FP8", "--gpu", "H100-SXM-80GB",
+                                 "--tp", "4", "--engine", "sglang", *extra)
+        assert code == 2 and out == "" and "tp: " in err and "768 / 4 = 192" in err and "the newest SGLang" in err
+    code, _, err = run_cli(capsys, "plan", "--target", "Qwen/Qwen3-30B-A3B-FP8", "--gpu", "H100-SXM-80GB", "--tp", "4")
+    assert code in (0, 1), err
+    code, _, err = run_cli(capsys, "plan", "--target", "Qwen/Qwen3-30B-A3B-FP8", "--gpu", "H100-SXM-80GB", "--tp", "4",
+                           "--engine-version", "0.28")
+    assert code == 2 and "vLLM 0.28 refuses" in err and "a TP of 1, 2" in err

@@ -20,6 +20,7 @@ from ..core.multimodal import with_images
 from ..core.perf import Efficiency
 from ..core.specs import Deployment, EngineSettings, GpuSpec, ModelSpec, SpeculativeConfig, Workload, canonical_dtype
 from ..core.speculation import Acceptance, SpecMethod
+from ..engines.block_fp8 import check_fp8_block_tp
 from ..engines import resolve_profile
 from ..engines.methods import check_draft_tp, check_method, check_mtp_release, check_proposal_rate, check_tree
 from ..engines.sglang import auto_speculative_params
@@ -221,7 +222,10 @@ def deployment_of(r: Request) -> tuple[Deployment, str | None]:
     check_method(r.engine, r.engine_version, method_of(r.method, draft))  # a method this release cannot launch
     _check_release_flags(r)
     target = load_target(r.target)
-    check_model_support(r.engine, r.engine_version, target)  # a release that cannot load it starts no server
+    # a release that cannot load it starts no server: its architecture, its quantization (bitsandbytes, also asked for
+    # at load), its block-fp8 weights split over this TP (engines.block_fp8)
+    check_model_support(r.engine, r.engine_version, target, quantization=r.quantization)
+    check_fp8_block_tp(r.engine, r.engine_version, target, r.tp)
     k, topk, draft_tokens, shape_note = drafter_shape(r, draft, target)
     speculative = speculative_config(r.method, draft, k, _draft_tp(r, draft), target=target)
     if speculative.method == SpecMethod.MTP:

@@ -305,7 +305,9 @@ def read_search_spec(path: str) -> SearchSpace:
     if size > MAX_CONFIGURATIONS:
         raise SpecError("search", f"the space holds {size:,} configurations; at most {MAX_CONFIGURATIONS:,} are "
                         "screened", "fewer values per axis")
-    check_model_support(engine_name, engine_version, target)  # a release that cannot load it: refused, as a plan
+    engine = _engine(data)
+    # a release that cannot load it: refused, as a plan (its quantization asked for at load too)
+    check_model_support(engine_name, engine_version, target, quantization=engine.quantization)
     for drafter in drafters:
         _check_drafter_release(engine_name, engine_version, target, drafter)
     finalists = coerce("finalists", FieldInfo(doc="", kind="int", group="analysis", minimum=1, maximum=100),
@@ -317,7 +319,7 @@ def read_search_spec(path: str) -> SearchSpace:
                         f"finalists x simulate_seconds <= {MAX_CONFIRMING_S:,} (e.g. 3 x 120 s, 2 x 3600 s)")
     return SearchSpace(
         name=str(data.get("name") or path), target=target, drafters=drafters, gpus=gpus, tps=tps, pps=pps,
-        kv_cache_dtypes=kv, max_num_seqs=max_num_seqs, engine=_engine(data), workload=_workload(data["workload"], target, folder),
+        kv_cache_dtypes=kv, max_num_seqs=max_num_seqs, engine=engine, workload=_workload(data["workload"], target, folder),
         slo=_slo(data), headroom=_float(data, "headroom", 0.2, minimum=0, maximum=0.99),
         gpus_per_node=coerce("gpus_per_node", info("gpus_per_node"), _given(data, "gpus_per_node", 8)),
         finalists=finalists, simulate_seconds=simulate_seconds,
