@@ -69,8 +69,9 @@ class Request:
     max_num_batched_tokens: int | None = F(None, "Tokens one engine step schedules.", "int", DEPLOYMENT,
                                            unit="tokens", minimum=1, maximum=1 << 30,
                                            default_doc="the engine profile's default")
-    kv_cache_dtype: str = F("auto", "KV cache dtype: auto (the served dtype) or fp8; a 16- or 32-bit dtype only as "
-                            "the served one.", "choice", DEPLOYMENT, choices=KV_CACHE_DTYPES)
+    kv_cache_dtype: str = F("auto", "KV cache dtype: auto (the served dtype, or the checkpoint's calibrated one where "
+                            "the release takes it), fp8, or nvfp4 (vLLM 0.21 on, datacenter Blackwell); a 16- or "
+                            "32-bit dtype only as the served one.", "choice", DEPLOYMENT, choices=KV_CACHE_DTYPES)
     kv_cache_memory_bytes: int | None = F(None, "vLLM's flag: fix the KV pool size.", "int", DEPLOYMENT,
                                           unit="bytes", minimum=0, maximum=1 << 50,
                                           default_doc="what the budget leaves")
