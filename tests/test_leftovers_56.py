@@ -14,6 +14,7 @@ import pytest
 
 import specsize
 from helpers import run_cli as run
+from test_hunt_56_nodes import SEARCH_405B as NODES_SEARCH_405B
 from specsize.catalog.models import load_config_dict
 from specsize.core.errors import SpecError
 from specsize.core.speculation import SpecMethod
@@ -100,23 +101,9 @@ def test_a_vllm_command_for_a_replica_across_nodes_carries_the_ray_backend():
 
 # --- 3. PP in the search rows -----------------------------------------------------------------------------------------
 
-SEARCH_405B = """
-name: llama-405b
-target: meta-llama/Llama-3.1-405B-Instruct
-drafters:
-  - {method: none}
-gpus:
-  - {gpu: H100-SXM-80GB, counts: [16]}
-tp: [8]
-pp: [2]
-kv_cache_dtypes: [auto]
-max_num_seqs: [64]
-max_model_len: 16384
-workload: {prompt_tokens: {p50: 1500, p99: 8000}, output_tokens: {p50: 300, p99: 1200}, concurrency: 16,
-           burst_factor: 1.5}
-slo: {ttft_p99_ms: 10000, tpot_p99_ms: 200}
-finalists: 1
-"""
+# the multi-node search spec of tests/test_hunt_56_nodes.py with its pipeline stages at 2 (8 GPUs cannot hold a
+# 16-GPU replica: only the 16-GPU configurations are screened)
+SEARCH_405B = NODES_SEARCH_405B % "pp: [2]"
 
 
 def test_a_search_row_shows_its_pipeline_stages(tmp_path, capsys):
