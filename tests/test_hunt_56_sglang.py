@@ -93,7 +93,9 @@ def _eagle3(k, topk=1, draft_tokens=None, target="meta-llama/Llama-3.1-8B-Instru
     ("0.5.9", 20, 4), ("0.5.10", 20, 4),
     # spec v2 by default for a chain ("spec v2 currently only supports topk = 1"): kv_committed_len +
     # get_alloc_reserve_per_decode = 2 x max(3, 4) = 8 kept allocated; a tree stays on v1: 20
-    ("0.5.11", 20, 8), ("0.5.13", 20, 8),
+    ("0.5.11", 20, 8), ("0.5.12", 20, 8),
+    # 0.5.13: a tree on spec v2 too (no top-k check; arg_groups/speculative_hook.py): 2 x max(20, 8) = 40
+    ("0.5.13", 40, 8),
     # spec v2 for every algorithm (mem_cache/common.py get_alloc_reserve_per_decode): 2 x max(20, 8) = 40; 2 x 4 = 8
     ("0.5.14", 40, 8), ("0.5.23", 40, 8),
 ])

@@ -372,14 +372,14 @@ def test_scheduled_ahead_by_release_and_drafter():
              ("vllm", "0.14", "none", None, True), ("vllm", "0.32", "ngram", None, False),
              ("vllm", "0.32", "eagle3", head, True), ("sglang", None, "none", None, True),
              ("sglang", "0.5.10", "EAGLE3", head, False), ("sglang", "0.5.11", "EAGLE3", head, True),
-             ("sglang", None, "EAGLE3", head, True), ("sglang", "0.5.13", "EAGLE3 tree", head, False),
-             ("sglang", "0.5.13", "NGRAM", None, False), ("sglang", None, "EAGLE3 tree", head, True),
-             ("sglang", None, "NGRAM", None, True))
+             ("sglang", None, "EAGLE3", head, True), ("sglang", "0.5.12", "EAGLE3 tree", head, False),
+             ("sglang", "0.5.13", "EAGLE3 tree", head, True), ("sglang", "0.5.13", "NGRAM", None, False),
+             ("sglang", None, "EAGLE3 tree", head, True), ("sglang", None, "NGRAM", None, True))
     for engine, version, method, draft, ahead in cases:
-        # SGLang 0.5.11 - 0.5.13 run a chain (top-k 1) on the spec v2 worker, inside the overlap scheduler; a tree
-        # (top-k 4) stays on spec v1 without it, and n-gram turns it off (arg_groups/speculative_hook.py _handle_ngram:
-        # disable_overlap_schedule = True); 0.5.14 on every drafter runs spec v2 with it ("speculative decoding always
-        # runs the V2 worker"; _handle_ngram no longer turns it off)
+        # SGLang 0.5.11 - 0.5.12 run a chain (top-k 1) on the spec v2 worker, inside the overlap scheduler, a tree
+        # (top-k 4) on spec v1 without it; 0.5.13 a tree on spec v2 too, while n-gram turns it off (arg_groups/
+        # speculative_hook.py _handle_ngram: disable_overlap_schedule = True); 0.5.14 on n-gram keeps it too
+        # ("speculative decoding always runs the V2 worker"; _handle_ngram no longer turns it off)
         tree = Tree(topk=4, num_draft_tokens=8) if method.endswith("tree") else Tree()
         method = method.split()[0]
         d = Deployment(target=target, gpu=load_gpu("H100-SXM-80GB"), engine=EngineSettings(max_model_len=8192),

@@ -67,9 +67,9 @@ def test_the_simulator_pays_the_per_request_spec_host_work_on_sglang_0_4_4():
 
 
 def test_the_spec_host_work_follows_sglangs_overlap_release_by_release():
-    # SGLang 0.5.11 - 0.5.13 run spec v2 (the overlap scheduler kept) for chains only ("spec v2 currently only supports
-    # topk = 1", server_args.py), 0.5.14 on for every drafter; before 0.5.11 spec v1 for every drafter: the per-request
-    # host work stays on the step where spec v1 runs (0.17 ms a sequence), and nothing where spec v2 does
+    # SGLang 0.5.11 - 0.5.12 run spec v2 (the overlap scheduler kept) for chains only ("spec v2 currently only supports
+    # topk = 1", server_args.py), 0.5.13 for trees too, 0.5.14 on for n-gram too; before 0.5.11 spec v1 for every
+    # drafter: the per-request host work stays on the step where spec v1 runs (0.17 ms a sequence), none on spec v2
     from specsize.catalog.gpus import load_efficiency
     from specsize.core.memory import account
     from specsize.engines.registry import resolve_profile
@@ -85,7 +85,8 @@ def test_the_spec_host_work_follows_sglangs_overlap_release_by_release():
     eff = load_efficiency(chain.gpu)
     # 0.5.14 on: "speculative decoding always runs the V2 worker" (arg_groups/speculative_hook.py), trees too
     for d, shape, version, expected in ((chain, Tree(), "0.5.10", 1.7e-4), (chain, Tree(), "0.5.11", 0.0),
-                                        (chain, Tree(), "0.5.13", 0.0), (tree, Tree(4, 8), "0.5.13", 1.7e-4),
+                                        (chain, Tree(), "0.5.13", 0.0), (tree, Tree(4, 8), "0.5.12", 1.7e-4),
+                                        (tree, Tree(4, 8), "0.5.13", 0.0),
                                         (tree, Tree(4, 8), "0.5.14", 0.0), (tree, Tree(4, 8), "0.5.23", 0.0)):
         cfg = engine_config(d, account(d, resolve_profile("sglang", version)), eff, shape)
         assert cfg.cpu_draft_per_seq_s == pytest.approx(expected, abs=1e-12), (version, shape)
@@ -217,3 +218,39 @@ def test_every_command_refuses_a_block_fp8_split_the_release_cannot_load(capsys)
     code, _, err = run_cli(capsys, "plan", "--target", "Qwen/Qwen3-30B-A3B-FP8", "--gpu", "H100-SXM-80GB", "--tp", "4",
                            "--engine-version", "0.28")
     assert code == 2 and "vLLM 0.28 refuses" in err and "a TP of 1, 2" in err
+
+
+def test_block_fp8_checks_what_is_served(capsys, tmp_path):
+    # (review) a --quantization override serves a checkpoint without the fp8 blocks: no refusal; a draft model with its
+    # own block-fp8 weights is checked at its own TP (Qwen3-4B-FP8's 9,728-row MLP over 8 GPUs: 1,216 rows); SGLang on
+    # AMD pads the split under AITER (its ROCm images) and is not refused; a compressed-tensors block-fp8 MoE is never
+    # refined by vLLM (compressed_tensors_moe_w8a8_fp8.py), so 0.32 refuses it where a native fp8 one plans
+    from pathlib import Path
+
+    base = ("plan", "--target", "Qwen/Qwen3-30B-A3B-FP8", "--tp", "4", "--engine", "sglang")
+    for extra in (("--gpu", "H100-SXM-80GB", "--quantization", "int4"), ("--gpu", "MI300X-192GB")):
+        code, _, err = run_cli(capsys, *base, *extra)
+        assert code in (0, 1), err
+    code, _, err = run_cli(capsys, "plan", "--target", "Qwen/Qwen3-32B-FP8", "--method", "draft_model", "--draft",
+                           "Qwen/Qwen3-4B-FP8", "-k", "4", "--gpu", "H100-SXM-80GB", "--tp", "8", "--draft-tp", "8")
+    assert code == 2 and "draft_tp: " in err and "9,728 / 8 = 1,216" in err
+    qwen = json.loads((Path(__file__).resolve().parents[2] / "shared" / "model-configs" / "Qwen" / "Qwen3-30B-A3B" /
+                       "config.json").read_text())
+    block = {"num_bits": 8, "type": "float", "strategy": "block", "block_structure": [128, 128], "symmetric": True}
+    qc = {"quant_method": "compressed-tensors", "format": "float-quantized", "ignore": ["lm_head"],
+          "config_groups": {"g": {"targets": ["Linear"], "weights": block}}}
+    (tmp_path / "config.json").write_text(json.dumps({**qwen, "quantization_config": qc}))
+    code, _, err = run_cli(capsys, "plan", "--target", tmp_path, "--gpu", "H100-SXM-80GB", "--tp", "4")
+    assert code == 2 and "768 / 4 = 192" in err and "0.29 or later" not in err
+
+
+def test_bitsandbytes_over_a_stored_format_is_a_prequantized_checkpoint(capsys):
+    # (review) --quantization bitsandbytes over fp8 weights plans a pre-quantized bitsandbytes checkpoint: the
+    # releases that load one are vLLM 0.10 - 0.27 (an MoE), at TP 1
+    base = ("plan", "--target", "Qwen/Qwen3-30B-A3B-FP8", "--gpu", "H100-SXM-80GB", "--quantization", "bitsandbytes")
+    for extra, field in ((("--engine-version", "0.32"), "engine_version"), (("--engine", "sglang"), "engine_version"),
+                         (("--engine-version", "0.20", "--tp", "2"), "tp")):
+        code, out, err = run_cli(capsys, *base, *extra)
+        assert code == 2 and out == "" and err.startswith(f"specsize: error: {field}: "), err
+    code, _, err = run_cli(capsys, *base, "--engine-version", "0.20")
+    assert code in (0, 1), err

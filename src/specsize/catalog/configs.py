@@ -404,7 +404,8 @@ def parse_quantization(qc: dict | None, is_moe: bool, model: str) -> Quantizatio
     unquantized = _kept_modules(qc, nested, model)
     if method == "fp8":
         block = qc.get("weight_block_size")
-        return Quantization("fp8", block=tuple(block) if block else None, unquantized=unquantized)
+        return Quantization("fp8", block=tuple(block) if block else None, moe_block_refine=bool(block),
+                            unquantized=unquantized)
     if method == "fbgemm_fp8":  # Meta's FP8 checkpoints: per-channel fp8 weights, fp32 scales (vLLM FBGEMMFp8Config)
         return Quantization("fp8", unquantized=unquantized)
     if method in ("awq", "gptq", "gptq_marlin", "awq_marlin", "auto-round", "auto_round"):

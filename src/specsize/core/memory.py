@@ -20,7 +20,7 @@ from .kvcache import (NVFP4_KV_BYTES, HybridPool, KVLayer, bytes_per_token, hybr
 from .multimodal import encoder_profile, pixel_values_bytes, tower_forward_peak
 from .speculation import SpecMethod
 from .specs import (DTYPE_BYTES, Deployment, EngineSettings, GpuSpec, ModelSpec, Quantization, VisionSpec, canonical_dtype,
-                    effective_target, medusa_at_k)
+                    checkpoint_format_needed, effective_target, medusa_at_k)
 from .units import GiB, ceil_div
 from .weights import VLLM_MXFP4_PAD, Mxfp4Pad, WeightBreakdown, indexer_dims, padded_vocab, weight_breakdown
 
@@ -111,11 +111,14 @@ class AccountingProfile:
     # its steps are formed ahead as without speculation (core.speculation.keeps_overlap says why its host handovers
     # stay priced)
     spec_overlap_chain: bool = False
-    # every drafter runs the spec v2 worker inside the overlap scheduler, trees and NGRAM too: SGLang 0.5.14 on
-    # ("SGLANG_ENABLE_SPEC_V2 has been removed: speculative decoding always runs the V2 worker",
-    # arg_groups/speculative_hook.py; only v2 workers ship, ngram_worker.py enable_overlap = not
-    # disable_overlap_schedule); 0.5.11 - 0.5.13 keep a tree on spec v1 ("spec v2 currently only supports topk = 1")
+    # every model drafter runs the spec v2 worker inside the overlap scheduler, trees too: SGLang 0.5.13 on
+    # (arg_groups/speculative_hook.py turns the overlap off only without SGLANG_ENABLE_SPEC_V2; spec_info.py
+    # create_worker: EAGLE / EAGLE3 / STANDALONE "always use the V2 worker"); 0.5.11 - 0.5.12 keep a tree on spec v1
+    # ("spec v2 currently only supports topk = 1", server_args.py)
     spec_overlap_all: bool = False
+    # NGRAM too: SGLang 0.5.14 on ("SGLANG_ENABLE_SPEC_V2 has been removed: speculative decoding always runs the V2
+    # worker"; _handle_ngram no longer sets disable_overlap_schedule, 0.5.13's does; ngram_worker.py enable_overlap)
+    spec_overlap_ngram: bool = False
     # the release takes --stream-interval (SGLang's own flag; vLLM's from PR 27869, merged 2025-11, in 0.12 on)
     stream_interval_flag: bool = False
     # kv_cache_dtype auto takes the checkpoint's calibrated KV cache dtype (a ModelOpt kv_cache_quant_algo FP8:
@@ -303,6 +306,7 @@ class ResolvedSettings:
     mla_latent_cache: bool = True  # AccountingProfile.mla_latent_cache
     spec_overlap_chain: bool = False  # AccountingProfile.spec_overlap_chain, where the deployment allows it
     spec_overlap_all: bool = False  # AccountingProfile.spec_overlap_all, where the deployment allows it
+    spec_overlap_ngram: bool = False  # AccountingProfile.spec_overlap_ngram, where the deployment allows it
     stream_interval: int = 1  # --stream-interval (EngineSettings.stream_interval)
     graph_max_tokens: int = GRAPH_ALL  # the largest step in a CUDA graph (AccountingProfile.graph_max_tokens)
     graph_prompt_tokens: int = GRAPH_ALL  # the largest step with prompt tokens in one (0: none; graph_prompts)
@@ -439,7 +443,11 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
             raise SpecError("kv_cache_dtype", f"{kv_dtype} beside a {dtype} model: the engines keep the KV cache in "
                             "the dtype the model is served in (auto) or in fp8", "auto (or the served dtype), fp8, "
                             "fp8_e4m3, fp8_e5m2")
-    prequant_bnb = quant is not None and quant.method in ("bnb4", "bnb8") and quant.source != "override"
+    # a pre-quantized bitsandbytes checkpoint: the target's own, or the one a --quantization bitsandbytes over weights
+    # stored in another format asks to serve (checkpoint_format_needed: the engines quantize at load only unquantized
+    # weights)
+    prequant_bnb = quant is not None and quant.method in ("bnb4", "bnb8") and (
+        quant.source != "override" or checkpoint_format_needed(d.target, d.quantization_override) is not None)
     if prequant_bnb and d.tp > 1:
         # vLLM 0.9.2 - 0.27 model_loader/bitsandbytes_loader.py _load_weights: "Prequant BitsAndBytes models with
         # tensor parallelism is not supported" (the quant states cannot follow a split weight); in-flight
@@ -499,7 +507,7 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         moe_layer_fixed_s=0.0 if (quant and quant.method == "mxfp4") else for_gpu(p.moe_layer_fixed_s_by_gpu, d.gpu, 0.0),
         async_scheduling=p.async_scheduling and overlaps, async_with_speculation=p.async_with_speculation,
         scheduled_ahead=p.scheduled_ahead and overlaps, spec_overlap_chain=p.spec_overlap_chain and overlaps,
-        spec_overlap_all=p.spec_overlap_all and overlaps,
+        spec_overlap_all=p.spec_overlap_all and overlaps, spec_overlap_ngram=p.spec_overlap_ngram and overlaps,
         admission=p.admission,
         mxfp4_pad=for_gpu(p.mxfp4_pad_by_gpu, d.gpu, p.mxfp4_pad),
         mla_prompt_mha=for_gpu(p.mla_prompt_mha_by_gpu, d.gpu, p.mla_prompt_mha),

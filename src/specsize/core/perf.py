@@ -774,6 +774,7 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
                 host_handover: bool = False, async_scheduling: bool = False,
                 expansion_query_s: float = 0.0, async_with_speculation: bool = True,
                 graph_max_tokens: int = GRAPH_ALL, spec_overlap_chain: bool = False, spec_overlap_all: bool = False,
+                spec_overlap_ngram: bool = False,
                 mxfp4_pad: Mxfp4Pad = VLLM_MXFP4_PAD,
                 mla_prompt_mha: tuple[bool, int] = (True, 0), mla_latent: bool = True,
                 draft_extend: str = DRAFT_EXTEND_VERIFIED) -> SpecCosts:
@@ -808,7 +809,8 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
     else:
         verified = verified_per_sequence(k, sp.proposal_rate)
     steps = kind.steps(k)
-    kept = keeps_overlap(kind, async_with_speculation, spec_overlap_chain, tree_topk, spec_overlap_all)
+    kept = keeps_overlap(kind, async_with_speculation, spec_overlap_chain, tree_topk, spec_overlap_all,
+                         spec_overlap_ngram)
     overlapped = async_scheduling and kept
     # SGLang overlaps host and GPU by scheduling ahead (AccountingProfile.scheduled_ahead), not async_scheduling: its
     # speculative step keeps that where keeps_overlap says (spec v2 chains), with or without async_scheduling

@@ -146,6 +146,9 @@ class Quantization:
     method: str  # one of QUANT_METHODS except none
     group_size: int | None = None  # int4: values per scale group; fp8: None = per-channel
     block: tuple[int, int] | None = None  # fp8 block scales (DeepSeek-V3: 128x128)
+    # the blocks are a native fp8 checkpoint's (quant_method fp8), whose fused-MoE scales vLLM 0.29 and later refine to
+    # fit a TP split (engines.block_fp8); compressed-tensors' block fp8 MoE never refines
+    moe_block_refine: bool = False
     has_zeros: bool = True  # int4 asymmetric (AWQ / GPTQ zero points)
     experts_only: bool = False  # mxfp4 in gpt-oss: only the MoE experts are quantized
     source: str = "declared"  # "declared" (checkpoint quantization_config) or "override"

@@ -98,14 +98,15 @@ def drafter_kind(method: str) -> DrafterKind:
 
 
 def keeps_overlap(kind: DrafterKind, with_speculation: bool, chain_overlap: bool, tree_topk: int,
-                  every_drafter: bool = False) -> bool:
+                  every_drafter: bool = False, ngram: bool = False) -> bool:
     """Whether a release's overlap of the host's work with the forward (vLLM's async scheduling, SGLang's overlap
     scheduler: AccountingProfile.async_scheduling / scheduled_ahead) survives speculation with this drafter: for the
     drafters that keep it (`keeps_async`: vLLM's EAGLE / MTP) where the release keeps it at all (`with_speculation`,
     AccountingProfile.async_with_speculation), and for a model drafter's chain (top-k 1) where the release runs one
     inside the overlap (`chain_overlap`: SGLang 0.5.11 on, its spec v2 worker; AccountingProfile.spec_overlap_chain),
-    and for every drafter, trees and n-gram too, where the release runs them all so (`every_drafter`: SGLang 0.5.14 on;
-    AccountingProfile.spec_overlap_all).
+    for every model drafter, trees too, where the release runs them so (`every_drafter`: SGLang 0.5.13 on;
+    AccountingProfile.spec_overlap_all), and for the n-gram lookup where it does (`ngram`: SGLang 0.5.14 on;
+    AccountingProfile.spec_overlap_ngram).
     Spec v2's host handovers stay priced (Efficiency.spec_step_tp_s, fitted on SGLang runs): SGLang's own
     v2-against-v1 figures (+10.8% at one request on one GPU, sgl-project/sglang PR 11398; +14.6% at 10 req/s on TP 4,
     PR 15591) are well below dropping them (+48% for DeepSeek-V3 MTP on 8 x H200 at one request), and at TP 1 there
@@ -113,7 +114,7 @@ def keeps_overlap(kind: DrafterKind, with_speculation: bool, chain_overlap: bool
     if kind.method == SpecMethod.NONE:
         return True
     return (kind.keeps_async and with_speculation) or (chain_overlap and tree_topk <= 1 and kind.has_gpu_drafter) \
-        or every_drafter
+        or (every_drafter and kind.has_gpu_drafter) or (ngram and kind.cpu_drafted)
 
 
 # --- acceptance -------------------------------------------------------------------------------------------

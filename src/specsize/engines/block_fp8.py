@@ -26,7 +26,7 @@ from __future__ import annotations
 from math import gcd
 
 from ..core.errors import SpecError
-from ..core.specs import ModelSpec
+from ..core.specs import Deployment, ModelSpec, effective_target
 from .registry import release_with_patch
 
 # the first vLLM release that refines an fp8 MoE's block scales to fit the TP shard (refine_fp8_moe_block_shape: in
@@ -36,8 +36,10 @@ REFINE_MIN = 32  # refine_fp8_moe_block_shape: "if refine < 32: return None"
 TP_CANDIDATES = (1, 2, 4, 8, 16, 32)
 
 
-def _refines(engine: str, version: str | None) -> bool:
-    if engine != "vllm":
+def _refines(engine: str, version: str | None, model: ModelSpec) -> bool:
+    """vLLM 0.29 on refines a native fp8 checkpoint's MoE block scales (Fp8MoEMethod); its compressed-tensors block
+    fp8 MoE (compressed_tensors_moe_w8a8_fp8.py create_weights) refuses in every release."""
+    if engine != "vllm" or model.quantization is None or not model.quantization.moe_block_refine:
         return False
     if version in (None, "", "latest"):
         return True
@@ -77,7 +79,7 @@ def fp8_block_tp_problem(engine: str, version: str | None, model: ModelSpec, tp:
         rows = moe.expert_intermediate_size // tp
         if rows % block_n or rows % block_k:
             refine = gcd(block_n, block_k, rows, model.hidden_size)
-            if not (_refines(engine, version) and refine >= REFINE_MIN):
+            if not (_refines(engine, version, model) and refine >= REFINE_MIN):
                 return (f"{model.model_id}'s fp8 experts are quantized in {block_n} x {block_k} blocks, and at TP {tp} "
                         f"each GPU holds {moe.expert_intermediate_size:,} / {tp} = {rows:,} rows of each expert, not "
                         f"a whole number of blocks: {written} refuses to load it (fp8.py: \"not divisible by weight "
@@ -93,15 +95,31 @@ def fp8_block_tp_problem(engine: str, version: str | None, model: ModelSpec, tp:
     return None
 
 
-def check_fp8_block_tp(engine: str, version: str | None, model: ModelSpec, tp: int) -> None:
+def check_fp8_block_tp(engine: str, version: str | None, model: ModelSpec, tp: int, field: str = "tp") -> None:
     """Refuse a TP the release cannot load the block-fp8 checkpoint at (fp8_block_tp_problem), naming the TP sizes
     it can."""
     problem = fp8_block_tp_problem(engine, version, model, tp)
     if problem is None:
         return
     fits = [t for t in TP_CANDIDATES if t < tp and fp8_block_tp_problem(engine, version, model, t) is None]
-    later = ("" if engine != "vllm" or _refines(engine, version) or fp8_block_tp_problem(engine, None, model, tp)
+    later = ("" if engine != "vllm" or _refines(engine, version, model) or fp8_block_tp_problem(engine, None, model, tp)
              else f"; or vLLM 0.29 or later at TP {tp} (it refines the experts' scales to blocks that divide the split)")
     accepted = (f"a TP of {', '.join(map(str, fits))}" if fits else "a smaller TP") + later + (
         "; or a checkpoint without block scales (bf16, per-channel fp8)")
-    raise SpecError("tp", problem, accepted)
+    raise SpecError(field, problem, accepted)
+
+
+def check_deployment(engine: str, version: str | None, d: Deployment) -> None:
+    """check_fp8_block_tp for what the deployment loads: the target as served (core.specs.effective_target: a
+    --quantization override serves a checkpoint without these blocks) at its TP, and a draft model at its own TP.
+    SGLang on AMD GPUs is left alone: under AITER (SGLANG_USE_AITER, set in AMD's ROCm images) its fp8 MoE pads the
+    split to whole 128-row blocks instead of refusing (fp8.py: "if not (_use_aiter and padding_size == block_n ==
+    block_k)", 0.5.11 - 0.5.23 wheels)."""
+    if engine == "sglang" and d.gpu.vendor == "amd":
+        return
+    target, quant = effective_target(d)
+    check_fp8_block_tp(engine, version, target if quant is target.quantization else target.with_(quantization=quant),
+                       d.tp)
+    sp = d.speculative
+    if sp.draft is not None and sp.kind.own_tp:
+        check_fp8_block_tp(engine, version, sp.draft, sp.draft_tp or d.tp, field="draft_tp")

@@ -9,7 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..core.errors import SpecError
-from ..core.specs import ModelSpec
+from ..core.specs import ModelSpec, checkpoint_format_needed
 from .registry import is_series, release, release_key
 
 
@@ -64,11 +64,17 @@ def quantization_problem(engine: str, version: str | None, model: ModelSpec,
     and quantizes an MoE's experts from 0.10); None where it can (every other format: their engine-side checks are the
     profiles' and the plan's)."""
     q = model.quantization
-    stored = q is not None and q.method in ("bnb4", "bnb8")
-    in_flight = not stored and q is None and str(quantization or "").lower() == "bitsandbytes"
+    asked = str(quantization or "").lower() == "bitsandbytes"
+    # --quantization bitsandbytes over weights stored in another format plans a pre-quantized bitsandbytes checkpoint
+    # (core.specs.checkpoint_format_needed): the releases that load one are the same
+    stored = (q is not None and q.method in ("bnb4", "bnb8")) or (
+        asked and checkpoint_format_needed(model, "bitsandbytes") is not None)
+    in_flight = not stored and q is None and asked
     if not (stored or in_flight):
         return None
-    what = ("is a bitsandbytes checkpoint" if stored else
+    what = ("is a bitsandbytes checkpoint" if q is not None and q.method in ("bnb4", "bnb8") else
+            "is served as a pre-quantized bitsandbytes checkpoint (--quantization bitsandbytes over its stored "
+            f"{q.method} weights)" if stored and q is not None else
             "is quantized by bitsandbytes at load (--quantization bitsandbytes)")
     first = BNB_FIRST_MOE if model.moe is not None else BNB_FIRST
     accepted = f"engine vllm with engine_version {first} to 0.27"

@@ -20,7 +20,7 @@ from ..core.multimodal import with_images
 from ..core.perf import Efficiency
 from ..core.specs import Deployment, EngineSettings, GpuSpec, ModelSpec, SpeculativeConfig, Workload, canonical_dtype
 from ..core.speculation import Acceptance, SpecMethod
-from ..engines.block_fp8 import check_fp8_block_tp
+from ..engines.block_fp8 import check_deployment
 from ..engines import resolve_profile
 from ..engines.methods import check_draft_tp, check_method, check_mtp_release, check_proposal_rate, check_tree
 from ..engines.sglang import auto_speculative_params
@@ -223,9 +223,8 @@ def deployment_of(r: Request) -> tuple[Deployment, str | None]:
     _check_release_flags(r)
     target = load_target(r.target)
     # a release that cannot load it starts no server: its architecture, its quantization (bitsandbytes, also asked for
-    # at load), its block-fp8 weights split over this TP (engines.block_fp8)
+    # at load); its block-fp8 weights split over this TP below, once the deployment is built
     check_model_support(r.engine, r.engine_version, target, quantization=r.quantization)
-    check_fp8_block_tp(r.engine, r.engine_version, target, r.tp)
     k, topk, draft_tokens, shape_note = drafter_shape(r, draft, target)
     speculative = speculative_config(r.method, draft, k, _draft_tp(r, draft), target=target)
     if speculative.method == SpecMethod.MTP:
@@ -247,9 +246,10 @@ def deployment_of(r: Request) -> tuple[Deployment, str | None]:
         kv_cache_memory_bytes=r.kv_cache_memory_bytes, cuda_graph_max_bs=r.cuda_graph_max_bs,
         scheduler_recv_interval=r.scheduler_recv_interval, stream_interval=r.stream_interval)
     gpu = _gpu(r)
-    return Deployment(target=target, gpu=gpu, speculative=speculative, tp=r.tp, pp=r.pp, num_gpus=r.gpus,
-                      engine=settings, shared_reserved_bytes=int(r.shared_reserved_gib * 2**30)
-                      + _other_processes(r, gpu)), shape_note
+    d = Deployment(target=target, gpu=gpu, speculative=speculative, tp=r.tp, pp=r.pp, num_gpus=r.gpus,
+                   engine=settings, shared_reserved_bytes=int(r.shared_reserved_gib * 2**30) + _other_processes(r, gpu))
+    check_deployment(r.engine, r.engine_version, d)  # block-fp8 weights the release cannot split at this TP
+    return d, shape_note
 
 
 def _check_release_flags(r: Request) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..engines.block_fp8 import check_fp8_block_tp
+from ..engines.block_fp8 import check_deployment
 from ..core.envelope import evaluate
 from ..core.errors import SpecError
 from ..core.memory import AccountingProfile, account
@@ -203,7 +203,7 @@ def plan(d: Deployment, w: Workload, profile: AccountingProfile, headroom: float
     validate(d, w, headroom)
     # block-fp8 weights the release cannot split at this TP (engines.block_fp8): vLLM before 0.29 and SGLang refuse to
     # load an expert whose rows over TP are not whole blocks
-    check_fp8_block_tp(profile.engine, profile.version, d.target, d.tp)
+    check_deployment(profile.engine, profile.version, d)
     mem = account(d, profile)
     s = mem.settings
     limit = d.target.context_limit(profile.engine)

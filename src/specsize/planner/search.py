@@ -19,7 +19,7 @@ from ..core.perf import decode_step, prefill_share, prefill_time, spec_tpot
 from ..core.specs import Deployment
 from ..core.speculation import Acceptance, Tree
 from ..core.traffic import decode_context, peak_concurrency, replica_share, shared_prefill_rate
-from ..engines.block_fp8 import check_fp8_block_tp
+from ..engines.block_fp8 import check_deployment
 from ..engines.methods import draft_tp_problem
 from .perf import costs_for, pass_tokens
 from .placement import layout_problem
@@ -181,7 +181,7 @@ def _checked_account(d: Deployment, w, policy: float, profile: AccountingProfile
             if problem is not None:
                 raise SpecError("drafters.draft_tp", problem, f"{d.tp} (the target's TP) with this release")
             # block-fp8 weights the release cannot split at this TP (engines.block_fp8): a server that cannot load
-            check_fp8_block_tp(profile.engine, profile.version, d.target, d.tp)
+            check_deployment(profile.engine, profile.version, d)
             refused = None
         except SpecError as err:
             refused = err

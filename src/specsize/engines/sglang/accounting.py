@@ -329,7 +329,11 @@ def decode_reserve_tokens(rules: Rules, d: Deployment, algorithm: str | None, pa
     - "v2_chain" (0.5.11 - 0.5.13): spec v2 by default (environ.py SGLANG_ENABLE_SPEC_V2 True) for an EAGLE / EAGLE3 /
       STANDALONE chain ("spec v2 currently only supports topk = 1", server_args.py): its requests keep
       kv_committed_len + 2 x max(steps x topk, N) allocated (_new_tokens_required_next_decode_spec_v2,
-      get_alloc_reserve_per_decode: "The 2x is a double-buffer"); a tree or NGRAM (overlap off) as "max";
+      get_alloc_reserve_per_decode: "The 2x is a double-buffer"); a tree or NGRAM (overlap off) as "max" (0.5.11 -
+      0.5.12);
+    - "v2_model" (0.5.13): every EAGLE / EAGLE3 / STANDALONE drafter on spec v2, trees too (arg_groups/
+      speculative_hook.py turns overlap off only without SGLANG_ENABLE_SPEC_V2; spec_info.py create_worker: "always use
+      the V2 worker"), 2 x max(...) as "v2"; NGRAM (overlap off, _handle_ngram) as "max";
     - "v2" (0.5.14 on; 0.5.23's the same): spec v2 for every algorithm, 2 x get_alloc_len_per_decode (mem_cache/
       common.py): max(steps x topk, N), for a tree on pages ceil((2 x page - 2 + steps) / page) pages a branch instead
       of steps.
@@ -352,9 +356,10 @@ def decode_reserve_tokens(rules: Rules, d: Deployment, algorithm: str | None, pa
         return draft_tokens + topk * draft_tokens
     if rule == "tree":
         return draft_tokens + topk * steps
-    v2 = rule == "v2" or (rule == "v2_chain" and topk == 1 and algorithm in EAGLE_SPEC_V2)
+    v2 = rule == "v2" or (rule == "v2_chain" and topk == 1 and algorithm in EAGLE_SPEC_V2) or (
+        rule == "v2_model" and algorithm in EAGLE_SPEC_V2)
     if v2:
-        if page > 1 and topk > 1 and not ngram:  # a tree's branches on pages (0.5.14 on; 0.5.11 - 0.5.13 run none)
+        if page > 1 and topk > 1 and not ngram:  # a tree's branches on pages (0.5.13 on; 0.5.11 - 0.5.12 run none)
             per_branch = (page - 1 + steps + page - 1) // page * page
             return 2 * max(per_branch * topk, draft_tokens)
         return 2 * max(steps * topk, draft_tokens)
