@@ -254,3 +254,20 @@ def test_bitsandbytes_over_a_stored_format_is_a_prequantized_checkpoint(capsys):
         assert code == 2 and out == "" and err.startswith(f"specsize: error: {field}: "), err
     code, _, err = run_cli(capsys, *base, "--engine-version", "0.20")
     assert code in (0, 1), err
+
+
+def test_the_reports_demand_curve_holds_what_the_verdict_holds():
+    # one owner (core.envelope.request_tokens): on SGLang 0.4.4 a top-4 tree of 8 nodes at 5 steps holds its decode
+    # reserve less one beyond prompt + output (27 slots), in the report's curve as in the verdict
+    import specsize
+    from specsize.core.units import GiB
+    from specsize.planner.report import kv_curve
+
+    r = specsize.plan(engine="sglang", engine_version="0.4.4", target="meta-llama/Llama-3.1-8B-Instruct",
+                      method="eagle", draft="sgl-project/SpecForge-llama3-8B-eagle3", num_speculative_tokens=5,
+                      tree_topk=4, num_draft_tokens=8, gpu="H100-SXM-80GB", concurrency=8)
+    p99 = {sh.label: sh for sh in r.verdict.shapes}["p99"]
+    curve = kv_curve(r)
+    first = dict(curve.demand_gib)["p99"][0] / min(curve.concurrency[0], r.memory.settings.max_num_seqs)
+    assert p99.request_tokens == p99.prompt_tokens + p99.output_tokens + 27
+    assert first == pytest.approx(p99.request_kv_bytes / GiB, rel=1e-12)

@@ -259,10 +259,11 @@ _CT_MLA_NO_Q_LORA = (("self_attn.q_proj", "ColumnParallelLinear", ()),) + _CT_ML
 _CT_MLP = (("mlp.gate_up_proj", "MergedColumnParallelLinear", ("gate_proj", "up_proj")),
            ("mlp.down_proj", "RowParallelLinear", ()))
 # where a model's decoder layer names its blocks otherwise (the prefix its modules are built with, which the targets
-# match): mixtral.py MixtralDecoderLayer block_sparse_moe, llama4.py Llama4DecoderLayer feed_forward (its MoE and its
-# dense MLPs), gpt_oss.py TransformerBlock attn
-_CT_BLOCK_NAMES = {"mixtral": {"mlp": "block_sparse_moe"}, "llama4": {"mlp": "feed_forward"},
-                   "llama4_text": {"mlp": "feed_forward"}, "gpt_oss": {"self_attn": "attn"}}
+# match): mixtral.py MixtralDecoderLayer and granitemoe.py GraniteMoeDecoderLayer block_sparse_moe, llama4.py
+# Llama4DecoderLayer and jamba.py's layers feed_forward (their MoE and their dense MLPs), gpt_oss.py TransformerBlock attn
+_CT_BLOCK_NAMES = {"mixtral": {"mlp": "block_sparse_moe"}, "granitemoe": {"mlp": "block_sparse_moe"},
+                   "llama4": {"mlp": "feed_forward"}, "llama4_text": {"mlp": "feed_forward"},
+                   "jamba": {"mlp": "feed_forward"}, "gpt_oss": {"self_attn": "attn"}}
 
 
 def _ct_named(modules: tuple[tuple[str, str, tuple[str, ...]], ...],

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 
 from .kvcache import request_kv_bytes
-from .memory import MemoryAccount
+from .memory import MemoryAccount, ResolvedSettings
 from .specs import LengthDistribution, Workload
 from .units import GiB
 
@@ -106,20 +106,25 @@ def _case(mem: MemoryAccount, label: str, shape: ShapeCapacity, requested: int) 
                         demand_bytes=demand, capacity_bytes=capacity, headroom_fraction=_headroom(demand, capacity))
 
 
+def request_tokens(s: ResolvedSettings, prompt: int, output: int) -> int:
+    """The KV slots a request of `prompt` + `output` tokens holds at its last step: k lookahead beyond them (vLLM), or
+    what the engine's decode check keeps free for it less the token it decodes (ResolvedSettings.decode_reserve:
+    SGLang's per release, N + topk x steps for a tree on 0.4.3.post4 - 0.5.8), as the simulator holds them. The one
+    owner: the verdict and the report's demand curve read it."""
+    lookahead = s.decode_reserve - 1 if s.decode_reserve else s.num_speculative_tokens
+    return prompt + output + lookahead
+
+
 def evaluate(mem: MemoryAccount, workload: Workload, headroom_policy: float = 0.20, detail: bool = True) -> Verdict:
     """The verdict; with `detail=False` (screening many configurations) only the worst case is worked out."""
     s = mem.settings
     k = s.num_speculative_tokens
-    # slots a request holds beyond its prompt and output at its last step: k lookahead (vLLM), or what the engine's
-    # decode check keeps free for it less the token it decodes (ResolvedSettings.decode_reserve: SGLang's per release,
-    # N + topk x steps for a tree on 0.4.3.post4 - 0.5.8), as the simulator holds them
-    lookahead = s.decode_reserve - 1 if s.decode_reserve else k
     peak = math.ceil(workload.concurrency * workload.burst_factor - 1e-9)
     pct = workload.percentile
     shapes = []
     for label in LengthDistribution.PERCENTILES if detail else (pct,):
         prompt, output = workload.prompt_tokens.at(label), workload.output_tokens.at(label)
-        tokens = prompt + output + lookahead
+        tokens = request_tokens(s, prompt, output)
         per_request = request_kv_bytes(mem.pool_layers, tokens, s.block_size, in_flight=k + 1)
         shapes.append(ShapeCapacity(label=label, prompt_tokens=prompt, output_tokens=output, request_tokens=tokens,
                                     request_kv_bytes=per_request,

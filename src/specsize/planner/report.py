@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..core.envelope import request_tokens
 from ..core.kvcache import request_kv_bytes
 from ..core.traffic import decode_context, peak_concurrency
 from ..core.units import GiB
@@ -74,7 +75,7 @@ def kv_curve(r: PlanResult) -> KvCurve:
     k = s.num_speculative_tokens
     curves = []
     for label in ("p50", "p99", "max"):
-        tokens = w.prompt_tokens.at(label) + w.output_tokens.at(label) + k
+        tokens = request_tokens(s, w.prompt_tokens.at(label), w.output_tokens.at(label))  # as the verdict holds them
         per_request = request_kv_bytes(m.pool_layers, tokens, s.block_size, in_flight=k + 1) / GiB
         curves.append((label, tuple(min(c, s.max_num_seqs) * per_request for c in steps)))
     return KvCurve(concurrency=tuple(steps), demand_gib=tuple(curves), capacity_gib=m.pool_bytes / GiB,
