@@ -221,8 +221,10 @@ def test_a_draft_models_layers_take_nvfp4_too(capsys, tmp_path):
 @pytest.mark.parametrize(("gpu", "version", "kv", "words"), [
     ("B200-180GB", "0.20", "auto", "not yet supported"),  # 0.20 resolves it and fails to start
     ("B200-180GB", "0.19", "nvfp4", "no NVFP4 KV cache"),
-    ("H100-SXM-80GB", "0.32", "auto", "Blackwell"),
-    ("H100-SXM-80GB", "0.32", "nvfp4", "Blackwell"),
+    ("H100-SXM-80GB", "0.31", "auto", "Blackwell"),
+    ("H100-SXM-80GB", "0.31", "nvfp4", "Blackwell"),
+    # 0.32 serves it on Hopper too, through FlashInfer's FA2 path (flashinfer.py _nvfp4_kv_on_fa2), not at head_size 64
+    ("MI300X-192GB", "0.32", "nvfp4", "Blackwell"),
 ])
 def test_nvfp4_kv_refused_where_vllm_cannot_serve_it(capsys, tmp_path, gpu, version, kv, words):
     (tmp_path / "config.json").write_text(json.dumps(NVFP4_CKPT))
@@ -264,3 +266,18 @@ def test_nvfp4_kv_refused_for_an_mla_model(capsys):
     code, out, err = run(capsys, "plan", "--target", config, "--gpu", "B200-180GB", "--tp", "8", "--engine-version",
                          "0.32", "--kv-cache-dtype", "nvfp4", "--format", "json")
     assert code == 2 and out == "" and "MLA" in err and "kv_cache_dtype" in err and "Traceback" not in err
+
+
+def test_nvfp4_kv_on_hopper_from_0_32_but_not_at_head_size_64(capsys, tmp_path):
+    # vLLM 0.32's FlashInfer serves an NVFP4 KV cache on compute capability 8.x / 9.x / 12.x through FA2
+    # (flashinfer.py _nvfp4_kv_on_fa2, supports_kv_cache_dtype), refusing head_size 64 ("fa2 prefill misreads an NVFP4
+    # KV cache at head_size 64", supports_combination): Llama-3.1-8B (head_dim 128) plans at 36,864 B a token, a
+    # Llama-3.2-1B (head_dim 64) is refused
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA_8B))
+    code, out, err = run(capsys, "plan", "--target", tmp_path, "--gpu", "H100-SXM-80GB", "--kv-cache-dtype", "nvfp4",
+                         "--format", "json")
+    assert code in (0, 1), err
+    assert json.loads(out)["kv_bytes_per_token"]["target"] == 32 * 8 * 2 * (64 + 8)
+    code, out, err = run(capsys, "plan", "--target", "meta-llama/Llama-3.2-1B-Instruct", "--gpu", "H100-SXM-80GB",
+                         "--kv-cache-dtype", "nvfp4")
+    assert code == 2 and "head_size 64" in err

@@ -138,7 +138,8 @@ class AccountingProfile:
     # "nvfp4" CacheDType, and MODELOPT_TO_VLLM_KV_CACHE_DTYPE_MAP maps fp8 only, so auto keeps the model dtype;
     # SGLang: ModelRunner reads an "FP8" kv_cache_quant_algo only), "refused" (vLLM 0.20: auto resolves to "nvfp4" -
     # utils/torch_utils.py get_kv_cache_quant_algo_string - but FlashInfer's metadata builder, the one backend listing
-    # it, raises "nvfp4 KV cache is not yet supported"), "served" (vLLM 0.21 on, read in 0.21.0, 0.22.0 and 0.32.0)
+    # it, raises "nvfp4 KV cache is not yet supported"), "served" (vLLM 0.21 on, read in 0.21.0, 0.22.0 and 0.32.0:
+    # datacenter Blackwell's trtllm-gen kernels), "served_fa2" (0.32: capability 8.x / 9.x / 12.x too, FA2)
     nvfp4_kv: str = ""
     # CUDA graphs: the largest step (tokens) the engine replays from a graph; a larger one runs its kernels launched
     # one by one from the host (Efficiency.eager_layer_s / eager_moe_layer_s). GRAPH_ALL: no limit modelled
@@ -589,15 +590,31 @@ def _check_nvfp4_kv(d: Deployment, p: AccountingProfile, from_checkpoint: bool) 
     do not support nvfp4"), which run on datacenter Blackwell (compute capability 10) alone."""
     why = "the checkpoint's NVFP4 KV cache (kv_cache_dtype auto)" if from_checkpoint else "kv_cache_dtype nvfp4"
     other = "kv_cache_dtype fp8 or the model dtype"
-    if p.nvfp4_kv != "served":
+    if p.nvfp4_kv not in ("served", "served_fa2"):
         problem = ("FlashInfer's metadata builder raises \"nvfp4 KV cache is not yet supported\"" if p.nvfp4_kv
                    else "the release has no NVFP4 KV cache")
         raise SpecError("kv_cache_dtype", f"{why} on {p.label}: {problem}", f"{other}, or engine vllm with "
                         "engine_version 0.21 or later")
-    if not d.gpu.compute_capability_10:
-        raise SpecError("kv_cache_dtype", f"{why}: vLLM serves an NVFP4 KV cache with FlashInfer's trtllm-gen "
+    fa2 = p.nvfp4_kv == "served_fa2" and d.gpu.vendor == "nvidia" and not d.gpu.compute_capability_10 and \
+        d.gpu.family in ("ampere", "ada", "hopper", "blackwell")
+    if fa2:
+        # vLLM 0.32 also serves it on compute capability 8.x / 9.x / 12.x through FlashInfer's FA2 path
+        # (flashinfer.py _nvfp4_kv_on_fa2, supports_combination): not at head_size 64, not with attention sinks
+        heads = {d.target.head_dim} | ({d.speculative.draft.head_dim} if d.speculative.enabled and
+                                      d.speculative.draft is not None else set())
+        if 64 in heads:
+            raise SpecError("kv_cache_dtype", f"{why}: vLLM's FA2 path for an NVFP4 KV cache off datacenter Blackwell "
+                            "misreads it at head_size 64 (flashinfer.py supports_combination)",
+                            f"{other} for this model on the {d.gpu.gpu_id}")
+        if d.target.model_type == "gpt_oss":
+            raise SpecError("kv_cache_dtype", f"{why}: vLLM's FA2 path for an NVFP4 KV cache off datacenter Blackwell "
+                            "cannot read it beside attention sinks (gpt-oss's; flashinfer.py supports_combination)",
+                            f"{other} for this model on the {d.gpu.gpu_id}")
+    elif not d.gpu.compute_capability_10:
+        raise SpecError("kv_cache_dtype", f"{why}: vLLM {p.version} serves an NVFP4 KV cache with FlashInfer's trtllm-gen "
                         f"kernels, on datacenter Blackwell only, not the {d.gpu.gpu_id}",
-                        f"{other} on this GPU, or a B200 / B300 class GPU")
+                        f"{other} on this GPU, a B200 / B300 class GPU, or vLLM 0.32 on NVIDIA compute capability "
+                        "8.x / 9.x / 12.x")
     drafter = d.speculative.draft if d.speculative.enabled else None
     if d.target.mla is not None or (drafter is not None and drafter.mla is not None):
         raise SpecError("kv_cache_dtype", f"{why}: no MLA attention backend of vLLM takes an NVFP4 KV cache",

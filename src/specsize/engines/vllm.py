@@ -521,7 +521,10 @@ V1_LATEST = replace(
 # auto (AccountingProfile.ct_kv_cache_scheme;
 # SGLang up to 0.5.15 keeps the model dtype: its CompressedTensorsConfig has no kv_cache_quant_algo, the one attribute
 # ModelRunner reads under auto - 0.5.9 and 0.5.15 wheels)
-V1_032 = replace(V1_LATEST, ct_kv_cache_scheme="auto", nvfp4_kv="served")
+# 0.32 serves an NVFP4 KV cache off datacenter Blackwell too, through FlashInfer's FA2 path on compute capability 8.x /
+# 9.x / 12.x (v1/attention/backends/flashinfer.py _nvfp4_kv_on_fa2, read in the installed 0.32.0; the releases before
+# it not verified: kept to trtllm-gen on capability 10)
+V1_032 = replace(V1_LATEST, ct_kv_cache_scheme="auto", nvfp4_kv="served_fa2")
 
 # (first release covered, profile), oldest first
 PROFILES = (((0, 6), V0_EARLY), ((0, 6, 4), V0), ((0, 7, 1), V0_071), ((0, 8), V1_EARLY), ((0, 8, 3), V1_083), ((0, 9), V1_09), ((0, 10, 2), V1_0102), ((0, 11), V1_0110),

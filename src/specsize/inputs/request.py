@@ -70,7 +70,7 @@ class Request:
                                            unit="tokens", minimum=1, maximum=1 << 30,
                                            default_doc="the engine profile's default")
     kv_cache_dtype: str = F("auto", "KV cache dtype: auto (the served dtype, or the checkpoint's calibrated one where "
-                            "the release takes it), fp8, or nvfp4 (vLLM 0.21 on, datacenter Blackwell); a 16- or "
+                            "the release takes it), fp8, or nvfp4 (vLLM 0.21 on datacenter Blackwell, 0.32 on NVIDIA 8.x - 12.x); a 16- or "
                             "32-bit dtype only as the served one.", "choice", DEPLOYMENT, choices=KV_CACHE_DTYPES)
     kv_cache_memory_bytes: int | None = F(None, "vLLM's flag: fix the KV pool size.", "int", DEPLOYMENT,
                                           unit="bytes", minimum=0, maximum=1 << 50,
