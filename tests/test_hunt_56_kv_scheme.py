@@ -281,3 +281,13 @@ def test_nvfp4_kv_on_hopper_from_0_32_but_not_at_head_size_64(capsys, tmp_path):
     code, out, err = run(capsys, "plan", "--target", "meta-llama/Llama-3.2-1B-Instruct", "--gpu", "H100-SXM-80GB",
                          "--kv-cache-dtype", "nvfp4")
     assert code == 2 and "head_size 64" in err
+
+
+def test_a_forced_kv_cache_scheme_wins_over_an_explicit_nvfp4(capsys, tmp_path):
+    # vLLM 0.21's attention.py sets a compressed-tensors kv_cache_scheme layer to "fp8" whatever --kv-cache-dtype asked
+    # (review): 65,536 B a token on a B200, not NVFP4's 36,864
+    (tmp_path / "config.json").write_text(json.dumps(_ct()))
+    code, out, err = run(capsys, "plan", "--target", tmp_path, "--gpu", "B200-180GB", "--engine-version", "0.21",
+                         "--kv-cache-dtype", "nvfp4", "--format", "json")
+    assert code in (0, 1), err
+    assert json.loads(out)["kv_bytes_per_token"]["target"] == FP8_KV

@@ -423,14 +423,14 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
     dtype = target.dtype if e.dtype in (None, "auto") else canonical_dtype(e.dtype, "dtype")
     auto_kv = e.kv_cache_dtype in ("auto", None)
     nvfp4_checkpoint = auto_kv and bool(p.nvfp4_kv) and quant is not None and quant.kv_cache_dtype == "nvfp4"
-    if e.kv_cache_dtype == "nvfp4" or nvfp4_checkpoint:
-        _check_nvfp4_kv(d, p, nvfp4_checkpoint)
-        kv_dtype, kv_bytes = "nvfp4", NVFP4_KV_BYTES
-    elif target.kv_cache_scheme and (
-            p.ct_kv_cache_scheme == "forced" or (p.ct_kv_cache_scheme == "auto" and auto_kv)):
-        # a compressed-tensors kv_cache_scheme: vLLM's "fp8" (e4m3), over an explicit dtype too in 0.15 - 0.21
+    if target.kv_cache_scheme and (p.ct_kv_cache_scheme == "forced" or (p.ct_kv_cache_scheme == "auto" and auto_kv)):
+        # a compressed-tensors kv_cache_scheme: vLLM's "fp8" (e4m3), over an explicit dtype too in 0.15 - 0.21 (an
+        # explicit nvfp4 included: attention.py sets the layer's dtype to "fp8" whatever was asked)
         # (AccountingProfile.ct_kv_cache_scheme)
         kv_dtype, kv_bytes = "fp8_e4m3", 1
+    elif e.kv_cache_dtype == "nvfp4" or nvfp4_checkpoint:
+        _check_nvfp4_kv(d, p, nvfp4_checkpoint)
+        kv_dtype, kv_bytes = "nvfp4", NVFP4_KV_BYTES
     elif auto_kv and p.checkpoint_kv_dtype and quant and quant.kv_cache_dtype == "fp8":
         kv_dtype, kv_bytes = "fp8_e4m3", 1  # the checkpoint's calibrated fp8 KV cache (AccountingProfile)
     elif e.kv_cache_dtype in ("auto", None):
