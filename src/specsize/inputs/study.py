@@ -37,7 +37,7 @@ from ..catalog.gpus import load_gpu
 from ..core.errors import SpecError
 from ..core.specs import DTYPE_ALIASES, LengthDistribution, quantization_format
 from .fields import SIMULATION, WORKLOAD, coerce
-from ..engines.registry import release_key
+from ..engines.registry import is_series, release_key
 from .load import MODEL_FIELDS, PATH_FIELDS, model_near, parse_on_off, read_yaml_file, resolved, validated
 from .request import FIELDS, YAML_WORKLOAD_KEYS, info
 
@@ -252,8 +252,8 @@ def _sized_as(name: str, value: Any) -> Any:
     """What a cell is planned from for a value written one of several ways: the spellings of one dtype (bf16,
     bfloat16), vLLM's and SGLang's name of one fp8 KV cache (fp8, fp8_e4m3: E4M3 on both), the names of one override
     that every engine is given alike and that is sized alike (int4, awq, awq_marlin: 4-bit weights with zero points,
-    --quantization awq_marlin), and a release as X.Y or X.Y.0 (a series is sized with its first release's profile,
-    engines.registry.resolve_profile). Two values of an axis with one such form had made two cells with one set of
+    --quantization awq_marlin), and a release written twice alike (0.10.1 and v0.10.1; a series X.Y and its X.Y.0
+    stay two cells: the release checks read a series as its newest release, engines.methods). Two values of an axis with one such form had made two cells with one set of
     numbers under two labels."""
     if not isinstance(value, str):
         return value
@@ -265,8 +265,9 @@ def _sized_as(name: str, value: Any) -> Any:
         from ..engines.emit import engine_quantization  # noqa: PLC0415
 
         return (quantization_format(value), engine_quantization("vllm", value), engine_quantization("sglang", value))
-    if name == "engine_version":
-        return release_key(value) or value
+    if name == "engine_version":  # a series (X.Y) is checked as its newest release, X.Y.0 as itself: two cells
+        key = release_key(value)
+        return (key, is_series(value)) if key else value
     return value
 
 
