@@ -15,7 +15,7 @@ import pytest
 import specsize
 from helpers import run_cli as run
 from test_hunt_56_nodes import SEARCH_405B as NODES_SEARCH_405B
-from specsize.catalog.models import load_config_dict
+from test_hunt_56_nodes import _nemotron_with_mtp
 from specsize.core.errors import SpecError
 from specsize.core.speculation import SpecMethod
 
@@ -26,14 +26,6 @@ VLLM_RANGE = "0.11 - 0.32 (vllm serve / python -m vllm.entrypoints.openai.api_se
 
 
 # --- 1. the MTP drafter of each architecture, beside the method's own releases ---------------------------------------
-
-def _nemotron_with_mtp(tmp_path: Path) -> Path:
-    """Nemotron-H-8B's config with one MTP layer (as Nemotron-3-Super checkpoints declare num_nextn_predict_layers)."""
-    config, _ = load_config_dict("nvidia/Nemotron-H-8B-Base-8K")
-    path = tmp_path / "nemotron-mtp" / "config.json"
-    path.parent.mkdir()
-    path.write_text(json.dumps({**config, "num_nextn_predict_layers": 1}))
-    return path
 
 
 def test_the_mtp_architecture_table_has_one_owner_beside_the_method_table():
