@@ -24,7 +24,7 @@ def test_sglangs_per_request_spec_host_work_by_hand():
     # drafter and target on the host (SGLang) where nothing overlaps the step: at batch 32 and 0.17 ms a sequence the
     # step grows by 32 x 0.17 ms = 5.44 ms, for a model drafter and for n-gram alike (SGLang's NGRAM worker verifies
     # through the same per-request loop); nothing in an engine without the handover (vLLM) or where the overlap
-    # scheduler keeps running (SGLang's spec v2 chains: spec_overlap_chain)
+    # scheduler keeps running (SGLang's spec v2 chains: spec_v2 "chain")
     from dataclasses import replace
 
     from specsize.catalog.configs import standard_head
@@ -41,7 +41,7 @@ def test_sglangs_per_request_spec_host_work_by_hand():
         spec = SpeculativeConfig(method, standard_head(target, method, 3) if method != "ngram" else None, 3)
         d = Deployment(target=target, gpu=ROUND_GPU, speculative=spec, engine=EngineSettings(max_model_len=8192))
         # SGLang's profiles: no async scheduling kept with speculation; its spec v2 chains keep the overlap
-        kw = dict(host_handover=handover, async_scheduling=overlapped, spec_overlap_chain=overlapped,
+        kw = dict(host_handover=handover, async_scheduling=overlapped, spec_v2="chain" if overlapped else "",
                   async_with_speculation=False)
         with_host = build_costs(d, host, "bfloat16", None, 2, **kw)
         without = build_costs(d, IDEAL, "bfloat16", None, 2, **kw)

@@ -105,20 +105,11 @@ class AccountingProfile:
     # the engine caches an MLA model's latent (its MLA kernels); False: every head's keys and values, decompressed
     # (core.kvcache.model_kv_layers mla_latent; vLLM before 0.7.1)
     mla_latent_cache: bool = True
-    # a model drafter's chain (top-k 1: EAGLE, EAGLE3, NEXTN, STANDALONE) runs on SGLang's spec v2 worker, inside the
-    # overlap scheduler (SGLANG_ENABLE_SPEC_V2 on by default from 0.5.11, server_args.py "Spec v2 is enabled by
-    # default for eagle/eagle3/standalone speculative decoding"; a tree, top-k > 1, stays on spec v1 without overlap):
-    # its steps are formed ahead as without speculation (core.speculation.keeps_overlap says why its host handovers
-    # stay priced)
-    spec_overlap_chain: bool = False
-    # every model drafter runs the spec v2 worker inside the overlap scheduler, trees too: SGLang 0.5.13 on
-    # (arg_groups/speculative_hook.py turns the overlap off only without SGLANG_ENABLE_SPEC_V2; spec_info.py
-    # create_worker: EAGLE / EAGLE3 / STANDALONE "always use the V2 worker"); 0.5.11 - 0.5.12 keep a tree on spec v1
-    # ("spec v2 currently only supports topk = 1", server_args.py)
-    spec_overlap_all: bool = False
-    # NGRAM too: SGLang 0.5.14 on ("SGLANG_ENABLE_SPEC_V2 has been removed: speculative decoding always runs the V2
-    # worker"; _handle_ngram no longer sets disable_overlap_schedule, 0.5.13's does; ngram_worker.py enable_overlap)
-    spec_overlap_ngram: bool = False
+    # which drafters run on SGLang's spec v2 worker, inside the overlap scheduler: a tier of core.speculation.
+    # SPEC_V2_TIERS ("" none, "chain" from 0.5.11, "model" 0.5.13, "all" from 0.5.14); their steps are formed ahead as
+    # without speculation (core.speculation.keeps_overlap says why their host handovers stay priced), and the decode
+    # check reserves spec v2's slots for them (engines/sglang/accounting.py decode_reserve_tokens)
+    spec_v2: str = ""
     # the release takes --stream-interval (SGLang's own flag; vLLM's from PR 27869, merged 2025-11, in 0.12 on)
     stream_interval_flag: bool = False
     # kv_cache_dtype auto takes the checkpoint's calibrated KV cache dtype (a ModelOpt kv_cache_quant_algo FP8:
@@ -305,9 +296,7 @@ class ResolvedSettings:
     mxfp4_pad: Mxfp4Pad = VLLM_MXFP4_PAD  # AccountingProfile.mxfp4_pad (_by_gpu where one matches)
     mla_prompt_mha: tuple[bool, int] = (True, 0)  # AccountingProfile.mla_prompt_mha (_by_gpu where one matches)
     mla_latent_cache: bool = True  # AccountingProfile.mla_latent_cache
-    spec_overlap_chain: bool = False  # AccountingProfile.spec_overlap_chain, where the deployment allows it
-    spec_overlap_all: bool = False  # AccountingProfile.spec_overlap_all, where the deployment allows it
-    spec_overlap_ngram: bool = False  # AccountingProfile.spec_overlap_ngram, where the deployment allows it
+    spec_v2: str = ""  # AccountingProfile.spec_v2, where the deployment allows the overlap ("" where it does not)
     stream_interval: int = 1  # --stream-interval (EngineSettings.stream_interval)
     graph_max_tokens: int = GRAPH_ALL  # the largest step in a CUDA graph (AccountingProfile.graph_max_tokens)
     graph_prompt_tokens: int = GRAPH_ALL  # the largest step with prompt tokens in one (0: none; graph_prompts)
@@ -507,8 +496,7 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         # MXFP4 experts run their own fused runner (SGLang: FlashInfer's) and keep the family's
         moe_layer_fixed_s=0.0 if (quant and quant.method == "mxfp4") else for_gpu(p.moe_layer_fixed_s_by_gpu, d.gpu, 0.0),
         async_scheduling=p.async_scheduling and overlaps, async_with_speculation=p.async_with_speculation,
-        scheduled_ahead=p.scheduled_ahead and overlaps, spec_overlap_chain=p.spec_overlap_chain and overlaps,
-        spec_overlap_all=p.spec_overlap_all and overlaps, spec_overlap_ngram=p.spec_overlap_ngram and overlaps,
+        scheduled_ahead=p.scheduled_ahead and overlaps, spec_v2=p.spec_v2 if overlaps else "",
         admission=p.admission,
         mxfp4_pad=for_gpu(p.mxfp4_pad_by_gpu, d.gpu, p.mxfp4_pad),
         mla_prompt_mha=for_gpu(p.mla_prompt_mha_by_gpu, d.gpu, p.mla_prompt_mha),

@@ -773,15 +773,14 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
                 k: int | None = None, tree_topk: int = 1, num_draft_tokens: int | None = None,
                 host_handover: bool = False, async_scheduling: bool = False,
                 expansion_query_s: float = 0.0, async_with_speculation: bool = True,
-                graph_max_tokens: int = GRAPH_ALL, spec_overlap_chain: bool = False, spec_overlap_all: bool = False,
-                spec_overlap_ngram: bool = False,
+                graph_max_tokens: int = GRAPH_ALL, spec_v2: str = "",
                 mxfp4_pad: Mxfp4Pad = VLLM_MXFP4_PAD,
                 mla_prompt_mha: tuple[bool, int] = (True, 0), mla_latent: bool = True,
                 draft_extend: str = DRAFT_EXTEND_VERIFIED) -> SpecCosts:
     """What steps of this deployment cost. `async_scheduling`: the release runs the engine core's per-sequence work
     beside the forward (ResolvedSettings.async_scheduling, StepCoefficients.host_overlapped); with speculation as
     core.speculation.keeps_overlap says (`async_with_speculation`: not V0's async output processing;
-    `spec_overlap_chain`), and `plain_co`, the target without speculation, always has it. `draft_extend`: what the
+    `spec_v2`: SGLang's spec v2 tier), and `plain_co`, the target without speculation, always has it. `draft_extend`: what the
     drafter's first forward of a step runs over (DRAFT_EXTEND_VERIFIED, the current releases of both engines)."""
     sp = d.speculative
     k = sp.num_speculative_tokens if k is None else k
@@ -809,8 +808,7 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
     else:
         verified = verified_per_sequence(k, sp.proposal_rate)
     steps = kind.steps(k)
-    kept = keeps_overlap(kind, async_with_speculation, spec_overlap_chain, tree_topk, spec_overlap_all,
-                         spec_overlap_ngram)
+    kept = keeps_overlap(kind, async_with_speculation, spec_v2, tree_topk)
     overlapped = async_scheduling and kept
     # SGLang overlaps host and GPU by scheduling ahead (AccountingProfile.scheduled_ahead), not async_scheduling: its
     # speculative step keeps that where keeps_overlap says (spec v2 chains), with or without async_scheduling

@@ -97,24 +97,39 @@ def drafter_kind(method: str) -> DrafterKind:
     return kind if kind is not None else DRAFTER_KINDS[SpecMethod.parse(method)]
 
 
-def keeps_overlap(kind: DrafterKind, with_speculation: bool, chain_overlap: bool, tree_topk: int,
-                  every_drafter: bool = False, ngram: bool = False) -> bool:
+# Which drafters a release runs on SGLang's spec v2 worker, inside its overlap scheduler (AccountingProfile.spec_v2),
+# tier by tier, each holding the one before: "" none (spec v1, the overlap off with speculation: every release before
+# 0.5.11); "chain" a model drafter's chain, top-k 1 (0.5.11 - 0.5.12: SGLANG_ENABLE_SPEC_V2 on by default, server_args.py
+# "spec v2 currently only supports topk = 1"); "model" every model drafter, trees too (0.5.13: arg_groups/
+# speculative_hook.py turns the overlap off only without SGLANG_ENABLE_SPEC_V2, spec_info.py create_worker: EAGLE /
+# EAGLE3 / STANDALONE "always use the V2 worker"; _handle_ngram still turns it off); "all" the n-gram lookup too (0.5.14
+# on: "SGLANG_ENABLE_SPEC_V2 has been removed: speculative decoding always runs the V2 worker", ngram_worker.py
+# enable_overlap)
+SPEC_V2_TIERS = ("", "chain", "model", "all")
+
+
+def runs_spec_v2(kind: DrafterKind, tier: str, tree_topk: int) -> bool:
+    """Whether this drafter runs on SGLang's spec v2 worker at a release's tier (SPEC_V2_TIERS): the one owner, read
+    by the overlap (keeps_overlap) and by the decode check's reserve (engines/sglang/accounting.py)."""
+    rank = SPEC_V2_TIERS.index(tier)
+    if kind.cpu_drafted:
+        return rank >= SPEC_V2_TIERS.index("all")
+    return kind.has_gpu_drafter and (rank >= SPEC_V2_TIERS.index("model") or (rank >= 1 and tree_topk <= 1))
+
+
+def keeps_overlap(kind: DrafterKind, with_speculation: bool, spec_v2: str, tree_topk: int) -> bool:
     """Whether a release's overlap of the host's work with the forward (vLLM's async scheduling, SGLang's overlap
     scheduler: AccountingProfile.async_scheduling / scheduled_ahead) survives speculation with this drafter: for the
     drafters that keep it (`keeps_async`: vLLM's EAGLE / MTP) where the release keeps it at all (`with_speculation`,
-    AccountingProfile.async_with_speculation), and for a model drafter's chain (top-k 1) where the release runs one
-    inside the overlap (`chain_overlap`: SGLang 0.5.11 on, its spec v2 worker; AccountingProfile.spec_overlap_chain),
-    for every model drafter, trees too, where the release runs them so (`every_drafter`: SGLang 0.5.13 on;
-    AccountingProfile.spec_overlap_all), and for the n-gram lookup where it does (`ngram`: SGLang 0.5.14 on;
-    AccountingProfile.spec_overlap_ngram).
+    AccountingProfile.async_with_speculation), and where the release runs the drafter on SGLang's spec v2 worker
+    (`spec_v2`: its tier, runs_spec_v2; AccountingProfile.spec_v2).
     Spec v2's host handovers stay priced (Efficiency.spec_step_tp_s, fitted on SGLang runs): SGLang's own
     v2-against-v1 figures (+10.8% at one request on one GPU, sgl-project/sglang PR 11398; +14.6% at 10 req/s on TP 4,
     PR 15591) are well below dropping them (+48% for DeepSeek-V3 MTP on 8 x H200 at one request), and at TP 1 there
     is none to drop."""
     if kind.method == SpecMethod.NONE:
         return True
-    return (kind.keeps_async and with_speculation) or (chain_overlap and tree_topk <= 1 and kind.has_gpu_drafter) \
-        or (every_drafter and kind.has_gpu_drafter) or (ngram and kind.cpu_drafted)
+    return (kind.keeps_async and with_speculation) or runs_spec_v2(kind, spec_v2, tree_topk)
 
 
 # --- acceptance -------------------------------------------------------------------------------------------

@@ -68,9 +68,7 @@ def _costs(d: Deployment, s: ResolvedSettings, eff: Efficiency, k: int, tree: Tr
                        draft_extend=s.draft_extend,
                        expansion_query_s=s.spec_expansion_query_s if d.speculative.enabled else 0.0,
                        async_with_speculation=s.async_with_speculation, graph_max_tokens=s.graph_max_tokens,
-                       spec_overlap_chain=s.spec_overlap_chain, spec_overlap_all=s.spec_overlap_all,
-                       spec_overlap_ngram=s.spec_overlap_ngram,
-                       mxfp4_pad=s.mxfp4_pad,
+                       spec_v2=s.spec_v2, mxfp4_pad=s.mxfp4_pad,
                        mla_prompt_mha=s.mla_prompt_mha, mla_latent=s.mla_latent_cache)
 
 

@@ -113,8 +113,7 @@ def engine_config(d: Deployment, mem: MemoryAccount, eff: Efficiency, tree: Tree
         graph_max_tokens=s.graph_max_tokens, graph_prompt_tokens=s.graph_prompt_tokens,
         admission=s.admission, mla_prompt_mha=s.mla_prompt_mha, decode_reserve=s.decode_reserve,
         scheduled_ahead=s.scheduled_ahead and (not k or keeps_overlap(d.speculative.kind, s.async_with_speculation,
-                                                                       s.spec_overlap_chain, tree.topk,
-                                                                       s.spec_overlap_all, s.spec_overlap_ngram)))
+                                                                       s.spec_v2, tree.topk)))
 
 
 def _pct(values: np.ndarray) -> Percentiles:

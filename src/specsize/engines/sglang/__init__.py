@@ -157,13 +157,12 @@ MLA_054 = (("cc10", _MLA_EVERY),) + MLA_053
 
 def _profile(version: str, label: str, rules: Rules, graph_prompts: str = "eager",
              piecewise_off_sm100: tuple[tuple[str, tuple[str, ...]], ...] = (),
-             piecewise_off_speculative: bool = False, spec_v2: bool = False, spec_v2_all: bool = False,
-             spec_v2_ngram: bool = False,
+             piecewise_off_speculative: bool = False, spec_v2: str = "",
              mla: tuple[tuple[str, tuple[bool, int]], ...] = MLA_054) -> AccountingProfile:
     # kv_cache_dtype auto takes a ModelOpt checkpoint's kv_cache_quant_algo FP8 from 0.5.3 (model_runner.py: "if
     # self.server_args.kv_cache_dtype == 'auto'" reads quant_config.kv_cache_quant_algo; absent in the 0.5.2 wheel)
-    profile = replace(_BASE, version=version, label=label, graph_prompts=graph_prompts, spec_overlap_chain=spec_v2,
-                      spec_overlap_all=spec_v2_all, spec_overlap_ngram=spec_v2_ngram, checkpoint_kv_dtype=True,
+    profile = replace(_BASE, version=version, label=label, graph_prompts=graph_prompts, spec_v2=spec_v2,
+                      checkpoint_kv_dtype=True,
                       piecewise_excluded_model_types=_PIECEWISE_EXCLUDED, piecewise_off_sm100=piecewise_off_sm100,
                       text_only_multimodal_types=_TEXT_ONLY_MULTIMODAL,
                       piecewise_off_speculative=piecewise_off_speculative, mla_prompt_mha_by_gpu=mla)
@@ -237,8 +236,8 @@ _HEURISTIC_0510 = replace(_HEURISTIC_0509, spec_reserve_mib=4096, piecewise_rese
 # fraction leaves over F + r x S; in the 0.5.11, 0.5.12 and 0.5.13 wheels, model_runner_kv_cache_mixin.py
 # _resolve_memory_pool_config), and an EAGLE-family chain on spec v2, which keeps twice its decode allocation
 # (accounting.decode_reserve_tokens)
-_HEURISTIC_0511 = replace(_HEURISTIC_0510, hybrid_split_rule="configurator", decode_check="v2_chain")
-_HEURISTIC_0513 = replace(_HEURISTIC_0511, piecewise_clamped_to_context=True, decode_check="v2_model")
+_HEURISTIC_0511 = replace(_HEURISTIC_0510, hybrid_split_rule="configurator")
+_HEURISTIC_0513 = replace(_HEURISTIC_0511, piecewise_clamped_to_context=True)
 
 # before 0.5.3 the default fraction, chunked-prefill size and decode-graph limit changed five times (accounting.py's
 # docstring, Rules.defaults); from 0.4.4.post4 an EAGLE / EAGLE3 / NEXTN draft sets max_running_requests to 48 when it
@@ -317,18 +316,17 @@ V0510 = _profile("0.5.10", "SGLang 0.5.10 (as 0.5.4; prompt steps in piecewise C
                  "flashinfer_trtllm MoE runner nor with speculation)", _HEURISTIC_0510, _PIECEWISE, _FLASHINFER_TRTLLM_SM100,
                  piecewise_off_speculative=True)
 V0511 = _profile("0.5.11", "SGLang 0.5.11-0.5.12 (as 0.5.10; piecewise CUDA graphs with speculation too)", _HEURISTIC_0511,
-                 _PIECEWISE, _FLASHINFER_TRTLLM_SM100, spec_v2=True)
+                 _PIECEWISE, _FLASHINFER_TRTLLM_SM100, spec_v2="chain")
 V0513 = _profile("0.5.13", "SGLang 0.5.13 (as 0.5.11; piecewise CUDA graphs with every MoE runner; spec v2 for "
-                 "trees too)", _HEURISTIC_0513, _PIECEWISE, spec_v2=True, spec_v2_all=True)
+                 "trees too)", _HEURISTIC_0513, _PIECEWISE, spec_v2="model")
 _HEURISTIC_0514 = replace(_HEURISTIC_0513, spec_reserve_mib=0, draft_in_sizing=True, piecewise_off_when_eager=True,
-                          running_rule="half_pool", hybrid_split_rule="configurator", decode_check="v2")
+                          running_rule="half_pool", hybrid_split_rule="configurator")
 V0514 = _profile("0.5.14", "SGLang 0.5.14 (draft weights and KV inside mem_fraction_static; spec v2 for every "
-                 "drafter)", _HEURISTIC_0514, _PIECEWISE, spec_v2=True, spec_v2_all=True, spec_v2_ngram=True)
+                 "drafter)", _HEURISTIC_0514, _PIECEWISE, spec_v2="all")
 # 0.5.15: HybridSWAPoolConfigurator budgets an EAGLE-family draft's layers too (pool_configurator.py, read in the 0.5.15,
 # 0.5.18 and 0.5.23 wheels; not in 0.5.14's): a hybrid SWA target's draft pool inside the fraction as well
 V0515 = _profile("0.5.15", "SGLang 0.5.15 and later (as 0.5.14; a hybrid SWA target's draft KV inside the fraction too)",
-                 replace(_HEURISTIC_0514, hybrid_draft_in_sizing=True), _PIECEWISE, spec_v2=True, spec_v2_all=True,
-                 spec_v2_ngram=True)
+                 replace(_HEURISTIC_0514, hybrid_draft_in_sizing=True), _PIECEWISE, spec_v2="all")
 
 # The series whose X.Y.0 was never released: PyPI's sglang history goes from 0.4.10.post2 to the pre-releases 0.5.0rc0 -
 # 0.5.0rc2 and then 0.5.1 (https://pypi.org/project/sglang/#history; `pip index versions sglang` lists no 0.5.0), so

@@ -76,6 +76,7 @@ from ...core.kvcache import KVLayer, bytes_per_token, model_kv_layers, pool_bloc
 from ...core.memory import (AccountingProfile, MemoryAccount, ResolvedSettings, activation_peak, draft_weight_bytes,
                             graph_limits, resolve_settings, target_weights)
 from ...core.specs import Deployment, effective_target
+from ...core.speculation import runs_spec_v2
 from ...core.units import GiB
 from ...core.weights import WeightBreakdown
 
@@ -130,7 +131,7 @@ class Rules:
     hybrid_draft_in_sizing: bool = False
     # the free KV slots the decode check wants for each running request with speculation (decode_reserve_tokens):
     # "draft_tokens" (0.4.1.post4 - 0.4.3.post2), "draft_tokens_topk" (0.4.3.post3), "tree" (0.4.3.post4 - 0.5.8),
-    # "max" (0.5.9 - 0.5.10), "v2_chain" (0.5.11 - 0.5.13), "v2" (0.5.14 on)
+    # "max" (0.5.9 on; spec v2's doubled reserve where the release runs the drafter on it: AccountingProfile.spec_v2)
     decode_check: str = "tree"
     tp_extra_nvlink_bytes: int = int(1.59 * GiB)  # torch.distributed init beyond TP 1 (NCCL, custom all-reduce)
     tp_extra_pcie_bytes: int = int(0.36 * GiB)
@@ -301,14 +302,13 @@ def running_requests(rules: Rules, given: int | None, estimate: int, tokens: int
 # makes NGRAM's speculative_eagle_topk (server_args.py 'self.speculative_eagle_topk = self.speculative_ngram_max_bfs_
 # breadth'; 0.5.14's arg_groups/speculative_hook.py _handle_ngram); the emitted command gives no top-k for NGRAM
 NGRAM_BFS_BREADTH = 10
-EAGLE_SPEC_V2 = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")  # the algorithms 0.5.11 - 0.5.13 run on spec v2 as a chain
 
 
 def _ceil_align(tokens: int, page: int) -> int:
     return -(-tokens // page) * page
 
 
-def decode_reserve_tokens(rules: Rules, d: Deployment, algorithm: str | None, page: int) -> int:
+def decode_reserve_tokens(rules: Rules, d: Deployment, algorithm: str | None, page: int, spec_v2: str = "") -> int:
     """The KV slots beyond its committed tokens that SGLang's decode step holds free for each running request with
     speculation (0: none, the simulator's own 1 + 2k; simulator.engine.EngineConfig.decode_reserve): where fewer are
     free the scheduler retracts requests (managers/scheduler.py update_running_batch: "if not
@@ -323,20 +323,13 @@ def decode_reserve_tokens(rules: Rules, d: Deployment, algorithm: str | None, pa
       from 0.5.3); with pages of more than one token check_decode_mem charges it a page each for the requests
       new_page_count_next_decode counts (those about to cross a page), which the simulator's blocks for c + that
       approximate;
-    - "max" (0.5.9 - 0.5.10): schedule_batch.py new_tokens_required_next_decode, max(steps x topk, N) a request, each
-      term aligned up to the page (steps + a page first for a tree on pages), doubled on spec v2 (opt-in there:
-      SGLANG_ENABLE_SPEC_V2 False in environ.py);
-    - "v2_chain" (0.5.11 - 0.5.13): spec v2 by default (environ.py SGLANG_ENABLE_SPEC_V2 True) for an EAGLE / EAGLE3 /
-      STANDALONE chain ("spec v2 currently only supports topk = 1", server_args.py): its requests keep
-      kv_committed_len + 2 x max(steps x topk, N) allocated (_new_tokens_required_next_decode_spec_v2,
-      get_alloc_reserve_per_decode: "The 2x is a double-buffer"); a tree or NGRAM (overlap off) as "max" (0.5.11 -
-      0.5.12);
-    - "v2_model" (0.5.13): every EAGLE / EAGLE3 / STANDALONE drafter on spec v2, trees too (arg_groups/
-      speculative_hook.py turns overlap off only without SGLANG_ENABLE_SPEC_V2; spec_info.py create_worker: "always use
-      the V2 worker"), 2 x max(...) as "v2"; NGRAM (overlap off, _handle_ngram) as "max";
-    - "v2" (0.5.14 on; 0.5.23's the same): spec v2 for every algorithm, 2 x get_alloc_len_per_decode (mem_cache/
-      common.py): max(steps x topk, N), for a tree on pages ceil((2 x page - 2 + steps) / page) pages a branch instead
-      of steps.
+    - "max" (0.5.9 on): schedule_batch.py new_tokens_required_next_decode, max(steps x topk, N) a request, each term
+      aligned up to the page (steps + a page first for a tree on pages); where the release runs the drafter on spec v2
+      (`spec_v2`, AccountingProfile.spec_v2 read through core.speculation.runs_spec_v2: chains from 0.5.11, trees from
+      0.5.13, NGRAM from 0.5.14) its requests keep kv_committed_len + 2 x get_alloc_len_per_decode allocated
+      (_new_tokens_required_next_decode_spec_v2, mem_cache/common.py get_alloc_reserve_per_decode: "The 2x is a
+      double-buffer"): 2 x max(steps x topk, N), for a tree on pages ceil((2 x page - 2 + steps) / page) pages a
+      branch instead of steps.
 
     NGRAM runs with topk = NGRAM_BFS_BREADTH and no --speculative-num-steps (counted as 1; from 0.5.14 N // topk,
     _handle_ngram)."""
@@ -345,10 +338,11 @@ def decode_reserve_tokens(rules: Rules, d: Deployment, algorithm: str | None, pa
         return 0
     steps, topk = sp.num_speculative_tokens, sp.tree_topk
     draft_tokens = sp.num_draft_tokens or steps + 1
+    v2 = rules.decode_check == "max" and runs_spec_v2(sp.kind, spec_v2, topk)
     ngram = algorithm == "NGRAM"
     if ngram:
         topk = NGRAM_BFS_BREADTH
-        steps = (draft_tokens // topk if rules.decode_check == "v2" else 0) or 1
+        steps = (draft_tokens // topk if v2 else 0) or 1
     rule = rules.decode_check
     if rule == "draft_tokens":
         return draft_tokens
@@ -356,8 +350,6 @@ def decode_reserve_tokens(rules: Rules, d: Deployment, algorithm: str | None, pa
         return draft_tokens + topk * draft_tokens
     if rule == "tree":
         return draft_tokens + topk * steps
-    v2 = rule == "v2" or (rule == "v2_chain" and topk == 1 and algorithm in EAGLE_SPEC_V2) or (
-        rule == "v2_model" and algorithm in EAGLE_SPEC_V2)
     if v2:
         if page > 1 and topk > 1 and not ngram:  # a tree's branches on pages (0.5.13 on; 0.5.11 - 0.5.12 run none)
             per_branch = (page - 1 + steps + page - 1) // page * page
@@ -645,7 +637,7 @@ def account(d: Deployment, p: AccountingProfile, rules: Rules, search_fit: bool 
     draft_positions = (sp.num_draft_tokens or sp.num_speculative_tokens + 1) if sp.enabled else 0
     request_table = request_rows * (s.max_model_len + 4 + draft_positions) * 4
     s = replace(s, gpu_memory_utilization=fraction, max_num_batched_tokens=chunked, max_num_seqs=running,
-                decode_reserve=decode_reserve_tokens(rules, d, algorithm, page))
+                decode_reserve=decode_reserve_tokens(rules, d, algorithm, page, p.spec_v2))
 
     graphs = 0
     captured: list[int] = []
