@@ -150,14 +150,19 @@ def _kept_modules(qc: dict, nested: dict, model: str) -> tuple[str, ...]:
     if not isinstance(keep, (list, tuple)) or not all(isinstance(e, str) for e in keep):
         raise SpecError(field, f"{model}: the modules kept unquantized must be a list of module names",
                         'a list of strings, e.g. ["lm_head"]')
-    for entry in keep:
+    _check_patterns(keep, field, model, 'module names, globs or "re:" regular expressions')
+    return tuple(keep)
+
+
+def _check_patterns(entries, field: str, model: str, accepted: str) -> None:
+    """Refuse a "re:" module pattern that is no regular expression (an ignore list's, a config group's targets)."""
+    for entry in entries:
         if entry.startswith("re:"):
             try:
                 re.compile(entry[3:])
             except re.error as err:
                 raise SpecError(field, f"{model}: {entry!r} is not a valid regular expression ({err})",
-                                'module names, globs or "re:" regular expressions') from None
-    return tuple(keep)
+                                accepted) from None
 
 
 GROUP_ACCEPTED = "a positive integer up to 65,536, or -1 (per channel)"
@@ -189,13 +194,8 @@ def _ct_groups(qc: dict, model: str) -> dict:
         if not isinstance(targets, list) or not all(isinstance(t, str) for t in targets):
             raise SpecError(f"quantization_config.config_groups.{name}.targets", f"{model}: targets {targets!r}",
                             'a list of module names, class names ("Linear") or "re:" regular expressions')
-        for target in targets:
-            if target.startswith("re:"):
-                try:
-                    re.compile(target[3:])
-                except re.error as err:
-                    raise SpecError(f"quantization_config.config_groups.{name}.targets", f"{model}: {target!r} is "
-                                    f"not a valid regular expression ({err})", '"re:" and a regular expression') from None
+        _check_patterns(targets, f"quantization_config.config_groups.{name}.targets", model,
+                        '"re:" and a regular expression')
         if len(targets) == 1 and targets[0].endswith("Attention"):
             continue
         kept[name] = group
