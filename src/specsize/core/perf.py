@@ -773,7 +773,7 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
                 k: int | None = None, tree_topk: int = 1, num_draft_tokens: int | None = None,
                 host_handover: bool = False, async_scheduling: bool = False,
                 expansion_query_s: float = 0.0, async_with_speculation: bool = True,
-                graph_max_tokens: int = GRAPH_ALL, spec_v2: str = "",
+                graph_max_tokens: int = GRAPH_ALL, spec_v2: str = "", eager: bool | None = None,
                 mxfp4_pad: Mxfp4Pad = VLLM_MXFP4_PAD,
                 mla_prompt_mha: tuple[bool, int] = (True, 0), mla_latent: bool = True,
                 draft_extend: str = DRAFT_EXTEND_VERIFIED) -> SpecCosts:
@@ -784,6 +784,7 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
     drafter's first forward of a step runs over (DRAFT_EXTEND_VERIFIED, the current releases of both engines)."""
     sp = d.speculative
     k = sp.num_speculative_tokens if k is None else k
+    eager = d.engine.enforce_eager if eager is None else eager  # `eager`: the resolved setting (ResolvedSettings)
     target = model_cost(d.target, d.tp, dtype, quant, kv_dtype_bytes=kv_dtype_bytes, mxfp4_pad=mxfp4_pad,
                         mla_latent=mla_latent)
     draft = None
@@ -815,11 +816,11 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
     host_serial = host_handover and not kept
     return SpecCosts(target=target, draft=draft, draft_gpu_tp=draft_tp, method=sp.method, gpu=d.gpu, eff=eff,
                      verify_width=verified, draft_steps=steps, draft_width=max(1, tree_topk),
-                     target_co=coefficients(target, d.gpu, eff, eager=d.engine.enforce_eager,
+                     target_co=coefficients(target, d.gpu, eff, eager=eager,
                                             host_overlapped=overlapped, stages=d.pp),
-                     plain_co=coefficients(target, d.gpu, eff, eager=d.engine.enforce_eager,
+                     plain_co=coefficients(target, d.gpu, eff, eager=eager,
                                            host_overlapped=async_scheduling, stages=d.pp),
-                     draft_co=coefficients(draft, d.gpu, eff, overhead=False, eager=d.engine.enforce_eager)
+                     draft_co=coefficients(draft, d.gpu, eff, overhead=False, eager=eager)
                      if draft is not None else None,
                      draft_prefills=draft is not None and kind.keeps_kv, host_handover=host_handover,
                      host_serial=host_serial,

@@ -60,8 +60,6 @@ def _costs(d: Deployment, s: ResolvedSettings, eff: Efficiency, k: int, tree: Tr
     tree = tree.at_k(k)  # the nodes a tree of depth k verifies
     if d.speculative.enabled and k != d.speculative.num_speculative_tokens:
         d = replace(d, speculative=replace(d.speculative, num_speculative_tokens=k))
-    if s.enforce_eager and not d.engine.enforce_eager:  # the release runs it eager (bitsandbytes 8-bit: core.memory)
-        d = replace(d, engine=replace(d.engine, enforce_eager=True))
     return build_costs(d, eff, s.dtype, s.quantization, s.kv_dtype_bytes, k=k, tree_topk=tree.topk,
                        num_draft_tokens=tree.num_draft_tokens if tree.topk > 1 else None,
                        host_handover=s.spec_host_handover, async_scheduling=s.async_scheduling,
@@ -69,6 +67,7 @@ def _costs(d: Deployment, s: ResolvedSettings, eff: Efficiency, k: int, tree: Tr
                        expansion_query_s=s.spec_expansion_query_s if d.speculative.enabled else 0.0,
                        async_with_speculation=s.async_with_speculation, graph_max_tokens=s.graph_max_tokens,
                        spec_v2=s.spec_v2, mxfp4_pad=s.mxfp4_pad,
+                       eager=s.enforce_eager,  # as the release runs it (bitsandbytes 8-bit runs eager: core.memory)
                        mla_prompt_mha=s.mla_prompt_mha, mla_latent=s.mla_latent_cache)
 
 
