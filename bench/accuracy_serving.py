@@ -32,6 +32,8 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the bench's own modules, however it is loaded
+from gpu_names import GPUS  # noqa: E402  (bench/gpu_names.py: one map of published GPU names)
 from specsize.api import published_variant  # a published id is read as the tool reads a user's
 from specsize.core.accuracy import METRICS, MetricError  # the record the tool reads back (catalog/accuracy.py)
 
@@ -45,9 +47,6 @@ def load_rows(path: str | Path | None = None) -> list[dict]:
     files = [Path(path)] if path else sorted(DATA.parent.glob("serving_runs*.jsonl"))
     return [json.loads(line) for f in files for line in f.read_text().splitlines() if line.strip()]
 
-GPUS = {"H100": "H100-SXM-80GB", "H100 80GB": "H100-SXM-80GB", "H200": "H200-141GB", "A100": "A100-80GB",
-        "A100 40GB": "A100-40GB", "A100 80GB PCIe": "A100-80GB-PCIe", "B200": "B200-180GB", "MI300X": "MI300X-192GB", "MI325X": "MI325X-256GB", "MI355X": "MI355X-288GB",
-        "L4": "L4-24GB", "RTX 4090": "RTX-4090-24GB"}
 MODELS = {  # published id -> (catalog id, quantization override)
     "Qwen/Qwen3-8B": ("Qwen/Qwen3-8B", None), "Qwen/Qwen3-8B-FP8": ("Qwen/Qwen3-8B", "fp8"),
     "Qwen/Qwen3-14B": ("Qwen/Qwen3-14B", None), "Qwen/Qwen3-14B-FP8": ("Qwen/Qwen3-14B", "fp8"),

@@ -22,6 +22,8 @@ import statistics
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the bench's own modules, however it is loaded
+from gpu_names import GPUS  # noqa: E402  (bench/gpu_names.py: one map of published GPU names)
 from specsize.catalog import load_gpu, load_model
 from specsize.catalog.configs import spec_from_config
 from specsize.catalog.gpus import load_efficiency
@@ -87,8 +89,6 @@ FRESH = ROOT / "bench" / "data" / "spec_speedups_s56.jsonl"
 # the fresh groups that set Efficiency.spec_seq_host_s (SGLang's per-request host work in a speculative step, at
 # batch 4-32): scored apart, as fit; the other groups stay held out
 FRESH_FIT_GROUPS = ("eagle3paper-t3-sglang-llama31-8b-eagle", "eagle3paper-t3-sglang-llama31-8b-eagle3")
-GPUS = {"H100": "H100-SXM-80GB", "A100-40GB": "A100-40GB", "RTX PRO 6000 Blackwell": "RTX-PRO-6000-96GB",
-        "RTX 3090": "RTX-3090-24GB", "MI355X": "MI355X-288GB", "GB200": "GB200-186GB"}
 
 
 def split_of(source: str) -> str:
