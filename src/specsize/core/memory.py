@@ -670,7 +670,7 @@ def target_weights(d: Deployment, dtype: str, quant: Quantization | None,
     (ModelSpec.weight_bytes_served); where only its total is known (an index's total_size), it is taken as stored in
     the config's dtype and scaled against that architecture."""
     m = d.target
-    w_target = weight_breakdown(m, d.tp, d.pp, dtype, quant, mxfp4_pad=mxfp4_pad)
+    w_target = weight_breakdown(m, d.tp, d.pp, dtype, quant, mxfp4_pad=mxfp4_pad, ep=d.ep)
     if m.weight_bytes_exact:
         served = m.weight_bytes_served(dtype)
         stored_dtype = dtype if served is not None or m.dtype not in DTYPE_BYTES else m.dtype
@@ -692,9 +692,9 @@ def draft_weight_bytes(d: Deployment, s: ResolvedSettings) -> int:
     kind = sp.kind
     if kind.derives_from_target:  # MTP: the layers the target's checkpoint carries beyond the model
         with_mtp = weight_breakdown(d.target, d.tp, 1, s.dtype, s.quantization, include_mtp=True, rotary_cache=False,
-                                    mxfp4_pad=s.mxfp4_pad)
+                                    mxfp4_pad=s.mxfp4_pad, ep=d.ep)
         without = weight_breakdown(d.target, d.tp, 1, s.dtype, s.quantization, include_mtp=False, rotary_cache=False,
-                                   mxfp4_pad=s.mxfp4_pad)
+                                   mxfp4_pad=s.mxfp4_pad, ep=d.ep)
         return with_mtp.total - without.total
     draft = sp.draft
     if draft is None or not kind.needs_draft_config:
@@ -724,7 +724,9 @@ def moe_workspace_bytes(m: ModelSpec, tokens: int, tp: int, act_bytes: int) -> i
     peak = sampler step + these): Qwen3-30B-A3B 2.68 GiB (2.17 + 0.50), Mixtral-8x7B TP2 1.21 (0.53 + 0.66),
     DeepSeek-V2-Lite 1.93 (1.48 + 0.45), Qwen1.5-MoE-A2.7B 2.47 (2.17 + 0.30; llm-d-planner accuracy logs).
     mxfp4 experts (gpt-oss) run OpenAI's monolithic Triton kernel, whose buffers live inside the call
-    ("MoEPrepareAndFinalizeNoDPEPMonolithic"; gpt-oss-20b TP2 2.87 GiB = the sampler step alone): none."""
+    ("MoEPrepareAndFinalizeNoDPEPMonolithic"; gpt-oss-20b TP2 2.87 GiB = the sampler step alone): none. Under
+    expert parallelism `tp` is the MoE layers' own, 1 (moe_tp): every rank's experts are whole, and with one
+    data-parallel rank each call still takes every token (the expert map masks the other ranks' experts)."""
     moe = m.moe
     if moe is None or not moe.moe_layers or (m.quantization is not None and m.quantization.method == "mxfp4"):
         return 0
@@ -733,9 +735,17 @@ def moe_workspace_bytes(m: ModelSpec, tokens: int, tp: int, act_bytes: int) -> i
     return rows * (max(n // 2, k) + max(n, k)) * act_bytes
 
 
-def _forward_activation(m: ModelSpec, tokens: int, tp: int, act_bytes: int, p: AccountingProfile) -> float:
+def moe_tp(d: Deployment) -> int:
+    """The ranks the target's MoE layers split each expert's rows over: the TP degree, or 1 under expert
+    parallelism (Deployment.ep), where every rank holds its experts whole."""
+    return 1 if d.ep > 1 else d.tp
+
+
+def _forward_activation(m: ModelSpec, tokens: int, tp: int, act_bytes: int, p: AccountingProfile,
+                        dense_tp: int | None = None) -> float:
+    """The profiling forward's activations; `tp` splits the experts' rows, `dense_tp` (default `tp`) the dense MLP's."""
     hidden = p.act_hidden_coef * tokens * m.hidden_size * act_bytes
-    dense = p.act_intermediate_coef * tokens * (m.intermediate_size // tp) * act_bytes
+    dense = p.act_intermediate_coef * tokens * (m.intermediate_size // (dense_tp or tp)) * act_bytes
     if p.act_phases and m.moe is not None and m.moe.moe_layers:
         # the experts' buffers are the kept workspaces (moe_workspace_bytes); dense MLP layers keep their term
         dense = dense if len(m.moe.moe_layers) < m.num_layers else 0.0
@@ -754,7 +764,7 @@ def activation_peak(d: Deployment, s: ResolvedSettings, p: AccountingProfile) ->
     ab = DTYPE_BYTES[s.dtype]
     tokens = s.max_num_batched_tokens
     rows = min(s.max_num_seqs, tokens)
-    target = _forward_activation(d.target, tokens, d.tp, ab, p)
+    target = _forward_activation(d.target, tokens, moe_tp(d), ab, p, d.tp)
     draft = 0.0
     sp = d.speculative
     if sp.draft is not None and sp.kind.has_gpu_drafter:
@@ -776,7 +786,7 @@ def activation_peak(d: Deployment, s: ResolvedSettings, p: AccountingProfile) ->
     workspace = 0
     if p.act_phases:  # the language model's forward and its sampler step peak one after the other
         sampler += p.act_sampler_hidden_coef * tokens * d.target.hidden_size * ab
-        workspace = moe_workspace_bytes(d.target, tokens, d.tp, ab)
+        workspace = moe_workspace_bytes(d.target, tokens, moe_tp(d), ab)
         if sp.draft is not None and sp.kind.has_gpu_drafter:
             workspace = max(workspace, moe_workspace_bytes(sp.draft, tokens, sp.drafter_tp or d.tp, ab))
         language = max(forward, sampler + spec) + workspace

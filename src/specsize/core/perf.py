@@ -37,7 +37,7 @@ from .memory import GRAPH_ALL
 from .specs import DTYPE_BYTES, Deployment, GpuSpec, ModelSpec, Quantization, medusa_at_k
 from .speculation import (SpecMethod, acceptance_from_mean_length, drafter_kind,  # noqa: F401 - re-exported
                           keeps_overlap, tokens_per_pass, verified_per_sequence)
-from .weights import (VLLM_MXFP4_PAD, Mxfp4Pad, expert_bytes_per_rank, indexer_dims, padded_vocab,
+from .weights import (VLLM_MXFP4_PAD, Mxfp4Pad, expert_bytes_per_rank, experts_on_rank, indexer_dims, padded_vocab,
                       weight_breakdown)
 
 if TYPE_CHECKING:
@@ -172,6 +172,9 @@ class ModelCost:
     act_bytes: int
     tp: int
     fp8_compute: bool
+    # expert-parallel ranks (Deployment.ep): expert_bytes / expert_params are then one whole expert, and a step's
+    # experts are the busiest of the ranks' (step_time)
+    ep: int = 1
     lm_head_params: int = 0  # per rank; multiplies only the sampled positions
     vocab: int = 0  # logits per sampled position on this rank
     low_bit: bool = False  # 4-bit weights (int4 w4a16, MXFP4, NVFP4): dequantised in the GEMM unless the GPU has FP4
@@ -226,10 +229,17 @@ def tree_level_acceptance(acceptance: float, depth: int, topk: int, num_draft_to
 @lru_cache(maxsize=512)  # a pure function of frozen inputs, asked again for every candidate a plan weighs
 def model_cost(m: ModelSpec, tp: int, dtype: str, quant: Quantization | None, *, share_embeddings: bool = False,
                kv_dtype_bytes: int = 2, layers: int | None = None, include_mtp_only: bool = False,
-               mxfp4_pad: Mxfp4Pad = VLLM_MXFP4_PAD, mla_latent: bool = True) -> ModelCost:
+               mxfp4_pad: Mxfp4Pad = VLLM_MXFP4_PAD, mla_latent: bool = True, ep: int = 1) -> ModelCost:
+    """`ep` > 1: the routed experts split by expert over that many ranks (Deployment.ep): a rank holds
+    experts_on_rank of them whole, and a step waits on the busiest rank (step_time)."""
+    # the routed experts as one rank holds them: rows split over TP, or whole under expert parallelism
+    expert_tp, local = (1, experts_on_rank(m.moe.num_experts, ep)) if (ep > 1 and m.moe) else (
+        tp, m.moe.num_experts if m.moe else 0)
     if include_mtp_only:
-        full = weight_breakdown(m, tp, 1, dtype, quant, include_mtp=True, rotary_cache=False, mxfp4_pad=mxfp4_pad)
-        base = weight_breakdown(m, tp, 1, dtype, quant, include_mtp=False, rotary_cache=False, mxfp4_pad=mxfp4_pad)
+        full = weight_breakdown(m, tp, 1, dtype, quant, include_mtp=True, rotary_cache=False, mxfp4_pad=mxfp4_pad,
+                                ep=ep)
+        base = weight_breakdown(m, tp, 1, dtype, quant, include_mtp=False, rotary_cache=False, mxfp4_pad=mxfp4_pad,
+                                ep=ep)
         # One forward runs ONE of the checkpoint's MTP layers, the (spec_step_idx % num_mtp_layers)-th, plus the
         # shared lm_head: a drafting step of k forwards takes the layers in turn, reusing them when k is larger
         # (vllm/model_executor/models/deepseek_mtp.py DeepSeekMultiTokenPredictor.forward and compute_logits:
@@ -237,28 +247,28 @@ def model_cost(m: ModelSpec, tp: int, dtype: str, quant: Quantization | None, *,
         # alike (shaped like the last: core.weights.weight_breakdown), so one is 1 / num_mtp_layers of them; a
         # checkpoint with 3 had been priced as 3 layers a forward
         mtp = max(1, m.num_mtp_layers)
-        per_layer_expert, expert_params = expert_bytes_per_rank(m, tp, dtype, quant, mxfp4_pad)
+        per_layer_expert, expert_params = expert_bytes_per_rank(m, expert_tp, dtype, quant, mxfp4_pad)
         moe_layers = 1 if m.moe else 0
-        routed = moe_layers * m.moe.num_experts * per_layer_expert if m.moe else 0
+        routed = moe_layers * local * per_layer_expert
         dense_bytes = (full.total - base.total) // mtp + base.lm_head - routed
         dense_params = (full.params - base.params) // mtp + base.lm_head // DTYPE_BYTES[dtype] - (
-            moe_layers * m.moe.num_experts * expert_params if m.moe else 0)
+            moe_layers * local * expert_params)
         n_layers = 1
         lm_head_params = (base.lm_head or base.embedding) // DTYPE_BYTES[dtype]
         kept_params = (full.params_unquantized - base.params_unquantized) // mtp
         layers = 1  # its attention: the one layer's KV cache
     else:
         w = weight_breakdown(m, tp, 1, dtype, quant, share_embeddings=share_embeddings, rotary_cache=False,
-                             mxfp4_pad=mxfp4_pad)
-        per_layer_expert, expert_params = expert_bytes_per_rank(m, tp, dtype, quant, mxfp4_pad)
+                             mxfp4_pad=mxfp4_pad, ep=ep)
+        per_layer_expert, expert_params = expert_bytes_per_rank(m, expert_tp, dtype, quant, mxfp4_pad)
         moe_layers = len(m.moe.moe_layers) if m.moe else 0
-        routed_bytes = moe_layers * (m.moe.num_experts if m.moe else 0) * per_layer_expert
+        routed_bytes = moe_layers * local * per_layer_expert
         # an embedding lookup reads B rows, not the table; a tied table is read whole as the lm_head
         tied = w.lm_head == 0 and not share_embeddings
         emb_bytes = 0 if tied else w.embedding
         dense_bytes = w.total - emb_bytes - routed_bytes
         emb_params = emb_bytes // DTYPE_BYTES[dtype]
-        dense_params = w.params - emb_params - moe_layers * (m.moe.num_experts if m.moe else 0) * expert_params
+        dense_params = w.params - emb_params - moe_layers * local * expert_params
         n_layers = m.num_layers
         lm_head_params = (w.lm_head or (w.embedding if tied else 0)) // DTYPE_BYTES[dtype]
         kept_params = w.params_unquantized
@@ -295,12 +305,12 @@ def model_cost(m: ModelSpec, tp: int, dtype: str, quant: Quantization | None, *,
         kv.append((layer.bytes_per_token, layer.window, width))
     # a step reads an expert's tensors as the kernel has them, not the loaded scales an engine keeps beside them
     # (Mxfp4Layout.keeps_checkpoint_scales: held, counted in the weights and out of the dense bytes above, never read)
-    read_expert = expert_bytes_per_rank(m, tp, dtype, quant, mxfp4_pad, read=True)[0]
+    read_expert = expert_bytes_per_rank(m, expert_tp, dtype, quant, mxfp4_pad, read=True)[0]
     return ModelCost(dense_bytes=dense_bytes, dense_params=max(0, dense_params), expert_bytes=read_expert,
                      expert_params=expert_params, moe_layers=moe_layers,
                      num_experts=m.moe.num_experts if m.moe else 0, top_k=m.moe.experts_per_token if m.moe else 0,
                      kv_layers=tuple(kv), hidden=m.hidden_size, n_layers=n_layers, act_bytes=DTYPE_BYTES[dtype],
-                     tp=tp, fp8_compute=bool(q and q.method == "fp8"),
+                     tp=tp, ep=ep if m.moe else 1, fp8_compute=bool(q and q.method == "fp8"),
                      lm_head_params=min(lm_head_params, max(0, dense_params)),
                      vocab=lm_head_params // max(1, m.hidden_size),
                      # bitsandbytes 4-bit runs a dequantising kernel too (vLLM's _apply_4bit_weight: bitsandbytes'
@@ -373,6 +383,7 @@ class StepCoefficients:
     # pass through every stage (the model's layers once, at the micro-batch's size) while the other micro-batches
     # fill the other stages: step_time prices a step of many sequences as one of its `microbatches` parts
     stages: int = 1
+    ep: int = 1  # ModelCost.ep: the experts' time is the busiest expert-parallel rank's (busiest_rank)
 
 
 
@@ -463,7 +474,7 @@ def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = T
         # the indexer's logits are an fp8 MQA (vLLM's sparse_attn_indexer.py: fp8 queries against the fp8 key cache,
         # DeepGEMM fp8_mqa_logits / fp8_paged_mqa_logits) whatever the KV cache's dtype
         inv_flops_indexer=1.0 / (gpu.fp8_flops * (eff.attn_compute or eff.compute))
-        if (c.indexer_flops_per_pair and gpu.fp8_flops) else 0.0, stages=max(1, stages))
+        if (c.indexer_flops_per_pair and gpu.fp8_flops) else 0.0, stages=max(1, stages), ep=c.ep)
 
 
 def gemm_time(bytes_: float, flops: float, tokens: float, co: StepCoefficients, inv_bandwidth: float,
@@ -531,16 +542,14 @@ def step_time(co: StepCoefficients, tokens: float, context_tokens: float, window
     # siblings of a draft tree are alternatives at one position and route as one token
     spread = tokens if positions is None else min(tokens, positions)
     routed = seqs + (spread - seqs) * (1 - co.expert_seq_reuse) if spread > seqs else spread
-    touched = distinct_experts(co.num_experts, co.top_k, routed, co.expert_skew) if co.num_experts else 0.0
     kv = co.kv_full_bytes_per_token * context_tokens
     if co.kv_windows:  # (the simulator calls this every step: no loop set up for a model without windows)
         for (_, per_token), span in zip(co.kv_windows, window_tokens):
             kv += per_token * span
-    expert_bytes = touched * co.expert_bytes_per_layer
+    t_experts, expert_bytes, expert_flops = experts_time(co, tokens, routed)
     act = co.act_bytes_per_token * tokens
     moved = co.dense_bytes + expert_bytes + kv + act
     dense_flops = co.flops_per_token * tokens + co.lm_head_flops_per_logit * logits
-    expert_flops = co.expert_flops_per_token * tokens
     inv_attn = co.inv_flops_attn or co.inv_flops
     if not co.attn_flops_per_prompt_pair:  # a prompt's pairs cost a decode's
         prompt_pairs = 0.0
@@ -564,11 +573,6 @@ def step_time(co: StepCoefficients, tokens: float, context_tokens: float, window
                       + indexer_flops * (co.inv_flops_indexer or inv_attn))
     flops = dense_flops + expert_flops + attn_flops
     t_dense = gemm_time(co.dense_bytes, dense_flops, tokens, co, co.inv_bandwidth, co.half_tokens)
-    t_experts = 0.0
-    if touched:
-        per_expert = tokens * co.top_k / touched
-        t_experts = gemm_time(expert_bytes, expert_flops, per_expert, co, co.inv_bandwidth_experts or co.inv_bandwidth,
-                              co.half_tokens_experts)
     t_kv_read = kv * (co.inv_bandwidth_kv or co.inv_bandwidth)
     t_attn = max(t_kv_read, t_attn_compute)
     t_gpu = t_dense + t_experts + t_attn + act * co.inv_bandwidth + co.fixed_s + co.sampler_s_per_logit * logits
@@ -580,6 +584,28 @@ def step_time(co: StepCoefficients, tokens: float, context_tokens: float, window
     seconds = max(engine, co.api_per_seq_s * streamed)
     t_memory = moved * co.inv_bandwidth
     return seconds, flops * parts, moved * parts, flops * co.inv_flops > t_memory
+
+
+def experts_time(co: StepCoefficients, tokens: float, routed: float | None = None) -> tuple[float, float, float]:
+    """(seconds, bytes, flops) of the routed experts of every MoE layer in a forward over `tokens` tokens on one GPU
+    (`routed`: the independent routing draws among them, default `tokens`; step_time's). Split by rows over TP, every
+    rank reads its slice of each distinct expert the tokens touch; under expert parallelism (co.ep) each rank holds
+    its experts whole and runs the tokens routed to them, and the step waits on the busiest rank (busiest_rank),
+    whose distinct experts and assignments exceed the mean; bytes and flops are then the mean rank's."""
+    if not co.num_experts or tokens <= 0:
+        return 0.0, 0.0, 0.0
+    routed = tokens if routed is None else routed
+    touched = distinct_experts(co.num_experts, co.top_k, routed, co.expert_skew)
+    inv_bandwidth = co.inv_bandwidth_experts or co.inv_bandwidth
+    flops = co.expert_flops_per_token * tokens
+    if co.ep > 1:
+        touched_rank, load_rank = busiest_rank(co.num_experts, co.top_k, co.expert_skew, co.ep, routed, tokens)
+        seconds = gemm_time(touched_rank * co.expert_bytes_per_layer, co.expert_flops_per_token * load_rank / co.top_k,
+                            load_rank / touched_rank, co, inv_bandwidth, co.half_tokens_experts)
+        return seconds, touched * co.expert_bytes_per_layer / co.ep, flops / co.ep
+    bytes_ = touched * co.expert_bytes_per_layer
+    return (gemm_time(bytes_, flops, tokens * co.top_k / touched, co, inv_bandwidth, co.half_tokens_experts),
+            bytes_, flops)
 
 
 API_BUSY_MAX = 0.95  # the API server's streaming share is capped here (the step floor above keeps it <= 1)
@@ -595,6 +621,60 @@ def frontend_stretched(latency_s: float, busy: np.ndarray) -> np.ndarray:
     """A request's front-end latency through an API server busy `busy` of the time with other streams: its one
     event loop takes the request in and streams its first token beside them (processor sharing, M/G/1-PS)."""
     return latency_s / (1.0 - busy)
+
+
+def busiest_rank(num_experts: int, top_k: int, skew: float, ep: int, routed: float, tokens: float) -> tuple[float, float]:
+    """(distinct experts, routed token-expert assignments) of the busiest of `ep` expert-parallel ranks in a step
+    of `tokens` tokens (`routed`: the independent draws among them, step_time's): the step waits on it.
+
+    A rank holds n = experts_on_rank experts, placed by expert id (vLLM's linear placement, determine_expert_map;
+    SGLang's alike), so which popular experts share a rank is, for the router's popularity (expert_popularity), a
+    draw of n experts out of num_experts. Over that draw and the routing, a rank's distinct experts have mean
+    n x mean(q_e) and variance n x mean(q_e (1 - q_e)) + n x var(q_e) x (E - n) / (E - 1), q_e = 1 - (1 - p_e)^routed
+    the chance expert e is touched; its assignments mean tokens x n x mean(p_e), variance tokens x n x mean(p_e
+    (1 - p_e)) + tokens^2 x n x var(p_e) x (E - n) / (E - 1). The busiest of ep ranks is taken at the mean plus
+    expected_max_normal(ep) standard deviations (a normal approximation of each), capped at n experts and at
+    tokens x min(top_k, n) assignments."""
+    n = experts_on_rank(num_experts, ep)
+    shares = expert_popularity(num_experts, top_k, skew) if skew else (top_k / num_experts,) * num_experts
+    return _busiest(n, num_experts, shares, ep, round(routed, 3), round(tokens, 3))
+
+
+@lru_cache(maxsize=8192)  # the batch sizes repeat from step to step
+def _busiest(n: int, num_experts: int, shares: tuple[float, ...], ep: int, routed: float,
+             tokens: float) -> tuple[float, float]:
+    finite = num_experts - n  # the finite-population correction's numerator
+    correction = finite / (num_experts - 1) if num_experts > 1 else 0.0
+    z = expected_max_normal(ep)
+    q = [1.0 - (1.0 - min(1.0, p)) ** routed for p in shares]
+    q_mean = sum(q) / num_experts
+    q_var = sum((x - q_mean) ** 2 for x in q) / num_experts
+    d_mean = n * q_mean
+    d_var = n * sum(x * (1.0 - x) for x in q) / num_experts + n * q_var * correction
+    p_mean = sum(shares) / num_experts
+    p_var = sum((p - p_mean) ** 2 for p in shares) / num_experts
+    a_mean = tokens * n * p_mean
+    a_var = tokens * n * sum(min(1.0, p) * (1.0 - min(1.0, p)) for p in shares) / num_experts \
+        + tokens * tokens * n * p_var * correction
+    distinct = min(float(n), d_mean + z * math.sqrt(max(0.0, d_var)))
+    load = min(tokens * min(n, round(sum(shares))), a_mean + z * math.sqrt(max(0.0, a_var)))
+    return max(distinct, min(float(n), 1.0)), max(load, a_mean)
+
+
+@lru_cache(maxsize=64)
+def expected_max_normal(n: int) -> float:
+    """E[max of n independent standard normals] (0.5642 for 2, 1.0294 for 4, 1.4236 for 8): the integral of
+    x n phi(x) Phi(x)^(n-1), by the midpoint rule over [-8, 8]."""
+    if n <= 1:
+        return 0.0
+    steps, lo, hi = 4000, -8.0, 8.0
+    width = (hi - lo) / steps
+    total = 0.0
+    for i in range(steps):
+        x = lo + (i + 0.5) * width
+        phi = math.exp(-x * x / 2) / math.sqrt(2 * math.pi)
+        total += x * n * phi * (0.5 * (1 + math.erf(x / math.sqrt(2)))) ** (n - 1) * width
+    return total
 
 
 def distinct_experts(num_experts: int, top_k: int, tokens: float, skew: float = 0.0) -> float:
@@ -786,13 +866,13 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
     k = sp.num_speculative_tokens if k is None else k
     eager = d.engine.enforce_eager if eager is None else eager  # `eager`: the resolved setting (ResolvedSettings)
     target = model_cost(d.target, d.tp, dtype, quant, kv_dtype_bytes=kv_dtype_bytes, mxfp4_pad=mxfp4_pad,
-                        mla_latent=mla_latent)
+                        mla_latent=mla_latent, ep=d.ep)
     draft = None
     draft_tp = d.tp
     kind = sp.kind
     if kind.derives_from_target:
         draft = model_cost(d.target, d.tp, dtype, quant, kv_dtype_bytes=kv_dtype_bytes, include_mtp_only=True,
-                           mxfp4_pad=mxfp4_pad, mla_latent=mla_latent)
+                           mxfp4_pad=mxfp4_pad, mla_latent=mla_latent, ep=d.ep)
     elif sp.draft is not None and kind.own_tp:
         draft_tp = sp.draft_tp
         draft = model_cost(sp.draft, sp.draft_tp, dtype, sp.draft.quantization, kv_dtype_bytes=kv_dtype_bytes,

@@ -398,6 +398,15 @@ class Deployment:
     num_gpus: int | None = None  # defaults to tp * pp (one engine instance); more means replicas
     engine: EngineSettings = EngineSettings()
     shared_reserved_bytes: int = 0  # memory another workload holds on each GPU (shared pools)
+    # the MoE layers' routed experts split by expert over the TP group instead of by rows (vLLM's
+    # --enable-expert-parallel with one data-parallel rank, SGLang's --ep-size = --tp-size)
+    expert_parallel: bool = False
+
+    @property
+    def ep(self) -> int:
+        """The expert-parallel ranks the target's routed experts are split over: the TP group under
+        expert_parallel, 1 (split by rows over TP) otherwise or for a model without experts."""
+        return self.tp if (self.expert_parallel and self.target.moe is not None and self.tp > 1) else 1
 
     @property
     def gpus_per_instance(self) -> int:

@@ -382,9 +382,20 @@ def mxfp4_linear_bytes(out_features: int, in_features: int, layout: Mxfp4Layout,
     return values + scales + (out_features * (L.bias_bytes or dtype_bytes) if bias else 0)
 
 
+def experts_on_rank(num_experts: int, ep: int) -> int:
+    """Routed experts the busiest rank of `ep` expert-parallel ranks holds: vLLM hands the first
+    num_experts % ep ranks one more (fused_moe/expert_map_manager.py determine_expert_map: "base_experts + 1 if
+    ep_rank < remainder"; its workers' KV pools are the smallest worker's, so rank 0 decides); SGLang refuses a
+    split that is not whole (engines.support.check_expert_parallel)."""
+    return -(-num_experts // max(1, ep))
+
+
 def _mlp_bytes(m: ModelSpec, layer: int, tp: int, wb: int, q: Quantization | None,
-               mxfp4_pad: Mxfp4Pad = VLLM_MXFP4_PAD) -> tuple[int, int, int, int]:
-    """(bytes, params, router bytes, router params) of one layer's MLP or MoE block on one rank."""
+               mxfp4_pad: Mxfp4Pad = VLLM_MXFP4_PAD, ep: int = 1) -> tuple[int, int, int, int]:
+    """(bytes, params, router bytes, router params) of one layer's MLP or MoE block on one rank. `ep` > 1: the
+    routed experts are split by expert over that many ranks, each expert whole (expert parallelism, vLLM's
+    --enable-expert-parallel: FusedMoEParallelConfig with use_ep has the MoE layers' tp_size 1); the shared experts
+    and the router stay as TP has them."""
     h = m.hidden_size
     moe = m.moe
     if m.mlp_layers is not None and layer < m.num_layers and layer not in m.mlp_layers:
@@ -394,10 +405,11 @@ def _mlp_bytes(m: ModelSpec, layer: int, tp: int, wb: int, q: Quantization | Non
         dense_q = None if (q and q.experts_only) else q
         up = 2 * inter if m.gated_mlp else inter
         return (linear_bytes(up, h, wb, dense_q) + linear_bytes(h, inter, wb, dense_q), (up + inter) * h, 0, 0)
-    inter = moe.expert_intermediate_size // tp
-    one = _expert_bytes(m, tp, wb, q, mxfp4_pad)
-    b = moe.num_experts * one
-    p = moe.num_experts * 3 * h * inter
+    expert_tp, local = (1, experts_on_rank(moe.num_experts, ep)) if ep > 1 else (tp, moe.num_experts)
+    inter = moe.expert_intermediate_size // expert_tp
+    one = _expert_bytes(m, expert_tp, wb, q, mxfp4_pad)
+    b = local * one
+    p = local * 3 * h * inter
     if moe.num_shared_experts:
         s_inter = moe.shared_intermediate_size * moe.num_shared_experts // tp
         shared_q = None if (q and q.experts_only) else q
@@ -414,12 +426,12 @@ def _mlp_bytes(m: ModelSpec, layer: int, tp: int, wb: int, q: Quantization | Non
 def weight_breakdown(m: ModelSpec, tp: int = 1, pp: int = 1, dtype: str | None = None,
                      quant: Quantization | None = None, *, include_mtp: bool = False,
                      share_embeddings: bool = False, rotary_cache: bool = True,
-                     mxfp4_pad: Mxfp4Pad = VLLM_MXFP4_PAD) -> WeightBreakdown:
+                     mxfp4_pad: Mxfp4Pad = VLLM_MXFP4_PAD, ep: int = 1) -> WeightBreakdown:
     """Bytes of `m` on the busiest GPU of a TP x PP instance.
 
     `share_embeddings` drops the embedding and lm_head (an EAGLE head or MTP layer that reuses the
     target's). `quant` overrides the checkpoint's declared quantization. `mxfp4_pad`: the engine's padding of
-    mxfp4 experts (mxfp4_expert_dims).
+    mxfp4 experts (mxfp4_expert_dims). `ep`: the routed experts split by expert over that many ranks (_mlp_bytes).
     """
     wb = DTYPE_BYTES[dtype or m.dtype]
     q = quant if quant is not None else m.quantization
@@ -459,7 +471,7 @@ def weight_breakdown(m: ModelSpec, tp: int = 1, pp: int = 1, dtype: str | None =
         if mixer in ("state", "both"):
             sb = _state_mixer_bytes(m, m.state_layers[min(state_index, len(m.state_layers) - 1)], tp, wb, q)
             ab, ap = ab + sb, ap + sb // wb
-        mb, mp, rb, rp = _mlp_bytes(m, lid, tp, wb, None if kept_mlp else layer_mlp_q, mxfp4_pad)
+        mb, mp, rb, rp = _mlp_bytes(m, lid, tp, wb, None if kept_mlp else layer_mlp_q, mxfp4_pad, ep)
         return ab, ap, mb, mp, rb, rp, (ap if kept_attention else 0) + (mp if kept_mlp else 0)
 
     per_layer, states = [], 0

@@ -28,6 +28,7 @@ from math import gcd
 from ..core.errors import SpecError
 from ..core.specs import Deployment, ModelSpec, effective_target
 from .registry import release_with_patch
+from .support import expert_parallel_problem
 
 # the first vLLM release that refines an fp8 MoE's block scales to fit the TP shard (refine_fp8_moe_block_shape: in
 # the 0.29.0 source, not in 0.28.0's)
@@ -66,8 +67,10 @@ def _dense_mlp_widths(model: ModelSpec) -> list[tuple[str, int]]:
     return widths
 
 
-def fp8_block_tp_problem(engine: str, version: str | None, model: ModelSpec, tp: int) -> str | None:
-    """Why the release cannot load `model`'s block-fp8 weights split over `tp` GPUs (None: it can)."""
+def fp8_block_tp_problem(engine: str, version: str | None, model: ModelSpec, tp: int, ep: int = 1) -> str | None:
+    """Why the release cannot load `model`'s block-fp8 weights split over `tp` GPUs (None: it can). `ep` > 1: the
+    routed experts are split by expert (Deployment.ep), each whole on its GPU, so only the dense and shared MLPs
+    split their rows."""
     blocks = _blocks(model)
     if blocks is None or tp <= 1:
         return None
@@ -75,7 +78,7 @@ def fp8_block_tp_problem(engine: str, version: str | None, model: ModelSpec, tp:
     name = "vLLM" if engine == "vllm" else "SGLang"
     written = f"{name} {version}" if version not in (None, "", "latest") else f"the newest {name}"
     moe = model.moe
-    if moe is not None and moe.expert_intermediate_size % tp == 0:
+    if moe is not None and ep <= 1 and moe.expert_intermediate_size % tp == 0:
         rows = moe.expert_intermediate_size // tp
         if rows % block_n or rows % block_k:
             refine = gcd(block_n, block_k, rows, model.hidden_size)
@@ -95,16 +98,20 @@ def fp8_block_tp_problem(engine: str, version: str | None, model: ModelSpec, tp:
     return None
 
 
-def check_fp8_block_tp(engine: str, version: str | None, model: ModelSpec, tp: int, field: str = "tp") -> None:
+def check_fp8_block_tp(engine: str, version: str | None, model: ModelSpec, tp: int, field: str = "tp",
+                       ep: int = 1) -> None:
     """Refuse a TP the release cannot load the block-fp8 checkpoint at (fp8_block_tp_problem), naming the TP sizes
-    it can."""
-    problem = fp8_block_tp_problem(engine, version, model, tp)
+    it can, and expert parallelism where that loads it."""
+    problem = fp8_block_tp_problem(engine, version, model, tp, ep)
     if problem is None:
         return
     fits = [t for t in TP_CANDIDATES if t < tp and fp8_block_tp_problem(engine, version, model, t) is None]
     later = ("" if engine != "vllm" or _refines(engine, version, model) or fp8_block_tp_problem(engine, None, model, tp)
              else f"; or vLLM 0.29 or later at TP {tp} (it refines the experts' scales to blocks that divide the split)")
-    accepted = (f"a TP of {', '.join(map(str, fits))}" if fits else "a smaller TP") + later + (
+    whole = ("; or expert_parallel: true (each GPU then holds whole experts)"
+             if ep <= 1 and model.moe is not None and field == "tp" and expert_parallel_problem(engine, version) is None
+             and fp8_block_tp_problem(engine, version, model, tp, tp) is None else "")
+    accepted = (f"a TP of {', '.join(map(str, fits))}" if fits else "a smaller TP") + later + whole + (
         "; or a checkpoint without block scales (bf16, per-channel fp8)")
     raise SpecError(field, problem, accepted)
 
@@ -119,7 +126,7 @@ def check_deployment(engine: str, version: str | None, d: Deployment) -> None:
         return
     target, quant = effective_target(d)
     check_fp8_block_tp(engine, version, target if quant is target.quantization else target.with_(quantization=quant),
-                       d.tp)
+                       d.tp, ep=d.ep)
     sp = d.speculative
     if sp.draft is not None and sp.kind.own_tp:
         check_fp8_block_tp(engine, version, sp.draft, sp.draft_tp or d.tp, field="draft_tp")

@@ -184,12 +184,16 @@ def vllm_command(d: Deployment, mem: MemoryAccount, nodes: int = 1) -> EngineCom
         argv += [f"--{key}", str(value)]
     if s.enforce_eager:
         argv.append("--enforce-eager")
+    if d.ep > 1:  # the experts split by expert over the TP group (Deployment.ep; from 0.8.0: engines.support)
+        argv.append("--enable-expert-parallel")
     lines = [f"# vllm serve {model} --config this.yaml"]
     for key, value in options.items():
         rendered = f"'{value}'" if key == "speculative-config" else value
         lines.append(f"{key}: {rendered}")
     if s.enforce_eager:
         lines.append("enforce-eager: true")
+    if d.ep > 1:
+        lines.append("enable-expert-parallel: true")
     return EngineCommand("vllm", _versions("vllm", d), tuple(argv), "\n".join(lines) + "\n")
 
 
@@ -202,6 +206,8 @@ def sglang_command(d: Deployment, mem: MemoryAccount, nodes: int = 1) -> EngineC
     argv = ["python", "-m", "sglang.launch_server", "--model-path", served_model(d), "--tp-size", str(d.tp)]
     if d.pp > 1:
         argv += ["--pp-size", str(d.pp)]
+    if d.ep > 1:  # expert parallelism over the TP group; before 0.5.3 written --enable-ep-moe (engine_flags.json)
+        argv += ["--ep-size", str(d.ep)]
     argv += ["--mem-fraction-static", str(s.gpu_memory_utilization), "--context-length", str(s.max_model_len),
              "--max-running-requests", str(s.max_num_seqs), "--chunked-prefill-size", str(s.max_num_batched_tokens),
              "--dtype", s.dtype, "--page-size", str(s.block_size)]

@@ -111,3 +111,38 @@ def check_model_support(engine: str, version: str | None, model: ModelSpec, fiel
     quant = quantization_problem(engine, version, model, quantization)  # `quantization`: the deployment's override
     if quant is not None:
         raise SpecError(field, *quant)
+
+
+# The first releases with expert parallelism over the TP group: vLLM's --enable-expert-parallel (vllm-project/vllm PR
+# 14305, merged 2025-03-06, replacing the VLLM_TEST_ENABLE_EP variable: in 0.8.0's engine/arg_utils.py), SGLang's
+# --enable-ep-moe (server_args.py from the 0.4.1.post4 wheel read; 0.4.0's has none: "if self.enable_ep_moe:
+# self.ep_size = self.tp_size"), written --ep-size N from 0.5.3, where --enable-ep-moe became a DeprecatedAction
+# that no longer sets it ("Please set `--ep-size` to the same value as `--tp-size` instead").
+EXPERT_PARALLEL_FROM = {"vllm": "0.8.0", "sglang": "0.4.1.post4"}
+SGLANG_EP_SIZE_FROM = "0.5.3"
+
+
+def expert_parallel_problem(engine: str, version: str | None) -> str | None:
+    """Why the release has no expert parallelism (None: it has)."""
+    from .registry import released_by  # noqa: PLC0415
+
+    first = EXPERT_PARALLEL_FROM.get(engine)
+    if first is None or released_by(version, first):
+        return None
+    name = "vLLM" if engine == "vllm" else "SGLang"
+    return f"{name} {version} has no expert parallelism ({name} {first} on)"
+
+
+def check_expert_parallel(engine: str, version: str | None, model: ModelSpec, tp: int) -> None:
+    """Refuse expert parallelism the engine cannot run: a release without it, and on SGLang a split that is not a
+    whole number of experts a GPU (its FusedMoE asserts "(num_experts - num_fused_shared_experts) % moe_ep_size ==
+    0", fused_moe_triton/layer.py in the 0.5.x wheels; 0.4.x's EPMoE takes num_experts // tp_size and would drop the
+    rest). vLLM gives the first num_experts % tp ranks one more (core.weights.experts_on_rank)."""
+    problem = expert_parallel_problem(engine, version)
+    if problem is not None:
+        raise SpecError("expert_parallel", problem,
+                        f"false, or engine_version {EXPERT_PARALLEL_FROM[engine]} or later")
+    moe = model.moe
+    if engine == "sglang" and moe is not None and tp > 1 and moe.num_experts % tp:
+        raise SpecError("expert_parallel", f"{model.model_id}'s {moe.num_experts} experts do not split evenly over "
+                        f"TP {tp}, which SGLang requires", "a TP that divides the experts, or false")

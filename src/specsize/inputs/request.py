@@ -44,6 +44,10 @@ class Request:
                          minimum=1, maximum=100_000, default_doc="tp x pp (one engine instance)")
     tp: int = F(1, "Tensor parallel size.", "int", DEPLOYMENT, minimum=1, maximum=1024)
     pp: int = F(1, "Pipeline parallel size.", "int", DEPLOYMENT, minimum=1, maximum=1024)
+    expert_parallel: bool = F(False, "Split an MoE target's routed experts by expert over the TP group instead of by "
+                              "rows (vLLM 0.8+ --enable-expert-parallel, SGLang 0.4.1+ --ep-size = --tp-size): each GPU "
+                              "holds whole experts; a step waits on the GPU whose experts the batch routes to most.",
+                              "bool", DEPLOYMENT)
     gpu_memory_gib: float | None = F(None, "Override the GPU's memory (as the driver reports it).", "float",
                                      DEPLOYMENT, unit="GiB", minimum=0.001, maximum=1 << 20)
     gpu_memory_utilization: float | None = F(None, "Fraction of GPU memory the engine may use (SGLang: "

@@ -101,11 +101,17 @@ def _launch_warnings(result: PlanResult, profile: AccountingProfile, engine_vers
     if problem:
         out.append(f"{problem}: the emitted command cannot start; plan with draft_tp {d.tp}")
     firsts = engine_flags()[profile.engine].get("flags_from", {})
+    before = engine_flags()[profile.engine].get("flags_before", {})  # what an older release takes in a flag's place
     for command in commands:
-        lacking = [f"{a} (from {firsts[a]})" for a in command.argv if command.engine == profile.engine
+        lacking = [a for a in command.argv if command.engine == profile.engine
                    and a in firsts and not released_by(engine_version, firsts[a])]
-        if lacking:
-            name = "vLLM" if profile.engine == "vllm" else "SGLang"
-            out.append(f"{name} {engine_version} has no {', '.join(lacking)}: leave it out of the {command.engine} "
+        name = "vLLM" if profile.engine == "vllm" else "SGLang"
+        dropped = [f"{a} (from {firsts[a]})" for a in lacking if a not in before]
+        if dropped:
+            out.append(f"{name} {engine_version} has no {', '.join(dropped)}: leave it out of the {command.engine} "
                        "command, whose header names the releases that take every flag it carries")
+        for a in lacking:
+            if a in before:
+                out.append(f"{name} {engine_version} takes {before[a]} in place of {a} and its value (from "
+                           f"{firsts[a]}): write it so in the {command.engine} command")
     return tuple(out)

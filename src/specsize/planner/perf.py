@@ -220,6 +220,16 @@ SPEEDUP_MEDIAN_ERROR = 0.107
 SPEEDUP_ERROR_BAND = 0.12
 
 
+def expert_parallel_step(d: Deployment, mem: MemoryAccount, eff: Efficiency, batch: int,
+                         context: int) -> tuple[float, float]:
+    """(seconds, seconds) of a decode step without speculation at `batch` with the experts split by expert
+    (Deployment.ep) and, for comparison, by rows over the same TP: what expert parallelism costs or saves there."""
+    plain = replace(d, speculative=SpeculativeConfig())
+    split = decode_step(costs_for(plain, mem, eff, 0, Tree()), batch, context).time_s
+    rows = decode_step(costs_for(replace(plain, expert_parallel=False), mem, eff, 0, Tree()), batch, context).time_s
+    return split, rows
+
+
 def thin_gain(speedup: float) -> bool:
     """A predicted speed-up too near 1 for its sign to be trusted (within SPEEDUP_ERROR_BAND, either side)."""
     return 1 / (1 + SPEEDUP_ERROR_BAND) <= speedup <= 1 + SPEEDUP_ERROR_BAND

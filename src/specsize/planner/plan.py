@@ -17,8 +17,8 @@ from ..core.speculation import Acceptance, SpecMethod, Tree
 from ..core.traffic import decode_context, replica_share
 from ..core.ratios import speedup_text
 from ..core.units import GiB
-from ..core.weights import pp_stages
-from .perf import summarize, thin_gain, thin_gain_text
+from ..core.weights import experts_on_rank, pp_stages
+from .perf import expert_parallel_step, summarize, thin_gain, thin_gain_text
 from .result import PlanResult
 
 __all__ = ["PlanResult", "plan", "replica_workload", "require_mtp_layers", "validate", "validate_speculative"]
@@ -194,6 +194,26 @@ def replica_workload(d: Deployment, w: Workload) -> Workload:
     return w if d.replicas == 1 else replace(w, concurrency=replica_share(w.concurrency, d.replicas))
 
 
+def _expert_parallel_notes(d: Deployment, mem, efficiency, batch: int, context: int) -> list[str]:
+    """What expert_parallel does to this deployment: nothing for a dense target or one GPU (the command leaves the
+    flag out); else how many experts a GPU holds and, where steps are priced, what waiting on the busiest GPU costs
+    a decode step at the plan's batch against the experts split by rows."""
+    if not d.expert_parallel:
+        return []
+    moe = d.target.moe
+    if d.ep == 1 or moe is None:
+        why = "has no routed experts" if moe is None else "runs on one GPU (TP 1)"
+        return [f"expert_parallel: {d.target.model_id} {why}: nothing to split, and the launch command leaves the flag "
+                "out"]
+    held = f"expert parallelism: each GPU holds {experts_on_rank(moe.num_experts, d.ep)} of the {moe.num_experts} experts whole"
+    if efficiency is None or d.gpu.memory_bandwidth_bytes_s <= 0:
+        return [held]
+    split, rows = expert_parallel_step(d, mem, efficiency, batch, context)
+    return [f"{held}, and a step waits on the GPU the batch routes most to: a decode step at {batch} sequences takes "
+            f"{split * 1e3:.2f} ms, against {rows * 1e3:.2f} ms with the experts split by rows "
+            f"({split / rows - 1:+.1%})"]
+
+
 def plan(d: Deployment, w: Workload, profile: AccountingProfile, headroom: float = 0.20, *,
          efficiency=None, acceptance: Acceptance | None = None, tpot_slo_s: float | None = None,
          tree: Tree | None = None, perf_detail: bool = True) -> PlanResult:
@@ -266,9 +286,10 @@ def plan(d: Deployment, w: Workload, profile: AccountingProfile, headroom: float
         warnings.append(f"the draft model runs unsharded on rank 0 (draft_tp=1): that GPU holds "
                         f"{mem.weights_draft_bytes / GiB:.2f} GiB more than its peers and sets the pool size")
     perf = None
+    batch = max(1, min(per_replica.concurrency, s.max_num_seqs))
+    context = decode_context(w.prompt_tokens.p50, w.output_tokens.p50)
+    warnings += _expert_parallel_notes(d, mem, efficiency, batch, context)
     if efficiency is not None and d.gpu.memory_bandwidth_bytes_s > 0:
-        batch = max(1, min(per_replica.concurrency, s.max_num_seqs))
-        context = decode_context(w.prompt_tokens.p50, w.output_tokens.p50)
         perf = summarize(d, mem, efficiency, acceptance, batch, context, w.prompt_tokens.p50, tpot_slo_s, tree,
                          detail=perf_detail)
         if perf.speedup is not None and perf.speedup < 1:
