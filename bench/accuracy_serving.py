@@ -76,6 +76,9 @@ MODELS = {  # published id -> (catalog id, quantization override)
     "Qwen/Qwen3-14B-AWQ": ("Qwen/Qwen3-14B", "int4"),
     "mistralai/Mistral-7B-Instruct-v0.3": ("mistralai/Mistral-7B-Instruct-v0.3", None),
     "deepseek-ai/DeepSeek-R1-Distill-Llama-8B": ("deepseek-ai/DeepSeek-R1-Distill-Llama-8B", None),
+    "deepseek-ai/DeepSeek-V3.2": ("deepseek-ai/DeepSeek-V3.2", None),
+    "zai-org/GLM-4.5-Air": ("zai-org/GLM-4.5-Air", None), "zai-org/GLM-4.6": ("zai-org/GLM-4.6", None),
+    "MiniMaxAI/MiniMax-M2.5": ("MiniMaxAI/MiniMax-M2.5", None),
 }
 ENGINES = ("vLLM", "SGLang")
 
@@ -230,6 +233,8 @@ def case(row: dict) -> tuple[dict | None, str]:
     if tp > 8:  # 2 x 8 GPUs: the all-reduce crosses nodes (InfiniBand / Ethernet), which the model does not price
         return None, "tensor parallel across nodes (TP > 8): inter-node all-reduce not modelled"
     over = dict(target=target, gpu=gpu, tp=tp, pp=int(row.get("pp") or 1), no_compare=True, seed=0, **_engine(row))
+    if row.get("expert_parallel"):  # the experts split by expert over the TP group (--enable-expert-parallel)
+        over["expert_parallel"] = True
     over.update(_lengths(row, prompt, output))
     if quant:
         over["quantization"] = quant
@@ -743,6 +748,36 @@ def _slices_of(row: dict, part: str) -> list[str]:
         ([f"{part} families"] if issue_families(row) else []) + ([f"{part} issue"] if issue_shaped(row) else [])
 
 
+def expert_parallel_pairs(simulated: list[tuple[dict, dict, dict]]) -> None:
+    """Runs published with and without expert parallelism at one load (bench/data/ep_runs_s57.jsonl: the same `group`
+    and data-parallel size, `expert_parallel` true and false): the measured EP / TP ratio of each metric against the
+    predicted one, and how often the prediction puts EP on the other side of TP (by more than 2% either way)."""
+    plain = {(r["group"], r.get("dp") or 1): (m, p) for r, m, p in simulated if r.get("expert_parallel") is False}
+    pairs = [(r, m, p, plain[(r["group"], r.get("dp") or 1)]) for r, m, p in simulated
+             if r.get("expert_parallel") and (r["group"], r.get("dp") or 1) in plain]
+    if not pairs:
+        return
+    print("\nexpert parallelism against the rows split, same server and load (EP / TP: measured, predicted):")
+    errors: list[float] = []
+    opposite = 0
+    for row, meas, pred, (meas_tp, pred_tp) in pairs:
+        cells = []
+        for metric, (stat, value) in meas.items():
+            if metric not in meas_tp or not value or not meas_tp[metric][1]:
+                continue
+            p, p_tp = pred[metric][stat], pred_tp[metric][meas_tp[metric][0]]
+            if not p or not p_tp:
+                continue
+            m_ratio, p_ratio = value / meas_tp[metric][1], p / p_tp
+            errors.append(p_ratio / m_ratio - 1)
+            opposite += (m_ratio > 1.02 and p_ratio < 0.98) or (m_ratio < 0.98 and p_ratio > 1.02)
+            cells.append(f"{metric} {m_ratio:5.3f} / {p_ratio:5.3f}")
+        print(f"  {row['id'][:52]:52} " + " | ".join(cells))
+    if errors:
+        print(f"  ratio median |error| {statistics.median(abs(e) for e in errors):.1%}, bias "
+              f"{statistics.median(errors):+.1%}, opposite sides {opposite} of {len(errors)} (n={len(pairs)} pairs)")
+
+
 def run(args) -> int:
     rows = load_rows(args.data)
     errs: dict[tuple[str, str], list[float]] = {}
@@ -751,6 +786,7 @@ def run(args) -> int:
     started = time.perf_counter()
     done = 0
     cases = _cases(rows, args, skipped)
+    simulated: list[tuple[dict, dict, dict]] = []  # (row, measured, predicted) of every run simulated
     for (row, part, _), pred in zip(cases, _predictions([over for _, _, over in cases], args.jobs)):
         meas = measured(row)
         if isinstance(pred, str):  # a row the tool refuses is reported, not fatal
@@ -760,6 +796,7 @@ def run(args) -> int:
             skipped["no request fits the simulated KV pool"] = skipped.get("no request fits the simulated KV pool", 0) + 1
             continue
         done += 1
+        simulated.append((row, meas, pred))
         slices = _slices_of(row, part)
         for metric, (stat, value) in meas.items():
             p = pred[metric][stat]
@@ -772,6 +809,7 @@ def run(args) -> int:
             print(f"{row['id'][:46]:46} {part:7} {metric + ' ' + stat:10} {value * scale:10.1f} {p * scale:10.1f} "
                   f"{e:+7.1%}")
     report(errs)
+    expert_parallel_pairs(simulated)
     if args.write_accuracy:
         write_accuracy(args.write_accuracy, errs, done)
     if args.verbose:

@@ -185,3 +185,21 @@ def test_the_replayed_ngram_proposal_rates_carry_their_source_and_hold_together(
     assert round((deployed[1] + deployed[2]) / 2, 2) == NGRAM_PROPOSAL_RATE == V0.ngram_proposal_rate
     assert NGRAM_PROPOSAL_SPREAD == (round(deployed[0], 2), round(deployed[-1], 2))
     assert f"{NGRAM_PROPOSAL_RATE:g}" in info("proposal_rate").default_doc
+
+
+def test_expert_parallel_runs_carry_their_source_and_pair_up():
+    # bench/data/ep_runs_s57.jsonl (read by accuracy_serving.py --data ...: its EP / TP pair table): every row has the
+    # fields a serving run has plus expert_parallel and dp; ids unique here and against the serving runs; every plain
+    # row (expert_parallel false) has its EP row in the same group (the bench pairs those at one data-parallel size)
+    path = ROOT / "bench" / "data" / "ep_runs_s57.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    assert len(rows) >= 30
+    ids = [r["id"] for r in rows]
+    assert len(ids) == len(set(ids)) and not set(ids) & {row["id"] for _, _, row in _rows()}
+    for r in rows:
+        assert all(key in r for key in REQUIRED + ("expert_parallel", "dp")), r["id"]
+        assert r["source"].strip() and r["quote"].strip(), r["id"]
+    ep = {r["group"] for r in rows if r["expert_parallel"]}
+    for r in rows:
+        if r["expert_parallel"] is False:
+            assert r["group"] in ep, r["id"]
