@@ -130,7 +130,8 @@ def _row_speedup(row: dict, mean_length: float) -> float:
     quant = row.get("quantization")
     d = Deployment(target=target, gpu=load_gpu(GPUS[row["gpu"]]), speculative=spec, tp=int(row["tp"]),
                    engine=EngineSettings(max_model_len=8192, quantization=quant) if quant
-                   else EngineSettings(max_model_len=8192))
+                   else EngineSettings(max_model_len=8192),
+                   expert_parallel=bool(row.get("expert_parallel")))  # the run's --enable-expert-parallel
     acceptance = Acceptance(mean_accepted_length=mean_length, measured_at_k=k)
     shape = Tree(topk=topk, num_draft_tokens=int(tree["num_draft_tokens"])) if topk > 1 else Tree()
     table = speedup_table(d, account(d, profile), load_efficiency(d.gpu), acceptance,
