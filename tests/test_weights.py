@@ -49,7 +49,7 @@ def test_int4_awq_group128_with_zeros():
     cfg.update(torch_dtype="float16",
                quantization_config={"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True})
     m = spec_from_config(cfg, "llama-8b-awq", "test")
-    assert m.quantization == Quantization("int4", group_size=128, has_zeros=True)
+    assert m.quantization == Quantization("int4", group_size=128, has_zeros=True, config_method="awq")
     # fused qkv 6144x4096: 12,582,912 packed + 32 groups x 6144 x 2 B scales + 196,608 / 2 B zeros = 13,074,432
     assert linear_bytes(6144, 4096, 2, m.quantization) == 13_074_432
     layer = 13_074_432 + 8_716_288 + 61_014_016 + 30_507_008 + 2 * 4096 * 2  # qkv, o, gate_up, down, norms

@@ -203,7 +203,13 @@ def _ct_groups(qc: dict, model: str) -> dict:
 
 
 def _ct_scheme(group: Any, model: str, unquantized: tuple[str, ...]) -> Quantization | None:
-    """One compressed-tensors config group's weight scheme (none for weights: vLLM leaves its targets unquantized)."""
+    """One compressed-tensors config group's weight scheme (none for weights: vLLM leaves its targets unquantized),
+    read by the engine's compressed-tensors config (Quantization.config_method)."""
+    scheme = _ct_weight_scheme(group, model, unquantized)
+    return None if scheme is None else replace(scheme, config_method="compressed-tensors")
+
+
+def _ct_weight_scheme(group: Any, model: str, unquantized: tuple[str, ...]) -> Quantization | None:
     weights = group.get("weights") if isinstance(group, dict) else "?"
     if weights is None:  # no group, or none for weights (sparsity / KV-cache schemes): vLLM leaves them unquantized
         return None
@@ -390,18 +396,29 @@ def compressed_tensors_layers(qc: dict, declared: Quantization | None, model: st
 
 
 def parse_quantization(qc: dict | None, is_moe: bool, model: str) -> Quantization | None:
-    """The checkpoint's declared quantization (`quantization_config`), or None for unquantized weights."""
+    """The checkpoint's declared quantization (`quantization_config`), or None for unquantized weights; its
+    `config_method` the quant_method the engine reads (ModelOpt's own layout: modelopt)."""
     if not qc:
         return None
+    q = _parse_quantization(qc, is_moe, model)
+    return None if q is None else replace(q, config_method=_quant_method(qc))
+
+
+def _quant_method(qc: dict) -> str:
+    """The quant_method a quantization_config names (lower case; ModelOpt's own layout, hf_quant_config.json or copied
+    into config.json, names none: its algorithm sits under "quantization", and vLLM's
+    transformers_utils/model_arch_config_convertor.py _normalize_quantization_config names it modelopt)."""
     method = str(qc.get("quant_method") or qc.get("quant_algo") or "").lower()
-    inner = qc.get("quantization")
-    nested: dict = inner if isinstance(inner, dict) else {}
     producer = qc.get("producer")
     if not method and isinstance(producer, dict) and producer.get("name") == "modelopt":
-        # ModelOpt's own layout (hf_quant_config.json, or copied into config.json): no quant_method, the algorithm
-        # under "quantization" (vllm/transformers_utils/model_arch_config_convertor.py _normalize_quantization_config
-        # names it modelopt / modelopt_fp4)
         method = "modelopt"
+    return method
+
+
+def _parse_quantization(qc: dict, is_moe: bool, model: str) -> Quantization | None:
+    method = _quant_method(qc)
+    inner = qc.get("quantization")
+    nested: dict = inner if isinstance(inner, dict) else {}
     unquantized = _kept_modules(qc, nested, model)
     if method == "fp8":
         block = qc.get("weight_block_size")

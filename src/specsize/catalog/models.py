@@ -509,8 +509,8 @@ def _from_variant(v: Variant) -> ModelSpec:
     if override is not None and not (quant is not None and quant.method == override.method):
         quant = replace(override, source="declared")  # else the base's own layout (what it keeps in 16 bits)
     if quant is not None and v.fp8_block is not None and quant.method == "fp8" and not quant.block:
-        # the publisher's fp8 blocks (catalog.variants.QWEN_FP8_BLOCK), a native fp8 checkpoint's
-        quant = replace(quant, block=v.fp8_block, moe_block_refine=True)
+        # the publisher's fp8 blocks (catalog.variants.QWEN_FP8_BLOCK), a native fp8 checkpoint's (quant_method fp8)
+        quant = replace(quant, block=v.fp8_block, moe_block_refine=True, config_method="fp8")
     return base.with_(model_id=v.model_id, source=f"{VARIANT_SOURCE}: {v.base}", quantization=quant)
 
 

@@ -132,6 +132,16 @@ class AccountingProfile:
     # it, raises "nvfp4 KV cache is not yet supported"), "served" (vLLM 0.21 on, read in 0.21.0, 0.22.0 and 0.32.0:
     # datacenter Blackwell's trtllm-gen kernels), "served_fa2" (0.32: capability 8.x / 9.x / 12.x too, FA2)
     nvfp4_kv: str = ""
+    # --kv-cache-dtype fp8_e5m2 beside weights whose quantization config loads the attention layers' KV scales: vLLM
+    # raises "fp8_e5m2 kv-cache is not supported with fp8 checkpoints" (model_executor/layers/attention/attention.py,
+    # Attention's KV-scale setup; MLA's layer has no such check in 0.32). Those configs: Fp8Config (an fp8 checkpoint,
+    # or --quantization fp8 over 16-bit weights: Fp8KVCacheMethod), ModelOpt's fp8 / NVFP4 (ModelOptKVCacheMethod),
+    # compressed-tensors (CompressedTensorsKVCacheMethod); not fbgemm_fp8, AWQ, GPTQ, MXFP4 or bitsandbytes, which
+    # return none for attention. "refused": every such checkpoint (up to 0.23, read in 0.20.0 - 0.23.0); "scheme":
+    # from 0.24 a compressed-tensors checkpoint only where it declares a kv_cache_scheme ("weight-only ones declare
+    # none and must keep fp8_e5m2, the only fp8 KV dtype usable on Ampere", read in 0.24.0 - 0.32.0); "": no check
+    # (SGLang)
+    e5m2_fp8_weights: str = ""
     # CUDA graphs: the largest step (tokens) the engine replays from a graph; a larger one runs its kernels launched
     # one by one from the host (Efficiency.eager_layer_s / eager_moe_layer_s). GRAPH_ALL: no limit modelled
     graph_max_tokens: int = GRAPH_ALL
@@ -406,6 +416,24 @@ def for_gpu(rules: tuple, gpu: GpuSpec, default):
                  if key == gpu.family or (key == "cc10" and gpu.compute_capability_10)), default)
 
 
+def quant_config_name(quant: Quantization | None) -> str:
+    """The quantization config the engine builds for `quant`: the checkpoint's quant_method, or the override's."""
+    if quant is None:
+        return "unquantized"
+    return quant.config_method or quant.method
+
+
+def _loads_kv_scales(target: ModelSpec, p: AccountingProfile, quant: Quantization | None) -> bool:
+    """Whether the served weights' quantization config gives attention a KV-scale method, which vLLM refuses beside
+    an fp8_e5m2 cache (AccountingProfile.e5m2_fp8_weights)."""
+    if not p.e5m2_fp8_weights or quant is None:
+        return False
+    method = quant.config_method or ("fp8" if quant.source == "override" and quant.method == "fp8" else "")
+    if method == "compressed-tensors":
+        return p.e5m2_fp8_weights == "refused" or target.kv_cache_scheme
+    return method in ("fp8", "modelopt", "modelopt_fp4", "nvfp4")
+
+
 def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | None) -> ResolvedSettings:
     e = d.engine
     target = d.target
@@ -426,6 +454,10 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         kv_dtype, kv_bytes = dtype, DTYPE_BYTES[dtype]
     elif e.kv_cache_dtype.startswith("fp8"):
         kv_dtype, kv_bytes = e.kv_cache_dtype, 1
+        if kv_dtype == "fp8_e5m2" and target.mla is None and _loads_kv_scales(target, p, quant):
+            raise SpecError("kv_cache_dtype", f"fp8_e5m2 beside {target.model_id}'s {quant_config_name(quant)} "
+                            "weights: vLLM refuses it (\"fp8_e5m2 kv-cache is not supported with fp8 checkpoints\": "
+                            "their quantization config loads the KV cache's e4m3 scales)", "fp8 (e4m3), fp8_e4m3 or auto")
     else:
         kv_dtype = canonical_dtype(e.kv_cache_dtype, "kv_cache_dtype")
         kv_bytes = DTYPE_BYTES[kv_dtype]

@@ -159,6 +159,10 @@ class Quantization:
     # the KV cache dtype the checkpoint was calibrated for (a ModelOpt kv_cache_quant_algo: "fp8" or "nvfp4"), which
     # vLLM 0.14 and later serve under kv_cache_dtype auto (AccountingProfile.checkpoint_kv_dtype); None without one
     kv_cache_dtype: str | None = None
+    # the checkpoint's quantization_config.quant_method as the engine reads it (fp8, fbgemm_fp8, awq, gptq,
+    # compressed-tensors, mxfp4, modelopt, bitsandbytes; "" for an override or a format given by name), which decides
+    # what else the engine's quantization config does (core.memory: its attention layers' KV scales)
+    config_method: str = ""
 
 
 VARIANT_SOURCE = "variant"  # the source prefix of a published variant of a catalog model (catalog.variants)

@@ -180,6 +180,7 @@ def _mxfp4_rules(hopper: Mxfp4Layout | None, cc10: Mxfp4Layout = MXFP4_TRTLLM_25
 # What every V1 profile shares; each release below replaces only the fields that differ.
 _V1_COMMON = AccountingProfile(
     engine="vllm",
+    e5m2_fp8_weights="refused",  # fp8_e5m2 beside fp8 / ModelOpt / compressed-tensors weights (AccountingProfile)
     custom_allreduce=True,  # on ROCm from 0.8.3 (AccountingProfile.custom_allreduce; 0.8 - 0.8.2: V1_EARLY)
     # a model drafter's first forward after verification runs over every verified position, k + 1 a sequence, the
     # rejected ones as padding (v1/spec_decode/llm_base_proposer.py SpecDecodeBaseProposer.propose after
@@ -234,6 +235,7 @@ _V1_COMMON = AccountingProfile(
 V0_OUTPUT_PER_TOKEN_S = 5.0e-5
 V0 = AccountingProfile(
     engine="vllm", version="0.6", label="vLLM 0.6-0.7 (V0 engine)", generation="V0",
+    e5m2_fp8_weights="refused",  # fp8_e5m2 beside fp8 / ModelOpt / compressed-tensors weights (AccountingProfile)
     # V0's proposers draft from the last token a sequence holds (spec_decode/multi_step_worker.py): one position
     draft_extend="last", draft_model_extend="",
     block_sizes=VLLM_BLOCK_SIZES, token_budget_rules=True, ngram_proposal_rate=NGRAM_PROPOSAL_RATE,
@@ -457,7 +459,7 @@ V1_021 = replace(V1_021, label="vLLM 0.21 (V1; CUDA graph estimate subtracted fr
 V1_024 = replace(
     V1_021,
     version="0.24", label="vLLM 0.24-0.31 (V1; CUDA graphs subtracted; capacity in whole requests)",
-    token_report="requests", ct_kv_cache_scheme="auto",
+    token_report="requests", ct_kv_cache_scheme="auto", e5m2_fp8_weights="scheme",
     mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_0351, cdna3=MXFP4_ROCM_256, cdna4=MXFP4_ROCM_CDNA4_KEPT_TP2),
 )
 
@@ -502,6 +504,7 @@ V1_024 = replace(V1_024, label="vLLM 0.24 (V1; CUDA graphs subtracted; capacity 
 V1_LATEST = replace(
     _V1_COMMON,
     checkpoint_kv_dtype=True,  # a ModelOpt checkpoint's fp8 KV cache under auto (AccountingProfile)
+    e5m2_fp8_weights="scheme",  # compressed-tensors: only with a kv_cache_scheme from 0.24 (AccountingProfile)
     version="0.32", label="vLLM 0.32 (V1; CUDA graphs subtracted; capacity in whole requests)",
     default_max_num_seqs=256, default_max_num_seqs_large_gpu=1024,
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=8192,

@@ -52,6 +52,8 @@ _BASE = replace(vllm.V1_LATEST, engine="sglang", generation="SGLang",
                 # (distributed/device_communicators/custom_all_reduce.py: custom_ar = False "For AMD GPUs and CPUs");
                 # later releases' own kernel on AMD is not sourced here, so RCCL's latency stays
                 custom_allreduce=False, model_runner_v2="", mrv2_v1_methods=(),
+                # vLLM's refusal of fp8_e5m2 beside KV-scale-loading weights is vLLM's (AccountingProfile)
+                e5m2_fp8_weights="",
                 # MLA prompts as multi-head attention only without a prefix (triton's rule; by GPU: _profile's mla)
                 mla_prompt_mha=(True, MLA_ABSORBED),
                 # a step is a prefill batch or the decode batch, prefill first: sgl-project/sglang python/sglang/srt/
