@@ -5,12 +5,14 @@ normal approximation, not read from specsize's output."""
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import replace
 
 import pytest
 
 from helpers import run_cli
+from specsize.catalog.models import catalog_entry
 from specsize.catalog.models import load_model
 from specsize.core.perf import busiest_rank, expected_max_normal
 from specsize.core.weights import experts_on_rank, weight_breakdown
@@ -95,9 +97,9 @@ def test_plan_json_config_and_step(capsys):
 def test_sglang_command_and_older_releases(capsys):
     code, out, err = _plan(capsys, "--expert-parallel", "--engine", "sglang")
     assert code == 0 and "--ep-size 4" in out
-    code, out, err = _plan(capsys, "--expert-parallel", "--engine", "sglang", "--engine-version", "0.4.6")
+    code, out, err = _plan(capsys, "--expert-parallel", "--engine", "sglang", "--engine-version", "0.4.6.post2")
     assert code == 0
-    assert "takes --enable-ep-moe in place of --ep-size" in out + err
+    assert "takes --enable-ep-moe in place of --ep-size" in out + err  # --ep-size alone from 0.4.10.post2
 
 
 def test_refused_where_the_release_has_none(capsys):
@@ -107,16 +109,92 @@ def test_refused_where_the_release_has_none(capsys):
     assert "expert_parallel" in err and "0.8.0" in err and "Traceback" not in err
 
 
-def test_sglang_refuses_an_uneven_split(capsys):
-    # every catalog MoE has a power-of-two expert count, so the uneven case (60 experts over TP 8) is built here
-    from specsize.core.errors import SpecError
-    from specsize.engines.support import check_expert_parallel
+def _uneven(tmp_path):
+    # every catalog MoE has a power-of-two expert count: DeepSeek-V2-Lite's config with 60 routed experts
+    cfg = dict(catalog_entry("deepseek-ai/DeepSeek-V2-Lite-Chat")["config"], n_routed_experts=60)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    return tmp_path
 
-    m = load_model("deepseek-ai/DeepSeek-V2-Lite-Chat")
-    with pytest.raises(SpecError) as exc:
-        check_expert_parallel("sglang", None, m.with_(moe=replace(m.moe, num_experts=60)), 8)
-    assert exc.value.field == "expert_parallel"
-    check_expert_parallel("vllm", None, m.with_(moe=replace(m.moe, num_experts=60)), 8)  # vLLM: ranks 0-3 hold 8
+
+def test_uneven_splits_by_engine_and_release(capsys, tmp_path):
+    target = _uneven(tmp_path)
+    base = ("plan", "--target", target, "--gpu", "H100-SXM-80GB", "--tp", "8", "--expert-parallel")
+    code, _, err = run_cli(capsys, *base, "--engine", "sglang")
+    assert code == 2 and "expert_parallel" in err and "evenly" in err  # SGLang's FusedMoE asserts a whole split
+    code, _, err = run_cli(capsys, *base, "--engine-version", "0.10")  # the last rank took all 4 leftovers
+    assert code == 2 and "last rank" in err and "0.10.1" in err
+    code, _, err = run_cli(capsys, *base, "--engine-version", "0.10.1")  # ranks 0-3 hold 8, ranks 4-7 hold 7
+    assert code == 0, err
+
+
+def test_sglang_releases_by_architecture_and_format(capsys):
+    def plan(target, version, *extra):
+        return run_cli(capsys, "plan", "--target", target, "--gpu", "H200-141GB", "--tp", "8", "--expert-parallel",
+                       "--engine", "sglang", "--engine-version", version, *extra)[:3:2]
+
+    # Qwen3 MoE's model file built EPMoE from 0.4.6.post2; Llama 4's none before FusedMoE took moe_ep_size (0.4.10.post2)
+    code, err = plan("Qwen/Qwen3-30B-A3B", "0.4.6")
+    assert code == 2 and "0.4.6.post2" in err
+    assert plan("Qwen/Qwen3-30B-A3B", "0.4.6.post2")[0] == 0
+    code, err = plan("meta-llama/Llama-4-Scout-17B-16E-Instruct", "0.4.10")
+    assert code == 2 and "0.4.10.post2" in err
+    # DeepSeek-V3's block-fp8 experts: EPMoE's block scales from 0.4.3.post3 (sgl-project/sglang PR 3602)
+    code, err = plan("deepseek-ai/DeepSeek-V3", "0.4.3")
+    assert code == 2 and "0.4.3.post3" in err
+
+
+def test_sglang_holds_mxfp4_experts_in_bf16_off_blackwell(capsys):
+    # SGLang picks its MXFP4 MoE runner only at ep_size 1; otherwise Mxfp4MoEMethod upcasts the experts to bf16:
+    # gpt-oss-120b at TP 2 holds 64 experts x 36 layers x (3 x 2,880 x 2,880 + 3 x 2,880 bias) x 2 B =
+    # 114,701,598,720 B = 106.82 GiB of experts a GPU, more than an H100 holds
+    args = ("plan", "--target", "openai/gpt-oss-120b", "--gpu", "H100-SXM-80GB", "--tp", "2", "--format", "json")
+    code, out, err = run_cli(capsys, *args, "--expert-parallel", "--engine", "sglang")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["per_gpu"]["weights_target_bytes"] > 114_701_598_720
+    assert doc["verdict"] == "does_not_fit"
+    code, out, _ = run_cli(capsys, *args, "--expert-parallel")  # vLLM keeps them MXFP4 (15.48 GiB of experts)
+    assert json.loads(out)["per_gpu"]["weights_target_bytes"] < 40 * 2**30
+    code, out, _ = run_cli(capsys, "plan", "--target", "openai/gpt-oss-120b", "--gpu", "B200-180GB", "--tp", "2",
+                           "--expert-parallel", "--engine", "sglang", "--format", "json")
+    assert json.loads(out)["per_gpu"]["weights_target_bytes"] < 40 * 2**30  # FlashInfer's MXFP4 MoE on sm100
+    # compute capability 12, 0.5.10 - 0.5.14: the triton_kernel runner asserts ep_size == 1
+    code, _, err = run_cli(capsys, "plan", "--target", "openai/gpt-oss-20b", "--gpu", "RTX-PRO-6000-96GB", "--tp", "2",
+                           "--expert-parallel", "--engine", "sglang", "--engine-version", "0.5.12")
+    assert code == 2 and "ep_size == 1" in err
+
+
+def test_quantization_none_is_priced_unquantized(capsys):
+    # --quantization none over gpt-oss's MXFP4 checkpoint: the memory held bf16 experts but the steps still read MXFP4
+    def tpot(*extra):
+        code, out, err = run_cli(capsys, "plan", "--target", "openai/gpt-oss-20b", "--gpu", "H100-SXM-80GB",
+                                 "--concurrency", "8", "--format", "json", *extra)
+        assert code == 0, err
+        return json.loads(out)["perf"]["tpot_s_no_spec"]
+
+    # the experts' bytes a step reads grow ~3.8x (16 bits against 4.25): a memory-bound decode slows markedly
+    assert tpot("--quantization", "none") > 1.5 * tpot()
+
+
+def test_busiest_rank_floor_of_the_most_popular_expert():
+    # Mixtral's 8 experts on 8 GPUs, top-2, Zipf 0.95: the busiest GPU holds the most popular expert, whose share of
+    # tokens is 2 / sum(k^-0.95, k = 1..8) = 0.7061 of them: 256 tokens give it 180.8 assignments (the normal
+    # approximation alone gave 134; a Monte Carlo of the placement 181)
+    share = 2 / sum(k ** -0.95 for k in range(1, 9))
+    assert busiest_rank(8, 2, 0.95, 8, 256, 256)[1] == pytest.approx(256 * share, rel=1e-6)
+    assert busiest_rank(8, 2, 0.95, 8, 1, 1) == (1.0, 1.0)  # one token: one expert, one assignment
+
+
+def test_moe_draft_model_follows_expert_parallelism():
+    from specsize.catalog.gpus import load_gpu
+    from specsize.core.specs import Deployment, SpeculativeConfig
+    from specsize.core.speculation import SpecMethod
+
+    target, draft = load_model("Qwen/Qwen3-235B-A22B"), load_model("Qwen/Qwen3-30B-A3B")
+    sp = SpeculativeConfig(method=SpecMethod.DRAFT_MODEL, draft=draft, num_speculative_tokens=3, draft_tp=8)
+    d = Deployment(target=target, gpu=load_gpu("H200-141GB"), speculative=sp, tp=8, expert_parallel=True)
+    assert d.ep == 8 and d.draft_ep == 8  # vLLM's create_draft_parallel_config: the target's EP for an MoE draft
+    assert replace(d, expert_parallel=False).draft_ep == 1
 
 
 def test_block_fp8_experts_load_whole_under_expert_parallelism(capsys):
@@ -131,8 +209,9 @@ def test_block_fp8_experts_load_whole_under_expert_parallelism(capsys):
 
 
 def test_dense_target_is_told(capsys):
-    code, out, err = run_cli(capsys, "plan", "--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB",
-                             "--tp", "2", "--expert-parallel")
-    assert code == 0
-    assert "has no routed experts" in out + err
-    assert "--enable-expert-parallel" not in out
+    for extra in ((), ("--engine-version", "0.7")):  # a release without the flag: it is left out, nothing refused
+        code, out, err = run_cli(capsys, "plan", "--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu",
+                                 "H100-SXM-80GB", "--tp", "2", "--expert-parallel", *extra)
+        assert code == 0, err
+        assert "has no routed experts" in out + err
+        assert "--enable-expert-parallel" not in out

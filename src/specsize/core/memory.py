@@ -285,6 +285,10 @@ class ResolvedSettings:
     enforce_eager: bool
     num_speculative_tokens: int
     prefill_first: bool = False  # the engine's step policy (AccountingProfile.prefill_first)
+    # the engine holds the target's quantized MoE experts unquantized and runs them so (SGLang's MXFP4 experts under
+    # expert parallelism off datacenter Blackwell: engines/sglang/accounting.py); the step costs then price the
+    # target as a `none` override serves it (planner.perf)
+    experts_upcast: bool = False
     spec_host_handover: bool = False  # AccountingProfile.spec_host_handover
     draft_extend: str = "verified"  # AccountingProfile.draft_extend (draft_model_extend for a separate draft model)
     spec_expansion_query_s: float = 0.0  # AccountingProfile.spec_expansion_query_s, 0 with --enforce-eager
@@ -434,10 +438,10 @@ def _loads_kv_scales(target: ModelSpec, p: AccountingProfile, quant: Quantizatio
     return method in ("fp8", "modelopt", "modelopt_fp4", "nvfp4")
 
 
-def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | None) -> ResolvedSettings:
+def _kv_cache_dtype(d: Deployment, p: AccountingProfile, quant: Quantization | None, dtype: str) -> tuple[str, int]:
+    """(the KV cache's dtype, its bytes a value) as the release resolves --kv-cache-dtype for the served weights."""
     e = d.engine
     target = d.target
-    dtype = target.dtype if e.dtype in (None, "auto") else canonical_dtype(e.dtype, "dtype")
     auto_kv = e.kv_cache_dtype in ("auto", None)
     nvfp4_checkpoint = auto_kv and bool(p.nvfp4_kv) and quant is not None and quant.kv_cache_dtype == "nvfp4"
     if target.kv_cache_scheme and (p.ct_kv_cache_scheme == "forced" or (p.ct_kv_cache_scheme == "auto" and auto_kv)):
@@ -465,6 +469,14 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
             raise SpecError("kv_cache_dtype", f"{kv_dtype} beside a {dtype} model: the engines keep the KV cache in "
                             "the dtype the model is served in (auto) or in fp8", "auto (or the served dtype), fp8, "
                             "fp8_e4m3, fp8_e5m2")
+    return kv_dtype, kv_bytes
+
+
+def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | None) -> ResolvedSettings:
+    e = d.engine
+    target = d.target
+    dtype = target.dtype if e.dtype in (None, "auto") else canonical_dtype(e.dtype, "dtype")
+    kv_dtype, kv_bytes = _kv_cache_dtype(d, p, quant, dtype)
     # a pre-quantized bitsandbytes checkpoint: the target's own, or the one a --quantization bitsandbytes over weights
     # stored in another format asks to serve (checkpoint_format_needed: the engines quantize at load only unquantized
     # weights)
@@ -532,7 +544,7 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         admission=p.admission,
         mxfp4_pad=for_gpu(p.mxfp4_pad_by_gpu, d.gpu, p.mxfp4_pad),
         mla_prompt_mha=for_gpu(p.mla_prompt_mha_by_gpu, d.gpu, p.mla_prompt_mha),
-        mla_latent_cache=p.mla_latent_cache,
+        mla_latent_cache=p.mla_latent_cache, experts_upcast=False,
         recv_interval=_engine_interval("scheduler_recv_interval", e.scheduler_recv_interval, p.recv_interval_flag, p,
                                        "engine_version 0.5.1 or later" if p.engine == "sglang" else "engine sglang"),
         stream_interval=_engine_interval("stream_interval", e.stream_interval, p.stream_interval_flag, p,
@@ -733,7 +745,7 @@ def draft_weight_bytes(d: Deployment, s: ResolvedSettings) -> int:
         return 0
     if kind.own_tp:
         return weight_breakdown(draft, sp.draft_tp, 1, s.dtype if draft.quantization is None else draft.dtype,
-                                mxfp4_pad=s.mxfp4_pad).total
+                                mxfp4_pad=s.mxfp4_pad, ep=d.draft_ep).total
     # heads reuse the target's embedding (and, except EAGLE-3's reduced vocabulary, its lm_head), unless their
     # checkpoint ships an embedding of their own (`ModelSpec.own_embedding`, read from its weights); vLLM builds k
     # Medusa heads whatever the checkpoint declares (medusa_at_k), as the step costs price them
@@ -820,7 +832,8 @@ def activation_peak(d: Deployment, s: ResolvedSettings, p: AccountingProfile) ->
         sampler += p.act_sampler_hidden_coef * tokens * d.target.hidden_size * ab
         workspace = moe_workspace_bytes(d.target, tokens, moe_tp(d), ab)
         if sp.draft is not None and sp.kind.has_gpu_drafter:
-            workspace = max(workspace, moe_workspace_bytes(sp.draft, tokens, sp.drafter_tp or d.tp, ab))
+            draft_moe_tp = 1 if d.draft_ep > 1 else (sp.drafter_tp or d.tp)  # a draft model's experts as moe_tp
+            workspace = max(workspace, moe_workspace_bytes(sp.draft, tokens, draft_moe_tp, ab))
         language = max(forward, sampler + spec) + workspace
     else:
         language = forward + sampler + spec

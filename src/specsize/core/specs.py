@@ -413,6 +413,16 @@ class Deployment:
         return self.tp if (self.expert_parallel and self.target.moe is not None and self.tp > 1) else 1
 
     @property
+    def draft_ep(self) -> int:
+        """The expert-parallel ranks of a separate MoE draft model: under expert_parallel its own TP (vLLM's
+        config/speculative.py create_draft_parallel_config: enable_expert_parallel = the target's and the draft
+        model's is_moe; SGLang's draft worker shares the MoE groups), 1 otherwise."""
+        sp = self.speculative
+        draft = sp.draft
+        moe = self.expert_parallel and draft is not None and draft.moe is not None and sp.kind.own_tp
+        return sp.draft_tp if (moe and sp.draft_tp > 1) else 1
+
+    @property
     def gpus_per_instance(self) -> int:
         return self.tp * self.pp
 

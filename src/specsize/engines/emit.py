@@ -206,7 +206,7 @@ def sglang_command(d: Deployment, mem: MemoryAccount, nodes: int = 1) -> EngineC
     argv = ["python", "-m", "sglang.launch_server", "--model-path", served_model(d), "--tp-size", str(d.tp)]
     if d.pp > 1:
         argv += ["--pp-size", str(d.pp)]
-    if d.ep > 1:  # expert parallelism over the TP group; before 0.5.3 written --enable-ep-moe (engine_flags.json)
+    if d.ep > 1:  # expert parallelism over the TP group; before 0.4.10.post2 written --enable-ep-moe (engine_flags.json)
         argv += ["--ep-size", str(d.ep)]
     argv += ["--mem-fraction-static", str(s.gpu_memory_utilization), "--context-length", str(s.max_model_len),
              "--max-running-requests", str(s.max_num_seqs), "--chunked-prefill-size", str(s.max_num_batched_tokens),

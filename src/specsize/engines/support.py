@@ -9,7 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..core.errors import SpecError
-from ..core.specs import ModelSpec, checkpoint_format_needed
+from ..core.specs import Deployment, ModelSpec, checkpoint_format_needed, effective_target
 from .registry import is_series, release, release_key
 
 
@@ -116,10 +116,27 @@ def check_model_support(engine: str, version: str | None, model: ModelSpec, fiel
 # The first releases with expert parallelism over the TP group: vLLM's --enable-expert-parallel (vllm-project/vllm PR
 # 14305, merged 2025-03-06, replacing the VLLM_TEST_ENABLE_EP variable: in 0.8.0's engine/arg_utils.py), SGLang's
 # --enable-ep-moe (server_args.py from the 0.4.1.post4 wheel read; 0.4.0's has none: "if self.enable_ep_moe:
-# self.ep_size = self.tp_size"), written --ep-size N from 0.5.3, where --enable-ep-moe became a DeprecatedAction
-# that no longer sets it ("Please set `--ep-size` to the same value as `--tp-size` instead").
+# self.ep_size = self.tp_size"). SGLang's --ep-size N alone switches the MoE layers to it from 0.4.10.post2
+# (get_moe_impl_class reads the expert-parallel world size); from 0.5.3 --enable-ep-moe is a DeprecatedAction that
+# raises ("Please set `--ep-size` to the same value as `--tp-size` instead"): engine_flags.json's flags_before.
 EXPERT_PARALLEL_FROM = {"vllm": "0.8.0", "sglang": "0.4.1.post4"}
-SGLANG_EP_SIZE_FROM = "0.5.3"
+# SGLang before 0.4.10.post2 ran --enable-ep-moe only in the model files that build EPMoE (get_moe_impl_class):
+# deepseek_v2.py (DeepSeek-V2 / V3) and mixtral.py from 0.4.1.post4, grok.py from 0.4.5, qwen2_moe.py / qwen3_moe.py
+# from 0.4.6.post2, glm4_moe.py from 0.4.10; from 0.4.10.post2 FusedMoE reads moe_ep_size itself, for every model
+SGLANG_EP_ARCH_FROM = {"deepseek_v2": "0.4.1.post4", "deepseek_v3": "0.4.1.post4", "mixtral": "0.4.1.post4",
+                       "grok-1": "0.4.5", "qwen2_moe": "0.4.6.post2", "qwen3_moe": "0.4.6.post2", "glm4_moe": "0.4.10"}
+SGLANG_EP_ANY_ARCH_FROM = "0.4.10.post2"
+# vLLM's determine_expert_map gave every leftover expert to the last rank ("All remaining experts are assigned to the
+# last rank": 30 experts on 8 ranks held [3, 3, 3, 3, 3, 3, 3, 9]) until vllm-project/vllm PR 21497 (merged 2025-07-24)
+# spread them one apiece over the first ranks, as read in 0.10.1.1's fused_moe/layer.py; 0.10.0 is taken as the old
+# rule (its release came the same day)
+VLLM_EP_REMAINDER_FIRST_FROM = "0.10.1"
+# ... and its EPMoE held block-fp8 experts from 0.4.3.post3 (Fp8EPMoEMethod's block_quant: none in the 0.4.1.post4 -
+# 0.4.3.post2 wheels, one scale an expert; sgl-project/sglang PR 3602)
+SGLANG_EP_BLOCK_FP8_FROM = "0.4.3.post3"
+# SGLang 0.5.10 - 0.5.14 force the triton_kernel MoE runner for MXFP4 experts on compute capability 12 (workstation
+# and consumer Blackwell) and assert "self.ep_size == 1" there (server_args.py, mxfp4.py)
+SGLANG_EP_MXFP4_CC12_REFUSED = ("0.5.10", "0.5.15")
 
 
 def expert_parallel_problem(engine: str, version: str | None) -> str | None:
@@ -133,16 +150,47 @@ def expert_parallel_problem(engine: str, version: str | None) -> str | None:
     return f"{name} {version} has no expert parallelism ({name} {first} on)"
 
 
-def check_expert_parallel(engine: str, version: str | None, model: ModelSpec, tp: int) -> None:
-    """Refuse expert parallelism the engine cannot run: a release without it, and on SGLang a split that is not a
-    whole number of experts a GPU (its FusedMoE asserts "(num_experts - num_fused_shared_experts) % moe_ep_size ==
-    0", fused_moe_triton/layer.py in the 0.5.x wheels; 0.4.x's EPMoE takes num_experts // tp_size and would drop the
-    rest). vLLM gives the first num_experts % tp ranks one more (core.weights.experts_on_rank)."""
+def check_expert_parallel(engine: str, version: str | None, d: Deployment) -> None:
+    """Refuse expert parallelism the engine cannot run for the deployment's target as served (Deployment.ep > 1: an
+    MoE target at TP > 1; elsewhere the flag changes nothing and is left out): a release without it; on SGLang a split
+    that is not a whole number of experts a GPU (its FusedMoE asserts "(num_experts - num_fused_shared_experts) %
+    moe_ep_size == 0", fused_moe_triton/layer.py in the 0.5.x wheels; 0.4.x's EPMoE takes num_experts // tp_size and
+    would drop the rest), an architecture or weight format its EPMoE did not take yet (SGLANG_EP_ARCH_FROM,
+    SGLANG_EP_BLOCK_FP8_FROM), MXFP4 experts on compute capability 12 in 0.5.10 - 0.5.14. vLLM gives the first
+    num_experts % tp ranks one more (core.weights.experts_on_rank)."""
+    from .registry import released_by  # noqa: PLC0415
+
+    if d.ep <= 1:
+        return
     problem = expert_parallel_problem(engine, version)
     if problem is not None:
         raise SpecError("expert_parallel", problem,
                         f"false, or engine_version {EXPERT_PARALLEL_FROM[engine]} or later")
-    moe = model.moe
-    if engine == "sglang" and moe is not None and tp > 1 and moe.num_experts % tp:
-        raise SpecError("expert_parallel", f"{model.model_id}'s {moe.num_experts} experts do not split evenly over "
-                        f"TP {tp}, which SGLang requires", "a TP that divides the experts, or false")
+    target, quant = effective_target(d)
+    moe = target.moe
+    assert moe is not None  # Deployment.ep
+    if engine != "sglang":
+        if moe.num_experts % d.tp and not released_by(version, VLLM_EP_REMAINDER_FIRST_FROM):
+            raise SpecError("expert_parallel", f"{target.model_id}'s {moe.num_experts} experts over TP {d.tp} leave "
+                            f"{moe.num_experts % d.tp}, which vLLM {version} gives all to the last rank; specsize "
+                            f"sizes the split of vLLM {VLLM_EP_REMAINDER_FIRST_FROM} on (one more on each first rank)",
+                            f"a TP that divides the experts, or engine_version {VLLM_EP_REMAINDER_FIRST_FROM} or later")
+        return
+    if moe.num_experts % d.tp:
+        raise SpecError("expert_parallel", f"{target.model_id}'s {moe.num_experts} experts do not split evenly over "
+                        f"TP {d.tp}, which SGLang requires", "a TP that divides the experts, or false")
+    first = SGLANG_EP_ARCH_FROM.get(target.model_type, SGLANG_EP_ANY_ARCH_FROM)
+    if not released_by(version, first):
+        raise SpecError("expert_parallel", f"SGLang {version} runs expert parallelism for {target.model_type} "
+                        f"models from {first} (its model file builds no EPMoE before)",
+                        f"false, or engine_version {first} or later")
+    if quant is not None and quant.method == "fp8" and quant.block and not released_by(version, SGLANG_EP_BLOCK_FP8_FROM):
+        raise SpecError("expert_parallel", f"SGLang {version}'s EPMoE holds no block-fp8 experts (from "
+                        f"{SGLANG_EP_BLOCK_FP8_FROM})", f"false, or engine_version {SGLANG_EP_BLOCK_FP8_FROM} or later")
+    cc12 = d.gpu.vendor == "nvidia" and d.gpu.family == "blackwell" and not d.gpu.compute_capability_10
+    low, high = SGLANG_EP_MXFP4_CC12_REFUSED
+    if quant is not None and quant.method == "mxfp4" and cc12 and released_by(version, low) and \
+            not released_by(version, high):
+        raise SpecError("expert_parallel", f"SGLang {version} runs MXFP4 experts on {d.gpu.gpu_id} (compute "
+                        "capability 12) with its triton_kernel runner only, which asserts ep_size == 1",
+                        f"false, or engine_version {high} or later")

@@ -45,7 +45,7 @@ class Request:
     tp: int = F(1, "Tensor parallel size.", "int", DEPLOYMENT, minimum=1, maximum=1024)
     pp: int = F(1, "Pipeline parallel size.", "int", DEPLOYMENT, minimum=1, maximum=1024)
     expert_parallel: bool = F(False, "Split an MoE target's routed experts by expert over the TP group instead of by "
-                              "rows (vLLM 0.8+ --enable-expert-parallel, SGLang 0.4.1+ --ep-size = --tp-size): each GPU "
+                              "rows (vLLM 0.8+ --enable-expert-parallel, SGLang 0.4.1.post4+ --ep-size = --tp-size): each GPU "
                               "holds whole experts; a step waits on the GPU whose experts the batch routes to most.",
                               "bool", DEPLOYMENT)
     gpu_memory_gib: float | None = F(None, "Override the GPU's memory (as the driver reports it).", "float",

@@ -246,12 +246,11 @@ def deployment_of(r: Request) -> tuple[Deployment, str | None]:
         kv_cache_memory_bytes=r.kv_cache_memory_bytes, cuda_graph_max_bs=r.cuda_graph_max_bs,
         scheduler_recv_interval=r.scheduler_recv_interval, stream_interval=r.stream_interval)
     gpu = _gpu(r)
-    if r.expert_parallel:
-        check_expert_parallel(r.engine, r.engine_version, target, r.tp)
     d = Deployment(target=target, gpu=gpu, speculative=speculative, tp=r.tp, pp=r.pp, num_gpus=r.gpus,
                    engine=settings, shared_reserved_bytes=int(r.shared_reserved_gib * 2**30) + _other_processes(r, gpu),
                    expert_parallel=r.expert_parallel)
     check_deployment(r.engine, r.engine_version, d)  # block-fp8 weights the release cannot split at this TP
+    check_expert_parallel(r.engine, r.engine_version, d)  # expert parallelism the release cannot run
     return d, shape_note
 
 

@@ -202,7 +202,7 @@ def _expert_parallel_notes(d: Deployment, mem, efficiency, batch: int, context: 
         return []
     moe = d.target.moe
     if d.ep == 1 or moe is None:
-        why = "has no routed experts" if moe is None else "runs on one GPU (TP 1)"
+        why = "has no routed experts" if moe is None else "runs at TP 1 (no TP group to split its experts over)"
         return [f"expert_parallel: {d.target.model_id} {why}: nothing to split, and the launch command leaves the flag "
                 "out"]
     held = f"expert parallelism: each GPU holds {experts_on_rank(moe.num_experts, d.ep)} of the {moe.num_experts} experts whole"

@@ -160,7 +160,7 @@ def plan_to_dict(r: PlanResult) -> dict:
             "tree_topk": sp.tree_topk, "num_draft_tokens": sp.num_draft_tokens,
             "draft_tp": sp.draft_tp,
             "gpu": d.gpu.gpu_id, "gpu_memory_bytes": d.gpu.memory_bytes, "gpu_memory_source": d.gpu.sources.get("memory"),
-            "tp": d.tp, "pp": d.pp, "gpus": d.num_gpus,
+            "tp": d.tp, "pp": d.pp, "expert_parallel": d.expert_parallel, "gpus": d.num_gpus,
             "gpu_memory_utilization": s.gpu_memory_utilization, "max_model_len": s.max_model_len,
             "max_num_seqs": s.max_num_seqs, "max_num_batched_tokens": s.max_num_batched_tokens,
             "block_size": s.block_size, "dtype": s.dtype, "kv_cache_dtype": s.kv_cache_dtype,

@@ -47,7 +47,7 @@ def title(r: PlanResult) -> str:
     spec = "no speculation" if not sp.enabled else (
         f"{sp.method} {sp.draft.model_id if sp.draft else ''} k={sp.num_speculative_tokens}".replace("  ", " "))
     return (f"{d.target.model_id} + {spec} on {d.gpus_per_instance} x {d.gpu.gpu_id} "
-            f"(TP={d.tp}, PP={d.pp}), {r.profile.label}")
+            f"(TP={d.tp}{', experts split by expert' if d.ep > 1 else ''}, PP={d.pp}), {r.profile.label}")
 
 
 def headline(r: PlanResult) -> str:
@@ -80,6 +80,7 @@ def breakdown(r: PlanResult) -> list[tuple[str, str, str]]:
         (f"budget (x {s.gpu_memory_utilization:g})", gib(m.budget_bytes), budget_note),
         ("target weights", gib(m.weights_target_bytes),
          f"{s.dtype}" + (f", {s.quantization.method}" if s.quantization else "") + f", TP={d.tp}"
+         + (" (experts by expert)" if d.ep > 1 else "")
          + (f", vision tower {gib(m.weights_target.vision)} GiB" if m.weights_target.vision else "")),
         ("draft weights", gib(m.weights_draft_bytes), draft_note),
         ("activation peak", gib(m.activation_peak_bytes),

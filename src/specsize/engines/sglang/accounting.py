@@ -75,7 +75,7 @@ from ...core.errors import SpecError
 from ...core.kvcache import KVLayer, bytes_per_token, model_kv_layers, pool_blocks
 from ...core.memory import (AccountingProfile, MemoryAccount, ResolvedSettings, activation_peak, draft_weight_bytes,
                             graph_limits, resolve_settings, target_weights)
-from ...core.specs import Deployment, effective_target
+from ...core.specs import Deployment, Quantization, effective_target
 from ...core.speculation import runs_spec_v2
 from ...core.units import GiB
 from ...core.weights import WeightBreakdown
@@ -567,6 +567,28 @@ def _sglang_rotary_caches(d: Deployment, w: WeightBreakdown) -> WeightBreakdown:
     return replace(w, buffers=len(m.rotary_cache_positions) * m.max_position_embeddings * per_position)
 
 
+def _served(d: Deployment) -> tuple[Deployment, Quantization | None, bool]:
+    """The deployment with its target as SGLang loads it (core.specs.effective_target), the weights' quantization, and
+    whether it holds the experts unquantized (_experts_upcast: then as a `none` override holds them, every weight in
+    the model dtype, gpt-oss quantizing its experts only)."""
+    target, quant = effective_target(d)
+    upcast = _experts_upcast(d, quant)
+    if upcast:
+        target, quant = effective_target(replace(d, engine=replace(d.engine, quantization="none")))
+    return (d if target is d.target else replace(d, target=target)), quant, upcast
+
+
+def _experts_upcast(d: Deployment, quant) -> bool:
+    """SGLang's MXFP4 experts under expert parallelism off datacenter Blackwell: it picks the triton_kernel MoE runner
+    for MXFP4 only at ep_size 1 (server_args.py, 0.5.1 - 0.5.14; arg_groups/model_overrides/gpt_oss.py in 0.5.23), and
+    otherwise Mxfp4MoEMethod.process_weights_after_loading upcasts the experts to bfloat16 (upcast_from_mxfp, every
+    0.5.x wheel); compute capability 10 keeps them through FlashInfer's MXFP4 MoE. AMD's path (AITER) is not read and
+    left as the MXFP4 account. gpt-oss-120b at TP 2: 64 experts x 36 layers x (3 x 2,880 x 2,880 + 3 x 2,880) x 2 B =
+    106.82 GiB a GPU."""
+    return (d.ep > 1 and quant is not None and quant.method == "mxfp4" and d.gpu.vendor == "nvidia"
+            and not d.gpu.compute_capability_10)
+
+
 def account(d: Deployment, p: AccountingProfile, rules: Rules, search_fit: bool = True) -> MemoryAccount:
     """SGLang's memory account; where it cannot start, `fraction_to_fit` is the fraction that starts it (the search
     for it, `search_fit`, accounts the deployment again at each candidate)."""
@@ -574,9 +596,7 @@ def account(d: Deployment, p: AccountingProfile, rules: Rules, search_fit: bool 
     if e.kv_cache_memory_bytes is not None:
         raise SpecError("kv_cache_memory_bytes", "is vLLM's flag; SGLang sizes its pool from --mem-fraction-static",
                         "gpu_memory_utilization (emitted as --mem-fraction-static) with --engine sglang")
-    target, quant = effective_target(d)
-    if target is not d.target:
-        d = replace(d, target=target)
+    d, quant, upcast = _served(d)
     _refuse_hybrid(d)
     if d.pp > 1 and not rules.pipeline_parallel:
         raise SpecError("pp", f"{d.pp}: {p.label} has no --pp-size (pipeline parallelism came with SGLang 0.4.6.post2)",
@@ -589,7 +609,7 @@ def account(d: Deployment, p: AccountingProfile, rules: Rules, search_fit: bool 
     if sp.enabled and algorithm is None:
         raise SpecError("method", f"SGLang has no {sp.method} speculative algorithm",
                         "draft_model, eagle, eagle3, mtp, ngram or none with --engine sglang")
-    s = _sm100_pages(d, resolve_settings(d, p, quant), rules)
+    s = replace(_sm100_pages(d, resolve_settings(d, p, quant), rules), experts_upcast=upcast)
     total = d.gpu.memory_bytes
     gpu_mib = total / MiB
     chunk_default, graph_default = default_chunk_and_graph(rules, gpu_mib, d.tp)
