@@ -157,8 +157,17 @@ def _check_observation(kind: str, tag: str) -> None:
     if not tag:
         raise SpecError("tag", "an observation needs a tag", "a workload tag such as 'chat-v2'")
 
+
+def named_store(path: str | Path | None) -> str | Path | None:
+    """The store a command names: `path` (--store), else $SPECSIZE_STORE as written, a PostgreSQL URL included (read
+    as a file path, `SPECSIZE_STORE=postgresql://u@h/db` had been "postgresql:/u@h/db does not exist"); None: the
+    default store."""
+    return path if path else os.environ.get("SPECSIZE_STORE") or None
+
+
 class Store:
     def __new__(cls, path: str | Path | None = None, create: bool = True):
+        path = named_store(path)
         if cls is Store and isinstance(path, str) and path.startswith(POSTGRESQL):
             return super().__new__(PostgresStore)  # the same store in the service's PostgreSQL database
         return super().__new__(cls)
@@ -333,7 +342,7 @@ class PostgresStore(Store):
     def __init__(self, path: str | Path | None = None, create: bool = True):  # its table is made on connect
         from sqlalchemy import create_engine  # noqa: PLC0415 - only for a PostgreSQL store
 
-        url = str(path)
+        url = str(named_store(path))
         self.path = Path("postgresql")
         self.url = "postgresql+psycopg://" + url.split("://", 1)[1]
         try:

@@ -71,6 +71,79 @@ def _refuse_unsimulated(request, command: str, default: bool) -> None:
                             f"--simulate with it ({command} --simulate --{name} ...), or leave it out")
 
 
+# what `simulate` runs: a trace replays its own arrivals and lengths, for as long as they last; a closed loop sends
+# --num-requests as its clients' answers come back (planner.scenario.run_simulation); a --rate given is the arrival
+# rate, where --concurrency only sets one by Little's law; a lengths file's prompts are resampled as the file writes
+# them, without the images generated prompts take (api.simulate adds them to the medians only). `simulate --trace T
+# --duration 60` had replayed the whole trace and echoed duration_s 60, `--client-concurrency 8 --burst-factor 3` ran
+# 8 clients without a burst, `--lengths-file F --images-per-request 2` prompts without images: the same JSON, byte for
+# byte, without a word; so had --percentile, which no simulation reads. The scenario's own --duration is refused, as
+# `plan --duration` is; the workload's flags, shared with plan as a deployment file is, stay and a note names them,
+# as speedup's do (api._unread_note).
+TRACE_READS_NOT = ("concurrency", "burst_factor", "samples_file", "prompt_tokens", "output_tokens",
+                   "images_per_request", "image_tokens")
+CLOSED_LOOP_READS_NOT = ("concurrency", "burst_factor")
+LENGTHS_FILE_READS_NOT = ("images_per_request", "image_tokens")
+LENGTHS_FILE_GIVES = ("samples_file", "prompt_tokens", "output_tokens")
+
+
+def _unread_scenario(request, command: str) -> tuple[str, ...]:
+    """The notes naming the workload's flags the scenario of `simulate` (or `stops-paying`) does not read; a
+    --duration it does not read is refused (exit 2). The command line's rule only: a deployment file's workload
+    describes the deployment (plan reads it), and a sweep gives every cell, a trace's too, one duration."""
+    from ..core.errors import SpecError  # noqa: PLC0415
+
+    if command == "stops-paying" and (request.trace is not None or request.client_concurrency is not None):
+        return ()  # its load sweep refuses both itself (api.stops_paying)
+    unread: list[str] = []
+    why = ""
+    if request.trace is not None or request.client_concurrency is not None:
+        trace = request.trace is not None
+        why = ("a trace sets the arrivals, their number and lengths itself" if trace else
+               "a closed loop sends --num-requests requests, each when an answer comes back")
+        if request.source_of("duration") == "override":
+            raise SpecError("duration", f"is not read by {command} here: {why}",
+                            "either --trace or a duration" if trace else
+                            "--num-requests N for the closed loop's length, or an open loop with --duration")
+        unread = [name for name in (TRACE_READS_NOT if trace else CLOSED_LOOP_READS_NOT)
+                  if request.source_of(name) == "override"]
+    elif request.rate is not None and request.source_of("concurrency") == "override":
+        unread, why = ["concurrency"], "--rate sets the arrival rate (concurrency derives one only without it)"
+    notes = [f"{', '.join(unread)} not used by {command}: {why}"] if unread else []
+    if request.trace is None and request.lengths_file is not None and (
+            request.rate is not None or request.client_concurrency is not None):
+        # the workload's lengths only set the rate of Little's law, and a rate is given or none is needed
+        lengths = [name for name in LENGTHS_FILE_GIVES if request.source_of(name) == "override"]
+        lengths = lengths[:1] if lengths[:1] == ["samples_file"] else lengths  # its lengths are its own to name
+        if lengths:
+            notes.append(f"{', '.join(lengths)} not used by {command}: the lengths file gives each request's "
+                         "lengths, and " + ("--rate the arrivals" if request.rate is not None else
+                                            "the closed loop's clients their pace"))
+    if request.source_of("percentile") == "override":  # the same JSON, byte for byte, at p50 and at max
+        notes.append(f"percentile not used by {command}: it picks the envelope's request shape, which plan sizes; a "
+                     "simulation draws every request's lengths from the whole distribution")
+    if request.trace is None and request.lengths_file is not None:
+        images = [name for name in LENGTHS_FILE_READS_NOT if request.source_of(name) == "override"]
+        if images:
+            notes.append(f"{', '.join(images)} not used by {command}: the lengths file's prompts are resampled as "
+                         "it writes them, without images (count the image tokens in its prompt lengths)")
+    return tuple(notes)
+
+
+ACCEPTANCE_FLAGS = ("acceptance_rate", "mean_accepted_length", "measured_at_k", "acceptance_spread",
+                    "acceptance_from_store")
+
+
+def _unread_acceptance(request, report) -> tuple[str, ...]:
+    """A trace's acceptance_rate column gives every request its own (planner.scenario.run_simulation reads no other):
+    `--acceptance-rate 0.9` beside it had run at the column's 0.5 without a word."""
+    if report.scenario is None or report.scenario.acceptance_source != "trace":
+        return ()
+    given = [name for name in ACCEPTANCE_FLAGS if request.source_of(name) == "override"]
+    return (f"{', '.join(given)} not used by simulate: the trace's acceptance_rate column gives each request its "
+            "own",) if given else ()
+
+
 def fail_on_option(func):
     return click.option("--fail-on", type=click.Choice(list(FAIL_ON)), default="never", show_default=True,
                         help="Exit non-zero on a verdict this bad or worse (1 thin, 3 does_not_fit); "
@@ -252,8 +325,14 @@ def simulate(fmt: str, output: str | None, force: bool, series_path: str | None,
     from ..reports import simulation as renderer  # noqa: PLC0415
 
     request = request_from(kw)
+    unread = _unread_scenario(request, "simulate")
     check_targets(force, output=output, series=series_path)  # before the run: none of it is lost to a bad path
     report = _with_progress(lambda update: api.simulate(request, progress=update))
+    unread += _unread_acceptance(request, report)
+    if unread:
+        from dataclasses import replace  # noqa: PLC0415
+
+        report = replace(report, notes=report.notes + unread)
     _notes(report.notes)
     if series_path:  # first: a series that cannot be written is exit 2 with nothing on stdout (the JSON contract)
         write_series(report.spec.series, series_path, force)
@@ -276,7 +355,9 @@ def stops_paying(fmt: str, output: str | None, force: bool, **kw) -> None:
     from ..reports import load_sweep as renderer  # noqa: PLC0415
 
     request = request_from(kw)
+    unread = _unread_scenario(request, "stops-paying")
     sweep = _with_progress(lambda update: api.stops_paying(request, progress=update))
+    _notes(unread)
     write_output(renderer.render(sweep, fmt), output, force)
     sys.exit(0)
 
@@ -445,10 +526,10 @@ def calibrations(ctx, store: str | None, kind: str | None, tag: str | None, fmt:
         return
     from pathlib import Path  # noqa: PLC0415
 
-    from ..adapters.store import POSTGRESQL, Store, default_path  # noqa: PLC0415
+    from ..adapters.store import POSTGRESQL, Store, default_path, named_store  # noqa: PLC0415
     from ..reports import listings  # noqa: PLC0415
 
-    postgres = (store or "").startswith(POSTGRESQL)  # the service's database (docs/service.md)
+    postgres = str(named_store(store) or "").startswith(POSTGRESQL)  # the service's database (docs/service.md)
     path = Path(store) if store and not postgres else default_path()
     if not (postgres or path.exists() or store or os.environ.get("SPECSIZE_STORE")):
         click.echo(listings.calibrations([], path, fmt), nl=False)  # the default one: none kept yet
@@ -493,6 +574,12 @@ def calibrations_add(ctx, tag, target, draft, method, k, acceptance_rate, mean_a
     if not acceptance.given:
         raise SpecError("acceptance_rate", "give exactly one of --acceptance-rate or --mean-accepted-length",
                         "one of the two")
+    if acceptance.mean_accepted_length is not None and k is None:
+        # the row would be read at the k of whichever plan reads it (inputs.resolve: measured_at_k defaults to the
+        # deployment's k): 3.0 tokens a pass measured at k=3 (a = 0.81) had priced a k=5 plan at a = 0.71, 3.0
+        # tokens a pass where a = 0.81 drafts 3.78
+        raise SpecError("k", "a mean accepted length is measured at a k, and none is given: every plan would read it "
+                        "at its own k", "-k K, the k it was measured at (an --acceptance-rate is per token: no k)")
     if k is not None:
         acceptance.per_token(k)  # a mean accepted length above k + 1 cannot have been measured at k
     acceptance_rate, mean_accepted_length = acceptance.rate, acceptance.mean_accepted_length

@@ -182,10 +182,20 @@ def _numbers(line: str) -> bool:
         return False
 
 
+def _csv_names(line: str) -> list[str]:
+    """A CSV header's column names as a CSV reader reads them: quotes removed ("prompt_tokens", as pandas' QUOTE_ALL and
+    spreadsheets write it), spaces around each name dropped ("prompt_tokens, output_tokens"). The quoted header had
+    read as "bare token counts", the spaced one as requests without output_tokens."""
+    try:
+        return [name.strip() for name in next(csv.reader([line], skipinitialspace=True))]
+    except (csv.Error, StopIteration):
+        return []
+
+
 def _header(line: str) -> bool:
     """Whether a file's first line is a CSV header: a name among its cells (a bad count, -3 or 100.5, is a count
     to refuse as one, not a header without the column)."""
-    return not _numbers(line) and any(re.match(r"[A-Za-z_]", cell.strip()) for cell in line.split(","))
+    return not _numbers(line) and any(re.match(r"[A-Za-z_]", name) for name in _csv_names(line))
 
 
 def read_samples(path: str | Path, column: str | None = None, field: str = "samples_file") -> list[int]:
@@ -213,6 +223,20 @@ def _jsonl_counts(text: str, key: str, p: Path, field: str) -> list[int]:
     return values
 
 
+# The most token counts a samples file (or an @FILE of lengths) gives, as many as a simulation holds requests: their
+# percentiles are all it is read for. A 250 MiB file of 65 million requests (under the 256 MiB limit) had taken `plan`
+# 4 minutes and 6 GiB of memory (a dict a CSV row, read once a side), an out-of-memory kill on a smaller host; two
+# million take seconds. Counted before anything is parsed: by lines, and by commas in a list or a line of counts.
+MAX_SAMPLES = 2_000_000
+
+
+def _check_count(count: int, p: Path, field: str, what: str) -> None:
+    if count > MAX_SAMPLES:
+        raise SpecError(field, f"{p} holds more than {MAX_SAMPLES:,} {what}",
+                        f"at most {MAX_SAMPLES:,} requests or token counts (a random sample of them, e.g. `shuf -n "
+                        "1000000`, keeps their percentiles)")
+
+
 def parse_samples(text: str, path: str | Path, column: str | None = None, field: str = "samples_file",
                   records: bool = False) -> list[int]:
     """read_samples on a file's text already read (a pipe reads once: both columns come from one read). With
@@ -221,25 +245,34 @@ def parse_samples(text: str, path: str | Path, column: str | None = None, field:
     p = Path(path)
     values: list[int] = []
     stripped = text.strip()
+    # one request or count a line at most, a header line besides: more lines than that are refused unread
+    _check_count(stripped.count("\n"), p, field, "requests (one a line)")
     if records and stripped and not stripped.startswith("{") and not _header(stripped.splitlines()[0]):
         raise SpecError(field, f"{p}: holds bare token counts, not requests with prompt_tokens and output_tokens",
                         "JSONL or CSV records with prompt_tokens and output_tokens; bare counts of one side go in "
                         "prompt_tokens: @FILE or output_tokens: @FILE")
     try:
         if stripped.startswith("["):
+            _check_count(stripped.count(",") + 1, p, field, "token counts")
             values = [whole_count(v) for v in json.loads(stripped)]
         elif stripped.startswith("{"):
             values = _jsonl_counts(stripped, column or "prompt_tokens", p, field)
-        elif column and stripped and column in stripped.splitlines()[0]:
-            reader = csv.DictReader(stripped.splitlines())
-            twice = first_repeated(reader.fieldnames or [])
+        elif column and stripped and column in _csv_names(stripped.splitlines()[0]):
+            lines = stripped.splitlines()
+            names = _csv_names(lines[0])
+            twice = first_repeated(names)
             if twice is not None:  # DictReader keeps the last of the two columns without a word, as a trace's reader
                 raise SpecError(field, f"{p}: the header names column {twice!r} twice", "each column once")
+            # by its exact name (a column "prompt_tokens_total" is not "prompt_tokens"); blank lines (a spreadsheet's
+            # trailing rows, spaces only) hold no request
+            reader = csv.DictReader([line for line in lines[1:] if line.strip()], fieldnames=names,
+                                    skipinitialspace=True)
             values = [whole_count(row[column], text=True) for row in reader]
         elif column and stripped and _header(stripped.splitlines()[0]):  # a header, not naming the column
             raise SpecError(field, f"{p}: its header has no {column!r} column",  # (its content is never echoed)
                             f"a CSV whose header names {column} (the samples file reads no other column)")
         else:
+            _check_count(stripped.count(",") + stripped.count("\n") + 1, p, field, "token counts")
             values = [whole_count(v, text=True) for v in re.split(r"[\s,]+", stripped) if v]
     except SpecError:  # already names the file and what is wrong (a SpecError is a ValueError: not reworded)
         raise
