@@ -231,6 +231,8 @@ def run_simulation(d: Deployment, w_total: Workload, profile: AccountingProfile,
         if not rate > 0:
             raise SpecError("rate", f"must be positive, got {rate}", "requests/s > 0")
         scenario = build_scenario(d, w, rate, sim, limit)
+        if sim.rate_req_s is None:  # Little's law at this replica's share of the requests in flight (replica_multiple)
+            scenario = replace(scenario, concurrency=w.concurrency, concurrency_total=w_total.concurrency)
         req = _requests(scenario, sim, acc)
     if not len(req):
         raise _no_requests(sim, scenario)

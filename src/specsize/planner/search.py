@@ -266,7 +266,10 @@ def _judge(d, mem, w, policy, slo, eff, acceptance, k, replicas, ctx, peak_total
                          tpot_s=None, ttft_s=ttft, throughput_tok_s=None, **base)
     tpot /= 1 - u
     ttft /= 1 - u
-    throughput = replicas * batch / tpot
+    # the sequences in flight over every replica: each replica's batch is its rounded-up share of the peak, so more
+    # replicas than requests (16 in flight on 64 GPUs at TP 1: a batch of 1 on each) run no more than the peak itself
+    in_flight = min(replicas * batch, max(1, peak_total))
+    throughput = in_flight / tpot
     checks = []
     if slo.tpot_p99_s and tpot > slo.tpot_p99_s:
         checks.append(("misses_tpot", f"TPOT {tpot * 1e3:.1f} ms at {batch} sequences > {slo.tpot_p99_s * 1e3:g} ms"))
@@ -285,7 +288,7 @@ def _judge(d, mem, w, policy, slo, eff, acceptance, k, replicas, ctx, peak_total
     if slo.throughput_tok_s and throughput < slo.throughput_tok_s:
         checks.append(("misses_throughput", f"{throughput:,.0f} tok/s < {slo.throughput_tok_s:,.0f} tok/s"))
     if slo.request_rate:
-        served = replicas * batch / (ttft + max(1, w.output_tokens.p50) * tpot)
+        served = in_flight / (ttft + max(1, w.output_tokens.p50) * tpot)
         if served < slo.request_rate:
             checks.append(("misses_throughput", f"serves {served:.2f} req/s < {slo.request_rate:g} req/s"))
     if checks:

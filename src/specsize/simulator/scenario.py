@@ -49,6 +49,10 @@ class Scenario:
     requests: int = 0
     clients: int = 0  # closed loop: requests in flight (per replica: the busiest replica's share)
     clients_total: int = 0  # closed loop: the clients of every replica together (0: `clients` x `replicas`)
+    # Little's law's rate (rate_source "littles_law"): the requests in flight it keeps, the simulated replica's share
+    # (the busiest replica's, rounded up) and every replica's together (0: not known, or `concurrency` x `replicas`)
+    concurrency: int = 0
+    concurrency_total: int = 0
     # requests longer than max_model_len (prompt + output), a trace's or drawn ones: the engine refuses them (vLLM's
     # OpenAI server answers 400), so they are left out of the run, counted here
     rejected: int = 0
@@ -76,6 +80,10 @@ class Scenario:
             return (f"closed loop: {self.clients} client{'' if self.clients == 1 else 's'}, {self.requests:,} "
                     f"requests{per}{self.refused}")
         assert self.rates is not None and self.rate_req_s is not None
+        if self.replicas > 1 and self.concurrency_total and self.concurrency_total != self.concurrency * self.replicas:
+            # fewer requests in flight than replicas, or not a multiple of them: the busiest replica's share
+            per = (f" per replica (the busiest's share of {self.concurrency_total} in flight over {self.replicas} "
+                   "replicas)")
         shape = f"Poisson {self.rate_req_s:.2f} req/s{per} for {self.duration_s:g} s"
         for b in self.rates.bursts:
             shape += f", x{b.factor:g} from {b.start_s:g} s for {b.duration_s:g} s"
@@ -93,6 +101,9 @@ class Scenario:
         the simulated replica's (every replicas-th, from the first: 2 requests over 4 replicas busy two)."""
         if self.arrivals == "closed_loop" and self.clients_total and self.clients:
             return min(float(self.replicas), self.clients_total / self.clients)
+        if self.arrivals == "poisson" and self.concurrency_total and self.concurrency:
+            # Little's law at the busiest replica's share: 16 in flight over 64 replicas keep 16 replicas' load
+            return min(float(self.replicas), self.concurrency_total / self.concurrency)
         if self.arrivals == "trace" and self.requests:
             return self.requests / -(-self.requests // self.replicas)
         return float(self.replicas)
@@ -123,6 +134,7 @@ class Scenario:
             "arrivals": self.arrivals, "duration_s": self.duration_s, "rate_req_s": self.rate_req_s,
             "rate_source": self.rate_source, "replicas": self.replicas, "trace": self.trace_path,
             "clients": self.clients or None, "clients_total": self.clients_total or None,
+            "concurrency": self.concurrency or None, "concurrency_total": self.concurrency_total or None,
             "rejected_requests": self.rejected,
             "bursts": [{"start_s": b.start_s, "duration_s": b.duration_s, "factor": b.factor} for b in r.bursts]
             if r else [],
