@@ -215,3 +215,28 @@ def test_dense_target_is_told(capsys):
         assert code == 0, err
         assert "has no routed experts" in out + err
         assert "--enable-expert-parallel" not in out
+
+
+def test_search_screens_both_splits(tmp_path, capsys):
+    # Qwen3-30B-A3B-FP8 at TP 4 on vLLM 0.11: split by rows its experts cannot load (768 / 4 = 192 rows, not whole
+    # 128-row blocks), split by expert they can: of the two configurations, the second is screened
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("""
+target: Qwen/Qwen3-30B-A3B-FP8
+tp: [4]
+expert_parallel: [false, true]
+engine_version: "0.11"
+drafters: [{method: none}]
+gpus: [{gpu: H100-SXM-80GB, counts: [4]}]
+max_num_seqs: [256]
+workload: {prompt_tokens: {p50: 800, p99: 2000}, output_tokens: {p50: 200, p99: 400}, concurrency: 32}
+slo: {tpot_p99_ms: 100}
+""")
+    code, out, err = run_cli(capsys, "search", spec, "--no-simulate", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["screened"] == 1 and doc["skipped"] == 1
+    assert doc["cheapest"]["expert_parallel"] is True and doc["cheapest"]["tp"] == 4
+    spec.write_text(spec.read_text().replace("[false, true]", "[true, true]"))
+    code, _, err = run_cli(capsys, "search", spec, "--no-simulate")
+    assert code == 2 and "expert_parallel" in err

@@ -48,7 +48,7 @@ def _workload(data: Any, target: ModelSpec, base: Path) -> Workload:
     request = build_request({"workload": data}, {}, base=base, where="the search spec")
     return with_images(workload_of(request), target, request.images_per_request, request.image_tokens)
 
-SPEC_KEYS = {"target", "drafters", "ks", "gpus", "tp", "pp", "kv_cache_dtypes", "max_num_seqs", "max_model_len",
+SPEC_KEYS = {"target", "drafters", "ks", "gpus", "tp", "pp", "expert_parallel", "kv_cache_dtypes", "max_num_seqs", "max_model_len",
              "gpu_memory_utilization", "max_num_batched_tokens", "quantization", "workload", "slo", "headroom",
              "gpus_per_node", "finalists", "simulate_seconds", "engine_version", "engine", "name", "description"}
 DRAFTER_KEYS = {"method", "draft", "acceptance_rate", "mean_accepted_length", "measured_at_k", "ks", "label",
@@ -114,6 +114,9 @@ class SearchSpace:
     # pipeline stages a replica may take: more than one spreads a replica wider than a node over whole nodes (TP inside
     # a node, stages across, as vLLM serves a model too large for one node: planner.placement)
     pps: tuple[int, ...] = (1,)
+    # the MoE experts split by rows (False) and / or by expert (True: Deployment.expert_parallel) over each TP; a
+    # target without routed experts screens False only (the flag changes nothing there)
+    expert_parallel: tuple[bool, ...] = (False,)
 
 
 def _list(data: dict, key: str, default: list) -> list:
@@ -121,6 +124,20 @@ def _list(data: dict, key: str, default: list) -> list:
     if not isinstance(value, list) or not value:
         raise SpecError(key, f"must be a non-empty list, got {value!r}", "a YAML list")
     return value
+
+
+def _bools(data: dict, key: str, default: list) -> tuple[bool, ...]:
+    """One boolean or a non-empty list of distinct ones (true / false, as a deployment file writes them)."""
+    info = FieldInfo(doc="", kind="bool", group="deployment")
+    value = _given(data, key, default)
+    items = value if isinstance(value, list) else [value]
+    if not items:
+        raise SpecError(key, "must be true, false or a non-empty list of them", "e.g. [false, true]")
+    out = tuple(coerce(key, info, item) for item in items)
+    twice = first_repeated(list(out))
+    if twice is not None:
+        raise SpecError(key, f"lists {str(twice).lower()} twice", "each value once: [false, true]")
+    return out
 
 
 def _ints(data: dict, key: str, default: list, minimum: int, maximum: int) -> tuple[int, ...]:
@@ -301,7 +318,8 @@ def read_search_spec(path: str) -> SearchSpace:
     if not data.get("workload"):
         raise SpecError("workload", "a search needs the workload envelope", "prompt_tokens, output_tokens, concurrency")
     max_num_seqs = _ints(data, "max_num_seqs", [64, 128, 256], 1, 1 << 16)
-    size = len(tps) * len(pps) * len(kv) * len(max_num_seqs) * sum(len(g.counts) for g in gpus) * sum(len(d.ks) for d in drafters)
+    expert_parallel = _bools(data, "expert_parallel", [False]) if target.moe is not None else (False,)
+    size = len(tps) * len(pps) * len(expert_parallel) * len(kv) * len(max_num_seqs) * sum(len(g.counts) for g in gpus) * sum(len(d.ks) for d in drafters)
     if size > MAX_CONFIGURATIONS:
         raise SpecError("search", f"the space holds {size:,} configurations; at most {MAX_CONFIGURATIONS:,} are "
                         "screened", "fewer values per axis")
@@ -323,4 +341,4 @@ def read_search_spec(path: str) -> SearchSpace:
         slo=_slo(data), headroom=_float(data, "headroom", 0.2, minimum=0, maximum=0.99),
         gpus_per_node=coerce("gpus_per_node", info("gpus_per_node"), _given(data, "gpus_per_node", 8)),
         finalists=finalists, simulate_seconds=simulate_seconds,
-        engine_version=engine_version, engine_name=engine_name)
+        engine_version=engine_version, engine_name=engine_name, expert_parallel=expert_parallel)

@@ -20,6 +20,7 @@ from ..core.specs import Deployment
 from ..core.speculation import Acceptance, Tree
 from ..core.traffic import decode_context, peak_concurrency, replica_share, shared_prefill_rate
 from ..engines.block_fp8 import check_deployment
+from ..engines.support import check_expert_parallel
 from ..engines.methods import draft_tp_problem
 from .perf import costs_for, pass_tokens
 from .placement import layout_problem
@@ -52,6 +53,7 @@ class Candidate:
     simulation: dict | None = None
     kv_cache_bytes: int = 0  # what the engine hands the KV pool per GPU (<= 0: short of starting, by that much)
     pp: int = 1  # pipeline stages of a replica: tp x pp GPUs, on whole nodes where wider than one (placement)
+    expert_parallel: bool = False  # the experts split by expert over the TP group (Deployment.ep > 1)
 
 
 @dataclass(frozen=True)
@@ -123,7 +125,7 @@ def screen(space, profile: AccountingProfile, efficiency_for,
         eff = efficiency_for(gpu)
         unit = "$/h" if option.price_per_hour is not None else "GPUs"
         for count in option.counts:
-            for tp, pp in ((tp, pp) for tp in space.tps for pp in space.pps):
+            for tp, pp, ep in ((tp, pp, ep) for tp in space.tps for pp in space.pps for ep in space.expert_parallel):
                 problem = _tp_problem(space.target, tp, count if pp == 1 else tp, space.gpus_per_node)
                 field = "tp"
                 if problem is None and pp > 1:
@@ -145,13 +147,13 @@ def screen(space, profile: AccountingProfile, efficiency_for,
                         spec = drafter.at(k, tp)
                         for kv, mns, engine in engines:
                             d = Deployment(target=space.target, gpu=gpu, speculative=spec, tp=tp, pp=pp,
-                                           num_gpus=count, engine=engine)
-                            instance = (id(option), tp, index, k, kv, mns, pp)
+                                           num_gpus=count, engine=engine, expert_parallel=ep)
+                            instance = (id(option), tp, index, k, kv, mns, pp, ep)
                             mem = accounts.get(instance)
                             if mem is None:
                                 mem = accounts[instance] = _checked_account(d, per_replica, policy,
                                                                             drafter.profile or profile, checks,
-                                                                            instance[1:])
+                                                                            instance[1:], space.engine_version)
                             if isinstance(mem, SpecError):
                                 skipped += 1
                                 refused = refused or mem
@@ -165,7 +167,8 @@ def screen(space, profile: AccountingProfile, efficiency_for,
     return out, skipped
 
 
-def _checked_account(d: Deployment, w, policy: float, profile: AccountingProfile, checks: dict, key: tuple):
+def _checked_account(d: Deployment, w, policy: float, profile: AccountingProfile, checks: dict, key: tuple,
+                     engine_version: str | None = None):
     """The engine's account of `d`, or the SpecError a plan of it gives: first what the plan's checks refuse (a
     draft_tp beside this TP), which do not read the GPU (kept in `checks` by `key`: TP, drafter, k, KV dtype,
     max_num_seqs), then what the engine refuses."""
@@ -182,6 +185,8 @@ def _checked_account(d: Deployment, w, policy: float, profile: AccountingProfile
                 raise SpecError("drafters.draft_tp", problem, f"{d.tp} (the target's TP) with this release")
             # block-fp8 weights the release cannot split at this TP (engines.block_fp8): a server that cannot load
             check_deployment(profile.engine, profile.version, d)
+            # expert parallelism the release cannot run (engines.support): the spec's release, not the profile's first
+            check_expert_parallel(profile.engine, engine_version, d)
             refused = None
         except SpecError as err:
             refused = err
@@ -218,7 +223,7 @@ def _step_times(d, mem, eff, acceptance, k, drafter, batch, ctx, prompt, cache):
     a CUDA graph, and the times are pure in (costs, shape), so configurations that differ in GPU count or
     max_num_seqs alone share them."""
     s = mem.settings
-    key = (d.gpu.gpu_id, d.tp, d.pp, drafter, k, d.engine.kv_cache_dtype, s.graph_max_tokens)
+    key = (d.gpu.gpu_id, d.tp, d.pp, d.ep, drafter, k, d.engine.kv_cache_dtype, s.graph_max_tokens)
     costs = cache.get(key)
     if costs is None:
         costs = cache[key] = costs_for(d, mem, eff, k, Tree())
@@ -239,7 +244,8 @@ def _judge(d, mem, w, policy, slo, eff, acceptance, k, replicas, ctx, peak_total
     s = mem.settings
     verdict = evaluate(mem, w, policy, detail=False)
     headroom = verdict.worst_case.headroom_fraction
-    base = dict(gpu=d.gpu.gpu_id, gpus=d.num_gpus, tp=d.tp, pp=d.pp, replicas=replicas, drafter=drafter[1],
+    base = dict(gpu=d.gpu.gpu_id, gpus=d.num_gpus, tp=d.tp, pp=d.pp, expert_parallel=d.ep > 1, replicas=replicas,
+                drafter=drafter[1],
                 method=d.speculative.method, k=k, kv_cache_dtype=d.engine.kv_cache_dtype, max_num_seqs=s.max_num_seqs,
                 headroom=headroom, cost=cost, cost_unit=unit, kv_cache_tokens=mem.kv_cache_tokens,
                 kv_cache_bytes=mem.kv_cache_bytes)
@@ -352,7 +358,8 @@ def rejected_families(cands: list[Candidate], slo=None) -> list[dict]:
         best = min(members, key=lambda c: (STATUS_ORDER.index(c.status), _overshoot(c, slo) if c.status in
                                            ("misses_tpot", "misses_ttft") else 0.0, -c.headroom, -c.kv_cache_bytes))
         out.append({"gpu": gpu, "drafter": drafter, "status": best.status, "configurations": len(members),
-                    "why": f"closest: {best.gpus} GPUs, TP={best.tp}{f' PP={best.pp}' if best.pp > 1 else ''}, k={best.k}, kv={best.kv_cache_dtype}, "
+                    "why": f"closest: {best.gpus} GPUs, TP={best.tp}{' (experts by expert)' if best.expert_parallel else ''}"
+                           f"{f' PP={best.pp}' if best.pp > 1 else ''}, k={best.k}, kv={best.kv_cache_dtype}, "
                            f"max_num_seqs={best.max_num_seqs}: {best.reason}"})
     return out
 
@@ -406,7 +413,7 @@ def _confirm_in_order(ok: list[Candidate], confirm, wanted: int) -> tuple[list[C
     for c in ok:
         if len(confirmed_list) >= wanted or runs >= 10 * max(1, wanted):
             break
-        group = (c.gpu, c.gpus, c.tp, c.pp, c.drafter, c.kv_cache_dtype)
+        group = (c.gpu, c.gpus, c.tp, c.pp, c.expert_parallel, c.drafter, c.kv_cache_dtype)
         if (*group, c.k) in rejected or (*group, c.k) in seen_confirmed or rejected_per_group.get(group, 0) >= 2:
             continue  # a neighbour (another max_num_seqs) of one already judged: the same verdict, not a new finalist
         confirmed, summary = confirm(c)
@@ -423,8 +430,9 @@ def _confirm_in_order(ok: list[Candidate], confirm, wanted: int) -> tuple[list[C
 
 def _baseline(cands: list[Candidate], best: Candidate, confirm) -> Candidate | None:
     """The cheapest configuration's hardware without speculation, simulated too: what speculation buys."""
-    same = [c for c in cands if c.method == "none" and (c.gpu, c.gpus, c.tp, c.pp, c.kv_cache_dtype, c.max_num_seqs)
-            == (best.gpu, best.gpus, best.tp, best.pp, best.kv_cache_dtype, best.max_num_seqs)]
+    same = [c for c in cands if c.method == "none" and (c.gpu, c.gpus, c.tp, c.pp, c.expert_parallel,
+                                                         c.kv_cache_dtype, c.max_num_seqs)
+            == (best.gpu, best.gpus, best.tp, best.pp, best.expert_parallel, best.kv_cache_dtype, best.max_num_seqs)]
     if not same:
         return None
     base = same[0]

@@ -21,7 +21,7 @@ def confirmer(space, profile: AccountingProfile, efficiency_for):
         spec = option.at(c.k, c.tp)
         engine = replace(space.engine, kv_cache_dtype=c.kv_cache_dtype, max_num_seqs=c.max_num_seqs)
         d = Deployment(target=space.target, gpu=gpus[c.gpu], speculative=spec, tp=c.tp, pp=c.pp, num_gpus=c.gpus,
-                       engine=engine)
+                       engine=engine, expert_parallel=c.expert_parallel)
         eff = efficiency_for(d.gpu)
         acceptance = option.acceptance if spec.enabled else None
         sim = replace(envelope_settings(space.workload, space.simulate_seconds, 0, "the search spec's workload",

@@ -37,7 +37,8 @@ def _line(c: Candidate, policy: float) -> str:
     thr = "-" if c.throughput_tok_s is None else f"{c.throughput_tok_s:,.0f} tok/s"
     confirmed = "" if c.confirmed is None else ("; simulation confirms" if c.confirmed else "; simulation REJECTS")
     # TP x PP x replicas, as the help names the space: a 405B row of 16 GPUs had read "TP=8 x2", PP 2 unsaid
-    return (f"{c.gpus} x {c.gpu} TP={c.tp} x PP={c.pp} x{c.replicas}, {c.drafter} k={c.k}, kv={c.kv_cache_dtype}, "
+    ep = " (experts by expert)" if c.expert_parallel else ""
+    return (f"{c.gpus} x {c.gpu} TP={c.tp}{ep} x PP={c.pp} x{c.replicas}, {c.drafter} k={c.k}, kv={c.kv_cache_dtype}, "
             f"max_num_seqs={c.max_num_seqs}: {c.cost:g} {c.cost_unit}, headroom {headroom_text(c.headroom, policy)}, "
             f"TPOT {tpot}, "
             f"{thr}{confirmed}")
