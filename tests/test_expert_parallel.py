@@ -240,3 +240,43 @@ slo: {tpot_p99_ms: 100}
     spec.write_text(spec.read_text().replace("[false, true]", "[true, true]"))
     code, _, err = run_cli(capsys, "search", spec, "--no-simulate")
     assert code == 2 and "expert_parallel" in err
+
+
+# --- invariants (hypothesis) ----------------------------------------------------------------------------------------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from specsize.core.perf import distinct_experts  # noqa: E402
+
+MOE_SHAPES = [(8, 2), (16, 1), (32, 4), (60, 4), (64, 6), (128, 8), (256, 8), (384, 8)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(MOE_SHAPES), st.sampled_from([2, 4, 8, 16]), st.sampled_from([0.0, 0.5, 0.95, 1.2]),
+       st.integers(1, 20_000))
+def test_the_busiest_gpu_is_bounded_by_the_mean_and_its_own_experts(shape, ep, skew, tokens):
+    experts, top_k = shape
+    n = experts_on_rank(experts, ep)
+    distinct, load = busiest_rank(experts, top_k, skew, ep, tokens, tokens)
+    assert distinct <= n + 1e-9
+    assert distinct >= min(n, distinct_experts(experts, top_k, tokens, skew) / ep) - 1e-6  # no less than the mean GPU
+    assert load >= tokens * top_k / ep - 1e-6
+    assert load <= tokens * min(top_k, n) + 1e-6  # a token takes each expert once, top_k of them at most
+    more = busiest_rank(experts, top_k, skew, ep, tokens + 64, tokens + 64)
+    assert more[0] >= distinct - 1e-9 and more[1] >= load - 1e-9  # more tokens never lighten the busiest GPU
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(["Qwen/Qwen3-30B-A3B", "mistralai/Mixtral-8x7B-Instruct-v0.1", "openai/gpt-oss-20b",
+                        "deepseek-ai/DeepSeek-V2-Lite-Chat"]), st.sampled_from([2, 4, 8]))
+def test_even_splits_hold_the_same_expert_bytes_either_way(model_id, tp):
+    # E experts of I rows split evenly: E x I / TP rows a GPU by rows, E / TP whole experts by expert. Scales (fp8,
+    # mxfp4) and padding may differ; for bf16 weights the bytes agree exactly
+    m = load_model(model_id)
+    if m.moe.num_experts % tp or m.moe.expert_intermediate_size % tp:
+        return
+    rows = weight_breakdown(m, tp, 1, "bfloat16", None, rotary_cache=False)
+    whole = weight_breakdown(m, tp, 1, "bfloat16", None, rotary_cache=False, ep=tp)
+    if m.quantization is None:
+        assert whole.mlp == rows.mlp
+    assert whole.attention == rows.attention
