@@ -153,6 +153,9 @@ def test_sglang_holds_mxfp4_experts_in_bf16_off_blackwell(capsys):
     doc = json.loads(out)
     assert doc["per_gpu"]["weights_target_bytes"] > 114_701_598_720
     assert doc["verdict"] == "does_not_fit"
+    first = doc["recommendations"][0]  # the way out: the experts split by rows, MXFP4 again
+    assert first["action"] == "expert_parallel_off" and first["verdict_after"] == "fits"
+    assert first["changes"] == {"expert_parallel": False}
     code, out, _ = run_cli(capsys, *args, "--expert-parallel")  # vLLM keeps them MXFP4 (15.48 GiB of experts)
     assert json.loads(out)["per_gpu"]["weights_target_bytes"] < 40 * 2**30
     code, out, _ = run_cli(capsys, "plan", "--target", "openai/gpt-oss-120b", "--gpu", "B200-180GB", "--tp", "2",

@@ -140,6 +140,9 @@ def _engine_changes(d: Deployment, w: Workload, result: PlanResult) -> list[_Can
     if s.max_model_len > fitted_len and result.memory.startup_problem:
         out.append(("max_model_len", f"lower max_model_len from {s.max_model_len} to {fitted_len} (the longest request)",
                     replace(d, engine=replace(e, max_model_len=fitted_len)), w, 0, ""))
+    if d.ep > 1:  # the experts split by rows again: no busiest GPU to wait on, and SGLang's MXFP4 experts stay MXFP4
+        out.append(("expert_parallel_off", "split the experts by rows over TP (expert_parallel=false)",
+                    replace(d, expert_parallel=False), w, 0, ""))
     if s.quantization is None and d.gpu.fp8_flops:
         out.append(("weights_fp8", "quantize the weights to fp8",
                     replace(d, engine=replace(e, quantization="fp8")), w, 0, "weights_fp8"))
@@ -330,6 +333,8 @@ def _changes(d: Deployment, nd: Deployment, w: Workload, nw: Workload) -> dict:
     for name in ("kv_cache_dtype", "max_num_seqs", "max_model_len", "quantization", "gpu_memory_utilization"):
         if getattr(nd.engine, name) != getattr(d.engine, name):
             out[name] = getattr(nd.engine, name)
+    if nd.expert_parallel != d.expert_parallel:
+        out["expert_parallel"] = nd.expert_parallel
     if nd.tp != d.tp:
         out["tp"] = nd.tp
         out["gpus"] = nd.num_gpus
