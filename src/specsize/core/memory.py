@@ -129,8 +129,9 @@ class AccountingProfile:
     # "nvfp4" CacheDType, and MODELOPT_TO_VLLM_KV_CACHE_DTYPE_MAP maps fp8 only, so auto keeps the model dtype;
     # SGLang: ModelRunner reads an "FP8" kv_cache_quant_algo only), "refused" (vLLM 0.20: auto resolves to "nvfp4" -
     # utils/torch_utils.py get_kv_cache_quant_algo_string - but FlashInfer's metadata builder, the one backend listing
-    # it, raises "nvfp4 KV cache is not yet supported"), "served" (vLLM 0.21 on, read in 0.21.0, 0.22.0 and 0.32.0:
-    # datacenter Blackwell's trtllm-gen kernels), "served_fa2" (0.32: capability 8.x / 9.x / 12.x too, FA2)
+    # it, raises "nvfp4 KV cache is not yet supported"), "served" (vLLM 0.21 - 0.31, every sdist read: datacenter
+    # Blackwell's trtllm-gen kernels only - flashinfer.py has no other path for it before 0.32.0), "served_fa2" (0.32:
+    # compute capability 8.x / 9.x / 12.x too, FlashInfer's FA2 path, _nvfp4_kv_on_fa2). Head sizes: _check_nvfp4_kv
     nvfp4_kv: str = ""
     # --kv-cache-dtype fp8_e5m2 beside weights whose quantization config loads the attention layers' KV scales: vLLM
     # raises "fp8_e5m2 kv-cache is not supported with fp8 checkpoints" (model_executor/layers/attention/attention.py,
@@ -615,11 +616,27 @@ def _engine_interval(field: str, value: int, has_flag: bool, p: AccountingProfil
     return value
 
 
+# the head sizes vLLM's FlashInfer backend takes (FlashInferBackend.get_supported_head_sizes: 64 / 128 / 256 in
+# 0.20.0 - 0.21.0, 512 too from 0.22.0, read in 0.20.0 - 0.32.0); it is the one backend listing "nvfp4" among its
+# supported_kv_cache_dtypes, so at any other head size the selector finds no backend for an NVFP4 KV cache
+# (platforms/cuda.py get_attn_backend_cls: "No valid attention backend found", FLASHINFER: "head_size not supported")
+NVFP4_KV_HEAD_SIZES = (64, 128, 256, 512)
+
+
+def _kv_head_sizes(m: ModelSpec) -> set[int]:
+    """The head sizes of a model's KV-holding attention layers (none for Medusa's heads, which hold no KV)."""
+    return {layer.head_dim for layer in m.layers if layer.head_dim}
+
+
 def _check_nvfp4_kv(d: Deployment, p: AccountingProfile, from_checkpoint: bool) -> None:
-    """An NVFP4 KV cache where the release and the GPU serve one (AccountingProfile.nvfp4_kv). vLLM runs it through
-    FlashInfer only - the one attention backend whose supported_kv_cache_dtypes lists "nvfp4"; no MLA backend does -
-    on its trtllm-gen kernels (v1/attention/backends/flashinfer.py: backend "trtllm-gen" for an nvfp4 cache, "fa2/fa3
-    do not support nvfp4"), which run on datacenter Blackwell (compute capability 10) alone."""
+    """An NVFP4 KV cache where the release, the model and the GPU serve one (AccountingProfile.nvfp4_kv). vLLM runs it
+    through FlashInfer only - the one attention backend whose supported_kv_cache_dtypes lists "nvfp4" (0.20.0 -
+    0.32.0); no MLA backend does. 0.21 - 0.31 run it on FlashInfer's trtllm-gen kernels alone, datacenter Blackwell
+    (compute capability 10): v1/attention/backends/flashinfer.py passes backend "trtllm-gen" to its wrappers ("fa2/fa3
+    do not support nvfp4"); off capability 10 0.21.0 / 0.22.0 keep model-dtype queries and FlashInferImpl.forward's
+    assert "NVFP4 KV cache requires FP8 quantized queries" fails, 0.23.0 / 0.24.0's FlashInferMetadataBuilder raises
+    "--kv-cache-dtype nvfp4 requires sm100f", and from 0.25.0 FlashInferBackend.supports_kv_cache_dtype admits it on
+    is_device_capability_family(100) only. 0.32 adds FlashInfer's FA2 path on 8.x / 9.x / 12.x (_nvfp4_kv_on_fa2)."""
     why = "the checkpoint's NVFP4 KV cache (kv_cache_dtype auto)" if from_checkpoint else "kv_cache_dtype nvfp4"
     other = "kv_cache_dtype fp8 or the model dtype"
     if p.nvfp4_kv not in ("served", "served_fa2"):
@@ -627,18 +644,27 @@ def _check_nvfp4_kv(d: Deployment, p: AccountingProfile, from_checkpoint: bool) 
                    else "the release has no NVFP4 KV cache")
         raise SpecError("kv_cache_dtype", f"{why} on {p.label}: {problem}", f"{other}, or engine vllm with "
                         "engine_version 0.21 or later")
+    drafter = d.speculative.draft if d.speculative.enabled else None
+    models = (d.target,) + ((drafter,) if drafter is not None else ())
+    if any(m.mla is not None for m in models):
+        raise SpecError("kv_cache_dtype", f"{why}: no MLA attention backend of vLLM takes an NVFP4 KV cache",
+                        f"{other} for an MLA model")
+    heads = set().union(*(_kv_head_sizes(m) for m in models))
+    odd = sorted(heads - set(NVFP4_KV_HEAD_SIZES))
+    if odd:
+        raise SpecError("kv_cache_dtype", f"{why}: vLLM's one backend for an NVFP4 KV cache, FlashInfer, takes head "
+                        f"sizes {' / '.join(map(str, NVFP4_KV_HEAD_SIZES))}, not {' / '.join(map(str, odd))} "
+                        "(FlashInferBackend.get_supported_head_sizes)", f"{other} for this model")
     fa2 = p.nvfp4_kv == "served_fa2" and d.gpu.vendor == "nvidia" and not d.gpu.compute_capability_10 and \
         d.gpu.family in ("ampere", "ada", "hopper", "blackwell")
     if fa2:
         # vLLM 0.32 also serves it on compute capability 8.x / 9.x / 12.x through FlashInfer's FA2 path
         # (flashinfer.py _nvfp4_kv_on_fa2, supports_combination): not at head_size 64, not with attention sinks
-        heads = {d.target.head_dim} | ({d.speculative.draft.head_dim} if d.speculative.enabled and
-                                      d.speculative.draft is not None else set())
         if 64 in heads:
             raise SpecError("kv_cache_dtype", f"{why}: vLLM's FA2 path for an NVFP4 KV cache off datacenter Blackwell "
                             "misreads it at head_size 64 (flashinfer.py supports_combination)",
                             f"{other} for this model on the {d.gpu.gpu_id}")
-        if d.target.model_type == "gpt_oss":
+        if any(m.model_type == "gpt_oss" for m in models):
             raise SpecError("kv_cache_dtype", f"{why}: vLLM's FA2 path for an NVFP4 KV cache off datacenter Blackwell "
                             "cannot read it beside attention sinks (gpt-oss's; flashinfer.py supports_combination)",
                             f"{other} for this model on the {d.gpu.gpu_id}")
@@ -647,10 +673,6 @@ def _check_nvfp4_kv(d: Deployment, p: AccountingProfile, from_checkpoint: bool) 
                         f"kernels, on datacenter Blackwell only, not the {d.gpu.gpu_id}",
                         f"{other} on this GPU, a B200 / B300 class GPU, or vLLM 0.32 on NVIDIA compute capability "
                         "8.x / 9.x / 12.x")
-    drafter = d.speculative.draft if d.speculative.enabled else None
-    if d.target.mla is not None or (drafter is not None and drafter.mla is not None):
-        raise SpecError("kv_cache_dtype", f"{why}: no MLA attention backend of vLLM takes an NVFP4 KV cache",
-                        f"{other} for an MLA model")
 
 
 def _check_engine_flags(e: EngineSettings, p: AccountingProfile) -> None:

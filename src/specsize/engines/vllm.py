@@ -437,7 +437,8 @@ V1_021 = replace(
     _V1_COMMON,
     checkpoint_kv_dtype=True,  # a ModelOpt checkpoint's fp8 KV cache under auto (AccountingProfile)
     ct_kv_cache_scheme="forced",  # a compressed-tensors kv_cache_scheme: fp8 whatever --kv-cache-dtype says
-    nvfp4_kv="served",  # an NVFP4 KV cache from 0.21 (AccountingProfile.nvfp4_kv)
+    # an NVFP4 KV cache from 0.21, on datacenter Blackwell only up to 0.31 (AccountingProfile.nvfp4_kv)
+    nvfp4_kv="served",
     version="0.21", label="vLLM 0.21-0.23 (V1; CUDA graph estimate subtracted from the budget)",
     default_max_num_seqs=256, default_max_num_seqs_large_gpu=1024,
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=8192,
@@ -525,8 +526,9 @@ V1_LATEST = replace(
 # SGLang up to 0.5.15 keeps the model dtype: its CompressedTensorsConfig has no kv_cache_quant_algo, the one attribute
 # ModelRunner reads under auto - 0.5.9 and 0.5.15 wheels)
 # 0.32 serves an NVFP4 KV cache off datacenter Blackwell too, through FlashInfer's FA2 path on compute capability 8.x /
-# 9.x / 12.x (v1/attention/backends/flashinfer.py _nvfp4_kv_on_fa2, read in the installed 0.32.0; the releases before
-# it not verified: kept to trtllm-gen on capability 10)
+# 9.x / 12.x (v1/attention/backends/flashinfer.py _nvfp4_kv_on_fa2, supports_kv_cache_dtype, supports_combination;
+# first in 0.32.0). 0.21.0 - 0.31.0 (every sdist read) have no FA2 path: trtllm-gen on capability 10 only
+# (AccountingProfile.nvfp4_kv, memory._check_nvfp4_kv)
 V1_032 = replace(V1_LATEST, ct_kv_cache_scheme="auto", nvfp4_kv="served_fa2")
 
 # (first release covered, profile), oldest first
