@@ -229,12 +229,22 @@ def _burst(q: Request, w) -> tuple[float | None, str | None]:
     return None, None
 
 
-def _trace(path: str | None, lengths_only: bool = False):
+def _trace(path: str | None, lengths_only: bool = False, image_tokens: int = 0):
+    """The trace (or lengths file) at `path`, refused past the requests a simulation takes before its rows are built;
+    a lengths file's prompts with `image_tokens` more each: the images of every request join its prompt, as they
+    join the envelope's and the generated prompts (`--lengths-file F --images-per-request 2` had resampled prompts
+    without them)."""
     if path is None:
         return None
     from .catalog.traces import read_trace, read_trace_lengths  # noqa: PLC0415
+    from .planner.scenario import MAX_REQUESTS  # noqa: PLC0415
 
-    return read_trace_lengths(path) if lengths_only else read_trace(path)
+    if not lengths_only:
+        return read_trace(path, MAX_REQUESTS)
+    lengths = read_trace_lengths(path, MAX_REQUESTS)
+    if image_tokens:
+        lengths = replace(lengths, prompt_tokens=[tokens + image_tokens for tokens in lengths.prompt_tokens])
+    return lengths
 
 
 def simulate(request: Request | None = None, progress: Callable[[int, int], None] | None = None,
@@ -256,7 +266,8 @@ def simulate(request: Request | None = None, progress: Callable[[int, int], None
         output_p99=q.output_tokens_p99, burst_factor=factor, burst_source=source, burst_start_s=q.burst_start,
         burst_duration_s=q.burst_duration, on_off=parse_on_off(q.on_off), ramp_to_req_s=q.ramp_to,
         prefix_hit_rate=q.prefix_hit_rate, compare=not q.no_compare, ttft_slo_s=r.ttft_slo_s,
-        lengths_source=_lengths_source(q), trace=_trace(q.trace), lengths=_trace(q.lengths_file, lengths_only=True),
+        lengths_source=_lengths_source(q), trace=_trace(q.trace),
+        lengths=_trace(q.lengths_file, lengths_only=True, image_tokens=r.workload.image_tokens_per_request),
         client_concurrency=q.client_concurrency, num_requests=q.num_requests, offline=q.offline)
     report_ = run_simulation(r.deployment, r.workload, r.profile, r.efficiency, r.acceptance, r.tpot_slo_s, r.tree,
                              settings, q.headroom, progress)

@@ -4,9 +4,11 @@ Also the packaged catalogs' reader and row checks (see the end of this file)."""
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -83,12 +85,53 @@ def _read_pipe(p: Path, size: int) -> bytes:
         return handle.read(size)
 
 
-def read_lines(path: str | Path, field: str) -> list[str]:
-    """The non-empty lines of a CSV or JSONL file of requests."""
-    lines = [line for line in read_text(path, field, "a readable CSV or JSONL file").splitlines() if line.strip()]
+def read_lines(path: str | Path, field: str, max_requests: int | None = None) -> tuple[list[str], list[int]]:
+    """The non-empty lines of a CSV or JSONL file of requests, and each one's number in the file (1-based, blank lines
+    counted: what an editor shows). With `max_requests`, a file with more non-empty lines than a header and that many
+    requests is refused before its lines are split: a 250 MiB trace (44 million rows) had built every row first and
+    ended in a MemoryError."""
+    text = read_text(path, field, "a readable CSV or JSONL file")
+    if max_requests is not None:
+        _check_lines(text, path, field, max_requests)
+    lines, numbers = [], []
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            lines.append(line)
+            numbers.append(number)
     if not lines:
         raise SpecError(field, f"{path} is empty", "a CSV or JSONL file with one request per line")
-    return lines
+    return lines, numbers
+
+
+_CONTENT = re.compile(r"\S[^\r\n]*")  # from a line's first visible character to its end: one per non-empty line
+
+
+def _check_lines(text: str, path: str | Path, field: str, max_requests: int) -> None:
+    """Refuses a text of more than max_requests + 1 non-empty lines (a CSV header and `max_requests` requests),
+    counting no further than one past that."""
+    most = max_requests + 1
+    if (text.count("\n") or text.count("\r")) + 1 <= most:  # line breaks bound the lines: nothing to count
+        return
+    for count, _ in enumerate(_CONTENT.finditer(text), 1):
+        if count > most:
+            raise too_many_requests(path, field, max_requests)
+
+
+def too_many_requests(path: str | Path, field: str, max_requests: int) -> SpecError:
+    """The one refusal of a file of more requests than are read (read_lines, and catalog.traces once parsed)."""
+    return SpecError(field, f"{path} holds more than {max_requests:,} requests; at most {max_requests:,} are read",
+                     f"a file of at most {max_requests:,} requests, one per line: split it, or sample its requests")
+
+
+def csv_names(line: str) -> list[str]:
+    """A CSV header's column names as a CSV reader reads them: quotes removed ("prompt_tokens", as pandas' QUOTE_ALL and
+    spreadsheets write it), spaces around each name dropped ("prompt_tokens, output_tokens"); [] for a line no CSV
+    reader reads. The one reader of the header of a user's CSV file: traces, lengths files (catalog.traces) and
+    samples (inputs.load)."""
+    try:
+        return [name.strip() for name in next(csv.reader([line], skipinitialspace=True))]
+    except (csv.Error, StopIteration):
+        return []
 
 
 # --- The packaged catalogs (src/specsize/catalog/data): files beside this module, in a checkout as in an installed

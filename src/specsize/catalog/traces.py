@@ -22,7 +22,7 @@ from typing import Any
 
 from ..core.errors import SpecError, first_repeated, unique_keys
 from ..core.specs import RequestTrace
-from .files import read_lines
+from .files import csv_names, read_lines, too_many_requests
 
 ARRIVAL = ("arrival_time", "arrival_s", "timestamp", "TIMESTAMP", "arrival")
 PROMPT = ("prompt_tokens", "input_tokens", "ContextTokens", "prompt_len")
@@ -59,8 +59,10 @@ def _seconds(value) -> tuple[float, bool]:
         return moment.timestamp(), True
 
 
-def read_trace(path: str | Path) -> RequestTrace:
-    return _parse(read_lines(path, "trace"), Path(path))
+def read_trace(path: str | Path, max_requests: int | None = None) -> RequestTrace:
+    """The requests of a trace file; with `max_requests`, a file of more is refused before its rows are built."""
+    lines, numbers = read_lines(path, "trace", max_requests)
+    return _parse(lines, numbers, Path(path), max_requests=max_requests)
 
 
 MAX_TOKENS = 1 << 30  # per request; far beyond any context window, low enough that nothing overflows
@@ -118,58 +120,75 @@ def _row(row: object, p: Path, i: int, field: str) -> tuple[float, bool, int, in
     return arrival, iso, prompt, output, acceptance
 
 
-def _json_lines(lines: list[str], p: Path | str, field: str) -> list:
-    """One JSON value per line, or a one-line error naming the file; a request naming a column it is read by twice
-    is refused (json.loads would keep the later one)."""
+def _json_lines(lines: list[str], numbers: list[int], p: Path | str, field: str) -> list:
+    """One JSON value per line, or a one-line error naming the file and the line; a request naming a column it is read
+    by twice is refused (json.loads would keep the later one)."""
     once = unique_keys((*ARRIVAL, *PROMPT, *OUTPUT, "acceptance_rate"))
-    try:
-        rows = [json.loads(line, object_pairs_hook=once) for line in lines]
-    except json.JSONDecodeError as err:
-        raise SpecError(field, f"{p}: invalid JSON line ({err.msg})", "JSONL, one object per line") from None
-    except RecursionError:
-        raise SpecError(field, f"{p}: a JSON line nests too deeply", "JSONL, one flat object per line") from None
-    except ValueError:  # Python's limit on the digits of an integer (JSONDecodeError, a ValueError, is above)
-        raise SpecError(field, f"{p}: a number in a JSON line is too long to read", "JSONL of token counts, "
-                        "seconds and rates") from None
-    for number, row in enumerate(rows, 1):
+    rows = []
+    for line, number in zip(lines, numbers):
+        try:
+            row = json.loads(line, object_pairs_hook=once)
+        except json.JSONDecodeError as err:
+            raise SpecError(field, f"{p} line {number}: invalid JSON ({err.msg})", "JSONL, one object per line") \
+                from None
+        except RecursionError:
+            raise SpecError(field, f"{p} line {number}: the JSON nests too deeply", "JSONL, one flat object per line") \
+                from None
+        except ValueError:  # Python's limit on the digits of an integer (JSONDecodeError, a ValueError, is above)
+            raise SpecError(field, f"{p} line {number}: a number is too long to read", "JSONL of token counts, "
+                            "seconds and rates") from None
         if getattr(row, "repeated", None):
             raise SpecError(field, f"{p} line {number}: a request names {row.repeated!r} twice",
                             "each key once per request")
+        rows.append(row)
     return rows
 
 
-def _parse(lines: list[str], p: Path, field: str = "trace") -> RequestTrace:
-    return _from_rows(*_rows(lines, p, field), p, field)
+def _parse(lines: list[str], numbers: list[int], p: Path, field: str = "trace",
+           max_requests: int | None = None) -> RequestTrace:
+    return _from_rows(*_rows(lines, numbers, p, field, max_requests), p, field)
 
 
-def _rows(lines: list[str], p: Path, field: str) -> tuple[list, int]:
-    """The requests of a file's lines, JSON values (JSONL) or the mappings of a CSV with a header, and the line of the
-    first (a CSV's is the one after its header)."""
+def _rows(lines: list[str], numbers: list[int], p: Path, field: str,
+          max_requests: int | None = None) -> tuple[list, list[int]]:
+    """The requests of a file's non-empty lines (`numbers`: each one's line in the file), JSON values (JSONL) or the
+    mappings of a CSV with a header, and the line in the file where each request starts. A CSV is read as its
+    header is (files.csv_names): spaces after the commas skipped, in the header as in the rows."""
     if lines[0].lstrip().startswith("["):
         raise SpecError(field, f"{p} is a JSON array", "JSONL (one JSON object per line) or CSV with a header")
-    jsonl = lines[0].lstrip().startswith("{")
-    try:
-        if jsonl:
-            rows = _json_lines(lines, p, field)
-        else:
-            reader = csv.DictReader(lines)
-            twice = first_repeated(reader.fieldnames or [])
-            if twice is not None:  # DictReader would keep the last column of the two silently
-                raise SpecError(field, f"{p}: the header names column {twice!r} twice", "each column once")
-            rows = list(reader)
-    except csv.Error as err:
-        raise SpecError(field, f"{p}: unreadable CSV ({err})", "CSV with one request per line") from None
+    if lines[0].lstrip().startswith("{"):
+        rows, at = _json_lines(lines, numbers, p, field), numbers
+    else:
+        names = csv_names(lines[0])
+        if not names:
+            raise SpecError(field, f"{p} line {numbers[0]}: an unreadable CSV header", "CSV with a header of column "
+                            "names, then one request per line")
+        twice = first_repeated(names)
+        if twice is not None:  # DictReader would keep the last column of the two silently
+            raise SpecError(field, f"{p}: the header names column {twice!r} twice", "each column once")
+        reader = csv.DictReader(lines[1:], fieldnames=names, skipinitialspace=True)
+        rows, at = [], []
+        consumed = 0  # lines after the header read so far: a quoted cell may span lines
+        try:
+            for row in reader:
+                rows.append(row)
+                at.append(numbers[1 + consumed])  # the row starts where the one before it ended
+                consumed = reader.line_num
+        except csv.Error as err:
+            raise SpecError(field, f"{p}: unreadable CSV ({err})", "CSV with one request per line") from None
     if not rows:
         raise SpecError(field, f"{p} holds no requests (a header alone?)", "a CSV or JSONL file with one request per line")
-    return rows, 1 if jsonl else 2
+    if max_requests is not None and len(rows) > max_requests:
+        raise too_many_requests(p, field, max_requests)
+    return rows, at
 
 
-def _from_rows(rows: list, first_line: int, p: Path, field: str) -> RequestTrace:
-    """`first_line`: the line of the first request."""
+def _from_rows(rows: list, lines: list[int], p: Path, field: str) -> RequestTrace:
+    """`lines`: the line in the file where each request starts."""
     arrivals, prompts, outputs, acceptance = [], [], [], []
     without = None  # the first line of a request without an acceptance rate
     kinds: dict[bool, int] = {}  # ISO or seconds: the first line of each
-    for i, row in enumerate(rows, start=first_line):
+    for i, row in zip(lines, rows):
         arrival, iso, prompt, output, rate = _row(row, p, i, field)
         kinds.setdefault(iso, i)
         if len(kinds) > 1:
@@ -194,14 +213,17 @@ def _from_rows(rows: list, first_line: int, p: Path, field: str) -> RequestTrace
                         path=str(p))
 
 
-def read_trace_lengths(path: str | Path) -> RequestTrace:
-    """Prompt and output lengths of a file of requests (arrival times optional), to resample from."""
-    lines = read_lines(path, "lengths_file")
+def read_trace_lengths(path: str | Path, max_requests: int | None = None) -> RequestTrace:
+    """Prompt and output lengths of a file of requests (arrival times optional), to resample from; with
+    `max_requests`, a file of more is refused before its rows are built."""
+    lines, numbers = read_lines(path, "lengths_file", max_requests)
     p = Path(path)
-    rows, first_line = _rows(lines, p, "lengths_file")
+    rows, at = _rows(lines, numbers, p, "lengths_file", max_requests)
     if not all(isinstance(row, dict) for row in rows):
         raise SpecError("lengths_file", f"{path}: a line is not an object", "JSONL, one object per line")
     # a lengths file's arrivals are never read (the scenario's rate sets them): the requests are numbered, whatever
-    # arrival column some or all of them carry
-    rows = [{**row, "arrival_time": i} for i, row in enumerate(rows)]
-    return _from_rows(rows, first_line, p, "lengths_file")
+    # arrival column some or all of them carry (dropped: an arrival_s of 2.5 beside the number had read as "two
+    # arrival times")
+    rows = [{**{key: value for key, value in row.items() if key not in ARRIVAL}, "arrival_time": i}
+            for i, row in enumerate(rows)]
+    return _from_rows(rows, at, p, "lengths_file")

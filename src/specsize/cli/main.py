@@ -73,17 +73,15 @@ def _refuse_unsimulated(request, command: str, default: bool) -> None:
 
 # what `simulate` runs: a trace replays its own arrivals and lengths, for as long as they last; a closed loop sends
 # --num-requests as its clients' answers come back (planner.scenario.run_simulation); a --rate given is the arrival
-# rate, where --concurrency only sets one by Little's law; a lengths file's prompts are resampled as the file writes
-# them, without the images generated prompts take (api.simulate adds them to the medians only). `simulate --trace T
-# --duration 60` had replayed the whole trace and echoed duration_s 60, `--client-concurrency 8 --burst-factor 3` ran
-# 8 clients without a burst, `--lengths-file F --images-per-request 2` prompts without images: the same JSON, byte for
-# byte, without a word; so had --percentile, which no simulation reads. The scenario's own --duration is refused, as
+# rate, where --concurrency only sets one by Little's law; a lengths file's prompts are resampled with the images
+# every request carries added, as generated prompts take them (api.simulate). `simulate --trace T --duration 60` had
+# replayed the whole trace and echoed duration_s 60, `--client-concurrency 8 --burst-factor 3` ran 8 clients without
+# a burst: the same JSON, byte for byte, without a word; so had --percentile, which no simulation reads. The scenario's own --duration is refused, as
 # `plan --duration` is; the workload's flags, shared with plan as a deployment file is, stay and a note names them,
 # as speedup's do (api._unread_note).
 TRACE_READS_NOT = ("concurrency", "burst_factor", "samples_file", "prompt_tokens", "output_tokens",
                    "images_per_request", "image_tokens")
 CLOSED_LOOP_READS_NOT = ("concurrency", "burst_factor")
-LENGTHS_FILE_READS_NOT = ("images_per_request", "image_tokens")
 LENGTHS_FILE_GIVES = ("samples_file", "prompt_tokens", "output_tokens")
 
 
@@ -122,11 +120,6 @@ def _unread_scenario(request, command: str) -> tuple[str, ...]:
     if request.source_of("percentile") == "override":  # the same JSON, byte for byte, at p50 and at max
         notes.append(f"percentile not used by {command}: it picks the envelope's request shape, which plan sizes; a "
                      "simulation draws every request's lengths from the whole distribution")
-    if request.trace is None and request.lengths_file is not None:
-        images = [name for name in LENGTHS_FILE_READS_NOT if request.source_of(name) == "override"]
-        if images:
-            notes.append(f"{', '.join(images)} not used by {command}: the lengths file's prompts are resampled as "
-                         "it writes them, without images (count the image tokens in its prompt lengths)")
     return tuple(notes)
 
 

@@ -3,7 +3,8 @@
 Per request: prompt + output + k lookahead slots (SGLang: its decode reserve less one), in whole blocks per layer (a
 sliding-window layer holds at most its window). Worst case: every running request at the chosen percentile shape, at
 concurrency x burst factor (capped by max_num_seqs: the scheduler queues the rest).
-headroom = 1 - demand / capacity. fits: headroom >= policy; thin: 0 <= headroom < policy; else does_not_fit.
+headroom = 1 - demand / capacity. fits: headroom >= policy; thin: 0 <= headroom < policy; else does_not_fit. An engine
+that does not start (MemoryAccount.startup_problem) has no headroom (-inf, "none") and does not fit.
 """
 
 from __future__ import annotations
@@ -96,14 +97,19 @@ def _headroom(demand: int, capacity: int) -> float:
 
 
 def _case(mem: MemoryAccount, label: str, shape: ShapeCapacity, requested: int) -> EnvelopeCase:
-    """`requested` concurrent requests of `shape` against the pool."""
+    """`requested` concurrent requests of `shape` against the pool. An engine that does not start (a startup problem)
+    serves no request: its headroom is none (-inf), whatever pool it was asked for. A --kv-cache-memory-bytes larger
+    than the card had read "DOES NOT FIT: worst-case headroom 100.0%": vLLM takes the figure as it is (v1/worker/
+    gpu_worker.py determine_available_memory returns it without profiling, no check against the card) and runs out of
+    memory allocating that pool (v1/worker/utils.py allocate_kv_cache), so there is no pool to have headroom in."""
     running = min(requested, mem.settings.max_num_seqs)
     demand = running * shape.request_kv_bytes
     capacity = mem.pool_bytes
     prompt, output = shape.prompt_tokens, shape.output_tokens
+    headroom = -math.inf if mem.startup_problem else _headroom(demand, capacity)
     return EnvelopeCase(label=label, percentile=shape.label, prompt_tokens=prompt, output_tokens=output,
                         requested_concurrency=requested, concurrency=running, queued=max(0, requested - running),
-                        demand_bytes=demand, capacity_bytes=capacity, headroom_fraction=_headroom(demand, capacity))
+                        demand_bytes=demand, capacity_bytes=capacity, headroom_fraction=headroom)
 
 
 def request_tokens(s: ResolvedSettings, prompt: int, output: int) -> int:

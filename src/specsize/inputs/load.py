@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..catalog import files
-from ..catalog.files import packaged_json, read_text, size_limit
+from ..catalog.files import csv_names, packaged_json, read_text, size_limit
 from ..catalog.models import NAMES_ONLY_ENV
 from ..catalog.traces import whole_count
 from ..core.errors import SpecError, first_repeated, unique_keys
@@ -182,20 +182,10 @@ def _numbers(line: str) -> bool:
         return False
 
 
-def _csv_names(line: str) -> list[str]:
-    """A CSV header's column names as a CSV reader reads them: quotes removed ("prompt_tokens", as pandas' QUOTE_ALL and
-    spreadsheets write it), spaces around each name dropped ("prompt_tokens, output_tokens"). The quoted header had
-    read as "bare token counts", the spaced one as requests without output_tokens."""
-    try:
-        return [name.strip() for name in next(csv.reader([line], skipinitialspace=True))]
-    except (csv.Error, StopIteration):
-        return []
-
-
 def _header(line: str) -> bool:
     """Whether a file's first line is a CSV header: a name among its cells (a bad count, -3 or 100.5, is a count
     to refuse as one, not a header without the column)."""
-    return not _numbers(line) and any(re.match(r"[A-Za-z_]", name) for name in _csv_names(line))
+    return not _numbers(line) and any(re.match(r"[A-Za-z_]", name) for name in csv_names(line))
 
 
 def read_samples(path: str | Path, column: str | None = None, field: str = "samples_file") -> list[int]:
@@ -257,9 +247,9 @@ def parse_samples(text: str, path: str | Path, column: str | None = None, field:
             values = [whole_count(v) for v in json.loads(stripped)]
         elif stripped.startswith("{"):
             values = _jsonl_counts(stripped, column or "prompt_tokens", p, field)
-        elif column and stripped and column in _csv_names(stripped.splitlines()[0]):
+        elif column and stripped and column in csv_names(stripped.splitlines()[0]):
             lines = stripped.splitlines()
-            names = _csv_names(lines[0])
+            names = csv_names(lines[0])
             twice = first_repeated(names)
             if twice is not None:  # DictReader keeps the last of the two columns without a word, as a trace's reader
                 raise SpecError(field, f"{p}: the header names column {twice!r} twice", "each column once")
