@@ -283,3 +283,62 @@ def test_even_splits_hold_the_same_expert_bytes_either_way(model_id, tp):
     if m.quantization is None:
         assert whole.mlp == rows.mlp
     assert whole.attention == rows.attention
+
+
+def test_the_notes_rows_step_keeps_sglangs_mxfp4_experts(capsys):
+    # SGLang upcasts MXFP4 experts under expert parallelism only: the note's "split by rows" step is the plan without it
+    args = ("plan", "--target", "openai/gpt-oss-20b", "--gpu", "H100-SXM-80GB", "--tp", "2", "--engine", "sglang",
+            "--concurrency", "24", "--format", "json")
+    code, out, err = run_cli(capsys, *args, "--expert-parallel")
+    assert code == 0, err
+    note = next(w for w in json.loads(out)["warnings"] if w.startswith("expert parallelism"))
+    rows_ms = float(note.split("against ")[1].split(" ms")[0])
+    code, out, err = run_cli(capsys, *args, "--no-expert-parallel")
+    assert code == 0, err
+    assert rows_ms == pytest.approx(json.loads(out)["perf"]["tpot_s_no_spec"] * 1e3, abs=0.01)
+
+
+def _search(tmp_path, capsys, text):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(text)
+    return run_cli(capsys, "search", spec, "--no-simulate", "--format", "json")
+
+
+SPEC_TAIL = """
+drafters: [{method: none}]
+max_num_seqs: [128]
+workload: {prompt_tokens: {p50: 800, p99: 2000}, output_tokens: {p50: 200, p99: 400}, concurrency: 8}
+slo: {tpot_p99_ms: 200}
+"""
+
+
+def test_search_keeps_each_gpus_refusal_apart(tmp_path, capsys):
+    # SGLang 0.5.12 refuses MXFP4 experts under EP on compute capability 12 only: an H100 is screened whichever GPU the
+    # spec lists first (the checks had been kept without the GPU: the first GPU's answer held for both)
+    head = 'target: openai/gpt-oss-20b\nengine: sglang\nengine_version: "0.5.12"\ntp: [2]\nexpert_parallel: [true]\n'
+    for gpus in ("[H100-SXM-80GB, RTX-PRO-6000-96GB]", "[RTX-PRO-6000-96GB, H100-SXM-80GB]"):
+        listed = ", ".join(f"{{gpu: {g.strip()}, counts: [2]}}" for g in gpus.strip("[]").split(","))
+        code, out, err = _search(tmp_path, capsys, head + f"gpus: [{listed}]" + SPEC_TAIL)
+        assert code == 0, err
+        doc = json.loads(out)
+        assert doc["screened"] == 1 and doc["skipped"] == 1, gpus
+        assert doc["cheapest"]["gpu"] == "H100-SXM-80GB"
+
+
+def test_search_screens_tp_1_once(tmp_path, capsys):
+    # at TP 1 there is no TP group to split the experts over: [false, true] is one configuration there, two at TP 2
+    code, out, err = _search(tmp_path, capsys, "target: Qwen/Qwen3-30B-A3B\ntp: [1, 2]\nexpert_parallel: [false, true]\n"
+                             "gpus: [{gpu: H100-SXM-80GB, counts: [2]}]" + SPEC_TAIL)
+    assert code == 0, err
+    assert json.loads(out)["screened"] == 3
+
+
+def test_a_fix_the_releases_expert_parallelism_refuses_is_not_offered(capsys, tmp_path):
+    # 60 experts split evenly over TP 4 on SGLang, not over TP 8: "double tensor parallelism to TP=8" cannot start
+    code, out, err = run_cli(capsys, "plan", "--target", _uneven(tmp_path), "--gpu", "RTX-4090-24GB", "--tp", "4",
+                             "--expert-parallel", "--engine", "sglang", "--prompt-tokens", "6000", "--output-tokens",
+                             "2000", "--max-model-len", "8192", "--concurrency", "128", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["verdict"] != "fits"
+    assert not any(r["changes"].get("tp") == 8 for r in doc["recommendations"])

@@ -31,8 +31,8 @@ def _plan(capsys, target, *args):
 def test_fp8_weights_refuse_e5m2(capsys):
     code, _, err = _plan(capsys, "Qwen/Qwen3-8B-FP8")  # Qwen's own fp8 checkpoint: quant_method fp8
     assert code == 2 and "kv_cache_dtype" in err and "fp8_e4m3" in err
-    code, _, err = _plan(capsys, "Qwen/Qwen3-8B", "--quantization", "fp8")  # Fp8Config over bf16 weights
-    assert code == 2 and "kv_cache_dtype" in err
+    code, _, err = _plan(capsys, "Qwen/Qwen3-8B", "--quantization", "fp8", "--engine-version", "0.30")
+    assert code == 2 and "kv_cache_dtype" in err  # Fp8Config over bf16 weights (to 0.30: below)
     code, _, err = _plan(capsys, "Qwen/Qwen3-8B", "--quantization", "fp8", "--kv-cache-dtype", "fp8_e4m3")
     assert code == 0, err
 
@@ -61,3 +61,15 @@ def test_compressed_tensors_by_release(capsys, tmp_path):
 def test_sglang_has_no_such_check(capsys):
     code, _, err = _plan(capsys, "Qwen/Qwen3-8B-FP8", "--engine", "sglang")
     assert code == 0, err
+
+
+def test_online_fp8_override_from_0_31(capsys):
+    # --quantization fp8 over bf16 weights: Fp8Config (KV scales for attention) up to 0.30; from 0.31 the online
+    # fp8_per_tensor config (model_loader/weight_utils.py: "--quantization fp8 is deprecated for online quantization"),
+    # which gives attention no KV-scale method, so fp8_e5m2 starts
+    base = ("Qwen/Qwen3-8B", "--quantization", "fp8")
+    assert _plan(capsys, *base[:1], *base[1:], "--engine-version", "0.30")[0] == 2
+    assert _plan(capsys, *base[:1], *base[1:], "--engine-version", "0.31")[0] == 0
+    assert _plan(capsys, *base)[0] == 0  # the newest profile (0.32)
+    # Qwen's own fp8 checkpoint (quant_method fp8) is Fp8Config on every release
+    assert _plan(capsys, "Qwen/Qwen3-8B-FP8")[0] == 2

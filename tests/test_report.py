@@ -155,7 +155,7 @@ def test_a_plan_with_no_kv_cache_reads_without_inf_or_none_needed():
     text = report_markdown.render(data)
     for rendered in (page, text, text_report.render(data.result)):  # the standards section is planner/compliance's
         assert "-inf" not in rendered.split("Standards &")[0] and "None needed" not in rendered
-    assert "DOES NOT FIT: no KV cache, no headroom (policy 20%)" in text and "None found" in page
+    assert "DOES NOT FIT: the engine does not start, no headroom (policy 20%)" in text and "None found" in page
     worst = next(line for line in text.splitlines() if line.startswith("| worst case"))
     assert worst.endswith("| - |")
     tags = _Tags()

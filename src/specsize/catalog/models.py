@@ -507,7 +507,9 @@ def _from_variant(v: Variant) -> ModelSpec:
     quant = base.quantization
     override = quantization_override(v.quantization, base)
     if override is not None and not (quant is not None and quant.method == override.method):
-        quant = replace(override, source="declared")  # else the base's own layout (what it keeps in 16 bits)
+        # else the base's own layout (what it keeps in 16 bits); a name does not say which config a checkpoint declares
+        # (a -FP8 may be fp8, ModelOpt or compressed-tensors): none, but for Qwen's own (below)
+        quant = replace(override, source="declared", config_method="")
     if quant is not None and v.fp8_block is not None and quant.method == "fp8" and not quant.block:
         # the publisher's fp8 blocks (catalog.variants.QWEN_FP8_BLOCK), a native fp8 checkpoint's (quant_method fp8)
         quant = replace(quant, block=v.fp8_block, moe_block_refine=True, config_method="fp8")

@@ -140,7 +140,10 @@ class AccountingProfile:
     # compressed-tensors (CompressedTensorsKVCacheMethod); not fbgemm_fp8, AWQ, GPTQ, MXFP4 or bitsandbytes, which
     # return none for attention. "refused": every such checkpoint (up to 0.23, read in 0.20.0 - 0.23.0); "scheme":
     # from 0.24 a compressed-tensors checkpoint only where it declares a kv_cache_scheme ("weight-only ones declare
-    # none and must keep fp8_e5m2, the only fp8 KV dtype usable on Ampere", read in 0.24.0 - 0.32.0); "": no check
+    # none and must keep fp8_e5m2, the only fp8 KV dtype usable on Ampere", read in 0.24.0 - 0.32.0); "online": as
+    # "scheme", and --quantization fp8 over 16-bit weights no longer builds Fp8Config but the online fp8_per_tensor
+    # config, whose get_quant_method gives attention none (model_loader/weight_utils.py get_quant_config: "--quantization
+    # fp8 is deprecated for online quantization", in the 0.31.0 and 0.32.0 sdists, not in 0.30.0's); "": no check
     # (SGLang)
     e5m2_fp8_weights: str = ""
     # CUDA graphs: the largest step (tokens) the engine replays from a graph; a larger one runs its kernels launched
@@ -433,7 +436,9 @@ def _loads_kv_scales(target: ModelSpec, p: AccountingProfile, quant: Quantizatio
     an fp8_e5m2 cache (AccountingProfile.e5m2_fp8_weights)."""
     if not p.e5m2_fp8_weights or quant is None:
         return False
-    method = quant.config_method or ("fp8" if quant.source == "override" and quant.method == "fp8" else "")
+    method = quant.config_method  # the checkpoint's quant_method, or the override's engine name
+    if method == "fp8" and quant.source == "override" and p.e5m2_fp8_weights == "online":
+        return False  # the online fp8_per_tensor config: no KV-scale method for attention
     if method == "compressed-tensors":
         return p.e5m2_fp8_weights == "refused" or target.kv_cache_scheme
     return method in ("fp8", "modelopt", "modelopt_fp4", "nvfp4")

@@ -525,7 +525,8 @@ def quantization_override(name: str | None, model: ModelSpec) -> Quantization | 
         # an MoE model's experts (vLLM's Mxfp4Config quantizes fused-MoE experts only), a dense model's linear layers
         # (AMD Quark's MXFP4 checkpoints, e.g. amd/Llama-3.3-70B-Instruct-MXFP4-Preview on MI355X)
         return Quantization("mxfp4", experts_only=model.is_moe, source="override")
-    return Quantization(key, source="override")
+    # the engine's config for it (Quantization.config_method): fp8 builds Fp8Config, fbgemm_fp8 FBGEMMFp8Config, ...
+    return Quantization(key, source="override", config_method=given)
 
 
 def quantization_format(name: str) -> str:

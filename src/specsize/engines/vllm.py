@@ -499,13 +499,15 @@ V1_029 = replace(V1_028, version="0.29", label="vLLM 0.29 (V1; Model Runner V2 f
 V1_030 = replace(V1_029, version="0.30", label="vLLM 0.30 (V1; Model Runner V2 for every model)",
                  mrv2_eagle3_pp_on_v1=False)
 V1_031 = replace(V1_030, version="0.31", label="vLLM 0.31 (V1; Model Runner V2 for every model)",
-                 mrv2_v1_methods=("ngram", "medusa"))
+                 mrv2_v1_methods=("ngram", "medusa"),
+                 # --quantization fp8 over 16-bit weights runs the online fp8_per_tensor config from 0.31 (AccountingProfile)
+                 e5m2_fp8_weights="online")
 V1_024 = replace(V1_024, label="vLLM 0.24 (V1; CUDA graphs subtracted; capacity in whole requests)")
 
 V1_LATEST = replace(
     _V1_COMMON,
     checkpoint_kv_dtype=True,  # a ModelOpt checkpoint's fp8 KV cache under auto (AccountingProfile)
-    e5m2_fp8_weights="scheme",  # compressed-tensors: only with a kv_cache_scheme from 0.24 (AccountingProfile)
+    e5m2_fp8_weights="online",  # compressed-tensors: only with a kv_cache_scheme; online fp8 from 0.31 (AccountingProfile)
     version="0.32", label="vLLM 0.32 (V1; CUDA graphs subtracted; capacity in whole requests)",
     default_max_num_seqs=256, default_max_num_seqs_large_gpu=1024,
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=8192,

@@ -228,7 +228,10 @@ def expert_parallel_step(d: Deployment, mem: MemoryAccount, eff: Efficiency, bat
     (Deployment.ep) and, for comparison, by rows over the same TP: what expert parallelism costs or saves there."""
     plain = replace(d, speculative=SpeculativeConfig())
     split = decode_step(costs_for(plain, mem, eff, 0, Tree()), batch, context).time_s
-    rows = decode_step(costs_for(replace(plain, expert_parallel=False), mem, eff, 0, Tree()), batch, context).time_s
+    # split by rows the engine keeps its experts as stored (ResolvedSettings.experts_upcast is expert parallelism's)
+    by_rows = replace(mem, settings=replace(mem.settings, experts_upcast=False))
+    rows = decode_step(costs_for(replace(plain, expert_parallel=False), by_rows, eff, 0, Tree()), batch,
+                       context).time_s
     return split, rows
 
 

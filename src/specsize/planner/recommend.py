@@ -21,6 +21,7 @@ from ..core.speculation import Acceptance, SpecMethod
 from ..core.traffic import peak_concurrency
 from ..core.units import GiB
 from ..engines.methods import check_method
+from ..engines.support import check_expert_parallel
 from .placement import layout_problem
 from .plan import PlanResult, plan, replica_workload
 
@@ -236,6 +237,7 @@ def recommend(result: PlanResult, profile: AccountingProfile, efficiency=None, a
         try:
             if nd.speculative.enabled and nd.speculative.method != d.speculative.method:
                 check_method(profile.engine, engine_version, nd.speculative.method)
+            check_expert_parallel(profile.engine, engine_version, nd)  # a TP or GPU the release's EP refuses
             after = plan(nd, nw, _profile_after(profile, engine_version, d, nd), policy, efficiency=efficiency,
                          acceptance=acceptance if nd.speculative.enabled else None,
                          perf_detail=False)  # its TPOT alone is read here

@@ -115,7 +115,7 @@ def screen(space, profile: AccountingProfile, efficiency_for,
     costs_cache: dict = {}
     # a GPU's memory account is that of one engine instance: the same whatever the GPU count (replicas)
     accounts: dict = {}
-    checks: dict = {}  # what a plan's checks refuse, by (TP, drafter, k, KV dtype, max_num_seqs): not the GPU's
+    checks: dict = {}  # what a plan's checks refuse, by configuration of one GPU option (some checks read the GPU)
     engines = [(kv, mns, replace(space.engine, kv_cache_dtype=kv, max_num_seqs=mns))
                for kv in space.kv_cache_dtypes for mns in space.max_num_seqs]
     peak_total = peak_concurrency(w.concurrency, w.burst_factor)
@@ -125,7 +125,10 @@ def screen(space, profile: AccountingProfile, efficiency_for,
         eff = efficiency_for(gpu)
         unit = "$/h" if option.price_per_hour is not None else "GPUs"
         for count in option.counts:
-            for tp, pp, ep in ((tp, pp, ep) for tp in space.tps for pp in space.pps for ep in space.expert_parallel):
+            # expert parallelism changes nothing at TP 1 (Deployment.ep): screened once there
+            splits = [(tp, pp, ep) for tp in space.tps for pp in space.pps
+                      for ep in sorted({ep and tp > 1 for ep in space.expert_parallel})]
+            for tp, pp, ep in splits:
                 problem = _tp_problem(space.target, tp, count if pp == 1 else tp, space.gpus_per_node)
                 field = "tp"
                 if problem is None and pp > 1:
@@ -151,9 +154,11 @@ def screen(space, profile: AccountingProfile, efficiency_for,
                             instance = (id(option), tp, index, k, kv, mns, pp, ep)
                             mem = accounts.get(instance)
                             if mem is None:
+                                # the checks are kept by GPU option too: SGLang's on AMD and on compute
+                                # capability 12 read the GPU (engines.block_fp8, engines.support)
                                 mem = accounts[instance] = _checked_account(d, per_replica, policy,
                                                                             drafter.profile or profile, checks,
-                                                                            instance[1:], space.engine_version)
+                                                                            instance, space.engine_version)
                             if isinstance(mem, SpecError):
                                 skipped += 1
                                 refused = refused or mem
@@ -170,8 +175,9 @@ def screen(space, profile: AccountingProfile, efficiency_for,
 def _checked_account(d: Deployment, w, policy: float, profile: AccountingProfile, checks: dict, key: tuple,
                      engine_version: str | None = None):
     """The engine's account of `d`, or the SpecError a plan of it gives: first what the plan's checks refuse (a
-    draft_tp beside this TP), which do not read the GPU (kept in `checks` by `key`: TP, drafter, k, KV dtype,
-    max_num_seqs), then what the engine refuses."""
+    draft_tp beside this TP, block-fp8 splits, expert parallelism; kept in `checks` by `key`, the configuration and
+    its GPU option: SGLang's block-fp8 exemption on AMD and its MXFP4 rule on compute capability 12 read the GPU), then
+    what the engine refuses."""
     refused = checks.get(key, False)
     if refused is False:
         try:

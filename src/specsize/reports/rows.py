@@ -54,6 +54,7 @@ def headline(r: PlanResult) -> str:
     v = r.verdict
     headroom = v.worst_case.headroom_fraction
     shown = (f"worst-case headroom {headroom_pct(headroom, v.headroom_policy)}" if math.isfinite(headroom)
+             else "the engine does not start, no headroom" if r.memory.startup_problem
              else "no KV cache, no headroom")
     # "THIN: worst-case headroom 74.8% (policy 20%)" contradicts itself unless it says what made it thin
     why = "; the simulated burst is not sustained" if simulation_worsened(r) else ""
