@@ -76,6 +76,10 @@ def sc5(r: PlanResult) -> ControlResult:
     summary = {PASS: "capacity holds the burst with the policy's headroom",
                ATTENTION: "capacity holds the burst, but with less headroom than the policy requires",
                FAIL: "capacity does not hold the burst"}[status]
+    if r.memory.startup_problem:
+        # no pool is built to hold or miss the burst: 'capacity does not hold the burst' had stood beside 40.4 GiB of
+        # demand against 186.26 GiB asked for with --kv-cache-memory-bytes (the first limit hit names the refusal)
+        summary = "the engine does not start, so no capacity holds the burst"
     if simulation_worsened(r):
         # the envelope's headroom met (or came closer to) the policy: the simulated burst set the verdict, and the
         # summary had said "less headroom than the policy requires" beside a headroom of 74.8% under a 20% policy

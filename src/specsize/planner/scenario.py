@@ -12,7 +12,7 @@ import numpy as np
 from ..core.envelope import DOES_NOT_FIT, FITS, THIN
 from ..core.envelope import VERDICT_RANK as RANK
 from ..core.errors import SpecError
-from ..core.memory import AccountingProfile, account
+from ..core.memory import AccountingProfile, MemoryAccount, account
 from ..core.perf import Efficiency, offline_efficiency
 from ..core.specs import Deployment, RequestTrace, SpeculativeConfig, Workload
 from ..core.speculation import Acceptance, Tree
@@ -52,6 +52,9 @@ class SimSettings:
     lengths: RequestTrace | None = None  # only the lengths are read
     client_concurrency: int | None = None  # closed loop: requests in flight (vllm bench serve --max-concurrency)
     num_requests: int = 1000  # requests a closed loop sends
+    # the plan's own burst scenario (envelope_settings: plan --simulate, report): an engine that does not start is left
+    # to the plan's verdict (fold_simulation attaches no simulation), where `simulate` refuses it (run_simulation)
+    envelope: bool = False
 
 
 def _lengths(median: float | None, p99: float | None, fallback: tuple[int, int, int], maximum: int,
@@ -199,6 +202,11 @@ def run_simulation(d: Deployment, w_total: Workload, profile: AccountingProfile,
     if mem.kv_blocks <= 0:
         raise SpecError("deployment", "the KV cache is empty: nothing to simulate (see `specsize plan`)",
                         "a deployment that starts")
+    if pool_never_built(d, mem) and not sim.envelope:
+        # it had been simulated as if it ran ('sustains the load: yes' beside the plan's 'DOES NOT FIT: the engine
+        # does not start')
+        raise SpecError("deployment", f"the engine does not start ({(mem.startup_problem or '').rstrip('.')}): nothing to "
+                        "simulate (see `specsize plan`)", "a deployment that starts")
     plain = account(replace(d, speculative=SpeculativeConfig()), profile) if sim.compare else None
     k = d.speculative.num_speculative_tokens or 1
     acc = acceptance_spec(acceptance, k, acceptance.spread if acceptance else 0.0, tree)
@@ -267,13 +275,24 @@ def envelope_settings(w: Workload, duration_s: float, seed: int, lengths_source:
     the run starting at a third, lognormal lengths from the workload's p50 and p99."""
     return SimSettings(duration_s=duration_s, seed=seed, burst_factor=w.burst_factor,
                        burst_source="the workload's burst_factor", lengths_source=lengths_source,
-                       ttft_slo_s=ttft_slo_s)
+                       ttft_slo_s=ttft_slo_s, envelope=True)
+
+
+def pool_never_built(d: Deployment, mem: MemoryAccount) -> bool:
+    """Whether the engine refuses to start for want of memory (core.memory's startup_problem, with its memory and any
+    other workload's past the card: vLLM's --kv-cache-memory-bytes beyond what is left, SGLang's fraction running
+    out, another workload holding the budget), so that no pool exists to simulate. vLLM's refusal of a max_model_len
+    one request cannot hold leaves the pool in memory: it is simulated, its too-long requests named as never run."""
+    return bool(mem.startup_problem) and mem.free_bytes < d.shared_reserved_bytes
 
 
 def fold_simulation(result: PlanResult, report: SimulationReport) -> PlanResult:
     """`plan --simulate`: fold what the burst simulation finds into the verdict. Cache thrashing or requests
     left unfinished make the plan does_not_fit; queue growth or scheduling instability alone make a fitting
-    plan thin."""
+    plan thin. An engine without the memory to start (pool_never_built) has no burst to simulate: the plan keeps its
+    verdict and no simulation (a report had shown 'simulated burst: sustained' for a server that never starts)."""
+    if pool_never_built(result.deployment, result.memory):
+        return result
     v = result.verdict
     problems = report.spec.problems
     verdict = v.verdict
