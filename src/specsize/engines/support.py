@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..core.errors import SpecError
 from ..core.specs import Deployment, ModelSpec, checkpoint_format_needed, effective_target
-from .registry import is_series, release, release_key
+from .registry import is_series, release, release_key, released_by
 
 
 @lru_cache(maxsize=1)
@@ -141,8 +141,6 @@ SGLANG_EP_MXFP4_CC12_REFUSED = ("0.5.10", "0.5.15")
 
 def expert_parallel_problem(engine: str, version: str | None) -> str | None:
     """Why the release has no expert parallelism (None: it has)."""
-    from .registry import released_by  # noqa: PLC0415
-
     first = EXPERT_PARALLEL_FROM.get(engine)
     if first is None or released_by(version, first):
         return None
@@ -158,8 +156,6 @@ def check_expert_parallel(engine: str, version: str | None, d: Deployment) -> No
     would drop the rest), an architecture or weight format its EPMoE did not take yet (SGLANG_EP_ARCH_FROM,
     SGLANG_EP_BLOCK_FP8_FROM), MXFP4 experts on compute capability 12 in 0.5.10 - 0.5.14. vLLM gives the first
     num_experts % tp ranks one more (core.weights.experts_on_rank)."""
-    from .registry import released_by  # noqa: PLC0415
-
     if d.ep <= 1:
         return
     problem = expert_parallel_problem(engine, version)

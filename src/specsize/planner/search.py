@@ -115,7 +115,6 @@ def screen(space, profile: AccountingProfile, efficiency_for,
     costs_cache: dict = {}
     # a GPU's memory account is that of one engine instance: the same whatever the GPU count (replicas)
     accounts: dict = {}
-    checks: dict = {}  # what a plan's checks refuse, by configuration of one GPU option (some checks read the GPU)
     engines = [(kv, mns, replace(space.engine, kv_cache_dtype=kv, max_num_seqs=mns))
                for kv in space.kv_cache_dtypes for mns in space.max_num_seqs]
     peak_total = peak_concurrency(w.concurrency, w.burst_factor)
@@ -153,12 +152,10 @@ def screen(space, profile: AccountingProfile, efficiency_for,
                                            num_gpus=count, engine=engine, expert_parallel=ep)
                             instance = (id(option), tp, index, k, kv, mns, pp, ep)
                             mem = accounts.get(instance)
-                            if mem is None:
-                                # the checks are kept by GPU option too: SGLang's on AMD and on compute
-                                # capability 12 read the GPU (engines.block_fp8, engines.support)
+                            if mem is None:  # kept by GPU option: some checks read the GPU (SGLang on AMD, cc 12)
                                 mem = accounts[instance] = _checked_account(d, per_replica, policy,
-                                                                            drafter.profile or profile, checks,
-                                                                            instance, space.engine_version)
+                                                                            drafter.profile or profile,
+                                                                            space.engine_version)
                             if isinstance(mem, SpecError):
                                 skipped += 1
                                 refused = refused or mem
@@ -172,34 +169,22 @@ def screen(space, profile: AccountingProfile, efficiency_for,
     return out, skipped
 
 
-def _checked_account(d: Deployment, w, policy: float, profile: AccountingProfile, checks: dict, key: tuple,
-                     engine_version: str | None = None):
+def _checked_account(d: Deployment, w, policy: float, profile: AccountingProfile, engine_version: str | None = None):
     """The engine's account of `d`, or the SpecError a plan of it gives: first what the plan's checks refuse (a
-    draft_tp beside this TP, block-fp8 splits, expert parallelism; kept in `checks` by `key`, the configuration and
-    its GPU option: SGLang's block-fp8 exemption on AMD and its MXFP4 rule on compute capability 12 read the GPU), then
-    what the engine refuses."""
-    refused = checks.get(key, False)
-    if refused is False:
-        try:
-            validate(d, w, policy)
-            sp = d.speculative
-            # a draft_tp the spec gives holds at every TP: where the release starts a draft model only at the
-            # target's TP (vLLM 0.15 and later), the other TPs are configurations that cannot start
-            problem = draft_tp_problem(profile.engine, profile.version, sp.method, d.tp, sp.draft_tp) \
-                if sp.kind.own_tp else None
-            if problem is not None:
-                raise SpecError("drafters.draft_tp", problem, f"{d.tp} (the target's TP) with this release")
-            # block-fp8 weights the release cannot split at this TP (engines.block_fp8): a server that cannot load
-            check_deployment(profile.engine, profile.version, d)
-            # expert parallelism the release cannot run (engines.support): the spec's release, not the profile's first
-            check_expert_parallel(profile.engine, engine_version, d)
-            refused = None
-        except SpecError as err:
-            refused = err
-        checks[key] = refused
-    if refused is not None:
-        return refused
+    draft_tp beside this TP, block-fp8 splits, expert parallelism), then what the engine refuses."""
     try:
+        validate(d, w, policy)
+        sp = d.speculative
+        # a draft_tp the spec gives holds at every TP: where the release starts a draft model only at the
+        # target's TP (vLLM 0.15 and later), the other TPs are configurations that cannot start
+        problem = draft_tp_problem(profile.engine, profile.version, sp.method, d.tp, sp.draft_tp) \
+            if sp.kind.own_tp else None
+        if problem is not None:
+            raise SpecError("drafters.draft_tp", problem, f"{d.tp} (the target's TP) with this release")
+        # block-fp8 weights the release cannot split at this TP (engines.block_fp8): a server that cannot load
+        check_deployment(profile.engine, profile.version, d)
+        # expert parallelism the release cannot run (engines.support): the spec's release, not the profile's first
+        check_expert_parallel(profile.engine, engine_version, d)
         return account(d, profile)
     except SpecError as err:
         return err
