@@ -434,6 +434,11 @@ class Deployment:
         q = self.engine.quantization
         return None if q is None or restates_checkpoint(self.target, q) else q
 
+    def served_unquantized(self) -> "Deployment":
+        """The deployment with its weights served unquantized, as `--quantization none` serves them: what an engine
+        that upcasts a checkpoint's experts at load holds and runs (ResolvedSettings.experts_upcast)."""
+        return replace(self, engine=replace(self.engine, quantization="none"))
+
     @property
     def replicas(self) -> int:
         return max(1, (self.num_gpus or self.gpus_per_instance) // self.gpus_per_instance)

@@ -61,7 +61,7 @@ def _costs(d: Deployment, s: ResolvedSettings, eff: Efficiency, k: int, tree: Tr
     if d.speculative.enabled and k != d.speculative.num_speculative_tokens:
         d = replace(d, speculative=replace(d.speculative, num_speculative_tokens=k))
     if s.experts_upcast:  # the engine runs the experts unquantized (ResolvedSettings.experts_upcast)
-        d = replace(d, engine=replace(d.engine, quantization="none"))
+        d = d.served_unquantized()
     return build_costs(d, eff, s.dtype, s.quantization, s.kv_dtype_bytes, k=k, tree_topk=tree.topk,
                        num_draft_tokens=tree.num_draft_tokens if tree.topk > 1 else None,
                        host_handover=s.spec_host_handover, async_scheduling=s.async_scheduling,

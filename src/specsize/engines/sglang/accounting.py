@@ -574,7 +574,7 @@ def _served(d: Deployment) -> tuple[Deployment, Quantization | None, bool]:
     target, quant = effective_target(d)
     upcast = _experts_upcast(d, quant)
     if upcast:
-        target, quant = effective_target(replace(d, engine=replace(d.engine, quantization="none")))
+        target, quant = effective_target(d.served_unquantized())
     return (d if target is d.target else replace(d, target=target)), quant, upcast
 
 
