@@ -254,8 +254,8 @@ def _engine(row: dict) -> dict:
     it runs offline (LLM.generate / benchmark_throughput.py: no API server in front)."""
     over: dict = {}
     version = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?(?:\.?(post\d+))?", str(row.get("engine_version") or ""))
-    if row["engine"].startswith("vLLM") and version:
-        over["engine_version"] = f"{version.group(1)}.{version.group(2)}"
+    if row["engine"].startswith("vLLM") and version:  # with its patch release where given (V0's defaults moved in 0.6.5)
+        over["engine_version"] = ".".join(g for g in version.groups()[:3] if g is not None)
     if row["engine"].startswith("SGLang"):  # SGLang's own pool, max_running_requests and chunked-prefill size
         over["engine"] = "sglang"
         if version:  # with its post release: SGLang changed its defaults within 0.4.4, 0.4.5 and 0.4.6
@@ -279,7 +279,7 @@ SERVER_FLAGS = (
     ("gpu_memory_utilization", float,
      r"(?:--)?gpu-memory-utilization[ =](0?\.\d+)|(?:--)?mem-fraction-static[ =](0?\.\d+)|MEM_FRAC_STATIC=(0?\.\d+)"),
     ("max_model_len", int, r"(?:--)?max-model-len[ =](\d+)|(?:--)?context-length[ =](\d+)"),
-    ("num_scheduler_steps", int, r"--num-scheduler-steps[ =](\d+)"),  # vLLM V0's multi-step scheduling
+    ("num_scheduler_steps", int, r"--num-scheduler-steps?[ =](\d+)"),  # V0's multi-step scheduling ("-step": a prefix)
     ("scheduler_recv_interval", int, r"--scheduler-recv-interval[ =](\d+)"),  # SGLang's
     ("stream_interval", int, r"--stream-interval[ =](\d+)"),  # SGLang's
 )

@@ -807,3 +807,58 @@ def test_attention_runs_at_the_kv_caches_precision_not_the_weights():
     t_no_attn = step_time(replace(ds, attn_flops_per_pair=0.0, attn_flops_per_prompt_pair=1e-30), 4096, 0, (),
                           pairs, seqs=1, prompt_pairs=pairs)[0]
     assert t - t_no_attn == pytest.approx(61 * 10_240 * pairs / (0.5 * h100.bf16_flops), rel=1e-6)
+
+
+def _v0_long(gpu: str, version: str = "0.6.4", **engine):
+    from specsize.core.memory import account
+    from specsize.engines import resolve_profile
+    from specsize.planner.perf import Tree, costs_for
+
+    d = Deployment(target=load_model("meta-llama/Llama-3.1-8B-Instruct"), gpu=load_gpu(gpu),
+                   speculative=SpeculativeConfig("none", None, 0), engine=EngineSettings(**engine))
+    mem = account(d, resolve_profile("vllm", version))
+    return mem.settings, costs_for(d, mem, load_efficiency(d.gpu), 0, Tree())
+
+
+def test_v0_decodes_past_max_seq_len_to_capture_run_eager_by_hand():
+    # vLLM V0 replays a decode batch's CUDA graph only while its longest sequence is within max_seq_len_to_capture,
+    # 8192 by default (worker/model_runner.py _use_captured_graph, read in the 0.6.3 sdist): at 8,191 tokens of context
+    # the next token's sequence is 8,192 long (graphed), at 8,192 it is 8,193 (eager). Llama-3.1-8B's 32 layers pay
+    # eager_layer_s (40 us) each: 1.28 ms, and one more token of KV (32 x 8 x 128 x 2 x 2 B = 131,072 B) at
+    # attn_memory x 3.35 TB/s
+    from specsize.core.perf import decode_step
+
+    s, c = _v0_long("H100-SXM-80GB")  # max_model_len 131,072
+    assert s.graph_max_context == 8192
+    eff = load_efficiency(load_gpu("H100-SXM-80GB"))
+    kv_token = 131_072 / (3.35e12 * eff.attn_memory)
+    step = decode_step(c, 1, 8192).time_s - decode_step(c, 1, 8191).time_s
+    assert step == pytest.approx(32 * 40e-6 + kv_token, rel=1e-3)
+    assert decode_step(c, 1, 8191).time_s - decode_step(c, 1, 8190).time_s == pytest.approx(kv_token, rel=1e-3)
+    # a model no longer than the limit never reaches it; V1's piecewise graphs have none
+    assert _v0_long("H100-SXM-80GB", max_model_len=8192)[0].graph_max_context == 0
+    assert _v0_long("H100-SXM-80GB", version="0.32")[0].graph_max_context == 0
+
+
+def test_v0_chunked_prefill_on_rocm_prices_prompts_at_the_prefix_kernel_by_hand():
+    # vLLM V0 on ROCm sends a prompt with a block table - every prompt once chunked prefill is on (its default above
+    # 32K) - to PagedAttention.forward_prefix, the Triton prefix-prefill kernel: its pairs at CDNA3's
+    # attn_prefix_compute (1% of 1,307.4 TFLOP/s). Llama-3.1-8B: 4 x 32 layers x 32 heads x 128 = 524,288 flops a pair
+    s, c = _v0_long("MI300X-192GB")
+    assert s.prefix_prompt_kernel
+    co = c.target_co
+    assert co.attn_flops_per_prompt_pair == co.attn_flops_per_pair == 4 * 32 * 32 * 128
+    assert co.inv_flops_attn_prompt == pytest.approx(1 / (1307.4e12 * 0.01))
+    # a 4,096-token prompt's 4096 x 4097 / 2 pairs then take 524,288 x 8,390,656 / 13.074e12 s = 336 ms of attention
+    from specsize.core.perf import step_time
+
+    pairs = 4096 * 4097 / 2
+    t_prompt = step_time(co, 4096, 0, (), pairs, seqs=1, prompt_pairs=pairs, graphed=False)[0]
+    t_as_decode = step_time(co, 4096, 0, (), pairs, seqs=1, prompt_pairs=0.0, graphed=False)[0]
+    assert t_prompt - t_as_decode == pytest.approx(524_288 * pairs * (1 / 13.074e12 - co.inv_flops_attn), rel=1e-3)
+    assert 524_288 * pairs / 13.074e12 == pytest.approx(0.3365, rel=1e-3)
+    # not with chunked prefill off (a model within 32K), not on NVIDIA (flash-attn reads the block table), not on V1
+    for gpu, engine, version in (("MI300X-192GB", {"max_model_len": 32768}, "0.6.4"), ("H100-SXM-80GB", {}, "0.6.4"),
+                                 ("MI300X-192GB", {}, "0.32")):
+        s2, c2 = _v0_long(gpu, version=version, **engine)
+        assert not s2.prefix_prompt_kernel and c2.target_co.attn_flops_per_prompt_pair == 0, (gpu, version)

@@ -156,6 +156,20 @@ class AccountingProfile:
     # model types whose own model code sets the capture sizes ((model_type, largest) pairs): the largest step graphed
     # is then that, no more than the token budget, whatever max_num_seqs (vLLM's GptOssForCausalLMConfig)
     graph_max_tokens_by_model: tuple[tuple[str, int], ...] = ()
+    # the longest sequence a decode batch may hold and still replay a CUDA graph; a longer one sends the whole step
+    # outside it (vLLM V0's max_seq_len_to_capture, 8192 by default: engine/arg_utils.py EngineArgs, worker/
+    # model_runner.py _use_captured_graph "max_decode_seq_len <= self.runner.max_seq_len_to_capture", read in the
+    # 0.6.3 sdist). 0: no such limit (V1's piecewise graphs, SGLang)
+    graph_max_context: int = 0
+    # GPU vendors on which this release's chunked prefill runs every prompt's attention through the paged prefix
+    # kernel (Efficiency.attn_prefix_compute): vLLM V0 on ROCm, whose ROCmFlashAttentionImpl sends a prompt with a
+    # block table to PagedAttention.forward_prefix (the Triton context_attention_fwd of attention/ops/
+    # prefix_prefill.py), and with chunked prefill on every prompt has one (attention/backends/utils.py
+    # CommonMetadataBuilder: "chunked_prefill_enabled or not is_prompt"), read in the 0.6.3 sdist; CUDA's flash-attn
+    # backend takes the block table itself
+    prefix_prompt_vendors: tuple[str, ...] = ()
+    # GPU vendors on which vLLM V0 turns chunked prefill on by itself for a model longer than 32K (v0_chunked_prefill)
+    chunked_default_vendors: tuple[str, ...] = ("nvidia", "amd")
     # where "piecewise" graphs do not run, prompt steps stay eager: GPU vendors the engine captures them on, and
     # model types it excludes (SGLang's _handle_piecewise_cuda_graph: non-CUDA hardware, its model-arch blacklist)
     piecewise_vendors: tuple[str, ...] = ("nvidia",)
@@ -318,6 +332,8 @@ class ResolvedSettings:
     stream_interval: int = 1  # --stream-interval (EngineSettings.stream_interval)
     graph_max_tokens: int = GRAPH_ALL  # the largest step in a CUDA graph (AccountingProfile.graph_max_tokens)
     graph_prompt_tokens: int = GRAPH_ALL  # the largest step with prompt tokens in one (0: none; graph_prompts)
+    graph_max_context: int = 0  # AccountingProfile.graph_max_context where max_model_len exceeds it (0: no limit)
+    prefix_prompt_kernel: bool = False  # chunked prefill on a GPU of AccountingProfile.prefix_prompt_vendors
     # the KV slots beyond its computed tokens a decoding request holds at a step with speculation (its 1 + k scheduled
     # tokens included), as the engine's decode check wants them free (SGLang: engines/sglang's decode_reserve_tokens);
     # 0: k scheduled + k lookahead + 1 (vLLM's; simulator.engine.EngineConfig.decode_reserve)
@@ -551,6 +567,8 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         mxfp4_pad=for_gpu(p.mxfp4_pad_by_gpu, d.gpu, p.mxfp4_pad),
         mla_prompt_mha=for_gpu(p.mla_prompt_mha_by_gpu, d.gpu, p.mla_prompt_mha),
         mla_latent_cache=p.mla_latent_cache, experts_upcast=False,
+        graph_max_context=p.graph_max_context if 0 < p.graph_max_context < max_model_len else 0,
+        prefix_prompt_kernel=chunked and d.gpu.vendor in p.prefix_prompt_vendors,
         recv_interval=_engine_interval("scheduler_recv_interval", e.scheduler_recv_interval, p.recv_interval_flag, p,
                                        "engine_version 0.5.1 or later" if p.engine == "sglang" else "engine sglang"),
         stream_interval=_engine_interval("stream_interval", e.stream_interval, p.stream_interval_flag, p,
@@ -704,7 +722,8 @@ def v0_chunked_prefill(d: Deployment, p: AccountingProfile, max_model_len: int) 
     """Whether vLLM V0 chunks prompts (its --enable-chunked-prefill; then a step mixes decodes and prompt chunks, as
     V1's do). Its default (vllm/engine/arg_utils.py, 0.6): on for a model longer than 32K ("Chunked prefill is enabled
     by default for models with max_model_len > 32K") on a GPU, without a sliding window, speculation or
-    sequence-length-agnostic (state) layers. V1 and SGLang always chunk: setting it there is refused."""
+    sequence-length-agnostic (state) layers, from 0.6.5 not on ROCm (AccountingProfile.chunked_default_vendors). V1 and
+    SGLang always chunk: setting it there is refused."""
     setting = d.engine.chunked_prefill
     if p.generation != "V0":
         if setting != "auto":
@@ -715,7 +734,7 @@ def v0_chunked_prefill(d: Deployment, p: AccountingProfile, max_model_len: int) 
         return setting == "on"
     windowed = any(layer.window for layer in d.target.layers)
     return (max_model_len > V0_CHUNKED_ABOVE and d.engine.device == "cuda" and not windowed
-            and not d.speculative.enabled and not d.target.is_hybrid)
+            and d.gpu.vendor in p.chunked_default_vendors and not d.speculative.enabled and not d.target.is_hybrid)
 
 
 def scheduler_steps(d: Deployment, p: AccountingProfile) -> int:

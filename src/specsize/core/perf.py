@@ -64,6 +64,9 @@ class Efficiency:
     gemm_fixed_s: float = 0.0  # per GEMM kernel: launch inside a CUDA graph, ramp-up of a small matrix
     attn_memory: float = 0.0  # fraction of HBM bandwidth reading the KV cache in decode (0: as `memory`)
     attn_compute: float = 0.0  # fraction of peak in prefill attention (0: as `compute`)
+    # fraction of peak of a prompt's attention where the engine release runs it through its paged prefix kernel
+    # (ResolvedSettings.prefix_prompt_kernel: vLLM V0's chunked prefill on ROCm); 0: as attn_compute
+    attn_prefix_compute: float = 0.0
     moe_memory: float = 0.0  # fraction of HBM bandwidth streaming routed experts (0: as `memory`)
     moe_seq_reuse: float = 0.0  # share of a sequence's extra tokens in one pass routed to experts it already touches
     moe_routing_skew: float = 0.0  # Zipf exponent of the experts' popularity in a batch (0: uniform routing)
@@ -403,7 +406,10 @@ def sampler_s(passes: float, vocab: int, gpu: GpuSpec, eff: Efficiency) -> float
 
 @lru_cache(maxsize=1024)  # as model_cost
 def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = True,
-                 eager: bool = False, host_overlapped: bool = False, stages: int = 1) -> StepCoefficients:
+                 eager: bool = False, host_overlapped: bool = False, stages: int = 1,
+                 prefix_kernel: bool = False) -> StepCoefficients:
+    """A forward's cost terms on `gpu` (`prefix_kernel`: the engine runs every prompt's attention through its paged
+    prefix kernel, at Efficiency.attn_prefix_compute: ResolvedSettings.prefix_prompt_kernel)."""
     # FP4 matrix cores: their FP4 formats need no dequantisation; int4 (AWQ/GPTQ) stays a dequantising kernel
     fp4_native = c.fp4 in NATIVE_FP4.get(gpu.family, ())
     fp8 = c.fp8_compute or fp4_native
@@ -447,11 +453,18 @@ def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = T
     fixed = (c.n_layers * kernels_per_layer * eff.gemm_fixed_s + c.moe_layers * eff.moe_layer_fixed_s
              + (launches if eager else 0.0))
     sampler = sampler_s(eff.sampler_passes, c.vocab, gpu, eff)
+    attn_per_pair = 4.0 * sum(width for _, window, width in c.kv_layers
+                              if not (c.sparse_window and window == c.sparse_window))
+    # a prompt's pairs apart from a decode's: MLA's prompt width (at the bf16 peak), or the paged prefix kernel's
+    prompt_per_pair, inv_prompt = 4.0 * c.prompt_attn_width, 0.0
+    if c.prompt_attn_width and gpu.bf16_flops:
+        inv_prompt = 1.0 / (gpu.bf16_flops * (eff.attn_compute or eff.compute))
+    elif prefix_kernel and eff.attn_prefix_compute and attn_peak:
+        prompt_per_pair, inv_prompt = attn_per_pair, 1.0 / (attn_peak * eff.attn_prefix_compute)
     return StepCoefficients(
         dense_bytes=c.dense_bytes, expert_bytes_per_layer=c.moe_layers * c.expert_bytes, num_experts=c.num_experts,
         top_k=c.top_k, flops_per_token=max(0.0, dense_flops),
-        attn_flops_per_pair=4.0 * sum(width for _, window, width in c.kv_layers
-                                      if not (c.sparse_window and window == c.sparse_window)),
+        attn_flops_per_pair=attn_per_pair,
         act_bytes_per_token=2.0 * c.hidden * c.act_bytes * c.n_layers, kv_full_bytes_per_token=full,
         kv_windows=tuple(windows.items()),
         inv_flops=1.0 / (peak * eff.compute) if peak else 0.0,
@@ -465,9 +478,7 @@ def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = T
         sampler_s_per_logit=sampler, cpu_per_seq_s=eff.cpu_per_seq_s if overhead else 0.0,
         api_per_seq_s=eff.api_per_seq_s if overhead else 0.0, expert_seq_reuse=eff.moe_seq_reuse,
         expert_skew=eff.moe_routing_skew, host_overlapped=host_overlapped, ungraphed_s=0.0 if eager else launches,
-        attn_flops_per_prompt_pair=4.0 * c.prompt_attn_width,
-        inv_flops_attn_prompt=1.0 / (gpu.bf16_flops * (eff.attn_compute or eff.compute))
-        if (c.prompt_attn_width and gpu.bf16_flops) else 0.0,
+        attn_flops_per_prompt_pair=prompt_per_pair, inv_flops_attn_prompt=inv_prompt,
         sparse_flops_per_pair=4.0 * sum(width for _, window, width in c.kv_layers
                                         if c.sparse_window and window == c.sparse_window),
         sparse_window_index=sparse_index, indexer_flops_per_pair=c.indexer_flops_per_pair,
@@ -756,6 +767,7 @@ class SpecCosts:
     # verify_width positions is a query of its own, prepared as a sequence, every extra one costing this much more
     expansion_query_s: float = 0.0
     graph_max_tokens: int = GRAPH_ALL  # the largest decode / verification step in a CUDA graph (ResolvedSettings)
+    graph_max_context: int = 0  # the longest sequence a step in a CUDA graph holds (ResolvedSettings; 0: no limit)
     mla_prompt_mha: tuple[bool, int] = (True, 0)  # ResolvedSettings.mla_prompt_mha
     # the engine's output processing per emitted token, paid after a speculative step (Efficiency.output_per_token_s)
     # where the release overlaps nothing with it (vLLM V0: asynchronous output processing is off with speculation);
@@ -864,12 +876,15 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
                 graph_max_tokens: int = GRAPH_ALL, spec_v2: str = "", eager: bool | None = None,
                 mxfp4_pad: Mxfp4Pad = VLLM_MXFP4_PAD,
                 mla_prompt_mha: tuple[bool, int] = (True, 0), mla_latent: bool = True,
-                draft_extend: str = DRAFT_EXTEND_VERIFIED) -> SpecCosts:
+                draft_extend: str = DRAFT_EXTEND_VERIFIED, graph_max_context: int = 0,
+                prefix_kernel: bool = False) -> SpecCosts:
     """What steps of this deployment cost. `async_scheduling`: the release runs the engine core's per-sequence work
     beside the forward (ResolvedSettings.async_scheduling, StepCoefficients.host_overlapped); with speculation as
     core.speculation.keeps_overlap says (`async_with_speculation`: not V0's async output processing;
     `spec_v2`: SGLang's spec v2 tier), and `plain_co`, the target without speculation, always has it. `draft_extend`: what the
-    drafter's first forward of a step runs over (DRAFT_EXTEND_VERIFIED, the current releases of both engines)."""
+    drafter's first forward of a step runs over (DRAFT_EXTEND_VERIFIED, the current releases of both engines).
+    `graph_max_context` and `prefix_kernel`: ResolvedSettings' (a longer sequence sends a decode step outside its CUDA
+    graph; prompts' attention through the paged prefix kernel)."""
     sp = d.speculative
     k = sp.num_speculative_tokens if k is None else k
     eager = d.engine.enforce_eager if eager is None else eager  # `eager`: the resolved setting (ResolvedSettings)
@@ -908,14 +923,15 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
     return SpecCosts(target=target, draft=draft, draft_gpu_tp=draft_tp, method=sp.method, gpu=d.gpu, eff=eff,
                      verify_width=verified, draft_steps=steps, draft_width=max(1, tree_topk),
                      target_co=coefficients(target, d.gpu, eff, eager=eager,
-                                            host_overlapped=overlapped, stages=d.pp),
+                                            host_overlapped=overlapped, stages=d.pp, prefix_kernel=prefix_kernel),
                      plain_co=coefficients(target, d.gpu, eff, eager=eager,
-                                           host_overlapped=async_scheduling, stages=d.pp),
-                     draft_co=coefficients(draft, d.gpu, eff, overhead=False, eager=eager)
+                                           host_overlapped=async_scheduling, stages=d.pp, prefix_kernel=prefix_kernel),
+                     draft_co=coefficients(draft, d.gpu, eff, overhead=False, eager=eager, prefix_kernel=prefix_kernel)
                      if draft is not None else None,
                      draft_prefills=draft is not None and kind.keeps_kv, host_handover=host_handover,
                      host_serial=host_serial,
                      expansion_query_s=expansion_query_s, graph_max_tokens=graph_max_tokens,
+                     graph_max_context=graph_max_context,
                      mla_prompt_mha=mla_prompt_mha,
                      serial_output_s=eff.output_per_token_s if k and sp.enabled and not overlapped else 0.0,
                      draft_setup_s=eff.draft_setup_overhead_s if draft is not None and kind.keeps_kv else 0.0,
@@ -924,12 +940,14 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
 
 def uniform_step(co: StepCoefficients, batch: int, q: float, context: int, sampled: float = 1,
                  positions: int | None = None, expansion_query_s: float = 0.0,
-                 graph_max_tokens: int = GRAPH_ALL, prompt: bool = False, prompt_seq_max: float = 0.0) -> StepTime:
+                 graph_max_tokens: int = GRAPH_ALL, prompt: bool = False, prompt_seq_max: float = 0.0,
+                 graph_max_context: int = 0) -> StepTime:
     """`batch` sequences scoring `q` tokens each over `context` tokens, `sampled` of them per sequence
     through the lm_head and the sampler (1 for decode and prefill, q for verification); `positions` per sequence
     the distinct positions among the q (a draft tree's depth + 1; default q); `expansion_query_s` > 0: the q tokens
     are q queries of their own (batch expansion), each prepared as a sequence, every extra one costing this more;
-    a step of more than `graph_max_tokens` tokens runs outside a CUDA graph; `prompt`: the q tokens are a prompt's
+    a step of more than `graph_max_tokens` tokens, or of sequences longer than `graph_max_context` (0: no limit), runs
+    outside a CUDA graph; `prompt`: the q tokens are a prompt's
     (their attention priced as a prompt's, step_time's `prompt_pairs`, `prompt_seq_max` long with this chunk)."""
     windows = tuple(batch * min(context, window) for window, _ in co.kv_windows)
     queries = batch * q if expansion_query_s else batch
@@ -938,7 +956,8 @@ def uniform_step(co: StepCoefficients, batch: int, q: float, context: int, sampl
     seconds, flops, moved, compute = step_time(co, batch * q, batch * context, windows, pairs,
                                                seqs=batch, prepared=queries, logits=batch * sampled,
                                                positions=batch * positions if positions else None,
-                                               graphed=batch * q / parts <= graph_max_tokens,
+                                               graphed=batch * q / parts <= graph_max_tokens and not (
+                                                   graph_max_context and context + q > graph_max_context),
                                                prompt_pairs=pairs if prompt else 0.0,
                                                prompt_seq_max=prompt_seq_max if prompt else 0.0,
                                                microbatches=parts)
@@ -954,7 +973,8 @@ def _target_co(c: SpecCosts) -> StepCoefficients:
 def decode_step(c: SpecCosts, batch: int, context: int) -> StepTime:
     """One decode step of the target without speculation."""
     assert c.plain_co is not None  # build_costs always sets it
-    return uniform_step(c.plain_co, batch, 1, context, graph_max_tokens=c.graph_max_tokens)
+    return uniform_step(c.plain_co, batch, 1, context, graph_max_tokens=c.graph_max_tokens,
+                        graph_max_context=c.graph_max_context)
 
 
 def spec_step_time(c: SpecCosts, batch: int, context: int, per_pass: float | None = None) -> float:
@@ -965,7 +985,7 @@ def spec_step_time(c: SpecCosts, batch: int, context: int, per_pass: float | Non
     depth = c.draft_steps + 1 if c.draft_width > 1 else None
     verify = uniform_step(_target_co(c), batch, c.verify_width, context, sampled=c.verify_width,
                           positions=depth, expansion_query_s=c.expansion_query_s,
-                          graph_max_tokens=c.graph_max_tokens).time_s
+                          graph_max_tokens=c.graph_max_tokens, graph_max_context=c.graph_max_context).time_s
     cpu_drafted = drafter_kind(c.method).cpu_drafted
     host = ngram_lookup_s(spec_host_per_seq_s(c), c.eff.ngram_scan_per_token_s if cpu_drafted else 0.0, batch,
                           batch * context)

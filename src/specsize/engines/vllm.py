@@ -269,6 +269,12 @@ V0 = AccountingProfile(
     # CUDA graphs for decode batches only, of up to 256 sequences (vllm/worker/model_runner.py _BATCH_SIZES_TO_CAPTURE
     # 1, 2, 4, 8 ... 256; _use_captured_graph: decode-only batches); prompt and chunked-prefill steps run eager
     graph_max_tokens=256, graph_prompts="eager",
+    # ... and of sequences up to max_seq_len_to_capture, 8192 tokens by default (EngineArgs): a decode batch holding a
+    # longer one runs eager (_use_captured_graph; AccountingProfile.graph_max_context)
+    graph_max_context=8192,
+    # on ROCm, chunked prefill runs every prompt's attention through the Triton prefix-prefill kernel
+    # (ROCmFlashAttentionImpl.forward -> PagedAttention.forward_prefix; AccountingProfile.prefix_prompt_vendors)
+    prefix_prompt_vendors=("amd",),
     act_hidden_coef=7.97, act_intermediate_coef=0.79, act_vocab_coef=5.09, act_softcap_coef=0.31, act_moe_coef=0.84,
     spec_profile_vocab_coef=1.0,
     non_torch_bytes=int(0.35 * GiB), non_torch_tp_base_bytes=0, non_torch_tp_per_rank_bytes=int(0.005 * GiB),
@@ -304,9 +310,15 @@ V0_NGRAM_CPU_PER_SEQ_S = 1.5e-4
 V0_EARLY = replace(V0, version="0.6", label="vLLM 0.6.0-0.6.3 (V0 engine; other processes counted as non-torch)",
                    other_processes_in_non_torch=True, ngram_proposer_per_seq_s=V0_NGRAM_GPU_PER_SEQ_S,
                    mla_latent_cache=False)
+# From 0.6.5 V0 no longer turns chunked prefill on by itself on ROCm (vllm-project/vllm PR 11146, merged 2024-12-12:
+# "On ROCm platform chunked prefill is showing poor performance due to a suboptimal triton kernel"; arg_utils.py
+# "and not current_platform.is_rocm()", read in the 0.6.5 and 0.7.3 sdists, absent from 0.6.4's)
+V0_CHUNKED_BY_DEFAULT_FROM_065 = ("nvidia",)
 V0_071 = replace(V0, version="0.7.1", label="vLLM 0.7.1-0.7 (V0 engine; MLA for DeepSeek)",
-                 ngram_proposer_per_seq_s=V0_NGRAM_CPU_PER_SEQ_S)
-V0 = replace(V0, version="0.6.4", label="vLLM 0.6.4-0.7.0 (V0 engine)", ngram_proposer_per_seq_s=V0_NGRAM_CPU_PER_SEQ_S,
+                 ngram_proposer_per_seq_s=V0_NGRAM_CPU_PER_SEQ_S, chunked_default_vendors=V0_CHUNKED_BY_DEFAULT_FROM_065)
+V0_065 = replace(V0, version="0.6.5", label="vLLM 0.6.5-0.7.0 (V0 engine)", ngram_proposer_per_seq_s=V0_NGRAM_CPU_PER_SEQ_S,
+                 mla_latent_cache=False, chunked_default_vendors=V0_CHUNKED_BY_DEFAULT_FROM_065)
+V0 = replace(V0, version="0.6.4", label="vLLM 0.6.4 (V0 engine)", ngram_proposer_per_seq_s=V0_NGRAM_CPU_PER_SEQ_S,
              mla_latent_cache=False)
 
 # The larger defaults skip the A100 (80 GB included): vllm/engine/arg_utils.py, "if device_memory >= 70 * GiB_bytes
@@ -534,7 +546,7 @@ V1_LATEST = replace(
 V1_032 = replace(V1_LATEST, ct_kv_cache_scheme="auto", nvfp4_kv="served_fa2")
 
 # (first release covered, profile), oldest first
-PROFILES = (((0, 6), V0_EARLY), ((0, 6, 4), V0), ((0, 7, 1), V0_071), ((0, 8), V1_EARLY), ((0, 8, 3), V1_083), ((0, 9), V1_09), ((0, 10, 2), V1_0102), ((0, 11), V1_0110),
+PROFILES = (((0, 6), V0_EARLY), ((0, 6, 4), V0), ((0, 6, 5), V0_065), ((0, 7, 1), V0_071), ((0, 8), V1_EARLY), ((0, 8, 3), V1_083), ((0, 9), V1_09), ((0, 10, 2), V1_0102), ((0, 11), V1_0110),
             ((0, 11, 1), V1_011),
             ((0, 12), V1_012), ((0, 14), V1_014), ((0, 15), V1_015), ((0, 17), V1_017), ((0, 19), V1_019), ((0, 20), V1_020), ((0, 21), V1_021),
             ((0, 22), V1_022),

@@ -70,7 +70,8 @@ def _costs(d: Deployment, s: ResolvedSettings, eff: Efficiency, k: int, tree: Tr
                        async_with_speculation=s.async_with_speculation, graph_max_tokens=s.graph_max_tokens,
                        spec_v2=s.spec_v2, mxfp4_pad=s.mxfp4_pad,
                        eager=s.enforce_eager,  # as the release runs it (bitsandbytes 8-bit runs eager: core.memory)
-                       mla_prompt_mha=s.mla_prompt_mha, mla_latent=s.mla_latent_cache)
+                       mla_prompt_mha=s.mla_prompt_mha, mla_latent=s.mla_latent_cache,
+                       graph_max_context=s.graph_max_context, prefix_kernel=s.prefix_prompt_kernel)
 
 
 @dataclass(frozen=True)

@@ -111,6 +111,7 @@ def engine_config(d: Deployment, mem: MemoryAccount, eff: Efficiency, tree: Tree
         proposal_rate=d.speculative.proposal_rate,
         prefix_hit_rate=prefix_hit_rate, kv_layers=mem.pool_layers, recv_interval=s.recv_interval,
         graph_max_tokens=s.graph_max_tokens, graph_prompt_tokens=s.graph_prompt_tokens,
+        graph_max_context=s.graph_max_context,
         admission=s.admission, mla_prompt_mha=s.mla_prompt_mha, decode_reserve=s.decode_reserve,
         scheduled_ahead=s.scheduled_ahead and (not k or keeps_overlap(d.speculative.kind, s.async_with_speculation,
                                                                        s.spec_v2, tree.topk)))

@@ -95,6 +95,7 @@ class EngineConfig:
     # CUDA graphs (ResolvedSettings): a step of more tokens, or with prompt tokens more than graph_prompt_tokens, runs
     # outside a graph and pays the host's launches (StepCoefficients.ungraphed_s)
     graph_max_tokens: int = GRAPH_ALL
+    graph_max_context: int = 0  # a decode step holding a longer sequence runs outside its graph (0: no limit)
     graph_prompt_tokens: int = GRAPH_ALL
     # the scheduler forms each step while the one before it runs (core.memory.AccountingProfile.scheduled_ahead): a
     # request received while the engine is busy joins the step after next; an idle engine takes it at once
@@ -442,6 +443,8 @@ def _step_seconds(cfg: EngineConfig, windows: tuple, draft_windows: tuple, c: np
         largest = min(float(sched[active].max()), batch_tokens) if prompt else 0.0  # a prompt chunk stays whole
         parts = pipeline_microbatches(stages, n_active, tokens, batch_tokens, largest)
     graphed = (tokens + extra) / parts <= (cfg.graph_prompt_tokens if prompt else cfg.graph_max_tokens)
+    if graphed and cfg.graph_max_context and not prompt and int(ctx.max()) + 1 + k > cfg.graph_max_context:
+        graphed = False  # vLLM V0: max_decode_seq_len beyond max_seq_len_to_capture (AccountingProfile)
     mha = prompt and prompt_as_mha(cfg.mla_prompt_mha, float(pre_sum))
     unproposed = 0.0  # positions the decode steps without a proposal do not verify (one token each instead)
     dec_ctx = float(dec_sum)
