@@ -862,3 +862,18 @@ def test_v0_chunked_prefill_on_rocm_prices_prompts_at_the_prefix_kernel_by_hand(
                                  ("MI300X-192GB", {}, "0.32")):
         s2, c2 = _v0_long(gpu, version=version, **engine)
         assert not s2.prefix_prompt_kernel and c2.target_co.attn_flops_per_prompt_pair == 0, (gpu, version)
+
+
+def test_plan_notes_the_rocm_prefix_kernel_where_v0_chunks_prompts(capsys):
+    # Llama-3.1-70B's 131,072-token context turns V0's chunked prefill on by itself on ROCm up to 0.6.4 only
+    # (vllm-project/vllm PR 11146, in 0.6.5); with it every prompt runs through the Triton prefix-prefill kernel
+    from helpers import run_cli
+
+    args = ("plan", "--target", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "MI300X-192GB", "--tp", "4")
+    code, out, err = run_cli(capsys, *args, "--engine-version", "0.6.4")
+    assert code == 0 and "prefix-prefill kernel" in out + err
+    for version in ("0.6.5", "0.32"):
+        code, out, err = run_cli(capsys, *args, "--engine-version", version)
+        assert code == 0 and "prefix-prefill kernel" not in out + err, version
+    code, out, err = run_cli(capsys, *args, "--engine-version", "0.6.4", "--chunked-prefill", "off")
+    assert code == 0 and "prefix-prefill kernel" not in out + err

@@ -214,6 +214,20 @@ def _expert_parallel_notes(d: Deployment, mem, efficiency, batch: int, context: 
             f"({split / rows - 1:+.1%})"]
 
 
+def _amd_notes(d: Deployment, s) -> list[str]:
+    """What planning for an AMD GPU leaves unmeasured, and vLLM V0's chunked prefill there (ResolvedSettings.
+    prefix_prompt_kernel: AccountingProfile.prefix_prompt_vendors)."""
+    if d.gpu.vendor != "amd":
+        return []
+    notes = ["AMD GPUs: vLLM's ROCm build follows the same accounting; the profile was fitted on NVIDIA start-up logs"]
+    if s.prefix_prompt_kernel:
+        notes.append("chunked prefill on ROCm: this vLLM V0 release runs every prompt's attention through its Triton "
+                     "prefix-prefill kernel, which the time to first token prices at about 1% of the GPU's peak "
+                     "(quadratic in the prompt); vLLM 0.6.5 and later leave chunked prefill off on ROCm unless asked "
+                     "(chunked_prefill: off)")
+    return notes
+
+
 def _amount(n_bytes: int) -> str:
     """Bytes as a warning shows them: GiB at two decimals, MiB below 0.1 GiB, where two decimals of GiB round a few
     MiB to "0.00 GiB" (the logits of 4 positions x 256 sequences a Llama-3.1-8B plan warned of). Shown, not skipped:
@@ -286,9 +300,7 @@ def plan(d: Deployment, w: Workload, profile: AccountingProfile, headroom: float
                 else f"{d.target.model_id} is stored as {stored}, which the engines load only as stored")
         warnings.append(f"quantization {d.quantization_override}: {made}; serve a checkpoint of {d.target.model_id} "
                         f"stored as {d.quantization_override} (the launch command leaves its path to fill in)")
-    if d.gpu.vendor == "amd":
-        warnings.append("AMD GPUs: vLLM's ROCm build follows the same accounting; the profile was fitted on NVIDIA "
-                        "start-up logs")
+    warnings += _amd_notes(d, s)
     if d.speculative.kind.own_tp and d.speculative.draft_tp == 1 and d.tp > 1:
         warnings.append(f"the draft model runs unsharded on rank 0 (draft_tp=1): that GPU holds "
                         f"{mem.weights_draft_bytes / GiB:.2f} GiB more than its peers and sets the pool size")
