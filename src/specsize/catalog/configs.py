@@ -11,7 +11,7 @@ from typing import Any
 from ..core.errors import SpecError
 from ..core.specs import (DERIVED_SOURCE, DTYPE_ALIASES, AttentionKind, AttentionLayer, MLASpec, MixerKind,
                           ModelSpec, MoESpec, Quantization, StateLayer, VisionSpec, derived_label)
-from ..core.weights import GroupedQuantization
+from ..core.weights import GroupedQuantization, LatentMoESpec
 
 REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
 
@@ -410,7 +410,13 @@ def _quant_method(qc: dict) -> str:
     transformers_utils/model_arch_config_convertor.py _normalize_quantization_config names it modelopt)."""
     method = str(qc.get("quant_method") or qc.get("quant_algo") or "").lower()
     producer = qc.get("producer")
+    inner = qc.get("quantization")
     if not method and isinstance(producer, dict) and producer.get("name") == "modelopt":
+        method = "modelopt"
+    elif not method and isinstance(inner, dict) and inner.get("quant_algo"):
+        # hf_quant_config.json's own layout ({"quantization": {"quant_algo": ...}}), which only ModelOpt writes, copied
+        # without its producer block (aiconfigurator-core's copy of NVIDIA-Nemotron-3-Super-120B-A12B-FP8's): read as
+        # ModelOpt's, as vLLM reads the published file (its producer names modelopt)
         method = "modelopt"
     return method
 
@@ -503,7 +509,7 @@ def _modelopt_kv_dtype(qc: dict, nested: dict) -> str | None:
 TRANSFORMER_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phi3", "gemma",
                      "gemma2", "gemma3", "gemma3_text", "llama4", "llama4_text", "mistral3", "deepseek_v2",
                      "deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe", "minimax_m2", "gpt_oss", "granite",
-                     "granitemoe",
+                     "granitemoe", "glm_moe_dsa",
                      # vision-language checkpoints whose language model is one of the above (the vision tower is
                      # the multimodal accounting's)
                      "qwen2_vl", "qwen2_5_vl")
@@ -511,8 +517,15 @@ HYBRID_TYPES = ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5
                 "granitemoehybrid", "jamba", "falcon_h1")
 MODELLED_TYPES = TRANSFORMER_TYPES + HYBRID_TYPES
 # DeepseekV3ForCausalLM under another model_type: Kimi K2 (vLLM's ModelConfig.is_deepseek_mla lists kimi_k2 beside
-# deepseek_v2 / v3; its config.json names architectures ["DeepseekV3ForCausalLM"])
-DEEPSEEK_ALIKE = ("kimi_k2",)
+# deepseek_v2 / v3; its config.json names architectures ["DeepseekV3ForCausalLM"]). GLM-5 (glm_moe_dsa,
+# GlmMoeDsaForCausalLM) is DeepSeek-V3.2's architecture under Z.ai's name: vLLM 0.32's model registry maps it to
+# vllm.models.deepseek_v32 (models/deepseek_v32/__init__.py: "from .nvidia.model import DeepseekV32ForCausalLM as
+# GlmMoeDsaForCausalLM"; deepseek_v2.py GlmMoeDsaForCausalLM(DeepseekV2ForCausalLM) elsewhere) - the same MLA,
+# DSA indexer, first_k_dense_replace dense layers, shared experts and noaux_tc router, read from the same config
+# fields. Its differences are values (q_lora_rank 2048, qk_nope 192, v_head 256, index_n_heads 32), a bf16 router
+# whose logits come out in float32 (deepseek_v2.py _get_moe_router_dtype: GateLinear out_dtype only, the weight
+# stays in the model dtype) and its indexer's rotary sharing the attention's (indexer_rope_interleave true)
+DEEPSEEK_ALIKE = ("kimi_k2", "glm_moe_dsa")
 
 
 def deepseek_like(model_type: str) -> bool:
@@ -529,13 +542,21 @@ FIRST_K_DENSE_TYPES = ("glm4_moe",)
 # DeepSeek-V3.2's sparse-attention indexer keeps its own per-token key beside the MLA latent: vLLM's
 # deepseek_v2.py Indexer builds it when the config has index_topk (is_v32 = hasattr(hf_config, "index_topk"))
 INDEXER_KEYS = ("index_topk", "index_n_heads", "index_head_dim")
+# Nemotron-H's hybrid_override_pattern letters: M mamba2, * attention, - MLP, E MoE (vLLM nemotron_h.py
+# ALL_DECODER_LAYER_TYPES: NemotronHMambaDecoderLayer, NemotronHAttentionDecoderLayer, NemotronHMLPDecoderLayer,
+# NemotronHMoEDecoderLayer - one block per layer, so an MLP or MoE layer mixes no tokens)
+_PATTERN = {"M": "state", "*": "attention", "-": "none", "E": "none"}
+# transformers 5's NemotronHConfig (which vLLM 0.32 imports) names the layers in layers_block_type instead, its legacy
+# names remapped (configuration_utils.py _LEGACY_LAYER_TYPE_REMAP: mamba -> linear_attention, attention ->
+# full_attention), and derives hybrid_override_pattern and num_hidden_layers from the list (_list_to_pattern)
+_BLOCK_TYPE_LETTERS = {"linear_attention": "M", "mamba": "M", "full_attention": "*", "attention": "*", "mlp": "-",
+                       "moe": "E"}
 # hybrids whose attention layers have no rotary embedding, so no cos/sin cache (vLLM's nemotron_h.py
 # NemotronHAttention and jamba.py JambaAttentionDecoderLayer build qkv_proj, o_proj and attn only)
 NOPE_TYPES = ("nemotron_h", "jamba")
 # layer_types entries: attention kinds, and the state kinds of the hybrids above
 ATTENTION_LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention", "attention")
 STATE_LAYER_TYPES = ("linear_attention", "mamba")
-_PATTERN = {"M": "state", "*": "attention", "-": "none"}  # Nemotron-H's hybrid_override_pattern
 
 
 def _unmodelled(what: str, model_id: str, found: str, accepted: str) -> SpecError:
@@ -561,7 +582,35 @@ def check_modelled(cfg: dict, model_id: str) -> None:
         unknown = sorted(set(str(pattern)) - set(_PATTERN))
         if unknown:
             raise _unmodelled("hybrid_override_pattern", model_id, "layer kind " + ", ".join(map(repr, unknown)),
-                              "M (mamba2), * (attention), - (MLP)")
+                              "M (mamba2), * (attention), - (MLP), E (MoE)")
+        experts = expert_count(cfg)
+        if "E" in str(pattern) and not (_whole(experts) and experts > 1):
+            # vLLM's NemotronHMoE reads config.n_routed_experts for every E layer
+            raise SpecError("config.json:n_routed_experts", f"{model_id}: its MoE layers ('E' in "
+                            f"hybrid_override_pattern) need the routed experts' count, got {experts!r}",
+                            "an integer of at least 2")
+
+
+def _nemotron_pattern(cfg: dict, model_id: str) -> dict:
+    """A Nemotron-H config as transformers 5's NemotronHConfig reads it (what vLLM 0.32 builds the model from): where
+    it lists layers_block_type and gives no hybrid_override_pattern (NVIDIA-Nemotron-3-Ultra, Nemotron-3.5), the
+    pattern is the list's letters and num_hidden_layers its length ("num_hidden_layers is deprecated and ignored if
+    layers_block_type is explicitly provided"; the property returns len(self.layers_block_type)); other configs as
+    they are."""
+    if str(cfg.get("model_type") or "") != "nemotron_h" or cfg.get("hybrid_override_pattern"):
+        return cfg
+    kinds = cfg.get("layers_block_type")
+    if kinds is None:
+        return cfg
+    if not (isinstance(kinds, list) and kinds and all(isinstance(k, str) for k in kinds)):
+        raise SpecError("config.json:layers_block_type", f"{model_id}: layers_block_type {kinds!r}",
+                        "a list of " + ", ".join(_BLOCK_TYPE_LETTERS))
+    unknown = sorted({k for k in kinds if k not in _BLOCK_TYPE_LETTERS})
+    if unknown:
+        raise _unmodelled("layers_block_type", model_id, "layer kind " + ", ".join(map(repr, unknown)),
+                          ", ".join(_BLOCK_TYPE_LETTERS))
+    return {**cfg, "hybrid_override_pattern": "".join(_BLOCK_TYPE_LETTERS[k] for k in kinds),
+            "num_hidden_layers": len(kinds)}
 
 
 def _int(cfg: dict, model_id: str, *names: str, default: int | None = None) -> int:
@@ -602,9 +651,9 @@ def _hybrid(cfg: dict, model_type: str, n_layers: int, model_id: str
         pattern = str(cfg.get("hybrid_override_pattern") or "")
         if len(pattern) != n_layers:
             raise SpecError("config.json:hybrid_override_pattern", f"{model_id}: {len(pattern)} layer kinds for "
-                            f"{n_layers} layers", "one of M, *, - per layer")
+                            f"{n_layers} layers", "one of M, *, -, E per layer")
         mixers = [_PATTERN[c] for c in pattern]  # type: ignore[misc]
-        mlp_layers = tuple(i for i, c in enumerate(pattern) if c == "-")
+        mlp_layers = tuple(i for i, c in enumerate(pattern) if c in "-E")  # an MLP (-) or an MoE (E) block
         heads = _int(cfg, model_id, "mamba_num_heads")
         head_dim = _int(cfg, model_id, "mamba_head_dim")
         state = StateLayer("mamba2", conv_kernel=_int(cfg, model_id, "conv_kernel", default=4),
@@ -693,6 +742,15 @@ def _indexer(cfg: dict, model_id: str) -> tuple[int, int, int]:
     """(index_n_heads, index_head_dim, index_topk) of a DeepSeek-V3.2 sparse-attention indexer; zeros without one."""
     if cfg.get("index_topk") is None:
         return 0, 0, 0
+    freq, pattern = cfg.get("index_topk_freq"), cfg.get("index_topk_pattern")
+    if freq not in (None, 1) or pattern is not None:
+        # vLLM 0.32's DeepseekV32Attention builds no indexer (and so no indexer cache) in the layers it skips
+        # (skip_topk: max(layer - index_skip_topk_offset + 1, 0) % index_topk_freq != 0, or an "S" in
+        # index_topk_pattern; GLM-5.2: index_topk_freq 4, a full indexer in 20 of 78 layers), which splits the layers
+        # into two KV-cache page sizes whose grouping specsize does not model
+        raise _unmodelled("index_topk_freq", model_id, f"a sparse-attention indexer in only some layers "
+                          f"(index_topk_freq {freq!r}, index_topk_pattern {pattern!r})",
+                          "an indexer in every layer (index_topk_freq 1 or unset, no index_topk_pattern)")
     for key in INDEXER_KEYS:
         if not _whole(cfg.get(key)):
             raise SpecError(f"config.json:{key}", f"{model_id}: {key} comes to {cfg.get(key)!r}",
@@ -717,6 +775,8 @@ def _moe(cfg: dict, model_type: str, n_layers: int, model_id: str) -> MoESpec | 
         shared, shared_inter = 1, int(cfg["shared_expert_intermediate_size"])
     if model_type == "granitemoehybrid":  # a shared MLP next to the experts in every layer
         shared, shared_inter = 1, int(cfg.get("shared_intermediate_size") or 0)
+    if model_type == "nemotron_h":
+        return _nemotron_moe(cfg, int(experts), top_k, inter, model_id)
     if model_type == "jamba":
         period = _int(cfg, model_id, "expert_layer_period", default=2)
         offset = int(cfg.get("expert_layer_offset") or 0)
@@ -745,10 +805,39 @@ def _moe(cfg: dict, model_type: str, n_layers: int, model_id: str) -> MoESpec | 
                    router_fp32=model_type in FLOAT32_ROUTER_TYPES)
 
 
+NEMOTRON_SHARED_DEFAULT = 7688  # transformers' NemotronHConfig moe_shared_expert_intermediate_size default
+
+
+def _nemotron_moe(cfg: dict, experts: int, top_k: int, inter: int, model_id: str) -> MoESpec | None:
+    """Nemotron-3's MoE layers (the pattern's E), as vLLM 0.32's nemotron_h.py NemotronHMoE builds each: a GateLinear
+    router (hidden -> n_routed_experts, no quant_config: the model dtype on Hopper and Blackwell, whose router kernels
+    take force_fp32_compute; float32 only where none applies) and its float32 e_score_correction_bias; the routed
+    experts a FusedMoE of moe_intermediate_size, not gated (activation_without_mul(relu2): w13 is up_proj alone, the
+    "is_non_gated_moe" of NemotronHForCausalLM), over hidden_size or, with moe_latent_size, over that latent width
+    between fc1_latent_proj (hidden -> latent) and fc2_latent_proj (latent -> hidden), both ReplicatedLinear; the
+    shared experts one NemotronHMLP (up_proj column-parallel, down_proj row-parallel, squared ReLU) of
+    moe_shared_expert_intermediate_size x n_shared_experts over hidden_size. None where the pattern has no E."""
+    pattern = str(cfg.get("hybrid_override_pattern") or "")
+    layers = tuple(i for i, c in enumerate(pattern) if c == "E")
+    if not layers:
+        return None  # a dense Nemotron-H: vLLM builds no MoE whatever n_routed_experts says (has_moe: "E" in pattern)
+    shared = int(cfg.get("n_shared_experts") or 0)
+    shared_inter = _int(cfg, model_id, "moe_shared_expert_intermediate_size",
+                        default=NEMOTRON_SHARED_DEFAULT) if shared else 0
+    spec = MoESpec(num_experts=experts, experts_per_token=top_k, expert_intermediate_size=inter,
+                   num_shared_experts=shared, shared_intermediate_size=shared_inter, moe_layers=layers,
+                   router_bias=True, router_fp32=False)
+    latent = cfg.get("moe_latent_size")
+    if latent is None:
+        return spec
+    return LatentMoESpec(**{f.name: getattr(spec, f.name) for f in fields(spec)},
+                         latent_size=_int(cfg, model_id, "moe_latent_size"), latent_bias=bool(cfg.get("mlp_bias")))
+
+
 # the routers with a float32 score-correction bias per expert as vLLM builds them: DeepSeek-V3's noaux_tc (V3.2's,
 # Kimi K2's), GLM-4.5's, gpt-oss's, MiniMax-M2's (MiniMaxM2MoE's float32 e_score_correction_bias, built when
 # use_routing_bias, as every published MiniMax-M2 config sets it)
-ROUTER_BIAS_TYPES = ("deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe", "minimax_m2", "gpt_oss")
+ROUTER_BIAS_TYPES = ("deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe", "minimax_m2", "gpt_oss", "glm_moe_dsa")
 # the routers whose weight itself is float32: glm4_moe.py Glm4MoE (nn.Linear(hidden, n_routed_experts,
 # dtype=torch.float32)), minimax_m2.py MiniMaxM2MoE.gate (a ReplicatedLinear, params_dtype=torch.float32)
 FLOAT32_ROUTER_TYPES = ("glm4_moe", "minimax_m2")
@@ -1006,7 +1095,7 @@ def _build_spec(raw: dict[str, Any], model_id: str, source: str, *, params_publi
                 weight_bytes_exact: int | None) -> ModelSpec:
     if not isinstance(raw, dict):
         raise SpecError("config.json", f"{model_id}: expected a JSON object", "a Hugging Face config.json")
-    cfg = _text_config(raw)
+    cfg = _nemotron_pattern(_text_config(raw), model_id)
     if "medusa_num_heads" in cfg and "num_hidden_layers" not in cfg:  # a Medusa head's own config.json
         return medusa_heads(_medusa_field(cfg, "hidden_size", model_id), _medusa_field(cfg, "vocab_size", model_id),
                             _medusa_field(cfg, "medusa_num_heads", model_id), model_id, source,
@@ -1071,7 +1160,9 @@ def _build_spec(raw: dict[str, Any], model_id: str, source: str, *, params_publi
         qk_norm=model_type in ("qwen3", "qwen3_moe", "qwen3_next") or model_type.startswith(("gemma3", "qwen3_5"))
         or (model_type == "glm4_moe" and bool(cfg.get("use_qk_norm")))  # Glm4MoeAttention: q_norm, k_norm
         or model_type == "minimax_m2",  # MiniMaxM2Attention builds its q_norm and k_norm whatever the config says
-        norms_per_layer=4 if model_type.startswith("gemma") else (3 if is_eagle3 else 2), rotary_dim=rotary, moe=moe, mla=mla,
+        # Nemotron-H's layers are one block each behind one RMSNorm (nemotron_h.py NemotronH*DecoderLayer: self.norm)
+        norms_per_layer=4 if model_type.startswith("gemma") else (3 if is_eagle3 else (
+            1 if model_type == "nemotron_h" else 2)), rotary_dim=rotary, moe=moe, mla=mla,
         rotary_cache_positions=rotary_caches,
         quantization=_quantization(cfg, moe, mla, model_type, n_layers, bool(state_layers), model_id),
         kv_cache_scheme=_ct_kv_cache_scheme(cfg, model_id),

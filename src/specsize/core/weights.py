@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from functools import lru_cache
 
-from .specs import DTYPE_BYTES, ModelSpec, Quantization, StateLayer, VisionSpec
+from .specs import DTYPE_BYTES, ModelSpec, MoESpec, Quantization, StateLayer, VisionSpec
 from .units import ceil_div
 
 VOCAB_PADDING = 64  # vLLM's DEFAULT_VOCAB_PADDING_SIZE
@@ -51,6 +51,30 @@ class GroupedQuantization(Quantization):
     Quantization.unquantized (the ignore list) still applies on top."""
 
     layer_schemes: tuple[tuple[Quantization | None, Quantization | None], ...] = ()
+
+
+@dataclass(frozen=True)
+class LatentMoESpec(MoESpec):
+    """An MoE block whose routed experts work in a latent width narrower than the model's (NVIDIA Nemotron-3 Super /
+    Ultra, moe_latent_size): vLLM 0.32's nemotron_h.py NemotronHMoE projects each token hidden -> latent_size
+    (fc1_latent_proj) before the experts and latent_size -> hidden after them (fc2_latent_proj), both ReplicatedLinear
+    (whole on every rank, in the checkpoint's quantization), with a bias where mlp_bias; its FusedMoE has
+    hidden_size = latent_size. The router and the shared experts keep the model's hidden width."""
+
+    latent_size: int = 0
+    latent_bias: bool = False
+
+
+def expert_hidden(moe: MoESpec, hidden: int) -> int:
+    """The width a routed expert reads and writes: the model's hidden size, or an MoE's latent one (LatentMoESpec)."""
+    return moe.latent_size if isinstance(moe, LatentMoESpec) and moe.latent_size else hidden
+
+
+def up_projections(m: ModelSpec) -> int:
+    """The up-projections an MLP or expert has: 2 (gate and up, SwiGLU) or 1 (up only: Nemotron-H's squared-ReLU MLP,
+    and its experts - vLLM's FusedMoE with a non-gated activation holds w13 of intermediate rows, not 2 x:
+    fused_moe/unquantized_fused_moe_method.py create_weights, w13_up_dim)."""
+    return 2 if m.gated_mlp else 1
 
 
 def kv_heads_per_rank(num_kv_heads: int, tp: int) -> int:
@@ -222,7 +246,10 @@ def _indexer_bytes(m: ModelSpec, wb: int, q: Quantization | None) -> tuple[int, 
     """(bytes, params) of one layer's sparse-attention indexer, on every rank whole (vllm/model_executor/models/
     deepseek_v2.py Indexer: "no tensor parallel, just replicated"): wq_b q_lora_rank -> heads x head_dim in the
     checkpoint's quantization; wk and weights_proj fused into one hidden -> head_dim + heads projection kept in the
-    model dtype (quant_config=None: fp8 wk is upcast at load); k_norm a LayerNorm (weight and bias) over head_dim."""
+    model dtype (quant_config=None: fp8 wk is upcast at load); k_norm a LayerNorm (weight and bias) over head_dim in
+    the model dtype, as vLLM 0.11-0.17 build it (deepseek_v2.py Indexer: LayerNorm(head_dim, eps=1e-6)); vLLM 0.32
+    makes it float32 (models/deepseek_v32/attention.py DeepseekV32Indexer: dtype=torch.float32), 512 B a layer more
+    at head_dim 128, which this release-free count leaves out."""
     heads, dim, _ = indexer_dims(m)
     if not heads or m.mla is None:
         return 0, 0
@@ -256,6 +283,30 @@ def _state_mixer_bytes(m: ModelSpec, s: StateLayer, tp: int, wb: int, q: Quantiz
             + (inter * wb if s.conv_bias else 0) + linear_bytes(s.dt_rank + 2 * s.state_dim, inter, wb, q)
             + linear_bytes(inter, s.dt_rank, wb, q, bias=True) + inter * s.state_dim * 4 + inter * 4
             + linear_bytes(h, inter, wb, q, bias=s.proj_bias))
+
+
+def _state_mixer_params(m: ModelSpec, s: StateLayer, tp: int) -> int:
+    """Parameters of one state mixer on one rank, laid out as _state_mixer_bytes lays its bytes (its float32 A / A_log
+    and D count one parameter each, not bytes / dtype bytes: that had added 64 to each of Nemotron-3-Nano's 23 mamba
+    layers)."""
+    h = m.hidden_size
+    if s.kind == "gated_delta_net":
+        key, value = s.groups * s.state_dim, s.heads * s.head_dim
+        return ((2 * key + 2 * value) // tp * h + 2 * s.heads // tp * h + (2 * key + value) // tp * s.conv_kernel
+                + 2 * (s.heads // tp) + s.head_dim + h * (value // tp))
+    if s.kind == "mamba2":
+        from .kvcache import mamba2_groups_per_rank  # noqa: PLC0415 - one owner of the group rule
+        groups = mamba2_groups_per_rank(s.groups, tp)
+        inter = s.intermediate // tp
+        conv = inter + 2 * groups * s.state_dim // tp
+        heads = s.heads // tp
+        in_out = 2 * inter + 2 * groups * s.state_dim // tp + heads
+        return (in_out * h + (in_out if s.proj_bias else 0) + conv * s.conv_kernel + (conv if s.conv_bias else 0)
+                + 3 * heads + inter + h * inter + (h if s.proj_bias else 0))
+    inter = s.intermediate // tp
+    return (2 * inter * h + (2 * inter if s.proj_bias else 0) + inter * s.conv_kernel + (inter if s.conv_bias else 0)
+            + (s.dt_rank + 2 * s.state_dim) * inter + inter * s.dt_rank + inter + inter * s.state_dim + inter
+            + h * inter + (h if s.proj_bias else 0))
 
 
 VLLM_MXFP4_PAD = (256, 128)  # the multiples vLLM's Marlin path pads mxfp4 experts' hidden and intermediate sizes to
@@ -400,21 +451,27 @@ def _mlp_bytes(m: ModelSpec, layer: int, tp: int, wb: int, q: Quantization | Non
     moe = m.moe
     if m.mlp_layers is not None and layer < m.num_layers and layer not in m.mlp_layers:
         return 0, 0, 0, 0  # a Nemotron-H mamba or attention layer: no MLP
+    ups = up_projections(m)
+    dense_q = None if (q and q.experts_only) else q
     if moe is None or layer not in moe.moe_layers:
         inter = m.intermediate_size // tp
-        dense_q = None if (q and q.experts_only) else q
-        up = 2 * inter if m.gated_mlp else inter
+        up = ups * inter
         return (linear_bytes(up, h, wb, dense_q) + linear_bytes(h, inter, wb, dense_q), (up + inter) * h, 0, 0)
     expert_tp, local = (1, experts_on_rank(moe.num_experts, ep)) if ep > 1 else (tp, moe.num_experts)
     inter = moe.expert_intermediate_size // expert_tp
     one = _expert_bytes(m, expert_tp, wb, q, mxfp4_pad)
     b = local * one
-    p = local * 3 * h * inter
+    p = local * (ups + 1) * expert_hidden(moe, h) * inter
     if moe.num_shared_experts:
         s_inter = moe.shared_intermediate_size * moe.num_shared_experts // tp
-        shared_q = None if (q and q.experts_only) else q
-        b += linear_bytes(2 * s_inter, h, wb, shared_q) + linear_bytes(h, s_inter, wb, shared_q)
-        p += 3 * h * s_inter
+        b += linear_bytes(ups * s_inter, h, wb, dense_q) + linear_bytes(h, s_inter, wb, dense_q)
+        p += (ups + 1) * h * s_inter
+    if isinstance(moe, LatentMoESpec) and moe.latent_size:
+        # fc1_latent_proj (hidden -> latent) and fc2_latent_proj (latent -> hidden), replicated on every rank
+        latent = moe.latent_size
+        b += (linear_bytes(latent, h, wb, dense_q, bias=moe.latent_bias)
+              + linear_bytes(h, latent, wb, dense_q, bias=moe.latent_bias))
+        p += 2 * h * latent + ((latent + h) if moe.latent_bias else 0)
     # the router (MoESpec.router_fp32: float32, else the model dtype) and its float32 bias per expert
     # (MoESpec.router_bias; one parameter an expert: counted as 4 / wb parameters it had added 23,040 to Kimi K2's)
     bias = moe.num_experts if moe.router_bias else 0
@@ -456,10 +513,15 @@ def weight_breakdown(m: ModelSpec, tp: int = 1, pp: int = 1, dtype: str | None =
     attention = mlp = norms = kept = 0
     keep_attention, keep_mlp = unquantized_layers(q.unquantized, m.num_layers) if q else (frozenset(), frozenset())
 
+    # MTP layers are shaped like the last layer; Nemotron-H's step ("*E": an attention and an MoE block) like its last
+    # MoE layer, whatever block ends the model (Nemotron-3-Ultra's last layer is a mamba one)
+    mtp_like = m.moe.moe_layers[-1] if (m.model_type == "nemotron_h" and m.moe and m.moe.moe_layers) \
+        else m.num_layers - 1
+
     def layer_parts(layer: int, state_index: int) -> tuple[int, int, int, int, int, int, int]:
         """(attention bytes, attention params, MLP bytes, MLP params, router bytes, router params, params kept
         unquantized)."""
-        lid = layer if layer < m.num_layers else m.num_layers - 1  # MTP layers are shaped like the last
+        lid = layer if layer < m.num_layers else mtp_like
         mixer = m.mixer(layer)  # MTP layers (beyond the model) attend
         kept_attention, kept_mlp = lid in keep_attention, lid in keep_mlp
         layer_attn_q, layer_mlp_q = dense_q, q
@@ -469,8 +531,9 @@ def weight_breakdown(m: ModelSpec, tp: int = 1, pp: int = 1, dtype: str | None =
         attn_q = None if kept_attention else layer_attn_q
         ab, ap = _attention_bytes(m, tp, wb, attn_q) if mixer in ("attention", "both") else (0, 0)
         if mixer in ("state", "both"):
-            sb = _state_mixer_bytes(m, m.state_layers[min(state_index, len(m.state_layers) - 1)], tp, wb, q)
-            ab, ap = ab + sb, ap + sb // wb
+            layer_state = m.state_layers[min(state_index, len(m.state_layers) - 1)]
+            sb = _state_mixer_bytes(m, layer_state, tp, wb, q)
+            ab, ap = ab + sb, ap + _state_mixer_params(m, layer_state, tp)
         mb, mp, rb, rp = _mlp_bytes(m, lid, tp, wb, None if kept_mlp else layer_mlp_q, mxfp4_pad, ep)
         return ab, ap, mb, mp, rb, rp, (ap if kept_attention else 0) + (mp if kept_mlp else 0)
 
@@ -494,7 +557,16 @@ def weight_breakdown(m: ModelSpec, tp: int = 1, pp: int = 1, dtype: str | None =
         embedding, lm_head = max(embedding, lm_head), 0
     norms += h * wb  # final norm
     params += h
-    if include_mtp and m.num_mtp_layers:
+    if include_mtp and m.num_mtp_layers and m.model_type == "nemotron_h":
+        # Nemotron-H MTP (vLLM 0.32 nemotron_h_mtp.py NemotronHMultiTokenPredictor, mtp_hybrid_override_pattern "*E"):
+        # one step is an attention layer and an MoE layer (counted above as one layer shaped like the last, an E, that
+        # attends, with one norm) whose second norm, enorm, hnorm and final_layernorm come here, and eh_proj (2H -> H) a
+        # ColumnParallelLinear split by TP in the checkpoint's quantization; embedding and head shared with the target
+        eh_q = None if (q and q.experts_only) else q
+        norms += m.num_mtp_layers * 4 * h * wb
+        mlp += m.num_mtp_layers * linear_bytes(h // tp, 2 * h, wb, eh_q)
+        params += m.num_mtp_layers * (4 * h + 2 * h * (h // tp))
+    elif include_mtp and m.num_mtp_layers:
         # DeepSeek MTP: enorm + hnorm + eh_proj (2H -> H) per layer; embedding and head shared with the target
         extra = m.num_mtp_layers * (2 * h * wb + linear_bytes(h, 2 * h, wb, None))
         norms += extra
@@ -575,14 +647,14 @@ def expert_bytes_per_rank(m: ModelSpec, tp: int, dtype: str | None = None, quant
         return 0, 0
     q = quant if quant is not None else m.quantization
     return (_expert_bytes(m, tp, DTYPE_BYTES[dtype or m.dtype], q, mxfp4_pad, read),
-            3 * m.hidden_size * (m.moe.expert_intermediate_size // tp))
+            (up_projections(m) + 1) * expert_hidden(m.moe, m.hidden_size) * (m.moe.expert_intermediate_size // tp))
 
 
 def _expert_bytes(m: ModelSpec, tp: int, wb: int, q: Quantization | None,
                   mxfp4_pad: Mxfp4Pad = VLLM_MXFP4_PAD, read: bool = False) -> int:
     """Bytes of one routed expert of one MoE layer on one rank with the quantization `q` already resolved."""
     assert m.moe is not None
-    h, inter = m.hidden_size, m.moe.expert_intermediate_size // tp
+    h, inter = expert_hidden(m.moe, m.hidden_size), m.moe.expert_intermediate_size // tp
     layout = Mxfp4Layout.of(mxfp4_pad).at_tp(tp)
     h_pad, inter_pad = mxfp4_expert_dims(h, inter, layout) if (q and q.method == "mxfp4") else (h, inter)
     bias = m.moe.expert_bias
@@ -590,4 +662,6 @@ def _expert_bytes(m: ModelSpec, tp: int, wb: int, q: Quantization | None,
         # the kernel's own layout (Mxfp4Layout): gate/up (2 x intermediate, hidden) and down (hidden, intermediate)
         return (mxfp4_linear_bytes(2 * inter_pad, h_pad, layout, wb, bias, read)
                 + mxfp4_linear_bytes(h_pad, inter_pad, layout, wb, bias, read))
-    return linear_bytes(2 * inter_pad, h_pad, wb, q, bias=bias) + linear_bytes(h_pad, inter_pad, wb, q, bias=bias)
+    ups = up_projections(m)
+    return (linear_bytes(ups * inter_pad, h_pad, wb, q, bias=bias)
+            + linear_bytes(h_pad, inter_pad, wb, q, bias=bias))

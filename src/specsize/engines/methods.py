@@ -76,6 +76,9 @@ MTP_ARCH_RELEASES: dict[tuple[str, str], tuple[Release, str]] = {
                              "qwen3_next_mtp (models/qwen3_next_mtp.py); absent in 0.10.1.1"),
     ("vllm", "deepseek_v32"): ((0, 11, 0), "vLLM 0.11.0 config/speculative.py hf_config_override: model_type in "
                                "('deepseek_v3', 'deepseek_v32') -> deepseek_mtp; 0.10.2 maps deepseek_v3 only"),
+    ("vllm", "glm_moe_dsa"): ((0, 16, 0), "vLLM 0.16.0 config/speculative.py hf_config_override: model_type in "
+                              "('deepseek_v3', 'deepseek_v32', 'glm_moe_dsa') -> deepseek_mtp; the 0.15.1 and 0.15.0 "
+                              "wheels map no glm_moe_dsa (the release that first registers GlmMoeDsaForCausalLM)"),
     ("vllm", "nemotron_h"): ((0, 17, 0), "vLLM 0.17.0 config/speculative.py hf_config_override maps nemotron_h with "
                              "num_nextn_predict_layers > 0 to nemotron_h_mtp (NemotronHMTPModel); absent in 0.16.0"),
     ("vllm", "qwen3_5"): ((0, 17, 0), "vLLM 0.17.0 config/speculative.py lists qwen3_5_mtp; absent in 0.16.0"),
@@ -84,6 +87,9 @@ MTP_ARCH_RELEASES: dict[tuple[str, str], tuple[Release, str]] = {
                              "Glm4MoeForCausalLM to Glm4MoeForCausalLMNextN"),
     ("sglang", "qwen3_next"): ((0, 5, 2), "SGLang 0.5.2 configs/model_config.py maps Qwen3NextForCausalLM to "
                                "Qwen3NextForCausalLMMTP; absent in 0.5.1"),
+    ("sglang", "glm_moe_dsa"): ((0, 5, 9), "SGLang 0.5.9 configs/model_config.py maps a GlmMoeDsaForCausalLM draft "
+                                "to DeepseekV3ForCausalLMNextN (the release that first registers GlmMoeDsaForCausalLM; "
+                                "absent in 0.5.8.post1)"),
     ("sglang", "nemotron_h"): ((0, 5, 8), "SGLang 0.5.8 configs/model_config.py maps NemotronHForCausalLM to "
                                "NemotronHForCausalLMMTP; absent in 0.5.7 (no post release between them)"),
 }

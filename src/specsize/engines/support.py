@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..core.errors import SpecError
 from ..core.specs import Deployment, ModelSpec, checkpoint_format_needed, effective_target
+from ..core.weights import LatentMoESpec
 from .registry import is_series, release, release_key, released_by
 
 
@@ -97,6 +98,56 @@ def quantization_problem(engine: str, version: str | None, model: ModelSpec,
     return None
 
 
+# Layer kinds an architecture gained after the release that first registered it: (engine, model_type, feature) ->
+# (first release whose model code builds them, source). A Nemotron-H release before them refuses the config (vLLM
+# nemotron_h.py's ALL_DECODER_LAYER_TYPES has no "E"; SGLang's nemotron_h.py no NemotronHMoE) or builds the experts
+# at the full hidden width without moe_latent_size's projections. Read in the releases' PyPI packages
+LAYER_FEATURE_RELEASES: dict[tuple[str, str, str], tuple[str, str]] = {
+    ("vllm", "nemotron_h", "moe"): ("0.11.1", "vLLM 0.11.1 model_executor/models/nemotron_h.py: NemotronHMoE and the "
+                                    "'E': NemotronHMoEDecoderLayer entry of ALL_DECODER_LAYER_TYPES; absent in the "
+                                    "0.11.0 sdist (https://pypi.org/project/vllm/0.11.1/, /0.11.0/)"),
+    ("vllm", "nemotron_h", "latent_moe"): ("0.13.0", "vLLM 0.13.0 nemotron_h.py NemotronHMoE reads moe_latent_size "
+                                           "(fc1_latent_proj / fc2_latent_proj); absent in the 0.12.0 sdist "
+                                           "(https://pypi.org/project/vllm/0.13.0/, /0.12.0/)"),
+    ("sglang", "nemotron_h", "moe"): ("0.5.6", "SGLang 0.5.6 srt/models/nemotron_h.py NemotronHMoE; absent in "
+                                      "0.5.5.post3, 0.5.5.post2, 0.5.5.post1 and 0.5.5 (PyPI wheels)"),
+    ("sglang", "nemotron_h", "latent_moe"): ("0.5.8", "SGLang 0.5.8 srt/models/nemotron_h.py reads moe_latent_size; "
+                                             "absent in 0.5.7 (PyPI wheels)"),
+}
+
+
+def model_features(model: ModelSpec) -> tuple[str, ...]:
+    """The later layer kinds of LAYER_FEATURE_RELEASES `model` uses: "moe" (MoE layers of an architecture that began
+    dense, Nemotron-H's E), "latent_moe" (experts in a latent width, LatentMoESpec)."""
+    if model.moe is None:
+        return ()
+    latent = isinstance(model.moe, LatentMoESpec) and bool(model.moe.latent_size)
+    return ("moe", "latent_moe") if latent else ("moe",)
+
+
+def feature_problem(engine: str, version: str | None, model: ModelSpec) -> tuple[str, str] | None:
+    """(why, accepted) where release `version` of `engine` predates a layer kind `model` uses (LAYER_FEATURE_RELEASES);
+    None where it does not, for the newest release, or where no entry pins one."""
+    if version in (None, "", "latest"):
+        return None
+    model_type = model.checkpoint_type or model.model_type
+    for feature in model_features(model):
+        entry = LAYER_FEATURE_RELEASES.get((engine, model_type, feature))
+        if entry is None:
+            continue
+        first, source = entry
+        wanted, since = release_key(version), release_key(first)
+        if wanted is None or since is None or wanted >= since:
+            continue
+        if release(version) == release(first) and is_series(str(version)):
+            continue  # a series X.Y holds the release that came within it
+        name = "vLLM" if engine == "vllm" else "SGLang"
+        what = "experts in a latent width (moe_latent_size)" if feature == "latent_moe" else "MoE layers"
+        return (f"{name} {version} cannot build {model.model_id}'s {what}: the first release that does is {first} "
+                f"({source})", f"engine_version {first} or later")
+    return None
+
+
 def check_model_support(engine: str, version: str | None, model: ModelSpec, field: str = "engine_version",
                         quantization: str | None = None) -> None:
     """Refuse a plan for a release that cannot load `model`, naming the first release that can. The engine loads the
@@ -108,6 +159,9 @@ def check_model_support(engine: str, version: str | None, model: ModelSpec, fiel
     if problem is not None:
         first = first_release(engine, model_type)
         raise SpecError(field, problem, f"engine_version {first} or later" if first else "another engine for this model")
+    feature = feature_problem(engine, version, model)
+    if feature is not None:
+        raise SpecError(field, *feature)
     quant = quantization_problem(engine, version, model, quantization)  # `quantization`: the deployment's override
     if quant is not None:
         raise SpecError(field, *quant)
