@@ -13,6 +13,21 @@ itself. Run in an environment with `pip install aiconfigurator==0.12.0` (590 MB 
 dependency of specsize):
 
     python tools/distill_kernel_steps.py > bench/data/kernel_steps.jsonl
+    python tools/distill_kernel_steps.py --models deepseek > bench/data/kernel_steps_deepseek.jsonl
+
+`--models deepseek` distils DeepSeek-R1 (fp8 block, as served; V3 has the same architecture and the same rows) on the
+GPUs whose vLLM tables hold its MLA module (`systems/data/<gpu>/mla/vllm`: mla_context_module_perf and
+mla_generation_module_perf, measured on DeepSeek-V3 itself) at TP 8 (and TP 4 on the B200, B300 and GB200, whose 4 GPUs
+hold the fp8 weights), with the KV cache in bf16 (vLLM's kv_cache_dtype auto) and in fp8. aiconfigurator's own default for
+this checkpoint is an fp8 cache: the rows name theirs in `kv_cache_dtype`. Each row also keeps aiconfigurator's
+per-operation split (`ops`, ms; the shared/routed overlap's members as `overlap/<op>`, and the shared expert's GEMMs
+again from the CUDA-graphed per-tensor fp8 table as `fp8_tensor/<op>`), so that bench/fit_kernels.py can say which
+term an error comes from and price the step as vLLM serves it: the sum carries two things vLLM does not run, the MoE
+pre/post-dispatch all-reduces aiconfigurator's vLLM DeepSeek graph adds to the two a layer it already counts, and the
+host launch time of block-fp8 GEMM rows its collector times outside a CUDA graph (bench/fit_kernels.py
+measured_parts). The A100 cannot be modelled (no fp8 tensor cores: aiconfigurator refuses
+'fp8_block'; no vLLM MLA tables either), nor the L40S (8 x 48 GB do not hold the 642 GiB of fp8 weights, there is
+no vLLM mla_bmm table, and its TP-8 custom all-reduce rows price a 2048-token prompt's 122 all-reduces at 3.2 s).
 """
 
 from __future__ import annotations
@@ -44,12 +59,31 @@ CONTEXTS = (256, 2048, 8192)
 PROMPTS = (128, 512, 2048, 8192)
 MIXED = ((2048, 16), (2048, 128), (512, 64), (1024, 256))  # (prompt-chunk tokens, decoding sequences)
 
+# DeepSeek-V3 / R1 (--models deepseek): (specsize catalog id, aiconfigurator id, quantization, {system: [TP]})
+DEEPSEEK = [("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-R1", "fp8",
+             {"h100_sxm": [8], "h200_sxm": [8], "b200_sxm": [4, 8], "b300_sxm": [4, 8], "gb200": [4, 8]})]
+DEEPSEEK_SYSTEMS = {**SYSTEMS, "b300_sxm": "B300-288GB", "gb200": "GB200-186GB"}
+DEEPSEEK_KV = ("bfloat16", "fp8")  # vLLM's default (auto: the activations' dtype) and --kv-cache-dtype fp8
+DEEPSEEK_BATCHES = (1, 4, 16, 64, 128, 256)
+DEEPSEEK_CONTEXTS = (1024, 2048, 4096, 8192)
+DEEPSEEK_PROMPTS = (1024, 2048, 4096, 8192)
+# 8 x 80 GB hold 596 GiB, less than the checkpoint's 642 GiB of fp8 weights: a kernel-time check, not a deployment
+DEEPSEEK_NOTES = {("h100_sxm", 8): "weights do not fit 8 x 80 GB (served on 16 H100s); kernel-time check only"}
+
 
 def main() -> int:
+    import argparse
+
     import aiconfigurator_core
     from aiconfigurator_core.sdk.engine import EngineHandle
 
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", choices=("default", "deepseek"), default="default",
+                    help="default: the Llama / Qwen / Mixtral / gpt-oss grid; deepseek: DeepSeek-R1 (MLA, fp8 block)")
+    args = ap.parse_args()
     version = getattr(aiconfigurator_core, "__version__", "0.12.0")
+    if args.models == "deepseek":
+        return deepseek(version)
     written = 0
     for ours, theirs, quant, tps in MODELS:
         for system, gpu in SYSTEMS.items():
@@ -87,6 +121,103 @@ def _grid(h, points: list[dict]) -> None:
     for chunk, gen in MIXED:
         points.append({"kind": "mixed", "chunk": chunk, "batch": gen, "context": 2048,
                        "ms": h.mixed_step_latency(chunk, gen, 2048, 256)})
+
+
+def deepseek(version: str) -> int:
+    """DeepSeek-R1's rows, each with aiconfigurator's per-operation split."""
+    import aiconfigurator_core
+    from aiconfigurator_core.sdk.config_builders import build_model_config
+    from aiconfigurator_core.sdk.engine import EngineHandle
+    from aiconfigurator_core.sdk.models import get_model
+
+    written = 0
+    for ours, theirs, quant, systems in DEEPSEEK:
+        for system, tps in systems.items():
+            for tp in tps:
+                for kv in DEEPSEEK_KV:
+                    try:
+                        h = EngineHandle.compile(theirs, system, "vllm", tp_size=tp, moe_tp_size=tp,
+                                                 kvcache_quant_mode=kv)
+                        config = build_model_config(tp_size=tp, pp_size=1, attention_dp_size=1, moe_tp_size=tp,
+                                                    moe_ep_size=1, gemm_quant_mode=None, kvcache_quant_mode=kv,
+                                                    fmha_quant_mode=None, moe_quant_mode=None, comm_quant_mode=None,
+                                                    forward_model=None, attention_backend=None)
+                        model = get_model(theirs, config, "vllm")
+                    except Exception as err:  # noqa: BLE001 - a system the tables do not cover
+                        print(f"skip {theirs} {system} tp{tp} kv {kv}: {str(err)[:80]}", file=sys.stderr)
+                        continue
+                    # the decode's shared/routed overlap, priced member by member (its total is the longer group)
+                    overlap = next(op for op in model.generation_ops if op._name == "generation_moe_overlap")
+                    members = aiconfigurator_core.ops_json_from_ops(list(overlap._group_a) + list(overlap._group_b))
+                    shared = _shared_per_tensor(model)
+                    base = {"model": ours, "aic_model": theirs, "quantization": quant, "gpu": DEEPSEEK_SYSTEMS[system],
+                            "tp": tp, "kv_cache_dtype": kv,
+                            "source": f"aiconfigurator-core {version} (PyPI, Apache-2.0) systems/data/{system}/*/vllm "
+                                      "(mla: vLLM's MLA attention module measured on DeepSeek-V3; moe: fused-MoE "
+                                      "fp8_block; gemm; comm: custom all-reduce): per-operation latencies measured by "
+                                      "NVIDIA with vLLM's kernels, summed by its EngineHandle (its DEEPSEEK model, "
+                                      "vLLM backend)"}
+                    if (system, tp) in DEEPSEEK_NOTES:
+                        base["note"] = DEEPSEEK_NOTES[(system, tp)]
+                    for point in _deepseek_grid(h, members, shared):
+                        if point["ms"] and point["ms"] > 0:
+                            print(json.dumps({**base, **point}))
+                            written += 1
+    print(f"{written} points", file=sys.stderr)
+    return 0
+
+
+def _ops(rows, prefix: str = "") -> dict:
+    return {prefix + name: ms for name, ms, *_ in rows}
+
+
+def _shared_per_tensor(model) -> str:
+    """The shared expert's two GEMMs again, priced from the per-tensor fp8 table: aiconfigurator's collector times
+    the block-fp8 GEMMs outside a CUDA graph (collector/vllm/collect_gemm.py: use_cuda_graph=gemm_type !=
+    "fp8_block"), so their rows carry 55 us (Hopper) to 150-270 us (B200) of host launch time at a few tokens that a
+    graphed decode does not pay; the per-tensor fp8 kernel is timed in a graph and has the same bytes and flops."""
+    import aiconfigurator_core
+    import aiconfigurator_core.sdk.operations as ops
+    from aiconfigurator_core.sdk import common
+
+    gemms = [op for op in model.context_ops if op._name in ("context_shared_gate_up_gemm", "context_shared_ffn2_gemm")]
+    spec = json.loads(aiconfigurator_core.ops_json_from_ops(gemms))
+    rebuilt = []
+    for op in spec:
+        g = op["Gemm"]
+        rebuilt.append(ops.GEMM(g["name"], g["scale_factor"], g["n"], g["k"], common.GEMMQuantMode.fp8))
+    return aiconfigurator_core.ops_json_from_ops(rebuilt)
+
+
+def _deepseek_grid(h, members: str, shared: str) -> list[dict]:
+    def graphed(context: bool, tokens: int) -> dict:
+        rows = h.evaluate_ops_json(shared, is_context=context, batch_size=1 if context else tokens,
+                                   s=tokens if context else 1, x=tokens)
+        return {f"fp8_tensor/{name.replace('context_', '')}": ms for name, ms, *_ in rows}
+
+    points: list[dict] = []
+    for b in DEEPSEEK_BATCHES:
+        for ctx in DEEPSEEK_CONTEXTS:
+            ms = h.decode_step_latency(b, ctx, 2)
+            ops = {**_ops(h.decode_step_per_op(b, ctx, 2)),
+                   **_ops(h.evaluate_ops_json(members, is_context=False, batch_size=b, s=ctx), "overlap/"),
+                   **graphed(False, b)}
+            points.append({"kind": "decode", "batch": b, "context": ctx, "ms": ms,
+                           "provenance": h.last_provenance() or "silicon", "ops": ops})
+    for p in DEEPSEEK_PROMPTS:
+        ms = h.predict_prefill_latency(1, p)
+        context_ops, _ = h.run_static_per_op(batch_size=1, isl=p, osl=2)
+        points.append({"kind": "prefill", "batch": 1, "prompt": p, "ms": ms,
+                       "provenance": h.last_provenance() or "silicon", "ops": {**_ops(context_ops),
+                                                                                **graphed(True, p)}})
+    for chunk, gen in MIXED:
+        ms = h.mixed_step_latency(chunk, gen, 2048, 256)
+        common_ops, ctx_attn, gen_attn = h.mixed_step_breakdown_per_op(chunk, gen, 2048, 256)
+        points.append({"kind": "mixed", "chunk": chunk, "batch": gen, "context": 2048, "ms": ms,
+                       "provenance": h.last_provenance() or "silicon",
+                       "ops": {**_ops(common_ops), **_ops(ctx_attn, "prompt/"), **_ops(gen_attn, "decode/"),
+                               **graphed(True, chunk + gen)}})
+    return points
 
 
 if __name__ == "__main__":
