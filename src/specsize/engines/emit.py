@@ -40,16 +40,18 @@ def flags_note(engine: str, version: str | None) -> str | None:
             f"otherwise{older}: check it against that release's --help")
 
 
-def _versions(engine: str, d, argv: list[str] | tuple[str, ...] = ()) -> str:
-    """The releases the command is for: the flags' checked range, narrowed to those that launch d's method and have
-    every flag in `argv` (engine_flags.json's `flags_from`: the first release with each)."""
+def _versions(engine: str, d, argv: list[str] | tuple[str, ...] = (), checked: str | None = None,
+              since: str | None = None) -> str:
+    """The releases the command is for: the flags' checked range (`checked`: a narrower one), narrowed to those that
+    launch d's method and have every flag in `argv` (engine_flags.json's `flags_from`: the first release with each;
+    `since`: the first release of a flag the table has no entry for)."""
     from .methods import launch_versions  # noqa: PLC0415
     from .registry import release_key  # noqa: PLC0415
 
     table = engine_flags()[engine]
-    firsts = [table.get("flags_from", {}).get(a) for a in argv if a.startswith("--")]
+    firsts = [table.get("flags_from", {}).get(a) for a in argv if a.startswith("--")] + [since]
     since = max((f for f in firsts if f), key=lambda f: release_key(f) or (0,), default=None)
-    return launch_versions(engine, d.speculative.method, table["versions"], since, d.target.model_type)
+    return launch_versions(engine, d.speculative.method, checked or table["versions"], since, d.target.model_type)
 
 
 @dataclass(frozen=True)
@@ -138,13 +140,14 @@ def _speculative_config(d: Deployment) -> dict | None:
     return out
 
 
-def vllm_command(d: Deployment, mem: MemoryAccount, nodes: int = 1) -> EngineCommand:
+def vllm_command(d: Deployment, mem: MemoryAccount, nodes: int = 1, version: str | None = None) -> EngineCommand:
     """`nodes`: the nodes one replica's pipeline stages span (planner.placement's nodes_per_replica). Across nodes
     vLLM runs the replica's workers on a Ray cluster only with --distributed-executor-backend ray: its default
     backend is multiprocessing, and from 0.11.1 a world size above the node's GPUs is refused without the flag
     (vllm 0.32 config/parallel.py ParallelConfig.__post_init__: "World size (16) is larger than the number of
     available GPUs (8) in this node ... set '--distributed-executor-backend ray'"; the flag's choices are
-    DistributedExecutorBackend = ray, mp, uni, external_launcher, engine/arg_utils.py EngineArgs.add_cli_args)."""
+    DistributedExecutorBackend = ray, mp, uni, external_launcher, engine/arg_utils.py EngineArgs.add_cli_args).
+    `version` is taken for the emitters' one signature (the release planned: sglang_command writes its flags)."""
     s = mem.settings
     e = d.engine
     options: dict[str, object] = {
@@ -197,17 +200,42 @@ def vllm_command(d: Deployment, mem: MemoryAccount, nodes: int = 1) -> EngineCom
     return EngineCommand("vllm", _versions("vllm", d), tuple(argv), "\n".join(lines) + "\n")
 
 
-def sglang_command(d: Deployment, mem: MemoryAccount, nodes: int = 1) -> EngineCommand:
+def _sglang_expert_parallel(d: Deployment, version: str | None) -> tuple[list[str], str | None, str | None]:
+    """SGLang's flags for expert parallelism over the TP group in release `version` (None: the newest), with the
+    releases range and the first release such a command is for where the flag narrows them (None: no narrowing).
+    From 0.4.10.post2 `--ep-size N` alone switches the MoE layers to it; before, from 0.4.1.post4, `--enable-ep-moe`
+    does, setting ep_size = tp_size itself (ServerArgs.__post_init__: "if self.enable_ep_moe: self.ep_size =
+    self.tp_size", server_args.py in the 0.4.1.post4 - 0.4.10 wheels, where --ep-size alone left the MoE layers on TP:
+    engine_flags.json's flags_from / flags_before). A 0.4.6 plan had been given --ep-size and a note to rewrite it.
+    --enable-ep-moe is accepted up to 0.5.2 (a DeprecatedAction that raises from 0.5.3), so such a command is
+    headed with the 0.4 series only."""
+    from .registry import released_by  # noqa: PLC0415
+    from .support import EXPERT_PARALLEL_FROM, SGLANG_EP_ARCH_FROM  # noqa: PLC0415
+
+    if d.ep <= 1:
+        return [], None, None
+    table = engine_flags()["sglang"]
+    if released_by(version, table["flags_from"]["--ep-size"]):
+        return ["--ep-size", str(d.ep)], None, None
+    assert d.ep == d.tp  # --enable-ep-moe takes no size: the TP group's (Deployment.ep)
+    checked = table["versions"].split(" - ")[0] + " - 0.4.x (" + table["versions"].partition(" (")[2]
+    # the first release whose model file builds EPMoE for the architecture (engines.support refuses the others)
+    since = SGLANG_EP_ARCH_FROM.get(d.target.model_type, EXPERT_PARALLEL_FROM["sglang"])
+    return [table["flags_before"]["--ep-size"]], checked, since
+
+
+def sglang_command(d: Deployment, mem: MemoryAccount, nodes: int = 1, version: str | None = None) -> EngineCommand:
     """`nodes` is taken for the emitters' one signature: a replica across nodes runs this command on each node with its
-    own --node-rank, which one command cannot carry (planner.analysis._multi_node_warnings says how)."""
+    own --node-rank, which one command cannot carry (planner.analysis._multi_node_warnings says how). `version`: the
+    release planned (None: the newest), whose flags the command carries where releases name one setting otherwise."""
     s = mem.settings
     e = d.engine
     sp = d.speculative
     argv = ["python", "-m", "sglang.launch_server", "--model-path", served_model(d), "--tp-size", str(d.tp)]
     if d.pp > 1:
         argv += ["--pp-size", str(d.pp)]
-    if d.ep > 1:  # expert parallelism over the TP group; before 0.4.10.post2 written --enable-ep-moe (engine_flags.json)
-        argv += ["--ep-size", str(d.ep)]
+    ep_flags, checked, since = _sglang_expert_parallel(d, version)
+    argv += ep_flags
     argv += ["--mem-fraction-static", str(s.gpu_memory_utilization), "--context-length", str(s.max_model_len),
              "--max-running-requests", str(s.max_num_seqs), "--chunked-prefill-size", str(s.max_num_batched_tokens),
              "--dtype", s.dtype, "--page-size", str(s.block_size)]
@@ -237,7 +265,7 @@ def sglang_command(d: Deployment, mem: MemoryAccount, nodes: int = 1) -> EngineC
         argv += ["--scheduler-recv-interval", str(s.recv_interval)]
     if s.stream_interval > 1:
         argv += ["--stream-interval", str(s.stream_interval)]
-    return EngineCommand("sglang", _versions("sglang", d, argv), tuple(argv), None)
+    return EngineCommand("sglang", _versions("sglang", d, argv, checked, since), tuple(argv), None)
 
 
 def supported(engine: str) -> str:

@@ -49,7 +49,7 @@ class FieldInfo:
     def accepted(self) -> str:
         if self.choices:
             return ", ".join(self.choices)
-        noun = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string",
+        noun = {"int": "an integer", "float": "a number", "bool": "true or false (yes/no, on/off, 1/0)", "str": "a string",
                 "path": "a file path", "int_list": "integers N[,N...]", "lengths":
                 "p50=N,p95=N,p99=N,max=N | N,N,... samples | @FILE", "mapping": "a mapping",
                 "str_list": "a list of strings"}.get(self.kind, self.kind)
@@ -164,12 +164,28 @@ def _brief(value: Any) -> str:
     return repr(value)
 
 
-def _bool(name: str, info: FieldInfo, value: Any) -> bool:
+# the spellings every boolean input takes, in a file (YAML 1.1 reads unquoted yes / no / on / off as booleans, 1 / 0 as
+# integers), in quotes, as a flag's or an API's text: parse_bool is the one reader. Boolean fields had each read their
+# own: a deployment file took enforce_eager: 'yes' but refused 1, and a study refused compute.speedup: "no".
+BOOL_WORDS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
+BOOL_ACCEPTED = "true, false, yes, no, on, off, 1, 0"
+
+
+def parse_bool(name: str, value: Any) -> bool:
+    """A boolean input as a bool: True / False, the integers 1 / 0, or BOOL_WORDS' spellings in any case; anything else
+    is refused naming the field `name` and the accepted spellings."""
     if isinstance(value, bool):
         return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false", "yes", "no", "1", "0"):
-        return value.strip().lower() in ("true", "yes", "1")
-    raise SpecError(name, f"must be true or false, got {value!r}", "true, false")
+    if type(value) is int and value in (0, 1):  # not 1.0, not a HugeInt stand-in
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in BOOL_WORDS:
+        return BOOL_WORDS[value.strip().lower()]
+    shown = _brief(value) if isinstance(value, int) else repr(value)
+    raise SpecError(name, f"must be true or false, got {shown:.80}", BOOL_ACCEPTED)
+
+
+def _bool(name: str, info: FieldInfo, value: Any) -> bool:
+    return parse_bool(name, value)
 
 
 def coerce(name: str, info: FieldInfo, value: Any) -> Any:

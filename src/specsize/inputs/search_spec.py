@@ -117,6 +117,7 @@ class SearchSpace:
     # the MoE experts split by rows (False) and / or by expert (True: Deployment.expert_parallel) over each TP; a
     # target without routed experts screens False only (the flag changes nothing there)
     expert_parallel: tuple[bool, ...] = (False,)
+    notes: tuple[str, ...] = ()  # what the reader did with the spec that its author should know (aliases dropped)
 
 
 def _list(data: dict, key: str, default: list) -> list:
@@ -138,6 +139,27 @@ def _bools(data: dict, key: str, default: list) -> tuple[bool, ...]:
     if twice is not None:
         raise SpecError(key, f"lists {str(twice).lower()} twice", "each value once: [false, true]")
     return out
+
+
+def _distinct_kv_dtypes(kv: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The KV dtypes with each dtype once, the first spelling kept, and a note for each spelling dropped: vLLM's fp8
+    and fp8_e4m3 are one E4M3 cache (SGLang's command writes fp8 as fp8_e4m3: engines.emit), sized alike
+    (inputs.study.sized_as, which a study's axis refuses to repeat), so [fp8, fp8_e4m3] had screened every
+    configuration twice under two names. A value written twice alike stays refused (below): it is a typo, not an alias."""
+    from .study import sized_as  # noqa: PLC0415 - the one owner of which spellings are one value
+
+    kept: dict[Any, str] = {}
+    notes = []
+    for value in kv:
+        key = sized_as("kv_cache_dtype", value)
+        if key in kept and kept[key] != value:
+            notes.append(f"kv_cache_dtypes: {value} is {kept[key]} (one E4M3 KV cache in vLLM and SGLang): screened "
+                         f"once, as {kept[key]}")
+            continue
+        kept.setdefault(key, value)
+    firsts = tuple(kept.values())
+    # a value written twice alike is left in for the refusal that follows; an alias is dropped
+    return tuple(v for v in kv if v in firsts), tuple(notes)
 
 
 def _ints(data: dict, key: str, default: list, minimum: int, maximum: int) -> tuple[int, ...]:
@@ -306,6 +328,7 @@ def read_search_spec(path: str) -> SearchSpace:
     for value in kv:
         if value not in KV_CACHE_DTYPES:
             raise SpecError("kv_cache_dtypes", f"unknown value {value!r}", ", ".join(KV_CACHE_DTYPES))
+    kv, notes = _distinct_kv_dtypes(kv)
     # the same configurations screened twice (one GPU at two prices, spot and on-demand, is two options)
     listed: tuple[tuple[str, list], ...] = (("kv_cache_dtypes", list(kv)),
                                             ("gpus", [(g.gpu.gpu_id, g.price_per_hour) for g in gpus]))
@@ -341,4 +364,4 @@ def read_search_spec(path: str) -> SearchSpace:
         slo=_slo(data), headroom=_float(data, "headroom", 0.2, minimum=0, maximum=0.99),
         gpus_per_node=coerce("gpus_per_node", info("gpus_per_node"), _given(data, "gpus_per_node", 8)),
         finalists=finalists, simulate_seconds=simulate_seconds,
-        engine_version=engine_version, engine_name=engine_name, expert_parallel=expert_parallel)
+        engine_version=engine_version, engine_name=engine_name, expert_parallel=expert_parallel, notes=notes)

@@ -36,7 +36,7 @@ from typing import Any, Iterator
 from ..catalog.gpus import load_gpu
 from ..core.errors import SpecError
 from ..core.specs import DTYPE_ALIASES, LengthDistribution, quantization_format
-from .fields import SIMULATION, WORKLOAD, coerce
+from .fields import BOOL_ACCEPTED, SIMULATION, WORKLOAD, coerce, parse_bool
 from ..engines.registry import is_series, release_key
 from .load import MODEL_FIELDS, PATH_FIELDS, model_near, parse_on_off, read_yaml_file, resolved, validated
 from .request import FIELDS, YAML_WORKLOAD_KEYS, info
@@ -248,7 +248,7 @@ def _alone(name: str, value: Any) -> Any:
     return value
 
 
-def _sized_as(name: str, value: Any) -> Any:
+def sized_as(name: str, value: Any) -> Any:
     """What a cell is planned from for a value written one of several ways: the spellings of one dtype (bf16,
     bfloat16), vLLM's and SGLang's name of one fp8 KV cache (fp8, fp8_e4m3: E4M3 on both), the names of one override
     that every engine is given alike and that is sized alike (int4, awq, awq_marlin: 4-bit weights with zero points,
@@ -272,7 +272,7 @@ def _sized_as(name: str, value: Any) -> Any:
 
 
 def _repeats(name: str, values: list[Any], labels: tuple[str, ...]) -> str | None:
-    """The first two labels whose values are one value as a cell is sized (_sized_as), for the refusal."""
+    """The first two labels whose values are one value as a cell is sized (sized_as), for the refusal."""
     seen: dict[str, str] = {}
     for value, label in zip(values, labels):
         key = _canonical_json(value)
@@ -333,7 +333,7 @@ def _axis(name: str, raw: Any, base: Path, digests: dict) -> Axis:
         labels = tuple(str(v[name]) for v in values)
         if len(set(labels)) != len(labels):  # one cell key per value: a repeat would be computed, then merged away
             raise SpecError(where, f"repeats a value: {list(labels)}", "distinct values")
-        alike = _repeats(name, [_sized_as(name, v[name]) for v in values], labels)
+        alike = _repeats(name, [sized_as(name, v[name]) for v in values], labels)
         if alike:
             raise SpecError(where, f"repeats a value: {alike} are one {name} as a cell is planned, two cells of one "
                             "set of numbers", "distinct values (one spelling of each)")
@@ -348,7 +348,7 @@ def _axis(name: str, raw: Any, base: Path, digests: dict) -> Axis:
     labels = tuple(label or _label(v) for v, label in parsed)
     if len(set(labels)) != len(labels):
         raise SpecError(where, "two values have the same label", f"distinct `{LABEL}:` per value")
-    settings = [_canonical_json({k: _sized_as(k, x) for k, x in v.items()}) for v in values]  # bf16 is bfloat16
+    settings = [_canonical_json({k: sized_as(k, x) for k, x in v.items()}) for v in values]  # bf16 is bfloat16
     if len(set(settings)) != len(settings):  # one cell computed twice, then merged: a label would vanish
         twice = [labels[i] for i, v in enumerate(settings) if settings.count(v) > 1]
         raise SpecError(where, f"values {twice} set the same fields to the same values", "distinct settings per value")
@@ -376,16 +376,17 @@ def _compute(raw: Any) -> Compute:
     for key in raw:
         if key not in COMPUTE_KEYS:
             raise SpecError(f"compute.{key}", "unknown key", ", ".join(COMPUTE_KEYS))
-    speedup = True if raw.get("speedup") is None else raw["speedup"]  # null: unset, as everywhere
-    if not isinstance(speedup, bool):
-        raise SpecError("compute.speedup", f"must be true or false, got {speedup!r}", "true, false")
+    # null: unset, as everywhere; a boolean in any spelling a deployment file takes (fields.parse_bool)
+    speedup = True if raw.get("speedup") is None else parse_bool("compute.speedup", raw["speedup"])
     sim = raw.get("simulate", False)
-    if sim is False or sim is None:
+    if not isinstance(sim, dict) and sim is not None:  # true / false as any boolean is written; else a mapping
+        try:
+            sim = {} if parse_bool("compute.simulate", sim) else None
+        except SpecError:
+            raise SpecError("compute.simulate", f"must be true, false or a mapping, got {sim!r:.80}",
+                            f"{BOOL_ACCEPTED}, or a mapping of {', '.join(SIMULATE_KEYS)}") from None
+    if sim is None:
         return Compute(speedup=speedup)
-    if sim is True:
-        sim = {}
-    if not isinstance(sim, dict):
-        raise SpecError("compute.simulate", f"must be false or a mapping, got {sim!r}", ", ".join(SIMULATE_KEYS))
     for key in sim:
         if key not in SIMULATE_KEYS:
             raise SpecError(f"compute.simulate.{key}", "unknown key", ", ".join(SIMULATE_KEYS))

@@ -52,8 +52,10 @@ def analyse_plan(result: PlanResult, profile: AccountingProfile, efficiency=None
     accounts = {engine: _account_for(engine, result, profile) for engine in ordered
                 if can_serve(engine, result.deployment)}  # an engine without the method gets no command
     nodes = placement.nodes_per_replica  # a vLLM command across nodes names the Ray backend
-    commands = tuple(EMITTERS[engine](result.deployment, mem, nodes) for engine, mem in accounts.items()
-                     if mem is not None)
+    # the plan's own engine's command in the flags of the release planned (SGLang 0.4.6's --enable-ep-moe, not the
+    # --ep-size of 0.4.10.post2 on); the other engine's is accounted, and so written, as its newest release
+    commands = tuple(EMITTERS[engine](result.deployment, mem, nodes, engine_version if engine == profile.engine
+                                      else None) for engine, mem in accounts.items() if mem is not None)
     return replace(result, recommendations=recs, robustness=robust, placement=placement, commands=commands,
                    warnings=result.warnings + _launch_warnings(result, profile, engine_version, commands)
                    + _multi_node_warnings(placement, tuple(c for c in commands if c.engine == profile.engine)))

@@ -72,6 +72,7 @@ class SearchResult:
     headroom_policy: float = 0.2  # the spec's headroom policy (a configuration's headroom reads as its verdict by it)
     # why configurations were skipped, by the field at fault: (field, count, the first such problem)
     skipped_reasons: tuple[tuple[str, int, str], ...] = ()
+    notes: tuple[str, ...] = ()  # what reading the spec changed (SearchSpace.notes: spellings of one KV dtype kept once)
 
 
 def _tp_problem(target, tp: int, gpus: int, per_node: int) -> str | None:
@@ -385,7 +386,7 @@ def run_search(space, profile: AccountingProfile, efficiency_for, confirm=None) 
                         candidates=tuple(cands), cheapest=finalists[0] if finalists else None,
                         pareto=tuple(pareto_front(cands)), rejected_families=tuple(rejected_families(cands, space.slo)),
                         finalists=tuple(finalists), simulated_rejected=tuple(simulated_rejected), baseline=baseline,
-                        headroom_policy=space.headroom,
+                        headroom_policy=space.headroom, notes=tuple(space.notes),
                         skipped_reasons=tuple((field, n, first) for field, (n, first) in
                                               sorted(reasons.items(), key=lambda kv: -kv[1][0])))
 

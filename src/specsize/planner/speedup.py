@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ..core.errors import SpecError
 from ..core.kvcache import pool_blocks
 from ..core.memory import AccountingProfile, MemoryAccount, account
 from ..core.perf import Efficiency
@@ -37,6 +38,8 @@ class DrafterResult:
     table: SpeedupTable
     proposal_rate: float = 1.0  # the share of decode steps that carry a proposal (SpeculativeConfig.proposal_rate)
     kv_cache_at_k: int = 0  # the k whose memory account kv_cache_tokens is (the drafter's own; the table spans its ks)
+    # why the engine does not start with this drafter (a candidate's: the deployment's own is refused), None: it starts
+    startup_problem: str | None = None
 
 
 @dataclass(frozen=True)
@@ -89,11 +92,30 @@ def thin_gain_notes(results: list[DrafterResult]) -> tuple[str, ...]:
 
 def _one(label: str, d: Deployment, mem: MemoryAccount, eff: Efficiency, acceptance: Acceptance,
          batches: list[int], ks: list[int], context: int, tree: Tree) -> DrafterResult:
+    from .scenario import pool_never_built  # noqa: PLC0415 - the simulator's imports, for one predicate
+
     table = speedup_table(d, mem, eff, acceptance, batches, ks, context, tree)
     sp = d.speculative
+    problem = (mem.startup_problem or "no KV cache") if pool_never_built(d, mem) or mem.kv_blocks <= 0 else None
     return DrafterResult(label=label, method=sp.method, draft=sp.draft.model_id if sp.draft else None,
                          kv_cache_tokens=mem.kv_cache_tokens, weights_draft_bytes=mem.weights_draft_bytes, table=table,
-                         proposal_rate=sp.proposal_rate, kv_cache_at_k=sp.num_speculative_tokens)
+                         proposal_rate=sp.proposal_rate, kv_cache_at_k=sp.num_speculative_tokens,
+                         startup_problem=problem)
+
+
+def refuse_unstarted(d: Deployment, mem: MemoryAccount) -> None:
+    """Refuse a speed-up table for a deployment whose engine never builds its KV pool, as `simulate` refuses to run one
+    (planner.scenario: "the KV cache is empty" / "the engine does not start", exit 2): the table had priced every batch
+    as if the server ran, under "KV cache 1,220,688 tokens" for a pool of 186 GiB on an 80 GB card. A pool that exists
+    but refuses max_model_len is still priced, as simulate still runs it (scenario.pool_never_built)."""
+    from .scenario import pool_never_built  # noqa: PLC0415
+
+    if mem.kv_blocks <= 0:
+        raise SpecError("deployment", "the KV cache is empty: no speed-up to price (see `specsize plan`)",
+                        "a deployment that starts")
+    if pool_never_built(d, mem):
+        raise SpecError("deployment", f"the engine does not start ({(mem.startup_problem or '').rstrip('.')}): no "
+                        "speed-up to price (see `specsize plan`)", "a deployment that starts")
 
 
 def _candidate_drafter(spec: SpeculativeConfig, tree: Tree) -> SpeculativeConfig:
@@ -111,6 +133,7 @@ def compare_drafters(d: Deployment, profile: AccountingProfile, eff: Efficiency,
                      candidates: tuple[Candidate, ...] = ()) -> SpeedupReport:
     own = f"{d.speculative.method}" + (f" {d.speculative.draft.model_id}" if d.speculative.draft else "")
     mem = account(d, profile)
+    refuse_unstarted(d, mem)
     results = [_one(own, d, mem, eff, acceptance, batches, ks, context, tree)]
     for c in candidates:
         spec = _candidate_drafter(c.speculative, tree)

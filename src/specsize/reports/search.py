@@ -22,7 +22,7 @@ def to_dict(r: SearchResult) -> dict:
     policy = r.headroom_policy
     return {"schema_version": "1.0", "name": r.name, "screened": r.screened, "skipped": r.skipped,
             "skipped_reasons": [{"field": field, "configurations": n, "first": first}
-                                for field, n, first in r.skipped_reasons],
+                                for field, n, first in r.skipped_reasons], "notes": list(r.notes),
             "screen_seconds": r.screen_seconds, "meets_slo_with_headroom": sum(c.status == "ok" for c in r.candidates),
             "cheapest": _cand(r.cheapest, policy), "pareto": [_cand(c, policy) for c in r.pareto],
             "rejected_families": list(r.rejected_families), "finalists": [_cand(c, policy) for c in r.finalists],
@@ -62,6 +62,7 @@ def render(r: SearchResult, fmt: str) -> str:
              f"({r.skipped} invalid skipped)"]
     # why: a family with no result had said only its closest configuration's verdict
     lines += [f"  skipped {n:,} for {field}: {first}" for field, n, first in r.skipped_reasons]
+    lines += [f"  note: {note}" for note in r.notes]
     lines.append("")
     lines.append("Cheapest that meets the SLO with headroom:")
     lines.append("  " + (_line(r.cheapest, r.headroom_policy) if r.cheapest else

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 
 from ..planner.simulate import SimSummary, SimulationReport
+from ..simulator.scenario import Scenario
 from .jsonsafe import dumps
 
 
@@ -24,6 +25,29 @@ def run_label(run: SimSummary) -> str:
     return f"{run.label} ({'speculation' if speculates(run) else 'no speculation'})"
 
 
+def busy_replicas(scenario: Scenario) -> int:
+    """How many of the deployment's replicas the load reaches: every one, unless fewer requests are in flight (Little's
+    law's concurrency, a closed loop's clients) or in the trace than there are replicas, each of which then keeps one
+    replica busy (requests spread round-robin). Scenario.replica_multiple says how many simulated replicas' worth of
+    load that is; this says how many replicas carry it (10 in flight over 8 replicas: all 8, 5 replicas' worth of the
+    busiest's 2)."""
+    if scenario.arrivals == "closed_loop" and scenario.clients_total:
+        return min(scenario.replicas, scenario.clients_total)
+    if scenario.arrivals == "poisson" and scenario.concurrency_total:
+        return min(scenario.replicas, scenario.concurrency_total)
+    if scenario.arrivals == "trace" and scenario.requests:
+        return min(scenario.replicas, scenario.requests)
+    return scenario.replicas
+
+
+def _fleet_label(scenario: Scenario | None) -> str:
+    """The row of the whole deployment's throughput: "all 8 replicas" had headed 3 requests in flight over 8 replicas,
+    whose figure (3 x the busiest replica's) is 3 busy replicas'."""
+    replicas = scenario.replicas if scenario is not None else 1
+    busy = busy_replicas(scenario) if scenario is not None else replicas
+    return f"all {replicas} replicas, tok/s" if busy >= replicas else f"all {replicas} replicas ({busy} busy), tok/s"
+
+
 def render(rep: SimulationReport, fmt: str) -> str:
     if fmt == "json":
         return dumps({"schema_version": "1.0", "sim": rep.to_dict()})
@@ -39,7 +63,7 @@ def render(rep: SimulationReport, fmt: str) -> str:
         ["TPOT p50 / p99 ms", *(f"{_ms(r.tpot_s.p50)} / {_ms(r.tpot_s.p99)}" for r in runs)],
         ["E2E p50 / p99 s", *(f"{_s(r.e2e_s.p50)} / {_s(r.e2e_s.p99)}" for r in runs)],  # "-": none finished
         ["throughput tok/s", *(f"{r.throughput_tok_s:,.0f}" for r in runs)],
-        *([[f"all {replicas} replicas, tok/s", *(f"{r.throughput_tok_s * multiple:,.0f}" for r in runs)]]
+        *([[_fleet_label(rep.scenario), *(f"{r.throughput_tok_s * multiple:,.0f}" for r in runs)]]
           if replicas > 1 else []),
         ["goodput req/s", *("-" if r.goodput_req_s is None else f"{r.goodput_req_s:,.2f}" for r in runs)],
         ["preemptions (recomputed tokens)", *(f"{r.preemptions:,} ({r.recomputed_tokens:,})" for r in runs)],

@@ -31,7 +31,10 @@ def to_dict(report: SpeedupReport) -> dict:
     out = {"schema_version": "1.0", **_table_dict(own), "context_len": report.context_len,
            "method": own.method, "draft": own.draft, "kv_cache_tokens": own.kv_cache_tokens,
            "efficiency": asdict(report.efficiency),
-           "candidates": [{"label": c.label, "method": c.method, "draft": c.draft, "kv_cache_tokens": c.kv_cache_tokens,
+           "candidates": [{"label": c.label, "method": c.method, "draft": c.draft,
+                           # a candidate whose engine does not start builds no pool: no KV cache, and why
+                           "kv_cache_tokens": None if c.startup_problem else c.kv_cache_tokens,
+                           "startup_problem": c.startup_problem,
                            "weights_draft_bytes": c.weights_draft_bytes, **_table_dict(c)} for c in others],
            "notes": list(report.notes)}
     return out
@@ -58,9 +61,10 @@ def _summary(r: DrafterResult) -> str:
     cross = ", ".join(f"k={k}: {'none' if b is None else f'B={b}'}" for k, b in r.table.crossover_batch.items())
     proposals = (f"; a per proposal, proposals in {r.proposal_rate:.0%} of decode steps"
                  if r.proposal_rate < 1 else "")
-    return (f"{r.label}: acceptance a={r.table.acceptance_rate:.3f}; KV cache {r.kv_cache_tokens:,} tokens"
-            f"{f' at k={r.kv_cache_at_k}' if r.kv_cache_at_k else ''}; "
-            f"speed-up < 1 from {cross}{proposals}")
+    pool = (f"the engine does not start with it ({r.startup_problem.rstrip('.')}): the table prices a server that "
+            "never runs" if r.startup_problem else
+            f"KV cache {r.kv_cache_tokens:,} tokens{f' at k={r.kv_cache_at_k}' if r.kv_cache_at_k else ''}")
+    return f"{r.label}: acceptance a={r.table.acceptance_rate:.3f}; {pool}; speed-up < 1 from {cross}{proposals}"
 
 
 def render(report: SpeedupReport, fmt: str) -> str:

@@ -80,7 +80,11 @@ def plan_terms(result: PlanResult) -> dict:
            "kv_cache_tokens": m.kv_cache_tokens, "demand_bytes": v.worst_case.demand_bytes,
            "capacity_bytes": v.worst_case.capacity_bytes}
     p = result.perf
-    if p is not None:
+    # an engine that does not start (core.memory's startup_problem: the plan's "DOES NOT FIT: the engine does not
+    # start") serves no token: no TPOT, throughput or speed-up, so no cost per token either (cost_terms prices the
+    # model's throughput where the cell was not simulated). Its row had carried the performance model's figures at
+    # the batch, and $0.63 per million tokens for an H100 asked for 186 GiB of KV cache.
+    if p is not None and not m.startup_problem:
         out.update({"speedup": p.speedup, "tpot_s": p.tpot_s, "tpot_s_no_spec": p.tpot_s_no_spec,
                     "model_throughput_tok_s": p.throughput_tok_s,
                     "model_throughput_tok_s_no_spec": p.throughput_tok_s_no_spec,
@@ -123,11 +127,13 @@ def cost_terms(row: dict) -> dict:
     if row.get("simulated"):
         spec = row.get("spec_throughput_tok_s") if speculative else row.get("nospec_throughput_tok_s")
         nospec = row.get("nospec_throughput_tok_s")
-        basis = "simulated"
+        basis: str | None = "simulated"
     else:
         spec = row.get("model_throughput_tok_s") if speculative else row.get("model_throughput_tok_s_no_spec")
         nospec = row.get("model_throughput_tok_s_no_spec")
         basis = "model"
+    if spec is None and nospec is None:  # no throughput to price (an engine that does not start): no basis either
+        basis = None
     return {"cost_per_mtok": fleet.cost_per_million_tokens(gpus, price, spec),
             "cost_per_mtok_no_spec": fleet.cost_per_million_tokens(gpus, price, nospec), "cost_basis": basis}
 
