@@ -877,3 +877,28 @@ def test_plan_notes_the_rocm_prefix_kernel_where_v0_chunks_prompts(capsys):
         assert code == 0 and "prefix-prefill kernel" not in out + err, version
     code, out, err = run_cli(capsys, *args, "--engine-version", "0.6.4", "--chunked-prefill", "off")
     assert code == 0 and "prefix-prefill kernel" not in out + err
+
+
+def test_vllm_prices_its_mla_modules_fixed_time_by_hand():
+    # vLLM's MLA module per layer beyond the four GEMMs the model prices: 85 us on Hopper, 45 us on datacenter
+    # Blackwell, none elsewhere (engines/vllm.py VLLM_MLA_LAYER_FIXED_S); SGLang's MLA path takes none. DeepSeek-V2-Lite
+    # has 27 layers, all MLA: 27 x 85 us = 2.295 ms on a decode step on an H100
+    from specsize.core.memory import account
+    from specsize.core.perf import decode_step
+    from specsize.engines import resolve_profile
+    from specsize.planner.perf import Tree, costs_for
+
+    def step(gpu: str, engine: str) -> tuple[float, float]:
+        d = Deployment(target=load_model("deepseek-ai/DeepSeek-V2-Lite-Chat"), gpu=load_gpu(gpu),
+                       speculative=SpeculativeConfig("none", None, 0), engine=EngineSettings(max_model_len=4096))
+        mem = account(d, resolve_profile(engine, None))
+        eff = load_efficiency(d.gpu)
+        with_term = decode_step(costs_for(d, mem, eff, 0, Tree()), 1, 1000).time_s
+        without = decode_step(costs_for(d, replace(mem, settings=replace(mem.settings, mla_layer_fixed_s=0.0)),
+                                        eff, 0, Tree()), 1, 1000).time_s
+        return mem.settings.mla_layer_fixed_s, with_term - without
+
+    assert step("H100-SXM-80GB", "vllm") == pytest.approx((85e-6, 27 * 85e-6), rel=1e-9)
+    assert step("B200-180GB", "vllm") == pytest.approx((45e-6, 27 * 45e-6), rel=1e-9)
+    assert step("A100-80GB", "vllm") == (0.0, 0.0)
+    assert step("H100-SXM-80GB", "sglang") == (0.0, 0.0)

@@ -210,6 +210,9 @@ class AccountingProfile:
     # vLLM kernels the family's term was measured with, for bf16 / fp8 experts (MXFP4 experts keep the family's):
     # (GPU family or "cc10", seconds) rules, the first that matches (for_gpu); none: the family's
     moe_layer_fixed_s_by_gpu: tuple[tuple[str, float], ...] = ()
+    # the engine's MLA module per layer and forward beyond its four GEMMs' priced time, by GPU (for_gpu keys;
+    # Efficiency.mla_layer_fixed_s): vLLM's, from NVIDIA's measured tables of its whole MLA module (engines/vllm.py)
+    mla_layer_fixed_s_by_gpu: tuple[tuple[str, float], ...] = ()
     # the release's n-gram proposer, host time per running sequence and speculative step (Efficiency.ngram_per_seq_s,
     # the family's, prices a proposer that matches on the CPU in a few microseconds: vLLM V1's); 0: the family's
     ngram_proposer_per_seq_s: float = 0.0
@@ -316,6 +319,7 @@ class ResolvedSettings:
     eager_gqa_moe_layer_s: float = 0.0  # AccountingProfile.eager_gqa_moe_layer_s (0: the GPU family's)
     # AccountingProfile.moe_layer_fixed_s_by_gpu where one matches, for bf16 / fp8 experts (0: the family's)
     moe_layer_fixed_s: float = 0.0
+    mla_layer_fixed_s: float = 0.0  # AccountingProfile.mla_layer_fixed_s_by_gpu where one matches (0: the family's)
     ngram_proposer_per_seq_s: float = 0.0  # AccountingProfile.ngram_proposer_per_seq_s (0: the GPU family's)
     ngram_scan_per_token_s: float = 0.0  # AccountingProfile.ngram_scan_per_token_s
     output_per_token_s: float = 0.0  # AccountingProfile.output_per_token_s
@@ -561,6 +565,7 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         output_per_token_s=p.output_per_token_s, eager_gqa_moe_layer_s=p.eager_gqa_moe_layer_s,
         # MXFP4 experts run their own fused runner (SGLang: FlashInfer's) and keep the family's
         moe_layer_fixed_s=0.0 if (quant and quant.method == "mxfp4") else for_gpu(p.moe_layer_fixed_s_by_gpu, d.gpu, 0.0),
+        mla_layer_fixed_s=for_gpu(p.mla_layer_fixed_s_by_gpu, d.gpu, 0.0),
         async_scheduling=p.async_scheduling and overlaps, async_with_speculation=p.async_with_speculation,
         scheduled_ahead=p.scheduled_ahead and overlaps, spec_v2=p.spec_v2 if overlaps else "",
         admission=p.admission,

@@ -74,6 +74,9 @@ class Efficiency:
     low_bit_half_tokens: float = 0.0  # gemm_half_tokens of those dequantising kernels (0: as gemm_half_tokens)
     moe_fp8_memory: float = 0.0  # fraction of HBM bandwidth streaming fp8 routed experts (0: as `moe_memory`)
     moe_layer_fixed_s: float = 0.0  # per MoE layer and forward: routing, top-k, token alignment and permutation
+    # per MLA layer and forward, the engine's MLA module beyond its four GEMMs' priced time (AccountingProfile.
+    # mla_layer_fixed_s_by_gpu: vLLM's latent projections, norms, rope, absorbed batched matmuls and attention launch)
+    mla_layer_fixed_s: float = 0.0
     allreduce_bus_fraction: float = 1.0  # achieved bus bandwidth / interconnect bandwidth
     allreduce_latency_per_gpu_s: float = 0.0  # extra latency per GPU beyond 2 in the all-reduce
     # per all-reduce where the engine release runs its own custom all-reduce kernel on this family rather than the
@@ -119,13 +122,13 @@ def streamed_every(eff: Efficiency, tokens: int) -> Efficiency:
 def engine_kernels(eff: Efficiency, moe_fp8_memory: float, ngram_per_seq_s: float = 0.0,
                    eager_gqa_moe_layer_s: float = 0.0, moe_layer_fixed_s: float = 0.0,
                    output_per_token_s: float = 0.0, ngram_scan_per_token_s: float = 0.0,
-                   custom_allreduce: bool = False) -> Efficiency:
+                   custom_allreduce: bool = False, mla_layer_fixed_s: float = 0.0) -> Efficiency:
     """The family's terms with an engine release's own code where it differs from what the terms were measured with:
     its fused-MoE kernels for fp8 experts (AccountingProfile.moe_fp8_memory), its n-gram proposer's host time per
     sequence (AccountingProfile.ngram_proposer_per_seq_s: vLLM V0 proposes one sequence at a time through small GPU
     operations and device syncs), the launches of its MoE layers behind ordinary attention outside a CUDA graph
     (AccountingProfile.eager_gqa_moe_layer_s) and the fixed time of its fused-MoE kernels in a layer on this GPU
-    family (AccountingProfile.moe_layer_fixed_s_by_gpu) and its output processing per emitted token in the engine's
+    family (AccountingProfile.moe_layer_fixed_s_by_gpu), its MLA module's (mla_layer_fixed_s_by_gpu), its output processing per emitted token in the engine's
     process (AccountingProfile.output_per_token_s); 0 keeps the family's. The n-gram lookup's scan per context token
     (AccountingProfile.ngram_scan_per_token_s) is the release's alone: the family has none. Where the release runs its
     custom all-reduce kernel on a family that has a latency for it (AccountingProfile.custom_allreduce, Efficiency.
@@ -136,6 +139,8 @@ def engine_kernels(eff: Efficiency, moe_fp8_memory: float, ngram_per_seq_s: floa
         eff = replace(eff, moe_fp8_memory=moe_fp8_memory)
     if moe_layer_fixed_s:
         eff = replace(eff, moe_layer_fixed_s=moe_layer_fixed_s)
+    if mla_layer_fixed_s:
+        eff = replace(eff, mla_layer_fixed_s=mla_layer_fixed_s)
     if eager_gqa_moe_layer_s:
         eff = replace(eff, eager_gqa_moe_layer_s=eager_gqa_moe_layer_s)
     if output_per_token_s:
@@ -451,6 +456,7 @@ def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = T
     moe_launch = (eff.eager_gqa_moe_layer_s or eff.eager_moe_layer_s) if not c.mla else eff.eager_moe_layer_s
     launches = c.n_layers * eff.eager_layer_s + c.moe_layers * moe_launch  # a forward outside a graph
     fixed = (c.n_layers * kernels_per_layer * eff.gemm_fixed_s + c.moe_layers * eff.moe_layer_fixed_s
+             + (c.n_layers * eff.mla_layer_fixed_s if c.mla else 0.0)
              + (launches if eager else 0.0))
     sampler = sampler_s(eff.sampler_passes, c.vocab, gpu, eff)
     attn_per_pair = 4.0 * sum(width for _, window, width in c.kv_layers

@@ -178,6 +178,16 @@ def _mxfp4_rules(hopper: Mxfp4Layout | None, cc10: Mxfp4Layout = MXFP4_TRTLLM_25
 
 
 # What every V1 profile shares; each release below replaces only the fields that differ.
+# vLLM's MLA module per layer and forward beyond what the step model prices for it (its four GEMMs' bytes, flops and
+# fixed time, the latent reads): NVIDIA's aiconfigurator-core 0.12.0 times vLLM 0.24's whole MLA module for DeepSeek-V3
+# with CUDA graphs (systems/data/<gpu>/mla/vllm; bench/data/kernel_steps_deepseek.jsonl, bench/fit_kernels.py --data):
+# 97 / 93 us a layer at batch 1 on H100 / H200, 52 us on B200, of which the model prices 6-14 us plus the GEMMs' fixed
+# time: 85 us on Hopper, 45 us on datacenter Blackwell (B300 / GB200 measure 88-91 us; the B200 figure kept for the
+# family). Served: GPUStack's DeepSeek-R1 on 8 x H200 under vLLM 0.11 decodes 4 requests at a 19.1 ms TPOT where the
+# model without it said 10.8 ms (bench/accuracy_serving.py). SGLang's own MLA path (its DeepSeek-R1 on 8 x H200 at 9.7
+# ms a token, on 8 x B200 at 7.2 ms, predicted within 5%) takes none.
+VLLM_MLA_LAYER_FIXED_S = (("hopper", 8.5e-5), ("cc10", 4.5e-5))
+
 _V1_COMMON = AccountingProfile(
     engine="vllm",
     e5m2_fp8_weights="refused",  # fp8_e5m2 beside fp8 / ModelOpt / compressed-tensors weights (AccountingProfile)
@@ -190,6 +200,7 @@ _V1_COMMON = AccountingProfile(
     version="",
     label="",
     generation="V1",
+    mla_layer_fixed_s_by_gpu=VLLM_MLA_LAYER_FIXED_S,  # AccountingProfile
     block_sizes=VLLM_BLOCK_SIZES, token_budget_rules=True, ngram_proposal_rate=NGRAM_PROPOSAL_RATE,
     ngram_scan_per_token_s=V1_NGRAM_SCAN_PER_TOKEN_S,
     # the profiling pass's peak is the larger of the forward and the sampler step, plus the kept fused-MoE
@@ -235,6 +246,7 @@ _V1_COMMON = AccountingProfile(
 V0_OUTPUT_PER_TOKEN_S = 5.0e-5
 V0 = AccountingProfile(
     engine="vllm", version="0.6", label="vLLM 0.6-0.7 (V0 engine)", generation="V0",
+    mla_layer_fixed_s_by_gpu=VLLM_MLA_LAYER_FIXED_S,  # AccountingProfile
     e5m2_fp8_weights="refused",  # fp8_e5m2 beside fp8 / ModelOpt / compressed-tensors weights (AccountingProfile)
     # V0's proposers draft from the last token a sequence holds (spec_decode/multi_step_worker.py): one position
     draft_extend="last", draft_model_extend="",

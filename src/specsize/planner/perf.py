@@ -43,7 +43,8 @@ def _release_terms(eff: Efficiency, s: ResolvedSettings) -> Efficiency:
     eff = api_server_scaled(eff, s.api_cost_scale)  # the engine release's own front end
     # its own MoE kernels, n-gram proposer, MoE layers' launches and all-reduce kernel
     eff = engine_kernels(eff, s.moe_fp8_memory, s.ngram_proposer_per_seq_s, s.eager_gqa_moe_layer_s,
-                         s.moe_layer_fixed_s, s.output_per_token_s, s.ngram_scan_per_token_s, s.custom_allreduce)
+                         s.moe_layer_fixed_s, s.output_per_token_s, s.ngram_scan_per_token_s, s.custom_allreduce,
+                         s.mla_layer_fixed_s)
     return streamed_every(eff, s.stream_interval)  # tokens handed to the API server every N (--stream-interval)
 
 

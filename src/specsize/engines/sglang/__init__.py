@@ -52,6 +52,9 @@ _BASE = replace(vllm.V1_LATEST, engine="sglang", generation="SGLang",
                 # (distributed/device_communicators/custom_all_reduce.py: custom_ar = False "For AMD GPUs and CPUs");
                 # later releases' own kernel on AMD is not sourced here, so RCCL's latency stays
                 custom_allreduce=False, model_runner_v2="", mrv2_v1_methods=(),
+                # vLLM's MLA module's fixed time is vLLM's (engines/vllm.py VLLM_MLA_LAYER_FIXED_S): SGLang's DeepSeek
+                # decodes within 5% of the model without it
+                mla_layer_fixed_s_by_gpu=(),
                 # vLLM's refusal of fp8_e5m2 beside KV-scale-loading weights is vLLM's (AccountingProfile)
                 e5m2_fp8_weights="",
                 # MLA prompts as multi-head attention only without a prefix (triton's rule; by GPU: _profile's mla)
