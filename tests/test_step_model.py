@@ -902,3 +902,18 @@ def test_vllm_prices_its_mla_modules_fixed_time_by_hand():
     assert step("B200-180GB", "vllm") == pytest.approx((45e-6, 27 * 45e-6), rel=1e-9)
     assert step("A100-80GB", "vllm") == (0.0, 0.0)
     assert step("H100-SXM-80GB", "sglang") == (0.0, 0.0)
+
+
+def test_a_sparse_attention_mtp_layer_holds_its_own_topk_index_buffer_by_hand():
+    # vLLM's DeepSeekMultiTokenPredictorLayer allocates max_num_batched_tokens x index_topk int32 where the config has
+    # index_topk (DeepSeek-V3.2, GLM-5): 8,192 x 2,048 x 4 B = 67,108,864 B beside its weights; DeepSeek-V3 has none
+    from specsize.core.memory import account, draft_weight_bytes
+    from specsize.engines import resolve_profile
+
+    for target, extra in (("deepseek-ai/DeepSeek-V3.2", 67_108_864), ("zai-org/GLM-5-FP8", 67_108_864),
+                          ("deepseek-ai/DeepSeek-V3", 0)):
+        d = Deployment(target=load_model(target), gpu=load_gpu("H200-141GB"), tp=8,
+                       speculative=SpeculativeConfig("mtp", None, 1), engine=EngineSettings(max_model_len=8192))
+        mem = account(d, resolve_profile("vllm", None))
+        assert mem.settings.max_num_batched_tokens == 8192
+        assert mem.weights_draft_bytes - draft_weight_bytes(d, mem.settings) == extra, target

@@ -1084,6 +1084,11 @@ def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
     if topk:  # DeepSeek-V3.2: the model's topk_indices_buffer, max_num_batched_tokens x index_topk int32 on every rank
         w_target = replace(w_target, buffers=w_target.buffers + s.max_num_batched_tokens * topk * 4)
     w_draft = draft_weight_bytes(d, s)
+    if topk and d.speculative.kind.derives_from_target:
+        # each MTP layer of a sparse-attention model (DeepSeek-V3.2, GLM-5) allocates a topk_indices_buffer of its own
+        # (vllm/model_executor/models/deepseek_mtp.py DeepSeekMultiTokenPredictorLayer, "if self.is_v32:", read in the
+        # 0.11.0, 0.13.0 and 0.32 sources)
+        w_draft += d.target.num_mtp_layers * s.max_num_batched_tokens * topk * 4
     act, act_terms, unprofiled = activation_peak(d, s, p)
     non_torch = non_torch_bytes(d, p) + (d.shared_reserved_bytes if p.other_processes_in_non_torch else 0)
     layers = kv_layers_for(d, s.kv_dtype_bytes, s, p)
