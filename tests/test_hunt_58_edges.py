@@ -114,7 +114,7 @@ def test_a_candidate_drafter_that_does_not_start_says_so_instead_of_its_pool(cap
                          "0.4", "--candidate", f"method=draft_model,draft={LLAMA8B},acceptance=0.8", "--batch-size",
                          "1,8")
     line = next(line for line in out.splitlines() if line.startswith("method=draft_model"))
-    assert "the engine does not start with it" in line and "KV cache 1" not in line and " tokens" not in line
+    assert "with it the engine does not start" in line and "KV cache 1" not in line and " tokens" not in line
 
 
 # --- 3. one boolean reader for every boolean input ----------------------------------------------------------------------
@@ -200,9 +200,10 @@ def test_fp8_and_fp8_e4m3_in_a_search_spec_are_one_kv_dtype(tmp_path):
     assert f"note: {space.notes[0]}" in render(result, "table") and to_dict(result)["notes"] == list(space.notes)
     path.write_text(_search("[fp8_e4m3, auto, fp8]"))
     assert read_search_spec(path).kv_cache_dtypes == ("fp8_e4m3", "auto")
-    path.write_text(_search("[fp8, fp8_e4m3, fp8]"))  # one spelling twice is still a repeat, refused
-    with pytest.raises(SpecError, match="lists 'fp8' twice"):
-        read_search_spec(path)
+    for written in ("[fp8, fp8_e4m3, fp8]", "[fp8_e4m3, fp8, auto, fp8]"):  # one spelling twice is a repeat, refused
+        path.write_text(_search(written))  # in any order (the second had been screened, its note printed twice)
+        with pytest.raises(SpecError, match="lists 'fp8' twice"):
+            read_search_spec(path)
 
 
 # --- 5. the fleet row names the replicas the load reaches ---------------------------------------------------------------
@@ -285,3 +286,21 @@ def test_the_emitter_takes_the_release():
     assert old.versions.startswith("0.4.6.post2 - 0.4.x")  # qwen3_moe's EPMoE from 0.4.6.post2 (engines.support)
     new = sglang_command(d, mem)
     assert new.argv[new.argv.index("--ep-size") + 1] == "4" and "--enable-ep-moe" not in new.argv
+
+
+@pytest.mark.parametrize("written, value", [("'yes'", "on"), ("1", "on"), ("'1'", "on"), ("'On'", "on"), ("no", "off"),
+                                            ("0", "off"), ("auto", "auto"), ("off", "off")])
+def test_an_on_off_choice_takes_a_booleans_spellings(tmp_path, written, value):
+    """chunked_prefill (auto / on / off) took an unquoted yes (YAML's true) but refused 'yes', 1, '1' and 'On', which
+    enforce_eager takes: an on / off choice reads parse_bool's spellings; anything else keeps its one-line refusal."""
+    import yaml
+
+    from specsize.inputs.fields import coerce
+    from specsize.inputs.request import info as field_info
+
+    info = field_info("chunked_prefill")
+
+    assert coerce("chunked_prefill", info, yaml.safe_load(written)) == value
+    with pytest.raises(SpecError, match="chunked_prefill"):
+        coerce("chunked_prefill", info, "maybe")
+

@@ -858,6 +858,9 @@ def test_v0_chunked_prefill_on_rocm_prices_prompts_at_the_prefix_kernel_by_hand(
     assert t_prompt - t_as_decode == pytest.approx(524_288 * pairs * (1 / 13.074e12 - co.inv_flops_attn), rel=1e-3)
     assert 524_288 * pairs / 13.074e12 == pytest.approx(0.3365, rel=1e-3)
     # not with chunked prefill off (a model within 32K), not on NVIDIA (flash-attn reads the block table), not on V1
+    # an fp8 cache's keys and values are turned back to bf16 in the kernel: the 16-bit peak all the same
+    assert _v0_long("MI300X-192GB", kv_cache_dtype="fp8")[1].target_co.inv_flops_attn_prompt == pytest.approx(
+        1 / (1307.4e12 * 0.01))
     for gpu, engine, version in (("MI300X-192GB", {"max_model_len": 32768}, "0.6.4"), ("H100-SXM-80GB", {}, "0.6.4"),
                                  ("MI300X-192GB", {}, "0.32")):
         s2, c2 = _v0_long(gpu, version=version, **engine)
@@ -888,10 +891,10 @@ def test_vllm_prices_its_mla_modules_fixed_time_by_hand():
     from specsize.engines import resolve_profile
     from specsize.planner.perf import Tree, costs_for
 
-    def step(gpu: str, engine: str) -> tuple[float, float]:
+    def step(gpu: str, engine: str, version: str | None = None) -> tuple[float, float]:
         d = Deployment(target=load_model("deepseek-ai/DeepSeek-V2-Lite-Chat"), gpu=load_gpu(gpu),
                        speculative=SpeculativeConfig("none", None, 0), engine=EngineSettings(max_model_len=4096))
-        mem = account(d, resolve_profile(engine, None))
+        mem = account(d, resolve_profile(engine, version))
         eff = load_efficiency(d.gpu)
         with_term = decode_step(costs_for(d, mem, eff, 0, Tree()), 1, 1000).time_s
         without = decode_step(costs_for(d, replace(mem, settings=replace(mem.settings, mla_layer_fixed_s=0.0)),
@@ -902,6 +905,9 @@ def test_vllm_prices_its_mla_modules_fixed_time_by_hand():
     assert step("B200-180GB", "vllm") == pytest.approx((45e-6, 27 * 45e-6), rel=1e-9)
     assert step("A100-80GB", "vllm") == (0.0, 0.0)
     assert step("H100-SXM-80GB", "sglang") == (0.0, 0.0)
+    # vLLM before 0.7.1 runs DeepSeek as ordinary attention over decompressed keys and values, not its MLA module
+    assert step("H100-SXM-80GB", "vllm", "0.6.4") == (0.0, 0.0)
+    assert step("H100-SXM-80GB", "vllm", "0.7.3") == pytest.approx((85e-6, 27 * 85e-6), rel=1e-9)
 
 
 def test_a_sparse_attention_mtp_layer_holds_its_own_topk_index_buffer_by_hand():

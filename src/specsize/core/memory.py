@@ -565,7 +565,9 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         output_per_token_s=p.output_per_token_s, eager_gqa_moe_layer_s=p.eager_gqa_moe_layer_s,
         # MXFP4 experts run their own fused runner (SGLang: FlashInfer's) and keep the family's
         moe_layer_fixed_s=0.0 if (quant and quant.method == "mxfp4") else for_gpu(p.moe_layer_fixed_s_by_gpu, d.gpu, 0.0),
-        mla_layer_fixed_s=for_gpu(p.mla_layer_fixed_s_by_gpu, d.gpu, 0.0),
+        # only where the release runs the MLA module (mla_latent_cache): vLLM before 0.7.1 runs DeepSeek as ordinary
+        # attention over decompressed keys and values
+        mla_layer_fixed_s=for_gpu(p.mla_layer_fixed_s_by_gpu, d.gpu, 0.0) if p.mla_latent_cache else 0.0,
         async_scheduling=p.async_scheduling and overlaps, async_with_speculation=p.async_with_speculation,
         scheduled_ahead=p.scheduled_ahead and overlaps, spec_v2=p.spec_v2 if overlaps else "",
         admission=p.admission,

@@ -465,8 +465,10 @@ def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = T
     prompt_per_pair, inv_prompt = 4.0 * c.prompt_attn_width, 0.0
     if c.prompt_attn_width and gpu.bf16_flops:
         inv_prompt = 1.0 / (gpu.bf16_flops * (eff.attn_compute or eff.compute))
-    elif prefix_kernel and eff.attn_prefix_compute and attn_peak:
-        prompt_per_pair, inv_prompt = attn_per_pair, 1.0 / (attn_peak * eff.attn_prefix_compute)
+    elif prefix_kernel and eff.attn_prefix_compute and gpu.bf16_flops:
+        # the Triton kernel turns an fp8 cache's keys and values back to the query's dtype before its products
+        # (attention/ops/prefix_prefill.py, 0.6.4 sdist): the 16-bit peak whatever the KV dtype
+        prompt_per_pair, inv_prompt = attn_per_pair, 1.0 / (gpu.bf16_flops * eff.attn_prefix_compute)
     return StepCoefficients(
         dense_bytes=c.dense_bytes, expert_bytes_per_layer=c.moe_layers * c.expert_bytes, num_experts=c.num_experts,
         top_k=c.top_k, flops_per_token=max(0.0, dense_flops),

@@ -258,55 +258,47 @@ def _indexer_bytes(m: ModelSpec, wb: int, q: Quantization | None) -> tuple[int, 
     return b, heads * dim * rank + (dim + heads) * h + 2 * dim
 
 
-def _state_mixer_bytes(m: ModelSpec, s: StateLayer, tp: int, wb: int, q: Quantization | None) -> int:
-    """Bytes of one linear-attention / state-space mixer on one rank, sharded as vLLM shards it (input projections
-    column-parallel, output row-parallel, conv channels and heads split; mamba2 groups replicated to cover the
-    heads; A / A_log kept in float32)."""
+def _state_mixer_parts(m: ModelSpec, s: StateLayer, tp: int) -> tuple[list[tuple[int, int, bool, bool]],
+                                                                       list[tuple[int, int]]]:
+    """One linear-attention / state-space mixer on one rank, sharded as vLLM shards it (input projections column-
+    parallel, output row-parallel, conv channels and heads split; mamba2 groups replicated to cover the heads):
+    (its linears as (out, in, in the checkpoint's quantization, with a bias), its other tensors as (elements, bytes
+    each; 0: the model dtype's)). A / A_log and D are float32 where vLLM keeps them so. The one layout
+    _state_mixer_bytes and _state_mixer_params read."""
     h = m.hidden_size
     if s.kind == "gated_delta_net":  # vllm/model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py
         key, value = s.groups * s.state_dim, s.heads * s.head_dim
-        conv = (2 * key + value) // tp
-        return (linear_bytes((2 * key + 2 * value) // tp, h, wb, q) + linear_bytes(2 * s.heads // tp, h, wb, None)
-                + conv * s.conv_kernel * wb + s.heads // tp * (wb + 4) + s.head_dim * wb
-                + linear_bytes(h, value // tp, wb, q))
+        heads = s.heads // tp
+        return ([((2 * key + 2 * value) // tp, h, True, False), (2 * s.heads // tp, h, False, False),
+                 (h, value // tp, True, False)],
+                [((2 * key + value) // tp * s.conv_kernel, 0), (heads, 0), (heads, 4), (s.head_dim, 0)])
     if s.kind == "mamba2":  # vllm/model_executor/layers/mamba/mamba_mixer2.py
         from .kvcache import mamba2_groups_per_rank  # noqa: PLC0415 - one owner of the group rule
         groups = mamba2_groups_per_rank(s.groups, tp)
         inter = s.intermediate // tp
         conv = inter + 2 * groups * s.state_dim // tp
         heads = s.heads // tp
-        return (linear_bytes(2 * inter + 2 * groups * s.state_dim // tp + heads, h, wb, q, bias=s.proj_bias)
-                + conv * s.conv_kernel * wb + (conv * wb if s.conv_bias else 0) + heads * (4 + 2 * wb)
-                + inter * wb + linear_bytes(h, inter, wb, q, bias=s.proj_bias))
+        return ([(2 * inter + 2 * groups * s.state_dim // tp + heads, h, True, s.proj_bias),
+                 (h, inter, True, s.proj_bias)],
+                [(conv * s.conv_kernel, 0), (conv if s.conv_bias else 0, 0), (heads, 4), (2 * heads, 0), (inter, 0)])
     inter = s.intermediate // tp  # mamba1, vllm/model_executor/layers/mamba/mamba_mixer.py
-    return (linear_bytes(2 * inter, h, wb, q, bias=s.proj_bias) + inter * s.conv_kernel * wb
-            + (inter * wb if s.conv_bias else 0) + linear_bytes(s.dt_rank + 2 * s.state_dim, inter, wb, q)
-            + linear_bytes(inter, s.dt_rank, wb, q, bias=True) + inter * s.state_dim * 4 + inter * 4
-            + linear_bytes(h, inter, wb, q, bias=s.proj_bias))
+    return ([(2 * inter, h, True, s.proj_bias), (s.dt_rank + 2 * s.state_dim, inter, True, False),
+             (inter, s.dt_rank, True, True), (h, inter, True, s.proj_bias)],
+            [(inter * s.conv_kernel, 0), (inter if s.conv_bias else 0, 0), (inter * s.state_dim, 4), (inter, 4)])
+
+
+def _state_mixer_bytes(m: ModelSpec, s: StateLayer, tp: int, wb: int, q: Quantization | None) -> int:
+    """Bytes of one state mixer on one rank (_state_mixer_parts), its linears in the checkpoint's quantization."""
+    linears, tensors = _state_mixer_parts(m, s, tp)
+    return (sum(linear_bytes(out, inp, wb, q if quantized else None, bias=bias) for out, inp, quantized, bias in linears)
+            + sum(n * (b or wb) for n, b in tensors))
 
 
 def _state_mixer_params(m: ModelSpec, s: StateLayer, tp: int) -> int:
-    """Parameters of one state mixer on one rank, laid out as _state_mixer_bytes lays its bytes (its float32 A / A_log
-    and D count one parameter each, not bytes / dtype bytes: that had added 64 to each of Nemotron-3-Nano's 23 mamba
-    layers)."""
-    h = m.hidden_size
-    if s.kind == "gated_delta_net":
-        key, value = s.groups * s.state_dim, s.heads * s.head_dim
-        return ((2 * key + 2 * value) // tp * h + 2 * s.heads // tp * h + (2 * key + value) // tp * s.conv_kernel
-                + 2 * (s.heads // tp) + s.head_dim + h * (value // tp))
-    if s.kind == "mamba2":
-        from .kvcache import mamba2_groups_per_rank  # noqa: PLC0415 - one owner of the group rule
-        groups = mamba2_groups_per_rank(s.groups, tp)
-        inter = s.intermediate // tp
-        conv = inter + 2 * groups * s.state_dim // tp
-        heads = s.heads // tp
-        in_out = 2 * inter + 2 * groups * s.state_dim // tp + heads
-        return (in_out * h + (in_out if s.proj_bias else 0) + conv * s.conv_kernel + (conv if s.conv_bias else 0)
-                + 3 * heads + inter + h * inter + (h if s.proj_bias else 0))
-    inter = s.intermediate // tp
-    return (2 * inter * h + (2 * inter if s.proj_bias else 0) + inter * s.conv_kernel + (inter if s.conv_bias else 0)
-            + (s.dt_rank + 2 * s.state_dim) * inter + inter * s.dt_rank + inter + inter * s.state_dim + inter
-            + h * inter + (h if s.proj_bias else 0))
+    """Parameters of one state mixer on one rank (_state_mixer_parts): a float32 A / A_log or D counts one parameter
+    an element, not bytes / dtype bytes (that had added 64 to each of Nemotron-3-Nano's 23 mamba layers)."""
+    linears, tensors = _state_mixer_parts(m, s, tp)
+    return sum(out * inp + (out if bias else 0) for out, inp, _, bias in linears) + sum(n for n, _ in tensors)
 
 
 VLLM_MXFP4_PAD = (256, 128)  # the multiples vLLM's Marlin path pads mxfp4 experts' hidden and intermediate sizes to
@@ -458,10 +450,9 @@ def _mlp_bytes(m: ModelSpec, layer: int, tp: int, wb: int, q: Quantization | Non
         up = ups * inter
         return (linear_bytes(up, h, wb, dense_q) + linear_bytes(h, inter, wb, dense_q), (up + inter) * h, 0, 0)
     expert_tp, local = (1, experts_on_rank(moe.num_experts, ep)) if ep > 1 else (tp, moe.num_experts)
-    inter = moe.expert_intermediate_size // expert_tp
     one = _expert_bytes(m, expert_tp, wb, q, mxfp4_pad)
     b = local * one
-    p = local * (ups + 1) * expert_hidden(moe, h) * inter
+    p = local * _expert_params(m, expert_tp)
     if moe.num_shared_experts:
         s_inter = moe.shared_intermediate_size * moe.num_shared_experts // tp
         b += linear_bytes(ups * s_inter, h, wb, dense_q) + linear_bytes(h, s_inter, wb, dense_q)
@@ -646,8 +637,14 @@ def expert_bytes_per_rank(m: ModelSpec, tp: int, dtype: str | None = None, quant
     if m.moe is None:
         return 0, 0
     q = quant if quant is not None else m.quantization
-    return (_expert_bytes(m, tp, DTYPE_BYTES[dtype or m.dtype], q, mxfp4_pad, read),
-            (up_projections(m) + 1) * expert_hidden(m.moe, m.hidden_size) * (m.moe.expert_intermediate_size // tp))
+    return _expert_bytes(m, tp, DTYPE_BYTES[dtype or m.dtype], q, mxfp4_pad, read), _expert_params(m, tp)
+
+
+def _expert_params(m: ModelSpec, tp: int) -> int:
+    """Parameters of one routed expert on one rank: its up-projections and its down-projection (up_projections + 1)
+    between its width (expert_hidden) and its intermediate size split over `tp`."""
+    assert m.moe is not None
+    return (up_projections(m) + 1) * expert_hidden(m.moe, m.hidden_size) * (m.moe.expert_intermediate_size // tp)
 
 
 def _expert_bytes(m: ModelSpec, tp: int, wb: int, q: Quantization | None,

@@ -7,6 +7,8 @@ docs/cli.md's field table are all derived from it; nothing else declares an inpu
 
 from __future__ import annotations
 
+from contextlib import suppress
+
 import math
 import re
 import sys
@@ -202,8 +204,11 @@ def coerce(name: str, info: FieldInfo, value: Any) -> Any:
         return _bool(name, info, value)
     if kind == "choice":
         assert info.choices
-        if isinstance(value, bool) and {"on", "off"} <= set(info.choices):
-            value = "on" if value else "off"  # YAML 1.1 reads an unquoted on / off (yes / no) as true / false
+        if {"on", "off"} <= set(info.choices) and str(value).strip() not in info.choices:
+            # an on / off choice takes a boolean's spellings (parse_bool's: YAML 1.1 reads an unquoted on / off or
+            # yes / no as true / false; 1, 'yes', 'On' as the boolean fields take them)
+            with suppress(SpecError):
+                value = "on" if parse_bool(name, value) else "off"
         text = str(value).strip()
         if isinstance(value, (bool, dict, list)) or text not in info.choices:
             raise SpecError(name, f"unknown value {value!r}", info.accepted)

@@ -86,8 +86,8 @@ class Request:
                    choices=("auto", "bfloat16", "float16", "float32", "bf16", "fp16", "fp32", "half", "float"))
     enforce_eager: bool = F(False, "No CUDA graphs.", "bool", DEPLOYMENT)
     chunked_prefill: str = F("auto", "vLLM V0's --enable-chunked-prefill (0.6-0.7): auto is the engine's default, on for "
-                             "models whose max_model_len exceeds 32K (then a 512-token budget and mixed steps), off "
-                             "otherwise. V1 and SGLang always chunk prompts.", "choice", DEPLOYMENT,
+                             "models whose max_model_len exceeds 32K (then a 512-token budget and mixed steps; from 0.6.5 "
+                             "not on AMD GPUs), off otherwise. V1 and SGLang always chunk prompts.", "choice", DEPLOYMENT,
                              choices=("auto", "on", "off"))
     num_scheduler_steps: int = F(1, "vLLM V0's multi-step scheduling (--num-scheduler-steps, releases 0.6-0.7): "
                                  "decodes run in groups of N steps; requests are admitted, and their last tokens "

@@ -145,7 +145,8 @@ def _distinct_kv_dtypes(kv: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str
     """The KV dtypes with each dtype once, the first spelling kept, and a note for each spelling dropped: vLLM's fp8
     and fp8_e4m3 are one E4M3 cache (SGLang's command writes fp8 as fp8_e4m3: engines.emit), sized alike
     (inputs.study.sized_as, which a study's axis refuses to repeat), so [fp8, fp8_e4m3] had screened every
-    configuration twice under two names. A value written twice alike stays refused (below): it is a typo, not an alias."""
+    configuration twice under two names. A value written twice alike is refused before (read_search_spec): a typo, not an
+    alias."""
     from .study import sized_as  # noqa: PLC0415 - the one owner of which spellings are one value
 
     kept: dict[Any, str] = {}
@@ -157,9 +158,7 @@ def _distinct_kv_dtypes(kv: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str
                          f"once, as {kept[key]}")
             continue
         kept.setdefault(key, value)
-    firsts = tuple(kept.values())
-    # a value written twice alike is left in for the refusal that follows; an alias is dropped
-    return tuple(v for v in kv if v in firsts), tuple(notes)
+    return tuple(kept.values()), tuple(notes)
 
 
 def _ints(data: dict, key: str, default: list, minimum: int, maximum: int) -> tuple[int, ...]:
@@ -328,10 +327,11 @@ def read_search_spec(path: str) -> SearchSpace:
     for value in kv:
         if value not in KV_CACHE_DTYPES:
             raise SpecError("kv_cache_dtypes", f"unknown value {value!r}", ", ".join(KV_CACHE_DTYPES))
-    kv, notes = _distinct_kv_dtypes(kv)
-    # the same configurations screened twice (one GPU at two prices, spot and on-demand, is two options)
+    # the same configurations screened twice (one GPU at two prices, spot and on-demand, is two options); a KV dtype
+    # written twice alike is refused before its aliases are dropped, whatever the order
     listed: tuple[tuple[str, list], ...] = (("kv_cache_dtypes", list(kv)),
                                             ("gpus", [(g.gpu.gpu_id, g.price_per_hour) for g in gpus]))
+    kv, notes = _distinct_kv_dtypes(kv)
     for key, values in listed:
         twice = first_repeated(values)
         if twice is not None:

@@ -199,14 +199,11 @@ def run_simulation(d: Deployment, w_total: Workload, profile: AccountingProfile,
                         "--acceptance-rate A or --mean-accepted-length T (measured, never assumed), or a trace with an "
                         "acceptance_rate column")
     mem = account(d, profile)
-    if mem.kv_blocks <= 0:
-        raise SpecError("deployment", "the KV cache is empty: nothing to simulate (see `specsize plan`)",
-                        "a deployment that starts")
-    if pool_never_built(d, mem) and not sim.envelope:
+    why = unstarted(d, mem)
+    if why and (mem.kv_blocks <= 0 or not sim.envelope):
         # it had been simulated as if it ran ('sustains the load: yes' beside the plan's 'DOES NOT FIT: the engine
-        # does not start')
-        raise SpecError("deployment", f"the engine does not start ({(mem.startup_problem or '').rstrip('.')}): nothing to "
-                        "simulate (see `specsize plan`)", "a deployment that starts")
+        # does not start'); the envelope's burst (plan --simulate) is left out by fold_simulation instead
+        raise SpecError("deployment", f"{why}: nothing to simulate (see `specsize plan`)", "a deployment that starts")
     plain = account(replace(d, speculative=SpeculativeConfig()), profile) if sim.compare else None
     k = d.speculative.num_speculative_tokens or 1
     acc = acceptance_spec(acceptance, k, acceptance.spread if acceptance else 0.0, tree)
@@ -276,6 +273,16 @@ def envelope_settings(w: Workload, duration_s: float, seed: int, lengths_source:
     return SimSettings(duration_s=duration_s, seed=seed, burst_factor=w.burst_factor,
                        burst_source="the workload's burst_factor", lengths_source=lengths_source,
                        ttft_slo_s=ttft_slo_s, envelope=True)
+
+
+def unstarted(d: Deployment, mem: MemoryAccount) -> str | None:
+    """Why a deployment's engine serves no request - its KV cache empty, or its pool never built (pool_never_built) -
+    or None where it runs: the one rule simulate, speedup and a sweep's cells refuse or leave unpriced by."""
+    if mem.kv_blocks <= 0:
+        return "the KV cache is empty"
+    if pool_never_built(d, mem):
+        return f"the engine does not start ({(mem.startup_problem or '').rstrip('.')})"
+    return None
 
 
 def pool_never_built(d: Deployment, mem: MemoryAccount) -> bool:

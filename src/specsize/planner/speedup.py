@@ -92,11 +92,11 @@ def thin_gain_notes(results: list[DrafterResult]) -> tuple[str, ...]:
 
 def _one(label: str, d: Deployment, mem: MemoryAccount, eff: Efficiency, acceptance: Acceptance,
          batches: list[int], ks: list[int], context: int, tree: Tree) -> DrafterResult:
-    from .scenario import pool_never_built  # noqa: PLC0415 - the simulator's imports, for one predicate
+    from .scenario import unstarted  # noqa: PLC0415 - the simulator's imports, for one predicate
 
     table = speedup_table(d, mem, eff, acceptance, batches, ks, context, tree)
     sp = d.speculative
-    problem = (mem.startup_problem or "no KV cache") if pool_never_built(d, mem) or mem.kv_blocks <= 0 else None
+    problem = unstarted(d, mem)
     return DrafterResult(label=label, method=sp.method, draft=sp.draft.model_id if sp.draft else None,
                          kv_cache_tokens=mem.kv_cache_tokens, weights_draft_bytes=mem.weights_draft_bytes, table=table,
                          proposal_rate=sp.proposal_rate, kv_cache_at_k=sp.num_speculative_tokens,
@@ -108,14 +108,11 @@ def refuse_unstarted(d: Deployment, mem: MemoryAccount) -> None:
     (planner.scenario: "the KV cache is empty" / "the engine does not start", exit 2): the table had priced every batch
     as if the server ran, under "KV cache 1,220,688 tokens" for a pool of 186 GiB on an 80 GB card. A pool that exists
     but refuses max_model_len is still priced, as simulate still runs it (scenario.pool_never_built)."""
-    from .scenario import pool_never_built  # noqa: PLC0415
+    from .scenario import unstarted  # noqa: PLC0415
 
-    if mem.kv_blocks <= 0:
-        raise SpecError("deployment", "the KV cache is empty: no speed-up to price (see `specsize plan`)",
-                        "a deployment that starts")
-    if pool_never_built(d, mem):
-        raise SpecError("deployment", f"the engine does not start ({(mem.startup_problem or '').rstrip('.')}): no "
-                        "speed-up to price (see `specsize plan`)", "a deployment that starts")
+    why = unstarted(d, mem)
+    if why:
+        raise SpecError("deployment", f"{why}: no speed-up to price (see `specsize plan`)", "a deployment that starts")
 
 
 def _candidate_drafter(spec: SpeculativeConfig, tree: Tree) -> SpeculativeConfig:

@@ -61,8 +61,7 @@ def _summary(r: DrafterResult) -> str:
     cross = ", ".join(f"k={k}: {'none' if b is None else f'B={b}'}" for k, b in r.table.crossover_batch.items())
     proposals = (f"; a per proposal, proposals in {r.proposal_rate:.0%} of decode steps"
                  if r.proposal_rate < 1 else "")
-    pool = (f"the engine does not start with it ({r.startup_problem.rstrip('.')}): the table prices a server that "
-            "never runs" if r.startup_problem else
+    pool = (f"with it {r.startup_problem}: the table prices a server that never runs" if r.startup_problem else
             f"KV cache {r.kv_cache_tokens:,} tokens{f' at k={r.kv_cache_at_k}' if r.kv_cache_at_k else ''}")
     return f"{r.label}: acceptance a={r.table.acceptance_rate:.3f}; {pool}; speed-up < 1 from {cross}{proposals}"
 
