@@ -304,3 +304,14 @@ def test_an_on_off_choice_takes_a_booleans_spellings(tmp_path, written, value):
     with pytest.raises(SpecError, match="chunked_prefill"):
         coerce("chunked_prefill", info, "maybe")
 
+
+
+def test_plan_shows_no_performance_for_an_engine_that_does_not_start(capsys):
+    """`plan` said "DOES NOT FIT: the engine does not start" above a decode table and, in JSON, 2,804 tok/s without
+    speculation: an engine that serves no request (core.memory.unstarted) has no performance, as simulate and speedup
+    refuse it. A pool that exists but refuses max_model_len keeps its figures (simulate runs it)."""
+    args = ("plan", "--target", LLAMA8B, "--gpu", "H100-SXM-80GB", "--format", "json")
+    code, out, _ = run(capsys, *args, "--kv-cache-memory-bytes", "200000000000")
+    assert code == 0 and json.loads(out)["perf"] is None
+    code, out, _ = run(capsys, *args, "--kv-cache-memory-bytes", "2000000000")  # 12,192 tokens < 131,072
+    assert code == 0 and json.loads(out)["perf"] is not None

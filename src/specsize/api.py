@@ -395,7 +395,7 @@ def report(request: Request | None = None, **overrides: Any) -> ReportData:
     """Everything a reviewer's report shows: the analysed plan with its burst simulation (unless
     `simulate=False` is given as an override or the plan cannot be simulated), figures' data and controls."""
     from .planner.report import build_report  # noqa: PLC0415
-    from .planner.scenario import pool_never_built  # noqa: PLC0415
+    from .core.memory import pool_never_built  # noqa: PLC0415
 
     q = _request(request, overrides)
     if q.simulates(True):
@@ -405,7 +405,7 @@ def report(request: Request | None = None, **overrides: Any) -> ReportData:
     wants = q.simulates(default=True)
     runnable = d.gpu.memory_bandwidth_bytes_s > 0 and (r.acceptance is not None or not d.speculative.enabled)
     base = _base_plan(r)
-    # an engine without the memory to start has no burst to simulate (planner.scenario.pool_never_built)
+    # an engine without the memory to start has no burst to simulate (core.memory.pool_never_built)
     runnable = runnable and base.memory.kv_blocks > 0 and not pool_never_built(d, base.memory)
     result = _plan(r, q.duration if wants and runnable else None, base)
     return build_report(result, r.efficiency, r.acceptance, r.tree, q.settings(), q.security)

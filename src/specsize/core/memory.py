@@ -1159,3 +1159,21 @@ def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
         state_blocks_per_sequence=pool.state_blocks if pool is not None else 0,
         kv_cache_groups=pool.groups if pool is not None else 1,
     )
+
+
+def unstarted(d: Deployment, mem: MemoryAccount) -> str | None:
+    """Why a deployment's engine serves no request - its KV cache empty, or its pool never built (pool_never_built) -
+    or None where it runs: the one rule simulate, speedup and a sweep's cells refuse or leave unpriced by."""
+    if mem.kv_blocks <= 0:
+        return "the KV cache is empty"
+    if pool_never_built(d, mem):
+        return f"the engine does not start ({(mem.startup_problem or '').rstrip('.')})"
+    return None
+
+
+def pool_never_built(d: Deployment, mem: MemoryAccount) -> bool:
+    """Whether the engine refuses to start for want of memory (core.memory's startup_problem, with its memory and any
+    other workload's past the card: vLLM's --kv-cache-memory-bytes beyond what is left, SGLang's fraction running
+    out, another workload holding the budget), so that no pool exists to simulate. vLLM's refusal of a max_model_len
+    one request cannot hold leaves the pool in memory: it is simulated, its too-long requests named as never run."""
+    return bool(mem.startup_problem) and mem.free_bytes < d.shared_reserved_bytes

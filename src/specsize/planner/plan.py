@@ -10,7 +10,7 @@ from dataclasses import replace
 from ..engines.block_fp8 import check_deployment
 from ..core.envelope import evaluate
 from ..core.errors import SpecError
-from ..core.memory import AccountingProfile, account
+from ..core.memory import AccountingProfile, account, unstarted
 from ..core.specs import (QUANTIZED_AT_LOAD, Deployment, ModelSpec, SpeculativeConfig, Workload, check_lengths,
                           UNQUANTIZED, VARIANT_SOURCE, checkpoint_format_needed)
 from ..core.speculation import Acceptance, SpecMethod, Tree
@@ -308,7 +308,9 @@ def plan(d: Deployment, w: Workload, profile: AccountingProfile, headroom: float
     batch = max(1, min(per_replica.concurrency, s.max_num_seqs))
     context = decode_context(w.prompt_tokens.p50, w.output_tokens.p50)
     warnings += _expert_parallel_notes(d, mem, efficiency, batch, context)
-    if efficiency is not None and d.gpu.memory_bandwidth_bytes_s > 0:
+    # an engine that serves no request (core.memory.unstarted: its pool never built) has no performance to show: the
+    # plan had printed a decode table and its JSON 2,804 tok/s under "DOES NOT FIT: the engine does not start"
+    if efficiency is not None and d.gpu.memory_bandwidth_bytes_s > 0 and unstarted(d, mem) is None:
         perf = summarize(d, mem, efficiency, acceptance, batch, context, w.prompt_tokens.p50, tpot_slo_s, tree,
                          detail=perf_detail)
         if perf.speedup is not None and perf.speedup < 1:

@@ -12,7 +12,7 @@ import numpy as np
 from ..core.envelope import DOES_NOT_FIT, FITS, THIN
 from ..core.envelope import VERDICT_RANK as RANK
 from ..core.errors import SpecError
-from ..core.memory import AccountingProfile, MemoryAccount, account
+from ..core.memory import AccountingProfile, account, pool_never_built, unstarted
 from ..core.perf import Efficiency, offline_efficiency
 from ..core.specs import Deployment, RequestTrace, SpeculativeConfig, Workload
 from ..core.speculation import Acceptance, Tree
@@ -273,24 +273,6 @@ def envelope_settings(w: Workload, duration_s: float, seed: int, lengths_source:
     return SimSettings(duration_s=duration_s, seed=seed, burst_factor=w.burst_factor,
                        burst_source="the workload's burst_factor", lengths_source=lengths_source,
                        ttft_slo_s=ttft_slo_s, envelope=True)
-
-
-def unstarted(d: Deployment, mem: MemoryAccount) -> str | None:
-    """Why a deployment's engine serves no request - its KV cache empty, or its pool never built (pool_never_built) -
-    or None where it runs: the one rule simulate, speedup and a sweep's cells refuse or leave unpriced by."""
-    if mem.kv_blocks <= 0:
-        return "the KV cache is empty"
-    if pool_never_built(d, mem):
-        return f"the engine does not start ({(mem.startup_problem or '').rstrip('.')})"
-    return None
-
-
-def pool_never_built(d: Deployment, mem: MemoryAccount) -> bool:
-    """Whether the engine refuses to start for want of memory (core.memory's startup_problem, with its memory and any
-    other workload's past the card: vLLM's --kv-cache-memory-bytes beyond what is left, SGLang's fraction running
-    out, another workload holding the budget), so that no pool exists to simulate. vLLM's refusal of a max_model_len
-    one request cannot hold leaves the pool in memory: it is simulated, its too-long requests named as never run."""
-    return bool(mem.startup_problem) and mem.free_bytes < d.shared_reserved_bytes
 
 
 def fold_simulation(result: PlanResult, report: SimulationReport) -> PlanResult:

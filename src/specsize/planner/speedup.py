@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 
 from ..core.errors import SpecError
 from ..core.kvcache import pool_blocks
-from ..core.memory import AccountingProfile, MemoryAccount, account
+from ..core.memory import AccountingProfile, MemoryAccount, account, unstarted
 from ..core.perf import Efficiency
 from ..core.ratios import speedup_text
 from ..core.specs import Deployment, SpeculativeConfig
@@ -92,8 +92,6 @@ def thin_gain_notes(results: list[DrafterResult]) -> tuple[str, ...]:
 
 def _one(label: str, d: Deployment, mem: MemoryAccount, eff: Efficiency, acceptance: Acceptance,
          batches: list[int], ks: list[int], context: int, tree: Tree) -> DrafterResult:
-    from .scenario import unstarted  # noqa: PLC0415 - the simulator's imports, for one predicate
-
     table = speedup_table(d, mem, eff, acceptance, batches, ks, context, tree)
     sp = d.speculative
     problem = unstarted(d, mem)
@@ -107,9 +105,7 @@ def refuse_unstarted(d: Deployment, mem: MemoryAccount) -> None:
     """Refuse a speed-up table for a deployment whose engine never builds its KV pool, as `simulate` refuses to run one
     (planner.scenario: "the KV cache is empty" / "the engine does not start", exit 2): the table had priced every batch
     as if the server ran, under "KV cache 1,220,688 tokens" for a pool of 186 GiB on an 80 GB card. A pool that exists
-    but refuses max_model_len is still priced, as simulate still runs it (scenario.pool_never_built)."""
-    from .scenario import unstarted  # noqa: PLC0415
-
+    but refuses max_model_len is still priced, as simulate still runs it (core.memory.pool_never_built)."""
     why = unstarted(d, mem)
     if why:
         raise SpecError("deployment", f"{why}: no speed-up to price (see `specsize plan`)", "a deployment that starts")

@@ -13,11 +13,11 @@ from typing import Any, Callable, Mapping, Sequence
 
 from .. import __version__
 from ..core.envelope import headroom_text, policy_text
+from ..core.memory import unstarted
 from ..inputs.request import FIELDS
 from ..inputs.study import Cell, Study
 from ..planner import fleet
 from ..planner.result import PlanResult
-from ..planner.scenario import unstarted
 from ..planner.simulate import SimSummary, SimulationReport
 from ..core.ratios import speedup_text
 
@@ -81,7 +81,7 @@ def plan_terms(result: PlanResult) -> dict:
            "kv_cache_tokens": m.kv_cache_tokens, "demand_bytes": v.worst_case.demand_bytes,
            "capacity_bytes": v.worst_case.capacity_bytes}
     p = result.perf
-    # an engine that serves no request (planner.scenario.unstarted: simulate and speedup refuse it alike) has no TPOT,
+    # an engine that serves no request (core.memory.unstarted: simulate and speedup refuse it alike) has no TPOT,
     # throughput or speed-up, so no cost per token either (cost_terms prices the model's throughput where the cell
     # was not simulated). Its row had carried the performance model's figures at the batch, and $0.63 per million
     # tokens for an H100 asked for 186 GiB of KV cache.
