@@ -946,6 +946,14 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
                      draft_extend=draft_extend if draft is not None and kind.keeps_kv and steps else "")
 
 
+def in_graph(step_tokens: float, graph_max_tokens: int, longest: float = 0.0, graph_max_context: int = 0) -> bool:
+    """Whether a step replays a CUDA graph: no more tokens (a micro-batch's) than the largest capture, and no sequence
+    longer than `graph_max_context` where the release has such a limit (vLLM V0's max_seq_len_to_capture:
+    AccountingProfile.graph_max_context; `longest`: the step's longest sequence with its new tokens). The one rule
+    uniform_step and the simulator's steps read."""
+    return step_tokens <= graph_max_tokens and not (graph_max_context and longest > graph_max_context)
+
+
 def uniform_step(co: StepCoefficients, batch: int, q: float, context: int, sampled: float = 1,
                  positions: int | None = None, expansion_query_s: float = 0.0,
                  graph_max_tokens: int = GRAPH_ALL, prompt: bool = False, prompt_seq_max: float = 0.0,
@@ -964,8 +972,8 @@ def uniform_step(co: StepCoefficients, batch: int, q: float, context: int, sampl
     seconds, flops, moved, compute = step_time(co, batch * q, batch * context, windows, pairs,
                                                seqs=batch, prepared=queries, logits=batch * sampled,
                                                positions=batch * positions if positions else None,
-                                               graphed=batch * q / parts <= graph_max_tokens and not (
-                                                   graph_max_context and context + q > graph_max_context),
+                                               graphed=in_graph(batch * q / parts, graph_max_tokens, context + q,
+                                                                graph_max_context),
                                                prompt_pairs=pairs if prompt else 0.0,
                                                prompt_seq_max=prompt_seq_max if prompt else 0.0,
                                                microbatches=parts)

@@ -54,6 +54,18 @@ def released_by(version: str | None, first: str) -> bool:
     return wanted is None or start is None or wanted >= start
 
 
+def predates(version: str | None, first: str) -> bool:
+    """Whether the release `version` comes before `first`, the release that first has something: the newest (None,
+    "latest") and an unreadable version never do, and a series written X.Y holds the release that came within it
+    (gpt-oss with vLLM "0.10": 0.10.1). The one rule the engines' support checks refuse by."""
+    if version in (None, "", "latest"):
+        return False
+    wanted, since = release_key(version), release_key(first)
+    if wanted is None or since is None or wanted >= since:
+        return False
+    return not (release(version) == release(first) and is_series(str(version)))
+
+
 def _label(start: tuple[int, ...]) -> str:
     head = ".".join(map(str, start[:3]))
     return head + (f".post{start[3]}" if len(start) > 3 and start[3] else "")

@@ -11,7 +11,7 @@ from pathlib import Path
 from ..core.errors import SpecError
 from ..core.specs import Deployment, ModelSpec, checkpoint_format_needed, effective_target
 from ..core.weights import LatentMoESpec
-from .registry import is_series, release, release_key, released_by
+from .registry import predates, release_key, released_by
 
 
 @lru_cache(maxsize=1)
@@ -33,11 +33,8 @@ def support_problem(engine: str, version: str | None, model_type: str) -> str | 
         if entry.get("at_or_before") or entry.get("class") not in (None, ""):
             return None  # in every release specsize covers, or not pinned: nothing proven to refuse
         return f"no {name} release loads {model_type} ({entry.get('bound') or 'no model class for it'})"
-    wanted, since = release_key(version), release_key(first)
-    if wanted is None or since is None or wanted >= since:
+    if not predates(version, first):  # a series X.Y holds the release within it (gpt-oss with vLLM "0.10": 0.10.1)
         return None
-    if release(version) == release(first) and is_series(str(version)):
-        return None  # a series written X.Y holds the release that came within it (gpt-oss with vLLM "0.10": 0.10.1)
     return (f"{name} {version} cannot load a {model_type} model ({entry.get('class')}): the first release that does is "
             f"{first}")
 
@@ -87,7 +84,7 @@ def quantization_problem(engine: str, version: str | None, model: ModelSpec,
         name = f"vLLM {version}" if wanted is not None else "the newest vLLM"
         return (f"{model.model_id} {what}, and {name} has no bitsandbytes loader (0.28 moved it to the vllm-bnb-plugin "
                 "package, which specsize does not size)", accepted)
-    if wanted < (release_key(first) or ()) and not (is_series(str(version)) and release(version) == release(first)):
+    if predates(version, first):
         if model.moe is not None:
             return (f"{model.model_id} {what}: vLLM {version} does not quantize its MoE experts (the first release "
                     f"that does is {first})", accepted)
@@ -136,11 +133,8 @@ def feature_problem(engine: str, version: str | None, model: ModelSpec) -> tuple
         if entry is None:
             continue
         first, source = entry
-        wanted, since = release_key(version), release_key(first)
-        if wanted is None or since is None or wanted >= since:
+        if not predates(version, first):
             continue
-        if release(version) == release(first) and is_series(str(version)):
-            continue  # a series X.Y holds the release that came within it
         name = "vLLM" if engine == "vllm" else "SGLang"
         what = "experts in a latent width (moe_latent_size)" if feature == "latent_moe" else "MoE layers"
         return (f"{name} {version} cannot build {model.model_id}'s {what}: the first release that does is {first} "

@@ -186,10 +186,6 @@ def parse_bool(name: str, value: Any) -> bool:
     raise SpecError(name, f"must be true or false, got {shown:.80}", BOOL_ACCEPTED)
 
 
-def _bool(name: str, info: FieldInfo, value: Any) -> bool:
-    return parse_bool(name, value)
-
-
 def coerce(name: str, info: FieldInfo, value: Any) -> Any:
     """A raw value (YAML, a flag, an API keyword) as the field's type, range-checked; None stays None.
     Length distributions, mappings and candidate lists are parsed by their own readers (inputs.load)."""
@@ -201,7 +197,7 @@ def coerce(name: str, info: FieldInfo, value: Any) -> Any:
     if kind == "float":
         return _float(name, info, value)
     if kind == "bool":
-        return _bool(name, info, value)
+        return parse_bool(name, value)
     if kind == "choice":
         assert info.choices
         if {"on", "off"} <= set(info.choices) and str(value).strip() not in info.choices:

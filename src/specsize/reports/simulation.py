@@ -25,26 +25,11 @@ def run_label(run: SimSummary) -> str:
     return f"{run.label} ({'speculation' if speculates(run) else 'no speculation'})"
 
 
-def busy_replicas(scenario: Scenario) -> int:
-    """How many of the deployment's replicas the load reaches: every one, unless fewer requests are in flight (Little's
-    law's concurrency, a closed loop's clients) or in the trace than there are replicas, each of which then keeps one
-    replica busy (requests spread round-robin). Scenario.replica_multiple says how many simulated replicas' worth of
-    load that is; this says how many replicas carry it (10 in flight over 8 replicas: all 8, 5 replicas' worth of the
-    busiest's 2)."""
-    if scenario.arrivals == "closed_loop" and scenario.clients_total:
-        return min(scenario.replicas, scenario.clients_total)
-    if scenario.arrivals == "poisson" and scenario.concurrency_total:
-        return min(scenario.replicas, scenario.concurrency_total)
-    if scenario.arrivals == "trace" and scenario.requests:
-        return min(scenario.replicas, scenario.requests)
-    return scenario.replicas
-
-
 def _fleet_label(scenario: Scenario | None) -> str:
     """The row of the whole deployment's throughput: "all 8 replicas" had headed 3 requests in flight over 8 replicas,
     whose figure (3 x the busiest replica's) is 3 busy replicas'."""
     replicas = scenario.replicas if scenario is not None else 1
-    busy = busy_replicas(scenario) if scenario is not None else replicas
+    busy = scenario.busy_replicas if scenario is not None else replicas
     return f"all {replicas} replicas, tok/s" if busy >= replicas else f"all {replicas} replicas ({busy} busy), tok/s"
 
 

@@ -32,8 +32,8 @@ import numpy as np
 from ..core.errors import SpecError
 from ..core.kvcache import BlockRule, block_rule
 from ..core.memory import GRAPH_ALL
-from ..core.perf import (StepCoefficients, api_busy_share, drafter_forwards_s, frontend_stretched, ngram_lookup_s,
-                         pipeline_microbatches, prompt_as_mha, step_time)
+from ..core.perf import (StepCoefficients, api_busy_share, drafter_forwards_s, frontend_stretched, in_graph,
+                         ngram_lookup_s, pipeline_microbatches, prompt_as_mha, step_time)
 from ..core.speculation import verified_per_sequence
 from .workload import Requests
 
@@ -442,9 +442,10 @@ def _step_seconds(cfg: EngineConfig, windows: tuple, draft_windows: tuple, c: np
         batch_tokens = cfg.max_num_batched_tokens / stages
         largest = min(float(sched[active].max()), batch_tokens) if prompt else 0.0  # a prompt chunk stays whole
         parts = pipeline_microbatches(stages, n_active, tokens, batch_tokens, largest)
-    graphed = (tokens + extra) / parts <= (cfg.graph_prompt_tokens if prompt else cfg.graph_max_tokens)
-    if graphed and cfg.graph_max_context and not prompt and int(ctx.max()) + 1 + k > cfg.graph_max_context:
-        graphed = False  # vLLM V0: max_decode_seq_len beyond max_seq_len_to_capture (AccountingProfile)
+    # a decode step's longest sequence with its new tokens, read only where the release limits it (vLLM V0)
+    longest = int(ctx.max()) + 1 + k if cfg.graph_max_context and not prompt else 0
+    graphed = in_graph((tokens + extra) / parts, cfg.graph_prompt_tokens if prompt else cfg.graph_max_tokens,
+                       longest, cfg.graph_max_context)
     mha = prompt and prompt_as_mha(cfg.mla_prompt_mha, float(pre_sum))
     unproposed = 0.0  # positions the decode steps without a proposal do not verify (one token each instead)
     dec_ctx = float(dec_sum)

@@ -109,6 +109,15 @@ class Scenario:
         return float(self.replicas)
 
     @property
+    def busy_replicas(self) -> int:
+        """How many of the replicas the load reaches: every one, unless fewer requests are in flight (Little's law's
+        concurrency, a closed loop's clients) or in the trace than there are replicas, each of which then keeps one
+        replica busy (replica_multiple says how many simulated replicas' worth of load they carry: 10 in flight over
+        8 replicas busy all 8, with 5 replicas' worth of the busiest's 2)."""
+        load = {"closed_loop": self.clients_total, "poisson": self.concurrency_total, "trace": self.requests}
+        return min(self.replicas, load.get(self.arrivals) or self.replicas)
+
+    @property
     def refused(self) -> str:
         """The requests left out as longer than max_model_len, as a clause ("" when none)."""
         return f"; {self.rejected:,} longer than max_model_len, which the engine refuses, left out" if self.rejected \
