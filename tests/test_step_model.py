@@ -809,6 +809,38 @@ def test_attention_runs_at_the_kv_caches_precision_not_the_weights():
     assert t - t_no_attn == pytest.approx(61 * 10_240 * pairs / (0.5 * h100.bf16_flops), rel=1e-6)
 
 
+
+def _fp8_kv_attention(engine: str, version: str, gpu: str):
+    """The attention's time per flop a release runs an fp8 KV cache's products at, on `gpu`."""
+    from specsize.core.memory import account
+    from specsize.engines import resolve_profile
+    from specsize.planner.perf import Tree, costs_for
+
+    d = Deployment(target=load_model("meta-llama/Llama-3.1-8B-Instruct"), gpu=load_gpu(gpu),
+                   speculative=SpeculativeConfig("none", None, 0), engine=EngineSettings(kv_cache_dtype="fp8"))
+    mem = account(d, resolve_profile(engine, version))
+    return mem.settings.fp8_attention_16bit, costs_for(d, mem, load_efficiency(d.gpu), 0, Tree()).target_co
+
+
+def test_two_level_fp8_attention_runs_at_the_16_bit_peak_by_hand():
+    # vLLM's FlashAttention 3 accumulates fp8 attention in two levels on Hopper from 0.11.1 (vllm-project/
+    # flash-attention PR 104, pinned by 0.11.1's cmake, not by 0.11.0's): an fp8 cache's products no faster than
+    # bf16's (vLLM blog 2026-04-22: median TTFT 742.8 ms fp8 against 763.6 ms bf16). H100: 989 / 1,979 TFLOPS
+    h100 = load_gpu("H100-SXM-80GB")
+    attn = load_efficiency(h100).attn_compute
+    for version in ("0.11.1", "0.19.1", "0.32"):
+        two_level, co = _fp8_kv_attention("vllm", version, "H100-SXM-80GB")
+        assert two_level and co.inv_flops_attn == pytest.approx(1 / (attn * 989e12), rel=1e-3)
+    # 0.11.0's FlashAttention 3 and SGLang's run fp8 products at the fp8 peak, as does vLLM off Hopper
+    for engine, version, gpu in (("vllm", "0.11.0", "H100-SXM-80GB"), ("sglang", "0.5.12", "H100-SXM-80GB")):
+        two_level, co = _fp8_kv_attention(engine, version, gpu)
+        assert not two_level and co.inv_flops_attn == pytest.approx(1 / (attn * 1979e12), rel=1e-3)
+    b200 = load_gpu("B200-180GB")
+    two_level, co = _fp8_kv_attention("vllm", "0.19.1", "B200-180GB")
+    assert not two_level and co.inv_flops_attn == pytest.approx(
+        1 / (load_efficiency(b200).attn_compute * b200.fp8_flops))
+
+
 def _v0_long(gpu: str, version: str = "0.6.4", **engine):
     from specsize.core.memory import account
     from specsize.engines import resolve_profile

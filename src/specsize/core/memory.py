@@ -168,6 +168,9 @@ class AccountingProfile:
     # CommonMetadataBuilder: "chunked_prefill_enabled or not is_prompt"), read in the 0.6.3 sdist; CUDA's flash-attn
     # backend takes the block table itself
     prefix_prompt_vendors: tuple[str, ...] = ()
+    # GPU families on which this release's fp8 attention (an fp8 KV cache) runs its products no faster than the 16-bit
+    # peak (vLLM from 0.11.1 on Hopper: engines/vllm.py FP8_ATTENTION_TWO_LEVEL); elsewhere at the fp8 peak
+    fp8_attention_16bit_families: tuple[str, ...] = ()
     # GPU vendors on which vLLM V0 turns chunked prefill on by itself for a model longer than 32K (v0_chunked_prefill)
     chunked_default_vendors: tuple[str, ...] = ("nvidia", "amd")
     # where "piecewise" graphs do not run, prompt steps stay eager: GPU vendors the engine captures them on, and
@@ -338,6 +341,7 @@ class ResolvedSettings:
     graph_prompt_tokens: int = GRAPH_ALL  # the largest step with prompt tokens in one (0: none; graph_prompts)
     graph_max_context: int = 0  # AccountingProfile.graph_max_context where max_model_len exceeds it (0: no limit)
     prefix_prompt_kernel: bool = False  # chunked prefill on a GPU of AccountingProfile.prefix_prompt_vendors
+    fp8_attention_16bit: bool = False  # the GPU's family in AccountingProfile.fp8_attention_16bit_families
     # the KV slots beyond its computed tokens a decoding request holds at a step with speculation (its 1 + k scheduled
     # tokens included), as the engine's decode check wants them free (SGLang: engines/sglang's decode_reserve_tokens);
     # 0: k scheduled + k lookahead + 1 (vLLM's; simulator.engine.EngineConfig.decode_reserve)
@@ -576,6 +580,7 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         mla_latent_cache=p.mla_latent_cache, experts_upcast=False,
         graph_max_context=p.graph_max_context if 0 < p.graph_max_context < max_model_len else 0,
         prefix_prompt_kernel=chunked and d.gpu.vendor in p.prefix_prompt_vendors,
+        fp8_attention_16bit=d.gpu.family in p.fp8_attention_16bit_families,
         recv_interval=_engine_interval("scheduler_recv_interval", e.scheduler_recv_interval, p.recv_interval_flag, p,
                                        "engine_version 0.5.1 or later" if p.engine == "sglang" else "engine sglang"),
         stream_interval=_engine_interval("stream_interval", e.stream_interval, p.stream_interval_flag, p,

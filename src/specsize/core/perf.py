@@ -412,9 +412,10 @@ def sampler_s(passes: float, vocab: int, gpu: GpuSpec, eff: Efficiency) -> float
 @lru_cache(maxsize=1024)  # as model_cost
 def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = True,
                  eager: bool = False, host_overlapped: bool = False, stages: int = 1,
-                 prefix_kernel: bool = False) -> StepCoefficients:
+                 prefix_kernel: bool = False, fp8_attention_16bit: bool = False) -> StepCoefficients:
     """A forward's cost terms on `gpu` (`prefix_kernel`: the engine runs every prompt's attention through its paged
-    prefix kernel, at Efficiency.attn_prefix_compute: ResolvedSettings.prefix_prompt_kernel)."""
+    prefix kernel, at Efficiency.attn_prefix_compute: ResolvedSettings.prefix_prompt_kernel; `fp8_attention_16bit`:
+    its fp8 attention runs no faster than the 16-bit peak, ResolvedSettings.fp8_attention_16bit)."""
     # FP4 matrix cores: their FP4 formats need no dequantisation; int4 (AWQ/GPTQ) stays a dequantising kernel
     fp4_native = c.fp4 in NATIVE_FP4.get(gpu.family, ())
     fp8 = c.fp8_compute or fp4_native
@@ -422,7 +423,8 @@ def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = T
     if c.fp8_compute and gpu.fp8_flops and gpu.bf16_flops and c.fp8_share < 1.0:
         # the layers kept in the model dtype run at the 16-bit peak: the flops' mean time per flop
         peak = 1.0 / (c.fp8_share / gpu.fp8_flops + (1.0 - c.fp8_share) / gpu.bf16_flops)
-    attn_peak = gpu.fp8_flops if (c.kv_fp8 and gpu.fp8_flops) else gpu.bf16_flops  # ModelCost.kv_fp8
+    # ModelCost.kv_fp8, unless the release's fp8 attention runs no faster than 16 bits (fp8_attention_16bit)
+    attn_peak = gpu.fp8_flops if (c.kv_fp8 and gpu.fp8_flops and not fp8_attention_16bit) else gpu.bf16_flops
     full = sum(b for b, window, _ in c.kv_layers if not window)
     windows: dict[int, float] = {}
     for b, window, _ in c.kv_layers:
@@ -885,14 +887,15 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
                 mxfp4_pad: Mxfp4Pad = VLLM_MXFP4_PAD,
                 mla_prompt_mha: tuple[bool, int] = (True, 0), mla_latent: bool = True,
                 draft_extend: str = DRAFT_EXTEND_VERIFIED, graph_max_context: int = 0,
-                prefix_kernel: bool = False) -> SpecCosts:
+                prefix_kernel: bool = False, fp8_attention_16bit: bool = False) -> SpecCosts:
     """What steps of this deployment cost. `async_scheduling`: the release runs the engine core's per-sequence work
     beside the forward (ResolvedSettings.async_scheduling, StepCoefficients.host_overlapped); with speculation as
     core.speculation.keeps_overlap says (`async_with_speculation`: not V0's async output processing;
     `spec_v2`: SGLang's spec v2 tier), and `plain_co`, the target without speculation, always has it. `draft_extend`: what the
     drafter's first forward of a step runs over (DRAFT_EXTEND_VERIFIED, the current releases of both engines).
-    `graph_max_context` and `prefix_kernel`: ResolvedSettings' (a longer sequence sends a decode step outside its CUDA
-    graph; prompts' attention through the paged prefix kernel)."""
+    `graph_max_context`, `prefix_kernel` and `fp8_attention_16bit`: ResolvedSettings' (a longer sequence sends a decode
+    step outside its CUDA graph; prompts' attention through the paged prefix kernel; an fp8 cache's attention at the
+    16-bit peak)."""
     sp = d.speculative
     k = sp.num_speculative_tokens if k is None else k
     eager = d.engine.enforce_eager if eager is None else eager  # `eager`: the resolved setting (ResolvedSettings)
@@ -930,11 +933,13 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
     host_serial = host_handover and not kept
     return SpecCosts(target=target, draft=draft, draft_gpu_tp=draft_tp, method=sp.method, gpu=d.gpu, eff=eff,
                      verify_width=verified, draft_steps=steps, draft_width=max(1, tree_topk),
-                     target_co=coefficients(target, d.gpu, eff, eager=eager,
-                                            host_overlapped=overlapped, stages=d.pp, prefix_kernel=prefix_kernel),
-                     plain_co=coefficients(target, d.gpu, eff, eager=eager,
-                                           host_overlapped=async_scheduling, stages=d.pp, prefix_kernel=prefix_kernel),
-                     draft_co=coefficients(draft, d.gpu, eff, overhead=False, eager=eager, prefix_kernel=prefix_kernel)
+                     target_co=coefficients(target, d.gpu, eff, eager=eager, host_overlapped=overlapped, stages=d.pp,
+                                            prefix_kernel=prefix_kernel, fp8_attention_16bit=fp8_attention_16bit),
+                     plain_co=coefficients(target, d.gpu, eff, eager=eager, host_overlapped=async_scheduling,
+                                           stages=d.pp, prefix_kernel=prefix_kernel,
+                                           fp8_attention_16bit=fp8_attention_16bit),
+                     draft_co=coefficients(draft, d.gpu, eff, overhead=False, eager=eager, prefix_kernel=prefix_kernel,
+                                           fp8_attention_16bit=fp8_attention_16bit)
                      if draft is not None else None,
                      draft_prefills=draft is not None and kind.keeps_kv, host_handover=host_handover,
                      host_serial=host_serial,

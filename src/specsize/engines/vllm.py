@@ -186,6 +186,13 @@ def _mxfp4_rules(hopper: Mxfp4Layout | None, cc10: Mxfp4Layout = MXFP4_TRTLLM_25
 # family). Served: GPUStack's DeepSeek-R1 on 8 x H200 under vLLM 0.11 decodes 4 requests at a 19.1 ms TPOT where the
 # model without it said 10.8 ms (bench/accuracy_serving.py). SGLang's own MLA path (its DeepSeek-R1 on 8 x H200 at 9.7
 # ms a token, on 8 x B200 at 7.2 ms, predicted within 5%) takes none.
+# From 0.11.1 vLLM's FlashAttention 3 accumulates fp8 attention in two levels on Hopper (vllm-project/flash-attention
+# PR 104, in the commit 0.11.1's cmake/external_projects/vllm_flash_attn.cmake pins and not in 0.11.0's; vLLM PR
+# 27889): an fp8 KV cache halves the bytes a decode reads, not a prompt's attention time (AccountingProfile.
+# fp8_attention_16bit_families). vLLM blog 2026-04-22 "The State of FP8 KV-Cache": Llama-3.1-8B on one H100 under
+# 0.19.1, ~20k-token prompts at 8 clients, median TTFT 742.8 ms with fp8 against 763.6 ms with bf16 ("slight TTFT
+# speedups"); slower than bf16 at head_dim 256 (not modelled)
+FP8_ATTENTION_TWO_LEVEL = ("hopper",)
 VLLM_MLA_LAYER_FIXED_S = (("hopper", 8.5e-5), ("cc10", 4.5e-5))
 
 _V1_COMMON = AccountingProfile(
@@ -398,6 +405,7 @@ V1_019 = replace(
     stream_interval_flag=True,  # --stream-interval: vllm-project/vllm PR 27869 (merged 2025-11, releases 0.12 on)
     # on by default from 0.14 (PR 27614; AccountingProfile.async_scheduling, AccountingProfile.scheduled_ahead)
     async_scheduling=True, scheduled_ahead=True,
+    fp8_attention_16bit_families=FP8_ATTENTION_TWO_LEVEL,
     mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_036, cdna3=MXFP4_ROCM_256, cdna4=MXFP4_ROCM_CDNA4_KEPT),
 )
 # 0.20: as 0.19, but an NVFP4 KV cache is resolved and refused at start-up (AccountingProfile.nvfp4_kv: the ModelOpt
@@ -430,8 +438,10 @@ V1_011 = replace(
 # 0.11.0: as 0.11.1, but FlashInfer's top-k/top-p kernel where FlashInfer is installed (the images; a pip install
 # profiles the sort: V1_EARLY's note, AccountingProfile.sort_sampler_sets), the kernel opt-in only from 0.11.1
 # (v1/sample/ops/topk_topp_sampler.py: "if envs.VLLM_USE_FLASHINFER_SAMPLER:" in 0.11.1, "is not False" in 0.11.0)
+# (0.11.0's FlashAttention 3 has no two-level fp8 accumulation: FP8_ATTENTION_TWO_LEVEL)
 V1_0110 = replace(V1_011, version="0.11.0", label="vLLM 0.11.0 (V1; FlashInfer's top-k/top-p in the profiled "
-                  "sampler where installed)", act_vocab_coef=_V1_COMMON.act_vocab_coef, sort_sampler_sets=5.88)
+                  "sampler where installed)", act_vocab_coef=_V1_COMMON.act_vocab_coef, sort_sampler_sets=5.88,
+                  fp8_attention_16bit_families=())
 # 0.11.1 pads gpt-oss's experts on ROCm to get_padding_alignment() (128 on CDNA3), as 0.12-0.18 do; 0.11.0 to 256
 V1_011 = replace(V1_011, version="0.11.1",
                  label="vLLM 0.11.1-0.11.x (V1; sort-based top-k/top-p in the profiled sampler)",
@@ -459,6 +469,7 @@ V1_015 = replace(V1_014, version="0.15", label="vLLM 0.15-0.16 (V1; async schedu
 
 V1_021 = replace(
     _V1_COMMON,
+    fp8_attention_16bit_families=FP8_ATTENTION_TWO_LEVEL,
     checkpoint_kv_dtype=True,  # a ModelOpt checkpoint's fp8 KV cache under auto (AccountingProfile)
     ct_kv_cache_scheme="forced",  # a compressed-tensors kv_cache_scheme: fp8 whatever --kv-cache-dtype says
     # an NVFP4 KV cache from 0.21, on datacenter Blackwell only up to 0.31 (AccountingProfile.nvfp4_kv)
@@ -530,6 +541,7 @@ V1_024 = replace(V1_024, label="vLLM 0.24 (V1; CUDA graphs subtracted; capacity 
 
 V1_LATEST = replace(
     _V1_COMMON,
+    fp8_attention_16bit_families=FP8_ATTENTION_TWO_LEVEL,
     checkpoint_kv_dtype=True,  # a ModelOpt checkpoint's fp8 KV cache under auto (AccountingProfile)
     e5m2_fp8_weights="online",  # compressed-tensors: only with a kv_cache_scheme; online fp8 from 0.31 (AccountingProfile)
     version="0.32", label="vLLM 0.32 (V1; CUDA graphs subtracted; capacity in whole requests)",

@@ -72,7 +72,8 @@ def _costs(d: Deployment, s: ResolvedSettings, eff: Efficiency, k: int, tree: Tr
                        spec_v2=s.spec_v2, mxfp4_pad=s.mxfp4_pad,
                        eager=s.enforce_eager,  # as the release runs it (bitsandbytes 8-bit runs eager: core.memory)
                        mla_prompt_mha=s.mla_prompt_mha, mla_latent=s.mla_latent_cache,
-                       graph_max_context=s.graph_max_context, prefix_kernel=s.prefix_prompt_kernel)
+                       graph_max_context=s.graph_max_context, prefix_kernel=s.prefix_prompt_kernel,
+                       fp8_attention_16bit=s.fp8_attention_16bit)
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,9 @@ _BASE = replace(vllm.V1_LATEST, engine="sglang", generation="SGLang",
                 # vLLM's MLA module's fixed time is vLLM's (engines/vllm.py VLLM_MLA_LAYER_FIXED_S): SGLang's DeepSeek
                 # decodes within 5% of the model without it
                 mla_layer_fixed_s_by_gpu=(),
+                # vLLM's two-level fp8 attention is its FlashAttention fork's (vllm-project/flash-attention PR 104):
+                # SGLang's fp8 attention keeps the fp8 peak
+                fp8_attention_16bit_families=(),
                 # vLLM's refusal of fp8_e5m2 beside KV-scale-loading weights is vLLM's (AccountingProfile)
                 e5m2_fp8_weights="",
                 # MLA prompts as multi-head attention only without a prefix (triton's rule; by GPU: _profile's mla)
