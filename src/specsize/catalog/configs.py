@@ -9,8 +9,8 @@ from dataclasses import fields, replace
 from typing import Any
 
 from ..core.errors import SpecError
-from ..core.specs import (DERIVED_SOURCE, DTYPE_ALIASES, AttentionKind, AttentionLayer, MLASpec, MixerKind,
-                          ModelSpec, MoESpec, Quantization, StateLayer, VisionSpec, derived_label)
+from ..core.specs import (DERIVED_SOURCE, DTYPE_ALIASES, NEMOTRON_H_MTP_STEP, AttentionKind, AttentionLayer, MLASpec,
+                          MixerKind, ModelSpec, MoESpec, Quantization, StateLayer, VisionSpec, derived_label)
 from ..core.weights import GroupedQuantization, LatentMoESpec
 
 REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
@@ -528,6 +528,45 @@ MODELLED_TYPES = TRANSFORMER_TYPES + HYBRID_TYPES
 DEEPSEEK_ALIKE = ("kimi_k2", "glm_moe_dsa")
 
 
+# The DeepSeek-V2/V3 model types whose vLLM model (deepseek_v2.py DeepseekV2DecoderLayer) always attends through MLA
+# and reads first_k_dense_replace and moe_intermediate_size for its MoE layers: DeepSeek-V1 ("deepseek") has neither
+MLA_FAMILY = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm_moe_dsa")
+# the types whose config class always has the DeepSeek-V3.2 indexer (transformers 5 DeepseekV32Config and
+# GlmMoeDsaConfig: index_topk 2048 by default), which vLLM builds wherever the config has index_topk
+INDEXER_TYPES = ("deepseek_v32", "glm_moe_dsa")
+
+
+def _check_mla_family(cfg: dict, model_id: str) -> None:
+    """The fields a DeepSeek-V2/V3-style model is built from, present: a config leaving kv_lora_rank out had been
+    planned as GQA attention over every head (159,744 B of KV a token for GLM-5, not its latent's 100,152 B),
+    one leaving moe_intermediate_size out with experts of the dense width (548 GB of GLM-5 weights), and one leaving
+    first_k_dense_replace out with no dense layers, and GLM-5 or DeepSeek-V3.2 leaving index_topk out without its
+    indexer's 132 B a token a layer - where the model's config class fills its own defaults and vLLM's
+    model code fails on a null (deepseek_v2.py: layer_idx >= config.first_k_dense_replace; kv_lora_rank + rope); and
+    0 routed experts, which had been planned as a dense model vLLM does not build."""
+    if str(cfg.get("model_type") or "") not in MLA_FAMILY:
+        return
+    if cfg.get("n_routed_experts") == 0:  # deepseek_v2.py: MoE layers whenever n_routed_experts is not None
+        raise SpecError("config.json:n_routed_experts", f"{model_id}: 0 routed experts (vLLM builds the MoE layers of "
+                        f"a {cfg['model_type']} model whenever n_routed_experts is not null)",
+                        "an integer of at least 2, or null for a dense model")
+    needed = ["kv_lora_rank"]
+    if cfg["model_type"] in INDEXER_TYPES:  # their config classes always carry the indexer (index_topk 2048)
+        needed += list(INDEXER_KEYS)
+    experts = expert_count(cfg)
+    if isinstance(experts, int) and experts > 1:
+        needed += ["moe_intermediate_size", "first_k_dense_replace"]
+    for name in needed:
+        if cfg.get(name) is None or (name == "kv_lora_rank" and cfg.get(name) == 0):
+            raise SpecError(f"config.json:{name}", f"{model_id}: {name} is missing or null (a "
+                            f"{cfg['model_type']} model needs it: "
+                            + ("its MLA latent width" if name == "kv_lora_rank" else
+                               "its experts' width" if name == "moe_intermediate_size" else
+                               "its sparse-attention indexer" if name in INDEXER_KEYS else
+                               "its dense layers before the MoE ones") + ")",
+                            f"the config.json as published, with {name}")
+
+
 def deepseek_like(model_type: str) -> bool:
     """A DeepSeek-V2/V3 architecture: MLA when kv_lora_rank is set, first_k_dense_replace dense layers, shared experts,
     the noaux_tc router's score-correction bias."""
@@ -595,9 +634,13 @@ def _nemotron_pattern(cfg: dict, model_id: str) -> dict:
     """A Nemotron-H config as transformers 5's NemotronHConfig reads it (what vLLM 0.32 builds the model from): where
     it lists layers_block_type and gives no hybrid_override_pattern (NVIDIA-Nemotron-3-Ultra, Nemotron-3.5), the
     pattern is the list's letters and num_hidden_layers its length ("num_hidden_layers is deprecated and ignored if
-    layers_block_type is explicitly provided"; the property returns len(self.layers_block_type)); other configs as
-    they are."""
-    if str(cfg.get("model_type") or "") != "nemotron_h" or cfg.get("hybrid_override_pattern"):
+    layers_block_type is explicitly provided"; the property returns len(self.layers_block_type)); the class's defaults
+    for the fields it leaves out (_nemotron_defaults) and its one MTP step's letters under mtp_hybrid_override_pattern
+    (_nemotron_mtp_step); other configs as they are."""
+    if str(cfg.get("model_type") or "") != "nemotron_h":
+        return cfg
+    cfg = {**_nemotron_defaults(cfg), "mtp_hybrid_override_pattern": _nemotron_mtp_step(cfg, model_id)}
+    if cfg.get("hybrid_override_pattern"):
         return cfg
     kinds = cfg.get("layers_block_type")
     if kinds is None:
@@ -611,6 +654,65 @@ def _nemotron_pattern(cfg: dict, model_id: str) -> dict:
                           ", ".join(_BLOCK_TYPE_LETTERS))
     return {**cfg, "hybrid_override_pattern": "".join(_BLOCK_TYPE_LETTERS[k] for k in kinds),
             "num_hidden_layers": len(kinds)}
+
+
+# What NemotronHConfig takes for a field the config.json leaves out (transformers 5 configuration_nemotron_h.py, which
+# vLLM 0.32 loads; vLLM 0.9.1 - 0.11's own transformers_utils/configs/nemotron_h.py and SGLang's copy of it,
+# srt/configs/nemotron_h.py, default them alike): a field the model code reads, never planned from another default
+# (hidden_size // heads, all heads as KV heads, one group had been planned silently). mamba_n_groups and mamba_d_conv
+# are the names the class also takes (__post_init__ pops them over n_groups and conv_kernel).
+NEMOTRON_H_DEFAULTS = {"head_dim": 128, "num_key_value_heads": 8, "n_groups": 8, "conv_kernel": 4}
+NEMOTRON_H_ALIASES = {"mamba_n_groups": "n_groups", "mamba_d_conv": "conv_kernel"}
+
+
+def _nemotron_defaults(cfg: dict) -> dict:
+    """A Nemotron-H config with the class's defaults where it leaves a field out (an explicit null stays null: the
+    model code reads a null head_dim as hidden_size // heads, NemotronHConfig a null num_key_value_heads as every
+    head)."""
+    out = dict(cfg)
+    for alias, name in NEMOTRON_H_ALIASES.items():
+        if alias in out:
+            out[name] = out.pop(alias)
+    for name, value in NEMOTRON_H_DEFAULTS.items():
+        out.setdefault(name, value)
+    return out
+
+
+def _nemotron_ssm_dtype(cfg: dict, model_id: str) -> str | None:
+    """The SSM state's dtype vLLM keeps for a Nemotron-H model (None: the model's dtype): the config's
+    mamba_ssm_cache_dtype, else float32 (vLLM 0.32 model_executor/models/config.py NemotronHForCausalLMConfig
+    .update_mamba_ssm_cache_dtype); "auto" is the conv state's, the model dtype (layers/mamba/mamba_utils.py
+    MambaStateDtypeCalculator._mamba_state_dtype). Any other value (config/cache.py MambaDType: auto, float32,
+    float16, bfloat16) stops the engine, and had been planned as float32."""
+    raw = cfg.get("mamba_ssm_cache_dtype")
+    if raw is None:
+        return "float32"
+    name = str(raw).replace("torch.", "").lower() if isinstance(raw, str) else ""
+    if name == "auto":
+        return None
+    if name not in DTYPE_ALIASES:
+        raise SpecError("config.json:mamba_ssm_cache_dtype", f"{model_id}: mamba_ssm_cache_dtype {raw!r}",
+                        "auto, float32, float16 or bfloat16")
+    return DTYPE_ALIASES[name]
+
+
+def _nemotron_mtp_step(cfg: dict, model_id: str) -> str:
+    """The letters of one Nemotron-H MTP step as NemotronHConfig reads them: mtp_layers_block_type where given, else
+    mtp_hybrid_override_pattern, else "*E"; a value the class cannot read (not a string of M, *, -, E; not a list of
+    its layer kinds) is refused as it refuses the config."""
+    kinds = cfg.get("mtp_layers_block_type")
+    if kinds is not None:
+        if not (isinstance(kinds, list) and all(isinstance(k, str) and k in _BLOCK_TYPE_LETTERS for k in kinds)):
+            raise SpecError("config.json:mtp_layers_block_type", f"{model_id}: mtp_layers_block_type {kinds!r}",
+                            "a list of " + ", ".join(_BLOCK_TYPE_LETTERS))
+        return "".join(_BLOCK_TYPE_LETTERS[k] for k in kinds)
+    pattern = cfg.get("mtp_hybrid_override_pattern")
+    if pattern is None:
+        return NEMOTRON_H_MTP_STEP
+    if not (isinstance(pattern, str) and set(pattern) <= set(_PATTERN)):
+        raise SpecError("config.json:mtp_hybrid_override_pattern", f"{model_id}: mtp_hybrid_override_pattern "
+                        f"{pattern!r}", "a string of M, *, -, E (one MTP step's layers, e.g. '*E')")
+    return pattern
 
 
 def _int(cfg: dict, model_id: str, *names: str, default: int | None = None) -> int:
@@ -656,12 +758,11 @@ def _hybrid(cfg: dict, model_type: str, n_layers: int, model_id: str
         mlp_layers = tuple(i for i, c in enumerate(pattern) if c in "-E")  # an MLP (-) or an MoE (E) block
         heads = _int(cfg, model_id, "mamba_num_heads")
         head_dim = _int(cfg, model_id, "mamba_head_dim")
-        state = StateLayer("mamba2", conv_kernel=_int(cfg, model_id, "conv_kernel", default=4),
+        state = StateLayer("mamba2", conv_kernel=_int(cfg, model_id, "conv_kernel"),  # _nemotron_defaults
                            state_dim=_int(cfg, model_id, "ssm_state_size"), heads=heads, head_dim=head_dim,
-                           groups=_int(cfg, model_id, "n_groups", default=1), intermediate=heads * head_dim,
+                           groups=_int(cfg, model_id, "n_groups"), intermediate=heads * head_dim,
                            conv_bias=bool(cfg.get("use_conv_bias", True)), proj_bias=bool(cfg.get("use_bias", False)),
-                           # vLLM's NemotronHForCausalLMConfig: the config's mamba_ssm_cache_dtype, else float32
-                           ssm_dtype=_dtype_name(cfg.get("mamba_ssm_cache_dtype")) or "float32")
+                           ssm_dtype=_nemotron_ssm_dtype(cfg, model_id))
     elif model_type in ("granitemoehybrid", "falcon_h1"):
         if model_type == "falcon_h1":  # parallel hybrid: attention and mamba2 side by side in every layer
             mixers = ["both"] * n_layers
@@ -1106,6 +1207,7 @@ def _build_spec(raw: dict[str, Any], model_id: str, source: str, *, params_publi
                             "a config.json with " + ", ".join(REQUIRED))
     check_config(cfg, model_id)
     check_modelled(cfg if cfg.get("model_type") else raw, model_id)
+    _check_mla_family(cfg, model_id)
     archs = [str(a) for a in raw.get("architectures") or []]
     model_type = str(cfg.get("model_type") or raw.get("model_type") or "llama")
     hidden = int(cfg["hidden_size"])
@@ -1167,6 +1269,7 @@ def _build_spec(raw: dict[str, Any], model_id: str, source: str, *, params_publi
         quantization=_quantization(cfg, moe, mla, model_type, n_layers, bool(state_layers), model_id),
         kv_cache_scheme=_ct_kv_cache_scheme(cfg, model_id),
         num_mtp_layers=_mtp_layers(cfg, model_type),
+        mtp_step=str(cfg.get("mtp_hybrid_override_pattern") or "") if model_type == "nemotron_h" else "",
         draft_vocab_size=int(cfg["draft_vocab_size"]) if cfg.get("draft_vocab_size") else None,
         eagle_fc_inputs=3 if is_eagle3 else (2 if is_eagle else 0),
         final_logit_softcapping=cfg.get("final_logit_softcapping"),

@@ -134,6 +134,18 @@ def csv_names(line: str) -> list[str]:
         return []
 
 
+def check_row_width(row: dict, names: list[str], where: str, field: str) -> None:
+    """A CSV row of a user's file holds no more values than its header names columns: csv.DictReader files the extra
+    ones under None and reads the rest by position, so "1,500,200" under "prompt_tokens,output_tokens" (a spreadsheet's
+    thousands separator) had been read as a prompt of 1 token and 500 of output, the 200 dropped without a word. The one
+    check of traces, lengths files (catalog.traces) and samples (inputs.load)."""
+    extra = row.get(None)  # type: ignore[call-overload]
+    if extra and any(str(value).strip() for value in extra):  # empty trailing cells ("0,100,10,") shift nothing
+        raise SpecError(field, f"{where}: {len(names) + len(extra)} values under a header of {len(names)} columns "
+                        f"({', '.join(names)})", "one value per column, numbers without thousands separators (1500, "
+                        "not 1,500); a value holding a comma in double quotes")
+
+
 # --- The packaged catalogs (src/specsize/catalog/data): files beside this module, in a checkout as in an installed
 # wheel (pip unpacks it; importlib.resources would find the same folder and costs `specsize plan` about 30 ms of
 # imports), and checked row by row, so that a bad row is one line naming the file and the row instead of a KeyError

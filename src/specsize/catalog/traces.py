@@ -22,7 +22,7 @@ from typing import Any
 
 from ..core.errors import SpecError, first_repeated, unique_keys
 from ..core.specs import RequestTrace
-from .files import csv_names, read_lines, too_many_requests
+from .files import check_row_width, csv_names, read_lines, too_many_requests
 
 ARRIVAL = ("arrival_time", "arrival_s", "timestamp", "TIMESTAMP", "arrival")
 PROMPT = ("prompt_tokens", "input_tokens", "ContextTokens", "prompt_len")
@@ -171,6 +171,7 @@ def _rows(lines: list[str], numbers: list[int], p: Path, field: str,
         consumed = 0  # lines after the header read so far: a quoted cell may span lines
         try:
             for row in reader:
+                check_row_width(row, names, f"{p} line {numbers[1 + consumed]}", field)
                 rows.append(row)
                 at.append(numbers[1 + consumed])  # the row starts where the one before it ended
                 consumed = reader.line_num

@@ -370,6 +370,10 @@ class MemoryAccount:
     unprofiled_runtime_bytes: int  # peaks at run time that the profiling pass did not see
     startup_problem: str | None
 
+    # the startup problem stops the engine before a pool runs at all, whatever the pool's size: vLLM's check that every
+    # decoding sequence of a hybrid model has a state block for full CUDA graph capture (_hybrid_problem), not its
+    # max_model_len check, whose pool is simulated with the too-long requests named (pool_never_built)
+    start_refused: bool = False
     block_bytes: int = 0  # bytes of one pool block when it is not block_size x kv_bytes_per_token (hybrid models,
     # and pools of several attention kinds with padded layer slots)
     pool_slots: tuple[KVLayer, ...] = ()  # the pool's layer slots where vLLM pads them (core.kvcache.pool_layer_slots)
@@ -1040,21 +1044,23 @@ def _hybrid_capacity(pool: HybridPool, blocks: int, s: ResolvedSettings, whole: 
 
 
 def _hybrid_problem(d: Deployment, s: ResolvedSettings, p: AccountingProfile, pool: HybridPool, kv_bytes: int,
-                    blocks: int) -> str | None:
+                    blocks: int) -> tuple[str | None, bool]:
+    """The hybrid pool's startup problem, and whether it stops the engine before any pool runs
+    (MemoryAccount.start_refused)."""
     per_block = pool.block_bytes
     if p.refuses_start_below_max_model_len and \
             pool.request_blocks(s.max_model_len) * per_block > kv_bytes - (per_block if p.null_block_in_startup_check
                                                                            else 0):
         return (f"the engine refuses to start: one request of max_model_len={s.max_model_len} tokens (its KV and "
-                f"its recurrent state) needs more of the pool than the {blocks} blocks available")
+                f"its recurrent state) needs more of the pool than the {blocks} blocks available"), False
     if p.refuses_max_num_seqs_above_blocks and not s.enforce_eager and d.engine.device != "cpu" and \
             s.max_num_seqs > blocks:
         # vllm/config/compilation.py: with full decode CUDA graphs each decode sequence needs one state block
-        # (vllm-project/vllm issue 34094)
+        # (vllm-project/vllm issue 34094); the ValueError comes before any request runs
         return (f"the engine refuses to start: max_num_seqs ({s.max_num_seqs}) exceeds the hybrid pool's "
                 f"{blocks} blocks (each decoding sequence needs a state block for CUDA graph capture); lower "
-                f"max_num_seqs to at most {blocks} or raise gpu_memory_utilization")
-    return None
+                f"max_num_seqs to at most {blocks} or raise gpu_memory_utilization"), True
+    return None, False
 
 
 def on_model_runner_v2(d: Deployment, p: AccountingProfile) -> bool:
@@ -1122,7 +1128,7 @@ def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
         # what the engine prints as its token capacity: blocks x block size, or (newer releases) whole requests
         # of max_model_len tokens, which differs when max_model_len is not a multiple of the block size
         tokens = int(concurrency * s.max_model_len) if whole else blocks * s.block_size
-    problem = None
+    problem, refused = None, False
     free_at_start = total - d.shared_reserved_bytes
     if d.shared_reserved_bytes and budget > free_at_start and not p.other_processes_in_non_torch:
         most = int(free_at_start / total * 100) / 100
@@ -1140,7 +1146,7 @@ def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
                    f"{kv_bytes / GiB:.2f} GiB of KV cache but only {max(0, room) / GiB:.2f} GiB of the card are left "
                    f"after weights, activations, non-torch memory and CUDA graphs")
     elif pool is not None:
-        problem = _hybrid_problem(d, s, p, pool, kv_bytes, blocks)
+        problem, refused = _hybrid_problem(d, s, p, pool, kv_bytes, blocks)
     elif p.refuses_start_below_max_model_len:
         # V1 charges each layer its most (check_enough_kv_cache_memory); V0 as before: each layer's blocks at
         # max_model_len, a window's capped
@@ -1158,8 +1164,8 @@ def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
         activation_peak_bytes=act, activation_terms=act_terms, non_torch_bytes=non_torch,
         cuda_graph_bytes=graphs, cuda_graph_counted=reserved, kv_cache_bytes=kv_bytes,
         kv_layers=layers, pool_slots=slots if padded else (), kv_blocks=blocks, kv_cache_tokens=tokens, max_concurrency=concurrency,
-        unprofiled_runtime_bytes=unprofiled, startup_problem=problem, null_blocks=p.null_blocks,
-        block_bytes=pool.block_bytes if pool is not None else (per_block if padded else 0),
+        unprofiled_runtime_bytes=unprofiled, startup_problem=problem, start_refused=refused,
+        null_blocks=p.null_blocks, block_bytes=pool.block_bytes if pool is not None else (per_block if padded else 0),
         state_bytes_per_sequence=pool.state_bytes if pool is not None else 0,
         state_blocks_per_sequence=pool.state_blocks if pool is not None else 0,
         kv_cache_groups=pool.groups if pool is not None else 1,
@@ -1180,5 +1186,6 @@ def pool_never_built(d: Deployment, mem: MemoryAccount) -> bool:
     """Whether the engine refuses to start for want of memory (core.memory's startup_problem, with its memory and any
     other workload's past the card: vLLM's --kv-cache-memory-bytes beyond what is left, SGLang's fraction running
     out, another workload holding the budget), so that no pool exists to simulate. vLLM's refusal of a max_model_len
-    one request cannot hold leaves the pool in memory: it is simulated, its too-long requests named as never run."""
-    return bool(mem.startup_problem) and mem.free_bytes < d.shared_reserved_bytes
+    one request cannot hold leaves the pool in memory: it is simulated, its too-long requests named as never run; its
+    state-block check for a hybrid model's CUDA graphs does not (MemoryAccount.start_refused)."""
+    return bool(mem.startup_problem) and (mem.start_refused or mem.free_bytes < d.shared_reserved_bytes)

@@ -14,6 +14,11 @@ from .speculation import (SPEC_METHODS, DrafterKind, SpecMethod, Tree, drafter_k
                           verified_per_sequence)
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+# The one MTP step specsize models for Nemotron-H: an attention layer then an MoE layer ("*E", NemotronHConfig's
+# default mtp_layers_block_type ["full_attention", "moe"], every published Nemotron-3 checkpoint's), built once (vLLM
+# 0.32 nemotron_h_mtp.py NemotronHMultiTokenPredictor: "Only one MTP layer is supported for NemotronH-MTP", and a
+# NotImplementedError for any letter but * and E); core.weights counts its weights, planner.plan refuses another
+NEMOTRON_H_MTP_STEP = "*E"
 DTYPE_ALIASES = {
     "fp32": "float32", "float": "float32", "float32": "float32",
     "bf16": "bfloat16", "bfloat16": "bfloat16",
@@ -214,6 +219,9 @@ class ModelSpec:
     # attention.py Attention.__init__: kv_cache_dtype = "fp8"); the checkpoint's, so a quantization override keeps it
     kv_cache_scheme: bool = False
     num_mtp_layers: int = 0
+    # the layer kinds of one MTP step as the engine builds it, in hybrid_override_pattern letters (Nemotron-H's
+    # mtp_hybrid_override_pattern); "" for a DeepSeek-style step (enorm, hnorm, eh_proj and one decoder layer)
+    mtp_step: str = ""
     draft_vocab_size: int | None = None  # EAGLE-3 reduced lm_head
     eagle_fc_inputs: int = 0  # EAGLE fuses 2 (EAGLE-1) or 3 (EAGLE-3) hidden states through an fc layer
     final_logit_softcapping: float | None = None

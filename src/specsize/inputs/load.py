@@ -257,7 +257,10 @@ def parse_samples(text: str, path: str | Path, column: str | None = None, field:
             # trailing rows, spaces only) hold no request
             reader = csv.DictReader([line for line in lines[1:] if line.strip()], fieldnames=names,
                                     skipinitialspace=True)
-            values = [whole_count(row[column], text=True) for row in reader]
+            values = []
+            for number, row in enumerate(reader, 1):
+                files.check_row_width(row, names, f"{p} request {number:,}", field)
+                values.append(whole_count(row[column], text=True))
         elif column and stripped and _header(stripped.splitlines()[0]):  # a header, not naming the column
             raise SpecError(field, f"{p}: its header has no {column!r} column",  # (its content is never echoed)
                             f"a CSV whose header names {column} (the samples file reads no other column)")

@@ -147,7 +147,8 @@ class Request:
                                            "(see measured_at_k).", "float", ACCEPTANCE, unit="tokens",
                                            minimum=1, maximum=1025)
     measured_at_k: int | None = F(None, "k at which mean_accepted_length was measured.", "int", ACCEPTANCE,
-                                  minimum=1, maximum=1024, default_doc="the deployment's k")
+                                  minimum=1, maximum=1024, default_doc="the deployment's k; `speedup` with several k "
+                                  "and a mean given beside them needs it")
     acceptance_source: str | None = F(None, "Where the acceptance figure comes from.", "str", ACCEPTANCE, flag=None)
     acceptance_spread: float = F(0.0, "Std. dev. of per-request acceptance (Beta-distributed around the mean).",
                                  "float", ACCEPTANCE, minimum=0, maximum=0.5, exclusive_maximum=True)

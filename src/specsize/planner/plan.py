@@ -11,8 +11,8 @@ from ..engines.block_fp8 import check_deployment
 from ..core.envelope import evaluate
 from ..core.errors import SpecError
 from ..core.memory import AccountingProfile, account, unstarted
-from ..core.specs import (QUANTIZED_AT_LOAD, Deployment, ModelSpec, SpeculativeConfig, Workload, check_lengths,
-                          UNQUANTIZED, VARIANT_SOURCE, checkpoint_format_needed)
+from ..core.specs import (NEMOTRON_H_MTP_STEP, QUANTIZED_AT_LOAD, Deployment, ModelSpec, SpeculativeConfig,
+                          Workload, check_lengths, UNQUANTIZED, VARIANT_SOURCE, checkpoint_format_needed)
 from ..core.speculation import Acceptance, SpecMethod, Tree
 from ..core.traffic import decode_context, replica_share
 from ..core.ratios import speedup_text
@@ -118,6 +118,20 @@ def require_mtp_layers(target: ModelSpec) -> None:
     if target.num_mtp_layers < 1:
         raise SpecError("method", f"mtp needs a target with MTP layers; {target.model_id} has none "
                         "(num_nextn_predict_layers)", "draft_model, eagle, eagle3, medusa, ngram, none")
+    if target.model_type == "nemotron_h":
+        # vLLM 0.32 nemotron_h_mtp.py NemotronHMultiTokenPredictor asserts num_nextn_predict_layers == 1 and builds
+        # only * and E letters (NotImplementedError otherwise, an assertion on an empty step); specsize's weights and
+        # KV for the step are those of "*E" (core.weights, core.specs.NEMOTRON_H_MTP_STEP): another step had been
+        # planned as "*E", and a second MTP layer as a fit the engine never starts
+        if target.num_mtp_layers != 1:
+            raise SpecError("method", f"mtp on {target.model_id}: vLLM builds one Nemotron-H MTP layer, the checkpoint "
+                            f"has {target.num_mtp_layers} (num_nextn_predict_layers)",
+                            "num_nextn_predict_layers 1, or a method other than mtp")
+        if target.mtp_step != NEMOTRON_H_MTP_STEP:
+            raise SpecError("method", f"mtp on {target.model_id}: an MTP step of {target.mtp_step!r} "
+                            "(mtp_hybrid_override_pattern) is not modelled by specsize",
+                            f"{NEMOTRON_H_MTP_STEP!r} (an attention and an MoE layer, as every published Nemotron-3), "
+                            "or a method other than mtp")
 
 
 VOCAB_PADDING = 1024  # tokens by which two checkpoints of one tokenizer may differ (padded embedding tables)
