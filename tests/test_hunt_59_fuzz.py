@@ -312,3 +312,16 @@ def test_simulate_refuses_a_hybrid_engine_whose_graphs_need_more_state_blocks_th
     assert code == 0 and "sustains the load" in out
     code, out, err = run(capsys, "simulate", *NANO_16K, "--duration", "10")
     assert code == 2 and out == "" and "the engine does not start" in err
+
+
+def test_a_release_written_with_a_capital_v_reads_as_with_a_small_one(capsys):
+    """A git tag copied as 'V0.7.3' had been refused ('cannot read version') where 'v0.7.3' and '0.7.3' plan: the
+    same release, the same profile (vLLM 0.7.1-0.7's V0, 256 sequences by default)."""
+    from specsize.engines.registry import is_series, release, release_key, resolve_profile
+
+    assert release("V0.7.3") == release("v0.7.3") == (0, 7)
+    assert release_key("V0.6.3.post1") == (0, 6, 3, 1) and not is_series("V0.7.3") and is_series("V0.7")
+    assert resolve_profile("vllm", "V0.7.3") is resolve_profile("vllm", "0.7.3")
+    code, out, _ = run(capsys, "plan", "--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB",
+                       "--engine-version", "V0.7.3", "--format", "json")
+    assert code == 0 and json.loads(out)

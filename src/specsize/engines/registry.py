@@ -17,14 +17,15 @@ UNRELEASED_FIRST = {"sglang": sglang.UNRELEASED_FIRST}
 
 
 def release(version: str | None) -> tuple[int, int] | None:
-    """(major, minor) of a release written X.Y, X.Y.Z or vX.Y...; None when it cannot be read."""
-    match = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.\d+)?(?:\S*)", str(version).strip())
+    """(major, minor) of a release written X.Y, X.Y.Z or vX.Y... (V as a git tag may be written too); None when it
+    cannot be read."""
+    match = re.fullmatch(r"[vV]?(\d+)\.(\d+)(?:\.\d+)?(?:\S*)", str(version).strip())
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
 def is_series(version: str) -> bool:
     """A version written X.Y stands for its whole series (X.Y.0 up to X.Y+1), X.Y.Z for that release."""
-    return str(version).strip().lstrip("v").count(".") < 2
+    return str(version).strip().lstrip("vV").count(".") < 2
 
 
 def release_with_patch(version: str | None) -> tuple[int, int, int] | None:
@@ -38,7 +39,7 @@ def release_key(version: str | None) -> tuple[int, int, int, int] | None:
     defaults between 0.4.5.post2 and 0.4.5.post3, so a profile may start at a post release."""
     # ASCII digits; after X.Y[.Z] only what releases carry: more numbers (0.10.1.1), .postN, dev/rc/a/b builds
     # and a +local tag (0.6.3.dev116+g151ef4ef); "0.6.-1" or "0.6.0.post" are not releases
-    match = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.(\d+))?(?:\.\d+)*(?:\.?post(\d+))?(?:\.?(?:dev|rc|a|b)\d*)*"
+    match = re.fullmatch(r"[vV]?(\d+)\.(\d+)(?:\.(\d+))?(?:\.\d+)*(?:\.?post(\d+))?(?:\.?(?:dev|rc|a|b)\d*)*"
                          r"(?:\+[0-9A-Za-z._-]+)?", str(version).strip(), re.ASCII)
     if not match:
         return None
