@@ -114,7 +114,7 @@ def _refuse_unreleased_first(engine: str, version: str, wanted: tuple[int, int, 
     releases are accounted differently from one another. Refused, naming them; a pre-release (0.5.0rc2) is taken as
     written."""
     if (wanted[0], wanted[1]) not in UNRELEASED_FIRST.get(engine, ()) or \
-            not re.fullmatch(r"v?\d+\.\d+(?:\.0)?", version.strip()):
+            not re.fullmatch(r"[vV]?\d+\.\d+(?:\.0)?", version.strip()):
         return
     ranges = [profile.label.split(" (")[0].removeprefix("SGLang ").removeprefix("vLLM ")
               for start, profile in ENGINES[engine] if tuple(start[:2]) == wanted[:2]]
