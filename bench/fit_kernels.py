@@ -11,6 +11,11 @@ specsize.core.perf (no CPU, scheduler, sampler or API-server terms: the tables h
     .venv/bin/python bench/fit_kernels.py --fit      # coordinate search of the GPU terms per family
     .venv/bin/python bench/fit_kernels.py --data bench/data/kernel_steps_deepseek.jsonl   # DeepSeek-R1 (MLA, fp8)
 
+The block-fp8 models' rows (Qwen3-32B-FP8, Qwen3-235B-A22B-FP8) hold their steps as a CUDA-graphed engine runs them:
+aiconfigurator's collector times block-fp8 GEMMs outside a CUDA graph, so its sum carries the host's launch time of
+every such GEMM; tools/distill_kernel_steps.py (Fp8BlockRule) takes it out into `ms` and keeps the sum in `ms_aic`
+(`--aic-sums` scores and fits on those instead).
+
 Rows that carry aiconfigurator's per-operation split (`ops`: the DeepSeek file) are also scored per GPU x phase x
 batch band and taken apart by term (the MLA block, the routed experts, the shared experts, the all-reduce): the
 measured side from the operations, specsize's from core.perf.step_time itself with one term switched off at a time.
@@ -153,7 +158,11 @@ KERNEL_SOURCE = ("GPU terms ({terms}) fitted by bench/fit_kernels.py to bench/da
                  "and mixed steps summed from per-operation latencies measured with vLLM 0.24.0's kernels (0.14.0 on "
                  "the A100) in NVIDIA's aiconfigurator-core 0.12.0 tables (PyPI, systems/data/<gpu>/*/vllm; "
                  "tools/distill_kernel_steps.py); Llama-3.1 8B/70B, Qwen3 8B/30B-A3B/235B-A22B and gpt-oss-20b "
-                 "fitted, Qwen3-32B and gpt-oss-120b held out; median |error| of the step times in the bench")
+                 "fitted, Qwen3-32B and gpt-oss-120b held out; the block-fp8 checkpoints' GEMMs (Qwen3-32B-FP8, "
+                 "Qwen3-235B-A22B-FP8) priced as a CUDA-graphed engine runs them, without the host launch time "
+                 "aiconfigurator's collector times them with (collector/vllm/collect_gemm.py: no CUDA graph for "
+                 "fp8_block; 60-90 us a GEMM on Hopper, 170-230 us on B200, 340 us on L40S; tools/"
+                 "distill_kernel_steps.py Fp8BlockRule); median |error| of the step times in the bench")
 
 
 def write(fitted: dict) -> None:
@@ -361,10 +370,16 @@ def main() -> int:
     ap.add_argument("--data", type=Path, default=DATA,
                     help="the kernel-step rows to score (default bench/data/kernel_steps.jsonl); rows with an `ops` "
                          "split are also taken apart by term")
+    ap.add_argument("--aic-sums", action="store_true",
+                    help="score the block-fp8 rows on aiconfigurator's own sums (ms_aic: their GEMMs' host launch "
+                         "time in) rather than the steps as a CUDA-graphed engine runs them (ms)")
     args = ap.parse_args()
-    if args.write and args.data != DATA:
-        ap.error("--write fits the catalog on bench/data/kernel_steps.jsonl only: drop --data")
+    if args.write and (args.data != DATA or args.aic_sums):
+        ap.error("--write fits the catalog on bench/data/kernel_steps.jsonl's served steps only: drop --data and "
+                 "--aic-sums")
     points = load_points(args.data)
+    if args.aic_sums:
+        points = [{**row, "ms": row.get("ms_aic", row["ms"])} for row in points]
     effs = {}
     for row in points:
         gpu = load_gpu(row["gpu"])

@@ -15,6 +15,12 @@ dependency of specsize):
     python tools/distill_kernel_steps.py > bench/data/kernel_steps.jsonl
     python tools/distill_kernel_steps.py --models deepseek > bench/data/kernel_steps_deepseek.jsonl
 
+Block-fp8 GEMMs (Qwen3-32B-FP8, Qwen3-235B-A22B-FP8: every attention projection, and the dense MLP of the 32B) are
+priced as a CUDA-graphed engine runs them: aiconfigurator's collector times them outside a CUDA graph while it times
+every other GEMM dtype and its fused-MoE kernels inside one, so their table rows carry the host's issue time of vLLM's
+block-fp8 linear path (fp8_block_rule). Those rows' `ms` is the step without that launch time; `ms_aic` keeps
+aiconfigurator's own sum and `fp8_block_launch_ms` the difference.
+
 `--models deepseek` distils DeepSeek-R1 (fp8 block, as served; V3 has the same architecture and the same rows) on the
 GPUs whose vLLM tables hold its MLA module (`systems/data/<gpu>/mla/vllm`: mla_context_module_perf and
 mla_generation_module_perf, measured on DeepSeek-V3 itself) at TP 8 (and TP 4 on the B200, B300 and GB200, whose 4 GPUs
@@ -100,6 +106,12 @@ def main() -> int:
                 points: list[dict] = []
                 try:
                     _grid(h, points)
+                    block = _block_gemms(theirs, tp)
+                    if block:
+                        rule = fp8_block_rule(system)
+                        base["source"] += FP8_BLOCK_SOURCE.format(**rule.describe())
+                        for point in points:
+                            _reprice_fp8_block(h, point, block, rule)
                 except Exception as err:  # noqa: BLE001 - e.g. fp8 weights on a GPU without fp8 tensor cores
                     print(f"skip {theirs} {system} tp{tp}: {str(err)[:80]}", file=sys.stderr)
                     continue
@@ -121,6 +133,133 @@ def _grid(h, points: list[dict]) -> None:
     for chunk, gen in MIXED:
         points.append({"kind": "mixed", "chunk": chunk, "batch": gen, "context": 2048,
                        "ms": h.mixed_step_latency(chunk, gen, 2048, 256)})
+
+
+# --- block-fp8 GEMMs as a CUDA-graphed engine runs them --------------------------------------------------------------
+
+# aiconfigurator's collector (ai-dynamo/aiconfigurator collector/vllm/collect_gemm.py, run_gemm, __compat__
+# vllm==0.24.0) times a GEMM through collector/helper.py benchmark_with_power(..., use_cuda_graph=gemm_type !=
+# "fp8_block"): every dtype but block fp8 is captured in a CUDA graph and replayed; block fp8 runs eagerly, one
+# RowParallelLinear.forward a run (outside_loop_count 1), between two CUDA events. Eagerly the GPU waits on the host
+# whenever vLLM's Python block-fp8 linear path (activation quantisation + FlashInfer below 32 tokens / DeepGEMM
+# above on Hopper and Blackwell, Triton on Ada) takes longer to issue than the kernels take to run, so a row holds
+# max(GPU time, host time), not their sum: nothing can be subtracted from a row whose GPU time exceeds the host's.
+# The fused-MoE rows (collect_moe.py, benchmark_with_power's default use_cuda_graph=True) and vLLM's served decode
+# (CUDA graphs) pay no such time. The rule, per token band, from the same table (fp8_block_rule):
+#   host   = the median block-fp8 row whose per-tensor fp8 twin (graphed, same m, n, k: the same weight bytes and
+#            flops) runs under 15 us: there the GPU's work is negligible and the row is the host's issue time (H100:
+#            60 us under FlashInfer, 90 us under DeepGEMM; B200 170-270 us; L40S 340 us);
+#   ratio  = the median block / per-tensor latency over shapes whose per-tensor time is at least twice the table's
+#            95th-percentile host time (GPU-bound both ways): the block-scale kernel's own speed against the
+#            per-tensor one (0.85-1.05 on Hopper and Blackwell, 1.3-1.4 for Ada's Triton kernel above 256 tokens);
+#   served = gpu = per-tensor x ratio, the graphed GPU time; a row whose gpu is under the band's host time was the
+#            host's and takes min(row, gpu) (an eager row is never below the GPU's time); at or above it the row is
+#            GPU-bound and kept (the two meet where gpu = host = row, so the rule is continuous).
+FP8_BLOCK_BANDS = ((1, 31), (32, 256), (257, 2048), (2049, 1 << 30))  # FlashInfer below 32 tokens; memory / compute
+FP8_BLOCK_TINY_S = 15e-6  # per-tensor GPU time below which a block row is host time
+FP8_BLOCK_SOURCE = ("; block-fp8 GEMMs (timed outside a CUDA graph by aiconfigurator's collector/vllm/collect_gemm.py) "
+                    "repriced without the host's launch time: a GEMM whose graphed per-tensor fp8 row x {ratios} "
+                    "(block / per-tensor on GPU-bound shapes) is under the table's host time ({hosts}) takes that "
+                    "time; ms_aic keeps aiconfigurator's sum (tools/distill_kernel_steps.py fp8_block_rule)")
+
+
+class Fp8BlockRule:
+    """The repricing of one system's block-fp8 GEMM rows (the comment above FP8_BLOCK_BANDS), per FP8_BLOCK_BANDS."""
+
+    def __init__(self, hosts_s: tuple[float, ...], ratios: tuple[float, ...]):
+        self.hosts_s = hosts_s
+        self.ratios = ratios
+
+    def _band(self, tokens: int) -> int:
+        return next(i for i, (lo, hi) in enumerate(FP8_BLOCK_BANDS) if lo <= tokens <= hi)
+
+    def served_s(self, block_s: float, tensor_s: float, tokens: int) -> float:
+        """One GEMM call as a graphed engine runs it: `block_s` the eager block-fp8 row, `tensor_s` the graphed
+        per-tensor fp8 row of the same shape, `tokens` its M."""
+        band = self._band(tokens)
+        gpu = tensor_s * self.ratios[band]
+        return block_s if gpu >= self.hosts_s[band] else min(block_s, gpu)
+
+    def describe(self) -> dict:
+        def label(lo: int, hi: int) -> str:
+            return f"{lo}-{hi}" if hi < 1 << 30 else f"{lo}+"
+
+        return {"ratios": ", ".join(f"{r:.2f} ({label(*b)})" for b, r in zip(FP8_BLOCK_BANDS, self.ratios))
+                + " tokens",
+                "hosts": ", ".join(f"{h * 1e6:.0f} us ({label(*b)})" for b, h in zip(FP8_BLOCK_BANDS, self.hosts_s))}
+
+
+def fp8_block_rule(system: str) -> Fp8BlockRule:
+    """`system`'s rule, measured on its vLLM GEMM table (systems/data/<system>/gemm/vllm/<newest>/gemm_perf.parquet:
+    gemm_dtype, m, n, k, latency in ms)."""
+    from pathlib import Path
+
+    import aiconfigurator_core
+    import pandas as pd
+
+    root = Path(aiconfigurator_core.__file__).parent / "systems" / "data" / system / "gemm" / "vllm"
+    newest = max(root.iterdir(), key=lambda d: tuple(int(x) for x in d.name.split(".") if x.isdigit()))
+    table = pd.read_parquet(newest / "gemm_perf.parquet")
+    both = table.pivot_table(index=["m", "n", "k"], columns="gemm_dtype", values="latency", aggfunc="median")
+    both = both.dropna(subset=["fp8", "fp8_block"]).reset_index()
+    tiny = both[both.fp8 < FP8_BLOCK_TINY_S * 1e3]
+    bound_ms = 2.0 * float(tiny.fp8_block.quantile(0.95))
+    hosts, ratios = [], []
+    for lo, hi in FP8_BLOCK_BANDS:
+        band = both[(both.m >= lo) & (both.m <= hi)]
+        tiny_band = band[band.fp8 < FP8_BLOCK_TINY_S * 1e3]
+        # no GEMM this large runs under 15 us (H100 and H200 above 2,048 tokens): the band below's host time, the same
+        # kernel path (DeepGEMM from 32 tokens)
+        hosts.append(float(tiny_band.fp8_block.median()) / 1e3 if len(tiny_band) else hosts[-1])
+        bound = band[band.fp8 >= bound_ms]
+        ratios.append(float((bound.fp8_block / bound.fp8).median()) if len(bound) else 1.0)
+    return Fp8BlockRule(tuple(hosts), tuple(ratios))
+
+
+def _block_gemms(theirs: str, tp: int) -> dict[str, list[dict]]:
+    """The model's block-fp8 GEMM ops (aiconfigurator's op JSON), for the decode and the context graph."""
+    import aiconfigurator_core
+    from aiconfigurator_core.sdk.config_builders import build_model_config
+    from aiconfigurator_core.sdk.models import get_model
+
+    config = build_model_config(tp_size=tp, pp_size=1, attention_dp_size=1, moe_tp_size=tp, moe_ep_size=1,
+                                gemm_quant_mode=None, kvcache_quant_mode=None, fmha_quant_mode=None,
+                                moe_quant_mode=None, comm_quant_mode=None, forward_model=None, attention_backend=None)
+    model = get_model(theirs, config, "vllm")
+    out = {}
+    for phase, ops in (("generation", model.generation_ops), ("context", model.context_ops)):
+        spec = json.loads(aiconfigurator_core.ops_json_from_ops(list(ops)))
+        gemms = [op for op in spec if "Gemm" in op and op["Gemm"]["quant_mode"] == "fp8_block"]
+        if gemms:
+            out[phase] = gemms
+    return out
+
+
+def _reprice_fp8_block(h, point: dict, block: dict[str, list[dict]], rule: Fp8BlockRule) -> None:
+    """Take the launch time out of `point`'s block-fp8 GEMMs: each op priced from the table both ways at the step's
+    tokens (the block op as the step summed it, and the same op as per-tensor fp8)."""
+    if point["kind"] == "decode":
+        ops, context, tokens = block.get("generation", []), False, point["batch"]
+    else:
+        ops, context = block.get("context", []), True
+        tokens = point["prompt"] if point["kind"] == "prefill" else point["chunk"] + point["batch"]
+    if not ops or not point["ms"]:
+        return
+    tensor = [{"Gemm": {**op["Gemm"], "quant_mode": "fp8"}} for op in ops]
+
+    def price(spec: list[dict]) -> list[float]:
+        rows = h.evaluate_ops_json(json.dumps(spec), is_context=context, batch_size=1 if context else tokens,
+                                   s=tokens if context else 1, x=tokens)
+        return [ms for _, ms, *_ in rows]
+
+    launch_ms = 0.0
+    for op, block_ms, tensor_ms in zip(ops, price(ops), price(tensor)):
+        calls = op["Gemm"]["scale_factor"]
+        served = rule.served_s(block_ms / calls / 1e3, tensor_ms / calls / 1e3, tokens) * calls * 1e3
+        launch_ms += max(0.0, block_ms - served)  # a kept row: nothing (not a rounding's -1e-15)
+    point["ms_aic"] = point["ms"]
+    point["ms"] = point["ms"] - launch_ms
+    point["fp8_block_launch_ms"] = launch_ms
 
 
 def deepseek(version: str) -> int:
