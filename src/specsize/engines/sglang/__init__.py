@@ -96,8 +96,9 @@ _BASE = replace(vllm.V1_LATEST, engine="sglang", generation="SGLang",
                 # size as it is, both to 256 for FlashInfer's kernels on compute capability 10, its gpt-oss default there
                 mxfp4_pad=(1, 32), mxfp4_pad_by_gpu=(("cc10", (256, 256)),),
                 # its fused-MoE kernels for fp8 block-quantised experts (DeepGEMM / its tuned Triton configs on Hopper,
-                # its Blackwell and AITER paths) stream at 0.45 of HBM, not the 0.35 (Hopper) / 0.125 (Blackwell) of
-                # vLLM 0.24's kernels in the kernel tables: fitted on InferenceX's DeepSeek-R1-0528 FP8 SGLang runs
+                # its Blackwell and AITER paths) stream at 0.45 of HBM, not the 0.538 (Hopper) / 0.374 (Blackwell) of
+                # vLLM 0.24's kernels in the kernel tables (0.35 / 0.125 before stop 59 took the collector's launch
+                # time out of their block-fp8 GEMMs): fitted on InferenceX's DeepSeek-R1-0528 FP8 SGLang runs
                 # (bench/data/serving_runs_ix.jsonl, fit slice, H200 TP 8 at 4-64 clients). With uniform routing
                 # bench/fit_serving.py hopper.moe_fp8_memory 0.35 / 0.5 / 0.6 / 0.75 scored 1.172 / 0.857 / 0.690 /
                 # 0.836 (TPOT |err| 39% / 18% / 7% / 11%); refitted once the experts' routing skew was modelled
