@@ -131,20 +131,20 @@ def test_ngram_step_has_no_drafter_forward():
 
 
 def test_sglang_streams_fp8_experts_through_its_own_moe_kernels():
-    # The Hopper terms were measured with vLLM's kernels: fp8 block-quantised experts at 0.35 of HBM
-    # (efficiency.json). SGLang's profile puts them at 0.6 (AccountingProfile.moe_fp8_memory); bf16 experts and the
-    # dense weights are untouched. By hand on an H100 (3.35e12 B/s): 1 / (3.35e12 x 0.35) and 1 / (3.35e12 x 0.6)
+    # The Hopper terms were measured with vLLM's kernels: fp8 block-quantised experts at 0.538 of HBM
+    # (efficiency.json, fitted on the kernel rows since stop 59). SGLang's profile puts them at 0.6 (AccountingProfile.moe_fp8_memory); bf16 experts and the
+    # dense weights are untouched. By hand on an H100 (3.35e12 B/s): 1 / (3.35e12 x 0.538) and 1 / (3.35e12 x 0.6)
     # seconds per expert byte.
     from specsize.core.perf import coefficients, engine_kernels
     from specsize.core.specs import Quantization
 
     gpu = load_gpu("H100-SXM-80GB")
     eff = load_efficiency(gpu)
-    assert eff.moe_fp8_memory == 0.35
+    assert eff.moe_fp8_memory == 0.538
     moe = load_model("Qwen/Qwen3-30B-A3B")
     fp8 = model_cost(moe, 1, "bfloat16", Quantization("fp8"))
     sglang = engine_kernels(eff, resolve_profile("sglang").moe_fp8_memory)
-    assert coefficients(fp8, gpu, eff).inv_bandwidth_experts == pytest.approx(1 / (3.35e12 * 0.35))
+    assert coefficients(fp8, gpu, eff).inv_bandwidth_experts == pytest.approx(1 / (3.35e12 * 0.538))
     assert coefficients(fp8, gpu, sglang).inv_bandwidth_experts == pytest.approx(1 / (3.35e12 * 0.6))
     bf16 = model_cost(moe, 1, "bfloat16", None)
     assert coefficients(bf16, gpu, sglang) == coefficients(bf16, gpu, eff)
