@@ -810,13 +810,14 @@ def test_attention_runs_at_the_kv_caches_precision_not_the_weights():
 
 
 
-def _fp8_kv_attention(engine: str, version: str, gpu: str):
+def _fp8_kv_attention(engine: str, version: str, gpu: str, model: str = "meta-llama/Llama-3.1-8B-Instruct",
+                      tp: int = 1):
     """The attention's time per flop a release runs an fp8 KV cache's products at, on `gpu`."""
     from specsize.core.memory import account
     from specsize.engines import resolve_profile
     from specsize.planner.perf import Tree, costs_for
 
-    d = Deployment(target=load_model("meta-llama/Llama-3.1-8B-Instruct"), gpu=load_gpu(gpu),
+    d = Deployment(target=load_model(model), gpu=load_gpu(gpu), tp=tp,
                    speculative=SpeculativeConfig("none", None, 0), engine=EngineSettings(kv_cache_dtype="fp8"))
     mem = account(d, resolve_profile(engine, version))
     return mem.settings.fp8_attention_16bit, costs_for(d, mem, load_efficiency(d.gpu), 0, Tree()).target_co
@@ -830,15 +831,19 @@ def test_two_level_fp8_attention_runs_at_the_16_bit_peak_by_hand():
     attn = load_efficiency(h100).attn_compute
     for version in ("0.11.1", "0.19.1", "0.32"):
         two_level, co = _fp8_kv_attention("vllm", version, "H100-SXM-80GB")
-        assert two_level and co.inv_flops_attn == pytest.approx(1 / (attn * 989e12), rel=1e-3)
+        assert two_level and 1 / co.inv_flops_attn == pytest.approx(attn * 989e12, rel=1e-3)
     # 0.11.0's FlashAttention 3 and SGLang's run fp8 products at the fp8 peak, as does vLLM off Hopper
     for engine, version, gpu in (("vllm", "0.11.0", "H100-SXM-80GB"), ("sglang", "0.5.12", "H100-SXM-80GB")):
         two_level, co = _fp8_kv_attention(engine, version, gpu)
-        assert not two_level and co.inv_flops_attn == pytest.approx(1 / (attn * 1979e12), rel=1e-3)
+        assert not two_level and 1 / co.inv_flops_attn == pytest.approx(attn * 1979e12, rel=1e-3)
     b200 = load_gpu("B200-180GB")
     two_level, co = _fp8_kv_attention("vllm", "0.19.1", "B200-180GB")
-    assert not two_level and co.inv_flops_attn == pytest.approx(
-        1 / (load_efficiency(b200).attn_compute * b200.fp8_flops))
+    assert not two_level and 1 / co.inv_flops_attn == pytest.approx(load_efficiency(b200).attn_compute * b200.fp8_flops)
+    # an MLA model's fp8 cache runs through FlashMLA's fp8 kernel, not FlashAttention (vLLM 0.32 platforms/cuda.py:
+    # FLASH_ATTN_MLA takes no fp8 cache): DeepSeek-V3's absorbed attention keeps the fp8 peak on Hopper, H200 1,979
+    two_level, co = _fp8_kv_attention("vllm", "0.32", "H200-141GB", "deepseek-ai/DeepSeek-V3", tp=8)
+    assert two_level and 1 / co.inv_flops_attn == pytest.approx(
+        load_efficiency(load_gpu("H200-141GB")).attn_compute * 1979e12, rel=1e-3)
 
 
 def _v0_long(gpu: str, version: str = "0.6.4", **engine):

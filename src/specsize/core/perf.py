@@ -423,8 +423,11 @@ def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = T
     if c.fp8_compute and gpu.fp8_flops and gpu.bf16_flops and c.fp8_share < 1.0:
         # the layers kept in the model dtype run at the 16-bit peak: the flops' mean time per flop
         peak = 1.0 / (c.fp8_share / gpu.fp8_flops + (1.0 - c.fp8_share) / gpu.bf16_flops)
-    # ModelCost.kv_fp8, unless the release's fp8 attention runs no faster than 16 bits (fp8_attention_16bit)
-    attn_peak = gpu.fp8_flops if (c.kv_fp8 and gpu.fp8_flops and not fp8_attention_16bit) else gpu.bf16_flops
+    # ModelCost.kv_fp8, unless the release's fp8 attention runs no faster than 16 bits (fp8_attention_16bit: its
+    # FlashAttention's two-level accumulation); MLA runs an fp8 cache through FlashMLA's fp8 kernel instead (vLLM 0.32
+    # platforms/cuda.py: FLASH_ATTN_MLA takes no fp8 cache, FLASHMLA's flash_mla_with_kvcache_fp8 multiplies in fp8)
+    two_level = fp8_attention_16bit and not c.mla
+    attn_peak = gpu.fp8_flops if (c.kv_fp8 and gpu.fp8_flops and not two_level) else gpu.bf16_flops
     full = sum(b for b, window, _ in c.kv_layers if not window)
     windows: dict[int, float] = {}
     for b, window, _ in c.kv_layers:
