@@ -15,6 +15,7 @@ DeepseekV2DecoderLayer (MoE layers wherever n_routed_experts is not None and lay
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -29,6 +30,8 @@ NANO, SUPER = "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "nvidia/NVIDIA-Nemot
 GLM5 = "zai-org/GLM-5-FP8"
 BF16 = 2
 WORKLOAD = ("--prompt-tokens", "2000", "--output-tokens", "300", "--concurrency", "4")
+
+ROOT_EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def _config(model: str, **changes) -> dict:
@@ -325,3 +328,24 @@ def test_a_release_written_with_a_capital_v_reads_as_with_a_small_one(capsys):
     code, out, _ = run(capsys, "plan", "--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB",
                        "--engine-version", "V0.7.3", "--format", "json")
     assert code == 0 and json.loads(out)
+
+
+def test_a_files_mean_reads_alike_whatever_the_order_of_k(capsys, tmp_path):
+    """Review of stop 59: a deployment file's mean beside the file's own k (DeepSeek-V3 MTP, k = 3, 2.5 tokens) is that
+    k's measurement whatever order `-k` lists (3,2,4 had left it unpinned, the list's first being the file's k), and a
+    file's mean without a k beside several k is refused as the flags' is (-k 1,3 had read 1.9 tokens at k = 1, a = 0.90,
+    and -k 3,1 at k = 3, a = 0.51). At k = 3, 2.5 tokens a pass: 1 + a + a^2 + a^3 = 2.5."""
+    src = (ROOT_EXAMPLES / "deepseek-v3-mtp-8xh200.yaml").read_text()
+    with_k = tmp_path / "with_k.yaml"
+    with_k.write_text(src.replace("num_speculative_tokens: 1", "num_speculative_tokens: 3\nmean_accepted_length: 2.5"))
+    tables = []
+    for ks in ("3,2,4", "2,3,4", "4,3,2"):
+        code, out, _ = run(capsys, "speedup", str(with_k), "-k", ks, "--batch-size", "1", "--format", "json")
+        assert code == 0
+        tables.append(sorted((r["k"], round(r["speedup"], 9)) for r in json.loads(out)["rows"]))
+    assert tables[0] == tables[1] == tables[2]
+    without_k = tmp_path / "without_k.yaml"
+    without_k.write_text(src.replace("num_speculative_tokens: 1\n", "mean_accepted_length: 1.9\n"))
+    for ks in ("1,3", "3,1"):
+        code, out, err = run(capsys, "speedup", str(without_k), "-k", ks, "--batch-size", "1")
+        assert code == 2 and out == "" and "measured_at_k" in err

@@ -316,12 +316,11 @@ def speedup(request: Request | None = None, **overrides: Any) -> SpeedupReport:
     if d.gpu.memory_bandwidth_bytes_s <= 0:
         raise SpecError("gpu", "a GPU given only by --gpu-memory-gib has no bandwidth or FLOP/s", "a catalog GPU id")
     ks = list(q.speedup_ks or (d.speculative.num_speculative_tokens,))
-    if len(set(ks)) > 1 and q.mean_accepted_length is not None and q.measured_at_k is None and \
-            q.source_of("mean_accepted_length") == q.source_of("speedup_ks"):
-        # a mean accepted length is measured at one k: given beside several (flags, a service request), with none
-        # named, it had been read at the list's first (GLM-5 MTP, 1.9 tokens: -k 1,3 a = 0.90 and 2.72x at k=3; -k 3,1
-        # a = 0.51 and 1.50x), one measurement giving two tables. A deployment file's mean stays at its file's k
-        # (inputs.load._keep_measured_k), a layer below the list's
+    if len(set(ks)) > 1 and q.mean_accepted_length is not None and q.measured_at_k is None:
+        # a mean accepted length is measured at one k: given beside several (flags, a service request, or a file that
+        # names no k), with none named, it had been read at the list's first (GLM-5 MTP, 1.9 tokens: -k 1,3 a = 0.90
+        # and 2.72x at k=3; -k 3,1 a = 0.51 and 1.50x), one measurement giving two tables. A deployment file's mean
+        # beside the file's own k is pinned to that k (inputs.load._keep_measured_k)
         raise SpecError("measured_at_k", f"a mean accepted length of {q.mean_accepted_length:g} beside several k "
                         f"({', '.join(map(str, ks))}) and no k it was measured at",
                         "measured_at_k (--measured-at-k K: the k of the measurement), or acceptance_rate (per "

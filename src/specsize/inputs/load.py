@@ -520,6 +520,10 @@ def _keep_measured_k(values: dict, sources: dict, measured: tuple[int, str] | No
         return
     k, source = measured
     at = kept_mean_measured_at(k, values.get("num_speculative_tokens"))
+    if at is None and len(set(values.get("speedup_ks") or ())) > 1:
+        # `speedup FILE -k 3,2,4` of a file at k = 3: the list's first is the file's k, but the mean is still the
+        # file's measurement at 3, named so (api.speedup refuses a mean beside several k that names none)
+        at = k
     if sources.get("mean_accepted_length") == source and at is not None:
         values["measured_at_k"] = field_value("measured_at_k", at, None)
         sources["measured_at_k"] = source
