@@ -528,8 +528,10 @@ MODELLED_TYPES = TRANSFORMER_TYPES + HYBRID_TYPES
 DEEPSEEK_ALIKE = ("kimi_k2", "glm_moe_dsa")
 
 
-# The DeepSeek-V2/V3 model types whose vLLM model (deepseek_v2.py DeepseekV2DecoderLayer) always attends through MLA
-# and reads first_k_dense_replace and moe_intermediate_size for its MoE layers: DeepSeek-V1 ("deepseek") has neither
+# The DeepSeek-V2/V3 model types whose vLLM model (deepseek_v2.py DeepseekV2DecoderLayer) attends through MLA (plain
+# multi-head attention only where qk_nope_head_dim and qk_rope_head_dim are both 0, as DeepSeek-OCR / VL2's language
+# configs, which specsize refuses on qk_nope_head_dim 0) and reads first_k_dense_replace and moe_intermediate_size for
+# its MoE layers: DeepSeek-V1 ("deepseek") has neither
 MLA_FAMILY = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm_moe_dsa")
 # the types whose config class always has the DeepSeek-V3.2 indexer (transformers 5 DeepseekV32Config and
 # GlmMoeDsaConfig: index_topk 2048 by default), which vLLM builds wherever the config has index_topk
