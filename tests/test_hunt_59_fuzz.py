@@ -349,3 +349,17 @@ def test_a_files_mean_reads_alike_whatever_the_order_of_k(capsys, tmp_path):
     for ks in ("1,3", "3,1"):
         code, out, err = run(capsys, "speedup", str(without_k), "-k", ks, "--batch-size", "1")
         assert code == 2 and out == "" and "measured_at_k" in err
+
+
+@pytest.mark.parametrize("quant,before,first", [("nvfp4", "0.7.3", "0.8.0"), ("modelopt_fp4", "0.7.3", "0.8.0"),
+                                                ("mxfp4", "0.8.5", "0.9.0")])
+def test_a_4_bit_float_checkpoint_before_the_release_that_loads_it_is_refused(capsys, quant, before, first):
+    """vLLM's quantization registry, read in the PyPI sdists: ModelOptNvFp4Config ("nvfp4") from 0.8.0, none in 0.7.3;
+    Quark's W4A4 MXFP4 scheme from 0.9.0, none in 0.8.5. Planned on an older release, the server never loads the
+    checkpoint: refused naming the first release; that release plans."""
+    args = ("plan", "--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB", "--quantization", quant)
+    code, out, err = run(capsys, *args, "--engine-version", before)
+    assert code == 2 and out == "" and f"the first release whose quantization registry holds the format is {first}" \
+        in err
+    code, _, _ = run(capsys, *args, "--engine-version", first, "--format", "json")
+    assert code == 0

@@ -54,6 +54,29 @@ def first_release(engine: str, model_type: str) -> str | None:
 BNB_FIRST, BNB_FIRST_MOE, BNB_GONE = "0.9.2", "0.10.0", "0.28.0"
 
 
+# The first vLLM releases whose quantization registry (model_executor/layers/quantization/__init__.py) loads a
+# checkpoint stored in a 4-bit float format, read in the PyPI sdists: NVFP4 from 0.8.0 (ModelOptNvFp4Config, under
+# "nvfp4"; "modelopt_fp4" from 0.9.0; none in 0.7.3), MXFP4 from 0.9.0 (quark/schemes/quark_w4a4_mxfp4.py, AMD's
+# Quark checkpoints; none in 0.8.5; vLLM's own "mxfp4" method, gpt-oss's, from 0.10.1). A release before them refuses
+# the checkpoint's quant_method. SGLang's first releases are not established here
+FP4_FIRST = {"nvfp4": "0.8.0", "mxfp4": "0.9.0"}
+
+
+def _fp4_problem(engine: str, version: str | None, model: ModelSpec, quantization: str | None) -> tuple[str, str] | None:
+    """(why, accepted) where vLLM release `version` predates the 4-bit float format `model` is served in (FP4_FIRST):
+    the checkpoint's own, or the one a quantization override needs it stored in."""
+    if engine != "vllm" or version in (None, "", "latest"):
+        return None
+    fmt = checkpoint_format_needed(model, quantization) if quantization else None
+    if fmt is None and model.quantization is not None:
+        fmt = model.quantization.method
+    first = FP4_FIRST.get(str(fmt or ""))
+    if first is None or not predates(version, first):
+        return None
+    return (f"vLLM {version} cannot load {model.model_id} as a {fmt} checkpoint: the first release whose quantization "
+            f"registry holds the format is {first}", f"engine_version {first} or later, or another quantization")
+
+
 def quantization_problem(engine: str, version: str | None, model: ModelSpec,
                          quantization: str | None = None) -> tuple[str, str] | None:
     """(why, accepted) where release `version` of `engine` cannot load `model`'s quantization as specsize sizes it -
@@ -61,6 +84,9 @@ def quantization_problem(engine: str, version: str | None, model: ModelSpec,
     core.specs.QUANT_ALIASES; the same releases, as the loader undoes the nested absmax of its quantize_4bit from 0.9.2
     and quantizes an MoE's experts from 0.10); None where it can (every other format: their engine-side checks are the
     profiles' and the plan's)."""
+    fp4 = _fp4_problem(engine, version, model, quantization)
+    if fp4 is not None:
+        return fp4
     q = model.quantization
     asked = str(quantization or "").lower() == "bitsandbytes"
     # --quantization bitsandbytes over weights stored in another format plans a pre-quantized bitsandbytes checkpoint
