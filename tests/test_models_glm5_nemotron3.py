@@ -121,15 +121,20 @@ def test_glm5_plans_on_eight_h200(capsys):
     assert code == 0 and json.loads(out)["kv_bytes_per_token"]["draft"] == 1152 + 132
 
 
+def _first_release(engine: str, before: str, first: str | None, model, match: str) -> None:
+    """`before` refuses `model` with a message matching `match`; `first` (None: not checked) loads it."""
+    with pytest.raises(SpecError, match=match):
+        check_model_support(engine, before, model)
+    if first is not None:
+        check_model_support(engine, first, model)
+
+
 def test_glm5_releases():
     # vLLM registers GlmMoeDsaForCausalLM from 0.16.0 (absent in 0.15.1's wheel and 0.14.1's sdist) and maps its MTP
     # to deepseek_mtp in the same release; SGLang from 0.5.9 (absent in 0.5.8.post1)
     m = load_model(GLM5_FP8)
-    with pytest.raises(SpecError, match="first release that does is 0.16.0"):
-        check_model_support("vllm", "0.14.1", m)
-    check_model_support("vllm", "0.16.0", m)
-    with pytest.raises(SpecError, match="0.5.9"):
-        check_model_support("sglang", "0.5.8.post1", m)
+    _first_release("vllm", "0.14.1", "0.16.0", m, "first release that does is 0.16.0")
+    _first_release("sglang", "0.5.8.post1", None, m, "0.5.9")
     with pytest.raises(SpecError, match="MTP drafter"):
         check_mtp_release("vllm", "0.15.1", m)
     check_mtp_release("vllm", "0.16.0", m)
@@ -238,17 +243,10 @@ def test_nemotron3_releases():
     nano, super_ = load_model(NANO), load_model(SUPER)
     # vLLM: the E layer from 0.11.1 (0.11.0's nemotron_h.py has none), moe_latent_size from 0.13.0 (not in 0.12.0);
     # SGLang: NemotronHMoE from 0.5.6 (none in 0.5.5.post3), moe_latent_size from 0.5.8 (not in 0.5.7)
-    with pytest.raises(SpecError, match="0.11.1"):
-        check_model_support("vllm", "0.11.0", nano)
-    check_model_support("vllm", "0.11.1", nano)
-    with pytest.raises(SpecError, match="latent.*0.13.0"):
-        check_model_support("vllm", "0.12.0", super_)
-    check_model_support("vllm", "0.13.0", super_)
-    with pytest.raises(SpecError, match="0.5.6"):
-        check_model_support("sglang", "0.5.5.post3", nano)
-    with pytest.raises(SpecError, match="0.5.8"):
-        check_model_support("sglang", "0.5.7", super_)
-    check_model_support("sglang", "0.5.8", super_)
+    _first_release("vllm", "0.11.0", "0.11.1", nano, "0.11.1")
+    _first_release("vllm", "0.12.0", "0.13.0", super_, "latent.*0.13.0")
+    _first_release("sglang", "0.5.5.post3", None, nano, "0.5.6")
+    _first_release("sglang", "0.5.7", "0.5.8", super_, "0.5.8")
 
 
 def test_nemotron3_super_mtp_step_by_hand():

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from .core.errors import SpecError
 from .core.specs import ModelSpec
+from .core.speculation import mean_without_its_k
 from .inputs.load import EMBEDDED, load_request, parse_on_off
 from .inputs.request import Request, info
 from .inputs.resolve import Resolved, check_envelope_scenario, check_scenario, resolve
@@ -316,11 +317,11 @@ def speedup(request: Request | None = None, **overrides: Any) -> SpeedupReport:
     if d.gpu.memory_bandwidth_bytes_s <= 0:
         raise SpecError("gpu", "a GPU given only by --gpu-memory-gib has no bandwidth or FLOP/s", "a catalog GPU id")
     ks = list(q.speedup_ks or (d.speculative.num_speculative_tokens,))
-    if len(set(ks)) > 1 and q.mean_accepted_length is not None and q.measured_at_k is None:
-        # a mean accepted length is measured at one k: given beside several (flags, a service request, or a file that
-        # names no k), with none named, it had been read at the list's first (GLM-5 MTP, 1.9 tokens: -k 1,3 a = 0.90
-        # and 2.72x at k=3; -k 3,1 a = 0.51 and 1.50x), one measurement giving two tables. A deployment file's mean
-        # beside the file's own k is pinned to that k (inputs.load._keep_measured_k)
+    if mean_without_its_k(q.mean_accepted_length, q.measured_at_k, ks):
+        # given beside several k (flags, a service request, or a file that names no k) it had been read at the list's
+        # first (GLM-5 MTP at k=3: 2.72x under -k 1,3, 1.50x under -k 3,1). A deployment file's mean beside the file's
+        # own k is pinned to that k (inputs.load._keep_measured_k); the request's, not the resolved acceptance, whose
+        # measured_at_k defaults to the deployment's k
         raise SpecError("measured_at_k", f"a mean accepted length of {q.mean_accepted_length:g} beside several k "
                         f"({', '.join(map(str, ks))}) and no k it was measured at",
                         "measured_at_k (--measured-at-k K: the k of the measurement), or acceptance_rate (per "

@@ -526,13 +526,20 @@ MODELLED_TYPES = TRANSFORMER_TYPES + HYBRID_TYPES
 # whose logits come out in float32 (deepseek_v2.py _get_moe_router_dtype: GateLinear out_dtype only, the weight
 # stays in the model dtype) and its indexer's rotary sharing the attention's (indexer_rope_interleave true)
 DEEPSEEK_ALIKE = ("kimi_k2", "glm_moe_dsa")
+# DeepSeek-V3.2's sparse-attention indexer keeps its own per-token key beside the MLA latent: vLLM's
+# deepseek_v2.py Indexer builds it when the config has index_topk (is_v32 = hasattr(hf_config, "index_topk"))
+INDEXER_KEYS = ("index_topk", "index_n_heads", "index_head_dim")
 
 
 # The DeepSeek-V2/V3 model types whose vLLM model (deepseek_v2.py DeepseekV2DecoderLayer) attends through MLA (plain
 # multi-head attention only where qk_nope_head_dim and qk_rope_head_dim are both 0, as DeepSeek-OCR / VL2's language
 # configs, which specsize refuses on qk_nope_head_dim 0) and reads first_k_dense_replace and moe_intermediate_size for
 # its MoE layers: DeepSeek-V1 ("deepseek") has neither
-MLA_FAMILY = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm_moe_dsa")
+MLA_FAMILY = ("deepseek_v2", "deepseek_v3", "deepseek_v32") + DEEPSEEK_ALIKE
+# what each field _check_mla_family asks for builds
+MLA_FAMILY_NEEDS = {"kv_lora_rank": "its MLA latent width", "moe_intermediate_size": "its experts' width",
+                    "first_k_dense_replace": "its dense layers before the MoE ones",
+                    **{key: "its sparse-attention indexer" for key in INDEXER_KEYS}}
 # the types whose config class always has the DeepSeek-V3.2 indexer (transformers 5 DeepseekV32Config and
 # GlmMoeDsaConfig: index_topk 2048 by default), which vLLM builds wherever the config has index_topk
 INDEXER_TYPES = ("deepseek_v32", "glm_moe_dsa")
@@ -561,11 +568,7 @@ def _check_mla_family(cfg: dict, model_id: str) -> None:
     for name in needed:
         if cfg.get(name) is None or (name == "kv_lora_rank" and cfg.get(name) == 0):
             raise SpecError(f"config.json:{name}", f"{model_id}: {name} is missing or null (a "
-                            f"{cfg['model_type']} model needs it: "
-                            + ("its MLA latent width" if name == "kv_lora_rank" else
-                               "its experts' width" if name == "moe_intermediate_size" else
-                               "its sparse-attention indexer" if name in INDEXER_KEYS else
-                               "its dense layers before the MoE ones") + ")",
+                            f"{cfg['model_type']} model needs it: {MLA_FAMILY_NEEDS[name]})",
                             f"the config.json as published, with {name}")
 
 
@@ -580,9 +583,6 @@ def deepseek_like(model_type: str) -> bool:
 # optional q/k norms and half-width rotary (vllm/model_executor/models/glm4_moe.py Glm4MoeDecoderLayer, Glm4MoE,
 # Glm4MoeAttention)
 FIRST_K_DENSE_TYPES = ("glm4_moe",)
-# DeepSeek-V3.2's sparse-attention indexer keeps its own per-token key beside the MLA latent: vLLM's
-# deepseek_v2.py Indexer builds it when the config has index_topk (is_v32 = hasattr(hf_config, "index_topk"))
-INDEXER_KEYS = ("index_topk", "index_n_heads", "index_head_dim")
 # Nemotron-H's hybrid_override_pattern letters: M mamba2, * attention, - MLP, E MoE (vLLM nemotron_h.py
 # ALL_DECODER_LAYER_TYPES: NemotronHMambaDecoderLayer, NemotronHAttentionDecoderLayer, NemotronHMLPDecoderLayer,
 # NemotronHMoEDecoderLayer - one block per layer, so an MLP or MoE layer mixes no tokens)
@@ -689,13 +689,13 @@ def _nemotron_ssm_dtype(cfg: dict, model_id: str) -> str | None:
     raw = cfg.get("mamba_ssm_cache_dtype")
     if raw is None:
         return "float32"
-    name = str(raw).replace("torch.", "").lower() if isinstance(raw, str) else ""
-    if name == "auto":
+    if isinstance(raw, str) and raw.strip().lower() == "auto":
         return None
-    if name not in DTYPE_ALIASES:
+    name = _dtype_name(raw) if isinstance(raw, str) else None
+    if name is None:
         raise SpecError("config.json:mamba_ssm_cache_dtype", f"{model_id}: mamba_ssm_cache_dtype {raw!r}",
                         "auto, float32, float16 or bfloat16")
-    return DTYPE_ALIASES[name]
+    return name
 
 
 def _nemotron_mtp_step(cfg: dict, model_id: str) -> str:

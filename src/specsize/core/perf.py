@@ -934,15 +934,14 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
     # SGLang overlaps host and GPU by scheduling ahead (AccountingProfile.scheduled_ahead), not async_scheduling: its
     # speculative step keeps that where keeps_overlap says (spec v2 chains), with or without async_scheduling
     host_serial = host_handover and not kept
+    # how the release runs every forward's kernels, the target's and the drafter's alike
+    kernels = dict(eager=eager, prefix_kernel=prefix_kernel, fp8_attention_16bit=fp8_attention_16bit)
     return SpecCosts(target=target, draft=draft, draft_gpu_tp=draft_tp, method=sp.method, gpu=d.gpu, eff=eff,
                      verify_width=verified, draft_steps=steps, draft_width=max(1, tree_topk),
-                     target_co=coefficients(target, d.gpu, eff, eager=eager, host_overlapped=overlapped, stages=d.pp,
-                                            prefix_kernel=prefix_kernel, fp8_attention_16bit=fp8_attention_16bit),
-                     plain_co=coefficients(target, d.gpu, eff, eager=eager, host_overlapped=async_scheduling,
-                                           stages=d.pp, prefix_kernel=prefix_kernel,
-                                           fp8_attention_16bit=fp8_attention_16bit),
-                     draft_co=coefficients(draft, d.gpu, eff, overhead=False, eager=eager, prefix_kernel=prefix_kernel,
-                                           fp8_attention_16bit=fp8_attention_16bit)
+                     target_co=coefficients(target, d.gpu, eff, host_overlapped=overlapped, stages=d.pp, **kernels),
+                     plain_co=coefficients(target, d.gpu, eff, host_overlapped=async_scheduling, stages=d.pp,
+                                           **kernels),
+                     draft_co=coefficients(draft, d.gpu, eff, overhead=False, **kernels)
                      if draft is not None else None,
                      draft_prefills=draft is not None and kind.keeps_kv, host_handover=host_handover,
                      host_serial=host_serial,

@@ -164,6 +164,13 @@ def acceptance_from_mean_length(mean_length: float, k: int) -> float:
     return (lo + hi) / 2
 
 
+def mean_without_its_k(mean_length: float | None, measured_at_k: int | None, ks) -> bool:
+    """A mean accepted length with no k named beside several k: one measurement that reads as a different acceptance
+    at whichever k comes first (GLM-5 MTP, 1.9 tokens: a = 0.90 under -k 1,3, 0.51 under -k 3,1). The one rule
+    api.speedup refuses a request's mean by and planner.speedup.compare_drafters a candidate's."""
+    return mean_length is not None and not measured_at_k and len(set(ks)) > 1
+
+
 def verified_per_sequence(k: int, proposal_rate: float = 1.0) -> float:
     """Positions a chain's verification scores per sequence, on average over its decode steps: 1 + k where the
     drafter proposes, 1 where it does not (SpeculativeConfig.proposal_rate)."""

@@ -82,8 +82,8 @@ def quantization_problem(engine: str, version: str | None, model: ModelSpec,
     """(why, accepted) where release `version` of `engine` cannot load `model`'s quantization as specsize sizes it -
     the checkpoint's own, or bitsandbytes quantized at load (`quantization` "bitsandbytes" over unquantized weights:
     core.specs.QUANT_ALIASES; the same releases, as the loader undoes the nested absmax of its quantize_4bit from 0.9.2
-    and quantizes an MoE's experts from 0.10); None where it can (every other format: their engine-side checks are the
-    profiles' and the plan's)."""
+    and quantizes an MoE's experts from 0.10), or a 4-bit float format before vLLM's registry holds it (FP4_FIRST);
+    None where it can (every other format: their engine-side checks are the profiles' and the plan's)."""
     fp4 = _fp4_problem(engine, version, model, quantization)
     if fp4 is not None:
         return fp4

@@ -10,7 +10,7 @@ from ..core.memory import AccountingProfile, MemoryAccount, account, unstarted
 from ..core.perf import Efficiency
 from ..core.ratios import speedup_text
 from ..core.specs import Deployment, SpeculativeConfig
-from ..core.speculation import Acceptance, Tree
+from ..core.speculation import Acceptance, Tree, mean_without_its_k
 from ..engines.methods import TREE_METHODS
 from .perf import SpeedupTable, engine_efficiency, speedup_table, thin_gain, thin_gain_text
 
@@ -134,9 +134,9 @@ def compare_drafters(d: Deployment, profile: AccountingProfile, eff: Efficiency,
         if not c.ks:  # priced at the deployment's k: its pool too (it had been sized at the k=1 the text left unset)
             spec = replace(spec, num_speculative_tokens=d.speculative.num_speculative_tokens or cand_ks[0])
         variant = replace(d, speculative=spec)
-        if c.acceptance.mean_accepted_length is not None and not c.acceptance.measured_at_k and len(set(cand_ks)) > 1:
-            # measured at one k, none named: read at the list's first it had priced one candidate two ways by the
-            # order of -k (GLM-5 MTP, an n-gram candidate of 1.5 tokens: a = 0.50 under -k 1,3, 0.34 under -k 3,1)
+        if mean_without_its_k(c.acceptance.mean_accepted_length, c.acceptance.measured_at_k, cand_ks):
+            # read at the list's first k it had priced one candidate two ways by the order of -k (an n-gram candidate
+            # of 1.5 tokens: a = 0.50 under -k 1,3, 0.34 under -k 3,1)
             raise SpecError("candidate", f"{c.label!r}: a mean accepted length beside several k "
                             f"({', '.join(map(str, cand_ks))}) and no k it was measured at",
                             "k=K in the candidate (the k it was measured at), or acceptance=A (per token: no k)")

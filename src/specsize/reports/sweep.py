@@ -13,7 +13,6 @@ from typing import Any, Callable, Mapping, Sequence
 
 from .. import __version__
 from ..core.envelope import headroom_text, policy_text
-from ..core.memory import unstarted
 from ..inputs.request import FIELDS
 from ..inputs.study import Cell, Study
 from ..planner import fleet
@@ -81,11 +80,11 @@ def plan_terms(result: PlanResult) -> dict:
            "kv_cache_tokens": m.kv_cache_tokens, "demand_bytes": v.worst_case.demand_bytes,
            "capacity_bytes": v.worst_case.capacity_bytes}
     p = result.perf
-    # an engine that serves no request (core.memory.unstarted: simulate and speedup refuse it alike) has no TPOT,
-    # throughput or speed-up, so no cost per token either (cost_terms prices the model's throughput where the cell
+    # an engine that serves no request has no performance (planner.plan leaves perf None: core.memory.unstarted), so
+    # no TPOT, throughput, speed-up or cost per token either (cost_terms prices the model's throughput where the cell
     # was not simulated). Its row had carried the performance model's figures at the batch, and $0.63 per million
     # tokens for an H100 asked for 186 GiB of KV cache.
-    if p is not None and unstarted(d, m) is None:
+    if p is not None:
         out.update({"speedup": p.speedup, "tpot_s": p.tpot_s, "tpot_s_no_spec": p.tpot_s_no_spec,
                     "model_throughput_tok_s": p.throughput_tok_s,
                     "model_throughput_tok_s_no_spec": p.throughput_tok_s_no_spec,
