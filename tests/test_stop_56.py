@@ -42,7 +42,7 @@ def test_sglangs_per_request_spec_host_work_by_hand():
         d = Deployment(target=target, gpu=ROUND_GPU, speculative=spec, engine=EngineSettings(max_model_len=8192))
         # SGLang's profiles: no async scheduling kept with speculation; its spec v2 chains keep the overlap
         kw = dict(host_handover=handover, async_scheduling=overlapped, spec_v2="chain" if overlapped else "",
-                  async_with_speculation=False)
+                  async_drafters=())
         with_host = build_costs(d, host, "bfloat16", None, 2, **kw)
         without = build_costs(d, IDEAL, "bfloat16", None, 2, **kw)
         assert spec_step_time(with_host, 32, 500) - spec_step_time(without, 32, 500) == pytest.approx(extra, abs=1e-12)

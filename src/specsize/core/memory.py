@@ -18,7 +18,7 @@ from .errors import SpecError
 from .kvcache import (NVFP4_KV_BYTES, HybridPool, KVLayer, bytes_per_token, hybrid_block_size, hybrid_pool,
                       layer_blocks, layer_groups, model_kv_layers, model_state_layers, pool_layer_slots)
 from .multimodal import encoder_profile, pixel_values_bytes, tower_forward_peak
-from .speculation import SpecMethod
+from .speculation import ASYNC_DRAFTERS_V1, SpecMethod
 from .specs import (DTYPE_BYTES, Deployment, EngineSettings, GpuSpec, ModelSpec, Quantization, VisionSpec, canonical_dtype,
                     checkpoint_format_needed, effective_target, medusa_at_k)
 from .units import GiB, ceil_div
@@ -75,15 +75,19 @@ class AccountingProfile:
     # asynchronous output processing from 0.6.0 (PR 7049; vLLM blog 2024-09-05: step N's outputs processed while
     # step N + 1 runs, "time-per-output-token of running Llama 70B models on 4xH100" 8.7% lower) likewise
     async_scheduling: bool = False
-    # the overlap survives speculation for the drafters that keep it (DrafterKind.keeps_async: V1's EAGLE / MTP);
-    # False: for none (V0 logs "Async output processing is not supported with speculative decoding currently")
-    async_with_speculation: bool = True
+    # the speculative methods the overlap survives (core.speculation.keeps_overlap), in vLLM's names: V1 keeps async
+    # scheduling with EAGLE / MTP (vllm-project/vllm PR 31998, 0.14: "Default-on when speculative_config.method is
+    # EAGLE/MTP; otherwise disabled"; config/vllm.py VllmConfig.__post_init__, EagleModelTypes) and, from 0.28, with a
+    # draft model (the same check gains `method != "draft_model"`: 0.27.1 lacks it; an explicit --async-scheduling
+    # had taken one from 0.16); none for V0 ("Async output processing is not supported with speculative decoding
+    # currently") or SGLang's spec v1 worker
+    async_drafters: tuple[str, ...] = ASYNC_DRAFTERS_V1
     # the scheduler forms step N + 1 while the GPU runs step N, so a request received while the engine is busy joins
     # the step after next, not the next one: vLLM V1's async scheduling (v1/engine/core.py step_with_batch_queue, a
     # batch queue of two: schedule and launch, then block on the older batch, then take new requests in) and SGLang's
     # overlap scheduler (managers/scheduler.py event_loop_overlap: receive, form and launch batch N + 1, then wait for
     # batch N's result). Not V0's asynchronous output processing, which schedules after the step it overlaps. With
-    # speculation as async_with_speculation says (SGLang's spec v1 worker turns the overlap off)
+    # speculation as async_drafters says (SGLang's spec v1 worker turns the overlap off)
     scheduled_ahead: bool = False
     # what admission holds back for the running requests (simulator.engine.EngineConfig.admission): "chunk" (vLLM V1
     # allocates as a prompt's chunks run: v1/core/sched/scheduler.py), "prompt" (vLLM V0's block manager allocates a
@@ -329,7 +333,7 @@ class ResolvedSettings:
     scheduler_steps: int = 1  # vLLM V0's multi-step scheduling (EngineSettings.num_scheduler_steps)
     recv_interval: int = 1  # SGLang's --scheduler-recv-interval (EngineSettings.scheduler_recv_interval)
     async_scheduling: bool = False  # AccountingProfile.async_scheduling, where the deployment allows it
-    async_with_speculation: bool = True  # AccountingProfile.async_with_speculation
+    async_drafters: tuple[str, ...] = ASYNC_DRAFTERS_V1  # AccountingProfile.async_drafters
     scheduled_ahead: bool = False  # AccountingProfile.scheduled_ahead, where the deployment allows it
     admission: str = "chunk"  # AccountingProfile.admission
     mxfp4_pad: Mxfp4Pad = VLLM_MXFP4_PAD  # AccountingProfile.mxfp4_pad (_by_gpu where one matches)
@@ -576,7 +580,7 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         # only where the release runs the MLA module (mla_latent_cache): vLLM before 0.7.1 runs DeepSeek as ordinary
         # attention over decompressed keys and values
         mla_layer_fixed_s=for_gpu(p.mla_layer_fixed_s_by_gpu, d.gpu, 0.0) if p.mla_latent_cache else 0.0,
-        async_scheduling=p.async_scheduling and overlaps, async_with_speculation=p.async_with_speculation,
+        async_scheduling=p.async_scheduling and overlaps, async_drafters=p.async_drafters,
         scheduled_ahead=p.scheduled_ahead and overlaps, spec_v2=p.spec_v2 if overlaps else "",
         admission=p.admission,
         mxfp4_pad=for_gpu(p.mxfp4_pad_by_gpu, d.gpu, p.mxfp4_pad),

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 from .kvcache import indexed_mla_bytes, model_kv_layers
 from .memory import GRAPH_ALL
 from .specs import DTYPE_BYTES, Deployment, GpuSpec, ModelSpec, Quantization, effective_target, medusa_at_k
-from .speculation import (SpecMethod, acceptance_from_mean_length, drafter_kind,  # noqa: F401 - re-exported
+from .speculation import (ASYNC_DRAFTERS_V1, SpecMethod, acceptance_from_mean_length, drafter_kind,  # noqa: F401 - re-exported
                           keeps_overlap, tokens_per_pass, verified_per_sequence)
 from .weights import (VLLM_MXFP4_PAD, Mxfp4Pad, expert_bytes_per_rank, experts_on_rank, indexer_dims, padded_vocab,
                       weight_breakdown)
@@ -885,7 +885,7 @@ def prompt_as_mha(rule: tuple[bool, int], prefix_tokens: float) -> bool:
 def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization | None, kv_dtype_bytes: int,
                 k: int | None = None, tree_topk: int = 1, num_draft_tokens: int | None = None,
                 host_handover: bool = False, async_scheduling: bool = False,
-                expansion_query_s: float = 0.0, async_with_speculation: bool = True,
+                expansion_query_s: float = 0.0, async_drafters: tuple[str, ...] = ASYNC_DRAFTERS_V1,
                 graph_max_tokens: int = GRAPH_ALL, spec_v2: str = "", eager: bool | None = None,
                 mxfp4_pad: Mxfp4Pad = VLLM_MXFP4_PAD,
                 mla_prompt_mha: tuple[bool, int] = (True, 0), mla_latent: bool = True,
@@ -893,7 +893,7 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
                 prefix_kernel: bool = False, fp8_attention_16bit: bool = False) -> SpecCosts:
     """What steps of this deployment cost. `async_scheduling`: the release runs the engine core's per-sequence work
     beside the forward (ResolvedSettings.async_scheduling, StepCoefficients.host_overlapped); with speculation as
-    core.speculation.keeps_overlap says (`async_with_speculation`: not V0's async output processing;
+    core.speculation.keeps_overlap says (`async_drafters`: the methods the release keeps it with;
     `spec_v2`: SGLang's spec v2 tier), and `plain_co`, the target without speculation, always has it. `draft_extend`: what the
     drafter's first forward of a step runs over (DRAFT_EXTEND_VERIFIED, the current releases of both engines).
     `graph_max_context`, `prefix_kernel` and `fp8_attention_16bit`: ResolvedSettings' (a longer sequence sends a decode
@@ -929,7 +929,7 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
     else:
         verified = verified_per_sequence(k, sp.proposal_rate)
     steps = kind.steps(k)
-    kept = keeps_overlap(kind, async_with_speculation, spec_v2, tree_topk)
+    kept = keeps_overlap(kind, async_drafters, spec_v2, tree_topk)
     overlapped = async_scheduling and kept
     # SGLang overlaps host and GPU by scheduling ahead (AccountingProfile.scheduled_ahead), not async_scheduling: its
     # speculative step keeps that where keeps_overlap says (spec v2 chains), with or without async_scheduling

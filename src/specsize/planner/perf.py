@@ -68,7 +68,7 @@ def _costs(d: Deployment, s: ResolvedSettings, eff: Efficiency, k: int, tree: Tr
                        host_handover=s.spec_host_handover, async_scheduling=s.async_scheduling,
                        draft_extend=s.draft_extend,
                        expansion_query_s=s.spec_expansion_query_s if d.speculative.enabled else 0.0,
-                       async_with_speculation=s.async_with_speculation, graph_max_tokens=s.graph_max_tokens,
+                       async_drafters=s.async_drafters, graph_max_tokens=s.graph_max_tokens,
                        spec_v2=s.spec_v2, mxfp4_pad=s.mxfp4_pad,
                        eager=s.enforce_eager,  # as the release runs it (bitsandbytes 8-bit runs eager: core.memory)
                        mla_prompt_mha=s.mla_prompt_mha, mla_latent=s.mla_latent_cache,

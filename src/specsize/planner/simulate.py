@@ -113,7 +113,7 @@ def engine_config(d: Deployment, mem: MemoryAccount, eff: Efficiency, tree: Tree
         graph_max_tokens=s.graph_max_tokens, graph_prompt_tokens=s.graph_prompt_tokens,
         graph_max_context=s.graph_max_context,
         admission=s.admission, mla_prompt_mha=s.mla_prompt_mha, decode_reserve=s.decode_reserve,
-        scheduled_ahead=s.scheduled_ahead and (not k or keeps_overlap(d.speculative.kind, s.async_with_speculation,
+        scheduled_ahead=s.scheduled_ahead and (not k or keeps_overlap(d.speculative.kind, s.async_drafters,
                                                                        s.spec_v2, tree.topk)))
 
 

@@ -86,7 +86,7 @@ _BASE = replace(vllm.V1_LATEST, engine="sglang", generation="SGLang",
                 # "disable_overlap_schedule = True" for EAGLE / STANDALONE / NGRAM) forms a batch while the last runs
                 # (AccountingProfile.scheduled_ahead); its host work beside the forward is inside the terms fitted on
                 # SGLang runs: no async scheduling on top (AccountingProfile.async_scheduling)
-                async_scheduling=False, scheduled_ahead=True, async_with_speculation=False,
+                async_scheduling=False, scheduled_ahead=True, async_drafters=(),
                 # a request is admitted only when its prompt and min(max_new_tokens, 4096) fit beside what the running
                 # ones still need, their outputs times new_token_ratio (managers/schedule_policy.py PrefillAdder;
                 # simulator.engine.EngineConfig.admission)

@@ -1,0 +1,45 @@
+"""Stop 60: which speculative methods keep vLLM's async scheduling, release by release."""
+from dataclasses import replace
+
+import pytest
+
+from specsize.core.speculation import drafter_kind, keeps_overlap
+from specsize.engines.registry import resolve_profile
+
+
+@pytest.mark.parametrize("engine, version, method, kept", [
+    # config/vllm.py VllmConfig.__post_init__, read in each PyPI sdist: async scheduling by default with EAGLE / MTP
+    # from 0.14, with a draft model from 0.28 (0.27.1's check lacks `method != "draft_model"`); never with the CPU
+    # n-gram lookup or Medusa; V0 and SGLang's spec v1 worker keep none
+    ("vllm", "0.27.1", "draft_model", False),
+    ("vllm", "0.28.0", "draft_model", True),
+    ("vllm", "0.32.0", "draft_model", True),
+    ("vllm", "0.27.1", "eagle3", True),
+    ("vllm", "0.14.0", "mtp", True),
+    ("vllm", "0.32.0", "ngram", False),
+    ("vllm", "0.32.0", "medusa", False),
+    ("vllm", "0.6.4", "eagle", False),
+    ("sglang", None, "draft_model", False),
+])
+def test_async_scheduling_kept_by_method_and_release(engine, version, method, kept):
+    profile = resolve_profile(engine, version, method)
+    assert keeps_overlap(drafter_kind(method), profile.async_drafters, "", 1) is kept
+
+
+def test_a_draft_models_host_work_hides_behind_the_forward_from_0_28():
+    # with the overlap the engine core's per-sequence work (Efficiency.cpu_per_seq_s) runs beside the forward, not
+    # after it: at batch 32 and 10 us a sequence a draft model's step is 32 x 10 us = 0.32 ms shorter where the
+    # forward outlasts that work (a Llama-3.1-8B verification pass does, by milliseconds)
+    from specsize.catalog.models import load_model
+    from specsize.core.perf import build_costs, spec_step_time
+    from specsize.core.specs import Deployment, EngineSettings, SpeculativeConfig
+    from tests.test_step_model import IDEAL, ROUND_GPU
+
+    eff = replace(IDEAL, cpu_per_seq_s=1e-5)
+    spec = SpeculativeConfig("draft_model", load_model("meta-llama/Llama-3.2-1B-Instruct"), 4)
+    d = Deployment(target=load_model("meta-llama/Llama-3.1-8B-Instruct"), gpu=ROUND_GPU, speculative=spec,
+                   engine=EngineSettings(max_model_len=8192))
+    before, after = (build_costs(d, eff, "bfloat16", None, 2, async_scheduling=True,
+                                 async_drafters=resolve_profile("vllm", v, "draft_model").async_drafters)
+                     for v in ("0.27.1", "0.28.0"))
+    assert spec_step_time(before, 32, 500) - spec_step_time(after, 32, 500) == pytest.approx(32 * 1e-5, abs=1e-12)
