@@ -54,27 +54,78 @@ def first_release(engine: str, model_type: str) -> str | None:
 BNB_FIRST, BNB_FIRST_MOE, BNB_GONE = "0.9.2", "0.10.0", "0.28.0"
 
 
-# The first vLLM releases whose quantization registry (model_executor/layers/quantization/__init__.py) loads a
-# checkpoint stored in a 4-bit float format, read in the PyPI sdists: NVFP4 from 0.8.0 (ModelOptNvFp4Config, under
-# "nvfp4"; "modelopt_fp4" from 0.9.0; none in 0.7.3), MXFP4 from 0.9.0 (quark/schemes/quark_w4a4_mxfp4.py, AMD's
-# Quark checkpoints; none in 0.8.5; vLLM's own "mxfp4" method, gpt-oss's, from 0.10.1). A release before them refuses
-# the checkpoint's quant_method. SGLang's first releases are not established here
-FP4_FIRST = {"nvfp4": "0.8.0", "mxfp4": "0.9.0"}
+# The first release of each engine whose quantization registry loads a checkpoint stored in a 4-bit float format: engine
+# -> key -> release, the key a format (core.specs.QUANT_METHODS), then what else the checkpoint needs where that came
+# later: "compressed-tensors" (the format declared through a compressed-tensors config, catalog.configs
+# _ct_weight_scheme; otherwise ModelOpt's NVFP4, Quark's or the engine's own MXFP4), "moe" (an MoE model's experts). A
+# release before any entry that applies refuses the checkpoint (_fp4_problem). Where several checkpoints of one format
+# load from different releases, the earliest counts (only what no release loads is refused, as support_problem does).
+# Read in the PyPI packages' model_executor/layers/quantization (vLLM wheels) and srt/layers/quantization (SGLang
+# wheels), __init__.py's registry (vLLM QUANTIZATION_METHODS; SGLang QUANTIZATION_METHODS / BASE_QUANTIZATION_METHODS):
+#  vLLM nvfp4: ModelOptNvFp4Config from 0.8.0 (under "nvfp4"; "modelopt_fp4" from 0.9.0; none in 0.7.3); moe:
+#   modelopt.py ModelOptNvFp4FusedMoE from 0.9.0 (0.8.5.post1's get_quant_method returns None for a FusedMoE, whose
+#   fused_moe/layer.py asserts "self.quant_method is not None"); compressed-tensors: schemes/
+#   compressed_tensors_w4a16_nvfp4.py from 0.9.0 (compressed_tensors_w4a4_nvfp4.py, W4A4, from 0.9.1: the
+#   Quantization records no activation scheme to tell them apart); compressed-tensors moe: compressed_tensors_moe.py
+#   CompressedTensorsW4A4MoeMethod from 0.9.2 (none in 0.9.1).
+#  vLLM mxfp4: quark/schemes/quark_w4a4_mxfp4.py from 0.9.0 (AMD's Quark checkpoints; none in 0.8.5); moe:
+#   quark/quark_moe.py QuarkW4A4MXFp4MoEMethod from 0.10.0 (0.9.2's get_moe_method raises "Unsupported FusedMoe
+#   scheme"), vLLM's own "mxfp4" (mxfp4.py Mxfp4MoEMethod, gpt-oss's) from 0.10.1.
+#  SGLang nvfp4: "modelopt_fp4" (modelopt_quant.py ModelOptFp4Config, linear layers) from 0.4.5.post1 (none in 0.4.5;
+#   until 0.5.3.post1's configs/model_config.py _parse_modelopt_quant_config a ModelOpt NVFP4 checkpoint loads only
+#   under --quantization modelopt_fp4); moe: ModelOptNvFp4FusedMoEMethod from 0.4.7 (0.4.6.post5's get_quant_method
+#   returns None for a FusedMoE, whose fused_moe_triton/layer.py asserts "self.quant_method is not None");
+#   compressed-tensors (moe too): schemes/compressed_tensors_w4a4_nvfp4.py CompressedTensorsW4A4Fp4 and
+#   compressed_tensors_moe.py CompressedTensorsW4A4Nvfp4MoEMethod from 0.5.7 (0.5.6.post2's CompressedTensorsConfig
+#   raises "No compressed-tensors compatible scheme was found.").
+#  SGLang mxfp4: "mxfp4" (mxfp4.py Mxfp4Config, MoE experts: gpt-oss's) and "quark" (MXFP4 linear layers on ROCm:
+#   fp4.py MxFp4Config, from 0.5.1 quark/schemes/quark_w4a4_mxfp4.py) from the 0.5.0rc0 pre-release (0.5.0 was never
+#   released; 0.5.1 is the first final release, and the first to load gpt-oss: data/model_support.json); none in
+#   0.4.10.post2.
+FP4_FIRST: dict[str, dict[str, str]] = {
+    "vllm": {"nvfp4": "0.8.0", "nvfp4 moe": "0.9.0", "nvfp4 compressed-tensors": "0.9.0",
+             "nvfp4 compressed-tensors moe": "0.9.2", "mxfp4": "0.9.0", "mxfp4 moe": "0.10.0"},
+    "sglang": {"nvfp4": "0.4.5.post1", "nvfp4 moe": "0.4.7", "nvfp4 compressed-tensors": "0.5.7",
+               "mxfp4": "0.5.0rc0"},
+}
+_FP4_NEEDS = {"moe": " for an MoE's experts", "compressed-tensors": " through a compressed-tensors config",
+              "compressed-tensors moe": " for an MoE's experts through a compressed-tensors config"}
 
 
 def _fp4_problem(engine: str, version: str | None, model: ModelSpec, quantization: str | None) -> tuple[str, str] | None:
-    """(why, accepted) where vLLM release `version` predates the 4-bit float format `model` is served in (FP4_FIRST):
-    the checkpoint's own, or the one a quantization override needs it stored in."""
-    if engine != "vllm" or version in (None, "", "latest"):
+    """(why, accepted) where release `version` of `engine` predates the 4-bit float format `model` is served in
+    (FP4_FIRST): the checkpoint's own (any layer's, for one whose layers take different schemes), or the one a
+    quantization override needs it stored in."""
+    table = FP4_FIRST.get(engine)
+    if table is None or version in (None, "", "latest"):
         return None
-    fmt = checkpoint_format_needed(model, quantization) if quantization else None
-    if fmt is None and model.quantization is not None:
-        fmt = model.quantization.method
-    first = FP4_FIRST.get(str(fmt or ""))
-    if first is None or not predates(version, first):
+    stored = model.quantization
+    needed = checkpoint_format_needed(model, quantization) if quantization else None
+    if needed is not None:
+        # the override's format; the checkpoint's own config where it stores that format (the flag restates it)
+        formats = {needed}
+        config = stored.config_method if stored is not None and stored.method == needed else ""
+    elif stored is not None:
+        schemes = getattr(stored, "layer_schemes", ())  # core.weights.GroupedQuantization: each layer's own
+        formats = {stored.method} | {s.method for pair in schemes for s in pair if s is not None}
+        config = stored.config_method
+    else:
         return None
-    return (f"vLLM {version} cannot load {model.model_id} as a {fmt} checkpoint: the first release whose quantization "
-            f"registry holds the format is {first}", f"engine_version {first} or later, or another quantization")
+    ct = config.replace("_", "-") == "compressed-tensors"
+    needs = ["", "compressed-tensors" if ct else "", "moe" if model.moe is not None else "",
+             "compressed-tensors moe" if ct and model.moe is not None else ""]
+    for fmt in sorted(formats):
+        entries = [(first, need) for need in needs if (first := table.get(f"{fmt} {need}".strip())) is not None]
+        if not entries:
+            continue
+        first, need = max(entries, key=lambda e: release_key(e[0]) or (0,))  # at or after every entry that applies
+        if not predates(version, first):
+            continue
+        name = "vLLM" if engine == "vllm" else "SGLang"
+        return (f"{name} {version} cannot load {model.model_id} as a {fmt} checkpoint: the first release whose "
+                f"quantization registry holds the format{_FP4_NEEDS.get(need, '')} is {first}",
+                f"engine_version {first} or later, or another quantization")
+    return None
 
 
 def quantization_problem(engine: str, version: str | None, model: ModelSpec,
@@ -82,7 +133,7 @@ def quantization_problem(engine: str, version: str | None, model: ModelSpec,
     """(why, accepted) where release `version` of `engine` cannot load `model`'s quantization as specsize sizes it -
     the checkpoint's own, or bitsandbytes quantized at load (`quantization` "bitsandbytes" over unquantized weights:
     core.specs.QUANT_ALIASES; the same releases, as the loader undoes the nested absmax of its quantize_4bit from 0.9.2
-    and quantizes an MoE's experts from 0.10), or a 4-bit float format before vLLM's registry holds it (FP4_FIRST);
+    and quantizes an MoE's experts from 0.10), or a 4-bit float format before the engine's registry holds it (FP4_FIRST);
     None where it can (every other format: their engine-side checks are the profiles' and the plan's)."""
     fp4 = _fp4_problem(engine, version, model, quantization)
     if fp4 is not None:
