@@ -43,3 +43,25 @@ def test_a_draft_models_host_work_hides_behind_the_forward_from_0_28():
                                  async_drafters=resolve_profile("vllm", v, "draft_model").async_drafters)
                      for v in ("0.27.1", "0.28.0"))
     assert spec_step_time(before, 32, 500) - spec_step_time(after, 32, 500) == pytest.approx(32 * 1e-5, abs=1e-12)
+
+
+@pytest.mark.parametrize("engine, version, argv, flag", [
+    # SGLang before 0.5.3.post1 reads a ModelOpt NVFP4 checkpoint's quant_method "modelopt" as the FP8 config, which
+    # refuses it: the command names modelopt_fp4 (configs/model_config.py: compatible with "modelopt"); 0.5.4 detects it
+    ("sglang", "0.4.7", ["--target", "nvidia/Llama-3.1-8B-Instruct-FP4", "--gpu", "B200-180GB"], "modelopt_fp4"),
+    ("sglang", "0.5.4", ["--target", "nvidia/Llama-3.1-8B-Instruct-FP4", "--gpu", "B200-180GB"], None),
+    # vLLM's registry names "mxfp4" from 0.10.1; 0.10.0 reads an MXFP4 (Quark) checkpoint by its own quant_method
+    ("vllm", "0.10.0", ["--target", "Qwen/Qwen3-30B-A3B", "--quantization", "mxfp4", "--gpu", "MI355X-288GB"], None),
+    ("vllm", "0.10.1", ["--target", "Qwen/Qwen3-30B-A3B", "--quantization", "mxfp4", "--gpu", "MI355X-288GB"],
+     "mxfp4"),
+])
+def test_the_quantization_flag_is_the_one_the_release_reads(capsys, engine, version, argv, flag):
+    import json
+
+    from tests.helpers import run_cli
+
+    code, out, _ = run_cli(capsys, "plan", *argv, "--engine", engine, "--engine-version", version, "--format", "json")
+    assert code in (0, 1)
+    argv_out = next(c["argv"] for c in json.loads(out)["engine_commands"] if c["engine"] == engine)
+    named = argv_out[argv_out.index("--quantization") + 1] if "--quantization" in argv_out else None
+    assert named == flag

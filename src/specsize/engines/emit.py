@@ -16,6 +16,7 @@ from ..core.errors import SpecError
 from ..core.memory import MemoryAccount
 from ..core.specs import Deployment, checkpoint_format_needed
 from ..core.speculation import DRAFTER_KINDS
+from .registry import predates
 from .vllm import NGRAM_LOOKUP
 
 
@@ -110,9 +111,30 @@ def engine_quantization(engine: str, override: str | None) -> str | None:
     return None if name == "none" else _ENGINE_QUANTIZATION[engine].get(name, name)
 
 
-def quantization_flag(d: Deployment, engine: str) -> str | None:
-    """The --quantization value for the plan's override (None: the checkpoint's own, which the engine reads)."""
-    return engine_quantization(engine, d.quantization_override)
+# SGLang releases before this one read a ModelOpt NVFP4 checkpoint's quant_method "modelopt" as ModelOpt's FP8 config,
+# which refuses it ("only supports static FP8"): they load it under --quantization modelopt_fp4, which their
+# configs/model_config.py lists as compatible with "modelopt"; 0.5.3.post1 tells the two apart by the checkpoint's
+# quant_algo (ModelConfig._parse_modelopt_quant_config; none in the 0.5.3 wheel)
+SGLANG_MODELOPT_FP4_DETECTED = "0.5.3.post1"
+# --quantization names a release's registry lacks: vLLM's "mxfp4" from 0.10.1 (mxfp4.py, gpt-oss's; 0.9.0 - 0.10.0 load
+# an MXFP4 checkpoint through its own quant_method, Quark's "quark"): before it the flag is left out and the engine reads
+# the checkpoint's own
+_FLAG_FIRST = {("vllm", "mxfp4"): "0.10.1"}
+
+
+def quantization_flag(d: Deployment, engine: str, version: str | None = None) -> str | None:
+    """The --quantization value for the plan's override (None: the checkpoint's own, which the engine reads), or the one
+    release `version` of `engine` (None: the newest) needs named to read the checkpoint's own."""
+    flag = engine_quantization(engine, d.quantization_override)
+    stored = d.target.quantization
+    if (flag is None and d.quantization_override is None and engine == "sglang" and stored is not None
+            and stored.method == "nvfp4" and stored.config_method.replace("_", "-") != "compressed-tensors"
+            and version not in (None, "", "latest") and predates(version, SGLANG_MODELOPT_FP4_DETECTED)):
+        return _ENGINE_QUANTIZATION["sglang"]["nvfp4"]
+    first = _FLAG_FIRST.get((engine, str(flag)))
+    if first is not None and version not in (None, "", "latest") and predates(version, first):
+        return None
+    return flag
 
 
 def served_model(d: Deployment) -> str:
@@ -147,7 +169,7 @@ def vllm_command(d: Deployment, mem: MemoryAccount, nodes: int = 1, version: str
     (vllm 0.32 config/parallel.py ParallelConfig.__post_init__: "World size (16) is larger than the number of
     available GPUs (8) in this node ... set '--distributed-executor-backend ray'"; the flag's choices are
     DistributedExecutorBackend = ray, mp, uni, external_launcher, engine/arg_utils.py EngineArgs.add_cli_args).
-    `version` is taken for the emitters' one signature (the release planned: sglang_command writes its flags)."""
+    `version`: the release planned (None: the newest), whose registry names the --quantization flag (quantization_flag)."""
     s = mem.settings
     e = d.engine
     options: dict[str, object] = {
@@ -175,7 +197,7 @@ def vllm_command(d: Deployment, mem: MemoryAccount, nodes: int = 1, version: str
         options["stream-interval"] = s.stream_interval
     if e.chunked_prefill != "auto":  # V0 only (core.memory.v0_chunked_prefill); 0.6 reads "--enable-chunked-prefill False"
         options["enable-chunked-prefill"] = e.chunked_prefill == "on"
-    quantization = quantization_flag(d, "vllm")
+    quantization = quantization_flag(d, "vllm", version)
     if quantization:
         options["quantization"] = quantization
     spec = _speculative_config(d)
@@ -240,7 +262,7 @@ def sglang_command(d: Deployment, mem: MemoryAccount, nodes: int = 1, version: s
              "--max-running-requests", str(s.max_num_seqs), "--chunked-prefill-size", str(s.max_num_batched_tokens),
              "--dtype", s.dtype, "--page-size", str(s.block_size)]
     argv += ["--kv-cache-dtype", _kv_dtype(e.kv_cache_dtype, "sglang", s.dtype) or "auto"]
-    quantization = quantization_flag(d, "sglang")
+    quantization = quantization_flag(d, "sglang", version)
     if quantization:
         argv += ["--quantization", quantization]
     if s.enforce_eager:
