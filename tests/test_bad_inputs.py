@@ -505,13 +505,16 @@ def test_samples_are_whole_token_counts_never_converted_silently(name, text, tmp
     assert code == 2 and "samples_file" in err and "whole number" in err
 
 
-def test_outputs_of_zero_tokens_simulate_as_one(tmp_path, capsys):
+def test_outputs_of_zero_tokens_are_refused(tmp_path, capsys):
     """An engine emits at least one token (its first is what TTFT times); plan accepted outputs of 0 and simulate
-    then failed on a field the user never gave ("tokens_p99: 0 is below the median 1")."""
+    then failed on a field the user never gave ("tokens_p99: 0 is below the median 1"). Fuzz pass 13: they had then
+    been simulated as 1 token; a request for none cannot be served (vLLM's SamplingParams refuses max_tokens below 1,
+    and `vllm bench serve` sends each request's output length as max_tokens), so a samples file's 0 is refused as a
+    trace's is (catalog.traces.servable)."""
     path = tmp_path / "zero.jsonl"
     path.write_text('{"prompt_tokens": 100, "output_tokens": 0}\n' * 3)
-    code, out, _ = run(capsys, "simulate", *LLAMA8B, "--samples-file", path, "--duration", "10", "--format", "json")
-    assert code in (0, 1) and "outputs fixed 1 token " in json.loads(out)["sim"]["scenario_detail"]["summary"]
+    code, _, err = run(capsys, "simulate", *LLAMA8B, "--samples-file", path, "--duration", "10", "--format", "json")
+    assert code == 2 and "outside 1 to" in err and "cannot be served" in err, err
 
 
 @pytest.mark.parametrize("text,value", [("1:30", 90), ("0x1000", 4096), ("010", 8), ("0b11", 3)])
@@ -578,7 +581,8 @@ def test_a_samples_csv_without_the_column_names_it(tmp_path, capsys):
      "(accepted: an integer >= 1 and <= 16,777,216)"),  # Arabic-Indic digits: int() had read 12 (fuzz pass 3)
     (["plan", "--burst-factor", "1_000"], "specsize: error: burst_factor: must be a number, got '1_000' (accepted: a "
      "number >= 1 and <= 1,000)"),
-    (["check-live", "--metrics", "m.txt"], "specsize: error: plan: is required"),
+    (["check-live", "--metrics", "m.txt"], "specsize: error: plan: is required (accepted: a plan JSON file (specsize "
+     "plan --format json -o plan.json))"),
     (["plan", "--format", "xml"], "specsize: error: format: 'xml' is not one of 'text', 'json', 'markdown'."),
     (["calibrations", "--kind", "foo"], "specsize: error: kind: 'foo' is not one of 'acceptance', 'footprint', 'live'."),
 ])
@@ -716,7 +720,8 @@ def test_files_with_an_integer_of_thousands_of_digits_name_the_field(tmp_path, c
     deployment.write_text("target: meta-llama/Llama-3.1-8B-Instruct\ngpu: H100-SXM-80GB\nworkload:\n  concurrency: 8\n"
                           f"  prompt_tokens: [800, {HUGE}]\n")
     code, _, err = run(capsys, "plan", deployment)
-    assert code == 2 and err.startswith("specsize: error: prompt_tokens: samples must be token counts from 0 to"), err
+    assert code == 2 and err.startswith("specsize: error: prompt_tokens: the samples hold token counts outside 1 to "
+                                        "1,073,741,824 (an integer of 4,400 digits, count 2)"), err
     study = tmp_path / "s.yaml"
     for key, field in ((f"seed: {HUGE}", "seed: out of range: an integer of 4,400 digits"),
                        (f"slo_attainment: {HUGE}", "slo_attainment: must be a share, got an integer of 4,400 digits"),
@@ -769,7 +774,7 @@ def test_a_model_that_cannot_be_read_is_refused_on_its_own_field(capsys):
         assert code == 2 and err.startswith(f"specsize: error: {line}"), err
 
 
-@pytest.mark.parametrize("first,problem", [("-3", "holds token counts outside 0 to 1,073,741,824"),
+@pytest.mark.parametrize("first,problem", [("-3", "holds token counts outside 1 to 1,073,741,824 (-3, count 1)"),
                                            ("100.5", "cannot read token counts (each a whole number)")])
 def test_a_bad_count_in_a_lengths_file_is_a_bad_count_not_a_missing_header(first, problem, tmp_path, capsys):
     """Fuzz pass 6: a lengths file whose first count was -3 or 100.5 was taken for a CSV header and refused as

@@ -180,7 +180,7 @@ def _envelope_rate(capsys, concurrency: int, outputs: str) -> float:
     return json.loads(out)["sim"]["scenario_detail"]["rate_req_s"]
 
 
-@pytest.mark.parametrize("outputs", ["p50=0,p95=0,p99=0,max=0", "p50=20,p99=50,max=100"])
+@pytest.mark.parametrize("outputs", ["p50=1,p95=1,p99=1,max=1", "p50=20,p99=50,max=100"])
 def test_the_envelopes_rate_is_littles_law_with_the_prefill_share_at_every_load(capsys, outputs):
     """The rate that keeps L requests in flight when each takes E unshared and P seconds of prefill stretch every
     step by 1 / (1 - rate x P): rate x E / (1 - rate x P) = L, so 1 / rate = E / L + P, a straight line in 1 / L with

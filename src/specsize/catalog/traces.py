@@ -66,6 +66,20 @@ def read_trace(path: str | Path, max_requests: int | None = None) -> RequestTrac
 
 
 MAX_TOKENS = 1 << 30  # per request; far beyond any context window, low enough that nothing overflows
+# The fewest tokens of a request's prompt, and of its output: a request for no output cannot be served. vLLM's OpenAI
+# server refuses it (vllm/sampling_params.py, SamplingParams._verify_args: "max_tokens must be at least 1", a 400), and
+# `vllm bench serve` sends each request's output length as its max_tokens (vllm/benchmarks/lib/endpoint_request_func.py,
+# async_request_openai_completions). The one rule of every request length read: traces, lengths files, samples files,
+# lists and @FILEs of lengths, and a deployment file's or a flag's percentiles (inputs.load); a samples file's output
+# of 0 had been read (and simulated as 1 token) where a trace's was refused.
+FEWEST_TOKENS = 1
+TOKEN_RANGE = f"from {FEWEST_TOKENS} to {MAX_TOKENS:,}"
+NO_OUTPUT = "a request for no output tokens cannot be served: vLLM refuses max_tokens below 1"
+
+
+def servable(number: int) -> bool:
+    """Whether a request's prompt or output may be `number` tokens long (FEWEST_TOKENS to MAX_TOKENS)."""
+    return FEWEST_TOKENS <= number <= MAX_TOKENS
 
 
 def whole_count(value: Any, text: bool = False) -> int:
@@ -85,7 +99,7 @@ def whole_count(value: Any, text: bool = False) -> int:
 
 
 def _tokens(value, what: str, field: str, p: Path, line: int) -> int:
-    """A request's token count: a whole number (whole_count) from 1 to MAX_TOKENS."""
+    """A request's token count: a whole number (whole_count) that is servable."""
     if isinstance(value, bool):
         raise SpecError(field, f"{p} line {line}: {what} is {str(value).lower()}", "whole token counts")
     try:
@@ -93,8 +107,9 @@ def _tokens(value, what: str, field: str, p: Path, line: int) -> int:
     except (ValueError, TypeError):
         raise SpecError(field, f"{p} line {line}: {what} {value!r} is not a whole number", "whole token counts") \
             from None
-    if not 1 <= number <= MAX_TOKENS:
-        raise SpecError(field, f"{p} line {line}: {what} must be from 1 to {MAX_TOKENS:,}", "positive token counts")
+    if not servable(number):
+        raise SpecError(field, f"{p} line {line}: {what} must be {TOKEN_RANGE}" + (f" ({NO_OUTPUT})" if number == 0
+                        and what == "output tokens" else ""), "positive token counts")
     return number
 
 
@@ -113,8 +128,11 @@ def _row(row: object, p: Path, i: int, field: str) -> tuple[float, bool, int, in
     except (ValueError, TypeError, OverflowError):
         raise SpecError(field, f"{p} line {i}: cannot read a number or time", "numbers for tokens, seconds or ISO "
                         "times") from None
-    if not math.isfinite(arrival) or abs(arrival) > 1e12:
+    if not math.isfinite(arrival):
         raise SpecError(field, f"{p} line {i}: the arrival time is not a finite time", "seconds or ISO times")
+    if abs(arrival) > 1e12:  # past 31,700 years of seconds: an epoch in ms (1.7e12 today) had read "not a finite time"
+        raise SpecError(field, f"{p} line {i}: an arrival time of {arrival:.4g} s is more than 10^12 s (31,700 years): "
+                        "milliseconds or microseconds?", "seconds (the first request's at any offset) or ISO times")
     if acceptance is not None and not (math.isfinite(acceptance) and 0 <= acceptance <= 1):
         raise SpecError(field, f"{p} line {i}: acceptance_rate must be in [0, 1]", "a per-token rate in [0, 1]")
     return arrival, iso, prompt, output, acceptance

@@ -17,9 +17,9 @@ from types import ModuleType
 import click
 
 from .. import __version__
-from ..inputs.fields import ACCEPTANCE, ANALYSIS, DEPLOYMENT, PERF, SIMULATION, SPEEDUP, WORKLOAD
+from ..inputs.fields import DEPLOYMENT, WORKLOAD
 from ..engines.emit import EMITTERS
-from .options import option_for, request_from, request_options
+from .options import command_options, finite as _finite, option_for, request_from, request_options
 from .output import check_targets, write_output, write_series
 from .sweep import sweep as sweep_command
 
@@ -33,16 +33,6 @@ def verdict_exit(verdict: str, fail_on: str) -> int:
     if fail_on == "never" or (fail_on == "does_not_fit" and verdict == "thin"):
         return 0
     return EXIT_FOR_VERDICT[verdict]
-
-
-def _finite(name: str, value: float) -> float:
-    import math  # noqa: PLC0415
-
-    if not math.isfinite(value):
-        from ..core.errors import SpecError  # noqa: PLC0415
-
-        raise SpecError(name, f"must be a finite number, got {value}", "a finite number in the flag's range")
-    return value
 
 
 def _database(_ctx, param, value: str | None) -> str | None:
@@ -143,7 +133,6 @@ def fail_on_option(func):
                              "`specsize check` is the pipeline gate.")(func)
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 4
-SIZING = (DEPLOYMENT, WORKLOAD, ACCEPTANCE, PERF)  # every command that sizes a deployment takes these
 
 
 def _fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
@@ -205,7 +194,7 @@ def cli() -> None:
 
 
 @cli.command()
-@request_options(*SIZING, ANALYSIS, include=("duration", "seed"))
+@command_options("plan")
 @output_options(("text", "json", "markdown"))
 @click.option("--emit", type=click.Choice(list(EMITTERS)),
               help="Print the engine's launch command (and vLLM's YAML config) for this plan instead of the report.")
@@ -255,7 +244,7 @@ def plan(fmt: str, output: str | None, force: bool, emit: str | None, fail_on: s
 
 
 @cli.command()
-@request_options(*SIZING, SPEEDUP, include=("offline",))
+@command_options("speedup")
 @output_options(("text", "json", "markdown"))
 def speedup(fmt: str, output: str | None, force: bool, **kw) -> None:
     """What speculation is worth at each batch size and k: TPOT, throughput, speed-up, crossover, best k.
@@ -301,7 +290,7 @@ def _with_progress(call):
 
 
 @cli.command()
-@request_options(*SIZING, SIMULATION, include=("ttft_slo_ms",))
+@command_options("simulate")
 @output_options(("text", "json"))
 @click.option("--series", "series_path", type=click.Path(dir_okay=False),
               help="Write the time series (KV occupancy, running, waiting, preemptions) to CSV or Parquet.")
@@ -334,7 +323,7 @@ def simulate(fmt: str, output: str | None, force: bool, series_path: str | None,
 
 
 @cli.command("stops-paying")
-@request_options(*SIZING, SIMULATION, include=("ttft_slo_ms",))
+@command_options("stops-paying")
 @output_options(("text", "json"))
 def stops_paying(fmt: str, output: str | None, force: bool, **kw) -> None:
     """Where speculation stops paying as the load grows: `simulate` spec vs no-spec at 1/8 to 8 times the
@@ -356,7 +345,7 @@ def stops_paying(fmt: str, output: str | None, force: bool, **kw) -> None:
 
 
 @cli.command()
-@request_options(*SIZING, ANALYSIS, include=("duration", "seed"))
+@command_options("report")
 @output_options(("html", "markdown"), output_help="Write to FILE (default: stdout for Markdown; HTML needs a file).")
 @fail_on_option
 def report(fmt: str, output: str | None, force: bool, fail_on: str, **kw) -> None:
@@ -474,7 +463,7 @@ def search(spec_file: str, fmt: str, output: str | None, force: bool, no_simulat
 
 
 @cli.command()
-@request_options(*SIZING, ANALYSIS, include=("duration", "seed"))
+@command_options("check")
 @output_options(("text", "json"), output_help="Write the JSON to FILE.", format_from_output=False)
 def check(fmt: str, output: str | None, force: bool, **kw) -> None:
     """Gate for deployment pipelines: exit 0 fits, 1 thin, 3 does not fit, 2 bad input.
@@ -689,17 +678,35 @@ cli.add_command(sweep_command)
 
 
 # what the command line's own arguments, outside the field table, accept (a folder given as a file)
+# (--series, check-live's --plan and --log, search's spec and measure's --prompts had named no accepted value)
 ARGUMENTS_ACCEPT = {"deployment_file": "a deployment YAML file (docs/cli.md)", "study_file": "a study YAML file",
-                    "output": "a file path (an existing file with --force)", "html": "a file path for the HTML summary"}
+                    "output": "a file path (an existing file with --force)", "html": "a file path for the HTML summary",
+                    "series": "a file path for the time series: .csv, or .parquet (an existing file with --force)",
+                    "plan": "a plan JSON file (specsize plan --format json -o plan.json)",
+                    "log": "the server's start-up log, a text file", "spec_file": "a search spec YAML file",
+                    "prompts": "a JSONL file of prompts"}
 
 
-def _accepted(field: str) -> str:
-    """' (accepted: ...)' from the field table for a field click refused (a word for --tp), else ''."""
+def _accepted(field: str, param: click.Parameter | None = None) -> str:
+    """' (accepted: ...)' from the field table for a field click refused (a word for --tp), else from the bounds of a
+    flag's click range (`sweep --workers 0`, `--cell-timeout 0` had named none), else ''."""
     from ..inputs.request import FIELDS, info  # noqa: PLC0415
 
     if field in ARGUMENTS_ACCEPT:
         return f" (accepted: {ARGUMENTS_ACCEPT[field]})"
-    return f" (accepted: {info(field).accepted})" if field in FIELDS else ""
+    if field in FIELDS:
+        return f" (accepted: {info(field).accepted})"
+    kind = getattr(param, "type", None)
+    if isinstance(kind, (click.IntRange, click.FloatRange)):
+        noun = "an integer" if isinstance(kind, click.IntRange) else "a number"
+
+        def shown(bound: float) -> str:
+            return f"{int(bound):,}" if float(bound).is_integer() else f"{bound:g}"
+
+        bounds = [f"{'>' if kind.min_open else '>='} {shown(kind.min)}" if kind.min is not None else "",
+                  f"{'<' if kind.max_open else '<='} {shown(kind.max)}" if kind.max is not None else ""]
+        return f" (accepted: {noun} {' and '.join(b for b in bounds if b)})"
+    return ""
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -716,7 +723,7 @@ def main(argv: list[str] | None = None) -> None:
         flags = [o for o in getattr(param, "opts", []) if o.startswith("--")]  # --format, not its variable fmt
         field = (flags[0][2:] if flags else getattr(param, "name", None) or "").replace("-", "_")
         message = (err.message or ("is required" if isinstance(err, click.MissingParameter) else "")).replace("\n", " ")
-        _fail(f"{field}: {message}{_accepted(field)}" if field else err.format_message().replace("\n", " "))
+        _fail(f"{field}: {message}{_accepted(field, param)}" if field else err.format_message().replace("\n", " "))
     except click.ClickException as err:
         message = err.format_message().replace("\n", " ")
         _fail(message, EXIT_BAD_INPUT if err.exit_code in (1, 2) else err.exit_code)

@@ -17,6 +17,18 @@ from ..inputs.request import FIELDS, info
 _TEXT_KINDS = ("str", "path", "lengths", "int_list")
 
 
+def finite(name: str, value: float | None) -> float | None:
+    """A float flag outside the field table (click's FloatRange), refused when NaN or infinite: FloatRange lets NaN
+    through (every comparison with it is false), and `sweep --cell-timeout nan` had ended in an internal error."""
+    import math  # noqa: PLC0415
+
+    if value is not None and not math.isfinite(value):
+        from ..core.errors import SpecError  # noqa: PLC0415
+
+        raise SpecError(name, f"must be a finite number, got {value}", "a finite number in the flag's range")
+    return value
+
+
 def _help(name: str, fi: FieldInfo, default: Any) -> str:
     text = fi.doc
     if fi.unit:
@@ -66,6 +78,15 @@ def request_options(*groups: str, include: tuple[str, ...] = (), exclude: tuple[
         return func
 
     return decorate
+
+
+def command_options(command: str) -> Callable:
+    """The options of `command`: the fields inputs.fields.COMMAND_FIELDS says it reads (the service's route for the
+    command refuses the others by the same table)."""
+    from ..inputs.fields import COMMAND_FIELDS  # noqa: PLC0415
+
+    groups, include = COMMAND_FIELDS[command]
+    return request_options(*groups, include=include)
 
 
 def request_from(kw: dict, *, k_list: bool = False):

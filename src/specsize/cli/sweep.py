@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from .options import finite
 from .output import write_file
 
 
@@ -130,6 +131,7 @@ def _unwritable(err: OSError, output: str, html: str) -> Exception:
 @click.option("--chunk-size", type=click.IntRange(1, 100_000), help="Cells per task (default: about 8 per worker, "
               "at most 64).")
 @click.option("--cell-timeout", "cell_timeout", type=click.FloatRange(0, 1e6, min_open=True), metavar="SECONDS",
+              callback=lambda _ctx, _param, value: finite("cell_timeout", value),  # FloatRange lets nan through
               help="Stop a cell still running after this long and record it as timed out (a rerun tries it again); "
               "local workers only (default: no limit).")
 @click.option("--force", is_flag=True, help="Replace an existing file at -o or --html that is not this sweep's own "

@@ -26,6 +26,24 @@ ANALYSIS = "analysis"
 SIMULATION = "simulation"
 SPEEDUP = "speedup"
 GROUPS = (DEPLOYMENT, WORKLOAD, ACCEPTANCE, PERF, ANALYSIS, SIMULATION, SPEEDUP)
+SIZING = (DEPLOYMENT, WORKLOAD, ACCEPTANCE, PERF)  # every command that sizes a deployment takes these
+# The fields each command reads: its groups, and single fields of other groups. The command line's options (cli.main)
+# and the service's routes (service.requests.build) are both derived from it: a field the command does not read is no
+# flag of it, and a body field of its route is refused (POST /api/v1/plan with "rate": 50 had planned without a word).
+COMMAND_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "plan": ((*SIZING, ANALYSIS), ("duration", "seed")),
+    "check": ((*SIZING, ANALYSIS), ("duration", "seed")),
+    "report": ((*SIZING, ANALYSIS), ("duration", "seed")),
+    "speedup": ((*SIZING, SPEEDUP), ("offline",)),
+    "simulate": ((*SIZING, SIMULATION), ("ttft_slo_ms",)),
+    "stops-paying": ((*SIZING, SIMULATION), ("ttft_slo_ms",)),
+}
+
+
+def command_reads(command: str, name: str, group: str) -> bool:
+    """Whether `command` (a key of COMMAND_FIELDS) reads field `name` of `group`."""
+    groups, include = COMMAND_FIELDS[command]
+    return group in groups or name in include
 
 KINDS = ("str", "int", "float", "bool", "choice", "lengths", "path", "int_list", "mapping", "str_list")
 

@@ -25,10 +25,10 @@ from typing import Any
 from ..catalog import files
 from ..catalog.files import csv_names, packaged_json, read_text, size_limit
 from ..catalog.models import NAMES_ONLY_ENV
-from ..catalog.traces import whole_count
+from ..catalog.traces import FEWEST_TOKENS, MAX_TOKENS, NO_OUTPUT, servable, whole_count
 from ..core.errors import SpecError, first_repeated, unique_keys
 from ..core.specs import LengthDistribution, check_lengths
-from .fields import FieldInfo, coerce, decimal_int
+from .fields import FieldInfo, _brief, coerce, decimal_int
 from .request import FIELDS, YAML_TOP_KEYS, YAML_WORKLOAD_KEYS, Request, info
 
 EMBEDDED = "embedded default"
@@ -277,9 +277,19 @@ def parse_samples(text: str, path: str | Path, column: str | None = None, field:
                         "integers one per line, a JSON list, or JSONL/CSV with prompt_tokens and output_tokens") from None
     if not values:
         raise SpecError(field, f"{p} holds no token counts", "a non-empty list of integers")
-    if any(not 0 <= v <= 1 << 30 for v in values):
-        raise SpecError(field, f"{p} holds token counts outside 0 to {1 << 30:,}", "token counts >= 0")
+    _check_servable(values, column if records else field, field, f"{p} holds", "request" if records else "count")
     return values
+
+
+def _check_servable(values: list[int], side: str | None, field: str, holder: str, each: str = "count") -> None:
+    """Every count a request length (catalog.traces.servable: an output of 0 tokens is no request vLLM serves), or a
+    one-line error naming the first that is not and where it is."""
+    at = next((i for i, v in enumerate(values) if not servable(v)), None)
+    if at is None:
+        return
+    why = f"; {NO_OUTPUT}" if values[at] == 0 and side == "output_tokens" else ""
+    raise SpecError(field, f"{holder} token counts outside {FEWEST_TOKENS} to {MAX_TOKENS:,} ({_brief(values[at])}, "
+                    f"{each} {at + 1:,}{why})", f"token counts >= {FEWEST_TOKENS}")  # (a count past 4,300 digits by size)
 
 
 def _from_mapping(value: dict, field: str) -> LengthDistribution:
@@ -294,7 +304,8 @@ def _from_mapping(value: dict, field: str) -> LengthDistribution:
     unknown = set(value) - {"p50", "median", "p95", "p99", "max"}
     if unknown:
         raise SpecError(field, f"unknown key(s) {', '.join(sorted(map(str, unknown)))}", "p50, p95, p99, max")
-    as_int = FieldInfo(doc="", kind="int", group="workload", minimum=0, maximum=1 << 30)
+    # a 0 is read, then refused as a length below (check_lengths: a prompt; the output's own rule: servable)
+    as_int = FieldInfo(doc="", kind="int", group="workload", minimum=0, maximum=MAX_TOKENS)
     if "p50" in value and "median" in value:
         raise SpecError(field, "gives p50 and median, two names for one percentile", "one of p50 or median")
     pick = {k: coerce(f"{field}.{k}", as_int, v) for k, v in value.items()}
@@ -304,6 +315,8 @@ def _from_mapping(value: dict, field: str) -> LengthDistribution:
     p99 = pick["p99"]
     # a missing p95 or max is taken at p99: the conservative reading of what was not said (a 0 given is checked)
     p95, longest = pick.get("p95"), pick.get("max")
+    if field == "output_tokens" and not servable(p50):  # p50 is the least of the four (check_lengths: in order)
+        raise SpecError(field, f"p50 is {p50} tokens: {NO_OUTPUT}", f"output lengths >= {FEWEST_TOKENS}")
     return LengthDistribution(p50=p50, p95=p99 if p95 is None else p95, p99=p99, max=p99 if longest is None else longest)
 
 
@@ -322,26 +335,27 @@ def length_distribution(value: Any, field: str, base: Path | None = None) -> Len
             pairs = {}
             for part in text.split(","):
                 if "=" not in part:
-                    raise SpecError(field, f"cannot read {part!r} in {value!r}", "p50=N,p95=N,p99=N,max=N")
+                    raise SpecError(field, f"cannot read {part!r:.80} in {value!r:.120}", "p50=N,p95=N,p99=N,max=N")
                 key, _, number = part.partition("=")
                 if key.strip().lower() in pairs:
-                    raise SpecError(field, f"{key.strip()} given twice in {value!r}", "each percentile once")
+                    raise SpecError(field, f"{key.strip():.40} given twice in {value!r:.120}", "each percentile once")
                 pairs[key.strip().lower()] = number.strip()
             return _from_mapping(pairs, field)
         try:
             value = [whole_count(v, text=True) for v in re.split(r"[\s,]+", text) if v]  # as the files' samples
         except (ValueError, TypeError, OverflowError):
-            raise SpecError(field, f"cannot read {value!r}", "p50=N,p95=N,p99=N,max=N; N,N,N (samples); @FILE") from None
+            raise SpecError(field, f"cannot read {value!r:.120}", "p50=N,p95=N,p99=N,max=N; N,N,N (samples); @FILE") from None
     if isinstance(value, int) and not isinstance(value, bool):
         value = [value]
     if isinstance(value, list):
-        if not value or not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 1 << 30 for v in value):
-            raise SpecError(field, f"samples must be token counts from 0 to {1 << 30:,}",
+        if not value or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            raise SpecError(field, f"samples must be token counts from {FEWEST_TOKENS} to {MAX_TOKENS:,}",
                             "a non-empty list of token counts")
+        _check_servable(value, field, field, "the samples hold")
         return LengthDistribution.from_samples(value)
     if isinstance(value, dict):
         return _from_mapping(value, field)
-    raise SpecError(field, f"cannot read {value!r}", "a mapping p50/p95/p99/max, a list of samples, or @FILE")
+    raise SpecError(field, f"cannot read {value!r:.120}", "a mapping p50/p95/p99/max, a list of samples, or @FILE")
 
 
 def _security(value: Any) -> dict | None:

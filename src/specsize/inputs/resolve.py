@@ -350,6 +350,17 @@ def check_scenario(q: Request) -> None:
     if q.burst_start is not None and q.burst_start >= q.duration:
         raise SpecError("burst_start", f"{q.burst_start:g} s is after the {q.duration:g} s of arrivals",
                         f"a start before {q.duration:g} s")
+    if q.burst_start is not None and q.burst_duration is not None and q.burst_start + q.burst_duration > q.duration:
+        # the scenario had said "x2 from 50 s for 100 s" of a 60 s run, whose burst lasted 10 s
+        left = q.duration - q.burst_start
+        raise SpecError("burst_duration", f"the burst from {q.burst_start:g} s for {q.burst_duration:g} s ends after the "
+                        f"{q.duration:g} s of arrivals", f"at most {left:g} s from {q.burst_start:g} s, or a longer "
+                        "--duration")
+    asked = "burst_start" if q.burst_start is not None else "on_off" if q.on_off is not None else None
+    if asked and q.client_concurrency is None and q.trace is None and q.burst_factor <= 1:
+        # "x1 from 10 s for 5 s": a burst that changes no rate had been run and reported as the burst asked for
+        raise SpecError(asked, f"asks for a burst, and burst_factor is {q.burst_factor:g} "
+                        f"({q.source_of('burst_factor')}): the rate would not change", "--burst-factor F above 1 with it")
     if q.lengths_file is not None and any(getattr(q, name) is not None for name in _GENERATED_LENGTHS):
         raise SpecError("lengths_file", "the lengths file gives the lengths",
                         "either --lengths-file or the medians and p99s")

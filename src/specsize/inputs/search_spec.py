@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from ..catalog import load_gpu, load_target
 from ..core.errors import SpecError, first_repeated
@@ -179,6 +180,18 @@ GPU_KEYS = {"gpu", "counts", "price_per_hour"}
 MAX_CONFIGURATIONS = 500_000
 
 
+@contextmanager
+def _as_drafter() -> Iterator[None]:
+    """A plan's refusal of a drafter's method or draft named as the spec gives them: drafters.method, drafters.draft (a
+    search whose drafter could not run had been refused as `method: ...`, a key the spec does not have at its top)."""
+    try:
+        yield
+    except SpecError as err:
+        if err.field not in ("method", "draft"):
+            raise
+        raise SpecError(f"drafters.{err.field}", err.problem, err.accepted) from None
+
+
 def _drafter(item: dict, default_ks: list[int], target: ModelSpec, engine: str, version: str | None,
              base: Path) -> DrafterOption:
     if not isinstance(item, dict):
@@ -199,7 +212,8 @@ def _drafter(item: dict, default_ks: list[int], target: ModelSpec, engine: str, 
     # n-gram: the share of steps that propose, the one given (checked as plan checks it) or the engine's own
     given = _float(item, "proposal_rate", minimum=0, maximum=1, exclusive_minimum=True)
     spec = replace(spec, proposal_rate=proposal_rate_of(resolve_profile(engine, version), spec.method, given))
-    validate_speculative(target, spec)
+    with _as_drafter():
+        validate_speculative(target, spec)
     draft = spec.draft
     rate = _float(item, "acceptance_rate", minimum=0, maximum=1)
     mean = _float(item, "mean_accepted_length", minimum=1, maximum=65)
@@ -350,7 +364,8 @@ def read_search_spec(path: str) -> SearchSpace:
     # a release that cannot load it: refused, as a plan (its quantization asked for at load too)
     check_model_support(engine_name, engine_version, target, quantization=engine.quantization)
     for drafter in drafters:
-        _check_drafter_release(engine_name, engine_version, target, drafter)
+        with _as_drafter():
+            _check_drafter_release(engine_name, engine_version, target, drafter)
     finalists = coerce("finalists", FieldInfo(doc="", kind="int", group="analysis", minimum=1, maximum=100),
                        _given(data, "finalists", 3))
     simulate_seconds = _float(data, "simulate_seconds", 120.0, minimum=0, maximum=3600, exclusive_minimum=True)

@@ -195,11 +195,13 @@ def _files(folder, prefix: str = "") -> Iterator[str]:
             yield f"{name}/{item.name}"
 
 
-def _file_digest(path: str) -> str:
+def _file_digest(path: str, where: str = "study") -> str:
+    """The file's digest, or a one-line error naming `where`, the study key that names the file (base.samples_file,
+    axes.trace[1]: a missing file had been named only as "study")."""
     try:
         return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
     except OSError as err:
-        raise SpecError("study", f"cannot read {path} ({err.strerror})", "a readable file") from None
+        raise SpecError(where, f"cannot read {path} ({err.strerror})", "a readable file") from None
 
 
 def _field_value(name: str, raw: Any, where: str, base: Path, digests: dict) -> Any:
@@ -225,11 +227,11 @@ def _field_value(name: str, raw: Any, where: str, base: Path, digests: dict) -> 
             raise SpecError(where, err.problem, err.accepted) from None
         if near != value:  # a model beside the study: its cell key hashes its config.json, not where it lies
             config = Path(near) / "config.json" if Path(near).is_dir() else Path(near)
-            digests[near] = "sha256:" + _file_digest(str(config))
+            digests[near] = "sha256:" + _file_digest(str(config), where)
         return near
     if name in PATH_FIELDS or info(name).kind == "path":
         path = Path(value) if Path(value).is_absolute() else resolved(base / value, where)
-        digests[str(path)] = "sha256:" + _file_digest(str(path))  # unreadable now: a study error
+        digests[str(path)] = "sha256:" + _file_digest(str(path), where)  # unreadable now: a study error
         return str(path)
     return value
 
@@ -355,6 +357,12 @@ def _axis(name: str, raw: Any, base: Path, digests: dict) -> Axis:
     return Axis(name=name, group=True, values=values, labels=labels)
 
 
+def _every_cell_sets(base: dict, axes: tuple, names: tuple[str, ...]) -> bool:
+    """Whether every cell sets one of `names`: base does, or an axis every value of which does."""
+    return any(name in base for name in names) or any(all(any(name in value for name in names)
+                                                          for value in axis.values) for axis in axes)
+
+
 def _keep_measured_k(base: dict, axes: tuple[Axis, ...]) -> None:
     """A mean accepted length under `base:` beside its k, and an axis of k: every cell's k is an axis value, and the
     mean stays measured at the k it was given beside (as a flag's k leaves a deployment file's mean at the file's k,
@@ -455,11 +463,15 @@ def read_study(path: str | Path) -> Study:
                                 "each field on one axis")
             seen[name] = axis.name
     _keep_measured_k(base, axes)
-    if "target" not in base and not any(all("target" in v for v in axis.values) for axis in axes):
+    if not _every_cell_sets(base, axes, ("target",)):
         # plan's embedded default (its 70B and 1B draft) would be those cells' model, in no column of the table
         raise SpecError("target", "the study does not name every cell's target model (in base:, or on an axis "
                         "whose every value sets it)", "target: a model id (specsize models), a config.json or a "
                         "model folder")
+    if not _every_cell_sets(base, axes, ("gpu", "gpu_memory_gib")):
+        # every cell had been run and recorded invalid ("gpu: no GPU given"), the sweep exiting 0 with a table of errors
+        raise SpecError("gpu", "the study does not name every cell's GPU (in base:, or on an axis whose every value "
+                        "sets it)", "gpu: a GPU id (specsize gpus), or gpu_memory_gib for a card of that memory")
     seed = coerce("seed", info("seed"), 0 if data.get("seed") is None else data["seed"])  # the command line's bounds
     attainment = data.get("slo_attainment", 0.99)
     if isinstance(attainment, bool) or not isinstance(attainment, (int, float)) or not 0 < attainment <= 1:

@@ -84,13 +84,19 @@ def build_scenario(d: Deployment, w: Workload, rate_per_replica: float | None, s
         on_off = (period, on, factor or 1.0)
     elif factor and (factor > 1 or sim.burst_start_s is not None):
         start = sim.burst_start_s if sim.burst_start_s is not None else sim.duration_s / 3
-        length = sim.burst_duration_s if sim.burst_duration_s is not None else sim.duration_s / 6
+        # a sixth of the run unless given, never past its end (a start at 55 s of 60 had read "for 10 s" and run 5)
+        length = sim.burst_duration_s if sim.burst_duration_s is not None else min(sim.duration_s / 6,
+                                                                                    sim.duration_s - start)
         bursts = (Burst(start, length, factor),)
     if sim.lengths is not None:
         # lengths at most max_model_len (`limit`): a longer one, like any request over it, is refused (_refuse_longer)
         prompt = LengthSpec("empirical", values=tuple(sim.lengths.prompt_tokens), maximum=limit)
         output = LengthSpec("empirical", values=tuple(sim.lengths.output_tokens), maximum=limit)
         source = f"lengths file {sim.lengths.path}"
+        if sim.lengths.acceptance is not None and d.speculative.enabled:
+            # every request's acceptance_rate had been dropped without a word, the flag's rate drawn instead
+            source += ("; its acceptance_rate column not read: a lengths file gives lengths, --trace replays each "
+                       "request's acceptance")
     else:
         prompt, p_given = _lengths(sim.prompt_median, sim.prompt_p99,
                                    (w.prompt_tokens.p50, w.prompt_tokens.p99, max(1, w.prompt_tokens.max)), limit,

@@ -406,6 +406,14 @@ def _validation_error(_request: Request, err: RequestValidationError) -> JSONRes
         accepted = "an integer (a JSON number, not a boolean or a string)"
     elif first.get("type") in ("int_parsing", "int_parsing_size", "int_from_float") and where_in in PARAMETERS:
         accepted = "an integer"  # a path or query parameter: its text ("1.5", "x") is no integer
+    if loc and (loc[0] in FIELDS or loc[0] == "deployment_yaml") and where_in == "body" \
+            and first.get("type") in JSON_TYPE_ERRORS:
+        # a request field of the wrong JSON type, named with what the field takes: a float field's union (int | float)
+        # had answered "Input should be a valid integer" / "an integer" to "headroom": "nan", and a lengths field
+        # "a valid dictionary" with no accepted values to "prompt_tokens": 5
+        inside = [part for error in err.errors() if error.get("loc", ())[1:2] == (loc[0],)
+                  for part in error["loc"][2:]]  # a union's branches: the item a list branch found wrong
+        problem, accepted = wrong_json_type(loc[0], inside, getattr(err, "body", None))
     if first.get("type") == "missing" and where_in in PARAMETERS:
         problem, accepted = f"the {where_in} parameter {field} is missing", f"{field}=VALUE in the {where_in}"
     elif where_in in PARAMETERS:  # which parameter, in the problem pydantic words
@@ -424,6 +432,43 @@ def _validation_error(_request: Request, err: RequestValidationError) -> JSONRes
             problem = "names a file on the server, which the service does not read for callers"
             accepted = "lengths given inline (prompt_tokens, output_tokens)"
     return JSONResponse(error_body(field, problem, accepted), status_code=422)
+
+
+# pydantic's refusals of a value's JSON type (not of its range or length, which keep their own words)
+JSON_TYPE_ERRORS = frozenset(("int_type", "float_type", "bool_type", "string_type", "dict_type", "list_type",
+                              "int_from_float", "float_parsing", "int_parsing"))
+_JSON_NAMES = ((type(None), "null"), (bool, "a boolean"), ((int, float), "a number"), (str, "a string"),
+               (list, "an array"), (dict, "an object"))
+
+
+def _json_name(value: Any) -> str:
+    return next((name for kind, name in _JSON_NAMES if isinstance(value, kind)), type(value).__name__)
+
+
+# the JSON a request field takes, by the field table's kind (inputs.fields.KINDS); "path" fields are refused anyway
+_TAKES = {"int": "a JSON number", "float": "a JSON number", "bool": "true or false", "str": "a JSON string",
+          "choice": "a JSON string", "mapping": "a JSON object", "str_list": "an array of JSON strings",
+          "int_list": "an array of JSON numbers or a string N,N,...",
+          "lengths": "an object {p50, p95, p99, max}, a string p50=N,p99=N or an array of token counts"}
+
+
+def wrong_json_type(name: str, inside: list, body: Any) -> tuple[str, str]:
+    """(problem, accepted) for body field `name` sent as the wrong JSON type: what was sent (the value, or its item at
+    the first list index in `inside`, pydantic's paths below the field) and the JSON the field takes, with the range of
+    a number (the field table's own words)."""
+    from ..inputs.request import info  # noqa: PLC0415
+
+    if name == "deployment_yaml":
+        takes, accepted = "a JSON string", "a JSON string: the text of a deployment file (YAML)"
+    else:
+        kind = info(name).kind
+        takes = _TAKES[kind]
+        accepted = f"{takes}: {info(name).accepted}" if kind in ("int", "float", "int_list") else takes
+    value = body.get(name) if isinstance(body, dict) else None
+    index = next((part for part in inside if isinstance(part, int)), None)
+    if index is not None and isinstance(value, list) and index < len(value):
+        return f"must be {takes}; item {index} is {_json_name(value[index])}", accepted
+    return f"must be {takes}, got {_json_name(value)}", accepted
 
 
 class Job(BaseModel):
@@ -501,9 +546,10 @@ def candidates_named() -> Iterator[None]:
         raise SpecError("candidates", err.problem, err.accepted) from None
 
 
-def request_of(state: State, body: Any) -> Any:
+def request_of(state: State, body: Any, command: str | None = None) -> Any:
+    """The request of a body; `command`, the one the route runs: a field it does not read is refused."""
     with candidates_named():
-        return build(body.model_dump(exclude_none=True), state.catalog, state.store)
+        return build(body.model_dump(exclude_none=True), state.catalog, state.store, command)
 
 
 # The simulated time a route that answers in the request (plan and check with `simulate`, report, saving a
@@ -611,19 +657,19 @@ def _library_routes(app: FastAPI, state: State, PlanRequest: Any) -> None:  # no
     """The library over HTTP."""
     @app.post("/api/v1/plan", tags=["plan"], summary="specsize plan --format json")
     def plan(body: PlanRequest = Body(...), _u: auth.User = Depends(role("planner"))) -> dict:  # type: ignore[valid-type]
-        return planned(state, request_of(state, body)).to_dict()
+        return planned(state, request_of(state, body, "plan")).to_dict()
 
     @app.post("/api/v1/check", tags=["plan"], summary="specsize check --format json: the plan, and the gate's "
               "exit code as `exit_code`")
     def check(body: PlanRequest = Body(...), _u: auth.User = Depends(role("planner"))) -> dict:  # type: ignore[valid-type]
-        result = planned(state, request_of(state, body))
+        result = planned(state, request_of(state, body, "check"))
         return result.to_dict() | {"exit_code": {"fits": 0, "thin": 1, "does_not_fit": 3}[result.verdict.verdict]}
 
     @app.post("/api/v1/speedup", tags=["plan"], summary="specsize speedup --format json")
     def speedup(body: PlanRequest = Body(...), _u: auth.User = Depends(role("planner"))) -> dict:  # type: ignore[valid-type]
         from ..reports.speedup import to_dict  # noqa: PLC0415
 
-        request = request_of(state, body)
+        request = request_of(state, body, "speedup")
         with candidates_named():
             return to_dict(api.speedup(request))
 
@@ -633,7 +679,7 @@ def _library_routes(app: FastAPI, state: State, PlanRequest: Any) -> None:  # no
                _u: auth.User = Depends(role("planner"))) -> Response:
         if format not in ("html", "markdown"):
             raise SpecError("format", f"unknown format {format!r}", "html, markdown")
-        data = api.report(in_request(request_of(state, body), simulates=True))
+        data = api.report(in_request(request_of(state, body, "report"), simulates=True))
         state.metrics.plans.inc()
         if format == "markdown":
             from ..reports import report_markdown  # noqa: PLC0415
@@ -660,7 +706,7 @@ def _library_routes(app: FastAPI, state: State, PlanRequest: Any) -> None:  # no
         """A simulation job of `kind` on the request `body` describes; bad input is answered now, not by the job."""
         from ..inputs.resolve import check_scenario  # noqa: PLC0415
 
-        check_scenario(request_of(state, body))
+        check_scenario(request_of(state, body, kind.replace("_", "-")))
         return _job(state, kind, {"body": body.model_dump(exclude_none=True), "store": state.store}, user)
 
     @app.post("/api/v1/search", tags=["jobs"], status_code=202,

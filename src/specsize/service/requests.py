@@ -23,6 +23,7 @@ from ..inputs.request import FIELDS, Request, fields, info
 SERVER_SIDE = tuple(name for name in FIELDS if info(name).kind == "path")  # samples_file, store, trace, ...
 LENGTHS = tuple(name for name in FIELDS if info(name).kind == "lengths")  # "@FILE" reads samples from a file
 CATALOG_ONLY = ("target", "draft")
+ROUTE_OF = {"simulation": "simulate", "speedup": "speedup", "analysis": "plan"}  # where a group's fields are read
 EXTRA = "deployment_yaml"
 
 # strict JSON types: a boolean is not a number nor a number a boolean (lax parsing had planned "acceptance_rate": true
@@ -112,9 +113,11 @@ def search_spec_text(text: str) -> str:
     return text
 
 
-def build(body: dict, catalog: frozenset[str] | None, store: str | None = None) -> Request:
+def build(body: dict, catalog: frozenset[str] | None, store: str | None = None, command: str | None = None) -> Request:
     """A Request from a JSON body (already shaped by `request_model`); `catalog` None: already checked. `store`:
-    the calibration store that `acceptance_from_store` reads (the service's own database on SQLite)."""
+    the calibration store that `acceptance_from_store` reads (the service's own database on SQLite). `command`: the
+    command the route runs (inputs.fields.COMMAND_FIELDS), whose unread fields the body may not set."""
+    from ..inputs.fields import command_reads  # noqa: PLC0415
     from ..inputs.load import build_request, load_request, parse_yaml_mapping  # noqa: PLC0415
 
     values = {k: v for k, v in body.items() if v is not None}
@@ -122,6 +125,12 @@ def build(body: dict, catalog: frozenset[str] | None, store: str | None = None) 
     for name in values:
         if name not in FIELDS:
             raise SpecError(name, "unknown field", "the fields of GET /api/v1/openapi.json (PlanRequest)")
+        if command is not None and not command_reads(command, name, info(name).group):
+            # as `specsize plan --rate 5` is refused: {"rate": 50} to /api/v1/plan had planned as if not sent
+            where = ROUTE_OF.get(info(name).group)
+            raise SpecError(name, f"is not read by POST /api/v1/{command} (`specsize {command}` has no such setting)",
+                            f"the fields `specsize {command}` reads" + (f"; POST /api/v1/{where} reads this one"
+                                                                        if where else ""))
     refuse_server_files(values)
     if text is None:
         request = load_request(**values)
