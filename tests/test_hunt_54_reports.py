@@ -240,7 +240,7 @@ def test_a_plan_the_simulation_made_thin_does_not_claim_too_little_headroom():
     from specsize.reports import rows
 
     data = specsize.report(target=EIGHT_B, gpu="H100-SXM-80GB", max_model_len=16384, concurrency=8, ttft_slo_ms=30,
-                           duration=20)
+                           duration=20, gpu_memory_utilization=0.9)
     r = data.result
     demand = 12 * -(-9200 // 16) * 16 * 131072
     assert r.verdict.worst_case.demand_bytes == demand

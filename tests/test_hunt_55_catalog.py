@@ -69,7 +69,7 @@ def test_a_plan_runs_end_to_end_on_each_new_gpu(capsys, gpu_id):
     assert code == 0, err
     per_gpu = json.loads(out)["per_gpu"]
     assert per_gpu["total_bytes"] == load_gpu(gpu_id).memory_bytes
-    assert per_gpu["budget_bytes"] == int(load_gpu(gpu_id).memory_bytes * 0.9)
+    assert per_gpu["budget_bytes"] == int(load_gpu(gpu_id).memory_bytes * 0.92)  # vLLM's default from 0.20
 
 
 # --- GLM-4.5-Air by hand from its config.json --------------------------------------------------------------------

@@ -257,7 +257,8 @@ def test_padded_layer_slots_count_in_each_requests_demand():
     # request of T tokens takes 16 x 8,192 x (10 ceil(T / 16) + 60 min(ceil(T / 16), 65)) bytes of a pool whose
     # blocks are 16 x 8,192 x 70 bytes: 259 requests of 496 tokens fit the 8,046 usable blocks of this H200, not
     # the 293 the 62 real layers alone would give (the simulator's block rule agrees)
-    fields = dict(target="google/gemma-3-27b-it", gpu="H200-141GB", max_model_len=32768, concurrency=280)
+    fields = dict(target="google/gemma-3-27b-it", gpu="H200-141GB", max_model_len=32768, concurrency=280,
+                  gpu_memory_utilization=0.9)
     result = specsize.plan(**fields, prompt_tokens="p50=400,p99=400", output_tokens="p50=96,p99=96")
     m = result.memory
     assert m.bytes_per_block == 16 * 8192 * 70 and m.usable_blocks == 8046

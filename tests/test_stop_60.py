@@ -65,3 +65,67 @@ def test_the_quantization_flag_is_the_one_the_release_reads(capsys, engine, vers
     argv_out = next(c["argv"] for c in json.loads(out)["engine_commands"] if c["engine"] == engine)
     named = argv_out[argv_out.index("--quantization") + 1] if "--quantization" in argv_out else None
     assert named == flag
+
+
+def _plan(capsys, *argv):
+    import json
+
+    from tests.helpers import run_cli
+
+    code, out, _ = run_cli(capsys, "plan", *argv, "--format", "json")
+    assert code in (0, 1)
+    data = json.loads(out)
+    command = next(c["argv"] for c in data["engine_commands"] if c["engine"] == "vllm")
+    return data, {flag: command[command.index(flag) + 1] for flag in
+                  ("--gpu-memory-utilization", "--max-num-batched-tokens", "--max-num-seqs")}
+
+
+@pytest.mark.parametrize("version, utilization", [("0.19.1", "0.9"), ("0.20.0", "0.92"), ("0.32.0", "0.92")])
+def test_vllms_default_memory_utilization_by_release(capsys, version, utilization):
+    # config/cache.py CacheConfig.gpu_memory_utilization: Field(default=0.9) in 0.19.1, default=0.92 from 0.20.0
+    _, flags = _plan(capsys, "--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB",
+                     "--engine-version", version)
+    assert flags["--gpu-memory-utilization"] == utilization
+
+
+def test_the_0_92_default_holds_two_hundredths_of_the_gpu_more_kv(capsys):
+    # the budget is utilization x the GPU's memory and the rest of the account does not depend on it: on a B200
+    # (178.35 GiB as the driver reports it) 0.02 x 178.35 GiB = 3.567 GiB more cache, at Llama-3.1-8B's 128 KiB a
+    # token (32 layers x 8 KV heads x 128 x 2 x 2 B) 0.02 x 178.35 x 8,192 = 29,221.9 tokens, within a 16-token block
+    argv = ("--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "B200-180GB", "--engine-version", "0.32.0")
+    default, _ = _plan(capsys, *argv)
+    explicit, _ = _plan(capsys, *argv, "--gpu-memory-utilization", "0.9")
+    assert abs(default["kv_cache_tokens"] - explicit["kv_cache_tokens"] - 0.02 * 178.35 * 8192) <= 16
+
+
+@pytest.mark.parametrize("version, gpu, tokens, seqs", [
+    # engine/arg_utils.py EngineArgs._set_default_args: from 0.28 a GPU of at least 160 GiB schedules 16,384 tokens a
+    # step for the API server (B200: 178.35 GiB; MI300X: 191.98 GiB, no A100 name check in that branch); the H200's
+    # 139.81 GiB stays on the 70 GiB tier's 8,192; 0.27.1 has no such tier
+    ("0.27.1", "B200-180GB", "8192", "1024"),
+    ("0.28.0", "B200-180GB", "16384", "1024"),
+    ("0.32.0", "MI300X-192GB", "16384", "1024"),
+    ("0.32.0", "H200-141GB", "8192", "1024"),
+])
+def test_vllms_160_gib_tier_from_0_28(capsys, version, gpu, tokens, seqs):
+    _, flags = _plan(capsys, "--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", gpu, "--engine-version", version)
+    assert (flags["--max-num-batched-tokens"], flags["--max-num-seqs"]) == (tokens, seqs)
+
+
+@pytest.mark.parametrize("version, gpu, largest", [
+    # config/vllm.py _set_cudagraph_sizes: min(max_num_seqs x (1 + k) x 2, ceiling), the ceiling 1024 on compute
+    # capability 10 from 0.28 ("1024 if current_platform.is_device_capability_family(100) else 512"), 512 before and
+    # elsewhere; 1024 sequences x 2 passes both
+    ("0.27.1", "B200-180GB", 512),
+    ("0.28.0", "B200-180GB", 1024),
+    ("0.32.0", "B300-288GB", 1024),
+    ("0.32.0", "H200-141GB", 512),
+])
+def test_vllms_capture_ceiling_on_compute_capability_10(version, gpu, largest):
+    from specsize.catalog import load_gpu, load_model
+    from specsize.core.memory import account
+    from specsize.core.specs import Deployment, EngineSettings
+
+    d = Deployment(target=load_model("meta-llama/Llama-3.1-8B-Instruct"), gpu=load_gpu(gpu),
+                   engine=EngineSettings(max_model_len=8192))
+    assert account(d, resolve_profile("vllm", version, "none")).settings.graph_max_tokens == largest

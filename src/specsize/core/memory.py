@@ -47,6 +47,10 @@ class AccountingProfile:
     large_gpu_bytes: int = 70 * GiB  # "large" GPUs get the larger defaults
     large_gpu_excluded_names: tuple[str, ...] = ()  # GPUs (a part of their name) kept on the smaller defaults
     large_gpu_names: tuple[str, ...] = ()  # when set, only these GPUs (a part of their name) get the larger defaults
+    # a third tier, whatever the name: GPUs of at least huge_gpu_bytes schedule this many tokens a step by default
+    # (0: none) and take the large GPUs' sequences
+    huge_gpu_bytes: int = 0
+    default_max_num_batched_tokens_huge_gpu: int = 0
     batched_tokens_at_least_max_model_len: bool = False  # V0 without chunked prefill
     # a step runs either new prompts or decodes, prompts first (vLLM V0 without chunked prefill, SGLang without
     # --enable-mixed-chunk); False: V1's mixed steps, running decodes first, then prompt chunks in the budget
@@ -153,6 +157,9 @@ class AccountingProfile:
     # CUDA graphs: the largest step (tokens) the engine replays from a graph; a larger one runs its kernels launched
     # one by one from the host (Efficiency.eager_layer_s / eager_moe_layer_s). GRAPH_ALL: no limit modelled
     graph_max_tokens: int = GRAPH_ALL
+    # the largest capture size on a GPU of compute capability 10 (B200 / B300) where the release raises it (0: as
+    # elsewhere): graph_max_tokens and cuda_graph_max_capture both (capture_ceiling)
+    graph_max_tokens_cc10: int = 0
     # steps with prompt tokens: "capture" (graphed like any step, up to graph_max_tokens: vLLM V1's piecewise graphs),
     # "eager" (never graphed: vLLM V0 and SGLang before its piecewise graphs capture decode batches only),
     # "piecewise" (SGLang's piecewise graphs: up to the chunked-prefill size, 2048 tokens for MLA models)
@@ -532,7 +539,8 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
     eager = e.enforce_eager or (prequant_bnb and quant is not None and quant.method == "bnb8")
     max_model_len = e.max_model_len or target.context_limit(p.engine)
     gpu_name = f"{d.gpu.gpu_id} {d.gpu.name}".lower()
-    large = d.gpu.memory_bytes >= p.large_gpu_bytes and not any(
+    huge = bool(p.huge_gpu_bytes) and d.gpu.memory_bytes >= p.huge_gpu_bytes
+    large = huge or d.gpu.memory_bytes >= p.large_gpu_bytes and not any(
         part in gpu_name for part in p.large_gpu_excluded_names) and (
         not p.large_gpu_names or any(part in gpu_name for part in p.large_gpu_names))
     max_num_seqs = e.max_num_seqs or (p.default_max_num_seqs_large_gpu if large else p.default_max_num_seqs)
@@ -541,7 +549,8 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
     if e.max_num_batched_tokens:
         batched = e.max_num_batched_tokens
     else:
-        batched = p.default_max_num_batched_tokens_large_gpu if large else p.default_max_num_batched_tokens
+        batched = (p.default_max_num_batched_tokens_huge_gpu if huge else
+                   p.default_max_num_batched_tokens_large_gpu if large else p.default_max_num_batched_tokens)
         if p.batched_tokens_at_least_max_model_len:
             # V0's SchedulerConfig: 512 with chunked prefill ("chosen to have a balance between ITL and TTFT"; the
             # whole model length with multi-step), else at least the model length
@@ -605,6 +614,12 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
 PIECEWISE_MLA_TOKENS = 2048
 
 
+def capture_ceiling(p: AccountingProfile, gpu: GpuSpec, ceiling: int) -> int:
+    """A release's largest CUDA-graph capture size `ceiling` (graph_max_tokens, cuda_graph_max_capture) on `gpu`:
+    AccountingProfile.graph_max_tokens_cc10 on compute capability 10 where the release sets one."""
+    return p.graph_max_tokens_cc10 if p.graph_max_tokens_cc10 and gpu.compute_capability_10 else ceiling
+
+
 def model_capture_max(p: AccountingProfile, target: ModelSpec, batched: int) -> int:
     """The largest CUDA-graph capture size the target's own model code sets in this engine (vLLM's
     GptOssForCausalLMConfig: 1024 tokens), no more than the token budget; 0 where the engine's default rule applies."""
@@ -620,7 +635,7 @@ def graph_limits(p: AccountingProfile, target: ModelSpec, max_num_seqs: int, bat
     AccountingProfile.graph_prompts says, eager where the engine's piecewise graphs do not run (on a GPU of another
     vendor, for a model type it excludes, where its MoE runner on datacenter Blackwell turns them off, for a
     multimodal target, with speculative decoding where the release says so)."""
-    largest = p.graph_max_tokens
+    largest = capture_ceiling(p, gpu, p.graph_max_tokens)
     by_model = model_capture_max(p, target, batched)
     if p.graph_prompts == "capture" and by_model:
         largest = by_model
@@ -948,7 +963,7 @@ def cuda_graph_bytes(d: Deployment, s: ResolvedSettings, p: AccountingProfile, n
         return 0
     # the model code's own capture sizes where it sets them (as graph_limits), else the fitted default rule
     widest = model_capture_max(p, d.target, s.max_num_batched_tokens) or min(
-        s.max_num_seqs * (s.num_speculative_tokens + 1), p.cuda_graph_max_capture)
+        s.max_num_seqs * (s.num_speculative_tokens + 1), capture_ceiling(p, d.gpu, p.cuda_graph_max_capture))
     sizes = len([b for b in (1, 2, 4) if b <= widest]) + widest // 8
     return int(p.cuda_graph_bytes_per_layer * n_layers * sizes / p.cuda_graph_reference_sizes)
 

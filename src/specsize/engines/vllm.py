@@ -409,10 +409,14 @@ V1_019 = replace(
     fp8_attention_16bit_families=FP8_ATTENTION_TWO_LEVEL,
     mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_036, cdna3=MXFP4_ROCM_256, cdna4=MXFP4_ROCM_CDNA4_KEPT),
 )
+# --gpu-memory-utilization's default from 0.20.0: config/cache.py CacheConfig.gpu_memory_utilization
+# Field(default=0.92, ...) in the 0.20.0 - 0.32.0 sdists, default=0.9 in 0.19.1's
+GPU_MEMORY_UTILIZATION_020 = 0.92
 # 0.20: as 0.19, but an NVFP4 KV cache is resolved and refused at start-up (AccountingProfile.nvfp4_kv: the ModelOpt
-# "nvfp4" mapping and the nvfp4 CacheDType are new in 0.20.0, FlashInfer's builder raises on it until 0.21)
+# "nvfp4" mapping and the nvfp4 CacheDType are new in 0.20.0, FlashInfer's builder raises on it until 0.21), and
+# 0.92 of the GPU by default
 V1_020 = replace(V1_019, version="0.20", label="vLLM 0.20 (V1; CUDA graph estimate printed, not subtracted)",
-                 nvfp4_kv="refused")
+                 nvfp4_kv="refused", default_gpu_memory_utilization=GPU_MEMORY_UTILIZATION_020)
 # 0.17-0.18: as 0.19-0.20, but ROCm pads gpt-oss's experts to get_padding_alignment(), 128 on CDNA3 (the MXFP4 note)
 V1_017 = replace(V1_019, version="0.17", label="vLLM 0.17-0.18 (V1; CUDA graph estimate printed, not subtracted)",
                  mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_036, cdna3=MXFP4_ROCM_128,
@@ -474,7 +478,7 @@ V1_021 = replace(
     checkpoint_kv_dtype=True,  # a ModelOpt checkpoint's fp8 KV cache under auto (AccountingProfile)
     ct_kv_cache_scheme="forced",  # a compressed-tensors kv_cache_scheme: fp8 whatever --kv-cache-dtype says
     # an NVFP4 KV cache from 0.21, on datacenter Blackwell only up to 0.31 (AccountingProfile.nvfp4_kv)
-    nvfp4_kv="served",
+    nvfp4_kv="served", default_gpu_memory_utilization=GPU_MEMORY_UTILIZATION_020,
     version="0.21", label="vLLM 0.21-0.23 (V1; CUDA graph estimate subtracted from the budget)",
     default_max_num_seqs=256, default_max_num_seqs_large_gpu=1024,
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=8192,
@@ -516,6 +520,13 @@ _MRV2_V1_METHODS = ("ngram", "draft_model", "medusa")
 # async scheduling kept with a draft model from 0.28 (AccountingProfile.async_drafters: config/vllm.py's default check
 # gains `method != "draft_model"` in the 0.28.0 sdist, not in 0.27.1's)
 ASYNC_DRAFTERS_028 = (*ASYNC_DRAFTERS_V1, "draft_model")
+# from 0.28 a GPU of at least 160 GiB (B200 / B300, MI300X and up) schedules 16,384 tokens a step by default, whatever
+# its name (engine/arg_utils.py EngineArgs._set_default_args: "if device_memory >= 160 * GiB_bytes: ... use the
+# largest defaults", 16384 tokens and 1024 sequences for the API server and the LLM class; none in 0.27.1's)
+HUGE_GPU_BYTES_028, HUGE_GPU_BATCHED_028 = 160 * GiB, 16384
+# from 0.28 the largest CUDA-graph capture size is 1024 on compute capability 10 (config/vllm.py _set_cudagraph_sizes:
+# "1024 if current_platform.is_device_capability_family(100) else 512"; 512 everywhere in 0.27.1's)
+GRAPH_MAX_CC10_028 = 1024
 V1_025 = replace(
     V1_024,
     version="0.25", label="vLLM 0.25-0.27 (V1; Model Runner V2 for dense models reserves no CUDA graph memory)",
@@ -532,7 +543,8 @@ V1_027 = replace(V1_025, version="0.27", label="vLLM 0.27 (V1; Model Runner V2 f
                  "memory)", mxfp4_pad_by_gpu=_MXFP4_RULES_027)
 V1_025 = replace(V1_025, label="vLLM 0.25 (V1; Model Runner V2 for dense models reserves no CUDA graph memory)")
 V1_028 = replace(V1_024, version="0.28", label="vLLM 0.28 (V1; CUDA graphs subtracted; capacity in whole requests)",
-                 async_drafters=ASYNC_DRAFTERS_028,
+                 async_drafters=ASYNC_DRAFTERS_028, huge_gpu_bytes=HUGE_GPU_BYTES_028,
+                 default_max_num_batched_tokens_huge_gpu=HUGE_GPU_BATCHED_028, graph_max_tokens_cc10=GRAPH_MAX_CC10_028,
                  mxfp4_pad_by_gpu=_MXFP4_RULES_027, model_runner_v2="dense", mrv2_v1_methods=_MRV2_V1_METHODS,
                  mrv2_eagle3_pp_on_v1=True)
 V1_029 = replace(V1_028, version="0.29", label="vLLM 0.29 (V1; Model Runner V2 for every model)", model_runner_v2="all")
@@ -550,6 +562,8 @@ V1_LATEST = replace(
     checkpoint_kv_dtype=True,  # a ModelOpt checkpoint's fp8 KV cache under auto (AccountingProfile)
     e5m2_fp8_weights="online",  # compressed-tensors: only with a kv_cache_scheme; online fp8 from 0.31 (AccountingProfile)
     version="0.32", label="vLLM 0.32 (V1; CUDA graphs subtracted; capacity in whole requests)",
+    default_gpu_memory_utilization=GPU_MEMORY_UTILIZATION_020, huge_gpu_bytes=HUGE_GPU_BYTES_028,
+    default_max_num_batched_tokens_huge_gpu=HUGE_GPU_BATCHED_028, graph_max_tokens_cc10=GRAPH_MAX_CC10_028,
     default_max_num_seqs=256, default_max_num_seqs_large_gpu=1024,
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=8192,
     large_gpu_excluded_names=_NOT_A100,

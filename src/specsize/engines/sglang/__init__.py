@@ -52,6 +52,11 @@ _BASE = replace(vllm.V1_LATEST, engine="sglang", generation="SGLang",
                 # (distributed/device_communicators/custom_all_reduce.py: custom_ar = False "For AMD GPUs and CPUs");
                 # later releases' own kernel on AMD is not sourced here, so RCCL's latency stays
                 custom_allreduce=False, model_runner_v2="", mrv2_v1_methods=(),
+                # vLLM's default --gpu-memory-utilization is vLLM's: SGLang derives mem_fraction_static
+                # (engines/sglang/accounting.py default_fraction)
+                default_gpu_memory_utilization=AccountingProfile.default_gpu_memory_utilization,
+                huge_gpu_bytes=0,  # vLLM 0.28's 160 GiB tier: SGLang sizes its chunks by GPU memory its own way
+                graph_max_tokens_cc10=0,  # and vLLM 0.28's capture ceiling on B200 / B300: SGLang's own bs rule
                 # vLLM's MLA module's fixed time is vLLM's (engines/vllm.py VLLM_MLA_LAYER_FIXED_S): SGLang's DeepSeek
                 # decodes within 5% of the model without it
                 mla_layer_fixed_s_by_gpu=(),
