@@ -433,18 +433,18 @@ def test_offline_has_no_api_server_in_front():
                   num_requests=1, prompt_tokens_median=512, output_tokens_median=64, no_compare=True, seed=0)
     online = specsize.simulate(specsize.load_request(**common)).spec
     offline = specsize.simulate(specsize.load_request(offline=True, **common)).spec
-    # the API server streams nothing else, but the request's own prefill step keeps it busy api_per_seq_s of the
-    # step (the first token's streaming): the latency stretches by 1 / (1 - that share)
-    busy = eff.api_per_seq_s * scale / offline.ttft_s.mean
+    # the API server streams no other request's tokens, so nothing stretches the latency (its own prefill step had
+    # counted as streaming load, 1 / (1 - api_per_seq_s / step): a longer prompt then reached its first token sooner)
     assert online.ttft_s.mean - offline.ttft_s.mean == pytest.approx(
-        eff.frontend_latency_s * scale / (1 - busy) + eff.frontend_serial_s * scale, rel=1e-6)
+        eff.frontend_latency_s * scale + eff.frontend_serial_s * scale, rel=1e-6)
     assert offline.tpot_s.mean == pytest.approx(online.tpot_s.mean, rel=1e-9)
 
 
 def test_frontend_latency_stretches_with_the_api_servers_streaming_load():
-    # 4 requests prefilled in one step of T seconds: the API server works api_per_seq_s = 1 ms per sequence of the
-    # step, busy 4 ms / T of it, and the 20 ms front-end latency of each becomes 20 ms / (1 - 4 ms / T)
-    # (processor sharing); with no API-server work per sequence it stays 20 ms
+    # 4 requests prefilled in one step of T seconds: the API server works api_per_seq_s = 1 ms per stream of the step,
+    # and each first token shares it with the 3 others: busy 3 ms / T, and the 20 ms front-end latency of each becomes
+    # 20 ms / (1 - 3 ms / T) (processor sharing; its own stream is no load beside itself); with no API-server work per
+    # sequence it stays 20 ms
     import dataclasses
 
     base = config()
@@ -454,7 +454,7 @@ def test_frontend_latency_stretches_with_the_api_servers_streaming_load():
     step = bare.ttft_s[0]
     assert bare.ttft_s == pytest.approx([step] * 4)
     loaded = simulate(busy_cfg, closed_batch(4, 1000, 5), seed=0)
-    assert loaded.ttft_s == pytest.approx([step + 0.02 / (1 - 4e-3 / step)] * 4, rel=1e-9)
+    assert loaded.ttft_s == pytest.approx([step + 0.02 / (1 - 3e-3 / step)] * 4, rel=1e-9)
     idle = simulate(dataclasses.replace(base, frontend_latency_s=0.02), closed_batch(4, 1000, 5), seed=0)
     assert idle.ttft_s == pytest.approx([step + 0.02] * 4, rel=1e-9)
 

@@ -32,7 +32,7 @@ import numpy as np
 from ..core.errors import SpecError
 from ..core.kvcache import BlockRule, block_rule
 from ..core.memory import GRAPH_ALL
-from ..core.perf import (StepCoefficients, api_busy_share, drafter_forwards_s, frontend_stretched, in_graph,
+from ..core.perf import (API_BUSY_MAX, StepCoefficients, api_busy_share, drafter_forwards_s, frontend_stretched, in_graph,
                          ngram_lookup_s, pipeline_microbatches, prompt_as_mha, step_time)
 from ..core.speculation import verified_per_sequence
 from .workload import Requests
@@ -484,8 +484,10 @@ def _advance(b: _Book, rng: _Uniforms, k: int, run: np.ndarray, c: np.ndarray, s
              active: np.ndarray, decoding: np.ndarray, dec: np.ndarray, n_dec: int, now: float, busy: float = 0.0,
              proposal_rate: float = 1.0) -> tuple[int, int, np.ndarray | None]:
     """Step 6: advance the scheduled requests (`c`: their computed tokens when scheduled; `busy`: the API server's
-    streaming share during the step, kept for the requests whose first token it produces). Returns (prefill tokens,
-    decode tokens, which requests of `run` produced all their output where every one decoded, else None)."""
+    streaming share during the step per stream, core.perf.api_busy_share of one sequence). A request whose first token
+    the step produces keeps the share of the other streams beside it (frontend_stretched): the decoding requests' and
+    the other first tokens', not its own. Returns (prefill tokens, decode tokens, which requests of `run` produced all
+    their output where every one decoded, else None)."""
     prefill_tokens = decode_tokens = 0
     pre = active & ~decoding if n_dec < len(run) else None  # None: every request in the step decodes
     if pre is not None and np.count_nonzero(pre):
@@ -496,7 +498,7 @@ def _advance(b: _Book, rng: _Uniforms, k: int, run: np.ndarray, c: np.ndarray, s
         fresh = ids[done & (b.generated[ids] == 0)]
         b.generated[fresh] = 1
         b.first_token[fresh] = now
-        b.front_busy[fresh] = busy
+        b.front_busy[fresh] = min(API_BUSY_MAX, busy * (n_dec + len(fresh) - 1))
     finished = None
     if n_dec:
         every = n_dec == len(run)
@@ -655,7 +657,10 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
         area = _arrivals_area(area, arrival, next_arrival, now, now - seconds)
 
         # 6. advance the scheduled requests
-        busy = api_busy_share(cfg.target, n_active, seconds) if cfg.frontend_latency_s else 0.0
+        # the API server's share a stream takes of the step; _advance counts the other streams beside a first token
+        # (every scheduled request had counted, its own prefill and chunks that stream nothing included, so an idle
+        # server's first token came sooner after a longer prompt: a shorter step, a larger share)
+        busy = api_busy_share(cfg.target, 1, seconds) if cfg.frontend_latency_s else 0.0
         prefill_tokens, decode_tokens, finished = _advance(b, rng, cfg.k, run, c, sched, active, decoding, dec, n_dec,
                                                            now, busy, cfg.proposal_rate)
         _new_token_ratio(cfg, b, preempted, prefill_tokens, decode_tokens)
