@@ -349,6 +349,9 @@ class ResolvedSettings:
     spec_v2: str = ""  # AccountingProfile.spec_v2, where the deployment allows the overlap ("" where it does not)
     stream_interval: int = 1  # --stream-interval (EngineSettings.stream_interval)
     graph_max_tokens: int = GRAPH_ALL  # the largest step in a CUDA graph (AccountingProfile.graph_max_tokens)
+    # the largest decode step the same server without speculation replays from a graph (the baseline a speed-up is
+    # against: its capture sizes follow one token a sequence, not 1 + k); 0: graph_max_tokens
+    plain_graph_max_tokens: int = 0
     graph_prompt_tokens: int = GRAPH_ALL  # the largest step with prompt tokens in one (0: none; graph_prompts)
     graph_max_context: int = 0  # AccountingProfile.graph_max_context where max_model_len exceeds it (0: no limit)
     prefix_prompt_kernel: bool = False  # chunked prefill on a GPU of AccountingProfile.prefix_prompt_vendors
@@ -457,10 +460,11 @@ class MemoryAccount:
 
 
 def for_gpu(rules: tuple, gpu: GpuSpec, default):
-    """The value of the first (key, value) rule whose key names the GPU: its family, or "cc10" for a datacenter
-    Blackwell (GpuSpec.compute_capability_10); `default` where none does (AccountingProfile's *_by_gpu tables)."""
+    """The value of the first (key, value) rule whose key names the GPU: its family, "cc10" for a datacenter
+    Blackwell (GpuSpec.compute_capability_10), or "*" for any; `default` where none does (AccountingProfile's *_by_gpu
+    tables)."""
     return next((value for key, value in rules
-                 if key == gpu.family or (key == "cc10" and gpu.compute_capability_10)), default)
+                 if key in (gpu.family, "*") or (key == "cc10" and gpu.compute_capability_10)), default)
 
 
 def quant_config_name(quant: Quantization | None) -> str:
@@ -606,6 +610,8 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
                    graph_limits(p, target, max_num_seqs, batched, d.speculative.num_speculative_tokens
                                 if d.speculative.enabled else 0, gpu=d.gpu,
                                 quant_method=quant.method if quant else "none"))),
+        plain_graph_max_tokens=graph_limits(p, target, max_num_seqs, batched, 0, gpu=d.gpu,
+                                            quant_method=quant.method if quant else "none")[0],
     )
 
 

@@ -186,7 +186,10 @@ def _mxfp4_rules(hopper: Mxfp4Layout | None, cc10: Mxfp4Layout = MXFP4_TRTLLM_25
 # time: 85 us on Hopper, 45 us on datacenter Blackwell (B300 / GB200 measure 88-91 us; the B200 figure kept for the
 # family). Served: GPUStack's DeepSeek-R1 on 8 x H200 under vLLM 0.11 decodes 4 requests at a 19.1 ms TPOT where the
 # model without it said 10.8 ms (bench/accuracy_serving.py). SGLang's own MLA path (its DeepSeek-R1 on 8 x H200 at 9.7
-# ms a token, on 8 x B200 at 7.2 ms, predicted within 5%) takes none.
+# ms a token, on 8 x B200 at 7.2 ms, predicted within 5%) takes none. Every other GPU (vLLM's Triton MLA on Ampere, Ada
+# and consumer Blackwell, AITER's or Triton's on ROCm: not timed there) takes Hopper's, an estimate: without it an A100
+# decoded DeepSeek-V2-Lite at batch 1 in 5.21 ms where an H100 took 5.86 ms (tests/test_properties_catalog_timing.py);
+# served, vLLM's DeepSeek-R1 on 8 x MI300X at 128 / 256 clients (AMD's recipes) TPOT +1.0% / -12.5% -> +7% / -9%
 # From 0.11.1 vLLM's FlashAttention 3 accumulates fp8 attention in two levels on Hopper (vllm-project/flash-attention
 # PR 104, in the commit 0.11.1's cmake/external_projects/vllm_flash_attn.cmake pins and not in 0.11.0's; vLLM PR
 # 27889): an fp8 KV cache halves the bytes a decode reads, not a prompt's attention time (AccountingProfile.
@@ -194,7 +197,7 @@ def _mxfp4_rules(hopper: Mxfp4Layout | None, cc10: Mxfp4Layout = MXFP4_TRTLLM_25
 # 0.19.1, ~20k-token prompts at 8 clients, median TTFT 742.8 ms with fp8 against 763.6 ms with bf16 ("slight TTFT
 # speedups"); slower than bf16 at head_dim 256 (not modelled)
 FP8_ATTENTION_TWO_LEVEL = ("hopper",)
-VLLM_MLA_LAYER_FIXED_S = (("hopper", 8.5e-5), ("cc10", 4.5e-5))
+VLLM_MLA_LAYER_FIXED_S = (("hopper", 8.5e-5), ("cc10", 4.5e-5), ("*", 8.5e-5))
 
 _V1_COMMON = AccountingProfile(
     engine="vllm",

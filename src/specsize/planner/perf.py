@@ -69,6 +69,7 @@ def _costs(d: Deployment, s: ResolvedSettings, eff: Efficiency, k: int, tree: Tr
                        draft_extend=s.draft_extend,
                        expansion_query_s=s.spec_expansion_query_s if d.speculative.enabled else 0.0,
                        async_drafters=s.async_drafters, graph_max_tokens=s.graph_max_tokens,
+                       plain_graph_max_tokens=s.plain_graph_max_tokens,
                        spec_v2=s.spec_v2, mxfp4_pad=s.mxfp4_pad,
                        eager=s.enforce_eager,  # as the release runs it (bitsandbytes 8-bit runs eager: core.memory)
                        mla_prompt_mha=s.mla_prompt_mha, mla_latent=s.mla_latent_cache,

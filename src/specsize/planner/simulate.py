@@ -228,7 +228,8 @@ def summarize(label: str, r: SimResult, req: Requests, slo: Slo, th: Thresholds)
         max_queue=r.max_waiting,
         kv_peak_fraction=kv_peak,
         steps=r.steps, end_time_s=r.end_time_s,
-        littles_law={"mean_in_system": in_system, "arrival_rate_x_mean_e2e": rate * mean_e2e},
+        # None where nothing completed (no mean end-to-end time): to_dict stays valid JSON for a library caller too
+        littles_law={"mean_in_system": in_system, "arrival_rate_x_mean_e2e": rate * mean_e2e if completed else None},
         sustains=not problems, problems=problems, series=r.series, too_long=r.too_long)
 
 
