@@ -129,3 +129,17 @@ def test_vllms_capture_ceiling_on_compute_capability_10(version, gpu, largest):
     d = Deployment(target=load_model("meta-llama/Llama-3.1-8B-Instruct"), gpu=load_gpu(gpu),
                    engine=EngineSettings(max_model_len=8192))
     assert account(d, resolve_profile("vllm", version, "none")).settings.graph_max_tokens == largest
+
+
+@pytest.mark.parametrize("version, scan", [("0.31.0", 1.06e-9), ("0.32.0", 0.0)])
+def test_the_ngram_lookups_host_scan_is_the_v1_runners(version, scan):
+    # vLLM 0.31 keeps n-gram on the V1 runner (its numba NgramProposer scans each history on the host: 1.06 ns a
+    # token, engines/vllm.py V1_NGRAM_SCAN_PER_TOKEN_S); 0.32 runs it on Model Runner V2, whose NgramGPUSpeculator
+    # scans on the GPU (v1/worker/gpu/spec_decode/__init__.py use_ngram)
+    from specsize.catalog import load_gpu, load_model
+    from specsize.core.memory import account
+    from specsize.core.specs import Deployment, EngineSettings, SpeculativeConfig
+
+    d = Deployment(target=load_model("meta-llama/Llama-3.1-8B-Instruct"), gpu=load_gpu("H100-SXM-80GB"),
+                   speculative=SpeculativeConfig("ngram", None, 3), engine=EngineSettings(max_model_len=8192))
+    assert account(d, resolve_profile("vllm", version, "ngram")).settings.ngram_scan_per_token_s == scan

@@ -586,7 +586,11 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         api_cost_scale=p.api_cost_scale,
         scheduler_steps=steps, moe_fp8_memory=p.moe_fp8_memory, custom_allreduce=p.custom_allreduce,
         ngram_proposer_per_seq_s=p.ngram_proposer_per_seq_s,
-        ngram_scan_per_token_s=p.ngram_scan_per_token_s,
+        # the lookup's host scan where n-gram runs on the V1 runner's numba proposer; Model Runner V2 (n-gram on it from
+        # 0.32: mrv2_v1_methods) proposes on the GPU (v1/worker/gpu/spec_decode/__init__.py: use_ngram() ->
+        # NgramGPUSpeculator, a Triton _ngram_scan_kernel over the GPU's token history: 4 B a token of history, 64
+        # sequences of 32k tokens in about 0.1 ms of an H100's bandwidth, not priced)
+        ngram_scan_per_token_s=0.0 if on_model_runner_v2(d, p) else p.ngram_scan_per_token_s,
         output_per_token_s=p.output_per_token_s, eager_gqa_moe_layer_s=p.eager_gqa_moe_layer_s,
         # MXFP4 experts run their own fused runner (SGLang: FlashInfer's) and keep the family's
         moe_layer_fixed_s=0.0 if (quant and quant.method == "mxfp4") else for_gpu(p.moe_layer_fixed_s_by_gpu, d.gpu, 0.0),
