@@ -143,3 +143,15 @@ def test_the_ngram_lookups_host_scan_is_the_v1_runners(version, scan):
     d = Deployment(target=load_model("meta-llama/Llama-3.1-8B-Instruct"), gpu=load_gpu("H100-SXM-80GB"),
                    speculative=SpeculativeConfig("ngram", None, 3), engine=EngineSettings(max_model_len=8192))
     assert account(d, resolve_profile("vllm", version, "ngram")).settings.ngram_scan_per_token_s == scan
+
+
+def test_a_plan_for_a_release_past_the_newest_profile_says_what_is_known_to_differ():
+    # vLLM 0.34's config/cache.py: the extensible KV cache on by default, DEFAULT_BLOCK_SIZE 64; 0.33's async
+    # scheduling with n-gram on Model Runner V2: said with the note, each from its own release on
+    from specsize.engines.registry import beyond_known
+
+    assert beyond_known("vllm", "0.32.0") is None
+    only_033 = beyond_known("vllm", "0.33.1")
+    assert only_033 is not None and "0.33 keeps async scheduling with n-gram" in only_033 and "0.34" not in only_033
+    both = beyond_known("vllm", "0.34.0")
+    assert both is not None and "extensible KV cache" in both and "blocks of 64 tokens" in both and "0.33" in both

@@ -124,12 +124,29 @@ def _refuse_unreleased_first(engine: str, version: str, wanted: tuple[int, int, 
                     f"a release of the {series} series written X.Y.Z ({ranges[0].split('-')[0]} or later)")
 
 
+# What the releases after the newest profile are known to change (read in their PyPI sdists, not yet modelled), said
+# with the note of a plan for one of them
+BEYOND_NEWEST = {"vllm": (
+    ((0, 33), "0.33 keeps async scheduling with n-gram on Model Runner V2 (config/vllm.py) and profiles the sampler's "
+              "fp32 warm-up pass too (v1/worker/gpu/model_runner.py _dummy_sampler_run): not modelled"),
+    ((0, 34), "0.34 sizes the KV cache after warm-up by default (the extensible KV cache, config/cache.py: utilization "
+              "1.0 less the measured non-KV memory and a margin of max(1 GiB, 0.75 x the activation peak), CUDA graphs "
+              "measured, no refusal above free memory; v1/worker/extensible_kv_cache.py) and uses blocks of 64 tokens "
+              "(CacheConfig.DEFAULT_BLOCK_SIZE): its pool can differ from this plan by several GiB (about +6 GiB for "
+              "Llama-3.1-8B on an H100 at its defaults); the emitted command pins --gpu-memory-utilization and "
+              "--block-size, which 0.34 honours"),
+)}
+
+
 def beyond_known(engine: str, version: str | None) -> str | None:
-    """A note when `version` is newer than the newest release an accounting profile was checked against."""
+    """A note when `version` is newer than the newest release an accounting profile was checked against, with what
+    the releases after it up to `version` are known to change (BEYOND_NEWEST)."""
     if version in (None, "", "latest"):
         return None
     wanted, newest = release_with_patch(version), ENGINES[engine][-1][0]
     if wanted is not None and wanted[:len(newest)] > newest:
+        known = [what for start, what in BEYOND_NEWEST.get(engine, ()) if wanted[:len(start)] >= start]
         return (f"{engine} {version} is newer than the newest release whose accounting specsize follows "
-                f"({_label(newest)}): planned with that release's accounting")
+                f"({_label(newest)}): planned with that release's accounting"
+                + (f"; known since: {'; '.join(known)}" if known else ""))
     return None
