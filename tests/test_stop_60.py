@@ -50,10 +50,12 @@ def test_a_draft_models_host_work_hides_behind_the_forward_from_0_28():
     # refuses it: the command names modelopt_fp4 (configs/model_config.py: compatible with "modelopt"); 0.5.4 detects it
     ("sglang", "0.4.7", ["--target", "nvidia/Llama-3.1-8B-Instruct-FP4", "--gpu", "B200-180GB"], "modelopt_fp4"),
     ("sglang", "0.5.4", ["--target", "nvidia/Llama-3.1-8B-Instruct-FP4", "--gpu", "B200-180GB"], None),
-    # vLLM's registry names "mxfp4" from 0.10.1; 0.10.0 reads an MXFP4 (Quark) checkpoint by its own quant_method
+    # an MXFP4 checkpoint declares its own quant_method (gpt-oss's "mxfp4", AMD Quark's "quark"), and a --quantization
+    # mxfp4 beside "quark" is refused (vLLM 0.32 config/model.py: only Mxfp4Config overrides, for gpt_oss; SGLang has no
+    # mxfp4 -> quark compatibility), nor does 0.10.0's registry name it: the command names none, on either engine
     ("vllm", "0.10.0", ["--target", "Qwen/Qwen3-30B-A3B", "--quantization", "mxfp4", "--gpu", "MI355X-288GB"], None),
-    ("vllm", "0.10.1", ["--target", "Qwen/Qwen3-30B-A3B", "--quantization", "mxfp4", "--gpu", "MI355X-288GB"],
-     "mxfp4"),
+    ("vllm", "0.10.1", ["--target", "Qwen/Qwen3-30B-A3B", "--quantization", "mxfp4", "--gpu", "MI355X-288GB"], None),
+    ("sglang", "0.5.12", ["--target", "Qwen/Qwen3-30B-A3B", "--quantization", "mxfp4", "--gpu", "MI355X-288GB"], None),
 ])
 def test_the_quantization_flag_is_the_one_the_release_reads(capsys, engine, version, argv, flag):
     import json
@@ -99,7 +101,7 @@ def test_the_0_92_default_holds_two_hundredths_of_the_gpu_more_kv(capsys):
 
 
 @pytest.mark.parametrize("version, gpu, tokens, seqs", [
-    # engine/arg_utils.py EngineArgs._set_default_args: from 0.28 a GPU of at least 160 GiB schedules 16,384 tokens a
+    # engine/arg_utils.py EngineArgs.get_batch_defaults: from 0.28 a GPU of at least 160 GiB schedules 16,384 tokens a
     # step for the API server (B200: 178.35 GiB; MI300X: 191.98 GiB, no A100 name check in that branch); the H200's
     # 139.81 GiB stays on the 70 GiB tier's 8,192; 0.27.1 has no such tier
     ("0.27.1", "B200-180GB", "8192", "1024"),

@@ -95,13 +95,17 @@ def _gap(what: str) -> str:
 
 
 # --quantization as each engine names a format (vLLM's QuantizationMethods, SGLang's QUANTIZATION_CHOICES): the Marlin
-# kernels for AWQ and GPTQ (a method named outright is the one the engine runs), ModelOpt's name for nvfp4, the
-# compressed-tensors (vLLM) or w8a8_int8 (SGLang) layout of 8-bit integer weights; any other name as given
+# kernels for AWQ and GPTQ (a method named outright is the one the engine runs), ModelOpt's name for nvfp4 (which a
+# compressed-tensors NVFP4 checkpoint would refuse, as below for mxfp4), the compressed-tensors (vLLM) or w8a8_int8
+# (SGLang) layout of 8-bit integer weights; none for mxfp4: an MXFP4 checkpoint declares its own quant_method, gpt-oss's
+# "mxfp4" or AMD Quark's "quark", and both engines refuse a --quantization other than the checkpoint's (vLLM 0.32
+# config/model.py: only Mxfp4Config overrides, for gpt_oss alone; SGLang's compatible_quantization_methods has no
+# mxfp4 -> quark), nor does a release before 0.10.1 know the name; any other name as given
 _ENGINE_QUANTIZATION = {
     "vllm": {"int4": "awq_marlin", "awq": "awq_marlin", "gptq": "gptq_marlin", "int8": "compressed-tensors",
-             "w8a8_int8": "compressed-tensors", "nvfp4": "modelopt_fp4"},
+             "w8a8_int8": "compressed-tensors", "nvfp4": "modelopt_fp4", "mxfp4": None},
     "sglang": {"int4": "awq_marlin", "awq": "awq_marlin", "gptq": "gptq_marlin", "int8": "w8a8_int8",
-               "nvfp4": "modelopt_fp4", "fbgemm_fp8": "fp8"},
+               "nvfp4": "modelopt_fp4", "fbgemm_fp8": "fp8", "mxfp4": None},
 }
 
 
@@ -116,10 +120,6 @@ def engine_quantization(engine: str, override: str | None) -> str | None:
 # configs/model_config.py lists as compatible with "modelopt"; 0.5.3.post1 tells the two apart by the checkpoint's
 # quant_algo (ModelConfig._parse_modelopt_quant_config; none in the 0.5.3 wheel)
 SGLANG_MODELOPT_FP4_DETECTED = "0.5.3.post1"
-# --quantization names a release's registry lacks: vLLM's "mxfp4" from 0.10.1 (mxfp4.py, gpt-oss's; 0.9.0 - 0.10.0 load
-# an MXFP4 checkpoint through its own quant_method, Quark's "quark"): before it the flag is left out and the engine reads
-# the checkpoint's own
-_FLAG_FIRST = {("vllm", "mxfp4"): "0.10.1"}
 
 
 def quantization_flag(d: Deployment, engine: str, version: str | None = None) -> str | None:
@@ -131,9 +131,6 @@ def quantization_flag(d: Deployment, engine: str, version: str | None = None) ->
             and stored.method == "nvfp4" and stored.config_method.replace("_", "-") != "compressed-tensors"
             and version not in (None, "", "latest") and predates(version, SGLANG_MODELOPT_FP4_DETECTED)):
         return _ENGINE_QUANTIZATION["sglang"]["nvfp4"]
-    first = _FLAG_FIRST.get((engine, str(flag)))
-    if first is not None and version not in (None, "", "latest") and predates(version, first):
-        return None
     return flag
 
 

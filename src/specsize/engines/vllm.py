@@ -524,7 +524,7 @@ _MRV2_V1_METHODS = ("ngram", "draft_model", "medusa")
 # gains `method != "draft_model"` in the 0.28.0 sdist, not in 0.27.1's)
 ASYNC_DRAFTERS_028 = (*ASYNC_DRAFTERS_V1, "draft_model")
 # from 0.28 a GPU of at least 160 GiB (B200 / B300, MI300X and up) schedules 16,384 tokens a step by default, whatever
-# its name (engine/arg_utils.py EngineArgs._set_default_args: "if device_memory >= 160 * GiB_bytes: ... use the
+# its name (engine/arg_utils.py EngineArgs.get_batch_defaults: "if device_memory >= 160 * GiB_bytes: ... use the
 # largest defaults", 16384 tokens and 1024 sequences for the API server and the LLM class; none in 0.27.1's)
 HUGE_GPU_BYTES_028, HUGE_GPU_BATCHED_028 = 160 * GiB, 16384
 # from 0.28 the largest CUDA-graph capture size is 1024 on compute capability 10 (config/vllm.py _set_cudagraph_sizes:

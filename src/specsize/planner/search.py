@@ -212,10 +212,11 @@ def _nothing_to_screen(space, refused: SpecError | None, why: dict | None = None
 def _step_times(d, mem, eff, acceptance, k, drafter, batch, ctx, prompt, cache):
     """(step costs, TPOT at `batch` sequences, time to prefill a `prompt`-token prompt), shared between
     configurations through `cache`: the costs depend on max_num_seqs only through the largest step the engine runs in
-    a CUDA graph, and the times are pure in (costs, shape), so configurations that differ in GPU count or
-    max_num_seqs alone share them."""
+    a CUDA graph (with speculation and without: ResolvedSettings.plain_graph_max_tokens), and the times are pure in
+    (costs, shape), so configurations that differ in GPU count or max_num_seqs alone share them."""
     s = mem.settings
-    key = (d.gpu.gpu_id, d.tp, d.pp, d.ep, drafter, k, d.engine.kv_cache_dtype, s.graph_max_tokens)
+    key = (d.gpu.gpu_id, d.tp, d.pp, d.ep, drafter, k, d.engine.kv_cache_dtype, s.graph_max_tokens,
+           s.plain_graph_max_tokens)
     costs = cache.get(key)
     if costs is None:
         costs = cache[key] = costs_for(d, mem, eff, k, Tree())

@@ -32,7 +32,7 @@ import numpy as np
 from ..core.errors import SpecError
 from ..core.kvcache import BlockRule, block_rule
 from ..core.memory import GRAPH_ALL
-from ..core.perf import (API_BUSY_MAX, StepCoefficients, api_busy_share, drafter_forwards_s, frontend_stretched, in_graph,
+from ..core.perf import (StepCoefficients, api_busy_share, drafter_forwards_s, frontend_stretched, in_graph,
                          ngram_lookup_s, pipeline_microbatches, prompt_as_mha, step_time)
 from ..core.speculation import verified_per_sequence
 from .workload import Requests
@@ -481,12 +481,13 @@ def _step_seconds(cfg: EngineConfig, windows: tuple, draft_windows: tuple, c: np
 
 
 def _advance(b: _Book, rng: _Uniforms, k: int, run: np.ndarray, c: np.ndarray, sched: np.ndarray,
-             active: np.ndarray, decoding: np.ndarray, dec: np.ndarray, n_dec: int, now: float, busy: float = 0.0,
+             active: np.ndarray, decoding: np.ndarray, dec: np.ndarray, n_dec: int, now: float,
+             api: StepCoefficients | None = None, seconds: float = 0.0,
              proposal_rate: float = 1.0) -> tuple[int, int, np.ndarray | None]:
-    """Step 6: advance the scheduled requests (`c`: their computed tokens when scheduled; `busy`: the API server's
-    streaming share during the step per stream, core.perf.api_busy_share of one sequence). A request whose first token
-    the step produces keeps the share of the other streams beside it (frontend_stretched): the decoding requests' and
-    the other first tokens', not its own. Returns (prefill tokens, decode tokens, which requests of `run` produced all
+    """Step 6: advance the scheduled requests (`c`: their computed tokens when scheduled). A request whose first token
+    the step produces keeps the API server's share of the `seconds`-long step streaming the other requests' tokens
+    beside it (`api`: the costs whose api_per_seq_s it is, None where no front end is modelled; core.perf.
+    api_busy_share, frontend_stretched): the decoding requests' and the other first tokens', not its own. Returns (prefill tokens, decode tokens, which requests of `run` produced all
     their output where every one decoded, else None)."""
     prefill_tokens = decode_tokens = 0
     pre = active & ~decoding if n_dec < len(run) else None  # None: every request in the step decodes
@@ -498,7 +499,7 @@ def _advance(b: _Book, rng: _Uniforms, k: int, run: np.ndarray, c: np.ndarray, s
         fresh = ids[done & (b.generated[ids] == 0)]
         b.generated[fresh] = 1
         b.first_token[fresh] = now
-        b.front_busy[fresh] = min(API_BUSY_MAX, busy * (n_dec + len(fresh) - 1))
+        b.front_busy[fresh] = api_busy_share(api, n_dec + len(fresh) - 1, seconds) if api is not None else 0.0
     finished = None
     if n_dec:
         every = n_dec == len(run)
@@ -657,12 +658,12 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
         area = _arrivals_area(area, arrival, next_arrival, now, now - seconds)
 
         # 6. advance the scheduled requests
-        # the API server's share a stream takes of the step; _advance counts the other streams beside a first token
-        # (every scheduled request had counted, its own prefill and chunks that stream nothing included, so an idle
-        # server's first token came sooner after a longer prompt: a shorter step, a larger share)
-        busy = api_busy_share(cfg.target, 1, seconds) if cfg.frontend_latency_s else 0.0
+        # _advance counts the other streams beside a first token for the front end's share (every scheduled request
+        # had counted, its own prefill and chunks that stream nothing included, so an idle server's first token came
+        # sooner after a longer prompt: a shorter step, a larger share)
+        api = cfg.target if cfg.frontend_latency_s else None
         prefill_tokens, decode_tokens, finished = _advance(b, rng, cfg.k, run, c, sched, active, decoding, dec, n_dec,
-                                                           now, busy, cfg.proposal_rate)
+                                                           now, api, seconds, cfg.proposal_rate)
         _new_token_ratio(cfg, b, preempted, prefill_tokens, decode_tokens)
         processing = cfg.serial_output_s * decode_tokens  # the step's tokens processed before the next step forms
         area += in_system * processing
