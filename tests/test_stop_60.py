@@ -157,3 +157,16 @@ def test_a_plan_for_a_release_past_the_newest_profile_says_what_is_known_to_diff
     assert only_033 is not None and "0.33 keeps async scheduling with n-gram" in only_033 and "0.34" not in only_033
     both = beyond_known("vllm", "0.34.0")
     assert both is not None and "extensible KV cache" in both and "blocks of 64 tokens" in both and "0.33" in both
+
+
+@pytest.mark.parametrize("version", [None, "0.5.12", "0.4.6"])
+def test_sglangs_ngram_pays_no_history_scan(version):
+    # SGLang keeps its n-gram cache incrementally (docs/efficiency-history.md, stop 45): none of vLLM V1's 1.06 ns a
+    # token, which its profiles had inherited from vLLM's newest
+    from specsize.catalog import load_gpu, load_model
+    from specsize.core.memory import account
+    from specsize.core.specs import Deployment, EngineSettings, SpeculativeConfig
+
+    d = Deployment(target=load_model("meta-llama/Llama-3.1-8B-Instruct"), gpu=load_gpu("H100-SXM-80GB"),
+                   speculative=SpeculativeConfig("ngram", None, 3), engine=EngineSettings(max_model_len=8192))
+    assert account(d, resolve_profile("sglang", version, "ngram")).settings.ngram_scan_per_token_s == 0.0

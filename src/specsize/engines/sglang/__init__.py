@@ -57,6 +57,10 @@ _BASE = replace(vllm.V1_LATEST, engine="sglang", generation="SGLang",
                 default_gpu_memory_utilization=AccountingProfile.default_gpu_memory_utilization,
                 huge_gpu_bytes=0,  # vLLM 0.28's 160 GiB tier: SGLang sizes its chunks by GPU memory its own way
                 graph_max_tokens_cc10=0,  # and vLLM 0.28's capture ceiling on B200 / B300: SGLang's own bs rule
+                # vLLM V1's n-gram history scan (engines/vllm.py V1_NGRAM_SCAN_PER_TOKEN_S): SGLang keeps its n-gram
+                # cache incrementally and pays none (docs/efficiency-history.md, stop 45); derived from vLLM's newest
+                # profile, its profiles had carried 1.06 ns a token of context
+                ngram_scan_per_token_s=0.0,
                 # vLLM's MLA module's fixed time is vLLM's (engines/vllm.py VLLM_MLA_LAYER_FIXED_S): SGLang's DeepSeek
                 # decodes within 5% of the model without it
                 mla_layer_fixed_s_by_gpu=(),
