@@ -780,7 +780,7 @@ class SpecCosts:
     # verify_width positions is a query of its own, prepared as a sequence, every extra one costing this much more
     expansion_query_s: float = 0.0
     graph_max_tokens: int = GRAPH_ALL  # the largest decode / verification step in a CUDA graph (ResolvedSettings)
-    plain_graph_max_tokens: int = 0  # the plain decode's (ResolvedSettings.plain_graph_max_tokens; 0: graph_max_tokens)
+    plain_graph_max_tokens: int = GRAPH_ALL  # the plain decode's (ResolvedSettings.plain_graph_max_tokens)
     graph_max_context: int = 0  # the longest sequence a step in a CUDA graph holds (ResolvedSettings; 0: no limit)
     mla_prompt_mha: tuple[bool, int] = (True, 0)  # ResolvedSettings.mla_prompt_mha
     # the engine's output processing per emitted token, paid after a speculative step (Efficiency.output_per_token_s)
@@ -948,7 +948,8 @@ def build_costs(d: Deployment, eff: Efficiency, dtype: str, quant: Quantization 
                      draft_prefills=draft is not None and kind.keeps_kv, host_handover=host_handover,
                      host_serial=host_serial,
                      expansion_query_s=expansion_query_s, graph_max_tokens=graph_max_tokens,
-                     plain_graph_max_tokens=plain_graph_max_tokens, graph_max_context=graph_max_context,
+                     plain_graph_max_tokens=plain_graph_max_tokens or graph_max_tokens,
+                     graph_max_context=graph_max_context,
                      mla_prompt_mha=mla_prompt_mha,
                      serial_output_s=eff.output_per_token_s if k and sp.enabled and not overlapped else 0.0,
                      draft_setup_s=eff.draft_setup_overhead_s if draft is not None and kind.keeps_kv else 0.0,
@@ -998,7 +999,7 @@ def _target_co(c: SpecCosts) -> StepCoefficients:
 def decode_step(c: SpecCosts, batch: int, context: int) -> StepTime:
     """One decode step of the target without speculation."""
     assert c.plain_co is not None  # build_costs always sets it
-    return uniform_step(c.plain_co, batch, 1, context, graph_max_tokens=c.plain_graph_max_tokens or c.graph_max_tokens,
+    return uniform_step(c.plain_co, batch, 1, context, graph_max_tokens=c.plain_graph_max_tokens,
                         graph_max_context=c.graph_max_context)
 
 

@@ -169,6 +169,11 @@ class Quantization:
     # what else the engine's quantization config does (core.memory: its attention layers' KV scales)
     config_method: str = ""
 
+    @property
+    def compressed_tensors(self) -> bool:
+        """Whether the checkpoint declares its format through a compressed-tensors config (either spelling)."""
+        return self.config_method.replace("_", "-") == "compressed-tensors"
+
 
 VARIANT_SOURCE = "variant"  # the source prefix of a published variant of a catalog model (catalog.variants)
 DERIVED_SOURCE = "derived"  # the source prefix of a drafter head built from the target's config

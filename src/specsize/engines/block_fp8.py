@@ -27,7 +27,7 @@ from math import gcd
 
 from ..core.errors import SpecError
 from ..core.specs import Deployment, ModelSpec, effective_target
-from .registry import release_with_patch
+from .registry import engine_label, release_with_patch
 from .support import expert_parallel_problem
 
 # the first vLLM release that refines an fp8 MoE's block scales to fit the TP shard (refine_fp8_moe_block_shape: in
@@ -75,7 +75,7 @@ def fp8_block_tp_problem(engine: str, version: str | None, model: ModelSpec, tp:
     if blocks is None or tp <= 1:
         return None
     block_n, block_k = blocks
-    name = "vLLM" if engine == "vllm" else "SGLang"
+    name = engine_label(engine)
     written = f"{name} {version}" if version not in (None, "", "latest") else f"the newest {name}"
     moe = model.moe
     if moe is not None and ep <= 1 and moe.expert_intermediate_size % tp == 0:

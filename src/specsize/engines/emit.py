@@ -16,7 +16,7 @@ from ..core.errors import SpecError
 from ..core.memory import MemoryAccount
 from ..core.specs import Deployment, checkpoint_format_needed
 from ..core.speculation import DRAFTER_KINDS
-from .registry import predates
+from .registry import engine_label, predates
 from .vllm import NGRAM_LOOKUP
 
 
@@ -36,7 +36,7 @@ def flags_note(engine: str, version: str | None) -> str | None:
         return None  # (a flag the command carries that came later still: planner.analysis._launch_warnings)
     older = " (before 0.8 the drafter was --speculative-model and --num-speculative-tokens, not --speculative-config)" \
         if engine == "vllm" else ""
-    name = "vLLM" if engine == "vllm" else "SGLang"
+    name = engine_label(engine)
     return (f"the {name} command uses the flags of {name} {checked.split(' (')[0]}; {name} {version} names some "
             f"otherwise{older}: check it against that release's --help")
 
@@ -128,8 +128,8 @@ def quantization_flag(d: Deployment, engine: str, version: str | None = None) ->
     flag = engine_quantization(engine, d.quantization_override)
     stored = d.target.quantization
     if (flag is None and d.quantization_override is None and engine == "sglang" and stored is not None
-            and stored.method == "nvfp4" and stored.config_method.replace("_", "-") != "compressed-tensors"
-            and version not in (None, "", "latest") and predates(version, SGLANG_MODELOPT_FP4_DETECTED)):
+            and stored.method == "nvfp4" and not stored.compressed_tensors
+            and predates(version, SGLANG_MODELOPT_FP4_DETECTED)):
         return _ENGINE_QUANTIZATION["sglang"]["nvfp4"]
     return flag
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from ..core.errors import SpecError
 from ..core.speculation import DRAFTER_KINDS, SpecMethod, drafter_kind
-from .registry import is_series, release_with_patch
+from .registry import engine_label, is_series, release_with_patch
 
 if TYPE_CHECKING:
     from ..core.specs import ModelSpec
@@ -106,7 +106,7 @@ def check_mtp_release(engine: str, version: str | None, target: ModelSpec, field
     last = (wanted[0], wanted[1], 10**6) if is_series(str(version)) else wanted  # a series: its newest release
     first, source = entry
     if last < first:
-        name = "vLLM" if engine == "vllm" else "SGLang"
+        name = engine_label(engine)
         raise SpecError(field, f"{name} {version} has no MTP drafter for {target.model_id}'s architecture "
                         f"({target.model_type}): {name} drafts with its MTP layers from "
                         f"{'.'.join(map(str, first))} ({source})",
@@ -147,7 +147,7 @@ def check_method(engine: str, version: str | None, method: SpecMethod) -> None:
     if entry is None or available(engine, version, method):
         return  # no release bounds; a method the engine never had is its accounting's (engines/sglang/accounting.py)
     ranges, _source = entry
-    name = "vLLM" if engine == "vllm" else "SGLang"
+    name = engine_label(engine)
     spans = " and ".join(f"{_label(a)} or later" if b == NEVER else f"{_label(a)} up to {_label(b)} (not included)"
                          for a, b in ranges)
     here = ", ".join(m.value for m in SpecMethod if available(engine, version, m))
@@ -257,7 +257,7 @@ def draft_tp_problem(engine: str, version: str | None, method: SpecMethod, tp: i
     span = None if version in (None, "", "latest") else _span(str(version))
     if span is not None and any(start < span[1] and span[0] < end for start, end in ranges):
         return None
-    name = "vLLM" if engine == "vllm" else "SGLang"
+    name = engine_label(engine)
     written = f"{name} {version}" if version not in (None, "", "latest") else f"the newest {name}"
     if not ranges:
         return f"{name} runs a draft model only at the target's TP ({source}), not at {draft_tp} beside {tp}"

@@ -23,6 +23,14 @@ def release(version: str | None) -> tuple[int, int] | None:
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
+ENGINE_LABELS = {"vllm": "vLLM", "sglang": "SGLang"}  # the engines as their projects write them
+
+
+def engine_label(engine: str) -> str:
+    """How an engine is written in a message: vLLM, SGLang."""
+    return ENGINE_LABELS.get(engine, engine)
+
+
 def is_series(version: str) -> bool:
     """A version written X.Y stands for its whole series (X.Y.0 up to X.Y+1), X.Y.Z for that release."""
     return str(version).strip().lstrip("vV").count(".") < 2

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from ..core.errors import SpecError
 from ..core.specs import Deployment, ModelSpec, checkpoint_format_needed, effective_target
-from ..core.weights import LatentMoESpec
-from .registry import predates, release_key, released_by
+from ..core.weights import GroupedQuantization, LatentMoESpec
+from .registry import engine_label, predates, release_key, released_by
 
 
 @lru_cache(maxsize=1)
@@ -25,7 +25,7 @@ def support_problem(engine: str, version: str | None, model_type: str) -> str | 
     entry = model_support().get(engine, {}).get(model_type)
     if entry is None or version in (None, "", "latest"):
         return None
-    name = "vLLM" if engine == "vllm" else "SGLang"
+    name = engine_label(engine)
     # the earliest release proven to load it in any format: a pre-release carrying the class, or another checkpoint
     # format the publisher serves it in (Mistral-Small-3.1 through Pixtral from 0.8.1); only what none loads is refused
     first = first_release(engine, model_type)
@@ -97,21 +97,20 @@ def _fp4_problem(engine: str, version: str | None, model: ModelSpec, quantizatio
     (FP4_FIRST): the checkpoint's own (any layer's, for one whose layers take different schemes), or the one a
     quantization override needs it stored in."""
     table = FP4_FIRST.get(engine)
-    if table is None or version in (None, "", "latest"):
+    if table is None:
         return None
     stored = model.quantization
     needed = checkpoint_format_needed(model, quantization) if quantization else None
     if needed is not None:
         # the override's format; the checkpoint's own config where it stores that format (the flag restates it)
         formats = {needed}
-        config = stored.config_method if stored is not None and stored.method == needed else ""
+        ct = stored is not None and stored.method == needed and stored.compressed_tensors
     elif stored is not None:
-        schemes = getattr(stored, "layer_schemes", ())  # core.weights.GroupedQuantization: each layer's own
+        schemes = stored.layer_schemes if isinstance(stored, GroupedQuantization) else ()  # each layer's own
         formats = {stored.method} | {s.method for pair in schemes for s in pair if s is not None}
-        config = stored.config_method
+        ct = stored.compressed_tensors
     else:
         return None
-    ct = config.replace("_", "-") == "compressed-tensors"
     needs = ["", "compressed-tensors" if ct else "", "moe" if model.moe is not None else "",
              "compressed-tensors moe" if ct and model.moe is not None else ""]
     for fmt in sorted(formats):
@@ -121,7 +120,7 @@ def _fp4_problem(engine: str, version: str | None, model: ModelSpec, quantizatio
         first, need = max(entries, key=lambda e: release_key(e[0]) or (0,))  # at or after every entry that applies
         if not predates(version, first):
             continue
-        name = "vLLM" if engine == "vllm" else "SGLang"
+        name = engine_label(engine)
         return (f"{name} {version} cannot load {model.model_id} as a {fmt} checkpoint: the first release whose "
                 f"quantization registry holds the format{_FP4_NEEDS.get(need, '')} is {first}",
                 f"engine_version {first} or later, or another quantization")
@@ -212,7 +211,7 @@ def feature_problem(engine: str, version: str | None, model: ModelSpec) -> tuple
         first, source = entry
         if not predates(version, first):
             continue
-        name = "vLLM" if engine == "vllm" else "SGLang"
+        name = engine_label(engine)
         what = "experts in a latent width (moe_latent_size)" if feature == "latent_moe" else "MoE layers"
         return (f"{name} {version} cannot build {model.model_id}'s {what}: the first release that does is {first} "
                 f"({source})", f"engine_version {first} or later")
@@ -269,7 +268,7 @@ def expert_parallel_problem(engine: str, version: str | None) -> str | None:
     first = EXPERT_PARALLEL_FROM.get(engine)
     if first is None or released_by(version, first):
         return None
-    name = "vLLM" if engine == "vllm" else "SGLang"
+    name = engine_label(engine)
     return f"{name} {version} has no expert parallelism ({name} {first} on)"
 
 

@@ -149,7 +149,7 @@ def _int(name: str, info: FieldInfo, value: Any) -> int:
     if not isinstance(value, int):
         raise SpecError(name, f"must be an integer, got {value!r}", info.accepted)
     if abs(value) > 2**53:
-        raise SpecError(name, f"out of range: {_brief(value)}", info.accepted)
+        raise SpecError(name, f"out of range: {brief(value)}", info.accepted)
     _bounds(name, info, value)
     return value
 
@@ -168,14 +168,14 @@ def _float(name: str, info: FieldInfo, value: Any) -> float:
     except (TypeError, ValueError):
         raise SpecError(name, f"must be a number, got {value!r:.80}", info.accepted) from None
     except OverflowError:  # an integer past float's range (10**400)
-        raise SpecError(name, f"out of range: {_brief(value)}", info.accepted) from None
+        raise SpecError(name, f"out of range: {brief(value)}", info.accepted) from None
     _bounds(name, info, number)
     # -0.0 is 0 (IEEE 754 keeps the sign through "+ 0.0" only for -0.0 + -0.0): a policy of -0 had been shown as
     # "-0%" and written to the JSON as -0.0
     return number + 0.0
 
 
-def _brief(value: Any) -> str:
+def brief(value: Any) -> str:
     """A number for an error line: an integer of hundreds of digits by its size, not all of them."""
     if isinstance(value, HugeInt):
         return repr(value)
@@ -200,7 +200,7 @@ def parse_bool(name: str, value: Any) -> bool:
         return bool(value)
     if isinstance(value, str) and value.strip().lower() in BOOL_WORDS:
         return BOOL_WORDS[value.strip().lower()]
-    shown = _brief(value) if isinstance(value, int) else repr(value)
+    shown = brief(value) if isinstance(value, int) else repr(value)
     raise SpecError(name, f"must be true or false, got {shown:.80}", BOOL_ACCEPTED)
 
 

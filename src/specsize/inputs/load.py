@@ -28,7 +28,7 @@ from ..catalog.models import NAMES_ONLY_ENV
 from ..catalog.traces import FEWEST_TOKENS, MAX_TOKENS, NO_OUTPUT, servable, whole_count
 from ..core.errors import SpecError, first_repeated, unique_keys
 from ..core.specs import LengthDistribution, check_lengths
-from .fields import FieldInfo, _brief, coerce, decimal_int
+from .fields import FieldInfo, brief, coerce, decimal_int
 from .request import FIELDS, YAML_TOP_KEYS, YAML_WORKLOAD_KEYS, Request, info
 
 EMBEDDED = "embedded default"
@@ -288,7 +288,7 @@ def _check_servable(values: list[int], side: str | None, field: str, holder: str
     if at is None:
         return
     why = f"; {NO_OUTPUT}" if values[at] == 0 and side == "output_tokens" else ""
-    raise SpecError(field, f"{holder} token counts outside {FEWEST_TOKENS} to {MAX_TOKENS:,} ({_brief(values[at])}, "
+    raise SpecError(field, f"{holder} token counts outside {FEWEST_TOKENS} to {MAX_TOKENS:,} ({brief(values[at])}, "
                     f"{each} {at + 1:,}{why})", f"token counts >= {FEWEST_TOKENS}")  # (a count past 4,300 digits by size)
 
 

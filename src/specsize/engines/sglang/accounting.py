@@ -618,7 +618,7 @@ def account(d: Deployment, p: AccountingProfile, rules: Rules, search_fit: bool 
     # and the server without speculation, the speed-up's baseline, one token a sequence (CudaGraphRunner.can_run
     # tests the batch, bs <= max_bs, whatever the method)
     s = replace(s, graph_max_tokens=min(s.graph_max_tokens, graph_bs * graph_tokens_per_sequence(d)),
-                plain_graph_max_tokens=min(s.plain_graph_max_tokens or s.graph_max_tokens, graph_bs))
+                plain_graph_max_tokens=min(s.plain_graph_max_tokens, graph_bs))
     fraction = e.gpu_memory_utilization if e.gpu_memory_utilization is not None else default_fraction(
         rules, gpu_mib, d.tp, d.pp, chunked, graph_bs, algorithm, cuda=d.gpu.vendor == "nvidia",
         piecewise_mib=piecewise_reserve_mib(d, p, rules, s, chunked))
