@@ -145,11 +145,17 @@ def cnndm_lengths(prompt_mean: float, output_mean: float) -> str:
     return _LENGTH_FILES[key]
 
 
+_SCRATCH: list = []  # the one temporary folder of this process's lengths files, removed when the process exits
+
+
 def lengths_file(prompts, outputs) -> str:
-    """A lengths file (`--lengths-file`: one JSON object per line) of the paired prompt and output lengths."""
+    """A lengths file (`--lengths-file`: one JSON object per line) of the paired prompt and output lengths, in a
+    temporary folder that goes with the process (tempfile.TemporaryDirectory's finalizer), not left in /tmp."""
     import tempfile
 
-    handle = tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False)
+    if not _SCRATCH:
+        _SCRATCH.append(tempfile.TemporaryDirectory(prefix="specsize-bench-"))
+    handle = tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False, dir=_SCRATCH[0].name)
     for a, b in zip(prompts, outputs):
         handle.write(json.dumps({"prompt_tokens": int(a), "output_tokens": int(b)}) + "\n")
     handle.close()
