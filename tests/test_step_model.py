@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from specsize.catalog import load_gpu, load_model
 from specsize.catalog.gpus import load_efficiency
 from specsize.core.perf import (Efficiency, build_costs, coefficients, forward_time, model_cost, speedup_point,
-                               step_time)
+                               step_time, uniform_step)
 from specsize.core.specs import Deployment, EngineSettings, GpuSpec, Quantization, SpeculativeConfig
 from specsize.simulator.engine import EngineConfig, simulate
 from specsize.simulator.workload import Requests
@@ -961,3 +961,23 @@ def test_a_sparse_attention_mtp_layer_holds_its_own_topk_index_buffer_by_hand():
         mem = account(d, resolve_profile("vllm", None))
         assert mem.settings.max_num_batched_tokens == 8192
         assert mem.weights_draft_bytes - draft_weight_bytes(d, mem.settings) == extra, target
+
+
+def test_moe_elementwise_traffic_by_hand():
+    # Qwen3-30B-A3B (hidden 2048, 128 experts of intermediate 768, top 8, 48 MoE layers), bf16, TP 1 then TP 2.
+    # Beside its grouped GEMMs, vLLM's fused_experts runs silu_and_mul over each of a token's 8 experts (reads gate
+    # and up, 2 x 768, writes 768) and moe_sum over the 8 outputs (reads 8 x 2048, writes 2048):
+    # 8 x 3 x 768 + 9 x 2048 = 36,864 elements a layer, x 48 layers x 2 B = 3,538,944 B a token on top of the
+    # residual stream's 2 x 2048 x 48 layers x 2 B = 393,216 B. TP 2 halves each expert's intermediate width:
+    # 8 x 3 x 384 + 9 x 2048 = 27,648 elements a layer.
+    m = load_model("Qwen/Qwen3-30B-A3B")
+    for tp, per_layer in ((1, 36_864), (2, 27_648)):
+        co = coefficients(model_cost(m, tp, "bfloat16", None), ROUND_GPU, IDEAL, overhead=False)
+        assert co.act_bytes_per_token == 393_216 + 48 * per_layer * 2
+    # at 4,096 prompt tokens on the 1e12 B/s GPU that traffic alone is 4,096 x 3,538,944 / 1e12 = 14.5 ms, added to
+    # the step (separate kernels), which a dense model of the same residual stream does not pay
+    c1 = model_cost(m, 1, "bfloat16", None)
+    with_act = forward_time(c1, ROUND_GPU, IDEAL, 1, 4096, 0, overhead=False)
+    co = coefficients(c1, ROUND_GPU, IDEAL, overhead=False)
+    without = uniform_step(replace(co, act_bytes_per_token=393_216), 1, 4096, 0)
+    assert with_act.time_s - without.time_s == pytest.approx(4096 * 3_538_944 / 1e12, rel=1e-9)

@@ -6,7 +6,8 @@ TP group, is the sum of its operations, each at its own roofline (docs/performan
     GEMMs      max(weight bytes / (bandwidth x eff_memory), flops / (peak x eff_compute(T))) + fixed per kernel,
                eff_compute(T) = eff_compute x T / (T + gemm_half_tokens): tile and wave losses at few tokens
     fused MoE  the experts the step's tokens touch, at eff_compute(tokens per touched expert) and the bandwidth
-               of the experts' dtype (bf16, fp8, 4-bit), plus a fixed cost per MoE layer (routing, alignment)
+               of the experts' dtype (bf16, fp8, 4-bit), plus a fixed cost per MoE layer (routing, alignment) and
+               the traffic of its elementwise kernels per token (gated activation, weighted sum: moe_activation_elements)
     attention  max(KV bytes / (bandwidth x attn_memory), attention flops / (peak x attn_compute)); a sliding window
                reads min(context, window) tokens, DeepSeek-V3.2's sparse attention min(context, index_topk) latents
                beside its indexer's key scan of the whole context
@@ -478,7 +479,8 @@ def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = T
         dense_bytes=c.dense_bytes, expert_bytes_per_layer=c.moe_layers * c.expert_bytes, num_experts=c.num_experts,
         top_k=c.top_k, flops_per_token=max(0.0, dense_flops),
         attn_flops_per_pair=attn_per_pair,
-        act_bytes_per_token=2.0 * c.hidden * c.act_bytes * c.n_layers, kv_full_bytes_per_token=full,
+        act_bytes_per_token=(2.0 * c.hidden * c.n_layers + moe_activation_elements(c)) * c.act_bytes,
+        kv_full_bytes_per_token=full,
         kv_windows=tuple(windows.items()),
         inv_flops=1.0 / (peak * eff.compute) if peak else 0.0,
         inv_bandwidth=inv_bw(dense_memory),
@@ -499,6 +501,20 @@ def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = T
         # DeepGEMM fp8_mqa_logits / fp8_paged_mqa_logits) whatever the KV cache's dtype
         inv_flops_indexer=1.0 / (gpu.fp8_flops * (eff.attn_compute or eff.compute))
         if (c.indexer_flops_per_pair and gpu.fp8_flops) else 0.0, stages=max(1, stages), ep=c.ep)
+
+
+def moe_activation_elements(c: ModelCost) -> float:
+    """Activation elements a token moves through the fused-MoE layers' own elementwise kernels on one GPU, beside
+    their grouped GEMMs: the gated activation reads each of its top_k experts' gate and up rows and writes their
+    product (3 x the rank's intermediate width an expert, expert_params / hidden), and the weighted sum reads the
+    top_k expert outputs and writes one (top_k + 1 hidden rows): vLLM's fused_experts (silu_and_mul over the
+    intermediate cache, then moe_sum), SGLang's alike. Under expert parallelism a rank runs top_k / ep of a token's
+    experts on average. Separate kernels: their traffic adds to the GEMMs' time, which a prompt's tokens make
+    compute-bound."""
+    if not c.moe_layers or not c.top_k or not c.hidden:
+        return 0.0
+    experts = c.top_k / max(1, c.ep)
+    return c.moe_layers * (experts * c.expert_params / c.hidden + (experts + 1) * c.hidden)
 
 
 def gemm_time(bytes_: float, flops: float, tokens: float, co: StepCoefficients, inv_bandwidth: float,
