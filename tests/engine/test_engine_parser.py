@@ -71,3 +71,24 @@ def test_vllm_accepts_the_emitted_quantization(name):
     emitted = argv[argv.index("--quantization") + 1] if "--quantization" in argv else None
     assert (emitted is None) == (name == "mxfp4")
     assert parse(argv)["quantization"] == emitted
+
+
+def test_the_cpu_backends_batch_defaults_are_the_plans():
+    # vLLM's own EngineArgs.get_batch_defaults on the engine environment's platform (the CPU build), for `vllm serve`,
+    # against what a CPU plan for the same release resolves at TP x PP of that world size: 128 sequences and 2,048
+    # tokens per rank from 0.10 (engines/vllm.py CPU_MAX_NUM_SEQS_PER_RANK_010); no model or weights are read
+    from specsize.catalog import load_model
+    from specsize.catalog.gpus import load_gpu
+    from specsize.core.memory import account
+    from specsize.core.specs import Deployment, EngineSettings
+
+    done = subprocess.run([ENGINE_PYTHON, str(ROOT / "tests" / "engine" / "vllm_parse.py"), "--batch-defaults",
+                           "1", "2", "4"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    engine = json.loads(done.stdout.strip().splitlines()[-1])
+    profile = resolve_profile("vllm", engine["version"])
+    for tp, pp in ((1, 1), (2, 1), (2, 2)):
+        d = Deployment(target=load_model("meta-llama/Llama-3.2-1B-Instruct"), gpu=load_gpu(None, 64.0), tp=tp, pp=pp,
+                       engine=EngineSettings(device="cpu", max_model_len=4096))
+        s = account(d, profile).settings
+        assert engine["defaults"][str(tp * pp)] == [s.max_num_seqs, s.max_num_batched_tokens], (engine["version"], tp, pp)

@@ -51,6 +51,12 @@ class AccountingProfile:
     # (0: none) and take the large GPUs' sequences
     huge_gpu_bytes: int = 0
     default_max_num_batched_tokens_huge_gpu: int = 0
+    # the engine's own defaults on its CPU backend (device "cpu"), whatever the memory, in place of the tiers above:
+    # max_num_seqs and max_num_batched_tokens for the API server, times the engine's world size (TP x PP) where
+    # cpu_defaults_per_rank (vLLM from 0.10; 0.9.2 for the whole engine: engines/vllm.py); 0: the tiers above
+    cpu_default_max_num_seqs: int = 0
+    cpu_default_max_num_batched_tokens: int = 0
+    cpu_defaults_per_rank: bool = False
     batched_tokens_at_least_max_model_len: bool = False  # V0 without chunked prefill
     # a step runs either new prompts or decodes, prompts first (vLLM V0 without chunked prefill, SGLang without
     # --enable-mixed-chunk); False: V1's mixed steps, running decodes first, then prompt chunks in the budget
@@ -547,14 +553,21 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
     large = huge or d.gpu.memory_bytes >= p.large_gpu_bytes and not any(
         part in gpu_name for part in p.large_gpu_excluded_names) and (
         not p.large_gpu_names or any(part in gpu_name for part in p.large_gpu_names))
-    max_num_seqs = e.max_num_seqs or (p.default_max_num_seqs_large_gpu if large else p.default_max_num_seqs)
+    # the CPU backend's own defaults replace the GPU tiers (AccountingProfile.cpu_default_max_num_seqs), the engine's
+    # world size (TP x PP) times them where the release scales them
+    world = d.tp * d.pp if p.cpu_defaults_per_rank else 1
+    cpu_seqs = p.cpu_default_max_num_seqs * world if e.device == "cpu" else 0
+    cpu_batched = p.cpu_default_max_num_batched_tokens * world if e.device == "cpu" else 0
+    max_num_seqs = e.max_num_seqs or cpu_seqs or (
+        p.default_max_num_seqs_large_gpu if large else p.default_max_num_seqs)
     chunked = v0_chunked_prefill(d, p, max_model_len)
     steps = scheduler_steps(d, p)
     if e.max_num_batched_tokens:
         batched = e.max_num_batched_tokens
     else:
-        batched = (p.default_max_num_batched_tokens_huge_gpu if huge else
-                   p.default_max_num_batched_tokens_large_gpu if large else p.default_max_num_batched_tokens)
+        batched = cpu_batched or (p.default_max_num_batched_tokens_huge_gpu if huge else
+                                  p.default_max_num_batched_tokens_large_gpu if large else
+                                  p.default_max_num_batched_tokens)
         if p.batched_tokens_at_least_max_model_len:
             # V0's SchedulerConfig: 512 with chunked prefill ("chosen to have a balance between ITL and TTFT"; the
             # whole model length with multi-step), else at least the model length

@@ -22,6 +22,9 @@ bench/accuracy_vllm.py prints the error on every row. Differences between releas
 
 Every V1 release keeps one null block in the pool that no request can use.
 
+The CPU backend (--device cpu) has serving defaults of its own from 0.9.2, whatever the host's memory: 32 sequences and
+2,048 batched tokens in 0.9.2, 128 and 2,048 per rank (x TP x PP) from 0.10.0 (CPU_MAX_NUM_SEQS_PER_RANK_010).
+
 gpt-oss's MXFP4 experts are held as the MoE backend vLLM picks for the GPU lays them out (the MXFP4 note above the V1
 profiles; core.weights.Mxfp4Layout): Marlin's padding on Ampere, Ada and consumer / workstation Blackwell in every
 release and on Hopper until 0.11; OpenAI's Triton kernels on Hopper from 0.12, swizzled by the triton_kernels
@@ -199,6 +202,19 @@ def _mxfp4_rules(hopper: Mxfp4Layout | None, cc10: Mxfp4Layout = MXFP4_TRTLLM_25
 FP8_ATTENTION_TWO_LEVEL = ("hopper",)
 VLLM_MLA_LAYER_FIXED_S = (("hopper", 8.5e-5), ("cc10", 4.5e-5), ("*", 8.5e-5))
 
+# The CPU backend's own serving defaults (--device cpu; AccountingProfile.cpu_default_max_num_seqs), in place of the GPU
+# tiers whatever the host's memory: vllm/engine/arg_utils.py, "# cpu specific default values. if
+# current_platform.is_cpu():", the `vllm serve` values (UsageContext.OPENAI_API_SERVER; the LLM class's are 256 / 4096
+# per rank). From 0.10.0, per rank of the engine (world_size = pipeline_parallel_size * tensor_parallel_size):
+# "UsageContext.OPENAI_API_SERVER: 2048 * world_size" tokens and "UsageContext.OPENAI_API_SERVER: 128 * world_size"
+# sequences, in EngineArgs._set_default_args_v1 (0.10.0 - 0.10.2), _set_default_args (0.11.0) and get_batch_defaults
+# (0.14.0, 0.20.0, 0.24.0, 0.28.0, 0.32.0: every sdist read, unchanged). 0.9.2 has the branch without the world size:
+# 2048 tokens and 32 sequences (V1_092). 0.8.0, 0.8.5, 0.9.0 and 0.9.1 have none: the CPU backend ran vLLM's V0 engine
+# by default until 0.9.0 (_is_v1_supported_oracle: "Non-CUDA is supported on V1, but off by default for now") and V1
+# on x86 from 0.9.1 with the GPU tiers, by the host's memory (CpuPlatform.get_device_total_memory: psutil's total).
+CPU_MAX_NUM_SEQS_PER_RANK_010 = 128
+CPU_MAX_NUM_BATCHED_TOKENS_PER_RANK_010 = 2048
+
 _V1_COMMON = AccountingProfile(
     engine="vllm",
     e5m2_fp8_weights="refused",  # fp8_e5m2 beside fp8 / ModelOpt / compressed-tensors weights (AccountingProfile)
@@ -251,6 +267,9 @@ _V1_COMMON = AccountingProfile(
     # for performance"; 1024 from gpt-oss's first release, 992 after PR 25508 of 2025-09-23 for FA3's full graphs,
     # 1024 again after PR 28345 of 2025-11-08): its prompt chunks up to that size run in a graph
     graph_max_tokens_by_model=(("gpt_oss", 1024),),
+    # the CPU backend's defaults, times TP x PP (0.10 on: CPU_MAX_NUM_SEQS_PER_RANK_010 above)
+    cpu_default_max_num_seqs=CPU_MAX_NUM_SEQS_PER_RANK_010,
+    cpu_default_max_num_batched_tokens=CPU_MAX_NUM_BATCHED_TOKENS_PER_RANK_010, cpu_defaults_per_rank=True,
     sources=_V1_SOURCES,
 )
 
@@ -372,6 +391,8 @@ V1_EARLY = replace(
     default_max_num_seqs=256, default_max_num_seqs_large_gpu=1024,
     default_max_num_batched_tokens=2048, default_max_num_batched_tokens_large_gpu=8192,
     large_gpu_names=("h100", "h200"),
+    # no CPU defaults of its own before 0.9.2 (CPU_MAX_NUM_SEQS_PER_RANK_010): the tiers above, by the host's memory
+    cpu_default_max_num_seqs=0, cpu_default_max_num_batched_tokens=0, cpu_defaults_per_rank=False,
     cuda_graph_subtracted=False,
     kv_groups_by_kind=False,  # 0.8-0.9 had no hybrid KV-cache manager (it came in 0.10)
     # 0.8-0.10's EAGLE proposer ran its first forward over the accepted tokens and the bonus one only
@@ -391,10 +412,19 @@ V1_EARLY = replace(
 # "elif current_platform.is_rocm()": the hidden size stays 2,880); 0.10.2 pads both (V1_0102). gpt-oss came with 0.10.1
 V1_083 = replace(V1_EARLY, version="0.8.3", label="vLLM 0.8.3-0.8.x (V1 engine; custom all-reduce on ROCm)",
                  custom_allreduce=True)
-V1_09 = replace(V1_EARLY, version="0.9", label="vLLM 0.9-0.10.1 (V1 engine)", large_gpu_names=(),
+V1_09 = replace(V1_EARLY, version="0.9", label="vLLM 0.9.0-0.9.1 (V1 engine)", large_gpu_names=(),
                 large_gpu_excluded_names=_NOT_A100, custom_allreduce=True,
                 mxfp4_pad_by_gpu=_mxfp4_rules(None, cdna3=MXFP4_ROCM_INTER_128, cdna4=MXFP4_ROCM_INTER_128))
-V1_0102 = replace(V1_09, version="0.10.2", label="vLLM 0.10.2 (V1 engine)",
+# 0.9.2: the CPU backend's first defaults of its own, for the whole engine whatever its TP and PP (engine/arg_utils.py
+# _set_default_args_v1 of the 0.9.2 sdist: "default_max_num_batched_tokens = {... UsageContext.OPENAI_API_SERVER:
+# 2048}", "default_max_num_seqs = {... UsageContext.OPENAI_API_SERVER: 32}"; none in 0.9.1's)
+V1_092 = replace(V1_09, version="0.9.2", label="vLLM 0.9.2 (V1 engine; the CPU backend's first defaults)",
+                 cpu_default_max_num_seqs=32, cpu_default_max_num_batched_tokens=2048, cpu_defaults_per_rank=False)
+# 0.10.0: the CPU backend's defaults per rank, as every later release (CPU_MAX_NUM_SEQS_PER_RANK_010)
+V1_010 = replace(V1_09, version="0.10", label="vLLM 0.10.0-0.10.1 (V1 engine)",
+                 cpu_default_max_num_seqs=CPU_MAX_NUM_SEQS_PER_RANK_010,
+                 cpu_default_max_num_batched_tokens=CPU_MAX_NUM_BATCHED_TOKENS_PER_RANK_010, cpu_defaults_per_rank=True)
+V1_0102 = replace(V1_010, version="0.10.2", label="vLLM 0.10.2 (V1 engine)",
                   mxfp4_pad_by_gpu=_mxfp4_rules(None, cdna3=MXFP4_ROCM_128, cdna4=MXFP4_ROCM_128))
 
 V1_019 = replace(
@@ -592,7 +622,8 @@ V1_LATEST = replace(
 V1_032 = replace(V1_LATEST, ct_kv_cache_scheme="auto", nvfp4_kv="served_fa2")
 
 # (first release covered, profile), oldest first
-PROFILES = (((0, 6), V0_EARLY), ((0, 6, 4), V0), ((0, 6, 5), V0_065), ((0, 7, 1), V0_071), ((0, 8), V1_EARLY), ((0, 8, 3), V1_083), ((0, 9), V1_09), ((0, 10, 2), V1_0102), ((0, 11), V1_0110),
+PROFILES = (((0, 6), V0_EARLY), ((0, 6, 4), V0), ((0, 6, 5), V0_065), ((0, 7, 1), V0_071), ((0, 8), V1_EARLY), ((0, 8, 3), V1_083), ((0, 9), V1_09),
+            ((0, 9, 2), V1_092), ((0, 10), V1_010), ((0, 10, 2), V1_0102), ((0, 11), V1_0110),
             ((0, 11, 1), V1_011),
             ((0, 12), V1_012), ((0, 14), V1_014), ((0, 15), V1_015), ((0, 17), V1_017), ((0, 19), V1_019), ((0, 20), V1_020), ((0, 21), V1_021),
             ((0, 22), V1_022),

@@ -57,6 +57,9 @@ _BASE = replace(vllm.V1_LATEST, engine="sglang", generation="SGLang",
                 default_gpu_memory_utilization=AccountingProfile.default_gpu_memory_utilization,
                 huge_gpu_bytes=0,  # vLLM 0.28's 160 GiB tier: SGLang sizes its chunks by GPU memory its own way
                 graph_max_tokens_cc10=0,  # and vLLM 0.28's capture ceiling on B200 / B300: SGLang's own bs rule
+                # vLLM's CPU backend defaults (engines/vllm.py CPU_MAX_NUM_SEQS_PER_RANK_010) are vLLM's: SGLang on a
+                # CPU keeps its own chunk size and running-request limit (accounting.py)
+                cpu_default_max_num_seqs=0, cpu_default_max_num_batched_tokens=0, cpu_defaults_per_rank=False,
                 # vLLM V1's n-gram history scan (engines/vllm.py V1_NGRAM_SCAN_PER_TOKEN_S): SGLang keeps its n-gram
                 # cache incrementally and pays none (docs/efficiency-history.md, stop 45); derived from vLLM's newest
                 # profile, its profiles had carried 1.06 ns a token of context
