@@ -171,8 +171,8 @@ def test_qwen3_next_eagle3_head_at_tp2_by_hand(capsys):
 
 
 def test_qwen35_eagle3_head_drafts_for_a_text_only_qwen35_35b():
-    """The published Qwen3.5 checkpoints carry a vision tower specsize does not model; their language model alone (the
-    qwen3_5_moe_text of Qwen3.5 / 3.6-35B-A3B, tests/test_hybrid.py) plans with the head, one GPU."""
+    """The head drafts for Qwen3.5's language model alone (the qwen3_5_moe_text of Qwen3.5 / 3.6-35B-A3B,
+    tests/test_hybrid.py; the whole checkpoint with its vision tower: tests/test_qwen35_vision.py), one GPU."""
     from test_hybrid import QWEN36_35B
 
     target = spec_from_config(QWEN36_35B, "qwen3.5-35b-a3b-text", "test")

@@ -948,6 +948,12 @@ FLOAT32_ROUTER_TYPES = ("glm4_moe", "minimax_m2")
 
 QWEN2_VL_MAX_PIXELS = 12845056  # Qwen2-VL image processor default max_pixels (preprocessor_config.json)
 LLAMA4_MAX_TILES = 16  # Llama 4 processor default max_patches; one global tile is added to them
+# Qwen3-VL's and Qwen3.5's image processor default size.longest_edge (preprocessor_config.json: {"longest_edge":
+# 16777216, "shortest_edge": 65536}, patch_size 16, merge_size 2: 4096 x 4096 pixels), the max_pixels vLLM reads
+QWEN3_VL_MAX_PIXELS = 16_777_216
+# the configs whose vision_config is Qwen3-VL's tower: vLLM 0.32 qwen3_vl.py (Qwen3-VL), qwen3_vl_moe.py and
+# qwen3_5.py (Qwen3_5ForConditionalGeneration, Qwen3_5MoeForConditionalGeneration) all build Qwen3_VisionTransformer
+QWEN3_VL_TOWERS = ("qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe")
 
 
 def _vision_int(vc: dict, key: str, model_id: str, default: int | None = None) -> int:
@@ -1050,7 +1056,8 @@ def _vision(raw: dict, model_id: str) -> VisionSpec | None:
     profiling pass reserves): Gemma 3 mm_tokens_per_image (pan-and-scan off, vLLM's default); Llama 4
     (max_patches + 1 global tile) x (image_size/patch)^2 x pixel_shuffle_ratio^2; Pixtral (Mistral 3)
     rows x (columns + 1 [IMG_BREAK]/[IMG_END]) of (image_size / patch / spatial_merge) patches a side;
-    Qwen2.5-VL max_pixels / (patch x merge)^2.
+    Qwen2.5-VL max_pixels / (patch x merge)^2; Qwen3-VL and Qwen3.5 the same from their own max_pixels
+    (_qwen3_vl_tower).
     """
     vc = raw.get("vision_config")
     if not isinstance(vc, dict):
@@ -1094,8 +1101,57 @@ def _vision(raw: dict, model_id: str) -> VisionSpec | None:
                           tokens_per_image=tokens, patches_per_image=tokens * merge * merge,
                           temporal_patch_size=_vision_int(vc, "temporal_patch_size", model_id, 2),
                           source=f"max_pixels {QWEN2_VL_MAX_PIXELS} / ({p} x {merge})^2")
+    if vtype in QWEN3_VL_TOWERS or model_type in QWEN3_VL_TOWERS:
+        return _qwen3_vl_tower(vc, model_id)
     raise SpecError("config.json:vision_config", f"{model_id}: vision tower {vtype or model_type!r} is not modelled",
-                    "the vision towers of gemma3, llama4, mistral3 (pixtral), qwen2_vl, qwen2_5_vl")
+                    "the vision towers of gemma3, llama4, mistral3 (pixtral), qwen2_vl, qwen2_5_vl, qwen3_vl, "
+                    "qwen3_vl_moe, qwen3_5, qwen3_5_moe")
+
+
+def _qwen_vl_largest_grid(max_pixels: int, unit: int) -> tuple[int, int]:
+    """(rows, columns) of merged tokens in the image vLLM profiles as the largest: Qwen2VLProcessingInfo.
+    get_image_size_with_most_features (vllm 0.32 qwen2_vl.py, inherited by Qwen3VLProcessingInfo) factors
+    max_pixels // unit^2 tokens into the closest pair whose aspect ratio is at most 200, one token fewer until one
+    is; smart_resize then keeps that image (its area is at most max_pixels), so its tokens are rows x columns
+    (Qwen3VLProcessingInfo._get_vision_info: grid_t 1 for an image, patches // merge^2)."""
+    for tokens in range(max_pixels // (unit * unit), 0, -1):
+        rows = next(d for d in range(math.isqrt(tokens), 0, -1) if tokens % d == 0)
+        if tokens // rows <= 200 * rows:
+            return rows, tokens // rows
+    return 0, 0
+
+
+def _qwen3_vl_tower(vc: dict, model_id: str) -> VisionSpec:
+    """Qwen3-VL's vision tower, which Qwen3.5 / Qwen3.6 reuse (vllm 0.32 qwen3_5.py builds qwen3_vl.py's
+    Qwen3_VisionTransformer): see core.weights.vision_params for its layout. Images: the largest is 4096 x 4096 px
+    (QWEN3_VL_MAX_PIXELS), 16,384 tokens of 2 x 2 merged 16-px patches; vLLM profiles images, not videos, with it
+    (vllm/multimodal/encoder_budget.py get_modality_with_max_tokens: Qwen3VLProcessingInfo.get_max_video_tokens
+    is 12,288 for the published video processor's longest_edge 25,165,824 / temporal_patch_size 2)."""
+    p = _vision_int(vc, "patch_size", model_id, 16)
+    merge = _vision_int(vc, "spatial_merge_size", model_id, 2)
+    hidden, heads = _vision_int(vc, "hidden_size", model_id), _vision_int(vc, "num_heads", model_id)
+    depth = _vision_int(vc, "depth", model_id)
+    if hidden % heads:
+        raise SpecError("config.json:vision_config.num_heads", f"{model_id}: must divide hidden_size ({hidden}), "
+                        f"got {heads}", "a divisor of vision_config.hidden_size (16 of 1152 in Qwen3.5)")
+    deepstack = vc.get("deepstack_visual_indexes") or []
+    if not (isinstance(deepstack, list) and all(_whole(i, 0) and i < depth for i in deepstack)):
+        raise SpecError("config.json:vision_config.deepstack_visual_indexes", f"{model_id}: must be a list of "
+                        f"block indices below depth ({depth}), got {deepstack!r}", "a list such as [8, 16, 24] or []")
+    rows, columns = _qwen_vl_largest_grid(QWEN3_VL_MAX_PIXELS, p * merge)
+    if not rows:
+        raise SpecError("config.json:vision_config.patch_size", f"{model_id}: a {p} x {merge} merged patch is larger "
+                        f"than the largest image ({QWEN3_VL_MAX_PIXELS:,} px)", "16 (with spatial_merge_size 2)")
+    tokens = rows * columns
+    return VisionSpec("qwen3_vl", hidden, _vision_int(vc, "intermediate_size", model_id), depth, heads, p,
+                      columns * merge * p, tokens_per_image=tokens, patches_per_image=tokens * merge * merge,
+                      projector_output=_vision_int(vc, "out_hidden_size", model_id),
+                      num_channels=_vision_int(vc, "in_channels", model_id, 3),
+                      temporal_patch_size=_vision_int(vc, "temporal_patch_size", model_id, 2),
+                      spatial_merge_size=merge,
+                      position_embeddings=_vision_int(vc, "num_position_embeddings", model_id, 2304),
+                      deepstack_mergers=len(deepstack),
+                      source=f"max_pixels {QWEN3_VL_MAX_PIXELS} / ({p} x {merge})^2")
 
 
 def _qwen2_vl_tower(vc: dict, p: int, model_id: str) -> VisionSpec:

@@ -83,13 +83,20 @@ def tower_forward_peak(v: VisionSpec, patches: int, tp: int, act_bytes: int) -> 
     2 x intermediate; SwiGLU towers: gate+up 2 x intermediate and SiLU-and-mul 1 x intermediate), each split
     by TP; the attention half (q, k, v and the attention output, 4 x hidden / TP) peaks lower whenever the
     intermediate width exceeds the hidden width, as in every tower here.
+
+    Qwen3-VL's tower (qwen3_vl, Qwen3.5's too) also holds, through every block, what its forward computed once for
+    the batch (vllm 0.32 qwen3_vl.py Qwen3_VisionTransformer.forward keeps prepare_encoder_metadata's dict): the
+    learned position embeddings interpolated to every patch (fast_pos_embed_interpolate, patches x hidden) and the
+    rotary cos and sin (rot_pos_emb, patches x head_dim / 2 each, in the cache's dtype, the model's), whole on every
+    rank; its MLP is fc1 -> GELU -> fc2 (Qwen3_VisionMLP, no gate).
     """
     mlp = (3 if v.kind in SWIGLU_TOWERS else 2) * v.intermediate_size // tp
     attention = 4 * v.hidden_size // tp
-    return patches * (2 * v.hidden_size + max(mlp, attention)) * act_bytes
+    held = v.hidden_size + v.hidden_size // v.num_heads if v.kind == "qwen3_vl" else 0
+    return patches * (2 * v.hidden_size + max(mlp, attention) + held) * act_bytes
 
 
 def pixel_values_bytes(v: VisionSpec, patches: int, act_bytes: int) -> int:
     """Bytes of the dummy batch's pixel values on the GPU: every patch's channels x patch_size^2 (x the temporal
-    patch of Qwen2.5-VL) in the model dtype."""
+    patch of Qwen2-VL, Qwen2.5-VL and Qwen3-VL / Qwen3.5) in the model dtype."""
     return patches * v.num_channels * v.patch_size * v.patch_size * max(1, v.temporal_patch_size) * act_bytes

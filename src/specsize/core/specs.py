@@ -125,7 +125,8 @@ class VisionSpec:
     """A multimodal target's vision tower and projector, from its config's vision section.
 
     `kind` names the tower family whose layout the weight count follows (vLLM's module for it):
-    siglip (Gemma 3), llama4 (Llama 4), pixtral (Mistral 3 / Mistral-Small-3.1), qwen2_5_vl (Qwen2.5-VL).
+    siglip (Gemma 3), llama4 (Llama 4), pixtral (Mistral 3 / Mistral-Small-3.1), qwen2_vl (Qwen2-VL),
+    qwen2_5_vl (Qwen2.5-VL), qwen3_vl (Qwen3-VL and the Qwen3.5 / Qwen3.6 checkpoints, which reuse its tower).
     """
 
     kind: str
@@ -138,9 +139,12 @@ class VisionSpec:
     tokens_per_image: int  # the most embedding tokens one image becomes (vLLM's max tokens per item)
     patches_per_image: int  # patches the tower runs over for that image (before any merging/pooling)
     projector_input: int = 0  # llama4: vision adapter output width (projector_input_dim)
-    projector_output: int = 0  # llama4: vision_output_dim
+    projector_output: int = 0  # llama4: vision_output_dim; qwen3_vl: out_hidden_size (the mergers' output width)
     num_channels: int = 3
-    temporal_patch_size: int = 1  # qwen2_5_vl: frames per patch
+    temporal_patch_size: int = 1  # qwen2_vl, qwen2_5_vl, qwen3_vl: frames per patch
+    spatial_merge_size: int = 1  # qwen3_vl: patches merged per side into one token (its mergers' input is merge^2 x hidden)
+    position_embeddings: int = 0  # qwen3_vl: rows of its learned position table (num_position_embeddings)
+    deepstack_mergers: int = 0  # qwen3_vl: mergers beside the final one (len(deepstack_visual_indexes))
     source: str = ""  # where tokens_per_image comes from
 
 

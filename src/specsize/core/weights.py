@@ -588,7 +588,7 @@ def vision_params(v: VisionSpec, text_hidden: int) -> tuple[int, int]:
     bias-free projector), pixtral.py + mistral3.py (PixtralHF tower: RMSNorm, no biases, SwiGLU; projector:
     RMSNorm, 2x2 patch merger, two linears), qwen2_vl.py (Conv3d patch embed, LayerNorm + QuickGELU blocks with
     biases, merger over 2x2 patches), qwen2_5_vl.py (Conv3d patch embed, SwiGLU blocks with biases,
-    merger over 2x2 patches).
+    merger over 2x2 patches), qwen3_vl.py (Qwen3_VisionTransformer, which qwen3_5.py builds for Qwen3.5 too).
     """
     h, i, n, p, c = v.hidden_size, v.intermediate_size, v.num_layers, v.patch_size, v.num_channels
     grid = (v.image_size // p) ** 2
@@ -618,6 +618,24 @@ def vision_params(v: VisionSpec, text_hidden: int) -> tuple[int, int]:
         replicated = c * v.temporal_patch_size * p * p * h + n * (2 * h + 3 * h + h + 2 * i + h) + h
         replicated += 4 * h + text_hidden  # merger biases
         sharded = n * (4 * h * h + 3 * h * i) + 16 * h * h + 4 * h * text_hidden
+        return replicated, sharded
+    if v.kind == "qwen3_vl":
+        # vllm 0.32 qwen3_vl.py Qwen3_VisionTransformer.__init__: Qwen3_VisionPatchEmbed (a Conv3dLayer with bias,
+        # layers/conv.py: plain parameters), pos_embed (nn.Embedding num_position_embeddings x hidden), both whole
+        # on every rank. Qwen3_VisionBlock: norm1 / norm2 LayerNorms (weight and bias); attn Qwen2_5_VisionAttention
+        # (qwen2_5_vl.py: qkv QKVParallelLinear bias=True, its bias split; proj RowParallelLinear, bias default True,
+        # whole on every rank); mlp Qwen3_VisionMLP(bias=True): linear_fc1 column-parallel (bias split), linear_fc2
+        # row-parallel (bias whole); no gate (fc1 -> hidden_act -> fc2). Qwen3_VisionPatchMerger: a LayerNorm over
+        # hidden (the final merger) or over merge^2 x hidden (deepstack mergers, use_postshuffle_norm), linear_fc1
+        # merge^2 x hidden square (column-parallel, bias split), linear_fc2 to out_hidden_size (row-parallel, bias
+        # whole); one final merger plus one per deepstack_visual_indexes entry (empty in Qwen3.5). The rotary
+        # cos/sin cache (get_rope over 8,192 positions x head_dim / 2, 576 KiB in bf16) is a buffer, not counted.
+        out = v.projector_output or text_hidden
+        merged = v.spatial_merge_size * v.spatial_merge_size * h
+        replicated = c * v.temporal_patch_size * p * p * h + h + v.position_embeddings * h + n * (4 * h + h + h)
+        replicated += 2 * h + out + v.deepstack_mergers * (2 * merged + out)
+        sharded = n * (3 * h * h + 3 * h + h * h + 2 * h * i + i)
+        sharded += (1 + v.deepstack_mergers) * (merged * merged + merged + merged * out)
         return replicated, sharded
     raise ValueError(f"unknown vision tower kind {v.kind}")
 
