@@ -57,9 +57,6 @@ def test_tower_parameters_by_hand(model_id):
     m = load_model(model_id)
     assert m.vision is not None and m.vision.kind == "qwen3_vl"
     assert vision_params(m.vision, m.hidden_size) == TOWER[model_id]
-    # 333 tensors in the checkpoint's model.visual.* (2 patch embed + 1 pos_embed + 27 x 12 + 6 merger), as a
-    # published GPTQ repack of Qwen3.5-35B-A3B lists them: no tensor left out of the count above
-    assert 2 + 1 + 27 * 12 + 6 == 333
 
 
 def test_deepstack_mergers_by_hand():

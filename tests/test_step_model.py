@@ -975,9 +975,34 @@ def test_moe_elementwise_traffic_by_hand():
         co = coefficients(model_cost(m, tp, "bfloat16", None), ROUND_GPU, IDEAL, overhead=False)
         assert co.act_bytes_per_token == 393_216 + 48 * per_layer * 2
     # at 4,096 prompt tokens on the 1e12 B/s GPU that traffic alone is 4,096 x 3,538,944 / 1e12 = 14.5 ms, added to
-    # the step (separate kernels), which a dense model of the same residual stream does not pay
+    # the step (separate kernels)
     c1 = model_cost(m, 1, "bfloat16", None)
     with_act = forward_time(c1, ROUND_GPU, IDEAL, 1, 4096, 0, overhead=False)
     co = coefficients(c1, ROUND_GPU, IDEAL, overhead=False)
     without = uniform_step(replace(co, act_bytes_per_token=393_216), 1, 4096, 0)
     assert with_act.time_s - without.time_s == pytest.approx(4096 * 3_538_944 / 1e12, rel=1e-9)
+
+
+def test_moe_elementwise_traffic_under_expert_parallelism_latent_width_and_fused_kernels():
+    # Expert parallelism (TP 4 = EP 4): every rank holds every token and runs the activation over all 8 of its expert
+    # rows at the whole expert's width (8 x 3 x 768), moe_sum only its own experts' slots (8 / 4 + 1 rows of 2048):
+    # 18,432 + 6,144 = 24,576 a layer, against TP 4's 8 x 3 x 192 + 9 x 2048 = 23,040
+    qwen = load_model("Qwen/Qwen3-30B-A3B")
+    assert model_cost(qwen, 4, "bfloat16", None).moe_act_elements == 48 * 23_040
+    assert model_cost(qwen, 4, "bfloat16", None, ep=4).moe_act_elements == 48 * 24_576
+    # Nemotron-3-Super's latent MoE: experts 1,024 wide (moe_latent_size), intermediate 2,688, top 22, ungated relu2
+    # (reads and writes the intermediate: 2 x 2,688 / TP), 40 MoE layers: TP 1 22 x 2 x 2,688 + 23 x 1,024 = 141,824,
+    # TP 8 22 x 2 x 336 + 23 x 1,024 = 38,336 elements a layer
+    super_ = load_model("nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8")
+    assert model_cost(super_, 1, "bfloat16", None).moe_act_elements == 40 * 141_824
+    assert model_cost(super_, 8, "bfloat16", None).moe_act_elements == 40 * 38_336
+    # gpt-oss-20b's MXFP4 experts (hidden = intermediate = 2,880, top 4, gated, 24 layers): Marlin's MoE runs them as
+    # separate kernels, 4 x 3 x 2,880 + 5 x 2,880 = 48,960 a layer; OpenAI's triton_kernels (Hopper from vLLM 0.12)
+    # and FlashInfer's TRT-LLM runner (datacenter Blackwell) fuse them into their GEMMs: none
+    oss = load_model("openai/gpt-oss-20b")
+    assert model_cost(oss, 1, "bfloat16", None, mxfp4_pad=(64, 64)).moe_act_elements == 24 * 48_960
+    from specsize.engines.vllm import MXFP4_TRITON_HOPPER_PAD4, MXFP4_TRTLLM_128
+    for layout in (MXFP4_TRITON_HOPPER_PAD4, MXFP4_TRTLLM_128):
+        assert model_cost(oss, 1, "bfloat16", None, mxfp4_pad=layout).moe_act_elements == 0
+    # a dense model has none
+    assert model_cost(load_model("meta-llama/Llama-3.2-1B-Instruct"), 1, "bfloat16", None).moe_act_elements == 0

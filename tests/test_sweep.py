@@ -233,7 +233,6 @@ def ray_cluster():
             pass
         head.wait()
         log.close()
-        shutil.rmtree(temp, ignore_errors=True)  # the head's logs and sockets: nothing left in /tmp
         shutil.rmtree(temp, ignore_errors=True)
 
 

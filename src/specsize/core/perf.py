@@ -38,8 +38,8 @@ from .memory import GRAPH_ALL
 from .specs import DTYPE_BYTES, Deployment, GpuSpec, ModelSpec, Quantization, effective_target, medusa_at_k
 from .speculation import (ASYNC_DRAFTERS_V1, SpecMethod, acceptance_from_mean_length, drafter_kind,  # noqa: F401 - re-exported
                           keeps_overlap, tokens_per_pass, verified_per_sequence)
-from .weights import (VLLM_MXFP4_PAD, Mxfp4Pad, expert_bytes_per_rank, experts_on_rank, indexer_dims, padded_vocab,
-                      weight_breakdown)
+from .weights import (VLLM_MXFP4_PAD, Mxfp4Layout, Mxfp4Pad, expert_bytes_per_rank, expert_hidden, experts_on_rank,
+                      indexer_dims, padded_vocab, weight_breakdown)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -206,6 +206,9 @@ class ModelCost:
     # with fp8_compute, the share of the dense GEMMs' parameters held in fp8: the rest, linear layers the checkpoint
     # keeps in the model dtype (Quantization.unquantized), multiply at the 16-bit peak
     fp8_share: float = 1.0
+    # activation elements a token moves through the fused MoE's own elementwise kernels, every MoE layer summed
+    # (moe_activation_elements; 0 for a dense model or where the experts' kernel fuses them)
+    moe_act_elements: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -315,6 +318,7 @@ def model_cost(m: ModelSpec, tp: int, dtype: str, quant: Quantization | None, *,
     # a step reads an expert's tensors as the kernel has them, not the loaded scales an engine keeps beside them
     # (Mxfp4Layout.keeps_checkpoint_scales: held, counted in the weights and out of the dense bytes above, never read)
     read_expert = expert_bytes_per_rank(m, expert_tp, dtype, quant, mxfp4_pad, read=True)[0]
+    moe_act = moe_activation_elements(m, expert_params, moe_layers, ep, q, mxfp4_pad) if m.moe else 0.0
     return ModelCost(dense_bytes=dense_bytes, dense_params=max(0, dense_params), expert_bytes=read_expert,
                      expert_params=expert_params, moe_layers=moe_layers,
                      num_experts=m.moe.num_experts if m.moe else 0, top_k=m.moe.experts_per_token if m.moe else 0,
@@ -327,7 +331,7 @@ def model_cost(m: ModelSpec, tp: int, dtype: str, quant: Quantization | None, *,
                      low_bit=bool(q and q.method in ("int4", "mxfp4", "nvfp4", "bnb4")),
                      low_bit_experts_only=bool(q and q.experts_only),
                      fp4=q.method if (q and q.method in ("mxfp4", "nvfp4")) else "", prompt_attn_width=prompt_width,
-                     kv_fp8=kv_dtype_bytes == 1, mla=m.mla is not None,
+                     kv_fp8=kv_dtype_bytes == 1, mla=m.mla is not None, moe_act_elements=moe_act,
                      fp8_share=1.0 - kept_params / dense_params if dense_params > 0 else 1.0,
                      indexer_flops_per_pair=indexer_flops, sparse_window=index_topk if indexer_flops else 0)
 
@@ -479,7 +483,7 @@ def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = T
         dense_bytes=c.dense_bytes, expert_bytes_per_layer=c.moe_layers * c.expert_bytes, num_experts=c.num_experts,
         top_k=c.top_k, flops_per_token=max(0.0, dense_flops),
         attn_flops_per_pair=attn_per_pair,
-        act_bytes_per_token=(2.0 * c.hidden * c.n_layers + moe_activation_elements(c)) * c.act_bytes,
+        act_bytes_per_token=(2.0 * c.hidden * c.n_layers + c.moe_act_elements) * c.act_bytes,
         kv_full_bytes_per_token=full,
         kv_windows=tuple(windows.items()),
         inv_flops=1.0 / (peak * eff.compute) if peak else 0.0,
@@ -503,18 +507,32 @@ def coefficients(c: ModelCost, gpu: GpuSpec, eff: Efficiency, overhead: bool = T
         if (c.indexer_flops_per_pair and gpu.fp8_flops) else 0.0, stages=max(1, stages), ep=c.ep)
 
 
-def moe_activation_elements(c: ModelCost) -> float:
+def moe_activation_elements(m: ModelSpec, expert_params: int, moe_layers: int, ep: int,
+                            quant: Quantization | None, mxfp4_pad: Mxfp4Pad) -> float:
     """Activation elements a token moves through the fused-MoE layers' own elementwise kernels on one GPU, beside
-    their grouped GEMMs: the gated activation reads each of its top_k experts' gate and up rows and writes their
-    product (3 x the rank's intermediate width an expert, expert_params / hidden), and the weighted sum reads the
-    top_k expert outputs and writes one (top_k + 1 hidden rows): vLLM's fused_experts (silu_and_mul over the
-    intermediate cache, then moe_sum), SGLang's alike. Under expert parallelism a rank runs top_k / ep of a token's
-    experts on average. Separate kernels: their traffic adds to the GEMMs' time, which a prompt's tokens make
-    compute-bound."""
-    if not c.moe_layers or not c.top_k or not c.hidden:
+    their grouped GEMMs (vLLM 0.32 fused_moe.py fused_experts_impl / experts/triton_moe.py TritonExperts.apply,
+    fused_marlin_moe; SGLang's fused_moe_triton alike): the activation reads each of a token's top_k expert rows of
+    the first GEMM's output and writes their product or activation (expert_params / the experts' width: 3 x the
+    rank's intermediate a gated expert, 2 x ungated), and moe_sum reads the token's expert outputs and writes one
+    (top_k + 1 rows of the experts' width: the latent width of a latent MoE, core.weights.expert_hidden).
+
+    Under expert parallelism every rank holds every token (no dispatch within one data-parallel rank,
+    prepare_finalize/no_dp_ep.py) and runs the activation over all of its top_k rows at the whole expert's width (no
+    expert-map mask there), while moe_sum reads only the slots of its own experts (ops.moe_sum(..., expert_map)):
+    top_k / ep of them. Separate kernels: their traffic adds to the GEMMs' time, which a prompt's tokens make
+    compute-bound. None where the experts' kernel fuses both into its GEMMs: OpenAI's triton_kernels matmul_ogs
+    (swiglu in the first GEMM, the reduction by its scatter: gpt_oss_triton_kernels_moe.py) and FlashInfer's TRT-LLM
+    runner, the MXFP4 layouts that name them (Mxfp4Layout.kernel); Marlin's MXFP4 MoE runs them separately."""
+    if m.moe is None or not moe_layers or not m.moe.experts_per_token:
         return 0.0
-    experts = c.top_k / max(1, c.ep)
-    return c.moe_layers * (experts * c.expert_params / c.hidden + (experts + 1) * c.hidden)
+    q = quant if quant is not None else m.quantization
+    if q is not None and q.method == "mxfp4":
+        kernel = Mxfp4Layout.of(mxfp4_pad).kernel
+        if "triton_kernels" in kernel or "trtllm" in kernel:
+            return 0.0
+    width = expert_hidden(m.moe, m.hidden_size)
+    top_k = m.moe.experts_per_token
+    return moe_layers * (top_k * expert_params / width + (top_k / max(1, ep) + 1) * width)
 
 
 def gemm_time(bytes_: float, flops: float, tokens: float, co: StepCoefficients, inv_bandwidth: float,
