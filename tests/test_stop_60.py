@@ -148,15 +148,14 @@ def test_the_ngram_lookups_host_scan_is_the_v1_runners(version, scan):
 
 
 def test_a_plan_for_a_release_past_the_newest_profile_says_what_is_known_to_differ():
-    # vLLM 0.34's config/cache.py: the extensible KV cache on by default, DEFAULT_BLOCK_SIZE 64; 0.33's async
-    # scheduling with n-gram on Model Runner V2: said with the note, each from its own release on
+    # vLLM 0.34's config/cache.py: the extensible KV cache on by default, DEFAULT_BLOCK_SIZE 64: said with the note
+    # (0.33's changes are modelled: tests/test_vllm_033.py)
     from specsize.engines.registry import beyond_known
 
     assert beyond_known("vllm", "0.32.0") is None
-    only_033 = beyond_known("vllm", "0.33.1")
-    assert only_033 is not None and "0.33 keeps async scheduling with n-gram" in only_033 and "0.34" not in only_033
-    both = beyond_known("vllm", "0.34.0")
-    assert both is not None and "extensible KV cache" in both and "blocks of 64 tokens" in both and "0.33" in both
+    assert beyond_known("vllm", "0.33.1") is None  # modelled since stop 61 (engines/vllm.py V1_033)
+    past = beyond_known("vllm", "0.34.0")
+    assert past is not None and "extensible KV cache" in past and "blocks of 64 tokens" in past
 
 
 @pytest.mark.parametrize("version", [None, "0.5.12", "0.4.6"])

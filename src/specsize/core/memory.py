@@ -288,6 +288,11 @@ class AccountingProfile:
     model_runner_v2: str = ""
     mrv2_v1_methods: tuple[str, ...] = ()
     mrv2_eagle3_pp_on_v1: bool = False
+    # vLLM 0.33: on Model Runner V2 a separate draft model shorter than the target lowers max_model_len to the draft's
+    # (config/vllm.py VllmConfig._limit_max_model_len_to_draft: "the V2 model runner can't skip speculation for longer
+    # sequences; reducing max_model_len to %d", `self.model_config.max_model_len = draft_max_model_len`; skipped where
+    # config/speculative.py draft_shares_target_positions, never for method "draft_model"); 0.32 kept the target's
+    mrv2_max_model_len_to_draft: bool = False
     # start-up
     refuses_start_below_max_model_len: bool = True
     null_blocks: int = 0  # blocks the block pool holds back for good (V1's null block)
@@ -548,6 +553,12 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
     # no CUDA graphs captured, none of their memory
     eager = e.enforce_eager or (prequant_bnb and quant is not None and quant.method == "bnb8")
     max_model_len = e.max_model_len or target.context_limit(p.engine)
+    sp = d.speculative
+    if p.mrv2_max_model_len_to_draft and sp.enabled and sp.method == SpecMethod.DRAFT_MODEL and sp.draft is not None \
+            and on_model_runner_v2(d, p):
+        # the draft's max_model_len is its own derived length, no more than the target's (config/speculative.py
+        # _maybe_override_draft_max_model_len); an explicit longer max_model_len is lowered with a warning, not refused
+        max_model_len = min(max_model_len, sp.draft.context_limit(p.engine))
     gpu_name = f"{d.gpu.gpu_id} {d.gpu.name}".lower()
     huge = bool(p.huge_gpu_bytes) and d.gpu.memory_bytes >= p.huge_gpu_bytes
     large = huge or d.gpu.memory_bytes >= p.large_gpu_bytes and not any(

@@ -135,8 +135,6 @@ def _refuse_unreleased_first(engine: str, version: str, wanted: tuple[int, int, 
 # What the releases after the newest profile are known to change (read in their PyPI sdists, not yet modelled), said
 # with the note of a plan for one of them
 BEYOND_NEWEST = {"vllm": (
-    ((0, 33), "0.33 keeps async scheduling with n-gram on Model Runner V2 (config/vllm.py) and profiles the sampler's "
-              "fp32 warm-up pass too (v1/worker/gpu/model_runner.py _dummy_sampler_run): not modelled"),
     ((0, 34), "0.34 sizes the KV cache after warm-up by default (the extensible KV cache, config/cache.py: utilization "
               "1.0 less the measured non-KV memory and a margin of max(1 GiB, 0.75 x the activation peak), CUDA graphs "
               "measured, no refusal above free memory; v1/worker/extensible_kv_cache.py) and uses blocks of 64 tokens "

@@ -19,6 +19,8 @@ bench/accuracy_vllm.py prints the error on every row. Differences between releas
   cdiv(max_model_len, block_size) x max_model_len), and the start-up check holds the null block back.
   The first is in 0.24.0 already (a published hybrid start-up: V1_024 below) and not in 0.17.0; when the
   null-block check landed is not established (0.21-0.31 keep the older check).
+- V1 0.33 (read in the 0.33.0 wheel): Model Runner V2 for every method, async scheduling kept with n-gram, a shorter
+  draft model capping max_model_len (V1_033 below); its V2 sampler warm-up pass and cuBLAS handles are not sized.
 
 Every V1 release keeps one null block in the pool that no request can use.
 
@@ -610,7 +612,8 @@ V1_LATEST = replace(
     model_runner_v2="all", mrv2_v1_methods=("medusa",),
 )
 
-# SGLang's profiles start from V1_LATEST (engines/sglang _BASE); vLLM 0.32's adds what is vLLM's alone: the NVFP4 KV
+# SGLang's profiles start from V1_LATEST, 0.32's (engines/sglang _BASE; 0.33's V1_033 below changes only what
+# vLLM's Model Runner V2 does, which SGLang resets); vLLM 0.32's adds what is vLLM's alone: the NVFP4 KV
 # cache (AccountingProfile.nvfp4_kv) and a compressed-tensors kv_cache_scheme's fp8 KV cache under --kv-cache-dtype
 # auto (AccountingProfile.ct_kv_cache_scheme;
 # SGLang up to 0.5.15 keeps the model dtype: its CompressedTensorsConfig has no kv_cache_quant_algo, the one attribute
@@ -621,6 +624,42 @@ V1_LATEST = replace(
 # (AccountingProfile.nvfp4_kv, memory._check_nvfp4_kv)
 V1_032 = replace(V1_LATEST, ct_kv_cache_scheme="auto", nvfp4_kv="served_fa2")
 
+# 0.33 (read in the 0.33.0 wheel against 0.32.0's; 0.33.0 is the only 0.33 release on PyPI):
+# - Medusa is gone (config/speculative.py SpeculativeMethod has no "medusa"; engines/methods.py refuses it) and Model
+#   Runner V2 refuses only "suffix" and "custom_class" (config/vllm.py _get_v2_model_runner_unsupported_features:
+#   `if speculative_config.method in ("suffix", "custom_class")`, 0.32: "suffix", "medusa", "mlp_speculator",
+#   "custom_class"): every method specsize plans runs on V2 (mrv2_v1_methods empty).
+# - async scheduling stays on with every speculative method on V2: __post_init__ now checks the method only "if not
+#   self.use_v2_model_runner" ("Async scheduling incompatibilities specific to the V1 model runner"), where 0.32
+#   turned it off on either runner for a method outside EAGLE / MTP / draft model / "ngram_gpu" / DSpark / DFlash,
+#   n-gram ("ngram") included: ASYNC_DRAFTERS_033 adds n-gram (core.speculation.keeps_overlap).
+# - a separate draft model shorter than the target lowers max_model_len to the draft's on V2
+#   (AccountingProfile.mrv2_max_model_len_to_draft; config/vllm.py _limit_max_model_len_to_draft).
+# Not pinned from the source alone, so planned as 0.32 (each needs a GPU start-up of 0.33.0):
+# - V2's profiled sampler (v1/worker/gpu/model_runner.py _dummy_sampler_run) runs a second pass after the default
+#   one, "Warmup-param pass: warmup_kernels (run after the KV cache is sized) pays for the fp32 logits pipeline, so
+#   the profiled peak must too", with SamplingParams.for_sampler_warmup() (top_k 50, top_p 0.9, min_p, the three
+#   penalties, logit_bias, bad words, logprobs 5, watermarking) over the same max_num_seqs rows: an fp32 copy of the
+#   logits (sample/sampler.py apply_sampling_params: "Copy logits to a new FP32 tensor") and what the processors,
+#   top-k/top-p (FlashInfer's fused kernel or the Triton one) and the logprobs add. Its row-sets are not counted
+#   here: the sampler term stays the V1 fit (act_vocab_coef, 3.68 fp32 row-sets of max_num_seqs x vocab, V1's
+#   _dummy_sampler_run with top_k / top_p), which every profile has charged V2 runs too (0.32's V2 default pass
+#   alone, "logits in the model dtype, no per-request processing", profiled less).
+# - the cuBLAS / cuBLASLt handles are created before the start-up snapshot (v1/worker/gpu_worker.py init_device:
+#   "Create the handles now, before the snapshot, so they count as baseline like the NCCL buffers"): their memory
+#   leaves the measured non-torch increase (non_torch_bytes, 0.25 GiB fitted on 0.19 start-ups, which created them
+#   during profiling) and the pool grows by it; how much (handle, workspace, loaded kernels) only a GPU run says.
+# Unchanged from 0.32 (read): gpu_memory_utilization 0.92 (config/cache.py), DEFAULT_BLOCK_SIZE 16, the batch
+# defaults but GB10 (engine/arg_utils.py get_batch_defaults: "and not is_gb10", compute capability 12.1, kept on the
+# small tier; no GB10 in the catalog), _set_cudagraph_sizes, memory_profiling (utils/mem_utils.py), the null-block
+# start-up check and the whole-request token report (v1/core/kv_cache_utils.py, the check moved to
+# kv_cache_planning.py), the hybrid state pages ("align" follows --enable-prefix-caching; --mamba-cache-mode
+# deprecated without effect).
+ASYNC_DRAFTERS_033 = (*ASYNC_DRAFTERS_028, "ngram")
+V1_033 = replace(V1_032, version="0.33",
+                 label="vLLM 0.33 (V1; Model Runner V2 for every model and method; async scheduling with n-gram)",
+                 mrv2_v1_methods=(), async_drafters=ASYNC_DRAFTERS_033, mrv2_max_model_len_to_draft=True)
+
 # (first release covered, profile), oldest first
 PROFILES = (((0, 6), V0_EARLY), ((0, 6, 4), V0), ((0, 6, 5), V0_065), ((0, 7, 1), V0_071), ((0, 8), V1_EARLY), ((0, 8, 3), V1_083), ((0, 9), V1_09),
             ((0, 9, 2), V1_092), ((0, 10), V1_010), ((0, 10, 2), V1_0102), ((0, 11), V1_0110),
@@ -628,7 +667,8 @@ PROFILES = (((0, 6), V0_EARLY), ((0, 6, 4), V0), ((0, 6, 5), V0_065), ((0, 7, 1)
             ((0, 12), V1_012), ((0, 14), V1_014), ((0, 15), V1_015), ((0, 17), V1_017), ((0, 19), V1_019), ((0, 20), V1_020), ((0, 21), V1_021),
             ((0, 22), V1_022),
             ((0, 24), V1_024), ((0, 25), V1_025), ((0, 26), V1_026), ((0, 27), V1_027), ((0, 28), V1_028),
-            ((0, 29), V1_029), ((0, 30), V1_030), ((0, 31), V1_031), ((0, 32), V1_032))
+            ((0, 29), V1_029), ((0, 30), V1_030), ((0, 31), V1_031), ((0, 32), V1_032),
+            ((0, 33), V1_033))
 
 # Speculative methods the V1 engine of 0.8 and 0.9 did not run: vLLM falls back to its V0 engine for them
 # (vllm/engine/arg_utils.py EngineArgs._is_v1_supported_oracle, "Only Ngram speculative decoding so far": 0.8 takes
