@@ -201,9 +201,10 @@ B = ["--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB", "
     (["simulate", *B, "--duration", "900000", "--rate", "5"], "rate"),
     (["stops-paying", *B, "--method", "ngram", "-k", "4", "--acceptance-rate", "0.7", "--duration", "3601"],
      "duration"),  # twenty simulations of a day each would run for most of an hour
-    # budgets vLLM refuses to start with (vllm/config/scheduler.py): below max_num_seqs (1,024 by default on an
-    # H100), or below max_model_len where V0 does not chunk prompts; `check` had said "fits"
-    (["plan", *B, "--max-num-batched-tokens", "1"], "max_num_batched_tokens"),
+    # budgets vLLM refuses to start with (vllm/config/scheduler.py): below the max_num_seqs the user set (a defaulted
+    # one is capped at the budget from 0.10.1: tests/test_default_caps.py), or below max_model_len where V0 does not
+    # chunk prompts; `check` had said "fits"
+    (["plan", *B, "--max-num-batched-tokens", "1", "--max-num-seqs", "2"], "max_num_batched_tokens"),
     (["plan", *B, "--engine-version", "0.6.-1"], "engine_version"),  # releases only: these had read as 0.6
     (["plan", *B, "--engine-version", "0.6.0.post"], "engine_version"),
     (["plan", *B, "--engine-version", "\u0660.\u0666"], "engine_version"),  # Arabic-Indic digits

@@ -57,6 +57,12 @@ class AccountingProfile:
     cpu_default_max_num_seqs: int = 0
     cpu_default_max_num_batched_tokens: int = 0
     cpu_defaults_per_rank: bool = False
+    # what vLLM does to a default it fills in (engine/arg_utils.py, the `vllm serve` path): a defaulted max_num_seqs
+    # no larger than max_num_batched_tokens (0.10.1 on: "self.max_num_seqs = min(default_max_num_seqs[usage_context],
+    # self.max_num_batched_tokens ...)"), a defaulted max_num_batched_tokens no larger than max_num_seqs x
+    # max_model_len (0.12 on: "Ensure max_num_batched_tokens does not exceed model limit")
+    default_seqs_within_batched: bool = False
+    default_batched_within_seqs_len: bool = False
     batched_tokens_at_least_max_model_len: bool = False  # V0 without chunked prefill
     # a step runs either new prompts or decodes, prompts first (vLLM V0 without chunked prefill, SGLang without
     # --enable-mixed-chunk); False: V1's mixed steps, running decodes first, then prompt chunks in the budget
@@ -583,6 +589,10 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
             # V0's SchedulerConfig: 512 with chunked prefill ("chosen to have a balance between ITL and TTFT"; the
             # whole model length with multi-step), else at least the model length
             batched = 512 if chunked and steps == 1 else max(batched, max_model_len)
+        if p.default_batched_within_seqs_len:
+            batched = min(batched, max_num_seqs * max_model_len)
+    if not e.max_num_seqs and p.default_seqs_within_batched:
+        max_num_seqs = min(max_num_seqs, batched)
     if e.max_num_batched_tokens and p.token_budget_rules:
         _check_token_budget(e.max_num_batched_tokens, max_num_seqs, max_model_len, p.generation == "V0" and not chunked)
     _check_engine_flags(e, p)

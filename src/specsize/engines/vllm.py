@@ -272,6 +272,9 @@ _V1_COMMON = AccountingProfile(
     # the CPU backend's defaults, times TP x PP (0.10 on: CPU_MAX_NUM_SEQS_PER_RANK_010 above)
     cpu_default_max_num_seqs=CPU_MAX_NUM_SEQS_PER_RANK_010,
     cpu_default_max_num_batched_tokens=CPU_MAX_NUM_BATCHED_TOKENS_PER_RANK_010, cpu_defaults_per_rank=True,
+    # the defaults capped by each other (AccountingProfile.default_seqs_within_batched, 0.10.1 on, and
+    # default_batched_within_seqs_len, 0.12 on: engine/arg_utils.py, read in the 0.10.0-0.32.0 sdists)
+    default_seqs_within_batched=True, default_batched_within_seqs_len=True,
     sources=_V1_SOURCES,
 )
 
@@ -395,6 +398,9 @@ V1_EARLY = replace(
     large_gpu_names=("h100", "h200"),
     # no CPU defaults of its own before 0.9.2 (CPU_MAX_NUM_SEQS_PER_RANK_010): the tiers above, by the host's memory
     cpu_default_max_num_seqs=0, cpu_default_max_num_batched_tokens=0, cpu_defaults_per_rank=False,
+    # the defaults as they are, neither capped by the other, up to 0.10.0 (engine/arg_utils.py _set_default_args_v1:
+    # "self.max_num_seqs = default_max_num_seqs[usage_context]")
+    default_seqs_within_batched=False, default_batched_within_seqs_len=False,
     cuda_graph_subtracted=False,
     kv_groups_by_kind=False,  # 0.8-0.9 had no hybrid KV-cache manager (it came in 0.10)
     # 0.8-0.10's EAGLE proposer ran its first forward over the accepted tokens and the bonus one only
@@ -426,7 +432,11 @@ V1_092 = replace(V1_09, version="0.9.2", label="vLLM 0.9.2 (V1 engine; the CPU b
 V1_010 = replace(V1_09, version="0.10", label="vLLM 0.10.0-0.10.1 (V1 engine)",
                  cpu_default_max_num_seqs=CPU_MAX_NUM_SEQS_PER_RANK_010,
                  cpu_default_max_num_batched_tokens=CPU_MAX_NUM_BATCHED_TOKENS_PER_RANK_010, cpu_defaults_per_rank=True)
-V1_0102 = replace(V1_010, version="0.10.2", label="vLLM 0.10.2 (V1 engine)",
+# 0.10.1: a defaulted max_num_seqs capped at max_num_batched_tokens (engine/arg_utils.py _set_default_args_v1:
+# "self.max_num_seqs = min(default_max_num_seqs[usage_context], self.max_num_batched_tokens or sys.maxsize)"; the
+# plain assignment in 0.10.0): a small --max-num-batched-tokens starts with as many sequences, not refused
+V1_0101 = replace(V1_010, version="0.10.1", label="vLLM 0.10.1 (V1 engine)", default_seqs_within_batched=True)
+V1_0102 = replace(V1_0101, version="0.10.2", label="vLLM 0.10.2 (V1 engine)",
                   mxfp4_pad_by_gpu=_mxfp4_rules(None, cdna3=MXFP4_ROCM_128, cdna4=MXFP4_ROCM_128))
 
 V1_019 = replace(
@@ -467,6 +477,9 @@ V1_017 = replace(V1_019, version="0.17", label="vLLM 0.17-0.18 (V1; CUDA graph e
 V1_011 = replace(
     V1_019,
     checkpoint_kv_dtype=False,  # the checkpoint's KV dtype under auto came with 0.14 (PR 30785)
+    # a defaulted max_num_batched_tokens capped at max_num_seqs x max_model_len from 0.12 (V1_012, V1_014): not in
+    # 0.11.0's _set_default_args
+    default_batched_within_seqs_len=False,
     ct_kv_cache_scheme="ignored",  # a compressed-tensors kv_cache_scheme brings scales only up to 0.14
     version="0.11", label="vLLM 0.11 (V1; sort-based top-k/top-p in the profiled sampler)",
     act_vocab_coef=_V1_COMMON.act_vocab_coef + 5.88, api_cost_scale=1.0,
@@ -490,14 +503,14 @@ V1_011 = replace(V1_011, version="0.11.1",
 # Hopper (the MXFP4 note above)
 V1_012 = replace(V1_011, version="0.12", label="vLLM 0.12-0.13 (V1; sort-based top-k/top-p in the profiled sampler; "
                  "--stream-interval)",
-                 stream_interval_flag=True,
+                 stream_interval_flag=True, default_batched_within_seqs_len=True,
                  mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_035, cdna3=MXFP4_ROCM_128,
                                                cdna4=MXFP4_ROCM_CDNA4_KEPT))
 # 0.14.0's release notes: "Async scheduling is now enabled by default" (PR 27614; not with pipeline parallel, the CPU
 # backend, or speculative methods other than EAGLE / MTP, PR 31998); the accounting is 0.11's
 V1_014 = replace(V1_011, checkpoint_kv_dtype=True, version="0.14", label="vLLM 0.14 (V1; async scheduling by default; sort-based top-k/top-p "
                  "in the profiled sampler)", async_scheduling=True, scheduled_ahead=True,
-                 stream_interval_flag=True,
+                 stream_interval_flag=True, default_batched_within_seqs_len=True,
                  mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_035, cdna3=MXFP4_ROCM_128,
                                                cdna4=MXFP4_ROCM_CDNA4_KEPT))
 # 0.15-0.16: as 0.14, but a compressed-tensors checkpoint's kv_cache_scheme sets the KV cache to fp8 whatever
@@ -662,7 +675,7 @@ V1_033 = replace(V1_032, version="0.33",
 
 # (first release covered, profile), oldest first
 PROFILES = (((0, 6), V0_EARLY), ((0, 6, 4), V0), ((0, 6, 5), V0_065), ((0, 7, 1), V0_071), ((0, 8), V1_EARLY), ((0, 8, 3), V1_083), ((0, 9), V1_09),
-            ((0, 9, 2), V1_092), ((0, 10), V1_010), ((0, 10, 2), V1_0102), ((0, 11), V1_0110),
+            ((0, 9, 2), V1_092), ((0, 10), V1_010), ((0, 10, 1), V1_0101), ((0, 10, 2), V1_0102), ((0, 11), V1_0110),
             ((0, 11, 1), V1_011),
             ((0, 12), V1_012), ((0, 14), V1_014), ((0, 15), V1_015), ((0, 17), V1_017), ((0, 19), V1_019), ((0, 20), V1_020), ((0, 21), V1_021),
             ((0, 22), V1_022),

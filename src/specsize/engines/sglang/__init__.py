@@ -60,6 +60,8 @@ _BASE = replace(vllm.V1_LATEST, engine="sglang", generation="SGLang",
                 # vLLM's CPU backend defaults (engines/vllm.py CPU_MAX_NUM_SEQS_PER_RANK_010) are vLLM's: SGLang on a
                 # CPU keeps its own chunk size and running-request limit (accounting.py)
                 cpu_default_max_num_seqs=0, cpu_default_max_num_batched_tokens=0, cpu_defaults_per_rank=False,
+                # and how vLLM caps one default by the other (AccountingProfile.default_seqs_within_batched)
+                default_seqs_within_batched=False, default_batched_within_seqs_len=False,
                 # vLLM V1's n-gram history scan (engines/vllm.py V1_NGRAM_SCAN_PER_TOKEN_S): SGLang keeps its n-gram
                 # cache incrementally and pays none (docs/efficiency-history.md, stop 45); derived from vLLM's newest
                 # profile, its profiles had carried 1.06 ns a token of context
