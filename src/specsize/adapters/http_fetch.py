@@ -33,7 +33,12 @@ def fetch(url: str, deadline_s: float, limit: int) -> bytes:
     """The body of `url` (http or https), at most `limit` + 1 bytes, within `deadline_s` for everything; redirects
     and answers other than 200 are errors, as is a peer at a blocked address. SpecError (field metrics) for any
     failure."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - read here: urlsplit parses the port lazily, and raises on it only when asked
+    except ValueError as err:  # "http://[::1" (an unclosed IPv6 bracket) had ended in an internal error (exit 4)
+        raise SpecError("metrics", f"cannot read the URL {url!r:.200} ({err})", "a /metrics URL such as "
+                        "http://HOST:PORT/metrics, or a file") from None
     late = SpecError("metrics", f"{url} took longer than {deadline_s:g} s to answer",
                      "a /metrics endpoint that answers within the deadline")
     expired = threading.Event()

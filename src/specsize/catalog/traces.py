@@ -41,6 +41,16 @@ def _pick(row: dict, names: tuple[str, ...], what: str, path: Path, line: int, f
                     " / ".join(names))
 
 
+def _plain(value: Any, what: str, accepted: str, field: str, p: Path, line: int) -> None:
+    """Refuse what float() and datetime.fromisoformat would read as another number without a word: a JSON true or
+    false (1.0, 0.0), non-ASCII digits ("١٠" is 10.0) and digits grouped by underscores ("1_0" is 10.0); the token
+    counts refuse them alike (whole_count)."""
+    if isinstance(value, bool):
+        raise SpecError(field, f"{p} line {line}: {what} is {str(value).lower()}", accepted)
+    if isinstance(value, str) and (not value.isascii() or "_" in value):
+        raise SpecError(field, f"{p} line {line}: {what} {value!r:.40} holds non-ASCII digits or '_'", accepted)
+
+
 def _seconds(value) -> tuple[float, bool]:
     """(seconds, whether the value is an ISO date-time). An ISO time without a zone is read as UTC: a trace's
     arrivals never move with the reader's time zone or its daylight-saving changes."""
@@ -118,10 +128,13 @@ def _row(row: object, p: Path, i: int, field: str) -> tuple[float, bool, int, in
     if not isinstance(row, dict):
         raise SpecError(field, f"{p} line {i}: not an object", "JSONL, one object per line, or CSV with a header")
     try:
-        arrival, iso = _seconds(_pick(row, ARRIVAL, "arrival time", p, i, field))
+        when = _pick(row, ARRIVAL, "arrival time", p, i, field)
+        _plain(when, "the arrival time", "seconds or ISO times", field, p, i)
+        arrival, iso = _seconds(when)
         prompt = _tokens(_pick(row, PROMPT, "prompt tokens", p, i, field), "prompt tokens", field, p, i)
         output = _tokens(_pick(row, OUTPUT, "output tokens", p, i, field), "output tokens", field, p, i)
         rate = row.get("acceptance_rate")
+        _plain(rate, "acceptance_rate", "a per-token rate in [0, 1]", field, p, i)
         acceptance = None if rate in (None, "") else float(rate)
     except SpecError:  # already names its line and what is wrong (a SpecError is a ValueError: not reworded)
         raise

@@ -41,6 +41,11 @@ def check_target(path: str, force: bool, field: str = "output") -> Path:
     run is not thrown away (or half written to stdout) at the end."""
     from ..inputs.load import files_read, resolved  # noqa: PLC0415 - what the command reads (inputs.load.will_read)
 
+    if not str(path).strip():  # -o " " had written a file named by a space (and -o "" answered ". is a folder")
+        raise SpecError(field, f"{str(path)!r} is a blank file name", "a file path")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in str(path)):  # a line break: "wrote r<newline>x.html", two lines
+        raise SpecError(field, f"{str(path)!r:.120} holds a control character (a line break, a tab)",
+                        "a file path of printable characters")
     target = Path(path)
     if target.is_symlink():  # write where the link points, never replace the link itself (a loop: refused by name)
         target = resolved(target, field)

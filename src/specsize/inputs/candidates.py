@@ -50,7 +50,8 @@ def parse_candidate(text: str, profile: AccountingProfile, target: ModelSpec | N
     fields = candidate_fields(text)
     method = fields.get("method")
     if method not in SPEC_METHODS or method == "none":
-        raise SpecError("candidate", f"method {method!r} in {text!r}", ", ".join(m for m in SPEC_METHODS if m != "none"))
+        problem = f"no method= in {text!r}" if method is None else f"method {method!r} in {text!r}"
+        raise SpecError("candidate", problem, ", ".join(m for m in SPEC_METHODS if m != "none"))
     if "acceptance" in fields and "acceptance_rate" in fields:
         raise SpecError("candidate", f"{text!r:.120} gives acceptance and acceptance_rate, two names for one rate",
                         "one of acceptance=A or acceptance_rate=A")
@@ -70,7 +71,12 @@ def parse_candidate(text: str, profile: AccountingProfile, target: ModelSpec | N
     # the engine's; an n-gram candidate had taken the engine's beside a deployment given another
     given = coerce("candidate.proposal_rate", _PROPOSALS, fields["proposal_rate"]) if "proposal_rate" in fields else \
         (proposal_rate if SpecMethod.parse(method) == SpecMethod.NGRAM else None)
-    spec = replace(spec, proposal_rate=proposal_rate_of(profile, spec.method, given))
+    try:
+        spec = replace(spec, proposal_rate=proposal_rate_of(profile, spec.method, given))
+    except SpecError as err:  # the candidate's own proposal_rate= (an eagle3 candidate's had been named --proposal-rate)
+        if err.field != "proposal_rate" or "proposal_rate" not in fields:
+            raise
+        raise SpecError("candidate.proposal_rate", err.problem, err.accepted) from None
     acceptance = Acceptance(rate=coerce("candidate.acceptance", _RATE, rate),
                             mean_accepted_length=coerce("candidate.mean_accepted_length", _MEAN, mean),
                             measured_at_k=k)

@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.errors import SpecError
+from ..core.errors import SpecError, first_repeated
 
 # groups: which commands take a field (cli/commands.py maps commands to groups)
 DEPLOYMENT = "deployment"
@@ -233,6 +233,8 @@ def coerce(name: str, info: FieldInfo, value: Any) -> Any:
         text = str(value).strip()
         if not text:
             raise SpecError(name, "must not be empty", info.accepted)
+        if "\x00" in text:  # no file, model id, release or name holds one (os.stat raises ValueError on it): YAML's "\0"
+            raise SpecError(name, f"holds a NUL character: {text!r:.80}", f"{info.accepted}, without NUL characters")
         return text
     if kind in ("int_list", "str_list"):
         return _list(name, info, value)
@@ -245,8 +247,12 @@ def _list(name: str, info: FieldInfo, value: Any) -> tuple:
         items = [value] if isinstance(value, str) else value
         if not isinstance(items, (list, tuple)) or not all(isinstance(v, str) for v in items):
             raise SpecError(name, f"must be a string or a list of strings, got {value!r}", info.accepted)
+        twice = first_repeated(item.strip() for item in items)
+        if twice is not None:  # a --candidate given twice had been priced and tabulated twice
+            raise SpecError(name, f"repeats a value: {twice!r:.120}", f"each value once ({info.accepted})")
         return tuple(items)
-    items = value if isinstance(value, (list, tuple)) else str(value).replace(" ", "").split(",")
+    # spaces around an item are dropped, never inside one: "1 2" had been read as 12
+    items = value if isinstance(value, (list, tuple)) else [item.strip() for item in str(value).split(",")]
     if not items or any(item == "" for item in items):
         raise SpecError(name, f"an empty item in {value!r}", info.accepted)
     numbers = tuple(_int(name, info, v) for v in items)

@@ -24,7 +24,7 @@ from typing import Any
 
 from ..catalog import files
 from ..catalog.files import csv_names, packaged_json, read_text, size_limit
-from ..catalog.models import NAMES_ONLY_ENV
+from ..catalog.models import NAMES_ONLY_ENV, exists
 from ..catalog.traces import FEWEST_TOKENS, MAX_TOKENS, NO_OUTPUT, servable, whole_count
 from ..core.errors import SpecError, first_repeated, unique_keys
 from ..core.specs import LengthDistribution, check_lengths
@@ -466,10 +466,10 @@ def model_near(value: str, base: Path | None, field: str) -> str:
             or os.environ.get(NAMES_ONLY_ENV):  # a server reads models by name only (api.read_models_by_name_only)
         return value
     local = base / value
-    if local.exists():
+    if exists(local):  # a name over 255 bytes is no file: an id, refused by name as the flag's is
         return str(local.resolve())
     id_shaped = value.count("/") == 1 and not value.startswith(".") and not value.endswith(".json")
-    if not id_shaped and base.resolve() != Path.cwd().resolve() and Path(value).exists():
+    if not id_shaped and base.resolve() != Path.cwd().resolve() and exists(Path(value)):
         raise SpecError(field, f"{value} is not beside the file (in {base}) but in the current directory; a file's "
                         "relative paths are read relative to the file", "a path relative to the file, an absolute "
                         "path, or a model id")

@@ -352,6 +352,8 @@ def read_search_spec(path: str) -> SearchSpace:
             raise SpecError(key, f"lists {twice!r} twice", "each value once (a GPU twice at two prices)")
     if data.get("name") is not None and not isinstance(data["name"], str):
         raise SpecError("name", f"must be a string, got {type(data['name']).__name__}", "a name for the search")
+    if data.get("name") is not None:  # the field table's rule for a name: not blank, no NUL ("\0" had been printed)
+        data = {**data, "name": coerce("name", info("name"), data["name"])}
     if not data.get("workload"):
         raise SpecError("workload", "a search needs the workload envelope", "prompt_tokens, output_tokens, concurrency")
     max_num_seqs = _ints(data, "max_num_seqs", [64, 128, 256], 1, 1 << 16)

@@ -144,11 +144,24 @@ def _fits_here(d, dtype: str, batch_size: int, prompt: int, k: int) -> None:
                         f"{available / 2**30:.1f} GiB available", "a smaller model, batch or prompt (or a bigger host)")
 
 
+def _config_dict(field: str, ref: str) -> tuple[dict, str | None]:
+    """catalog.models.load_config_dict under the flag's own name: a model the plan reads as a published sibling (no
+    config of its own in the catalog) had been refused as `model: ... needs a config`, naming no flag."""
+    from ..catalog.models import load_config_dict  # noqa: PLC0415
+
+    try:
+        return load_config_dict(ref)
+    except SpecError as err:
+        if err.field != "model":
+            raise
+        raise SpecError(field, f"{err.problem}; measure builds the model from its own config.json", err.accepted) \
+            from None
+
+
 def measure(request: Request, *, batch_size: int = 2, prompt_len: int | None = None, weights: str = "random",
             prompts: str | None = None, max_new_tokens: int = 64, temperature: float = 1.0,
             record: str | None = None, store: str | None = None):
     """(measurement, prompt tokens, k) for the request's target and drafter."""
-    from ..catalog.models import load_config_dict  # noqa: PLC0415
     from .run import build_model, measure as run_measure, measure_acceptance  # noqa: PLC0415
 
     r = resolve(request)
@@ -158,10 +171,10 @@ def measure(request: Request, *, batch_size: int = 2, prompt_len: int | None = N
     if batch_size < 1 or prompt < 1:
         raise SpecError("batch_size", "batch size and prompt length must be positive", "integers >= 1")
     _check_acceptance_inputs(prompts, weights, d, record)
-    target_cfg, target_dir = load_config_dict(str(request.target))
+    target_cfg, target_dir = _config_dict("target", str(request.target))
     draft_cfg = draft_dir = None
     if d.speculative.draft is not None:
-        draft_cfg, draft_dir = load_config_dict(str(request.draft))
+        draft_cfg, draft_dir = _config_dict("draft", str(request.draft))
     if weights == "local" and (target_dir is None or (d.speculative.draft is not None and draft_dir is None)):
         raise SpecError("weights", "local weights need local model directories for the target and the drafter",
                         "--target DIR [--draft DIR] with their safetensors")

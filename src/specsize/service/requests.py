@@ -136,6 +136,9 @@ def build(body: dict, catalog: frozenset[str] | None, store: str | None = None, 
         request = load_request(**values)
     else:
         data = parse_yaml_mapping(text, "the deployment", "deployment_yaml")
+        bad = first_bad_text(data)  # a YAML "\0" escape: refused as the body's own strings are, before any reader
+        if bad is not None:
+            raise BadText(bad, BAD_TEXT, "text without NUL characters or lone surrogates")
         refuse_server_files(data)
         request = build_request(data, values, "file", None, "the deployment")
     bad = first_bad_text(request.settings())  # a deployment file's "\x00" escape: the body's own strings are checked
