@@ -2,7 +2,7 @@
 in the 0.10.0-0.32.0 sdists): a defaulted max_num_seqs is no larger than max_num_batched_tokens from 0.10.1
 ("self.max_num_seqs = min(default_max_num_seqs[usage_context], self.max_num_batched_tokens or sys.maxsize)"; 0.10.0
 assigns the default as it is), and a defaulted max_num_batched_tokens no larger than max_num_seqs x max_model_len from
-0.12 ("Ensure max_num_batched_tokens does not exceed model limit"; not in 0.11.0). A value the user sets is never
+0.11.1 ("Ensure max_num_batched_tokens does not exceed model limit"; not in 0.11.0). A value the user sets is never
 capped, and a budget below the sequences the user set is still refused, as vLLM's SchedulerConfig refuses it."""
 
 from __future__ import annotations
@@ -39,11 +39,11 @@ def test_a_small_budget_caps_the_default_sequences_from_0_10_1():
     assert settings("0.32", max_num_batched_tokens=16_384).max_num_seqs == 1024
 
 
-def test_few_short_sequences_cap_the_default_budget_from_0_12():
-    # 2 sequences of at most 2,048 tokens: the H100's default 8,192-token budget becomes 2 x 2,048 = 4,096 from 0.12,
-    # stays 8,192 in 0.11; a budget the user sets stays
+def test_few_short_sequences_cap_the_default_budget_from_0_11_1():
+    # 2 sequences of at most 2,048 tokens: the H100's default 8,192-token budget becomes 2 x 2,048 = 4,096 from
+    # 0.11.1, stays 8,192 in 0.11.0; a budget the user sets stays
     assert settings("0.11.0", max_num_seqs=2, max_model_len=2048).max_num_batched_tokens == 8192
-    for version in ("0.12", "0.14", "0.32", "0.33"):
+    for version in ("0.11.1", "0.11.2", "0.12", "0.14", "0.32", "0.33"):
         assert settings(version, max_num_seqs=2, max_model_len=2048).max_num_batched_tokens == 4096, version
     assert settings("0.32", max_num_seqs=2, max_model_len=2048,
                     max_num_batched_tokens=8192).max_num_batched_tokens == 8192

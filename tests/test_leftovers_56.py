@@ -22,7 +22,7 @@ from specsize.core.speculation import SpecMethod
 FOUR_O_FIVE_B = "meta-llama/Llama-3.1-405B-Instruct"
 ENVELOPE = dict(prompt_tokens={"p50": 1500, "p95": 4000, "p99": 8000, "max": 24000},
                 output_tokens={"p50": 300, "p95": 800, "p99": 1200, "max": 2000})
-VLLM_RANGE = "0.11 - 0.32 (vllm serve / python -m vllm.entrypoints.openai.api_server)"
+VLLM_RANGE = "0.11 - 0.33 (vllm serve / python -m vllm.entrypoints.openai.api_server)"
 
 
 # --- 1. the MTP drafter of each architecture, beside the method's own releases ---------------------------------------
@@ -44,7 +44,7 @@ def test_the_launch_header_of_an_mtp_command_starts_at_the_architectures_first_r
     from specsize.engines.methods import launch_versions
 
     assert launch_versions("vllm", SpecMethod.MTP, VLLM_RANGE, model_type="nemotron_h") == \
-        "0.17 - 0.32 (vllm serve / python -m vllm.entrypoints.openai.api_server)"
+        "0.17 - 0.33 (vllm serve / python -m vllm.entrypoints.openai.api_server)"
     sglang = "0.4 - 0.5.x (python -m sglang.launch_server)"
     assert launch_versions("sglang", SpecMethod.MTP, sglang, model_type="nemotron_h") == \
         "0.5.8 - 0.5.x (python -m sglang.launch_server)"
@@ -60,7 +60,7 @@ def test_the_launch_header_of_an_mtp_command_starts_at_the_architectures_first_r
     code, out, err = run(capsys, "plan", "--target", str(config), "--method", "mtp", "--gpu", "H100-SXM-80GB",
                          "--acceptance-rate", "0.6", "--emit", "vllm")
     assert "Traceback" not in err
-    assert out.splitlines()[0] == "# vllm 0.17 - 0.32 (vllm serve / python -m vllm.entrypoints.openai.api_server)"
+    assert out.splitlines()[0] == "# vllm 0.17 - 0.33 (vllm serve / python -m vllm.entrypoints.openai.api_server)"
 
 
 # --- 2. a vLLM replica across nodes: the Ray backend in its command --------------------------------------------------

@@ -49,9 +49,19 @@ def test_a_release_with_the_method_is_planned(engine, version, method):
     check_method(engine, version, SpecMethod(method))
 
 
-@pytest.mark.parametrize("method", [m for m in SpecMethod])
+@pytest.mark.parametrize("method", [m for m in SpecMethod if m != SpecMethod.MEDUSA])
 def test_the_newest_vllm_release_launches_every_method(method):
     assert available("vllm", None, method)
+
+
+def test_a_plan_without_a_version_takes_the_newest_release_which_has_no_medusa():
+    # vLLM 0.33 removed Medusa (config/speculative.py SpeculativeMethod; MedusaProposer deleted): a plan that names no
+    # release is planned with 0.33's profile, and had still launched it there
+    assert not available("vllm", None, SpecMethod.MEDUSA) and not available("vllm", "latest", SpecMethod.MEDUSA)
+    assert available("vllm", "0.32", SpecMethod.MEDUSA)
+    with pytest.raises(SpecError) as err:
+        check_method("vllm", None, SpecMethod.MEDUSA)
+    assert "vLLM 0.33 (the newest" in str(err.value) and "medusa with" not in str(err.value)
 
 
 def test_sglang_never_had_medusa():
@@ -146,7 +156,7 @@ def test_an_emitted_commands_header_names_the_releases_that_launch_its_method(ca
     assert launch_versions("sglang", SpecMethod.NONE, sglang) == sglang
     with pytest.raises(SystemExit):
         main(["plan", "--emit", "vllm"])  # the embedded default: a 1B draft model
-    assert capsys.readouterr().out.startswith("# vllm 0.15 - 0.32 ")
+    assert capsys.readouterr().out.startswith("# vllm 0.15 - 0.33 ")
 
 
 def test_a_tree_for_a_method_sglang_lacks_says_sglang_lacks_it(capsys):

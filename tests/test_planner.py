@@ -353,12 +353,12 @@ def test_loading_holds_a_ranks_share_of_tp_x_pp():
 
 
 def test_a_command_for_a_release_older_than_its_flag_table_says_so():
-    # the vLLM command's flags are checked against vLLM 0.11 - 0.32 (engines/data/engine_flags.json); vLLM 0.6 named
+    # the vLLM command's flags are checked against vLLM 0.11 - 0.33 (engines/data/engine_flags.json); vLLM 0.6 named
     # its drafter flags otherwise (--speculative-model), so a plan of 0.6 says the command needs checking there
     import specsize
 
     old = specsize.plan(engine_version="0.6", method="none")
-    assert any(note.startswith("the vLLM command uses the flags of vLLM 0.11 - 0.32; vLLM 0.6 names some otherwise")
+    assert any(note.startswith("the vLLM command uses the flags of vLLM 0.11 - 0.33; vLLM 0.6 names some otherwise")
                for note in old.notes)
     assert not any("uses the flags of" in note for note in specsize.plan(engine_version="0.11", method="none").notes)
     assert not any("uses the flags of" in note for note in specsize.plan(method="none").notes)

@@ -336,7 +336,11 @@ def speedup(request: Request | None = None, **overrides: Any) -> SpeedupReport:
     candidates = tuple(parse_candidate(text, r.profile, d.target, d.tp, q.engine_version, given_rate)
                        for text in q.candidates)
     for candidate in candidates:  # each candidate is a deployment of its own: checked as `plan` checks one
-        validate(replace(d, speculative=candidate.speculative), r.workload, q.headroom)
+        try:
+            validate(replace(d, speculative=candidate.speculative), r.workload, q.headroom)
+        except SpecError as err:  # the candidate's own field (candidate.method, ...), as parse_candidate names them
+            field = err.field if err.field.startswith("candidate") else f"candidate.{err.field}"
+            raise SpecError(field, f"{candidate.label}: {err.problem}", err.accepted) from None
     eff = offline_efficiency(r.efficiency) if q.offline else r.efficiency  # LLM.generate: no API server in front
     result = compare_drafters(d, r.profile, eff, acceptance, list(q.batch_sizes), ks, q.context_len, r.tree,
                               candidates)

@@ -60,7 +60,7 @@ class AccountingProfile:
     # what vLLM does to a default it fills in (engine/arg_utils.py, the `vllm serve` path): a defaulted max_num_seqs
     # no larger than max_num_batched_tokens (0.10.1 on: "self.max_num_seqs = min(default_max_num_seqs[usage_context],
     # self.max_num_batched_tokens ...)"), a defaulted max_num_batched_tokens no larger than max_num_seqs x
-    # max_model_len (0.12 on: "Ensure max_num_batched_tokens does not exceed model limit")
+    # max_model_len (0.11.1 on: "Ensure max_num_batched_tokens does not exceed model limit")
     default_seqs_within_batched: bool = False
     default_batched_within_seqs_len: bool = False
     batched_tokens_at_least_max_model_len: bool = False  # V0 without chunked prefill
@@ -337,6 +337,9 @@ class ResolvedSettings:
     enforce_eager: bool
     num_speculative_tokens: int
     prefill_first: bool = False  # the engine's step policy (AccountingProfile.prefill_first)
+    # the max_model_len a shorter draft model lowered max_model_len from (AccountingProfile.mrv2_max_model_len_to_draft);
+    # 0: not lowered
+    max_model_len_before_draft: int = 0
     # the engine holds the target's quantized MoE experts unquantized and runs them so (SGLang's MXFP4 experts under
     # expert parallelism off datacenter Blackwell: engines/sglang/accounting.py); the step costs then price the
     # target as a `none` override serves it (planner.perf)
@@ -560,11 +563,15 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
     eager = e.enforce_eager or (prequant_bnb and quant is not None and quant.method == "bnb8")
     max_model_len = e.max_model_len or target.context_limit(p.engine)
     sp = d.speculative
+    lowered_from = 0
     if p.mrv2_max_model_len_to_draft and sp.enabled and sp.method == SpecMethod.DRAFT_MODEL and sp.draft is not None \
-            and on_model_runner_v2(d, p):
+            and on_model_runner_v2(d, p) and max_model_len <= target.context_limit(p.engine):
         # the draft's max_model_len is its own derived length, no more than the target's (config/speculative.py
-        # _maybe_override_draft_max_model_len); an explicit longer max_model_len is lowered with a warning, not refused
-        max_model_len = min(max_model_len, sp.draft.context_limit(p.engine))
+        # _maybe_override_draft_max_model_len); an explicit longer max_model_len is lowered with a warning, not
+        # refused; one above the target's own limit is refused first (config/model.py, before VllmConfig's
+        # __post_init__ caps it: planner.plan refuses it)
+        capped = min(max_model_len, sp.draft.context_limit(p.engine))
+        lowered_from, max_model_len = (max_model_len if capped < max_model_len else 0), capped
     gpu_name = f"{d.gpu.gpu_id} {d.gpu.name}".lower()
     huge = bool(p.huge_gpu_bytes) and d.gpu.memory_bytes >= p.huge_gpu_bytes
     large = huge or d.gpu.memory_bytes >= p.large_gpu_bytes and not any(
@@ -608,6 +615,7 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
     # "Async scheduling is disabled because the V1 model runner does not support it with pipeline parallelism")
     overlaps = (d.pp == 1 or on_model_runner_v2(d, p)) and e.device == "cuda"
     return ResolvedSettings(
+        max_model_len_before_draft=lowered_from,
         gpu_memory_utilization=(p.default_gpu_memory_utilization if e.gpu_memory_utilization is None
                                 else e.gpu_memory_utilization), max_model_len=max_model_len,
         max_num_seqs=max_num_seqs, max_num_batched_tokens=batched, block_size=block_size, dtype=dtype,

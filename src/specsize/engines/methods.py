@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from ..core.errors import SpecError
 from ..core.speculation import DRAFTER_KINDS, SpecMethod, drafter_kind
-from .registry import engine_label, is_series, release_with_patch
+from .registry import ENGINES, engine_label, is_series, release_with_patch
 
 if TYPE_CHECKING:
     from ..core.specs import ModelSpec
@@ -132,8 +132,11 @@ def available(engine: str, version: str | None, method: SpecMethod) -> bool:
     if method != SpecMethod.NONE and drafter_kind(method).engine_name(engine) is None:
         return False  # the engine has no such method in any release (SGLang: Medusa)
     entry = METHOD_RELEASES.get((engine, method))
-    if entry is None or version in (None, "", "latest"):
-        return True  # no release bounds known (or the newest release, which the ranges leave open where it has it)
+    if entry is None:
+        return True  # no release bounds known
+    if version in (None, "", "latest"):
+        # the newest release a profile follows, which a plan without a version takes (vLLM 0.33 has no Medusa)
+        version = ".".join(map(str, ENGINES[engine][-1][0]))
     span = _span(str(version))
     if span is None:
         return True  # an unreadable version is resolve_profile's to refuse
@@ -148,10 +151,14 @@ def check_method(engine: str, version: str | None, method: SpecMethod) -> None:
         return  # no release bounds; a method the engine never had is its accounting's (engines/sglang/accounting.py)
     ranges, _source = entry
     name = engine_label(engine)
+    shown = version
+    if version in (None, "", "latest"):  # the newest release, which the plan takes
+        version = ".".join(map(str, ENGINES[engine][-1][0]))
+        shown = f"{version} (the newest, which a plan without --engine-version takes)"
     spans = " and ".join(f"{_label(a)} or later" if b == NEVER else f"{_label(a)} up to {_label(b)} (not included)"
                          for a, b in ranges)
     here = ", ".join(m.value for m in SpecMethod if available(engine, version, m))
-    raise SpecError("method", f"{name} {version} cannot launch {method.value}, which {name} {spans} can",
+    raise SpecError("method", f"{name} {shown} cannot launch {method.value}, which {name} {spans} can",
                     f"{here} with {name} {version}; or --engine-version a release that has {method.value}")
 
 

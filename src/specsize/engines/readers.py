@@ -280,7 +280,23 @@ def _read_sample(out: LiveMetrics, metric: str, labels: dict, value: float, per_
     elif metric == "vllm:spec_decode_draft_acceptance_rate":
         out.v0_acceptance_rate = value
     elif metric.endswith("_bucket") and metric[:-7] in _LATENCY_HISTOGRAMS:
-        histograms.setdefault(metric[:-7], []).append((float(labels["le"]), value))
+        histograms.setdefault(metric[:-7], []).append((bucket_bound(metric, labels), value))
+
+
+def bucket_bound(metric: str, labels: dict, server: str = "vLLM") -> float:
+    """A latency histogram bucket's upper bound, its `le` label: a number of seconds >= 0, or +Inf (prometheus_client
+    writes every bucket with one); a bucket without it, or with another word, cannot come from a server."""
+    raw = labels.get("le")
+    try:
+        bound = float(raw) if raw is not None else math.nan
+    except ValueError:
+        bound = math.nan
+    accepted = "buckets whose le is seconds >= 0 or +Inf"
+    if math.isnan(bound):
+        raise SpecError("metrics", f"{metric} with le={raw!r} cannot come from a {server} server", accepted)
+    if bound < 0:
+        raise SpecError("metrics", f"{metric} has a bucket below 0 s (le={raw!r})", accepted)
+    return bound
 
 
 def _label_count(key: str, raw: str, cast) -> int:
@@ -320,6 +336,17 @@ def _check_counts(out: LiveMetrics, histograms: dict[str, list[tuple[float, floa
         value = getattr(out, attribute)
         if value is not None and not (math.isfinite(value) and value >= 0):
             raise bad(f"{attribute} is {value}")
+        # counters and gauges of requests and tokens count whole things (prometheus_client writes them as floats):
+        # 5e-324 drafts had divided the drafted tokens into an infinite mean, 0.5 into a silently wrong one
+        if value is not None and not (float(value).is_integer() and value <= 2**50):
+            raise bad(f"{attribute} is {value:g}, not a whole count")
+    if any(not (float(count).is_integer() and count <= 2**50) for count in out.accepted_per_position):
+        raise bad("an accepted-token count per position that is not a whole count")
+    if out.num_drafts and out.draft_tokens and out.accepted_per_position and \
+            out.draft_tokens > out.num_drafts * len(out.accepted_per_position):
+        # a draft proposes at most k tokens, one per position counter
+        raise bad(f"{out.draft_tokens:g} tokens drafted in {out.num_drafts:g} drafts of at most "
+                  f"{len(out.accepted_per_position)} positions")
     if out.accepted_tokens and (out.draft_tokens or 0) < out.accepted_tokens:
         raise bad(f"{out.accepted_tokens:g} tokens accepted of {out.draft_tokens or 0:g} drafted")
     if any(count < 0 or not math.isfinite(count) for count in out.accepted_per_position):
@@ -327,6 +354,16 @@ def _check_counts(out: LiveMetrics, histograms: dict[str, list[tuple[float, floa
     for name, buckets in histograms.items():
         if any(bound < 0 or count < 0 for bound, count in buckets):
             raise bad(f"{name} has a bucket below 0 s or a negative count")
+        cumulative(_merged(histograms, name), name)
+
+
+def cumulative(merged: list[tuple[float, float]], what: str) -> None:
+    """A Prometheus histogram's buckets count every observation at or below their bound: their counts never fall as
+    the bound grows (a hand-made or mixed-up text had been read into quantiles that no server's latencies give)."""
+    for (_, before), (bound, count) in zip(merged, merged[1:]):
+        if count < before:
+            raise SpecError("metrics", f"{what}: the bucket le={bound:g} counts {count:g}, fewer than the {before:g} "
+                            "below it", "cumulative histogram buckets, as a server writes them")
 
 
 def _no_series_twice(families: list) -> None:
@@ -352,12 +389,12 @@ def read_metrics(text: str) -> LiveMetrics:
     except Exception as err:  # the parser raises ValueError/IndexError/... on truncated or malformed text
         raise SpecError("metrics", f"cannot parse the Prometheus text ({type(err).__name__}: {err})",
                         "the text of a vLLM server's /metrics endpoint") from None
+    _no_series_twice(families)
     if any(family.name.startswith("sglang:") for family in families):
         from .sglang.readers import read_metrics as read_sglang  # noqa: PLC0415
 
         return read_sglang(families)
     per_position: dict[int, float] = {}
-    _no_series_twice(families)
     for family in families:
         name = family.name
         if not name.startswith("vllm:"):

@@ -429,7 +429,7 @@ V1_09 = replace(V1_EARLY, version="0.9", label="vLLM 0.9.0-0.9.1 (V1 engine)", l
 V1_092 = replace(V1_09, version="0.9.2", label="vLLM 0.9.2 (V1 engine; the CPU backend's first defaults)",
                  cpu_default_max_num_seqs=32, cpu_default_max_num_batched_tokens=2048, cpu_defaults_per_rank=False)
 # 0.10.0: the CPU backend's defaults per rank, as every later release (CPU_MAX_NUM_SEQS_PER_RANK_010)
-V1_010 = replace(V1_09, version="0.10", label="vLLM 0.10.0-0.10.1 (V1 engine)",
+V1_010 = replace(V1_09, version="0.10", label="vLLM 0.10.0 (V1 engine)",
                  cpu_default_max_num_seqs=CPU_MAX_NUM_SEQS_PER_RANK_010,
                  cpu_default_max_num_batched_tokens=CPU_MAX_NUM_BATCHED_TOKENS_PER_RANK_010, cpu_defaults_per_rank=True)
 # 0.10.1: a defaulted max_num_seqs capped at max_num_batched_tokens (engine/arg_utils.py _set_default_args_v1:
@@ -477,8 +477,8 @@ V1_017 = replace(V1_019, version="0.17", label="vLLM 0.17-0.18 (V1; CUDA graph e
 V1_011 = replace(
     V1_019,
     checkpoint_kv_dtype=False,  # the checkpoint's KV dtype under auto came with 0.14 (PR 30785)
-    # a defaulted max_num_batched_tokens capped at max_num_seqs x max_model_len from 0.12 (V1_012, V1_014): not in
-    # 0.11.0's _set_default_args
+    # a defaulted max_num_batched_tokens capped at max_num_seqs x max_model_len from 0.11.1 (the reassigned V1_011
+    # below, and every later profile from it): not in 0.11.0's _set_default_args
     default_batched_within_seqs_len=False,
     ct_kv_cache_scheme="ignored",  # a compressed-tensors kv_cache_scheme brings scales only up to 0.14
     version="0.11", label="vLLM 0.11 (V1; sort-based top-k/top-p in the profiled sampler)",
@@ -496,21 +496,24 @@ V1_0110 = replace(V1_011, version="0.11.0", label="vLLM 0.11.0 (V1; FlashInfer's
                   "sampler where installed)", act_vocab_coef=_V1_COMMON.act_vocab_coef, sort_sampler_sets=5.88,
                   fp8_attention_16bit_families=())
 # 0.11.1 pads gpt-oss's experts on ROCm to get_padding_alignment() (128 on CDNA3), as 0.12-0.18 do; 0.11.0 to 256
+# and caps a defaulted budget at max_num_seqs x max_model_len (engine/arg_utils.py of the 0.11.1 and 0.11.2 sdists:
+# "Ensure max_num_batched_tokens does not exceed model limit"; AccountingProfile.default_batched_within_seqs_len)
 V1_011 = replace(V1_011, version="0.11.1",
                  label="vLLM 0.11.1-0.11.x (V1; sort-based top-k/top-p in the profiled sampler)",
-                 mxfp4_pad_by_gpu=_mxfp4_rules(None, cdna3=MXFP4_ROCM_128, cdna4=MXFP4_ROCM_CDNA4_KEPT))
+                 mxfp4_pad_by_gpu=_mxfp4_rules(None, cdna3=MXFP4_ROCM_128, cdna4=MXFP4_ROCM_CDNA4_KEPT),
+                 default_batched_within_seqs_len=True)
 # 0.12-0.13: as 0.11, but the wheels carry triton_kernels (v3.5.0), so gpt-oss's experts run the Triton kernels on
 # Hopper (the MXFP4 note above)
 V1_012 = replace(V1_011, version="0.12", label="vLLM 0.12-0.13 (V1; sort-based top-k/top-p in the profiled sampler; "
                  "--stream-interval)",
-                 stream_interval_flag=True, default_batched_within_seqs_len=True,
+                 stream_interval_flag=True,
                  mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_035, cdna3=MXFP4_ROCM_128,
                                                cdna4=MXFP4_ROCM_CDNA4_KEPT))
 # 0.14.0's release notes: "Async scheduling is now enabled by default" (PR 27614; not with pipeline parallel, the CPU
 # backend, or speculative methods other than EAGLE / MTP, PR 31998); the accounting is 0.11's
 V1_014 = replace(V1_011, checkpoint_kv_dtype=True, version="0.14", label="vLLM 0.14 (V1; async scheduling by default; sort-based top-k/top-p "
                  "in the profiled sampler)", async_scheduling=True, scheduled_ahead=True,
-                 stream_interval_flag=True, default_batched_within_seqs_len=True,
+                 stream_interval_flag=True,
                  mxfp4_pad_by_gpu=_mxfp4_rules(MXFP4_TRITON_HOPPER_035, cdna3=MXFP4_ROCM_128,
                                                cdna4=MXFP4_ROCM_CDNA4_KEPT))
 # 0.15-0.16: as 0.14, but a compressed-tensors checkpoint's kv_cache_scheme sets the KV cache to fp8 whatever
@@ -670,7 +673,7 @@ V1_032 = replace(V1_LATEST, ct_kv_cache_scheme="auto", nvfp4_kv="served_fa2")
 # deprecated without effect).
 ASYNC_DRAFTERS_033 = (*ASYNC_DRAFTERS_028, "ngram")
 V1_033 = replace(V1_032, version="0.33",
-                 label="vLLM 0.33 (V1; Model Runner V2 for every model and method; async scheduling with n-gram)",
+                 label="vLLM 0.33 (V1; CUDA graphs subtracted; capacity in whole requests; Model Runner V2 for every method)",
                  mrv2_v1_methods=(), async_drafters=ASYNC_DRAFTERS_033, mrv2_max_model_len_to_draft=True)
 
 # (first release covered, profile), oldest first

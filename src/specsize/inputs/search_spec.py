@@ -370,7 +370,9 @@ def read_search_spec(path: str) -> SearchSpace:
             _check_drafter_release(engine_name, engine_version, target, drafter)
     finalists = coerce("finalists", FieldInfo(doc="", kind="int", group="analysis", minimum=1, maximum=100),
                        _given(data, "finalists", 3))
-    simulate_seconds = _float(data, "simulate_seconds", 120.0, minimum=0, maximum=3600, exclusive_minimum=True)
+    # at least a second of arrivals: a shorter run had ended in "duration: the scenario produced no requests", a field
+    # a search spec does not have
+    simulate_seconds = _float(data, "simulate_seconds", 120.0, minimum=1, maximum=3600)
     if finalists * simulate_seconds > MAX_CONFIRMING_S:  # up to 10 x finalists runs of simulate_seconds each
         raise SpecError("finalists", f"{finalists} finalists x {simulate_seconds:g} s of simulation each: up to "
                         f"{10 * finalists * simulate_seconds:,.0f} s of simulated time to confirm them",

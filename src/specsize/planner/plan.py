@@ -272,6 +272,12 @@ def plan(d: Deployment, w: Workload, profile: AccountingProfile, headroom: float
     per_replica = replica_workload(d, w)
     verdict = evaluate(mem, per_replica, headroom)
     warnings = []
+    if s.max_model_len_before_draft:
+        draft_id = d.speculative.draft.model_id if d.speculative.draft is not None else "the draft"
+        warnings.append(f"max_model_len {s.max_model_len_before_draft:,} -> {s.max_model_len:,}: {profile.label.split(' (')[0]} "
+                        f"serves no request longer than its draft model {draft_id} takes (Model Runner V2 cannot skip "
+                        "speculation for longer sequences; vLLM warns 'reducing max_model_len'): a longer context needs "
+                        "a draft with as long a context, or an EAGLE / MTP head")
     reserve = mem.outside_budget_bytes
     if mem.unprofiled_runtime_bytes:
         level = "exceeds" if mem.unprofiled_runtime_bytes > reserve else "fits in"

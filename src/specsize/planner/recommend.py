@@ -133,6 +133,8 @@ def _engine_changes(d: Deployment, w: Workload, result: PlanResult) -> list[_Can
     fitted_len = -(-longest // s.block_size) * s.block_size
     shape = result.verdict.worst_case.request_len  # the envelope's request
     limit = d.target.context_limit(result.profile.engine)
+    if s.max_model_len_before_draft:  # a shorter draft model holds the engine to its own length (vLLM 0.33 on)
+        limit = min(limit, s.max_model_len)
     if s.max_model_len < shape <= limit:  # the engine rejects it: a context that takes it
         raised = min(limit, -(-shape // s.block_size) * s.block_size)
         out.append(("raise_max_model_len", f"raise max_model_len from {s.max_model_len} to {raised} (the "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..core.errors import SpecError
 from ..core.memory import AccountingProfile
 from ..core.specs import Deployment
 from ..core.speculation import Tree
@@ -26,8 +27,15 @@ def confirmer(space, profile: AccountingProfile, efficiency_for):
         acceptance = option.acceptance if spec.enabled else None
         sim = replace(envelope_settings(space.workload, space.simulate_seconds, 0, "the search spec's workload",
                                         space.slo.ttft_p99_s), compare=False)
-        report = run_simulation(d, space.workload, option.profile or profile, eff, acceptance, space.slo.tpot_p99_s,
-                                Tree(), sim, space.headroom)
+        try:
+            report = run_simulation(d, space.workload, option.profile or profile, eff, acceptance,
+                                    space.slo.tpot_p99_s, Tree(), sim, space.headroom)
+        except SpecError as err:
+            if err.field not in ("duration", "rate"):
+                raise
+            # the scenario's length and rate are the spec's simulate_seconds and workload here, not flags it has
+            raise SpecError("simulate_seconds", err.problem, "a run long enough for the workload's arrivals "
+                            "(simulate_seconds up to 3600)") from None
         s = report.spec
         ok = s.sustains
         if space.slo.ttft_p99_s and s.ttft_s.p99 is not None:

@@ -184,8 +184,7 @@ _LATENCY = {"sglang:time_to_first_token_seconds": "ttft", "sglang:inter_token_la
 
 
 def _check(name: str, labels: dict, value: float) -> None:
-    if name.endswith("_bucket") and labels.get("le") in ("+Inf", "inf"):
-        return
+    # every sample, the +Inf bucket's count included (only its bound is infinite: it had let a NaN count through)
     if not math.isfinite(value) or value < 0:
         raise SpecError("metrics", f"{name} = {value} cannot come from an SGLang server", "non-negative finite samples")
     if name == "sglang:token_usage" and value > 1.0001:
@@ -206,17 +205,24 @@ def _pool_tokens(printed: float | None, used: float | None, usage: float | None)
     0.5). A hybrid sliding-window pool's usage and tokens in use are each the larger of its two pools', so they size
     neither."""
     if printed:
+        if not (float(printed).is_integer() and 1 <= printed <= 2**50):
+            raise SpecError("metrics", f"sglang:max_total_num_tokens = {printed:g} cannot come from an SGLang server",
+                            "a whole number of tokens from 1 to 2^50")
         return round(printed)
     if not used or not usage:
         return None
     if abs(usage * 100 - round(usage * 100)) < 1e-6 and usage > 0.005 and 0.005 / (usage - 0.005) > POOL_TOLERANCE:
         return None
-    return round(used / usage)
+    pool = used / usage
+    if not (math.isfinite(pool) and 1 <= pool <= 2**50):  # 1e308 tokens at a usage of 0.001, or 5e-324 of usage
+        raise SpecError("metrics", f"sglang:num_used_tokens = {used:g} at sglang:token_usage = {usage:g} sizes no pool",
+                        "the tokens in use and the fraction of the pool they fill of one SGLang server")
+    return round(pool)
 
 
 def read_metrics(families: list) -> LiveMetrics:
     """Fold the sglang: families of a parsed /metrics text into the engine-neutral LiveMetrics."""
-    from ..readers import LiveMetrics, _merged, _quantile  # noqa: PLC0415, F811
+    from ..readers import LiveMetrics, _merged, _quantile, bucket_bound, cumulative  # noqa: PLC0415, F811
 
     out = LiveMetrics(generation="SGLang")
     histograms: dict[str, list[tuple[float, float]]] = {}
@@ -232,7 +238,7 @@ def read_metrics(families: list) -> LiveMetrics:
             if name in SUMMED:
                 setattr(out, SUMMED[name], (getattr(out, SUMMED[name]) or 0) + value)
             elif name.endswith("_bucket") and name[:-7] in _LATENCY:
-                histograms.setdefault(_LATENCY[name[:-7]], []).append((float(labels["le"]), value))
+                histograms.setdefault(_LATENCY[name[:-7]], []).append((bucket_bound(name, labels, "SGLang"), value))
             else:
                 gauges[name] = value
     usage, used = gauges.get("sglang:token_usage"), gauges.get("sglang:num_used_tokens")
@@ -246,6 +252,8 @@ def read_metrics(families: list) -> LiveMetrics:
                         "SGLang server", "a mean accepted length from 1 to k + 1 (k at most 64)")
     out.v0_acceptance_rate = gauges.get("sglang:spec_accept_rate")
     ttft, tpot = _merged(histograms, "ttft"), _merged(histograms, "tpot")
+    for merged, name in ((ttft, "time to first token"), (tpot, "time per output token")):
+        cumulative(merged, f"SGLang's {name} histogram")
     out.ttft_s = {"p50": _quantile(ttft, 0.5), "p99": _quantile(ttft, 0.99)}
     out.tpot_s = {"p50": _quantile(tpot, 0.5), "p99": _quantile(tpot, 0.99)}
     return out
