@@ -146,7 +146,8 @@ def test_a_quantization_restating_the_checkpoints_own_changes_nothing(restated):
 def test_eagle_without_a_head_prices_the_standard_head(capsys, method, draft):
     """No head config (or one that cannot be read): the standard head is derived from the target, said in a note."""
     args = ["speedup", "--target", "meta-llama/Llama-3.1-8B-Instruct", "--method", method, "-k", "3", "--gpu",
-            "H100-SXM-80GB", "--acceptance-rate", "0.7", "--batch-size", "1,64"]
+            "H100-SXM-80GB", "--acceptance-rate", "0.7", "--batch-size", "1,64",
+            "--engine-version", "0.32"]  # Medusa's last vLLM release (0.33 removed it)
     code, out, err = run(capsys, *args, *(["--draft", draft] if draft else []))
     assert code == 0, err
     assert f"the standard {method} head of meta-llama/Llama-3.1-8B-Instruct" in out + err
@@ -372,7 +373,7 @@ def test_a_medusa_config_prices_its_heads(tmp_path, capsys):
     path.write_text(json.dumps(cfg))
     code, out, err = run(capsys, "speedup", "--target", "meta-llama/Llama-3.1-8B-Instruct", "--method", "medusa",
                          "--draft", str(path), "-k", "3", "--gpu", "H100-SXM-80GB", "--acceptance-rate", "0.7",
-                         "--batch-size", "1")
+                         "--batch-size", "1", "--engine-version", "0.32")  # Medusa's last vLLM release
     assert code == 0, err
 
 

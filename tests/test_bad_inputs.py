@@ -220,7 +220,7 @@ B = ["--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB", "
     (["plan", *B, "--max-num-batched-tokens", "300", "--max-num-seqs", "256", "--max-model-len", "8192",
       "--engine-version", "0.6", "--chunked-prefill", "off"], "max_num_batched_tokens"),
     (["speedup", *B, "--acceptance-rate", "0.7", "--method", "ngram", "-k", "3",
-      "--candidate", "method=mtp,acceptance=0.5,k=1"], "method"),
+      "--candidate", "method=mtp,acceptance=0.5,k=1"], "candidate.method"),
     (["speedup", *B, "--acceptance-rate", "0.7", "--method", "ngram", "-k", "3,,4"], "num_speculative_tokens"),
     (["speedup", *B, "--acceptance-rate", "0.7", "--method", "ngram", "-k", "3",
       "--candidate", "method=ngram,acceptance=0.5,k=3,k=4"], "candidate"),

@@ -303,7 +303,7 @@ def test_a_medusa_head_narrower_than_the_target_is_refused(capsys):
     4,096-wide head on DeepSeek-V3's 7,168 cannot start; it had planned."""
     code, _, err = run(capsys, "plan", "--target", "deepseek-ai/DeepSeek-V3", "--method", "medusa", "--draft",
                            "sgl-project/SpecForge-llama3-8B-eagle3", "-k", "3", "--gpu", "H200-141GB", "--tp", "8",
-                           "--acceptance-rate", "0.5")
+                           "--acceptance-rate", "0.5", "--engine-version", "0.32")  # Medusa's last vLLM release
     assert code == 2 and "hidden 4096" in err and "hidden 7168" in err
 
 

@@ -80,7 +80,7 @@ def test_medusa_rows_price_k_heads_whatever_the_order_of_k(capsys):
     row drafts with 8 heads whether the table was asked for -k 1,8 or -k 8. specsize had priced every row with the
     heads derived at the first k (at B = 1, k = 8: 2.03x from -k 1,4,8 against 1.51x from -k 8,4,1)."""
     args = ("--target", TARGET, "--method", "medusa", "--gpu", "H100-SXM-80GB", "--acceptance-rate", "0.6",
-            "--batch-size", "1,64")
+            "--batch-size", "1,64", "--engine-version", "0.32")  # Medusa's last vLLM release (0.33 removed it)
     first_one = {(r["batch_size"], r["k"]): r["tpot_s"] for r in _rows(capsys, *args, "-k", "1,8")}
     only_eight = {(r["batch_size"], r["k"]): r["tpot_s"] for r in _rows(capsys, *args, "-k", "8")}
     only_one = {(r["batch_size"], r["k"]): r["tpot_s"] for r in _rows(capsys, *args, "-k", "1")}
@@ -99,7 +99,7 @@ def test_medusa_step_has_no_drafter_pass_over_the_accepted_tokens(capsys):
     3 x 128,256 fp32 logits (6 passes), the 0.3 ms of a drafter forward, less the n-gram lookup (20 us + 1.06 ns x
     2,048 context tokens)."""
     args = ("--target", TARGET, "--gpu", "H100-SXM-80GB", "-k", "3", "--acceptance-rate", "0.6", "--batch-size", "1",
-            "--offline")
+            "--offline", "--engine-version", "0.32")  # Medusa's last vLLM release (0.33 removed it)
     medusa = _rows(capsys, *args, "--method", "medusa")[0]
     ngram = _rows(capsys, *args, "--method", "ngram", "--proposal-rate", "1")[0]
     assert medusa["tokens_per_pass"] == ngram["tokens_per_pass"]
@@ -120,7 +120,7 @@ def test_the_simulated_engine_charges_the_drafter_pass_only_where_speedup_does()
     for method, draft, runs_pass in (("medusa", None, False), ("eagle3", "sgl-project/SpecForge-llama3-8B-eagle3", True),
                                      ("ngram", None, False)):
         r = specsize.plan(target=TARGET, gpu="H100-SXM-80GB", method=method, draft=draft, num_speculative_tokens=3,
-                          acceptance_rate=0.6, max_model_len=8192)
+                          acceptance_rate=0.6, max_model_len=8192, engine_version="0.32")  # Medusa's last release
         cfg = engine_config(r.deployment, r.memory, load_efficiency(r.deployment.gpu))
         assert (cfg.draft_setup_overhead_s > 0) == runs_pass, method
 
@@ -178,7 +178,7 @@ def test_medusa_memory_holds_the_k_heads_vllm_builds(tmp_path, capsys):
     draft = {}
     for k in (3, 5, 8):
         code, out, err = run(capsys, "plan", "--target", TARGET, "--gpu", "H100-SXM-80GB", "--method", "medusa",
-                             "--draft", str(path), "-k", str(k), "--format", "json")
+                             "--draft", str(path), "-k", str(k), "--format", "json", "--engine-version", "0.32")
         assert code in (0, 1, 3), err
         draft[k] = json.loads(out)["per_gpu"]["weights_draft_bytes"]
     per_head = (4096 * 4096 + 4096 * 128256) * 2

@@ -232,6 +232,7 @@ def test_three_medusa_heads_store_their_lm_heads(tmp_path):
     drafter = {}
     for k in (2, 3, 4):
         st = specsize.plan(target=str(tmp_path / "config.json"), gpu="H100-SXM-80GB", method="medusa",
+                           engine_version="0.32",  # Medusa's last vLLM release (0.33 removed it)
                            num_speculative_tokens=k, max_model_len=4096, prompt_tokens={"p50": 500, "p99": 2000},
                            output_tokens={"p50": 200, "p99": 500}).placement.storage
         drafter[k] = next(a.bytes for a in st.artefacts if a.name == "drafter checkpoint")

@@ -89,7 +89,7 @@ def test_sglang_0_5_is_refused_naming_the_series_releases(capsys, version):
 def test_other_series_and_the_0_5_pre_releases_are_read_as_before():
     assert sglang("0.5.0rc2").label.startswith("SGLang 0.4.10.post2")  # the last release before it
     assert sglang("0.4").version == "0.4"  # 0.4.0 was released
-    assert resolve_profile("vllm", "0.10").version == resolve_profile("vllm", "0.10.1").version
+    assert resolve_profile("vllm", "0.10").version == resolve_profile("vllm", "0.10.0").version == "0.10"  # 0.10.1: its own
 
 
 # --- the hybrid SWA pools ------------------------------------------------------------------------------------------
