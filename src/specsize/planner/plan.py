@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..engines.block_fp8 import check_deployment
+from ..engines.registry import engine_label
 from ..core.envelope import evaluate
 from ..core.errors import SpecError
 from ..core.memory import AccountingProfile, account, unstarted
@@ -274,8 +275,9 @@ def plan(d: Deployment, w: Workload, profile: AccountingProfile, headroom: float
     warnings = []
     if s.max_model_len_before_draft:
         draft_id = d.speculative.draft.model_id if d.speculative.draft is not None else "the draft"
-        warnings.append(f"max_model_len {s.max_model_len_before_draft:,} -> {s.max_model_len:,}: {profile.label.split(' (')[0]} "
-                        f"serves no request longer than its draft model {draft_id} takes (Model Runner V2 cannot skip "
+        warnings.append(f"max_model_len {s.max_model_len_before_draft:,} -> {s.max_model_len:,}: "
+                        f"{engine_label(profile.engine)} {profile.version} serves no request longer than its draft "
+                        f"model {draft_id} takes (Model Runner V2 cannot skip "
                         "speculation for longer sequences; vLLM warns 'reducing max_model_len'): a longer context needs "
                         "a draft with as long a context, or an EAGLE / MTP head")
     reserve = mem.outside_budget_bytes
