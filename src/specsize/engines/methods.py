@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from ..core.errors import SpecError
 from ..core.speculation import DRAFTER_KINDS, SpecMethod, drafter_kind
-from .registry import ENGINES, engine_label, is_series, release_with_patch
+from .registry import engine_label, is_series, newest_release, release_with_patch
 
 if TYPE_CHECKING:
     from ..core.specs import ModelSpec
@@ -136,7 +136,7 @@ def available(engine: str, version: str | None, method: SpecMethod) -> bool:
         return True  # no release bounds known
     if version in (None, "", "latest"):
         # the newest release a profile follows, which a plan without a version takes (vLLM 0.33 has no Medusa)
-        version = ".".join(map(str, ENGINES[engine][-1][0]))
+        version = newest_release(engine)
     span = _span(str(version))
     if span is None:
         return True  # an unreadable version is resolve_profile's to refuse
@@ -153,7 +153,7 @@ def check_method(engine: str, version: str | None, method: SpecMethod) -> None:
     name = engine_label(engine)
     shown = version
     if version in (None, "", "latest"):  # the newest release, which the plan takes
-        version = ".".join(map(str, ENGINES[engine][-1][0]))
+        version = newest_release(engine)
         shown = f"{version} (the newest, which a plan without --engine-version takes)"
     spans = " and ".join(f"{_label(a)} or later" if b == NEVER else f"{_label(a)} up to {_label(b)} (not included)"
                          for a, b in ranges)

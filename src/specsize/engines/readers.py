@@ -101,7 +101,7 @@ def _check_version(version: str | None) -> None:
 def _check_log_counts(out: StartupLog) -> None:
     for name in ("kv_cache_tokens", "num_blocks"):
         value = getattr(out, name)
-        if value is not None and not 0 <= value <= 2**50:
+        if value is not None and not 0 <= value <= MAX_COUNT:
             raise SpecError("log", f"{name} {value:,} cannot come from a vLLM server", "a vLLM start-up log")
 
 
@@ -299,13 +299,22 @@ def bucket_bound(metric: str, labels: dict, server: str = "vLLM") -> float:
     return bound
 
 
+MAX_COUNT = 2**50  # no server counts more of anything (tokens, blocks, drafts): a larger figure is not a server's
+
+
+def whole_count(value: float, least: int = 0) -> bool:
+    """A count a server can write: a whole number from `least` to MAX_COUNT (prometheus_client writes them as
+    floats)."""
+    return math.isfinite(value) and float(value).is_integer() and least <= value <= MAX_COUNT
+
+
 def _label_count(key: str, raw: str, cast) -> int:
     """A count a server writes in cache_config_info's labels: a whole number from 1 to 2^50."""
     try:
         number = float(raw)
     except ValueError:
         raise SpecError("metrics", f"cache_config_info {key}={raw!r} is not a number", "whole numbers") from None
-    if not (math.isfinite(number) and number.is_integer() and 1 <= number <= 2**50):
+    if not whole_count(number, least=1):
         raise SpecError("metrics", f"cache_config_info {key}={raw!r} cannot come from a vLLM server",
                         "whole numbers from 1 to 2^50")
     return cast(number)
@@ -338,9 +347,9 @@ def _check_counts(out: LiveMetrics, histograms: dict[str, list[tuple[float, floa
             raise bad(f"{attribute} is {value}")
         # counters and gauges of requests and tokens count whole things (prometheus_client writes them as floats):
         # 5e-324 drafts had divided the drafted tokens into an infinite mean, 0.5 into a silently wrong one
-        if value is not None and not (float(value).is_integer() and value <= 2**50):
+        if value is not None and not whole_count(value):
             raise bad(f"{attribute} is {value:g}, not a whole count")
-    if any(not (float(count).is_integer() and count <= 2**50) for count in out.accepted_per_position):
+    if any(not whole_count(count) for count in out.accepted_per_position):
         raise bad("an accepted-token count per position that is not a whole count")
     if out.num_drafts and out.draft_tokens and out.accepted_per_position and \
             out.draft_tokens > out.num_drafts * len(out.accepted_per_position):

@@ -80,6 +80,11 @@ def _label(start: tuple[int, ...]) -> str:
     return head + (f".post{start[3]}" if len(start) > 3 and start[3] else "")
 
 
+def newest_release(engine: str) -> str:
+    """The newest release an accounting profile follows ("0.33"): the one a plan without --engine-version takes."""
+    return _label(ENGINES[engine][-1][0])
+
+
 def resolve_profile(engine: str = "vllm", version: str | None = None, method: str | None = None) -> AccountingProfile:
     """The profile of the newest range that starts at or before `version` (default: the newest); with the speculative
     `method` (a SpecMethod value), the V0 engine's where vLLM 0.8 / 0.9 fall back to it for that method

@@ -124,7 +124,7 @@ def _read_post_capture(find: _Finder, out: StartupLog) -> None:
 
 def read_startup_log(text: str) -> StartupLog:
     """The figures an SGLang start-up log prints (rank 0), as the engine-neutral StartupLog."""
-    from ..readers import StartupLog  # noqa: PLC0415, F811 - engines.readers dispatches here
+    from ..readers import MAX_COUNT, StartupLog  # noqa: PLC0415, F811 - engines.readers dispatches here
 
     out = StartupLog(generation="SGLang", engine="sglang")
     find = _Finder(text)
@@ -166,7 +166,7 @@ def read_startup_log(text: str) -> StartupLog:
     out.version = version["v"] if version else None
     model = MODEL_IN_LOG.search(text)
     out.model = model["m"] if model else None
-    if out.kv_cache_tokens is not None and not 0 <= out.kv_cache_tokens <= 2**50:
+    if out.kv_cache_tokens is not None and not 0 <= out.kv_cache_tokens <= MAX_COUNT:
         raise SpecError("log", f"#tokens {out.kv_cache_tokens:,} cannot come from an SGLang server",
                         "an SGLang start-up log")
     if out.kv_cache_tokens and out.max_concurrency_tokens:
@@ -204,8 +204,10 @@ def _pool_tokens(printed: float | None, used: float | None, usage: float | None)
     within used / (usage +- 0.005), and none is given where that is wider than POOL_TOLERANCE (below a usage of about
     0.5). A hybrid sliding-window pool's usage and tokens in use are each the larger of its two pools', so they size
     neither."""
+    from ..readers import MAX_COUNT, whole_count  # noqa: PLC0415 - engines.readers imports this module
+
     if printed:
-        if not (float(printed).is_integer() and 1 <= printed <= 2**50):
+        if not whole_count(printed, least=1):
             raise SpecError("metrics", f"sglang:max_total_num_tokens = {printed:g} cannot come from an SGLang server",
                             "a whole number of tokens from 1 to 2^50")
         return round(printed)
@@ -214,7 +216,7 @@ def _pool_tokens(printed: float | None, used: float | None, usage: float | None)
     if abs(usage * 100 - round(usage * 100)) < 1e-6 and usage > 0.005 and 0.005 / (usage - 0.005) > POOL_TOLERANCE:
         return None
     pool = used / usage
-    if not (math.isfinite(pool) and 1 <= pool <= 2**50):  # 1e308 tokens at a usage of 0.001, or 5e-324 of usage
+    if not (math.isfinite(pool) and 1 <= pool <= MAX_COUNT):  # 1e308 tokens at a usage of 0.001, or 5e-324 of usage
         raise SpecError("metrics", f"sglang:num_used_tokens = {used:g} at sglang:token_usage = {usage:g} sizes no pool",
                         "the tokens in use and the fraction of the pool they fill of one SGLang server")
     return round(pool)
