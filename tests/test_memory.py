@@ -213,6 +213,19 @@ def test_serving_defaults_by_gpu(gpu, version, seqs, tokens):
     assert (s.max_num_seqs, s.max_num_batched_tokens) == (seqs, tokens)
 
 
+def test_a_v0_multi_step_group_streams_where_async_output_processing_runs():
+    # vLLM 0.6 config.py verify_async_output_proc: on by default, off with pipeline parallel, with --enforce-eager on
+    # a GPU, and on a device other than cuda / tpu / xpu / hpu; a multi-step group hands its steps' outputs over as it
+    # runs only with it (worker/multi_step_model_runner.py _async_process_outputs, else _final_process_outputs)
+    v0 = profile("0.6.4")
+    assert account(deployment(gpu="A100-80GB", num_scheduler_steps=8), v0).settings.group_streams
+    assert not account(deployment(gpu="A100-80GB"), v0).settings.group_streams  # one step: no group
+    assert not account(deployment(gpu="A100-80GB", num_scheduler_steps=8, enforce_eager=True),
+                       v0).settings.group_streams
+    assert not account(deployment("meta-llama/Llama-3.1-70B-Instruct", gpu="A100-80GB", tp=2, pp=2,
+                                  num_scheduler_steps=8), v0).settings.group_streams
+
+
 def test_vllm_v0_chunks_prompts_by_default_above_32k():
     # vLLM 0.6's arg_utils: "Chunked prefill is enabled by default for models with max_model_len > 32K", then its
     # SchedulerConfig: "Chunked prefill is enabled with max_num_batched_tokens=512" (the whole model length with

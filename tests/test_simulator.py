@@ -319,6 +319,34 @@ def test_multi_step_groups_by_hand():
     assert single.ttft_s[1] == pytest.approx(p + d(1000) + p - arrive, rel=1e-9)
 
 
+def test_a_streaming_multi_step_group_answers_a_request_at_the_step_that_finished_it():
+    # The same pair with V0's async output processing (vLLM 0.6 worker/multi_step_model_runner.py
+    # _async_process_outputs hands every step of the group to engine/llm_engine.py _process_model_outputs, which
+    # sends a finished request's output then): request 0's third token, made by the group's second step, reaches its
+    # client at once; it still decodes in the group's batch until the end (the group's time is unchanged), and
+    # request 1 still waits for the group's end to be prefilled.
+    from specsize.simulator.workload import from_arrays
+
+    p = PROMPT_1000
+    group = decode_1(1000) + decode_1(1001) + 2 * decode_1(1002)
+    arrive = p + 1e-6
+    req = from_arrays([0.0, arrive], [1000, 1000], [3, 3], [0.0, 0.0])
+    cfg = dataclasses.replace(config(batched=1000), prefill_first=True, scheduler_steps=4, group_streams=True)
+    r = simulate(cfg, req, seed=0)
+    assert r.e2e_s[0] == pytest.approx(p + decode_1(1000) + decode_1(1001), rel=1e-9)
+    assert r.tpot_s[0] == pytest.approx((decode_1(1000) + decode_1(1001)) / 2, rel=1e-9)
+    assert r.ttft_s[1] == pytest.approx(p + group + p - arrive, rel=1e-9)
+    assert r.steps == 1 + 4 + 1 + 4
+    # one client (a closed loop): its second request is sent when the first's answer arrives, inside the group,
+    # and waits for the group's last two steps (contexts 1002) before its prefill; without streaming it had been sent
+    # at the group's end and prefilled at once
+    closed = dataclasses.replace(closed_batch(2, 1000, 3), clients=1)
+    loop = simulate(cfg, closed, seed=0)
+    assert loop.ttft_s[1] == pytest.approx(2 * decode_1(1002) + p, rel=1e-9)
+    at_end = simulate(dataclasses.replace(cfg, group_streams=False), closed, seed=0)
+    assert at_end.ttft_s[1] == pytest.approx(p, rel=1e-9)
+
+
 PROMPT_1000 = (W + ACT * 1000) / 1e12 + 1000 * 1001 / 2 * 4 * 2048 * 16 / 1e15  # a 1,000-token prefill step
 
 

@@ -358,6 +358,12 @@ class ResolvedSettings:
     ngram_scan_per_token_s: float = 0.0  # AccountingProfile.ngram_scan_per_token_s
     output_per_token_s: float = 0.0  # AccountingProfile.output_per_token_s
     scheduler_steps: int = 1  # vLLM V0's multi-step scheduling (EngineSettings.num_scheduler_steps)
+    # a multi-step group hands each step's outputs over as it runs, so a request that finishes inside it reaches its
+    # client then, not at the group's end: V0's async output processing, on unless pipeline parallel, --enforce-eager
+    # or a device other than a GPU turns it off (vLLM 0.6 config.py ModelConfig.verify_async_output_proc; ROCm is
+    # device "cuda" there; without it worker/multi_step_model_runner.py _final_process_outputs hands the group's
+    # outputs over together at its last step)
+    group_streams: bool = False
     recv_interval: int = 1  # SGLang's --scheduler-recv-interval (EngineSettings.scheduler_recv_interval)
     async_scheduling: bool = False  # AccountingProfile.async_scheduling, where the deployment allows it
     async_drafters: tuple[str, ...] = ASYNC_DRAFTERS_V1  # AccountingProfile.async_drafters
@@ -626,7 +632,8 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         else p.draft_extend,
         spec_expansion_query_s=0.0 if eager else p.spec_expansion_query_s,
         api_cost_scale=p.api_cost_scale,
-        scheduler_steps=steps, moe_fp8_memory=p.moe_fp8_memory, custom_allreduce=p.custom_allreduce,
+        scheduler_steps=steps, group_streams=steps > 1 and d.pp == 1 and not eager and e.device == "cuda",
+        moe_fp8_memory=p.moe_fp8_memory, custom_allreduce=p.custom_allreduce,
         ngram_proposer_per_seq_s=p.ngram_proposer_per_seq_s,
         # the lookup's host scan where n-gram runs on the V1 runner's numba proposer; Model Runner V2 (n-gram on it from
         # 0.32: mrv2_v1_methods) proposes on the GPU (v1/worker/gpu/spec_decode/__init__.py: use_ngram() ->

@@ -106,6 +106,7 @@ def engine_config(d: Deployment, mem: MemoryAccount, eff: Efficiency, tree: Tree
         draft_setup_overhead_s=costs.draft_setup_s,  # core.perf: only a drafter that keeps KV cache runs that pass
         draft_step_overhead_s=draft_forward_overhead(costs), frontend_latency_s=eff.frontend_latency_s,
         frontend_serial_s=eff.frontend_serial_s, prefill_first=s.prefill_first, scheduler_steps=s.scheduler_steps,
+        group_streams=s.group_streams,
         cpu_draft_per_seq_s=spec_host_per_seq_s(costs) if k else 0.0,
         cpu_draft_per_token_s=eff.ngram_scan_per_token_s if cpu_drafted else 0.0,
         proposal_rate=d.speculative.proposal_rate,

@@ -89,6 +89,10 @@ class EngineConfig:
     # vLLM V0's multi-step scheduling (--num-scheduler-steps N): a decode step opens a group of N decode steps over
     # the same batch; nothing is admitted, prefilled or retired inside a group, and tokens reach the client at its end
     scheduler_steps: int = 1
+    # ... unless the group streams (core.memory.ResolvedSettings.group_streams: V0's async output processing): then a
+    # request that finished inside a group reaches its client at the step that finished it, its rows staying in the
+    # group's batch until the group ends
+    group_streams: bool = False
     # SGLang's --scheduler-recv-interval N: the scheduler takes new requests in only once the steps since it last did
     # weigh N (a decode step 1, any step with prompt tokens 1000: SchedulerRecvSkipper); an idle engine takes them at once
     recv_interval: int = 1
@@ -569,10 +573,22 @@ def _retire(b: _Book, run: np.ndarray, now: float,
     if not np.count_nonzero(finished_mask):
         return run, 0, _NONE
     done_ids = run[finished_mask]
-    b.finish[done_ids] = now
     freed = _isum(b.held[done_ids])
     b.held[done_ids] = 0
+    answered = np.isnan(b.finish[done_ids])  # not already streamed inside a multi-step group (_streamed)
+    done_ids = done_ids[answered]
+    b.finish[done_ids] = now
     return run[~finished_mask], freed, done_ids
+
+
+def _streamed(b: _Book, run: np.ndarray, now: float) -> np.ndarray:
+    """Inside a multi-step group that streams (EngineConfig.group_streams): the requests of `run` whose last token this
+    step produced reach their clients now (vLLM 0.6 engine/llm_engine.py _process_model_outputs, called for every step
+    of the group by worker/multi_step_model_runner.py _async_process_outputs, sends a finished request's output and
+    frees it from the scheduler); they leave the batch when the group ends. Returns their ids."""
+    ids = run[(b.generated[run] >= b.output[run]) & np.isnan(b.finish[run])]
+    b.finish[ids] = now
+    return ids
 
 
 def _within(max_steps: int | None, steps: int, now: float, left: int) -> None:
@@ -678,8 +694,10 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
         if not group_left:  # requests leave (and their last tokens reach the client) when a group ends
             run, freed, done = _retire(b, run, now, finished)
             free += freed
-            # the clients whose answers arrived send their next requests
-            released, answered_drops = _answered(cfg, b, sent, arrival, released, answered_drops, done, now)
+        else:  # inside a group that streams, the finished requests' answers reach their clients, else none
+            done = _streamed(b, run, now) if cfg.group_streams and decode_tokens else _NONE
+        # the clients whose answers arrived send their next requests
+        released, answered_drops = _answered(cfg, b, sent, arrival, released, answered_drops, done, now)
         least_free = min(least_free, free)  # the peaks are every step's, not only the sampled ones
         most_waiting = max(most_waiting, len(waiting))
         if now >= next_sample:
