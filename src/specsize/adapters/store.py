@@ -150,12 +150,30 @@ POSTGRESQL = ("postgresql://", "postgres://", "postgresql+psycopg://")
 
 
 
+TAG_LIMIT = 200  # characters: the service's bound on a tag (service.requests.TEXT_LIMIT)
+TAG_ACCEPTED = f"a tag of 1-{TAG_LIMIT} characters without control characters, such as 'chat-v2'"
+
+
+def check_tag(tag: str, field: str = "tag") -> str:
+    """A tag as every writer takes it (`check-live --record`, `measure --record`, `calibrations add --tag`, the
+    service): not blank, at most TAG_LIMIT characters, no control character. A tag holding a line break had been
+    recorded and split its row of `specsize calibrations` over two lines, and one of 5,000 characters stored, where
+    the service refuses past 200."""
+    if not tag.strip():
+        raise SpecError(field, "an empty tag records nothing", TAG_ACCEPTED)
+    if len(tag) > TAG_LIMIT:
+        raise SpecError(field, f"is {len(tag):,} characters long", TAG_ACCEPTED)
+    control = next((c for c in tag if ord(c) < 32 or 127 <= ord(c) < 160), None)
+    if control is not None:
+        raise SpecError(field, f"holds a control character ({control!r})", TAG_ACCEPTED)
+    return tag
+
+
 def _check_observation(kind: str, tag: str) -> None:
     """What every store (SQLite, PostgreSQL) refuses before writing an observation."""
     if kind not in KINDS:
         raise SpecError("kind", f"unknown kind {kind!r}", ", ".join(KINDS))
-    if not tag:
-        raise SpecError("tag", "an observation needs a tag", "a workload tag such as 'chat-v2'")
+    check_tag(tag)
 
 
 def named_store(path: str | Path | None) -> str | Path | None:

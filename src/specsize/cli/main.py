@@ -424,13 +424,14 @@ def check_live(metrics_source: str | None, log_file: str | None, plan_file: str,
     Exit 0 when reality keeps the plan's verdict, 1 when it changes it, 2 on bad input.
     """
     from .. import api  # noqa: PLC0415
-    from ..core.errors import SpecError  # noqa: PLC0415
     from ..reports import live as renderer  # noqa: PLC0415
 
     # --record "" had recorded nothing without a word and --record " " a row under a blank tag: refused before the
-    # server is read, as the service's POST /api/v1/check-live refuses them
-    if record is not None and not record.strip():
-        raise SpecError("record", "an empty tag records nothing", "a tag such as 'chat-v2'")
+    # server is read, as the service's POST /api/v1/check-live refuses them (and a tag no store takes: check_tag)
+    if record is not None:
+        from ..adapters.store import check_tag  # noqa: PLC0415
+
+        check_tag(record, "record")
     result = api.check_live(plan_file, metrics_source, log_file)
     if record is not None:
         api.record_live(result, record, store, f"check-live {metrics_source}")
@@ -538,10 +539,11 @@ def calibrations_add(ctx, tag, target, draft, method, k, acceptance_rate, mean_a
     from ..core.speculation import Acceptance  # noqa: PLC0415
     from ..inputs.load import validated  # noqa: PLC0415
 
-    for name, value in (("tag", tag), ("source", source)):  # a blank one had been recorded, a row no one can name
-        if not value.strip():
-            raise SpecError(name, "must not be blank", "a workload tag such as 'chat-v2'" if name == "tag" else
-                            "where the figure comes from (a benchmark run, a dashboard, ...)")
+    from ..adapters.store import check_tag  # noqa: PLC0415
+
+    check_tag(tag)  # a blank one had been recorded, a row no one can name
+    if not source.strip():
+        raise SpecError("source", "must not be blank", "where the figure comes from (a benchmark run, a dashboard, ...)")
     method = validated("method", method)
     if method == "none":  # an acceptance of no drafter: no plan reads it (a plan without a method has none)
         raise SpecError("method", "none drafts nothing, so it has no acceptance to record",

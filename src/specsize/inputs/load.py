@@ -51,7 +51,7 @@ def _yaml_loader():
 
     def mapping(loader, node, deep=False):
         seen = set()
-        for key_node, _ in node.value:
+        for key_node, value_node in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *defaults`: construct_mapping merges it below
                 continue
             key = loader.construct_object(key_node, deep=deep)
@@ -62,17 +62,37 @@ def _yaml_loader():
                 raise SpecError(str(key), f"written twice (line {key_node.start_mark.line + 1})",
                                 "each key once per mapping")
             seen.add(key)
+            refuse_yaml11_ints(loader, value_node, str(key))
         return base.construct_mapping(loader, node, deep=deep)
 
-    def integer(loader, node):
-        """YAML 1.1 reads 1:30 as 90 (base 60), 0x1000 as 4096 and 010 as 8: a setting written so is refused."""
+    def refuse_yaml11_ints(loader, node, field: str) -> None:
+        """A value (or a list's item) written as a YAML 1.1 integer other than a decimal one, refused under its key:
+        `tp: 0x10` is field tp, not `value`. Each node once, without recursion: an alias can make a list hold itself
+        (`a: &a [*a]`), and aliases can repeat one node millions of times (_check_expansion refuses those)."""
+        stack, seen = [node], set()
+        while stack:
+            item = stack.pop()
+            if id(item) in seen:
+                continue
+            seen.add(id(item))
+            if isinstance(item, yaml.SequenceNode):
+                stack.extend(item.value)
+            elif isinstance(item, yaml.ScalarNode) and item.tag == "tag:yaml.org,2002:int":
+                yaml11_int(loader, item, field)
+
+    def yaml11_int(loader, node, field: str) -> None:
         text = loader.construct_scalar(node)
         digits = text.replace("_", "").lstrip("+-")
         if ":" in digits or digits[:2].lower() in ("0x", "0b", "0o") or (len(digits) > 1 and digits[0] == "0"):
             value = base.construct_yaml_int(loader, node)
-            raise SpecError("value", f"{text!r} (line {node.start_mark.line + 1}) reads as {value} in YAML 1.1 "
+            raise SpecError(field, f"{text!r} (line {node.start_mark.line + 1}) reads as {value} in YAML 1.1 "
                             "(base 60, hexadecimal, binary or octal)", "a decimal number, or the text in quotes")
-        return decimal_int(text)  # past 4,300 digits a stand-in of its size, which the field refuses by name
+
+    def integer(loader, node):
+        """YAML 1.1 reads 1:30 as 90 (base 60), 0x1000 as 4096 and 010 as 8: a setting written so is refused (under
+        its key where a mapping holds it: refuse_yaml11_ints)."""
+        yaml11_int(loader, node, "value")
+        return decimal_int(loader.construct_scalar(node))  # past 4,300 digits a stand-in of its size, refused by name
 
     Strict.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
     Strict.add_constructor("tag:yaml.org,2002:int", integer)

@@ -200,7 +200,9 @@ def _drafter(item: dict, default_ks: list[int], target: ModelSpec, engine: str, 
     if unknown:
         raise SpecError("drafters", f"unknown key(s) {', '.join(sorted(unknown))}", ", ".join(sorted(DRAFTER_KEYS)))
     draft_ref = item.get("draft")
-    draft_ref = model_near(str(draft_ref), base, "drafters.draft") if draft_ref is not None else None
+    # read as the field table reads a draft (a list had been looked up as the model "['a']", true as 'True')
+    draft_ref = (model_near(coerce("drafters.draft", info("draft"), draft_ref), base, "drafters.draft")
+                 if draft_ref is not None else None)
     # an EAGLE / EAGLE-3 / Medusa head that cannot be read: derived, as plan
     given_tp = _int(item, "draft_tp")
     spec = speculative_config(item.get("method") or "none", draft_ref, 1, given_tp or 1, "drafters.method",
@@ -263,7 +265,7 @@ def _gpus(data: dict) -> tuple[GpuOption, ...]:
             raise SpecError("gpus", f"unknown key(s) {', '.join(sorted(map(str, unknown)))}", ", ".join(sorted(GPU_KEYS)))
         counts = _ints({"gpus.counts": item.get("counts")}, "gpus.counts", [1, 2, 4, 8], 1, 100_000)
         price = _float(item, "price_per_hour", minimum=0, maximum=1e6)
-        gpus.append(GpuOption(load_gpu(str(item["gpu"])), counts, price))
+        gpus.append(GpuOption(load_gpu(coerce("gpus.gpu", info("gpu"), item["gpu"])), counts, price))
     priced = [g.price_per_hour is not None for g in gpus]
     if any(priced) and not all(priced):  # $/h and GPU counts are not one scale: 2 unpriced GPUs are not cheaper than $2.5/h
         unpriced = next(g.gpu.gpu_id for g in gpus if g.price_per_hour is None)
@@ -320,7 +322,9 @@ def read_search_spec(path: str) -> SearchSpace:
     if not data.get("target"):
         raise SpecError("target", "no target model given", "a catalog id (specsize models) or a config.json path")
     folder = Path(path).resolve().parent  # the spec's relative paths are read relative to it
-    target = load_target(model_near(str(data["target"]), folder, "target"))
+    # the field table's reading of a target, as a deployment file's: a list or mapping had been looked up as the model
+    # "['a']" (a number still reads as its digits)
+    target = load_target(model_near(coerce("target", info("target"), data["target"]), folder, "target"))
     ks = list(_ints(data, "ks", [1, 2, 3, 4, 5], 1, 64))
     engine_name = coerce("engine", info("engine"), _given(data, "engine", DEFAULT_ENGINE))
     # read as a deployment file's is (an unquoted 0.10 is YAML's 0.1: refused with that said)

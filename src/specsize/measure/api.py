@@ -87,6 +87,10 @@ def _check_acceptance_inputs(prompts: str | None, weights: str, d, record: str |
     """Refused before any model is built: --prompts without real weights of a target and a drafter, an empty tag."""
     if record is not None and not record.strip():
         raise SpecError("record", "the tag is empty", "a non-empty TAG")
+    if record is not None:  # one no store takes (a line break, past 200 characters), before the run, not after it
+        from ..adapters.store import check_tag  # noqa: PLC0415
+
+        check_tag(record, "record")
     if prompts and (weights != "local" or d.speculative.draft is None):
         raise SpecError("prompts", "measuring acceptance needs real weights of a target and a draft model",
                         "--weights local --target DIR --draft DIR --method draft_model")

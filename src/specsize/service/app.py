@@ -745,8 +745,10 @@ def _live_and_catalog_routes(app: FastAPI, state: State, PlanRequest: Any) -> No
     @app.post("/api/v1/check-live", tags=["live"], summary="specsize check-live --format json, against a "
               "registered /metrics endpoint")
     def check_live(body: LiveBody, user: auth.User = Depends(role("planner"))) -> dict:
-        if body.record is not None and not body.record.strip():
-            raise SpecError("record", "an empty tag records nothing", "a tag of 1-200 characters, such as 'chat-v2'")
+        if body.record is not None:  # as the CLI's --record: 1-200 characters, no control character
+            from ..adapters.store import check_tag  # noqa: PLC0415
+
+            check_tag(body.record, "record")
         url = _endpoint_url(state, body.endpoint)
         result = state.check_live(_plan_for_live(state, body), url)
         if body.record:
