@@ -143,8 +143,11 @@ def test_catalog_listings(capsys):
 def test_engine_version_selects_profile(capsys):
     _, out, _ = run(capsys, "plan", "--engine-version", "0.19.0", "--format", "json")
     assert json.loads(out)["engine"]["profile_version"] == "0.19"
-    _, out, _ = run(capsys, "plan", "--engine-version", "0.6.3", "--format", "json")
+    _, out, _ = run(capsys, "plan", "--engine-version", "0.6.2", "--format", "json")
     assert json.loads(out)["engine"]["profile_version"] == "0.6"
+    # 0.6.3 has its own profile (multi-step scheduling beside chunked prefill: tests/test_multi_step_rules.py)
+    _, out, _ = run(capsys, "plan", "--engine-version", "0.6.3", "--format", "json")
+    assert json.loads(out)["engine"]["profile_version"] == "0.6.3"
 
 
 def test_plan_perf_section(capsys):

@@ -223,7 +223,7 @@ def test_a_v0_multi_step_group_streams_where_async_output_processing_runs():
     assert not account(deployment(gpu="A100-80GB", num_scheduler_steps=8, enforce_eager=True),
                        v0).settings.group_streams
     assert not account(deployment("meta-llama/Llama-3.1-70B-Instruct", gpu="A100-80GB", tp=2, pp=2,
-                                  num_scheduler_steps=8), v0).settings.group_streams
+                                  num_scheduler_steps=8, max_model_len=8192), v0).settings.group_streams
 
 
 def test_vllm_v0_chunks_prompts_by_default_above_32k():

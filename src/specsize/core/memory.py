@@ -314,6 +314,10 @@ class AccountingProfile:
     mamba2_checkpoint_pages: int = 0  # "align": pages a mamba2 layer adds for its prefill checkpoint
     hybrid_kernel_block: int = 16
     refuses_max_num_seqs_above_blocks: bool = False
+    # V0's multi-step scheduling beside chunked prefill (vLLM 0.6.3 on; 0.6.0-0.6.2 engine/arg_utils.py: "Chunked
+    # prefill is not supported with multi-step (--num-scheduler-steps > 1)", read in the 0.6.0 sdist and the 0.6.1.post2
+    # / 0.6.2 wheels): core.memory.scheduler_steps
+    multi_step_chunked: bool = True
     # attention-only pools of several kinds (sliding + full, chunked + full) are grouped with padded layer slots
     # (vLLM's hybrid KV-cache manager, default since 0.10: core.kvcache.pool_layer_slots)
     kv_groups_by_kind: bool = False
@@ -591,9 +595,16 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
     max_num_seqs = e.max_num_seqs or cpu_seqs or (
         p.default_max_num_seqs_large_gpu if large else p.default_max_num_seqs)
     chunked = v0_chunked_prefill(d, p, max_model_len)
-    steps = scheduler_steps(d, p)
+    steps = scheduler_steps(d, p, chunked)
     if e.max_num_batched_tokens:
         batched = e.max_num_batched_tokens
+        if steps > 1 and chunked and batched < max_model_len:
+            # multi-step scheduling never chunks a prompt (0.6.3-0.7 config.py SchedulerConfig: "Multi-step
+            # Chunked-Prefill doesn't allow prompt-chunking"; core/scheduler.py ignores a prompt longer than the budget)
+            raise SpecError("max_num_batched_tokens", f"{batched} is below max_model_len ({max_model_len}): with "
+                            "multi-step scheduling vLLM does not chunk prompts and ignores every longer one",
+                            f"at least max_model_len ({max_model_len}), a smaller max_model_len, or "
+                            "num_scheduler_steps 1")
     else:
         batched = cpu_batched or (p.default_max_num_batched_tokens_huge_gpu if huge else
                                   p.default_max_num_batched_tokens_large_gpu if large else
@@ -831,10 +842,13 @@ def v0_chunked_prefill(d: Deployment, p: AccountingProfile, max_model_len: int) 
             and d.gpu.vendor in p.chunked_default_vendors and not d.speculative.enabled and not d.target.is_hybrid)
 
 
-def scheduler_steps(d: Deployment, p: AccountingProfile) -> int:
+def scheduler_steps(d: Deployment, p: AccountingProfile, chunked: bool = False) -> int:
     """Decode steps per scheduling round: vLLM V0's --num-scheduler-steps (0.6-0.7; V1 has no such flag, SGLang
     none), never with speculation (vLLM 0.6 refuses the pair: "Speculative decoding is not supported with
-    multi-step")."""
+    multi-step"), on the CPU (worker/cpu_model_runner.py, 0.6.2-0.7.3: "CPU worker does not support multi-step
+    execution."), with chunked prefill (`chunked`, v0_chunked_prefill: on by default above a 32K model length) before
+    0.6.3 (AccountingProfile.multi_step_chunked), or with it over pipeline stages (0.6.3-0.7 engine/arg_utils.py:
+    "Multi-Step Chunked-Prefill is not supported for pipeline-parallel-size > 1")."""
     steps = d.engine.num_scheduler_steps
     if steps <= 1:
         return 1
@@ -843,6 +857,18 @@ def scheduler_steps(d: Deployment, p: AccountingProfile) -> int:
     if d.speculative.enabled:
         raise SpecError("num_scheduler_steps", "vLLM's multi-step scheduling does not run with speculative decoding",
                         "1, or method none")
+    if d.engine.device == "cpu":
+        raise SpecError("num_scheduler_steps", "vLLM's CPU worker does not run multi-step scheduling (\"CPU worker "
+                        "does not support multi-step execution\")", "1, or device cuda")
+    if chunked and not p.multi_step_chunked:
+        raise SpecError("num_scheduler_steps", f"{p.label} does not run multi-step scheduling with chunked prefill "
+                        f"(on by default above a {V0_CHUNKED_ABOVE:,}-token model length)",
+                        f"1, chunked_prefill: off, a max_model_len of at most {V0_CHUNKED_ABOVE:,}, or engine_version "
+                        "0.6.3 or later")
+    if chunked and d.pp > 1:
+        raise SpecError("num_scheduler_steps", "vLLM does not run multi-step scheduling with chunked prefill over "
+                        "pipeline stages (\"Multi-Step Chunked-Prefill is not supported for pipeline-parallel-size > "
+                        "1\")", f"1, pp 1, chunked_prefill: off, or a max_model_len of at most {V0_CHUNKED_ABOVE:,}")
     return steps
 
 

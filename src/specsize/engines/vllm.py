@@ -354,9 +354,13 @@ V0_NGRAM_CPU_PER_SEQ_S = 1.5e-4
 # the latent "efficient inference mode" as a todo); 0.7.1 brought MLA and its latent cache. Neural Magic's "Enhancing
 # DeepSeek Models with MLA and FP8 Optimizations in vLLM" (2025-02-04): on 8 x H200 the token capacity went from 54,560
 # (0.7.0) to 512,000 (0.7.1), "approximately 9.6x more memory capacity for KV caches"
-V0_EARLY = replace(V0, version="0.6", label="vLLM 0.6.0-0.6.3 (V0 engine; other processes counted as non-torch)",
+V0_EARLY = replace(V0, version="0.6", label="vLLM 0.6.0-0.6.2 (V0 engine; other processes counted as non-torch)",
                    other_processes_in_non_torch=True, ngram_proposer_per_seq_s=V0_NGRAM_GPU_PER_SEQ_S,
-                   mla_latent_cache=False)
+                   mla_latent_cache=False, multi_step_chunked=False)
+# 0.6.3 accounts as 0.6.0-0.6.2 do, but runs multi-step scheduling beside chunked prefill (engine/arg_utils.py: the
+# refusal became "Multi-Step Chunked-Prefill is not supported for pipeline-parallel-size > 1", read in its wheel)
+V0_063 = replace(V0_EARLY, version="0.6.3", label="vLLM 0.6.3 (V0 engine; other processes counted as non-torch)",
+                 multi_step_chunked=True)
 # From 0.6.5 V0 no longer turns chunked prefill on by itself on ROCm (vllm-project/vllm PR 11146, merged 2024-12-12:
 # "On ROCm platform chunked prefill is showing poor performance due to a suboptimal triton kernel"; arg_utils.py
 # "and not current_platform.is_rocm()", read in the 0.6.5 and 0.7.3 sdists, absent from 0.6.4's)
@@ -677,7 +681,7 @@ V1_033 = replace(V1_032, version="0.33",
                  mrv2_v1_methods=(), async_drafters=ASYNC_DRAFTERS_033, mrv2_max_model_len_to_draft=True)
 
 # (first release covered, profile), oldest first
-PROFILES = (((0, 6), V0_EARLY), ((0, 6, 4), V0), ((0, 6, 5), V0_065), ((0, 7, 1), V0_071), ((0, 8), V1_EARLY), ((0, 8, 3), V1_083), ((0, 9), V1_09),
+PROFILES = (((0, 6), V0_EARLY), ((0, 6, 3), V0_063), ((0, 6, 4), V0), ((0, 6, 5), V0_065), ((0, 7, 1), V0_071), ((0, 8), V1_EARLY), ((0, 8, 3), V1_083), ((0, 9), V1_09),
             ((0, 9, 2), V1_092), ((0, 10), V1_010), ((0, 10, 1), V1_0101), ((0, 10, 2), V1_0102), ((0, 11), V1_0110),
             ((0, 11, 1), V1_011),
             ((0, 12), V1_012), ((0, 14), V1_014), ((0, 15), V1_015), ((0, 17), V1_017), ((0, 19), V1_019), ((0, 20), V1_020), ((0, 21), V1_021),
