@@ -64,7 +64,7 @@ def test_deepstack_mergers_by_hand():
     # out_hidden_size 4096 and three deepstack mergers (deepstack_visual_indexes [8, 16, 24]). Each is
     # Qwen3_VisionPatchMerger(use_postshuffle_norm=True): a LayerNorm over 4 x 1152 = 4608 (9,216 whole), linear_fc1
     # 4608^2 + 4608 and linear_fc2 4608 x 4096 split (40,112,640), linear_fc2's bias 4096 whole.
-    # Its text model (qwen3_vl_moe_text) is not modelled, so the tower is read on its own here.
+    # The tower is read on its own here (the whole model: tests/test_qwen3_vl.py).
     from specsize.catalog.configs import _vision  # noqa: PLC0415
 
     vc = {"deepstack_visual_indexes": [8, 16, 24], "depth": 27, "hidden_act": "gelu_pytorch_tanh", "hidden_size": 1152,

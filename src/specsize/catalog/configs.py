@@ -512,7 +512,11 @@ TRANSFORMER_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3
                      "granitemoe", "glm_moe_dsa",
                      # vision-language checkpoints whose language model is one of the above (the vision tower is
                      # the multimodal accounting's)
-                     "qwen2_vl", "qwen2_5_vl")
+                     "qwen2_vl", "qwen2_5_vl",
+                     # Qwen3-VL (vllm 0.32 qwen3_vl.py / qwen3_vl_moe.py): Qwen3 / Qwen3-MoE decoder layers (q/k norm)
+                     # under text_config (qwen3_vl_text / qwen3_vl_moe_text) with an interleaved MRoPE whose cos/sin
+                     # cache spans max_position_embeddings (mrope_positions_factor 1 unless video pruning is on)
+                     "qwen3_vl", "qwen3_vl_text", "qwen3_vl_moe", "qwen3_vl_moe_text")
 HYBRID_TYPES = ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "nemotron_h",
                 "granitemoehybrid", "jamba", "falcon_h1")
 MODELLED_TYPES = TRANSFORMER_TYPES + HYBRID_TYPES
@@ -1317,7 +1321,8 @@ def _build_spec(raw: dict[str, Any], model_id: str, source: str, *, params_publi
         derived_max_model_len=derived_max_model_len(cfg, model_id),
         tie_word_embeddings=bool(tie),
         attention_bias=bool(cfg.get("attention_bias", model_type in ("qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl"))),
-        qk_norm=model_type in ("qwen3", "qwen3_moe", "qwen3_next") or model_type.startswith(("gemma3", "qwen3_5"))
+        qk_norm=model_type in ("qwen3", "qwen3_moe", "qwen3_next") or model_type.startswith(("gemma3", "qwen3_5",
+                                                                                              "qwen3_vl"))
         or (model_type == "glm4_moe" and bool(cfg.get("use_qk_norm")))  # Glm4MoeAttention: q_norm, k_norm
         or model_type == "minimax_m2",  # MiniMaxM2Attention builds its q_norm and k_norm whatever the config says
         # Nemotron-H's layers are one block each behind one RMSNorm (nemotron_h.py NemotronH*DecoderLayer: self.norm)

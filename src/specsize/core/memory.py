@@ -17,7 +17,7 @@ from typing import Callable
 from .errors import SpecError
 from .kvcache import (NVFP4_KV_BYTES, HybridPool, KVLayer, bytes_per_token, hybrid_block_size, hybrid_pool,
                       layer_blocks, layer_groups, model_kv_layers, model_state_layers, pool_layer_slots)
-from .multimodal import encoder_profile, pixel_values_bytes, tower_forward_peak
+from .multimodal import deepstack_buffer_bytes, encoder_profile, pixel_values_bytes, tower_forward_peak
 from .speculation import ASYNC_DRAFTERS_V1, SpecMethod
 from .specs import (DTYPE_BYTES, Deployment, EngineSettings, GpuSpec, ModelSpec, Quantization, VisionSpec, canonical_dtype,
                     checkpoint_format_needed, effective_target, medusa_at_k)
@@ -1200,6 +1200,8 @@ def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
     topk = indexer_dims(d.target)[2]
     if topk:  # DeepSeek-V3.2: the model's topk_indices_buffer, max_num_batched_tokens x index_topk int32 on every rank
         w_target = replace(w_target, buffers=w_target.buffers + s.max_num_batched_tokens * topk * 4)
+    w_target = replace(w_target, buffers=w_target.buffers  # Qwen3-VL's deepstack buffers, allocated with the model
+                       + deepstack_buffer_bytes(d.target, s.max_num_batched_tokens, DTYPE_BYTES[s.dtype]))
     w_draft = draft_weight_bytes(d, s)
     if topk and d.speculative.kind.derives_from_target:
         # each MTP layer of a sparse-attention model (DeepSeek-V3.2, GLM-5) allocates a topk_indices_buffer of its own

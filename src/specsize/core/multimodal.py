@@ -100,3 +100,21 @@ def pixel_values_bytes(v: VisionSpec, patches: int, act_bytes: int) -> int:
     """Bytes of the dummy batch's pixel values on the GPU: every patch's channels x patch_size^2 (x the temporal
     patch of Qwen2-VL, Qwen2.5-VL and Qwen3-VL / Qwen3.5) in the model dtype."""
     return patches * v.num_channels * v.patch_size * v.patch_size * max(1, v.temporal_patch_size) * act_bytes
+
+
+def deepstack_buffer_bytes(m: ModelSpec, max_num_batched_tokens: int, act_bytes: int) -> int:
+    """Bytes of the persistent deepstack buffers a Qwen3-VL target allocates with its weights.
+
+    vllm 0.32 qwen3_vl.py Qwen3VLForConditionalGeneration.__init__ (and qwen3_vl_moe.py's, the same lines): when the
+    vision tower is built (multimodal on) and vision_config has deepstack_visual_indexes, it keeps one
+    torch.zeros(max_num_batched_tokens, text_config.hidden_size) per index (self.deepstack_input_embeds, a plain list,
+    not a registered buffer). No dtype or device is given, so they take the loader's: the model loader builds the
+    model under set_default_torch_dtype(model_config.dtype) and `with torch.device(load_device)`
+    (model_loader/base_loader.py), so each is on the GPU in the model dtype, allocated inside load_model's
+    DeviceMemoryProfiler and therefore part of the weights figure (model_memory_usage, "Model loading took"), whole
+    on every TP rank. They grow only for a batch above max_num_batched_tokens (_resize_deepstack_input_embeds), which
+    the scheduler does not form. Qwen3.5's tower has no deepstack indexes: nothing."""
+    v = m.vision
+    if v is None or v.kind != "qwen3_vl" or not v.deepstack_mergers:
+        return 0
+    return v.deepstack_mergers * max_num_batched_tokens * m.hidden_size * act_bytes
