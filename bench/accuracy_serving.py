@@ -278,16 +278,23 @@ def _engine(row: dict) -> dict:
 CHUNKED = re.compile(r"enable-chunked-prefill(?:[ =](true|false))?\b", re.IGNORECASE)
 
 # the published server command's limits, as a user passes them (vLLM's flag, SGLang's flag or its recipe variable)
+# (both engines' argument parsers take a flag's words joined by "_" as by "-": vLLM's FlexibleArgumentParser,
+# SGLang's argparse aliases; SGLang's own vLLM 0.6.0 comparison wrote --max_model_len 4096, augmxnt's
+# --gpu_memory_utilization=0.98)
 SERVER_FLAGS = (
-    ("max_num_seqs", int, r"(?:--)?max-num-seqs[ =](\d+)|(?:--)?max-running-requests[ =](\d+)|MAX_RUNNING_REQUESTS=(\d+)"),
+    ("max_num_seqs", int, r"(?:--)?max[-_]num[-_]seqs[ =](\d+)|(?:--)?max[-_]running[-_]requests[ =](\d+)|"
+                          r"MAX_RUNNING_REQUESTS=(\d+)"),
     ("max_num_batched_tokens", int,
-     r"(?:--)?max-num-batched-tokens[ =](\d+)|(?:--)?chunked-prefill-size[ =](\d+)|CHUNKED_PREFILL_SIZE=(\d+)"),
+     r"(?:--)?max[-_]num[-_]batched[-_]tokens[ =](\d+)|(?:--)?chunked[-_]prefill[-_]size[ =](\d+)|"
+     r"CHUNKED_PREFILL_SIZE=(\d+)"),
     ("gpu_memory_utilization", float,
-     r"(?:--)?gpu-memory-utilization[ =](0?\.\d+)|(?:--)?mem-fraction-static[ =](0?\.\d+)|MEM_FRAC_STATIC=(0?\.\d+)"),
-    ("max_model_len", int, r"(?:--)?max-model-len[ =](\d+)|(?:--)?context-length[ =](\d+)"),
-    ("num_scheduler_steps", int, r"--num-scheduler-steps?[ =](\d+)"),  # V0's multi-step scheduling ("-step": a prefix)
-    ("scheduler_recv_interval", int, r"--scheduler-recv-interval[ =](\d+)"),  # SGLang's
-    ("stream_interval", int, r"--stream-interval[ =](\d+)"),  # SGLang's
+     r"(?:--)?gpu[-_]memory[-_]utilization[ =](0?\.\d+)|(?:--)?mem[-_]fraction[-_]static[ =](0?\.\d+)|"
+     r"MEM_FRAC_STATIC=(0?\.\d+)"),
+    ("max_model_len", int, r"(?:--)?max[-_]model[-_]len[ =](\d+)|(?:--)?context[-_]length[ =](\d+)"),
+    # V0's multi-step scheduling ("-step": a prefix argparse takes)
+    ("num_scheduler_steps", int, r"--num[-_]scheduler[-_]steps?[ =](\d+)"),
+    ("scheduler_recv_interval", int, r"--scheduler[-_]recv[-_]interval[ =](\d+)"),  # SGLang's
+    ("stream_interval", int, r"--stream[-_]interval[ =](\d+)"),  # SGLang's
 )
 
 

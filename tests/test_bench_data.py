@@ -203,3 +203,15 @@ def test_expert_parallel_runs_carry_their_source_and_pair_up():
     for r in rows:
         if r["expert_parallel"] is False:
             assert r["group"] in ep, r["id"]
+
+
+def test_a_published_server_flag_is_read_with_its_words_joined_by_underscores_too():
+    # vLLM's FlexibleArgumentParser and SGLang's argparse take --max_model_len as --max-model-len: SGLang's vLLM 0.6.0
+    # comparison ran `--num-scheduler-steps 10 --max_model_len 4096` (a 131,072-token model length had turned 0.6.0's
+    # chunked prefill on, which that release refuses beside multi-step)
+    serving = bench_module("accuracy_serving")
+    notes = "vllm serve M --max_model_len 4096 --gpu_memory_utilization=0.98 --num-scheduler-steps 10 --max-num-seqs 64"
+    assert serving.server_flags({"notes": notes}) == {"max_model_len": 4096, "gpu_memory_utilization": 0.98,
+                                                      "num_scheduler_steps": 10, "max_num_seqs": 64}
+    rows = {row["id"]: row for row in serving.load_rows()}
+    assert serving.server_flags(rows["sgl060-8b-a100x1-vllm-rps4"]) == {"max_model_len": 4096, "num_scheduler_steps": 10}
