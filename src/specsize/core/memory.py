@@ -363,10 +363,12 @@ class ResolvedSettings:
     output_per_token_s: float = 0.0  # AccountingProfile.output_per_token_s
     scheduler_steps: int = 1  # vLLM V0's multi-step scheduling (EngineSettings.num_scheduler_steps)
     # a multi-step group hands each step's outputs over as it runs, so a request that finishes inside it reaches its
-    # client then, not at the group's end: V0's async output processing, on unless pipeline parallel, --enforce-eager
-    # or a device other than a GPU turns it off (vLLM 0.6 config.py ModelConfig.verify_async_output_proc; ROCm is
-    # device "cuda" there; without it worker/multi_step_model_runner.py _final_process_outputs hands the group's
-    # outputs over together at its last step)
+    # client then, not at the group's end: V0's async output processing, on unless pipeline parallel, eager mode
+    # (--enforce-eager, 8-bit bitsandbytes) or a device other than a GPU turns it off (vLLM 0.6 config.py
+    # ModelConfig.verify_async_output_proc; ROCm is device "cuda" there). With it worker/multi_step_model_runner.py
+    # hands each step to the engine's output processing as soon as its tokens are ready (_async_process_outputs, or
+    # _final_process_outputs' callback branch step by step when the host ran ahead); without it
+    # _final_process_outputs returns the group's outputs together at its last step
     group_streams: bool = False
     recv_interval: int = 1  # SGLang's --scheduler-recv-interval (EngineSettings.scheduler_recv_interval)
     async_scheduling: bool = False  # AccountingProfile.async_scheduling, where the deployment allows it

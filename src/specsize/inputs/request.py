@@ -92,7 +92,7 @@ class Request:
     num_scheduler_steps: int = F(1, "vLLM V0's multi-step scheduling (--num-scheduler-steps, releases 0.6-0.7): "
                                  "decodes run in groups of N steps and requests are admitted only between groups; "
                                  "a request finished inside a group reaches its client at once where V0's async output "
-                                 "processing runs (not with pipeline parallel or enforce_eager), else at the group's "
+                                 "processing runs (not with pipeline parallel or in eager mode), else at the group's "
                                  "end.", "int", DEPLOYMENT, minimum=1, maximum=64)
     block_size: int | None = F(None, "KV cache block size (vLLM: 1, 8, 16, 32, 64, 128 or 256; SGLang's "
                                "--page-size: any).", "int", DEPLOYMENT,

@@ -375,9 +375,13 @@ def _admit(cfg: EngineConfig, b: _Book, waiting: deque[int], run: np.ndarray, c:
 
 def _schedule(cfg: EngineConfig, b: _Book, run: np.ndarray, waiting: deque[int], free: int, in_group: bool):
     """Steps 2-4 by the engine's policy. Returns (run, c, sched, decoding, free, preemptions, recomputed tokens)."""
-    if in_group:  # inside a multi-step group: the same batch decodes again, finished requests included
-        run, c, sched, decoding, free, _, preempted, lost = _schedule_running(cfg, b, run, waiting, free)
-        return run, c, np.where(decoding, sched, 0), decoding, free, preempted, lost
+    if in_group:
+        # inside a multi-step group the same batch decodes again, finished requests included, in the blocks the
+        # group's first step reserved (its N - 1 lookahead slots: EngineConfig.decode_ahead): vLLM schedules,
+        # allocates and preempts nothing until the group ends
+        c = b.computed[run]
+        decoding = c >= b.prefill_target[run]
+        return run, c, np.where(decoding, 1 + cfg.k, 0), decoding, free, 0, 0
     if cfg.prefill_first:  # 2-4 as one choice: a prefill step if any prompt token can run, else decodes
         return _schedule_prefill_first(cfg, b, run, waiting, free)
     # 2-3. schedule running requests within the token budget; preempt the newest until the rest fit
@@ -581,14 +585,31 @@ def _retire(b: _Book, run: np.ndarray, now: float,
     return run[~finished_mask], freed, done_ids
 
 
-def _streamed(b: _Book, run: np.ndarray, now: float) -> np.ndarray:
+def _leave(cfg: EngineConfig, b: _Book, run: np.ndarray, now: float, finished: np.ndarray | None, group_left: int,
+           decode_tokens: int, answered: int) -> tuple[np.ndarray, int, np.ndarray, int]:
+    """The finished requests leave the running set (and their last tokens reach the client) when a step ends outside a
+    multi-step group or its last step does; inside a group that streams, they are answered at once (_streamed).
+    Returns (run, blocks freed, the answered requests' ids, how many of run a streaming group has answered)."""
+    if not group_left:
+        run, freed, done = _retire(b, run, now, finished)
+        return run, freed, done, 0
+    if cfg.group_streams and decode_tokens:
+        done, freed = _streamed(b, run, now)
+        return run, freed, done, answered + len(done)
+    return run, 0, _NONE, answered
+
+
+def _streamed(b: _Book, run: np.ndarray, now: float) -> tuple[np.ndarray, int]:
     """Inside a multi-step group that streams (EngineConfig.group_streams): the requests of `run` whose last token this
-    step produced reach their clients now (vLLM 0.6 engine/llm_engine.py _process_model_outputs, called for every step
-    of the group by worker/multi_step_model_runner.py _async_process_outputs, sends a finished request's output and
-    frees it from the scheduler); they leave the batch when the group ends. Returns their ids."""
+    step produced reach their clients now and free their blocks (vLLM 0.6 engine/llm_engine.py _process_model_outputs,
+    handed each step of the group as its tokens are ready by worker/multi_step_model_runner.py's async callback, sends
+    a finished request's output and frees it from the scheduler, free_finished_seq_groups); their rows stay in the
+    group's batch, computed to its end. Returns (their ids, blocks freed)."""
     ids = run[(b.generated[run] >= b.output[run]) & np.isnan(b.finish[run])]
     b.finish[ids] = now
-    return ids
+    freed = _isum(b.held[ids])
+    b.held[ids] = 0
+    return ids, freed
 
 
 def _within(max_steps: int | None, steps: int, now: float, left: int) -> None:
@@ -626,6 +647,7 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
     next_sample = 0.0
     least_free, most_waiting = cfg.num_blocks, 0
     group_left = 0  # decode steps left in the current multi-step group (cfg.scheduler_steps > 1)
+    answered = 0  # requests of the running set a streaming group has answered already (_streamed)
     answered_drops = 0  # requests refused as longer than the pool whose clients have sent their next (closed loop)
 
     recv_weight = cfg.recv_interval  # the first loop takes requests in
@@ -665,7 +687,7 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
 
         # 5. step time for this exact composition
         seconds, dec, n_dec = _step_seconds(cfg, windows, draft_windows, c, sched, active, n_active, decoding)
-        in_system = len(run) + len(waiting)
+        in_system = len(run) - answered + len(waiting)  # a group's answered requests have left (Little's law)
         area += in_system * seconds
         formed = now if cfg.scheduled_ahead else now + seconds
         now += seconds
@@ -691,11 +713,8 @@ def simulate(cfg: EngineConfig, req: Requests, seed: int = 0, max_time_s: float 
             group_left -= 1
         elif cfg.scheduler_steps > 1 and not prefill_tokens and decode_tokens:
             group_left = cfg.scheduler_steps - 1  # a decode step opens a group
-        if not group_left:  # requests leave (and their last tokens reach the client) when a group ends
-            run, freed, done = _retire(b, run, now, finished)
-            free += freed
-        else:  # inside a group that streams, the finished requests' answers reach their clients, else none
-            done = _streamed(b, run, now) if cfg.group_streams and decode_tokens else _NONE
+        run, freed, done, answered = _leave(cfg, b, run, now, finished, group_left, decode_tokens, answered)
+        free += freed
         # the clients whose answers arrived send their next requests
         released, answered_drops = _answered(cfg, b, sent, arrival, released, answered_drops, done, now)
         least_free = min(least_free, free)  # the peaks are every step's, not only the sampled ones
