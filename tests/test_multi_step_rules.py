@@ -65,3 +65,40 @@ def test_multi_step_never_chunks_a_prompt():
     assert default.max_num_batched_tokens == 8192
     # one step at a time, chunked prefill takes the small budget
     assert _steps("0.6.3", chunked_prefill="on", max_num_batched_tokens=1024, max_model_len=8192) == 1
+
+
+def test_a_refusals_alternatives_are_each_accepted():
+    # each alternative a multi-step refusal names plans (the review of stop 62: 0.6.3 had been offered where pipeline
+    # stages refuse it too, and a shorter max_model_len where chunked prefill was asked for, not on by default)
+    with pytest.raises(SpecError) as pp:
+        _steps("0.6.2", target=LLAMA_70B, gpu="A100-80GB", tp=2, pp=2, num_scheduler_steps=8)
+    assert "0.6.3" not in str(pp.value) and "max_model_len of at most 32,768" in str(pp.value)
+    assert _steps("0.6.2", target=LLAMA_70B, gpu="A100-80GB", tp=2, pp=2, num_scheduler_steps=8,
+                  max_model_len=32_768) == 8
+    with pytest.raises(SpecError) as asked:
+        _steps("0.6.2", num_scheduler_steps=8, chunked_prefill="on", max_model_len=8192)
+    assert "max_model_len" not in str(asked.value).split("(accepted")[1] and "0.6.3 or later" in str(asked.value)
+    assert _steps("0.6.3", num_scheduler_steps=8, chunked_prefill="on", max_model_len=8192) == 8
+
+
+def test_the_raise_max_model_len_fix_keeps_multi_step_running(capsys):
+    # a 40,500-token request past a 16,384-token length: raising it above 32K turns V0's chunked prefill on, which
+    # 0.6.2 refuses beside multi-step, so the fix turns it off too (it had been dropped without a word); an explicit
+    # 16,384-token budget under multi-step is raised with the length (vLLM never chunks a prompt there)
+    from helpers import run_cli
+
+    base = ["plan", "--target", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB", "--output-tokens", "500",
+            "--num-scheduler-steps", "8", "--format", "json"]
+    import json
+
+    code, out, err = run_cli(capsys, *base, "--engine-version", "0.6.2", "--max-model-len", "16384",
+                             "--prompt-tokens", "40000")
+    fixes = {f["action"]: f for f in json.loads(out)["recommendations"]}
+    assert code == 0 and "raise_max_model_len" in fixes, err
+    assert fixes["raise_max_model_len"]["changes"] == {"max_model_len": 40512, "chunked_prefill": "off"}
+    assert "with chunked_prefill off" in fixes["raise_max_model_len"]["description"]
+    code, out, err = run_cli(capsys, *base, "--engine-version", "0.7.3", "--max-model-len", "16384",
+                             "--max-num-batched-tokens", "16384", "--prompt-tokens", "20000")
+    fixes = {f["action"]: f for f in json.loads(out)["recommendations"]}
+    assert fixes["raise_max_model_len"]["changes"] == {"max_model_len": 20512, "max_num_batched_tokens": 20512}
+    assert "max_num_batched_tokens 16384 -> 20512" in fixes["raise_max_model_len"]["description"]

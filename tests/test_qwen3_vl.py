@@ -148,3 +148,16 @@ def test_vllm_loads_qwen3_vl_from_0_11_0(capsys):
         assert code == 2 and "engine_version:" in err and "the first release that does is 0.11.0" in err, err
         code, _, err = run_cli(capsys, "plan", "--target", model_id, "--gpu", "H200-141GB", "--engine-version", "0.11.0")
         assert code == 0, err
+
+
+def test_a_qwen3_vl_draft_model_keeps_its_deepstack_buffers_too():
+    # vLLM 0.32 config/speculative.py builds the draft's ModelConfig with its multimodal config: a Qwen3-VL draft
+    # model builds its tower and its three deepstack buffers (3 x max_num_batched_tokens x 4096 x 2 B, whole on each
+    # rank), as the target does (the review of stop 62)
+    from specsize.core.memory import draft_weight_bytes
+
+    d = deployment(VL_235B, gpu="H200-141GB", tp=8, draft=VL_8B, method="draft_model", k=3)
+    a = account(d, profile("0.32"))
+    tokens = a.settings.max_num_batched_tokens
+    assert a.weights_draft_bytes - draft_weight_bytes(d, a.settings) == 3 * tokens * 4096 * 2
+    assert tokens == 8192 and 3 * tokens * 4096 * 2 == 201_326_592

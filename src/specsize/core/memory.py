@@ -862,16 +862,23 @@ def scheduler_steps(d: Deployment, p: AccountingProfile, chunked: bool = False) 
     if d.engine.device == "cpu":
         raise SpecError("num_scheduler_steps", "vLLM's CPU worker does not run multi-step scheduling (\"CPU worker "
                         "does not support multi-step execution\")", "1, or device cuda")
+    by_default = d.engine.chunked_prefill == "auto"  # on by itself above the length: a shorter one turns it off
+    shorter = [f"a max_model_len of at most {V0_CHUNKED_ABOVE:,}"] if by_default else []
     if chunked and not p.multi_step_chunked:
-        raise SpecError("num_scheduler_steps", f"{p.label} does not run multi-step scheduling with chunked prefill "
-                        f"(on by default above a {V0_CHUNKED_ABOVE:,}-token model length)",
-                        f"1, chunked_prefill: off, a max_model_len of at most {V0_CHUNKED_ABOVE:,}, or engine_version "
-                        "0.6.3 or later")
+        raise SpecError("num_scheduler_steps", f"{p.label} does not run multi-step scheduling with chunked prefill"
+                        + (f" (on by default above a {V0_CHUNKED_ABOVE:,}-token model length)" if by_default else ""),
+                        _alternatives(["1", "chunked_prefill: off", *shorter]
+                                      + (["engine_version 0.6.3 or later"] if d.pp == 1 else [])))
     if chunked and d.pp > 1:
         raise SpecError("num_scheduler_steps", "vLLM does not run multi-step scheduling with chunked prefill over "
                         "pipeline stages (\"Multi-Step Chunked-Prefill is not supported for pipeline-parallel-size > "
-                        "1\")", f"1, pp 1, chunked_prefill: off, or a max_model_len of at most {V0_CHUNKED_ABOVE:,}")
+                        "1\")", _alternatives(["1", "pp 1", "chunked_prefill: off", *shorter]))
     return steps
+
+
+def _alternatives(items: list[str]) -> str:
+    """'a, b, or c': the accepted alternatives of a refusal."""
+    return ", ".join(items[:-1]) + f", or {items[-1]}" if len(items) > 2 else " or ".join(items)
 
 
 def target_weights(d: Deployment, dtype: str, quant: Quantization | None,
@@ -1205,6 +1212,10 @@ def account(d: Deployment, p: AccountingProfile) -> MemoryAccount:
     w_target = replace(w_target, buffers=w_target.buffers  # Qwen3-VL's deepstack buffers, allocated with the model
                        + deepstack_buffer_bytes(d.target, s.max_num_batched_tokens, DTYPE_BYTES[s.dtype]))
     w_draft = draft_weight_bytes(d, s)
+    if d.speculative.draft is not None and not d.speculative.kind.derives_from_target:
+        # a Qwen3-VL draft model builds its tower and deepstack buffers too (vLLM 0.32 config/speculative.py: the
+        # draft's ModelConfig keeps its multimodal config)
+        w_draft += deepstack_buffer_bytes(d.speculative.draft, s.max_num_batched_tokens, DTYPE_BYTES[s.dtype])
     if topk and d.speculative.kind.derives_from_target:
         # each MTP layer of a sparse-attention model (DeepSeek-V3.2, GLM-5) allocates a topk_indices_buffer of its own
         # (vllm/model_executor/models/deepseek_mtp.py DeepSeekMultiTokenPredictorLayer, "if self.is_v32:", read in the

@@ -69,7 +69,10 @@ def _yaml_loader():
         """A value (or a list's item) written as a YAML 1.1 integer other than a decimal one, refused under its key:
         `tp: 0x10` is field tp, not `value`. Each node once, without recursion: an alias can make a list hold itself
         (`a: &a [*a]`), and aliases can repeat one node millions of times (_check_expansion refuses those)."""
-        stack, seen = [node], set()
+        # one set for the whole document (the loader's): every mapping aliasing one long list had walked it again,
+        # a 100 KB file taking minutes to be refused
+        seen = loader.__dict__.setdefault("_specsize_yaml11_seen", set())
+        stack = [node]
         while stack:
             item = stack.pop()
             if id(item) in seen:

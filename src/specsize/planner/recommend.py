@@ -137,9 +137,9 @@ def _engine_changes(d: Deployment, w: Workload, result: PlanResult) -> list[_Can
         limit = min(limit, s.max_model_len)
     if s.max_model_len < shape <= limit:  # the engine rejects it: a context that takes it
         raised = min(limit, -(-shape // s.block_size) * s.block_size)
+        raised_e, also = _raised_length(d, result.profile, raised)
         out.append(("raise_max_model_len", f"raise max_model_len from {s.max_model_len} to {raised} (the "
-                    f"{w.percentile} request, {shape} tokens)", replace(d, engine=replace(e, max_model_len=raised)),
-                    w, 0, ""))
+                    f"{w.percentile} request, {shape} tokens{also})", replace(d, engine=raised_e), w, 0, ""))
     if s.max_model_len > fitted_len and result.memory.startup_problem:
         out.append(("max_model_len", f"lower max_model_len from {s.max_model_len} to {fitted_len} (the longest request)",
                     replace(d, engine=replace(e, max_model_len=fitted_len)), w, 0, ""))
@@ -153,6 +153,29 @@ def _engine_changes(d: Deployment, w: Workload, result: PlanResult) -> list[_Can
         out.append(("weights_int4", "quantize the weights to int4 (AWQ/GPTQ, group 128)",
                     replace(d, engine=replace(e, quantization="int4")), w, 0, "weights_int4"))
     return out
+
+
+def _raised_length(d: Deployment, p: AccountingProfile, raised: int):
+    """The engine settings a longer max_model_len starts with, and what the fix says of them: vLLM V0 turns chunked
+    prefill on above 32K by itself, which multi-step scheduling refuses before 0.6.3 and over pipeline stages (kept
+    off: core.memory.scheduler_steps), and a V0 prompt that is not chunked, or any under multi-step, must fit an
+    explicit step budget (raised with it: core.memory resolve_settings)."""
+    from ..core.memory import v0_chunked_prefill  # noqa: PLC0415
+
+    e = replace(d.engine, max_model_len=raised)
+    also = []
+    if p.generation != "V0":
+        return e, ""
+    steps = e.num_scheduler_steps > 1
+    if steps and e.chunked_prefill == "auto" and (not p.multi_step_chunked or d.pp > 1) and \
+            v0_chunked_prefill(replace(d, engine=e), p, raised):
+        e = replace(e, chunked_prefill="off")
+        also.append("chunked_prefill off, as multi-step scheduling needs")
+    budget = e.max_num_batched_tokens
+    if budget and budget < raised and (steps or not v0_chunked_prefill(replace(d, engine=e), p, raised)):
+        e = replace(e, max_num_batched_tokens=raised)
+        also.append(f"max_num_batched_tokens {budget} -> {raised}, as a whole prompt needs")
+    return e, "; with " + " and ".join(also) if also else ""
 
 
 def _capacity_changes(d: Deployment, w: Workload, gpus_per_node: int = 8) -> list[_Candidate]:
@@ -334,7 +357,8 @@ def _changes(d: Deployment, nd: Deployment, w: Workload, nw: Workload) -> dict:
         out["draft_tp"] = nd.speculative.draft_tp
         if nd.speculative.num_draft_tokens != d.speculative.num_draft_tokens:
             out["num_draft_tokens"] = nd.speculative.num_draft_tokens
-    for name in ("kv_cache_dtype", "max_num_seqs", "max_model_len", "quantization", "gpu_memory_utilization"):
+    for name in ("kv_cache_dtype", "max_num_seqs", "max_model_len", "quantization", "gpu_memory_utilization",
+                 "max_num_batched_tokens", "chunked_prefill"):
         if getattr(nd.engine, name) != getattr(d.engine, name):
             out[name] = getattr(nd.engine, name)
     if nd.expert_parallel != d.expert_parallel:
