@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..core.errors import SpecError
+from ..core.errors import SpecError, control_character
 
 SCHEMA_VERSION = 2
 KINDS = ("acceptance", "footprint", "live")
@@ -163,8 +163,7 @@ def check_tag(tag: str, field: str = "tag") -> str:
         raise SpecError(field, "an empty tag records nothing", TAG_ACCEPTED)
     if len(tag) > TAG_LIMIT:
         raise SpecError(field, f"is {len(tag):,} characters long", TAG_ACCEPTED)
-    # control characters, and the line and paragraph separators (U+2028, U+2029) that split a line as a break does
-    control = next((c for c in tag if ord(c) < 32 or 127 <= ord(c) < 160 or c in "\u2028\u2029"), None)
+    control = control_character(tag)
     if control is not None:
         raise SpecError(field, f"holds a control character ({control!r})", TAG_ACCEPTED)
     return tag

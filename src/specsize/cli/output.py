@@ -15,7 +15,7 @@ from typing import Callable
 
 import click
 
-from ..core.errors import SpecError
+from ..core.errors import SpecError, control_character
 
 
 def _stale_temporaries(target: Path) -> None:
@@ -43,7 +43,7 @@ def check_target(path: str, force: bool, field: str = "output") -> Path:
 
     if not str(path).strip():  # -o " " had written a file named by a space (and -o "" answered ". is a folder")
         raise SpecError(field, f"{str(path)!r} is a blank file name", "a file path")
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in str(path)):  # a line break: "wrote r<newline>x.html", two lines
+    if control_character(str(path)):  # a line break: "wrote r<newline>x.html", two lines
         raise SpecError(field, f"{str(path)!r:.120} holds a control character (a line break, a tab)",
                         "a file path of printable characters")
     target = Path(path)

@@ -29,6 +29,13 @@ class SpecError(ValueError):
         super().__init__(text)
 
 
+def control_character(text: str) -> str | None:
+    """The first character of `text` that breaks or hides a line where it is echoed or stored (C0 and C1 controls,
+    DEL, the line and paragraph separators U+2028 / U+2029 that str.splitlines breaks at), None when there is none:
+    the one rule for file names, passwords and tags."""
+    return next((c for c in text if ord(c) < 32 or 127 <= ord(c) < 160 or c in "\u2028\u2029"), None)
+
+
 def require_positive_int(field: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise SpecError(field, f"must be a positive integer, got {value!r}", "an integer >= 1")

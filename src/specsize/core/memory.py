@@ -645,7 +645,7 @@ def resolve_settings(d: Deployment, p: AccountingProfile, quant: Quantization | 
         else p.draft_extend,
         spec_expansion_query_s=0.0 if eager else p.spec_expansion_query_s,
         api_cost_scale=p.api_cost_scale,
-        scheduler_steps=steps, group_streams=steps > 1 and d.pp == 1 and not eager and e.device == "cuda",
+        scheduler_steps=steps, group_streams=steps > 1 and d.pp == 1 and not eager,
         moe_fp8_memory=p.moe_fp8_memory, custom_allreduce=p.custom_allreduce,
         ngram_proposer_per_seq_s=p.ngram_proposer_per_seq_s,
         # the lookup's host scan where n-gram runs on the V1 runner's numba proposer; Model Runner V2 (n-gram on it from
@@ -874,6 +874,18 @@ def scheduler_steps(d: Deployment, p: AccountingProfile, chunked: bool = False) 
                         "pipeline stages (\"Multi-Step Chunked-Prefill is not supported for pipeline-parallel-size > "
                         "1\")", _alternatives(["1", "pp 1", "chunked_prefill: off", *shorter]))
     return steps
+
+
+def multi_step_refuses_chunked(d: Deployment, p: AccountingProfile) -> bool:
+    """Whether vLLM refuses multi-step scheduling beside chunked prefill for this deployment: before 0.6.3
+    (AccountingProfile.multi_step_chunked), and over pipeline stages (scheduler_steps' refusals)."""
+    return not p.multi_step_chunked or d.pp > 1
+
+
+def v0_whole_prompts(d: Deployment, p: AccountingProfile, max_model_len: int) -> bool:
+    """Whether vLLM V0 runs every prompt whole, so an explicit step budget must hold max_model_len: without chunked
+    prefill, or under multi-step scheduling, which never chunks a prompt (resolve_settings' refusals)."""
+    return p.generation == "V0" and (d.engine.num_scheduler_steps > 1 or not v0_chunked_prefill(d, p, max_model_len))
 
 
 def _alternatives(items: list[str]) -> str:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from ..core.envelope import FITS, evaluate, headroom_text
 from ..core.envelope import VERDICT_RANK as RANK
 from ..core.errors import SpecError
-from ..core.memory import AccountingProfile
+from ..core.memory import AccountingProfile, multi_step_refuses_chunked, v0_chunked_prefill, v0_whole_prompts
 from ..core.specs import Deployment, ModelSpec, SpeculativeConfig, Workload
 from ..core.speculation import Acceptance, SpecMethod
 from ..core.traffic import peak_concurrency
@@ -160,19 +160,16 @@ def _raised_length(d: Deployment, p: AccountingProfile, raised: int):
     prefill on above 32K by itself, which multi-step scheduling refuses before 0.6.3 and over pipeline stages (kept
     off: core.memory.scheduler_steps), and a V0 prompt that is not chunked, or any under multi-step, must fit an
     explicit step budget (raised with it: core.memory resolve_settings)."""
-    from ..core.memory import v0_chunked_prefill  # noqa: PLC0415
-
     e = replace(d.engine, max_model_len=raised)
     also = []
     if p.generation != "V0":
         return e, ""
-    steps = e.num_scheduler_steps > 1
-    if steps and e.chunked_prefill == "auto" and (not p.multi_step_chunked or d.pp > 1) and \
+    if e.num_scheduler_steps > 1 and e.chunked_prefill == "auto" and multi_step_refuses_chunked(d, p) and \
             v0_chunked_prefill(replace(d, engine=e), p, raised):
         e = replace(e, chunked_prefill="off")
         also.append("chunked_prefill off, as multi-step scheduling needs")
     budget = e.max_num_batched_tokens
-    if budget and budget < raised and (steps or not v0_chunked_prefill(replace(d, engine=e), p, raised)):
+    if budget and budget < raised and v0_whole_prompts(replace(d, engine=e), p, raised):
         e = replace(e, max_num_batched_tokens=raised)
         also.append(f"max_num_batched_tokens {budget} -> {raised}, as a whole prompt needs")
     return e, "; with " + " and ".join(also) if also else ""

@@ -24,7 +24,7 @@ from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
-from ..core.errors import SpecError
+from ..core.errors import SpecError, control_character
 from . import db
 
 ROLES = ("viewer", "planner", "admin")
@@ -81,11 +81,12 @@ def add_user(engine: Engine, name: str, role: str, password: str | None = None, 
     _check_role(role)
     if password is not None and len(password) < 12:
         raise SpecError("password", "too short", "at least 12 characters")
-    if password is not None and any(ord(c) < 32 or ord(c) == 127 for c in password):
+    control = control_character(password) if password is not None else None
+    if password is not None and control is not None:
         # no one can type it at the login form: `printf 'secret\r\n' | specsize users add ... --password-stdin` (a
         # Windows line end; the CLI takes off the "\n") had stored "secret\r", a password that never signed in
-        where = next(i for i, c in enumerate(password) if ord(c) < 32 or ord(c) == 127)
-        raise SpecError("password", f"holds a control character ({password[where]!r} at character {where + 1}), "
+        where = password.index(control)
+        raise SpecError("password", f"holds a control character ({control!r} at character {where + 1}), "
                         "which no one can type at the login form (a Windows line end?)",
                         "at least 12 characters without control characters")
     with engine.begin() as con:
